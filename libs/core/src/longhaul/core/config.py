@@ -1,0 +1,198 @@
+"""Configuration: ``longhaul.yaml`` (path from ``LONGHAUL_CONFIG``) plus ``LONGHAUL_*`` overrides.
+
+Nested fields are overridden with a double underscore, e.g.
+``LONGHAUL_PIPELINE__LOOP_DETECTION__THRESHOLD=3``. The well-known provider variables
+(``LONGHAUL_MODEL``, ``OPENAI_API_KEY`` …) are read by :class:`ModelsConfig` itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
+
+
+class NatsConfig(BaseModel):
+    url: str = "nats://127.0.0.1:4222"
+    credentials: str | None = None
+    replicas: int = Field(default=1, ge=1, le=5)
+    namespace: str = Field(default="", description="prefix for stream/bucket names (tests)")
+    connect_timeout_s: float = 5.0
+    request_timeout_s: float = 5.0
+
+
+class ProviderConfig(BaseModel):
+    """One HTTP provider endpoint. Keys come from the environment, never from the file."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    max_concurrency: int = 8
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 120.0
+    max_retries: int = 5
+
+
+class ModelPrice(BaseModel):
+    """US dollars per million tokens."""
+
+    input: float
+    cached_input: float | None = None
+    output: float
+    cache_write: float | None = None
+
+
+class ModelsConfig(BaseModel):
+    default: str = Field(default_factory=lambda: os.environ.get("LONGHAUL_MODEL", "scripted:auto"))
+    roles: dict[str, str] = Field(
+        default_factory=dict, description="per-role models: utility, planner, verifier"
+    )
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    context_limits: dict[str, int] = Field(default_factory=dict)
+
+    def for_role(self, role: str) -> str:
+        return self.roles.get(role, self.default)
+
+    @property
+    def is_offline_default(self) -> bool:
+        return self.default.startswith("scripted:")
+
+
+def _split_csv(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+class GatewayConfig(BaseModel):
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=lambda: _split_csv(os.environ.get("LONGHAUL_API_KEYS", "")),
+        validate_default=True,
+    )
+    max_body_bytes: int = 1_048_576
+    rate_limit_per_minute: int = 600
+    cors_origins: list[str] = Field(default_factory=list)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        return _split_csv(value) if isinstance(value, str) else value
+
+
+class CheckpointConfig(BaseModel):
+    enabled: bool = True
+    ttl_seconds: int = 604_800
+
+
+class LoopDetectionConfig(BaseModel):
+    window_size: int = 5
+    threshold: int = 2
+    tool_freq_warn: int = 30
+    tool_freq_stop: int = 50
+
+
+class CompressionConfig(BaseModel):
+    headroom_threshold: float = 0.8
+    min_tokens: int = 8000
+
+
+class StreamingConfig(BaseModel):
+    flush_interval_ms: int = 50
+
+
+class VerificationConfig(BaseModel):
+    max_reinjections: int = 1
+
+
+class PromptCacheConfig(BaseModel):
+    enable: bool = True
+
+
+class MiddlewareEntry(BaseModel):
+    name: str
+    enabled: bool = True
+
+
+class PipelineConfig(BaseModel):
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    max_concurrent_phases: int = 3
+    max_phases: int = 10
+    max_replan_attempts: int = 2
+    single_agent_fallback: bool = False
+    loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    streaming: StreamingConfig = Field(default_factory=StreamingConfig)
+    verification: VerificationConfig = Field(default_factory=VerificationConfig)
+    prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
+    middleware: list[MiddlewareEntry] = Field(default_factory=list)
+    max_iterations: int = 50
+    max_concurrent_subtraces: int = 3
+    context_injection_every: int = 10
+
+
+class StoreConfig(BaseModel):
+    snapshot_every: int = 200
+    lease_ttl_s: float = 30.0
+
+
+class LonghaulConfig(BaseSettings):
+    """The whole configuration tree."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LONGHAUL_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    nats: NatsConfig = Field(default_factory=NatsConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    data_dir: Path = Path(".longhaul")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = os.environ.get("LONGHAUL_CONFIG")
+        if path:
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+
+class ConfigError(Exception):
+    """The configuration file or environment is invalid; the message says where."""
+
+
+def load_config(**overrides: Any) -> LonghaulConfig:
+    """Load config from file and environment; ``overrides`` win over both."""
+    path = os.environ.get("LONGHAUL_CONFIG")
+    if path and not Path(path).is_file():
+        raise ConfigError(f"LONGHAUL_CONFIG points at {path!r}, which is not a file")
+    if path:
+        try:
+            yaml.safe_load(Path(path).read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    try:
+        return LonghaulConfig(**overrides)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc

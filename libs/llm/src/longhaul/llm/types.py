@@ -1,0 +1,178 @@
+"""The one model interface every provider implements.
+
+Messages are OpenAI chat-format dicts inside longhaul; providers convert to and from their own
+wire format. A provider exposes ``complete`` (one response) and ``stream`` (an async iterator of
+:class:`StreamEvent` ending with exactly one :class:`StreamEnd`). ``complete`` is defined in
+terms of ``stream`` by :func:`collect`, so a provider only has to write one of them well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+ChatMessage = dict[str, Any]
+"""One OpenAI-format message: ``{"role", "content", "tool_calls"?, "tool_call_id"?, "name"?}``."""
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool offered to the model: name, description and JSON schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Token counts of one call. ``estimated`` marks counts we computed ourselves."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: bool = False
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            estimated=self.estimated or other.estimated,
+        )
+
+
+class ToolCall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A complete tool call in OpenAI shape; ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+class ModelRequest(msgspec.Struct, kw_only=True):
+    """Everything one model call needs.
+
+    ``system`` is split into a ``stable`` part (cacheable prefix) and a ``volatile`` part (time,
+    memory) by the PromptCache middleware; providers decide how to send them.
+    """
+
+    model: str
+    messages: list[ChatMessage]
+    tools: list[ToolSpec] = msgspec.field(default_factory=list)
+    system_stable: str = ""
+    system_volatile: str = ""
+    cache_system: bool = True
+    temperature: float | None = None
+    max_tokens: int | None = None
+    response_schema: dict[str, Any] | None = None
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ModelResponse(msgspec.Struct, kw_only=True):
+    """One finished assistant turn."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    usage: Usage = msgspec.field(default_factory=Usage)
+    finish_reason: str = "stop"
+    model: str = ""
+    provider_fields: dict[str, Any] = msgspec.field(default_factory=dict)
+    """Provider-specific data kept with the message and replayed (signatures, thinking)."""
+
+    def to_message(self) -> ChatMessage:
+        message: ChatMessage = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        return message
+
+
+class TextDelta(msgspec.Struct, frozen=True):
+    text: str
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True, kw_only=True):
+    """A fragment of a tool call; fragments with the same ``index`` join into one call."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class RetryNotice(msgspec.Struct, frozen=True, kw_only=True):
+    """The provider is waiting before a retry; surfaced on the live stream."""
+
+    attempt: int
+    delay_s: float
+    reason: str
+
+
+class StreamEnd(msgspec.Struct, frozen=True):
+    response: ModelResponse
+
+
+StreamEvent = TextDelta | ToolCallDelta | RetryNotice | StreamEnd
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ModelError(Exception):
+    """A model call failed for good. ``retryable`` says whether a later attempt may succeed."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 partial_output: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.partial_output = partial_output
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What the engine talks to. ``name`` is the full model string, e.g. ``openai:gpt-4o``."""
+
+    name: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+async def collect(
+    events: AsyncIterator[StreamEvent],
+    on_event: Callable[[StreamEvent], Awaitable[None] | None] | None = None,
+) -> ModelResponse:
+    """Drain a stream and return its final response, forwarding every event to ``on_event``."""
+    final: ModelResponse | None = None
+    async for event in events:
+        if on_event is not None:
+            result = on_event(event)
+            if result is not None:
+                await result
+        if isinstance(event, StreamEnd):
+            final = event.response
+    if final is None:
+        raise ModelError("model stream ended without a final response")
+    return final

@@ -1,0 +1,1 @@
+"""longhaul.executor service."""
