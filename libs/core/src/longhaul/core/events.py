@@ -1,0 +1,400 @@
+"""The event catalog: every domain event of DESIGN.md §4 as one msgspec tagged union.
+
+Events are encoded as JSON. The envelope (``id``, ``type``, ``aggregate_id``, ``n``, ``ts``,
+``causation_id``, ``correlation_id``, ``actor``) is filled by the writer; ``n`` and
+``aggregate_id`` are stamped by the event store at append time so callers build events from
+payload fields only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+from longhaul.core.ids import ulid
+
+Aggregate = Literal["trace", "task"]
+TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
+TaskStatus = Literal["planning", "running", "completed", "failed"]
+PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
+WaitReason = Literal["human", "verification", "subtraces"]
+
+
+class EventDecodeError(ValueError):
+    """A payload is not a valid event: malformed JSON, unknown type or wrong field types."""
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
+    """Envelope shared by all events."""
+
+    aggregate: ClassVar[Aggregate]
+
+    id: str = msgspec.field(default_factory=ulid)
+    aggregate_id: str = ""
+    n: int = 0
+    ts: float = msgspec.field(default_factory=_now)
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    actor: str = ""
+
+    @property
+    def type(self) -> str:
+        return type(self).__struct_config__.tag  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------- shared payload structs
+
+
+class FunctionCall(msgspec.Struct, kw_only=True):
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCallRecord(msgspec.Struct, kw_only=True):
+    """A tool call as stored: OpenAI shape."""
+
+    id: str
+    function: FunctionCall
+    type: str = "function"
+
+
+class InputMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A message supplied by a client or a parent (OpenAI chat format)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallRecord] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+class UsageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: bool = False
+
+
+class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a trace runs with; fixed at creation, overridable per run."""
+
+    model: str | None = None
+    preset: str = "default"
+    tools: list[str] | None = None
+    skills: list[str] = msgspec.field(default_factory=list)
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    temperature: float | None = None
+    working_dir: str | None = None
+    verification: dict[str, Any] | None = None
+    system_prompt: str | None = None
+    read_only: bool = False
+
+
+class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    title: str
+    parent_id: str | None = None
+    status: Literal["pending", "in_progress", "done", "abandoned"] = "pending"
+    summary: str | None = None
+    created_at_sequence: int = 0
+
+
+class Totals(msgspec.Struct, kw_only=True):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float = 0.0
+    duration_ms: int = 0
+
+
+class PhaseSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
+    id: str
+    name: str
+    description: str = ""
+    depends_on: list[str] = msgspec.field(default_factory=list)
+    preset: str = "default"
+    tools: list[str] | None = None
+    criteria: list[str] = msgspec.field(default_factory=list)
+    competitors: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    merge: Literal["best", "vote", "fusion", "first"] = "best"
+    verification: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------- trace events
+
+
+class TraceEvent(Event, kw_only=True, omit_defaults=True):
+    aggregate: ClassVar[Aggregate] = "trace"
+
+
+class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=True):
+    messages: list[InputMessage]
+    config: TraceConfig = msgspec.field(default_factory=TraceConfig)
+    name: str | None = None
+    owner: str | None = None
+    parent_trace_id: str | None = None
+    parent_goal_id: str | None = None
+    parent_tool_call_id: str | None = None
+    task_id: str | None = None
+    phase_id: str | None = None
+
+
+class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):
+    """Continue (no ``after_sequence``), rewind or regenerate (``after_sequence`` = N)."""
+
+    messages: list[InputMessage] = msgspec.field(default_factory=list)
+    after_sequence: int | None = None
+    config: TraceConfig | None = None
+
+
+class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_defaults=True):
+    sequence: int
+    parent_sequence: int | None
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallRecord] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    goal_id: str | None = None
+    branch_type: Literal["main", "compression", "reflection"] = "main"
+    usage: UsageRecord | None = None
+    cost: float = 0.0
+    duration_ms: int = 0
+    model: str | None = None
+    synthetic: bool = False
+    """Written by the harness, not the model or a tool (healed tool results, warnings)."""
+    error_code: str | None = None
+    provider_fields: dict[str, Any] | None = None
+    long_term_memory: str | None = None
+    include_output_only_once: bool = False
+
+
+class Rewound(TraceEvent, tag="rewound", kw_only=True, omit_defaults=True):
+    after_sequence: int
+    goal_tree_snapshot: list[Goal] = msgspec.field(default_factory=list)
+
+
+class GoalChanged(TraceEvent, tag="goal_changed", kw_only=True, omit_defaults=True):
+    op: Literal["add", "under", "after", "focus", "done", "abandon"]
+    goal: Goal
+    at_sequence: int = 0
+
+
+class LoopWarned(TraceEvent, tag="loop_warned", kw_only=True, omit_defaults=True):
+    tool: str
+    message: str
+    count: int = 2
+
+
+class LoopStopped(TraceEvent, tag="loop_stopped", kw_only=True, omit_defaults=True):
+    tool: str
+    message: str
+
+
+class Compacted(TraceEvent, tag="compacted", kw_only=True, omit_defaults=True):
+    summary_sequence: int
+    range: tuple[int, int]
+    level: int = 2
+
+
+class VerificationRequested(
+    TraceEvent, tag="verification_requested", kw_only=True, omit_defaults=True
+):
+    attempt: int
+    answer_sequence: int
+    answer: str = ""
+    method: dict[str, Any] | None = None
+
+
+class VerificationPassed(TraceEvent, tag="verification_passed", kw_only=True, omit_defaults=True):
+    attempt: int
+    log: str = ""
+
+
+class VerificationFailed(TraceEvent, tag="verification_failed", kw_only=True, omit_defaults=True):
+    attempt: int
+    errors: list[str] = msgspec.field(default_factory=list)
+    log: str = ""
+
+
+class Waiting(TraceEvent, tag="waiting", kw_only=True, omit_defaults=True):
+    reason: WaitReason
+    detail: str = ""
+    tool_call_id: str | None = None
+
+
+class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=True):
+    content: str
+
+
+class SubtraceSpawned(TraceEvent, tag="subtrace_spawned", kw_only=True, omit_defaults=True):
+    child_trace_id: str
+    tool_call_id: str
+    mode: Literal["delegate", "explore", "evaluate"] = "delegate"
+    task: str = ""
+    preset: str = "default"
+    continue_from: str | None = None
+
+
+class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_defaults=True):
+    """Recorded on the parent when a child reaches a final status."""
+
+    child_trace_id: str
+    status: TraceStatus
+    summary: str = ""
+
+
+class StopRequested(TraceEvent, tag="stop_requested", kw_only=True, omit_defaults=True):
+    reason: str = "user"
+
+
+class ReflectRequested(TraceEvent, tag="reflect_requested", kw_only=True, omit_defaults=True):
+    focus: str | None = None
+
+
+class CompactRequested(TraceEvent, tag="compact_requested", kw_only=True, omit_defaults=True):
+    pass
+
+
+class Stopped(TraceEvent, tag="stopped", kw_only=True, omit_defaults=True):
+    reason: str = "user"
+
+
+class Completed(TraceEvent, tag="completed", kw_only=True, omit_defaults=True):
+    summary: str = ""
+    totals: Totals = msgspec.field(default_factory=Totals)
+
+
+class Failed(TraceEvent, tag="failed", kw_only=True, omit_defaults=True):
+    error: str
+    stop_reason: str | None = None
+    log: str = ""
+
+
+# ---------------------------------------------------------------- task events
+
+
+class TaskEvent(Event, kw_only=True, omit_defaults=True):
+    aggregate: ClassVar[Aggregate] = "task"
+
+
+class TaskCreated(TaskEvent, tag="task_created", kw_only=True, omit_defaults=True):
+    goal: str
+    mode: str = "plan"
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    owner: str | None = None
+
+
+class PlanCreated(TaskEvent, tag="plan_created", kw_only=True, omit_defaults=True):
+    phases: list[PhaseSpec]
+    source: str = "model"
+
+
+class PhaseStarted(TaskEvent, tag="phase_started", kw_only=True, omit_defaults=True):
+    phase_id: str
+    trace_ids: list[str] = msgspec.field(default_factory=list)
+    attempt: int = 1
+
+
+class PhaseCompleted(TaskEvent, tag="phase_completed", kw_only=True, omit_defaults=True):
+    phase_id: str
+    output_ref: str = ""
+    summary: str = ""
+    trace_id: str | None = None
+
+
+class PhaseFailed(TaskEvent, tag="phase_failed", kw_only=True, omit_defaults=True):
+    phase_id: str
+    error: str = ""
+
+
+class Replanned(TaskEvent, tag="replanned", kw_only=True, omit_defaults=True):
+    reflection: str
+    phases: list[PhaseSpec]
+    kept: list[str] = msgspec.field(default_factory=list)
+
+
+class TaskCompleted(TaskEvent, tag="task_completed", kw_only=True, omit_defaults=True):
+    summary: str = ""
+
+
+class TaskFailed(TaskEvent, tag="task_failed", kw_only=True, omit_defaults=True):
+    error: str
+    reflections: list[str] = msgspec.field(default_factory=list)
+
+
+class ResumeRequested(TaskEvent, tag="resume_requested", kw_only=True, omit_defaults=True):
+    pass
+
+
+AnyEvent = (
+    TraceCreated
+    | RunRequested
+    | MessageAppended
+    | Rewound
+    | GoalChanged
+    | LoopWarned
+    | LoopStopped
+    | Compacted
+    | VerificationRequested
+    | VerificationPassed
+    | VerificationFailed
+    | Waiting
+    | HumanReplied
+    | SubtraceSpawned
+    | SubtraceFinished
+    | StopRequested
+    | ReflectRequested
+    | CompactRequested
+    | Stopped
+    | Completed
+    | Failed
+    | TaskCreated
+    | PlanCreated
+    | PhaseStarted
+    | PhaseCompleted
+    | PhaseFailed
+    | Replanned
+    | TaskCompleted
+    | TaskFailed
+    | ResumeRequested
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+}
+TRACE_EVENT_TYPES = frozenset(t for t, c in EVENT_TYPES.items() if c.aggregate == "trace")
+TASK_EVENT_TYPES = frozenset(t for t, c in EVENT_TYPES.items() if c.aggregate == "task")
+
+_encoder = msgspec.json.Encoder()
+_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(AnyEvent)
+
+
+def encode(event: Event) -> bytes:
+    return _encoder.encode(event)
+
+
+def decode(data: bytes | str) -> Event:
+    """Decode one event; any problem raises :class:`EventDecodeError`, never something else."""
+    try:
+        event: Event = _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise EventDecodeError(str(exc)) from exc
+    return event
+
+
+def to_builtins(event: Event) -> dict[str, Any]:
+    """A JSON-ready dict (for SSE and the API), including ``type``."""
+    data: dict[str, Any] = msgspec.to_builtins(event)
+    return data

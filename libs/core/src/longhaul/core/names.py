@@ -1,0 +1,73 @@
+"""Names of the JetStream stream, subjects, buckets and the object store.
+
+A ``namespace`` prefixes all of them so several isolated longhaul installations (or tests) can
+share one server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from longhaul.core.events import Aggregate
+
+
+@dataclass(frozen=True)
+class Names:
+    namespace: str = ""
+
+    def _bucket(self, name: str) -> str:
+        return f"{self.namespace}{name}"
+
+    @property
+    def stream(self) -> str:
+        return f"{self.namespace.upper()}LH_EVENTS"
+
+    @property
+    def subject_root(self) -> str:
+        return f"{self.namespace}lh.ev"
+
+    @property
+    def live_root(self) -> str:
+        return f"{self.namespace}lh.live"
+
+    @property
+    def traces(self) -> str:
+        return self._bucket("lh_traces")
+
+    @property
+    def leases(self) -> str:
+        return self._bucket("lh_leases")
+
+    @property
+    def snapshots(self) -> str:
+        return self._bucket("lh_snapshots")
+
+    @property
+    def checkpoints(self) -> str:
+        return self._bucket("lh_checkpoints")
+
+    @property
+    def workspace(self) -> str:
+        return self._bucket("lh_workspace")
+
+    @property
+    def artifacts(self) -> str:
+        return self._bucket("lh_artifacts")
+
+    def subject(self, aggregate: Aggregate, aggregate_id: str, event_type: str) -> str:
+        return f"{self.subject_root}.{aggregate}.{aggregate_id}.{event_type}"
+
+    def aggregate_filter(self, aggregate: Aggregate, aggregate_id: str) -> str:
+        return f"{self.subject_root}.{aggregate}.{aggregate_id}.>"
+
+    def type_filter(self, aggregate: Aggregate, event_type: str) -> str:
+        return f"{self.subject_root}.{aggregate}.*.{event_type}"
+
+    def live(self, trace_id: str) -> str:
+        return f"{self.live_root}.{trace_id}"
+
+    def parse_subject(self, subject: str) -> tuple[str, str, str]:
+        """``(aggregate, aggregate_id, event_type)`` of an event subject."""
+        root_parts = self.subject_root.count(".") + 1
+        parts = subject.split(".")
+        return parts[root_parts], parts[root_parts + 1], parts[root_parts + 2]

@@ -1,0 +1,203 @@
+"""``TaskState``: the fold of one task's events (a plan of phases forming a DAG)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from longhaul.core import events as ev
+from longhaul.core.events import PhaseSpec, PhaseStatus, TaskStatus
+from longhaul.core.state.errors import InvalidTransition
+
+
+def validate_phase_graph(phases: Iterable[PhaseSpec], *, max_phases: int | None = None) -> None:
+    """Raise :class:`InvalidTransition` for duplicate ids, unknown dependencies or cycles."""
+    specs = list(phases)
+    if not specs:
+        raise InvalidTransition("a plan needs at least one phase", code="invalid_plan")
+    if max_phases is not None and len(specs) > max_phases:
+        raise InvalidTransition(
+            f"plan has {len(specs)} phases, at most {max_phases} allowed", code="invalid_plan"
+        )
+    ids = [spec.id for spec in specs]
+    if len(set(ids)) != len(ids):
+        raise InvalidTransition("phase ids must be unique", code="invalid_plan")
+    known = set(ids)
+    for spec in specs:
+        unknown = [dep for dep in spec.depends_on if dep not in known]
+        if unknown:
+            raise InvalidTransition(
+                f"phase {spec.id} depends on unknown {', '.join(unknown)}", code="invalid_plan"
+            )
+    topological_layers(specs)
+
+
+def topological_layers(specs: list[PhaseSpec]) -> list[list[str]]:
+    """Phases grouped by depth (Kahn's algorithm); raises on a cycle."""
+    remaining = {spec.id: set(spec.depends_on) for spec in specs}
+    layers: list[list[str]] = []
+    while remaining:
+        ready = sorted(pid for pid, deps in remaining.items() if not deps)
+        if not ready:
+            raise InvalidTransition(
+                f"dependency cycle among {', '.join(sorted(remaining))}", code="invalid_plan"
+            )
+        layers.append(ready)
+        for pid in ready:
+            del remaining[pid]
+        for deps in remaining.values():
+            deps.difference_update(ready)
+    return layers
+
+
+class PhaseState(msgspec.Struct, kw_only=True):
+    spec: PhaseSpec
+    status: PhaseStatus = "pending"
+    trace_ids: list[str] = msgspec.field(default_factory=list)
+    attempts: int = 0
+    summary: str = ""
+    output_ref: str = ""
+    error: str = ""
+
+
+class TaskState(msgspec.Struct, kw_only=True):
+    task_id: str = ""
+    status: TaskStatus | None = None
+    goal: str = ""
+    mode: str = "plan"
+    options: dict[str, object] = msgspec.field(default_factory=dict)
+    owner: str | None = None
+    phases: dict[str, PhaseState] = msgspec.field(default_factory=dict)
+    order: list[str] = msgspec.field(default_factory=list)
+    plan_source: str = ""
+    replans: list[str] = msgspec.field(default_factory=list)
+    resumes: int = 0
+    summary: str = ""
+    error: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    version: int = 0
+    stream_seq: int = 0
+
+    @property
+    def exists(self) -> bool:
+        return self.status is not None
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in ("completed", "failed")
+
+    def ready_phases(self) -> list[str]:
+        """Pending phases whose dependencies all completed, in plan order."""
+        return [
+            pid
+            for pid in self.order
+            if self.phases[pid].status == "pending"
+            and all(self.phases[dep].status == "completed" for dep in self.phases[pid].spec.depends_on)
+        ]
+
+    def running_phases(self) -> list[str]:
+        return [pid for pid in self.order if self.phases[pid].status == "running"]
+
+    def failed_phases(self) -> list[str]:
+        return [pid for pid in self.order if self.phases[pid].status == "failed"]
+
+    def all_completed(self) -> bool:
+        return bool(self.order) and all(
+            self.phases[pid].status in ("completed", "skipped") for pid in self.order
+        )
+
+    def layers(self) -> list[list[str]]:
+        return topological_layers([self.phases[pid].spec for pid in self.order])
+
+    def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
+        if not self.exists and not isinstance(event, ev.TaskCreated):
+            raise InvalidTransition(f"task {event.aggregate_id} does not exist", code="not_found")
+        match event:
+            case ev.TaskCreated():
+                if self.exists:
+                    raise InvalidTransition("task already exists", code="conflict")
+                self.task_id = event.aggregate_id
+                self.status = "planning"
+                self.goal = event.goal
+                self.mode = event.mode
+                self.options = event.options
+                self.owner = event.owner
+                self.created_at = event.ts
+            case ev.PlanCreated():
+                self._require("planning", what="create a plan")
+                validate_phase_graph(event.phases)
+                self._set_phases(event.phases)
+                self.plan_source = event.source
+                self.status = "running"
+            case ev.PhaseStarted():
+                phase = self._phase(event.phase_id, "pending", "failed", "running")
+                phase.status = "running"
+                phase.trace_ids = list(event.trace_ids)
+                phase.attempts = event.attempt
+            case ev.PhaseCompleted():
+                phase = self._phase(event.phase_id, "running")
+                phase.status = "completed"
+                phase.summary = event.summary
+                phase.output_ref = event.output_ref
+            case ev.PhaseFailed():
+                phase = self._phase(event.phase_id, "running", "pending")
+                phase.status = "failed"
+                phase.error = event.error
+            case ev.Replanned():
+                self._require("running", what="replan")
+                kept = {pid: self.phases[pid] for pid in event.kept if pid in self.phases}
+                validate_phase_graph([*(p.spec for p in kept.values()), *event.phases])
+                self.phases = kept
+                self.order = list(kept)
+                self._set_phases(event.phases, keep_existing=True)
+                self.replans.append(event.reflection)
+            case ev.TaskCompleted():
+                self._require("running", what="complete")
+                self.status = "completed"
+                self.summary = event.summary
+            case ev.TaskFailed():
+                self._require("planning", "running", what="fail")
+                self.status = "failed"
+                self.error = event.error
+            case ev.ResumeRequested():
+                self._require("planning", "running", "failed", what="resume")
+                self.resumes += 1
+                if self.status == "failed":
+                    self.status = "running" if self.order else "planning"
+                    self.error = ""
+                    for pid in self.failed_phases():
+                        self.phases[pid].status = "pending"
+            case _:
+                raise InvalidTransition(f"{event.type} is not a task event", code="wrong_aggregate")
+        self.version = event.n or self.version + 1
+        if stream_seq:
+            self.stream_seq = stream_seq
+        self.updated_at = event.ts
+
+    def _set_phases(self, specs: list[PhaseSpec], *, keep_existing: bool = False) -> None:
+        if not keep_existing:
+            self.phases = {}
+            self.order = []
+        for spec in specs:
+            self.phases[spec.id] = PhaseState(spec=spec)
+            self.order.append(spec.id)
+
+    def _phase(self, phase_id: str, *allowed: str) -> PhaseState:
+        self._require("running", what=f"change phase {phase_id}")
+        phase = self.phases.get(phase_id)
+        if phase is None:
+            raise InvalidTransition(f"unknown phase {phase_id}", code="not_found")
+        if phase.status not in allowed:
+            raise InvalidTransition(
+                f"phase {phase_id} is {phase.status}, expected {' or '.join(allowed)}",
+                code="conflict",
+            )
+        return phase
+
+    def _require(self, *allowed: str, what: str) -> None:
+        if self.status not in allowed:
+            raise InvalidTransition(
+                f"cannot {what}: task {self.task_id} is {self.status}", code="conflict"
+            )

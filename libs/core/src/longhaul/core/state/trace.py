@@ -1,0 +1,487 @@
+"""``TraceState``: the fold of one trace's events.
+
+The message tree is kept with its main path (head back to root) maintained incrementally, so
+appending to the head is O(1) and building a request does not re-walk the history.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from longhaul.core import events as ev
+from longhaul.core.events import TraceConfig, TraceStatus, WaitReason
+from longhaul.core.state.errors import InvalidTransition
+from longhaul.core.state.goals import GoalTree
+
+FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
+
+
+class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
+    sequence: int
+    parent_sequence: int | None
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ev.ToolCallRecord] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    goal_id: str | None = None
+    branch_type: str = "main"
+    usage: ev.UsageRecord | None = None
+    cost: float = 0.0
+    duration_ms: int = 0
+    model: str | None = None
+    synthetic: bool = False
+    error_code: str | None = None
+    provider_fields: dict[str, Any] | None = None
+    long_term_memory: str | None = None
+    include_output_only_once: bool = False
+    created_at: float = 0.0
+
+    def to_openai(self) -> dict[str, Any]:
+        """The chat-format dict a model request carries."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [msgspec.to_builtins(call) for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            out["name"] = self.name
+        if self.provider_fields:
+            out["provider_fields"] = self.provider_fields
+        return out
+
+    def tool_call_ids(self) -> list[str]:
+        return [call.id for call in self.tool_calls or []]
+
+
+class SubtraceInfo(msgspec.Struct, kw_only=True):
+    child_trace_id: str
+    tool_call_id: str
+    mode: str = "delegate"
+    task: str = ""
+    status: str = "running"
+    summary: str = ""
+
+
+class VerificationState(msgspec.Struct, kw_only=True):
+    attempts: int = 0
+    pending: bool = False
+    passed: bool = False
+    failures: list[ev.VerificationFailed] = msgspec.field(default_factory=list)
+    unconsumed_failure: bool = False
+    """A failure the engine has not yet turned into a user message."""
+
+
+class TraceState(msgspec.Struct, kw_only=True):
+    trace_id: str = ""
+    status: TraceStatus | None = None
+    name: str | None = None
+    owner: str | None = None
+    config: TraceConfig = msgspec.field(default_factory=TraceConfig)
+    parent_trace_id: str | None = None
+    parent_goal_id: str | None = None
+    parent_tool_call_id: str | None = None
+    task_id: str | None = None
+    phase_id: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    messages: dict[int, Message] = msgspec.field(default_factory=dict)
+    head_sequence: int = 0
+    last_sequence: int = 0
+    path: list[int] = msgspec.field(default_factory=list)
+
+    goals: GoalTree = msgspec.field(default_factory=GoalTree)
+    totals: ev.Totals = msgspec.field(default_factory=ev.Totals)
+    error: str | None = None
+    stop_reason: str | None = None
+    summary: str | None = None
+
+    wait_reason: WaitReason | None = None
+    wait_detail: str = ""
+    wait_tool_call_id: str | None = None
+    human_reply: str | None = None
+    stop_requested: bool = False
+    reflect_focus: str | None = None
+    reflect_requested: bool = False
+    compact_requested: bool = False
+    pending_warnings: list[str] = msgspec.field(default_factory=list)
+    verification: VerificationState = msgspec.field(default_factory=VerificationState)
+    subtraces: dict[str, SubtraceInfo] = msgspec.field(default_factory=dict)
+    runs: int = 0
+
+    version: int = 0
+    """``n`` of the last applied event."""
+    stream_seq: int = 0
+    """Stream sequence of the last applied event (the store's optimistic-concurrency token)."""
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def exists(self) -> bool:
+        return self.status is not None
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    def main_path(self) -> list[Message]:
+        return [self.messages[seq] for seq in self.path]
+
+    def all_messages(self) -> list[Message]:
+        return [self.messages[seq] for seq in sorted(self.messages)]
+
+    def path_to(self, sequence: int) -> list[int]:
+        """Sequences from the root to ``sequence`` inclusive."""
+        chain: list[int] = []
+        current: int | None = sequence
+        while current is not None:
+            chain.append(current)
+            current = self.messages[current].parent_sequence
+        chain.reverse()
+        return chain
+
+    def unanswered_tool_calls(self, upto: int | None = None) -> list[ev.ToolCallRecord]:
+        """Calls of the last assistant ``tool_calls`` message on the path to ``upto`` (default
+        head) that have no tool result after it on that path."""
+        current = self.head_sequence if upto is None else upto
+        answered: set[str] = set()
+        while current:
+            message = self.messages[current]
+            if message.role == "tool":
+                if message.tool_call_id:
+                    answered.add(message.tool_call_id)
+            elif message.role == "assistant" and message.tool_calls:
+                return [call for call in message.tool_calls if call.id not in answered]
+            else:
+                return []
+            current = message.parent_sequence or 0
+        return []
+
+    def safe_cut(self, sequence: int) -> int:
+        """The cut at ``sequence`` moved forward past the tool results its calls need."""
+        if sequence not in self.messages:
+            raise InvalidTransition(
+                f"trace {self.trace_id} has no message {sequence}", code="unknown_sequence"
+            )
+        on_head_path = set(self.path)
+        cut = sequence
+        while pending := {call.id for call in self.unanswered_tool_calls(cut)}:
+            candidates = [
+                child
+                for child in self._children(cut)
+                if self.messages[child].role == "tool"
+                and self.messages[child].tool_call_id in pending
+            ]
+            if not candidates:
+                break
+            preferred = [child for child in candidates if child in on_head_path]
+            cut = (preferred or candidates)[-1]
+        return cut
+
+    def _children(self, sequence: int) -> list[int]:
+        return [seq for seq, msg in self.messages.items() if msg.parent_sequence == sequence]
+
+    # ------------------------------------------------------------------ fold
+
+    def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
+        """Apply one event; raises :class:`InvalidTransition` if it cannot happen."""
+        handler = _HANDLERS.get(type(event))
+        if handler is None:
+            raise InvalidTransition(f"{event.type} is not a trace event", code="wrong_aggregate")
+        if not self.exists and not isinstance(event, ev.TraceCreated):
+            raise InvalidTransition(f"trace {event.aggregate_id} does not exist", code="not_found")
+        handler(self, event)
+        self.version = event.n or self.version + 1
+        if stream_seq:
+            self.stream_seq = stream_seq
+        self.updated_at = event.ts
+
+    def check(self, event: ev.Event) -> None:
+        """Raise if ``event`` could not apply, without changing this state."""
+        # Handlers mutate nested containers, so probe a deep copy.
+        probe = msgspec.convert(msgspec.to_builtins(self), TraceState)
+        probe.apply(event)
+
+    def _require(self, *allowed: str, what: str) -> None:
+        if self.status not in allowed:
+            raise InvalidTransition(
+                f"cannot {what}: trace {self.trace_id} is {self.status}", code="conflict"
+            )
+
+    # handlers ----------------------------------------------------------------
+
+    def _on_created(self, event: ev.TraceCreated) -> None:
+        if self.exists:
+            raise InvalidTransition(f"trace {event.aggregate_id} already exists", code="conflict")
+        self.trace_id = event.aggregate_id
+        self.status = "running"
+        self.name = event.name
+        self.owner = event.owner
+        self.config = event.config
+        self.parent_trace_id = event.parent_trace_id
+        self.parent_goal_id = event.parent_goal_id
+        self.parent_tool_call_id = event.parent_tool_call_id
+        self.task_id = event.task_id
+        self.phase_id = event.phase_id
+        self.created_at = event.ts
+        self.runs = 1
+        self._append_inputs(event.messages, event.ts)
+
+    def _on_run_requested(self, event: ev.RunRequested) -> None:
+        self._require("completed", "failed", "stopped", "waiting", what="run")
+        if self.status == "waiting" and event.after_sequence is None and not event.messages:
+            raise InvalidTransition("trace is waiting; reply or rewind instead", code="conflict")
+        if event.after_sequence is not None:
+            self._rewind_to(self.safe_cut(event.after_sequence))
+        if event.config is not None:
+            self.config = event.config
+        self._reset_run()
+        self._append_inputs(event.messages, event.ts)
+
+    def _reset_run(self) -> None:
+        self.status = "running"
+        self.runs += 1
+        self.error = None
+        self.stop_reason = None
+        self.summary = None
+        self.stop_requested = False
+        self.wait_reason = None
+        self.wait_detail = ""
+        self.wait_tool_call_id = None
+        self.human_reply = None
+        self.verification = VerificationState()
+
+    def _append_inputs(self, messages: list[ev.InputMessage], ts: float) -> None:
+        for item in messages:
+            self._add_message(
+                Message(
+                    sequence=self.last_sequence + 1,
+                    parent_sequence=self.head_sequence or None,
+                    role=item.role,
+                    content=item.content,
+                    tool_calls=item.tool_calls,
+                    tool_call_id=item.tool_call_id,
+                    name=item.name,
+                    goal_id=self.goals.focus,
+                    created_at=ts,
+                )
+            )
+
+    def _rewind_to(self, cut: int) -> None:
+        self.head_sequence = cut
+        self.path = self.path_to(cut)
+        self.goals = self.goals.as_of(set(self.path))
+        self.pending_warnings = []
+
+    def _on_rewound(self, event: ev.Rewound) -> None:
+        self._rewind_to(self.safe_cut(event.after_sequence))
+
+    def _add_message(self, message: Message) -> None:
+        if message.sequence != self.last_sequence + 1:
+            raise InvalidTransition(
+                f"message sequence {message.sequence} does not follow {self.last_sequence}",
+                code="sequence_gap",
+            )
+        parent = message.parent_sequence
+        if parent is not None and parent not in self.messages:
+            raise InvalidTransition(f"unknown parent message {parent}", code="unknown_sequence")
+        self.messages[message.sequence] = message
+        self.last_sequence = message.sequence
+        if message.branch_type == "reflection":
+            return
+        if parent == (self.head_sequence or None):
+            self.path.append(message.sequence)
+        else:
+            self.path = self.path_to(message.sequence)
+        self.head_sequence = message.sequence
+
+    def _on_message(self, event: ev.MessageAppended) -> None:
+        self._require("running", what="append a message")
+        self._add_message(
+            Message(
+                sequence=event.sequence,
+                parent_sequence=event.parent_sequence,
+                role=event.role,
+                content=event.content,
+                tool_calls=event.tool_calls,
+                tool_call_id=event.tool_call_id,
+                name=event.name,
+                goal_id=event.goal_id,
+                branch_type=event.branch_type,
+                usage=event.usage,
+                cost=event.cost,
+                duration_ms=event.duration_ms,
+                model=event.model,
+                synthetic=event.synthetic,
+                error_code=event.error_code,
+                provider_fields=event.provider_fields,
+                long_term_memory=event.long_term_memory,
+                include_output_only_once=event.include_output_only_once,
+                created_at=event.ts,
+            )
+        )
+        totals = self.totals
+        if event.usage is not None:
+            totals.prompt_tokens += event.usage.prompt_tokens
+            totals.completion_tokens += event.usage.completion_tokens
+            totals.cache_read_tokens += event.usage.cache_read_tokens
+            totals.cache_write_tokens += event.usage.cache_write_tokens
+        totals.cost += event.cost
+        totals.duration_ms += event.duration_ms
+        if event.role == "assistant":
+            self.pending_warnings = []
+        if event.role == "user" and self.verification.unconsumed_failure:
+            self.verification.unconsumed_failure = False
+        if event.role == "tool" and event.tool_call_id == self.wait_tool_call_id:
+            self.human_reply = None
+            self.wait_tool_call_id = None
+        if event.branch_type == "reflection":
+            self.reflect_requested = False
+            self.reflect_focus = None
+
+    def _on_goal_changed(self, event: ev.GoalChanged) -> None:
+        self._require("running", what="change goals")
+        self.goals.apply(event.op, event.goal, event.at_sequence or self.head_sequence)
+
+    def _on_loop_warned(self, event: ev.LoopWarned) -> None:
+        self.pending_warnings.append(event.message)
+
+    def _on_loop_stopped(self, event: ev.LoopStopped) -> None:
+        self.stop_reason = "loop_detected"
+
+    def _on_compacted(self, event: ev.Compacted) -> None:
+        self.compact_requested = False
+
+    def _on_verification_requested(self, event: ev.VerificationRequested) -> None:
+        self._require("running", what="request verification")
+        self.verification.attempts = event.attempt
+        self.verification.pending = True
+        self._wait("verification", f"attempt {event.attempt}")
+
+    def _on_verification_passed(self, event: ev.VerificationPassed) -> None:
+        self._require_wait("verification")
+        self.verification.pending = False
+        self.verification.passed = True
+        self._wake()
+
+    def _on_verification_failed(self, event: ev.VerificationFailed) -> None:
+        self._require_wait("verification")
+        self.verification.pending = False
+        self.verification.failures.append(event)
+        self.verification.unconsumed_failure = True
+        self._wake()
+
+    def _on_waiting(self, event: ev.Waiting) -> None:
+        self._require("running", what="wait")
+        self._wait(event.reason, event.detail)
+        self.wait_tool_call_id = event.tool_call_id
+
+    def _on_human_replied(self, event: ev.HumanReplied) -> None:
+        self._require_wait("human")
+        self.human_reply = event.content
+        self.status = "running"
+        self.wait_reason = None
+
+    def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
+        self._require("running", what="spawn a sub-trace")
+        self.subtraces[event.child_trace_id] = SubtraceInfo(
+            child_trace_id=event.child_trace_id,
+            tool_call_id=event.tool_call_id,
+            mode=event.mode,
+            task=event.task,
+        )
+
+    def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
+        info = self.subtraces.get(event.child_trace_id)
+        if info is None:
+            raise InvalidTransition(f"unknown sub-trace {event.child_trace_id}", code="not_found")
+        info.status = event.status
+        info.summary = event.summary
+        if self.wait_reason == "subtraces" and not self.running_subtraces():
+            self._wake()
+
+    def running_subtraces(self) -> list[SubtraceInfo]:
+        return [info for info in self.subtraces.values() if info.status == "running"]
+
+    def _on_stop_requested(self, event: ev.StopRequested) -> None:
+        self._require("running", "waiting", what="stop")
+        self.stop_requested = True
+
+    def _on_reflect_requested(self, event: ev.ReflectRequested) -> None:
+        self._require_idle_or_running("reflect")
+        self.reflect_requested = True
+        self.reflect_focus = event.focus
+
+    def _on_compact_requested(self, event: ev.CompactRequested) -> None:
+        self._require_idle_or_running("compact")
+        self.compact_requested = True
+
+    def _require_idle_or_running(self, what: str) -> None:
+        self._require("running", "completed", "failed", "stopped", what=what)
+        if self.status != "running":
+            self._reset_run()
+
+    def _on_stopped(self, event: ev.Stopped) -> None:
+        self._require("running", "waiting", what="mark stopped")
+        self.status = "stopped"
+        self.stop_reason = event.reason
+        self.stop_requested = False
+        self.wait_reason = None
+
+    def _on_completed(self, event: ev.Completed) -> None:
+        self._require("running", what="complete")
+        self.status = "completed"
+        self.summary = event.summary
+
+    def _on_failed(self, event: ev.Failed) -> None:
+        self._require("running", "waiting", what="fail")
+        self.status = "failed"
+        self.error = event.error
+        self.stop_reason = event.stop_reason or self.stop_reason
+        self.wait_reason = None
+
+    # helpers -----------------------------------------------------------------
+
+    def _wait(self, reason: WaitReason, detail: str) -> None:
+        self.status = "waiting"
+        self.wait_reason = reason
+        self.wait_detail = detail
+
+    def _require_wait(self, reason: str) -> None:
+        if self.status != "waiting" or self.wait_reason != reason:
+            raise InvalidTransition(
+                f"trace {self.trace_id} is not waiting for {reason}", code="conflict"
+            )
+
+    def _wake(self) -> None:
+        self.status = "running"
+        self.wait_reason = None
+        self.wait_detail = ""
+
+
+_HANDLERS: dict[type[ev.Event], Any] = {
+    ev.TraceCreated: TraceState._on_created,
+    ev.RunRequested: TraceState._on_run_requested,
+    ev.MessageAppended: TraceState._on_message,
+    ev.Rewound: TraceState._on_rewound,
+    ev.GoalChanged: TraceState._on_goal_changed,
+    ev.LoopWarned: TraceState._on_loop_warned,
+    ev.LoopStopped: TraceState._on_loop_stopped,
+    ev.Compacted: TraceState._on_compacted,
+    ev.VerificationRequested: TraceState._on_verification_requested,
+    ev.VerificationPassed: TraceState._on_verification_passed,
+    ev.VerificationFailed: TraceState._on_verification_failed,
+    ev.Waiting: TraceState._on_waiting,
+    ev.HumanReplied: TraceState._on_human_replied,
+    ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
+    ev.SubtraceFinished: TraceState._on_subtrace_finished,
+    ev.StopRequested: TraceState._on_stop_requested,
+    ev.ReflectRequested: TraceState._on_reflect_requested,
+    ev.CompactRequested: TraceState._on_compact_requested,
+    ev.Stopped: TraceState._on_stopped,
+    ev.Completed: TraceState._on_completed,
+    ev.Failed: TraceState._on_failed,
+}
