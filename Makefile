@@ -1,0 +1,35 @@
+# longhaul — the two commands: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+BOOTSTRAP := .bootstrap
+UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
+VENV := .venv
+ARGS ?=
+
+.PHONY: run test lint bench sync clean
+
+$(BOOTSTRAP)/bin/uv:
+	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(BOOTSTRAP) uv
+
+$(VENV)/.synced: pyproject.toml uv.lock $(wildcard libs/*/pyproject.toml services/*/pyproject.toml) | $(UV)
+	$(UV) sync --frozen
+	@touch $@
+
+sync: $(VENV)/.synced
+
+run: sync
+	$(VENV)/bin/longhaul up $(ARGS)
+
+test: sync
+	$(VENV)/bin/python -m pytest -q $(ARGS)
+
+lint: sync
+	$(VENV)/bin/ruff check libs services tests bench
+	$(VENV)/bin/mypy libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
+
+bench: sync
+	$(VENV)/bin/python -m bench $(ARGS)
+
+clean:
+	rm -rf $(VENV) $(BOOTSTRAP) .longhaul .pytest_cache .mypy_cache .ruff_cache

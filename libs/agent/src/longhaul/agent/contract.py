@@ -1,0 +1,57 @@
+"""The seam between the pure engine and the executor shell that makes it durable.
+
+The engine never touches NATS. It reads a :class:`TraceState`, calls a model and tools, and
+hands every decision to an :class:`EventSink` *before* taking the next action. The sink appends
+the events durably and applies them to the same state object, so after ``emit`` returns the
+state reflects them. When the log moved under the engine (a stop request, a human reply), the
+sink catches the state up and re-appends if the events still apply, or raises
+:class:`StaleState` so the executor re-replays and starts a fresh turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, Protocol
+
+import msgspec
+
+from longhaul.core.events import TraceEvent
+from longhaul.core.state import TraceState
+
+
+class StaleState(Exception):
+    """The engine's view is out of date and its events no longer apply; end the turn."""
+
+
+class EventSink(Protocol):
+    async def emit(self, events: Sequence[TraceEvent]) -> None:
+        """Durably append ``events`` (in order) and apply them to the turn's state."""
+        ...
+
+
+class LiveUpdate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Not persisted: token deltas, tool progress and retry notices for watchers."""
+
+    kind: Literal["delta", "tool_start", "tool_end", "retry", "status"]
+    text: str = ""
+    tool: str | None = None
+    tool_call_id: str | None = None
+    sequence: int | None = None
+
+
+LiveCallback = Callable[[LiveUpdate], Awaitable[None]]
+
+
+TurnEnd = Literal[
+    "completed",  # final answer accepted (no verification, or verification passed)
+    "waiting",  # verification, human or children: the turn ends, the lease is released
+    "stopped",  # stop request, loop detection or a budget (see stop_reason)
+    "failed",  # unrecoverable error or verification exhausted
+    "max_iterations",  # iteration budget of this turn (trace goes on being resumable)
+]
+
+
+class TurnOutcome(msgspec.Struct, kw_only=True):
+    end: TurnEnd
+    steps: int = 0
+    stop_reason: str | None = None

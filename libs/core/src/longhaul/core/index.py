@@ -1,0 +1,112 @@
+"""The ``lh_traces`` index: one small entry per trace, for listing without replaying logs.
+
+Several writers (gateway on create, executor on every turn) update it; an entry is only
+replaced by one folded from a later stream position, so a slow writer never moves it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import msgspec
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+from longhaul.core.connection import Connection
+from longhaul.core.events import Totals
+from longhaul.core.state import TraceState
+
+CAS_ATTEMPTS = 8
+
+
+class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    trace_id: str
+    status: str
+    name: str | None = None
+    owner: str | None = None
+    parent_trace_id: str | None = None
+    task_id: str | None = None
+    phase_id: str | None = None
+    head_sequence: int = 0
+    last_sequence: int = 0
+    last_event_seq: int = 0
+    totals: Totals = msgspec.field(default_factory=Totals)
+    error: str | None = None
+    stop_reason: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @classmethod
+    def from_state(cls, state: TraceState) -> TraceIndexEntry:
+        return cls(
+            trace_id=state.trace_id,
+            status=state.status or "running",
+            name=state.name,
+            owner=state.owner,
+            parent_trace_id=state.parent_trace_id,
+            task_id=state.task_id,
+            phase_id=state.phase_id,
+            head_sequence=state.head_sequence,
+            last_sequence=state.last_sequence,
+            last_event_seq=state.stream_seq,
+            totals=state.totals,
+            error=state.error,
+            stop_reason=state.stop_reason,
+            created_at=state.created_at,
+            updated_at=state.updated_at,
+        )
+
+
+class TraceIndex:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def _kv(self):  # type: ignore[no-untyped-def]
+        return await self.conn.kv(self.conn.names.traces)
+
+    async def update(self, state: TraceState) -> bool:
+        """Write the entry for ``state`` unless a newer one is stored; True if written."""
+        kv = await self._kv()
+        entry = TraceIndexEntry.from_state(state)
+        data = msgspec.json.encode(entry)
+        for _ in range(CAS_ATTEMPTS):
+            try:
+                current = await kv.get(state.trace_id)
+            except KeyNotFoundError:
+                try:
+                    await kv.create(state.trace_id, data)
+                    return True
+                except KeyWrongLastSequenceError:
+                    continue
+            stored = msgspec.json.decode(current.value or b"{}", type=dict)
+            if int(stored.get("last_event_seq", 0)) >= entry.last_event_seq:
+                return False
+            try:
+                await kv.update(state.trace_id, data, last=current.revision)
+                return True
+            except KeyWrongLastSequenceError:
+                continue
+        return False
+
+    async def get(self, trace_id: str) -> TraceIndexEntry | None:
+        kv = await self._kv()
+        try:
+            entry = await kv.get(trace_id)
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        return msgspec.json.decode(entry.value, type=TraceIndexEntry)
+
+    async def entries(self) -> AsyncIterator[TraceIndexEntry]:
+        """All entries (unordered)."""
+        kv = await self._kv()
+        try:
+            keys = await kv.keys()
+        except Exception as exc:  # nats-py raises NoKeysError for an empty bucket
+            if type(exc).__name__ == "NoKeysError":
+                return
+            raise
+        for key in keys:
+            entry = await self.get(key)
+            if entry is not None:
+                yield entry

@@ -1,0 +1,84 @@
+"""Shared workspace entries (``lh_workspace`` KV, history ≥ 5) with large values offloaded.
+
+Writes are compare-and-set on the revision the writer read; a value over ``INLINE_LIMIT``
+bytes lives in the ``lh_artifacts`` object store and the KV entry holds a reference to it.
+Keys use ``/`` in the API (``task/<id>/phase/<pid>/output``) and ``.`` in KV.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+from longhaul.core.connection import Connection
+
+INLINE_LIMIT = 256 * 1024
+
+
+class WorkspaceConflict(Exception):
+    """The entry changed since the revision the writer read."""
+
+
+class WorkspaceEntry(msgspec.Struct, kw_only=True):
+    key: str
+    value: bytes
+    revision: int
+
+
+class _Stored(msgspec.Struct, kw_only=True, omit_defaults=True):
+    inline: bytes | None = None
+    object_name: str | None = None
+    size: int = 0
+
+
+def _kv_key(key: str) -> str:
+    parts = [part for part in key.split("/") if part]
+    if not parts or any(part in (".", "..") for part in parts):
+        raise ValueError(f"invalid workspace key {key!r}")
+    for part in parts:
+        if not all(ch.isalnum() or ch in "_-=" for ch in part):
+            raise ValueError(f"invalid character in workspace key {key!r}")
+    return ".".join(parts)
+
+
+class Workspace:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def put(self, key: str, value: bytes, *, expected_revision: int | None = None) -> int:
+        """Store ``value``; with ``expected_revision`` (0 = must not exist) it is a CAS."""
+        kv = await self.conn.kv(self.conn.names.workspace)
+        kv_key = _kv_key(key)
+        stored = _Stored(size=len(value))
+        if len(value) > INLINE_LIMIT:
+            name = f"workspace/{key.strip('/')}"
+            store = await self.conn.artifacts()
+            await store.put(name, value)
+            stored.object_name = name
+        else:
+            stored.inline = value
+        data = msgspec.json.encode(stored)
+        try:
+            if expected_revision is None:
+                return int(await kv.put(kv_key, data))
+            if expected_revision == 0:
+                return int(await kv.create(kv_key, data))
+            return int(await kv.update(kv_key, data, last=expected_revision))
+        except KeyWrongLastSequenceError as exc:
+            raise WorkspaceConflict(f"workspace key {key} changed") from exc
+
+    async def get(self, key: str) -> WorkspaceEntry | None:
+        kv = await self.conn.kv(self.conn.names.workspace)
+        try:
+            entry = await kv.get(_kv_key(key))
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        stored = msgspec.json.decode(entry.value, type=_Stored)
+        if stored.object_name:
+            store = await self.conn.artifacts()
+            value = (await store.get(stored.object_name)).data or b""
+        else:
+            value = stored.inline or b""
+        return WorkspaceEntry(key=key, value=value, revision=int(entry.revision or 0))

@@ -1,0 +1,60 @@
+"""Trace index and workspace KV helpers against a real nats-server."""
+
+from __future__ import annotations
+
+import pytest
+
+from longhaul.core import events as ev
+from longhaul.core.connection import Connection
+from longhaul.core.index import TraceIndex
+from longhaul.core.state import TraceState
+from longhaul.core.workspace import INLINE_LIMIT, Workspace, WorkspaceConflict
+
+
+def folded(trace_id: str, seq: int, status_done: bool = False) -> TraceState:
+    state = TraceState()
+    state.apply(
+        ev.TraceCreated(aggregate_id=trace_id, messages=[ev.InputMessage(role="user", content="x")]),
+        seq,
+    )
+    if status_done:
+        state.apply(ev.Completed(aggregate_id=trace_id, summary="ok"), seq + 1)
+    return state
+
+
+async def test_index_never_moves_back(conn: Connection) -> None:
+    index = TraceIndex(conn)
+    newer = folded("t_a", 5, status_done=True)
+    older = folded("t_a", 3)
+    assert await index.update(newer)
+    assert not await index.update(older)
+    entry = await index.get("t_a")
+    assert entry is not None and entry.status == "completed"
+    assert [e.trace_id async for e in index.entries()] == ["t_a"]
+
+
+async def test_index_empty_bucket_lists_nothing(conn: Connection) -> None:
+    assert [e async for e in TraceIndex(conn).entries()] == []
+
+
+async def test_workspace_cas_and_offload(conn: Connection) -> None:
+    ws = Workspace(conn)
+    rev = await ws.put("task/t1/phase/p1/output", b"small", expected_revision=0)
+    with pytest.raises(WorkspaceConflict):
+        await ws.put("task/t1/phase/p1/output", b"other", expected_revision=0)
+    rev2 = await ws.put("task/t1/phase/p1/output", b"v2", expected_revision=rev)
+    with pytest.raises(WorkspaceConflict):
+        await ws.put("task/t1/phase/p1/output", b"stale", expected_revision=rev)
+    big = b"y" * (INLINE_LIMIT + 10)
+    await ws.put("task/t1/phase/p2/output", big)
+    entry = await ws.get("task/t1/phase/p2/output")
+    assert entry is not None and entry.value == big
+    small = await ws.get("task/t1/phase/p1/output")
+    assert small is not None and small.value == b"v2" and small.revision == rev2
+    assert await ws.get("task/t1/missing") is None
+
+
+@pytest.mark.parametrize("key", ["../etc", "a/../b", "", "a b", "a.b"])
+async def test_workspace_rejects_bad_keys(conn: Connection, key: str) -> None:
+    with pytest.raises(ValueError):
+        await Workspace(conn).put(key, b"x")
