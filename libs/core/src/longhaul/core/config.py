@@ -42,6 +42,13 @@ class ProviderConfig(BaseModel):
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 120.0
     max_retries: int = 5
+    kind: str | None = Field(
+        default=None,
+        description="wire format (openai, anthropic, gemini) of a custom-named provider, "
+        "e.g. vllm: {kind: openai}; defaults to the provider's name",
+    )
+    retry_base_delay_s: float = 0.5
+    retry_max_delay_s: float = 30.0
 
 
 class ModelPrice(BaseModel):

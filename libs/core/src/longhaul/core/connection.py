@@ -11,6 +11,7 @@ from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 from nats.js.object_store import ObjectStore
 
+from longhaul.core import nats_speedups
 from longhaul.core.config import NatsConfig
 from longhaul.core.names import Names
 from longhaul.core.provision import ProvisionSettings, provision
@@ -50,6 +51,7 @@ async def connect(
     provision_settings: ProvisionSettings | None = None,
 ) -> Connection:
     """Connect, and provision the JetStream resources when ``provision_settings`` is given."""
+    nats_speedups.install()
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc)

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import msgspec
 import nats.errors
+from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
 
@@ -25,9 +26,12 @@ from longhaul.core.events import Aggregate
 from longhaul.core.state import TaskState, TraceState
 
 log = logging.getLogger(__name__)
+_json = msgspec.json.Encoder()
 
 WRONG_LAST_SEQUENCE = 10071
 SNAPSHOT_INLINE_LIMIT = 512 * 1024
+REPLAY_PAGE = 2048
+REPLAY_PAGE_TIMEOUT_S = 30.0
 PUBLISH_ATTEMPTS = 3
 
 State = TypeVar("State", TraceState, TaskState)
@@ -158,26 +162,59 @@ class EventStore:
     async def replay(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
     ) -> AsyncIterator[Recorded]:
-        """Every stored event of the aggregate with stream sequence > ``after``, in order."""
+        """Every stored event of the aggregate with stream sequence > ``after``, in order.
+
+        Reads pages with JetStream's batched direct get (``next_by_subj`` + ``batch``): one
+        request per page instead of a consumer, which is what makes a full replay fast.
+        """
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
+        while True:
+            page = await self._direct_page(subject, after)
+            for recorded in page:
+                yield recorded
+            if len(page) < REPLAY_PAGE:
+                return
+            after = page[-1].seq
+
+    async def _direct_page(self, subject: str, after: int) -> list[Recorded]:
+        page: list[Recorded] = []
+        finished: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+
+        async def on_message(msg: Msg) -> None:
+            if finished.done():
+                return
+            headers = msg.headers or {}
+            status = headers.get("Status")
+            if status is not None and not msg.data:
+                ok = status in ("204", "404")
+                finished.set_result(None if ok else f"{status} {headers.get('Description', '')}")
+                return
+            try:
+                page.append(Recorded(ev.decode(msg.data), int(headers["Nats-Sequence"])))
+            except (ev.EventDecodeError, KeyError, ValueError) as exc:
+                finished.set_exception(
+                    exc if isinstance(exc, ev.EventDecodeError) else ev.EventDecodeError(str(exc))
+                )
+
+        inbox = self.conn.nc.new_inbox()
+        sub = await self.conn.nc.subscribe(inbox, cb=on_message)
         try:
-            await self.conn.js.get_msg(self.names.stream, seq=after + 1, subject=subject, next=True)
-        except NotFoundError:
-            return
-        async for recorded in self._consume(subject, after, until_caught_up=True):
-            yield recorded
+            request = {"seq": after + 1, "next_by_subj": subject, "batch": REPLAY_PAGE}
+            await self.conn.nc.publish(
+                f"$JS.API.DIRECT.GET.{self.names.stream}", _json.encode(request), reply=inbox
+            )
+            error = await asyncio.wait_for(finished, timeout=REPLAY_PAGE_TIMEOUT_S)
+        finally:
+            await sub.unsubscribe()
+        if error is not None:
+            raise RuntimeError(f"direct get on {self.names.stream} failed: {error}")
+        return page
 
     async def watch(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
     ) -> AsyncIterator[Recorded]:
         """Events of the aggregate after ``after``, then new ones live, until cancelled."""
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
-        async for recorded in self._consume(subject, after, until_caught_up=False):
-            yield recorded
-
-    async def _consume(
-        self, subject: str, after: int, *, until_caught_up: bool
-    ) -> AsyncIterator[Recorded]:
         config = api.ConsumerConfig(
             deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=after + 1,
@@ -192,10 +229,7 @@ class EventStore:
         )
         try:
             async for msg in sub.messages:
-                meta = msg.metadata
-                yield Recorded(ev.decode(msg.data), meta.sequence.stream)
-                if until_caught_up and meta.num_pending == 0:
-                    return
+                yield Recorded(ev.decode(msg.data), msg.metadata.sequence.stream)
         finally:
             await sub.unsubscribe()
 

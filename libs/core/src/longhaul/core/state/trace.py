@@ -63,6 +63,10 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     task: str = ""
     status: str = "running"
     summary: str = ""
+    preset: str = "default"
+    continue_from: str | None = None
+    goal_id: str | None = None
+    """The parent's goal in focus when the child was spawned (the child's ``parent_goal_id``)."""
 
 
 class VerificationState(msgspec.Struct, kw_only=True):
@@ -392,6 +396,9 @@ class TraceState(msgspec.Struct, kw_only=True):
             tool_call_id=event.tool_call_id,
             mode=event.mode,
             task=event.task,
+            preset=event.preset,
+            continue_from=event.continue_from,
+            goal_id=self.goals.focus,
         )
 
     def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:

@@ -1,0 +1,191 @@
+"""Durable pull consumers shared by the replicas of a service (competing consumers).
+
+A delivery is only a wake-up (DESIGN.md §4): handlers re-read the aggregate and decide from
+state, so they are idempotent. The loop therefore acks after the handler returns, naks with a
+delay when it raises (redelivery is harmless), and terms messages that can never be handled
+(a subject that is not an event subject). While a handler runs, its message is kept alive with
+``in_progress`` so a long model call or command is not redelivered to another replica midway.
+Deliveries with the same key (by default the aggregate id) are handled one at a time in a
+replica, which keeps optimistic-concurrency retries rare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import nats.errors
+from longhaul.core.connection import Connection
+from nats.aio.msg import Msg
+from nats.js import api
+from nats.js.errors import BadRequestError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event delivered to a service: where it belongs and how often it came."""
+
+    aggregate: str
+    aggregate_id: str
+    event_type: str
+    stream_seq: int
+    num_delivered: int
+    data: bytes
+
+
+Handler = Callable[[Delivery], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    durable: str
+    subjects: list[str]
+    ack_wait_s: float = 30.0
+    max_deliver: int = 20
+    batch: int = 16
+    concurrency: int = 8
+    retry_delay_s: float = 1.0
+    fetch_timeout_s: float = 1.0
+
+
+@dataclass
+class _KeyLocks:
+    """One lock per key, dropped when nobody holds or waits for it."""
+
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    users: dict[str, int] = field(default_factory=dict)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        lock = self.locks.setdefault(key, asyncio.Lock())
+        self.users[key] = self.users.get(key, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self.users[key] -= 1
+            if not self.users[key]:
+                del self.users[key]
+                del self.locks[key]
+
+
+async def ensure_consumer(conn: Connection, spec: ConsumerSpec) -> None:
+    """Create the durable, or update it when it exists with other settings."""
+    config = api.ConsumerConfig(
+        name=spec.durable,
+        durable_name=spec.durable,
+        filter_subjects=list(spec.subjects),
+        ack_policy=api.AckPolicy.EXPLICIT,
+        deliver_policy=api.DeliverPolicy.ALL,
+        ack_wait=spec.ack_wait_s,
+        max_deliver=spec.max_deliver,
+    )
+    try:
+        await conn.js.add_consumer(conn.names.stream, config)
+    except BadRequestError as exc:
+        log.warning("consumer %s kept its settings: %s", spec.durable, exc.description)
+
+
+async def run_consumer(
+    conn: Connection,
+    spec: ConsumerSpec,
+    handler: Handler,
+    shutdown: asyncio.Event,
+    *,
+    key: Callable[[Delivery], str] = lambda delivery: delivery.aggregate_id,
+) -> None:
+    """Fetch and handle deliveries until ``shutdown`` is set; handlers in flight finish."""
+    await ensure_consumer(conn, spec)
+    sub = await conn.js.pull_subscribe_bind(durable=spec.durable, stream=conn.names.stream)
+    slots = asyncio.Semaphore(spec.concurrency)
+    locks = _KeyLocks()
+    running: set[asyncio.Task[None]] = set()
+    try:
+        while not shutdown.is_set():
+            await slots.acquire()
+            slots.release()
+            try:
+                messages = await sub.fetch(spec.batch, timeout=spec.fetch_timeout_s)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            for msg in messages:
+                await slots.acquire()
+                task = asyncio.create_task(_handle(conn, spec, msg, handler, locks, key))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                task.add_done_callback(lambda _t: slots.release())
+    finally:
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await sub.unsubscribe()
+
+
+def _delivery(conn: Connection, msg: Msg) -> Delivery | None:
+    try:
+        aggregate, aggregate_id, event_type = conn.names.parse_subject(msg.subject)
+    except IndexError:
+        return None
+    meta = msg.metadata
+    return Delivery(
+        aggregate=aggregate,
+        aggregate_id=aggregate_id,
+        event_type=event_type,
+        stream_seq=meta.sequence.stream,
+        num_delivered=meta.num_delivered,
+        data=msg.data,
+    )
+
+
+async def _handle(
+    conn: Connection,
+    spec: ConsumerSpec,
+    msg: Msg,
+    handler: Handler,
+    locks: _KeyLocks,
+    key: Callable[[Delivery], str],
+) -> None:
+    delivery = _delivery(conn, msg)
+    if delivery is None:
+        log.warning("terminating %s: not an event subject", msg.subject)
+        await _settle(msg.term())
+        return
+    heartbeat = asyncio.create_task(_keep_alive(msg, spec.ack_wait_s / 3))
+    try:
+        async with locks.hold(key(delivery)):
+            await handler(delivery)
+    except asyncio.CancelledError:
+        heartbeat.cancel()
+        raise
+    except Exception:
+        heartbeat.cancel()
+        final = delivery.num_delivered >= spec.max_deliver
+        log.exception(
+            "%s handler failed on %s %s (delivery %d%s)",
+            spec.durable, delivery.event_type, delivery.aggregate_id, delivery.num_delivered,
+            ", giving up" if final else "",
+        )
+        delay = min(30.0, spec.retry_delay_s * 2 ** (delivery.num_delivered - 1))
+        await _settle(msg.term() if final else msg.nak(delay=delay))
+        return
+    heartbeat.cancel()
+    await _settle(msg.ack())
+
+
+async def _keep_alive(msg: Msg, every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        await _settle(msg.in_progress())
+
+
+async def _settle(ack: Awaitable[None]) -> None:
+    """Ack/nak/term are fire-and-forget publishes; a lost one only means a redelivery."""
+    try:
+        await ack
+    except (nats.errors.Error, OSError) as exc:
+        log.warning("could not settle a message: %s", exc)
