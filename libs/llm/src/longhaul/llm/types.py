@@ -102,9 +102,13 @@ class ModelResponse(msgspec.Struct, kw_only=True):
     """Provider-specific data kept with the message and replayed (signatures, thinking)."""
 
     def to_message(self) -> ChatMessage:
+        """The assistant message to store; ``provider_fields`` ride along so that the provider
+        which produced them (and only it) gets them back on the next call."""
         message: ChatMessage = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.provider_fields:
+            message["provider_fields"] = self.provider_fields
         return message
 
 

@@ -1,0 +1,70 @@
+"""The provider-neutral parts of a prompt: text of a message, the system prompt.
+
+The system prompt is always stable text first (``system_stable``, then any system messages the
+conversation starts with), volatile text last: providers cache prompt prefixes, so anything
+that changes per turn (time, memory) must come after everything that does not.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from longhaul.llm.types import ChatMessage, ModelRequest
+
+
+def content_text(content: Any) -> str:
+    """Text of an OpenAI ``content``: a string, a list of parts, or anything JSON-able."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return json.dumps(content)
+
+
+def split_system(messages: Sequence[ChatMessage]) -> tuple[list[str], list[ChatMessage]]:
+    """Leading system messages (part of the stable prompt) and the rest of the conversation."""
+    leading: list[str] = []
+    for position, message in enumerate(messages):
+        if message.get("role") != "system":
+            return leading, list(messages[position:])
+        leading.append(content_text(message.get("content")))
+    return leading, []
+
+
+def _join(parts: Sequence[str]) -> str:
+    return "\n\n".join(part for part in parts if part)
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    stable: str
+    volatile: str
+
+    @property
+    def text(self) -> str:
+        return _join([self.stable, self.volatile])
+
+
+def system_prompt(
+    request: ModelRequest, leading: Sequence[str], *, instruct_schema: bool = False
+) -> SystemPrompt:
+    """``instruct_schema`` adds the response schema as an instruction, for providers (or
+    request shapes) without native structured output."""
+    volatile = [request.system_volatile]
+    if instruct_schema and request.response_schema is not None:
+        volatile.append(schema_instruction(request.response_schema))
+    return SystemPrompt(stable=_join([request.system_stable, *leading]), volatile=_join(volatile))
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    return (
+        "Answer with a single JSON value and nothing else. It must validate against this "
+        f"JSON schema:\n{json.dumps(schema, sort_keys=True)}"
+    )

@@ -1,0 +1,148 @@
+"""OpenAI Chat Completions, and every server that speaks it (vLLM, Ollama, llama.cpp).
+
+Tool-call fragments arrive keyed by ``index``; some servers reuse index 0 for every call and
+only change the ``id``, so a new id on a known index starts a new call. A stream without a
+usage chunk (servers ignoring ``stream_options``) gets an estimated usage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from longhaul.llm.assembly import ResponseAssembler
+from longhaul.llm.http_model import HttpCall, decode_json
+from longhaul.llm.ids import prepare_history
+from longhaul.llm.prompt import split_system, system_prompt
+from longhaul.llm.sse import SSEEvent
+from longhaul.llm.types import ChatMessage, ModelError, ModelRequest, StreamEvent, Usage
+
+_WIRE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+
+
+def _wire_tool_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function", {})
+    arguments = function.get("arguments", "{}")
+    return {
+        "id": call.get("id", ""),
+        "type": "function",
+        "function": {
+            "name": function.get("name", ""),
+            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+        },
+    }
+
+
+def _wire_message(message: ChatMessage) -> dict[str, Any]:
+    wire = {key: message[key] for key in _WIRE_KEYS if message.get(key) is not None}
+    content = message.get("content")
+    if content is None or (message.get("role") == "tool" and not isinstance(content, str | list)):
+        wire["content"] = "" if content is None else json.dumps(content)
+    if "tool_calls" in wire:
+        wire["tool_calls"] = [_wire_tool_call(call) for call in wire["tool_calls"]]
+    return wire
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    details = raw.get("prompt_tokens_details") or {}
+    return Usage(
+        prompt_tokens=raw.get("prompt_tokens") or 0,
+        completion_tokens=raw.get("completion_tokens") or 0,
+        cache_read_tokens=details.get("cached_tokens") or 0,
+    )
+
+
+class _CallSlots:
+    """Maps the server's tool-call ``index`` to ours, opening a new call on a new id."""
+
+    def __init__(self) -> None:
+        self._slots: dict[int, tuple[str | None, int]] = {}
+        self._opened = 0
+
+    def index_for(self, server_index: int, call_id: str | None) -> int:
+        slot = self._slots.get(server_index)
+        if slot is None or (call_id and slot[0] and call_id != slot[0]):
+            slot = (call_id, self._opened)
+            self._opened += 1
+        elif call_id and not slot[0]:
+            slot = (call_id, slot[1])
+        self._slots[server_index] = slot
+        return slot[1]
+
+
+def _stream_error(error: Any) -> ModelError:
+    details = error if isinstance(error, dict) else {"message": str(error)}
+    return ModelError(
+        f"openai: stream error: {details.get('message', details)}",
+        retryable=details.get("type") != "invalid_request_error",
+    )
+
+
+class OpenAICodec:
+    provider = "openai"
+
+    def auth_headers(self, api_key: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def build(self, model_id: str, request: ModelRequest) -> HttpCall:
+        leading, rest = split_system(prepare_history(request.messages, self.provider))
+        system = system_prompt(request, leading)
+        messages = [{"role": "system", "content": system.text}] if system.text else []
+        messages.extend(_wire_message(message) for message in rest)
+        body: dict[str, Any] = {
+            "model": model_id,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.tools:
+            body["tools"] = [tool.to_openai() for tool in request.tools]
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            reasoning = model_id.startswith(_REASONING_PREFIXES)
+            body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
+        if request.response_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": request.response_schema},
+            }
+        return HttpCall("chat/completions", body)
+
+    async def decode(
+        self, events: AsyncIterator[SSEEvent], assembler: ResponseAssembler
+    ) -> AsyncGenerator[StreamEvent, None]:
+        slots = _CallSlots()
+        finish_reason: str | None = None
+        usage: Usage | None = None
+        done = False
+        async for event in events:
+            if event.data == "[DONE]":
+                done = True
+                break
+            chunk = decode_json(event.data, self.provider)
+            if chunk.get("error"):
+                raise _stream_error(chunk["error"])
+            if chunk.get("usage"):
+                usage = _usage(chunk["usage"])
+            for choice in chunk.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    yield assembler.text(delta["content"])
+                for fragment in delta.get("tool_calls") or ():
+                    call_id = fragment.get("id")
+                    function = fragment.get("function") or {}
+                    yield assembler.tool_call(
+                        slots.index_for(fragment.get("index", 0), call_id),
+                        id=call_id,
+                        name=function.get("name"),
+                        arguments=function.get("arguments") or "",
+                    )
+                finish_reason = choice.get("finish_reason") or finish_reason
+        if not done and finish_reason is None:
+            raise ModelError("openai: stream ended before the response finished", retryable=True)
+        yield assembler.finish(finish_reason=finish_reason or "stop", usage=usage)

@@ -1,0 +1,167 @@
+"""Model strings (``provider:model``) to :class:`Model` objects.
+
+Remote providers share one pooled ``httpx.AsyncClient`` (and one concurrency/rate budget) per
+configured endpoint, however many models and traces use it; :meth:`ModelRegistry.aclose`
+releases them. Endpoint settings come from ``ModelsConfig.providers[<name>]`` and, where that
+is silent, from ``<NAME>_BASE_URL`` / ``<NAME>_API_KEY`` (``OPENAI_…``, ``ANTHROPIC_…``,
+``GEMINI_…``). A custom name maps to a wire format with ``kind``, e.g. ``vllm: {kind: openai,
+base_url: …}`` makes ``vllm:llama-3`` an OpenAI-compatible model.
+
+``scripted:auto`` and ``scripted:<file.yaml>`` take options as a query string:
+``scripted:auto?latency_ms=50&chunk=4``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import httpx
+from longhaul.core.config import ModelsConfig, ProviderConfig
+from longhaul.llm.http_model import Codec, Endpoint, HttpModel
+from longhaul.llm.limits import CallLimits, RateLimiter
+from longhaul.llm.providers.anthropic import AnthropicCodec
+from longhaul.llm.providers.gemini import GeminiCodec
+from longhaul.llm.providers.openai import OpenAICodec
+from longhaul.llm.retry import RetryPolicy
+from longhaul.llm.scripted import ScriptedModel, auto_turn, load_script
+from longhaul.llm.types import Model
+
+CODECS: dict[str, Callable[[], Codec]] = {
+    "openai": OpenAICodec,
+    "anthropic": AnthropicCodec,
+    "gemini": GeminiCodec,
+}
+DEFAULT_BASE_URLS = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com/v1beta",
+}
+KEY_REQUIRED = frozenset({"anthropic", "gemini"})
+"""OpenAI-compatible servers (Ollama, llama.cpp) often run without a key; these never do."""
+
+
+class UnknownProviderError(ValueError):
+    """The model string names a provider that is neither built in nor configured."""
+
+
+class MissingApiKeyError(ValueError):
+    """A provider that always needs a key has none in the configuration or environment."""
+
+
+def split_model_string(model_string: str) -> tuple[str, str]:
+    provider, sep, model = model_string.partition(":")
+    if not sep or not provider or not model:
+        raise ValueError(
+            f"model string {model_string!r} must look like 'provider:model', "
+            "e.g. 'openai:gpt-4o' or 'scripted:auto'"
+        )
+    return provider, model
+
+
+def _scripted(model_string: str, spec: str) -> ScriptedModel:
+    source, _, query = spec.partition("?")
+    options = {key: values[-1] for key, values in parse_qs(query).items()}
+    try:
+        latency_s = float(options.get("latency_ms", 0)) / 1000
+        chunk = int(options.get("chunk", 8))
+    except ValueError as exc:
+        raise ValueError(f"{model_string}: bad option: {exc}") from exc
+    if source == "auto":
+        script = auto_turn
+    elif Path(source).is_file():
+        script = load_script(source)
+    else:
+        raise ValueError(f"{model_string}: expected 'scripted:auto' or a script file; "
+                         f"{source!r} is not a file")
+    return ScriptedModel(script, name=model_string, latency_s=latency_s, chunk_chars=chunk)
+
+
+class ModelRegistry:
+    """Resolves model strings; owns the HTTP clients of the endpoints it created."""
+
+    def __init__(self, config: ModelsConfig | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        self.config = config or ModelsConfig()
+        self._env = env if env is not None else os.environ
+        self._endpoints: dict[tuple[str, str], Endpoint] = {}
+
+    def resolve(self, model_string: str, config: ModelsConfig | None = None) -> Model:
+        config = config or self.config
+        provider, model = split_model_string(model_string)
+        if provider == "scripted":
+            return _scripted(model_string, model)
+        settings = config.providers.get(provider, ProviderConfig())
+        kind = settings.kind or provider
+        codec_factory = CODECS.get(kind)
+        if codec_factory is None:
+            known = sorted({*CODECS, "scripted", *config.providers})
+            raise UnknownProviderError(
+                f"unknown provider {provider!r} in {model_string!r} "
+                f"(known: {', '.join(known)}; configure others with models.providers.<name>."
+                "kind = openai | anthropic | gemini)"
+            )
+        endpoint = self._endpoint(provider, kind, settings, codec_factory())
+        return HttpModel(model_string, model, endpoint, codec_factory())
+
+    def for_role(self, role: str) -> Model:
+        """The model configured for ``role`` (planner, verifier, utility …) or the default."""
+        return self.resolve(self.config.for_role(role))
+
+    def _endpoint(self, name: str, kind: str, settings: ProviderConfig, codec: Codec) -> Endpoint:
+        prefix = name.upper().replace("-", "_")
+        base_url = (settings.base_url or self._env.get(f"{prefix}_BASE_URL")
+                    or DEFAULT_BASE_URLS[kind])
+        secret = settings.api_key.get_secret_value() if settings.api_key else None
+        api_key = secret or self._env.get(f"{prefix}_API_KEY")
+        if not api_key and kind in KEY_REQUIRED:
+            raise MissingApiKeyError(f"{name}: no API key; set {prefix}_API_KEY")
+        key = (name, f"{base_url}|{api_key}|{settings.model_dump_json(exclude={'api_key'})}")
+        if key not in self._endpoints:
+            self._endpoints[key] = Endpoint(
+                provider=name,
+                client=httpx.AsyncClient(
+                    base_url=base_url,
+                    headers=codec.auth_headers(api_key),
+                    timeout=httpx.Timeout(settings.read_timeout_s,
+                                          connect=settings.connect_timeout_s),
+                    limits=httpx.Limits(max_connections=settings.max_concurrency,
+                                        max_keepalive_connections=settings.max_concurrency),
+                ),
+                limits=CallLimits(
+                    settings.max_concurrency,
+                    RateLimiter(settings.requests_per_minute, settings.tokens_per_minute),
+                ),
+                retry=RetryPolicy(
+                    max_retries=settings.max_retries,
+                    base_delay_s=settings.retry_base_delay_s,
+                    max_delay_s=settings.retry_max_delay_s,
+                ),
+            )
+        return self._endpoints[key]
+
+    async def aclose(self) -> None:
+        endpoints, self._endpoints = list(self._endpoints.values()), {}
+        for endpoint in endpoints:
+            await endpoint.aclose()
+
+    async def __aenter__(self) -> ModelRegistry:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+_default = ModelRegistry()
+
+
+def resolve_model(model_string: str, config: ModelsConfig | None = None) -> Model:
+    """Resolve with the process-wide registry (clients shared across calls); see ``close``."""
+    return _default.resolve(model_string, config)
+
+
+async def close() -> None:
+    """Release the process-wide registry's HTTP clients (call at shutdown)."""
+    await _default.aclose()

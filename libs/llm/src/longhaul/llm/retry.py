@@ -1,0 +1,74 @@
+"""When and how long to wait before retrying a model call.
+
+Retries use exponential backoff with full jitter (a uniform delay between zero and the
+exponential cap), which spreads a herd of clients hitting the same rate limit. A server's own
+``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date) always wins over the backoff:
+it knows when capacity returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+RETRYABLE_STATUSES = frozenset({408, 409, 425, 429})
+
+
+def is_retryable_status(status: int) -> bool:
+    """Timeouts, conflicts, too-early, rate limits and server errors may succeed later;
+    400/401/403/404 and other client errors will not."""
+    return status in RETRYABLE_STATUSES or status >= 500
+
+
+def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -> float | None:
+    """Seconds the server asked us to wait, or None when it did not say."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(float(millis) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
+
+
+def describe_status(status: int) -> str:
+    if status == 429:
+        return "rate limited (429)"
+    if status >= 500:
+        return f"server error ({status})"
+    return f"HTTP {status}"
+
+
+@dataclass
+class RetryPolicy:
+    """``sleep`` and ``rng`` are injectable so tests can observe waits without waiting."""
+
+    max_retries: int = 5
+    base_delay_s: float = 0.5
+    max_delay_s: float = 30.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Wait before retry number ``attempt`` (1-based)."""
+        if retry_after is not None:
+            return retry_after
+        cap = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        return self.rng.uniform(0, cap)

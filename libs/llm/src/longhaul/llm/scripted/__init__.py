@@ -1,0 +1,23 @@
+"""The offline ``scripted:`` provider."""
+
+from longhaul.llm.scripted.auto import auto_turn
+from longhaul.llm.scripted.model import (
+    EXHAUSTED,
+    ScriptedModel,
+    ScriptFn,
+    Turn,
+    TurnScript,
+    load_script,
+)
+from longhaul.llm.scripted.schema_sample import sample_schema
+
+__all__ = [
+    "EXHAUSTED",
+    "ScriptFn",
+    "ScriptedModel",
+    "Turn",
+    "TurnScript",
+    "auto_turn",
+    "load_script",
+    "sample_schema",
+]

@@ -1,0 +1,54 @@
+"""``scripted:auto``: exercise every offered tool once, then answer.
+
+Each turn calls the first offered tool that no assistant message in the conversation has
+called yet, with deterministic schema-valid arguments; once all were called it answers with a
+summary of the tool results (or, when the request asks for structured output, with an
+instance of the response schema). This drives a whole agent loop offline and repeatably.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from longhaul.llm.prompt import content_text
+from longhaul.llm.scripted.schema_sample import sample_schema
+from longhaul.llm.types import ChatMessage, ModelRequest
+
+_SNIPPET = 200
+
+
+def _called(messages: list[ChatMessage]) -> dict[str, str]:
+    """Call id -> tool name, for every call an assistant made."""
+    return {
+        str(call.get("id")): str(call.get("function", {}).get("name"))
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
+
+
+def _summary(messages: list[ChatMessage]) -> str:
+    names = _called(messages)
+    results = [
+        f"- {names.get(str(m.get('tool_call_id')), 'tool')}: "
+        f"{content_text(m.get('content'))[:_SNIPPET]}"
+        for m in messages
+        if m.get("role") == "tool"
+    ]
+    if results:
+        return "All tools were called. Results:\n" + "\n".join(results)
+    users = [content_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    last = users[-1][:_SNIPPET] if users else ""
+    return f"scripted:auto has no tools to call. Last request: {last}".rstrip()
+
+
+def auto_turn(request: ModelRequest) -> dict[str, Any]:
+    called = set(_called(request.messages).values())
+    for tool in request.tools:
+        if tool.name not in called:
+            arguments = sample_schema(tool.parameters)
+            return {"tool_calls": [{"name": tool.name, "arguments": arguments}]}
+    if request.response_schema is not None:
+        return {"content": json.dumps(sample_schema(request.response_schema))}
+    return {"content": _summary(request.messages)}

@@ -1,0 +1,126 @@
+"""Offline, deterministic models: a script of turns, ``auto`` mode, or a Python callable.
+
+A *turn* is ``{content?, tool_calls?: [{name, arguments, id?}], finish_reason?, usage?,
+provider_fields?}``; ``arguments`` may be a dict or raw text (to test invalid JSON).
+Turn N of a file script answers the request that already holds N assistant messages, so a
+trace resumed after a crash, in another process, continues the script where the log says it
+is. Output is streamed in small chunks so that every streaming code path runs offline too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from longhaul.llm.assembly import ResponseAssembler
+from longhaul.llm.base import StreamingModel
+from longhaul.llm.ids import new_call_id
+from longhaul.llm.types import (
+    ModelRequest,
+    ModelResponse,
+    StreamEvent,
+    ToolCall,
+    Usage,
+)
+
+Turn = dict[str, Any]
+ScriptResult = ModelResponse | Turn
+ScriptFn = Callable[[ModelRequest], ScriptResult | Awaitable[ScriptResult]]
+
+EXHAUSTED = "script exhausted"
+_TURN_KEYS = frozenset({"content", "tool_calls", "finish_reason", "usage", "provider_fields"})
+
+
+def _check_turn(turn: Any, where: str) -> Turn:
+    if not isinstance(turn, dict):
+        raise ValueError(f"{where}: a turn must be a mapping, got {type(turn).__name__}")
+    unknown = set(turn) - _TURN_KEYS
+    if unknown:
+        raise ValueError(f"{where}: unknown turn keys {sorted(unknown)}")
+    for n, call in enumerate(turn.get("tool_calls") or ()):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise ValueError(f"{where}: tool_calls[{n}] needs a 'name'")
+    return turn
+
+
+class TurnScript:
+    """A fixed list of turns, indexed by the number of assistant messages so far."""
+
+    def __init__(self, turns: Sequence[Turn]) -> None:
+        self.turns = [_check_turn(turn, f"turn {n}") for n, turn in enumerate(turns)]
+
+    def __call__(self, request: ModelRequest) -> Turn:
+        position = sum(1 for m in request.messages if m.get("role") == "assistant")
+        return self.turns[position] if position < len(self.turns) else {"content": EXHAUSTED}
+
+
+def load_script(path: str | Path) -> TurnScript:
+    """A YAML or JSON file holding a list of turns."""
+    data = yaml.safe_load(Path(path).read_text())
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: a script is a list of turns, got {type(data).__name__}")
+    return TurnScript(data)
+
+
+def _to_response(result: ScriptResult, request: ModelRequest) -> ModelResponse:
+    if isinstance(result, ModelResponse):
+        return result
+    turn = _check_turn(result, "scripted turn")
+    calls = []
+    for n, call in enumerate(turn.get("tool_calls") or ()):
+        arguments = call.get("arguments", {})
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        call_id = call.get("id") or new_call_id(request.messages, n, call["name"], raw)
+        calls.append(ToolCall(id=call_id, name=call["name"], arguments=raw))
+    return ModelResponse(
+        content=turn.get("content") or "",
+        tool_calls=calls,
+        usage=Usage(**turn["usage"]) if turn.get("usage") else Usage(),
+        finish_reason=turn.get("finish_reason") or ("tool_calls" if calls else "stop"),
+        provider_fields=turn.get("provider_fields") or {},
+    )
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+class ScriptedModel(StreamingModel):
+    """``script`` is a callable (sync or async) returning a turn or a ModelResponse, or a list
+    of turns. ``latency_s`` delays each call; ``chunk_chars`` sizes the streamed pieces."""
+
+    def __init__(
+        self,
+        script: ScriptFn | Sequence[Turn],
+        *,
+        name: str = "scripted:custom",
+        latency_s: float = 0.0,
+        chunk_chars: int = 8,
+    ) -> None:
+        self.name = name
+        self._script: ScriptFn = script if callable(script) else TurnScript(script)
+        self.latency_s = latency_s
+        self.chunk_chars = max(chunk_chars, 1)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+        result = self._script(request)
+        if inspect.isawaitable(result):
+            result = await result
+        response = _to_response(result, request)
+        assembler = ResponseAssembler(request, self.name)
+        for piece in _chunks(response.content, self.chunk_chars):
+            yield assembler.text(piece)
+        for index, call in enumerate(response.tool_calls):
+            yield assembler.tool_call(index, id=call.id, name=call.name)
+            for piece in _chunks(call.arguments, self.chunk_chars):
+                yield assembler.tool_call(index, arguments=piece)
+        given = response.usage if response.usage != Usage() else None
+        yield assembler.finish(finish_reason=response.finish_reason, usage=given,
+                               provider_fields=response.provider_fields)

@@ -1,0 +1,103 @@
+"""OpenAI-format history regrouped into strictly alternating user/assistant turns.
+
+Anthropic and Gemini both want every tool result of an assistant turn inside the *next* user
+turn, results before any text, and no two turns of the same role in a row. Grouping once here
+keeps both providers' converters down to rendering blocks/parts.
+
+Rules: consecutive tool messages and a user message that follows them form one user turn;
+a tool result whose call is not in the preceding assistant turn cannot be sent as a result
+(both APIs reject it) and becomes user text; system messages in mid-conversation become user
+text; assistant messages with neither text nor calls are dropped (both APIs reject empty
+content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from longhaul.llm.prompt import content_text
+from longhaul.llm.types import ChatMessage, ToolCall
+
+
+@dataclass
+class ToolResult:
+    call_id: str
+    name: str
+    content: str
+    is_error: bool
+    position: int
+    """Index of the call in its assistant turn; results are kept in call order (Gemini
+    pairs responses with calls by position)."""
+
+
+@dataclass
+class Turn:
+    role: Literal["user", "assistant"]
+    texts: list[str] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    messages: list[ChatMessage] = field(default_factory=list)
+    """The assistant messages this turn came from (for their ``provider_fields``)."""
+
+
+def _tool_calls(message: ChatMessage) -> list[ToolCall]:
+    calls = []
+    for raw in message.get("tool_calls") or ():
+        function = raw.get("function", {})
+        arguments = function.get("arguments", "{}")
+        calls.append(
+            ToolCall(
+                id=str(raw.get("id", "")),
+                name=str(function.get("name", "")),
+                arguments=arguments if isinstance(arguments, str) else str(arguments),
+            )
+        )
+    return calls
+
+
+def _is_error(message: ChatMessage) -> bool:
+    return bool(message.get("error") or message.get("error_code") or message.get("is_error"))
+
+
+def group_turns(messages: Sequence[ChatMessage]) -> list[Turn]:
+    """``messages`` without the leading system messages (see ``prompt.split_system``)."""
+    turns: list[Turn] = []
+    pending: dict[str, tuple[int, ToolCall]] = {}
+
+    def turn(role: Literal["user", "assistant"]) -> Turn:
+        if not turns or turns[-1].role != role:
+            turns.append(Turn(role=role))
+        return turns[-1]
+
+    for message in messages:
+        role = message.get("role")
+        text = content_text(message.get("content"))
+        if role == "assistant":
+            calls = _tool_calls(message)
+            if not text and not calls:
+                continue
+            current = turn("assistant")
+            if text:
+                current.texts.append(text)
+            current.tool_calls.extend(calls)
+            current.messages.append(message)
+            pending = {call.id: (n, call) for n, call in enumerate(current.tool_calls)}
+        elif role == "tool":
+            call_id = str(message.get("tool_call_id", ""))
+            paired = pending.pop(call_id, None)
+            if paired is None:
+                turn("user").texts.append(f"Result of tool call {call_id}:\n{text}")
+            else:
+                position, call = paired
+                turn("user").tool_results.append(
+                    ToolResult(call_id, call.name, text, _is_error(message), position)
+                )
+        else:
+            prefix = "System: " if role == "system" else ""
+            if text:
+                turn("user").texts.append(prefix + text)
+    for each in turns:
+        each.tool_results.sort(key=lambda result: result.position)
+    return turns
