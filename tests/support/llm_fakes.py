@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 from urllib.parse import parse_qs, urlsplit
 
-from pydantic import SecretStr
-
 from longhaul.core.config import ModelsConfig, ProviderConfig
+from pydantic import SecretStr
 
 
 @dataclass

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
-
 from longhaul.llm import Model, ModelRegistry, ModelRequest, StreamEvent
 from longhaul.llm.http_model import HttpModel
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from longhaul.llm import (
     InvalidToolArguments,
     ModelError,
@@ -18,6 +17,7 @@ from longhaul.llm import (
     ToolSpec,
     parse_arguments,
 )
+
 from tests.support.llm_fakes import Break, Call, Fail, FakeOpenAI, Reply
 from tests.unit.llm.conftest import SleepRecorder, drain
 

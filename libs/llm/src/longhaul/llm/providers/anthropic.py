@@ -58,17 +58,22 @@ def _render(turn: Turn) -> dict[str, Any]:
     return {"role": "assistant", "content": blocks}
 
 
-def _usage(raw: dict[str, Any], usage: Usage) -> Usage:
-    """Anthropic's ``input_tokens`` excludes cached tokens; ours includes them (as OpenAI)."""
+def _usage(raw: dict[str, Any], usage: Usage | None) -> Usage | None:
+    """Fold a usage report into ``usage``. Anthropic's ``input_tokens`` excludes cached
+    tokens; ours includes them (as OpenAI's does), with the cached parts broken out."""
     fresh = raw.get("input_tokens")
     written = raw.get("cache_creation_input_tokens")
     read = raw.get("cache_read_input_tokens")
+    output = raw.get("output_tokens")
+    if fresh is None and written is None and read is None and output is None:
+        return usage
+    usage = usage or Usage()
     if fresh is not None or written is not None or read is not None:
         usage.cache_write_tokens = written or 0
         usage.cache_read_tokens = read or 0
         usage.prompt_tokens = (fresh or 0) + usage.cache_write_tokens + usage.cache_read_tokens
-    if raw.get("output_tokens") is not None:
-        usage.completion_tokens = raw["output_tokens"]
+    if output is not None:
+        usage.completion_tokens = output
     return usage
 
 
@@ -121,7 +126,7 @@ class AnthropicCodec:
     async def decode(
         self, events: AsyncIterator[SSEEvent], assembler: ResponseAssembler
     ) -> AsyncGenerator[StreamEvent, None]:
-        usage = Usage()
+        usage: Usage | None = None
         stop_reason: str | None = None
         blocks: dict[int, _Block] = {}
         tools = 0
