@@ -1,12 +1,30 @@
-"""`longhaul-verifier`: the verifier service process."""
+"""`longhaul-verifier`: answers verification requests of traces and phases.
+
+Replicas share one durable consumer (competing consumers) on ``verification_requested``.
+"""
 
 from __future__ import annotations
 
+from longhaul.core.consumer import ConsumerSpec, run_consumer
 from longhaul.core.service import ServiceContext, run_main
+from longhaul.llm.registry import ModelRegistry
+from longhaul.verifier.handler import Verifier
+
+DURABLE = "verifier"
+
+
+def consumer_spec(ctx: ServiceContext) -> ConsumerSpec:
+    return ConsumerSpec(
+        durable=DURABLE,
+        subjects=[ctx.conn.names.type_filter("trace", "verification_requested")],
+        concurrency=4,
+    )
 
 
 async def run(ctx: ServiceContext) -> None:
-    await ctx.shutdown.wait()
+    async with ModelRegistry(ctx.config.models) as models:
+        verifier = Verifier(ctx.store, models, ctx.config)
+        await run_consumer(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
 
 
 def main() -> None:

@@ -1,0 +1,146 @@
+"""Answer ``verification_requested`` events with ``verification_passed`` / ``_failed``.
+
+The delivered event is only a wake-up: the trace is re-read, and a request that is no longer
+awaited (answered already by this or another replica, superseded by a new run or a newer
+request, or the trace stopped) is acknowledged without a second answer. The answer is appended
+with optimistic concurrency, so two replicas racing on a redelivered request cannot both
+answer it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig
+from longhaul.core.consumer import Delivery
+from longhaul.core.state import TraceState
+from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.llm.registry import ModelRegistry
+from longhaul.verifier.command_check import run_command
+from longhaul.verifier.judge_check import run_judge
+from longhaul.verifier.result import CheckResult, Verdict, combine
+from longhaul.verifier.schema_check import check_schema
+from longhaul.verifier.spec import InvalidVerificationConfig, JudgeCheck, parse_spec
+
+log = logging.getLogger(__name__)
+
+APPEND_ATTEMPTS = 5
+_SUPERSEDING = (ev.RunRequested, ev.VerificationRequested, ev.VerificationPassed,
+                ev.VerificationFailed)
+
+
+def awaiting(state: TraceState, attempt: int) -> bool:
+    """True while the trace waits for the verdict on ``attempt``."""
+    return (
+        state.status == "waiting"
+        and state.wait_reason == "verification"
+        and state.verification.pending
+        and state.verification.attempts == attempt
+    )
+
+
+def text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, dict)
+        )
+    return ""
+
+
+class Verifier:
+    def __init__(self, store: EventStore, models: ModelRegistry, config: LonghaulConfig) -> None:
+        self.store = store
+        self.models = models
+        self.config = config
+
+    async def handle(self, delivery: Delivery) -> None:
+        if delivery.event_type != "verification_requested":
+            return
+        try:
+            request = ev.decode(delivery.data)
+        except ev.EventDecodeError as exc:
+            log.warning("ignoring undecodable request on %s: %s", delivery.aggregate_id, exc)
+            return
+        if not isinstance(request, ev.VerificationRequested):
+            return
+        state = await self._awaiting_state(delivery, request)
+        if state is None:
+            log.info("verification %s/%d already settled", delivery.aggregate_id, request.attempt)
+            return
+        verdict = await self.verify(state, request)
+        answer: ev.TraceEvent = (
+            ev.VerificationPassed(attempt=request.attempt, log=verdict.log)
+            if verdict.passed
+            else ev.VerificationFailed(attempt=request.attempt, errors=verdict.errors,
+                                       log=verdict.log)
+        )
+        await self._append(state, request, answer)
+
+    async def _awaiting_state(
+        self, delivery: Delivery, request: ev.VerificationRequested
+    ) -> TraceState | None:
+        state = await self.store.load_trace(delivery.aggregate_id)
+        if not awaiting(state, request.attempt):
+            return None
+        async for later in self.store.replay("trace", state.trace_id, after=delivery.stream_seq):
+            if isinstance(later.event, _SUPERSEDING):
+                return None
+        return state
+
+    async def _append(
+        self, state: TraceState, request: ev.VerificationRequested, answer: ev.TraceEvent
+    ) -> None:
+        for _ in range(APPEND_ATTEMPTS):
+            try:
+                await self.store.append(
+                    "trace", state.trace_id, [answer],
+                    expected=Position(state.stream_seq, state.version),
+                    actor="verifier", causation_id=request.id,
+                    correlation_id=request.correlation_id,
+                )
+                log.info("verification %s/%d: %s", state.trace_id, request.attempt, answer.type)
+                return
+            except ConcurrencyError:
+                state = await self.store.load_trace(state.trace_id)
+                if not awaiting(state, request.attempt):
+                    return
+        raise ConcurrencyError(f"trace {state.trace_id} kept moving; verdict not recorded")
+
+    async def verify(self, state: TraceState, request: ev.VerificationRequested) -> Verdict:
+        """Run every check the config asks for; a config that cannot run fails verification."""
+        config = request.method if request.method is not None else state.config.verification
+        try:
+            spec = parse_spec(config)
+        except InvalidVerificationConfig as exc:
+            message = f"invalid verification config: {exc}"
+            return Verdict(passed=False, errors=[message], log=message)
+        answer = request.answer or text_of(
+            getattr(state.messages.get(request.answer_sequence), "content", None)
+        )
+        results: list[CheckResult] = []
+        if spec.json_schema is not None:
+            results.append(check_schema(answer, spec.json_schema))
+        slow: list[Coroutine[Any, Any, CheckResult]] = []
+        if spec.command is not None:
+            slow.append(run_command(spec.command, answer, working_dir=state.config.working_dir,
+                                    trace_id=state.trace_id))
+        if spec.judge is not None:
+            slow.append(self._judge(spec.judge, answer, state))
+        results += await asyncio.gather(*slow)
+        return combine(results)
+
+    async def _judge(self, check: JudgeCheck, answer: str, state: TraceState) -> CheckResult:
+        model_string = check.model or self.config.models.for_role("verifier")
+        try:
+            model = self.models.resolve(model_string)
+        except ValueError as exc:
+            message = f"judge model {model_string} unavailable: {exc}"
+            return CheckResult("judge", passed=False, errors=[message], log=message)
+        task = next((text_of(m.content) for m in state.main_path() if m.role == "user"), "")
+        return await run_judge(check, answer, model=model, task=task)

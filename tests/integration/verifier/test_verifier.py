@@ -1,0 +1,248 @@
+"""The verifier service against a real nats-server: each method, idempotency, poison events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig, ModelsConfig
+from longhaul.core.connection import Connection
+from longhaul.core.consumer import Delivery
+from longhaul.core.store import EventStore, Position
+from longhaul.verifier.handler import Verifier
+
+from tests.integration.verifier.conftest import verdict, verdicts, waiting_trace
+
+Start = Callable[..., Awaitable[None]]
+SCHEMA = {
+    "type": "object",
+    "required": ["title", "score"],
+    "properties": {"title": {"type": "string"}, "score": {"type": "integer", "minimum": 0}},
+}
+
+
+def py(code: str) -> str:
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+
+
+async def test_json_schema_pass_and_fail(store: EventStore, run_verifier: Start) -> None:
+    await run_verifier()
+    good = await waiting_trace(store, '```json\n{"title": "x", "score": 3}\n```',
+                               {"json_schema": SCHEMA})
+    bad = await waiting_trace(store, '{"title": 5}', {"json_schema": SCHEMA})
+    not_json = await waiting_trace(store, "no json here", {"json_schema": SCHEMA})
+    assert isinstance(await verdict(store, good), ev.VerificationPassed)
+    failed = await verdict(store, bad)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert any("'score' is a required property" in e for e in failed.errors)
+    assert any("title: 5 is not of type 'string'" in e for e in failed.errors)
+    garbage = await verdict(store, not_json)
+    assert isinstance(garbage, ev.VerificationFailed)
+    assert "not JSON" in garbage.errors[0]
+    state = await store.load_trace(good)
+    assert state.status == "running" and state.verification.passed
+
+
+async def test_command_runs_in_working_dir_with_answer_on_stdin(
+    store: EventStore, run_verifier: Start, tmp_path: Path
+) -> None:
+    (tmp_path / "expected.txt").write_text("42")
+    check = py("import sys; got = sys.stdin.read(); want = open('expected.txt').read(); "
+               "print('got', got); sys.exit(0 if got == want else 3)")
+    await run_verifier()
+    ok = await waiting_trace(store, "42", {"command": check}, working_dir=str(tmp_path))
+    wrong = await waiting_trace(store, "41", {"command": check}, working_dir=str(tmp_path))
+    passed = await verdict(store, ok)
+    assert isinstance(passed, ev.VerificationPassed)
+    assert "got 42" in passed.log and "[exit code 0]" in passed.log
+    failed = await verdict(store, wrong)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert failed.errors == ["command: command exited with code 3"]
+    assert "got 41" in failed.log
+
+
+async def exits_within(pid: int, seconds: float) -> bool:
+    """Wait for process ``pid`` (not our child) to end, via a pidfd that turns readable."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    loop = asyncio.get_running_loop()
+    ended = asyncio.Event()
+    loop.add_reader(fd, ended.set)
+    try:
+        await asyncio.wait_for(ended.wait(), seconds)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+async def test_command_timeout_kills_the_process_group(
+    store: EventStore, run_verifier: Start, tmp_path: Path
+) -> None:
+    sleeper = py("import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)")
+    # The shell starts a grandchild; a timeout must kill it too, not only the shell.
+    await run_verifier()
+    trace_id = await waiting_trace(
+        store, "x", {"command": f"{sleeper} & wait", "timeout_s": 1}, working_dir=str(tmp_path)
+    )
+    failed = await verdict(store, trace_id)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert failed.errors == ["command: command timed out after 1s"]
+    pid = int((tmp_path / "pid").read_text())
+    assert await exits_within(pid, 5)
+
+
+async def test_command_output_is_capped_keeping_head_and_tail(
+    store: EventStore, run_verifier: Start
+) -> None:
+    command = py("print('HEAD'); print('x' * 200000); print('TAIL')")
+    await run_verifier()
+    trace_id = await waiting_trace(store, "", {"command": command, "output_cap": 1000})
+    passed = await verdict(store, trace_id)
+    assert isinstance(passed, ev.VerificationPassed)
+    assert "HEAD" in passed.log and "TAIL" in passed.log and "bytes omitted" in passed.log
+    assert len(passed.log) < 1500
+
+
+async def test_missing_working_dir_fails_with_reason(
+    store: EventStore, run_verifier: Start
+) -> None:
+    await run_verifier()
+    trace_id = await waiting_trace(store, "x", {"command": "true"}, working_dir="/nonexistent/dir")
+    failed = await verdict(store, trace_id)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert "could not start" in failed.errors[0] and "/nonexistent/dir" in failed.errors[0]
+
+
+def judge_script(tmp_path: Path, scores: list[int], verdict_: str) -> str:
+    answer = {
+        "criteria": [
+            {"criterion": f"c{n}", "score": s, "reason": f"reason {n}"}
+            for n, s in enumerate(scores, 1)
+        ],
+        "verdict": verdict_,
+        "feedback": "cite sources",
+    }
+    path = tmp_path / f"judge-{'-'.join(map(str, scores))}.yaml"
+    path.write_text(json.dumps([{"content": json.dumps(answer)}]))
+    return f"scripted:{path}"
+
+
+async def test_llm_judge_scores_each_criterion(
+    store: EventStore, run_verifier: Start, verifier_config: LonghaulConfig, tmp_path: Path
+) -> None:
+    strict = judge_script(tmp_path, [9, 4], "pass")
+    config = verifier_config.model_copy(
+        update={"models": ModelsConfig(default="scripted:auto", roles={"verifier": strict})}
+    )
+    await run_verifier(config)
+    criteria = ["mentions the capital", "cites a source"]
+    low = await waiting_trace(store, "Paris.", {"criteria": criteria})
+    lenient = judge_script(tmp_path, [8, 9], "pass")
+    high = await waiting_trace(store, "Paris [1].", {"judge": {"criteria": criteria,
+                                                               "model": lenient}})
+    failed = await verdict(store, low)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert failed.errors == ["judge: cites a source (score 4): reason 2"]
+    assert "[9/10] mentions the capital" in failed.log
+    passed = await verdict(store, high)
+    assert isinstance(passed, ev.VerificationPassed)
+    assert "verdict: pass" in passed.log
+
+
+async def test_offline_judge_is_skipped_not_invented(
+    store: EventStore, run_verifier: Start
+) -> None:
+    await run_verifier()
+    trace_id = await waiting_trace(store, "anything", {"criteria": ["is correct"]})
+    passed = await verdict(store, trace_id)
+    assert isinstance(passed, ev.VerificationPassed)
+    assert "skipped" in passed.log and "offline" in passed.log
+
+
+async def test_all_configured_checks_must_pass(store: EventStore, run_verifier: Start) -> None:
+    await run_verifier()
+    trace_id = await waiting_trace(
+        store, '{"title": "t", "score": 1}', {"json_schema": SCHEMA, "command": "exit 1"}
+    )
+    failed = await verdict(store, trace_id)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert failed.errors == ["command: command exited with code 1"]
+    assert "== json_schema: passed" in failed.log and "== command: failed" in failed.log
+
+
+async def test_request_method_overrides_trace_config(
+    store: EventStore, run_verifier: Start
+) -> None:
+    await run_verifier()
+    trace_id = await waiting_trace(store, "x", {"command": "exit 1"}, method={"command": "true"})
+    assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
+
+
+async def test_invalid_config_fails_verification(store: EventStore, run_verifier: Start) -> None:
+    await run_verifier()
+    trace_id = await waiting_trace(store, "x", {"command": 7})
+    failed = await verdict(store, trace_id)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert failed.errors[0].startswith("invalid verification config: command")
+
+
+async def delivery_of(store: EventStore, trace_id: str) -> Delivery:
+    async for recorded in store.replay("trace", trace_id):
+        if isinstance(recorded.event, ev.VerificationRequested):
+            return Delivery("trace", trace_id, "verification_requested", recorded.seq, 1,
+                            ev.encode(recorded.event))
+    raise AssertionError("no request")
+
+
+async def test_redelivered_request_is_answered_once(
+    store: EventStore, make_verifier: Callable[..., Verifier]
+) -> None:
+    trace_id = await waiting_trace(store, "x", {"command": "true"})
+    delivery = await delivery_of(store, trace_id)
+    first, second = make_verifier(), make_verifier()
+    # Two replicas racing on the same delivery, then a late redelivery.
+    await asyncio.gather(first.handle(delivery), second.handle(delivery))
+    await first.handle(delivery)
+    assert [type(e) for e in await verdicts(store, trace_id)] == [ev.VerificationPassed]
+
+
+async def test_superseded_request_gets_no_answer(
+    store: EventStore, make_verifier: Callable[..., Verifier]
+) -> None:
+    trace_id = await waiting_trace(store, "x", {"command": "true"})
+    stale = await delivery_of(store, trace_id)
+    state = await store.load_trace(trace_id)
+    # The user stops the trace and reruns it; it asks again for attempt 1 on a new answer.
+    await store.append("trace", trace_id, [
+        ev.Stopped(reason="user"),
+        ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")]),
+        ev.MessageAppended(sequence=4, parent_sequence=3, role="assistant", content="y"),
+        ev.VerificationRequested(attempt=1, answer_sequence=4),
+    ], expected=Position(state.stream_seq, state.version))
+    await make_verifier().handle(stale)
+    assert await verdicts(store, trace_id) == []
+
+
+async def test_poison_event_does_not_stop_the_service(
+    store: EventStore, conn: Connection, run_verifier: Start
+) -> None:
+    await run_verifier()
+    subject = conn.names.subject("trace", "t_poison", "verification_requested")
+    await conn.js.publish(subject, b"{not json")
+    wrong_type = msgspec.json.encode({"type": "nope"})
+    await conn.js.publish(conn.names.subject("trace", "t_poison2", "verification_requested"),
+                          wrong_type)
+    trace_id = await waiting_trace(store, "x", {"command": "true"})
+    assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
