@@ -1,0 +1,157 @@
+"""Sub-traces: creating children a parent spawned, and reporting their end to the parent.
+
+A ``subtrace_spawned`` on the parent (seen as a wake-up, so a crash right after the spawn loses
+nothing) creates the child trace, at most ``max_concurrent`` running per parent: the others stay
+queued in the parent's state (spawned, child not created yet) and start, in spawn order, as
+earlier children finish. "Started" is simply "the child's log exists", so every step here is
+idempotent and any replica may do it. When a child reaches a final status its parent gets
+``SubtraceFinished`` (unless the parent's state already has it), which wakes a parent that waits
+for its children; a parent that ends first asks its still-running children to stop.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from longhaul.core import events as ev
+from longhaul.core.state import SubtraceInfo, TraceState
+from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.executor.appends import append_while
+from longhaul.executor.metrics import ExecutorMetrics
+from nats.js.errors import NotFoundError
+
+log = logging.getLogger(__name__)
+
+SUMMARY_LIMIT = 4000
+
+
+def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
+    """The child runs the parent's model in the spawned preset; explore children are
+    read-only."""
+    config = parent.config
+    return ev.TraceConfig(
+        model=config.model,
+        preset=info.preset,
+        working_dir=config.working_dir,
+        temperature=config.temperature,
+        read_only=config.read_only or info.mode == "explore",
+    )
+
+
+def child_created(parent: TraceState, info: SubtraceInfo) -> ev.TraceCreated:
+    label = parent.name or parent.trace_id
+    return ev.TraceCreated(
+        messages=[ev.InputMessage(role="user", content=info.task)],
+        config=child_config(parent, info),
+        name=f"{label} / {info.mode}",
+        owner=parent.owner,
+        parent_trace_id=parent.trace_id,
+        parent_goal_id=info.goal_id,
+        parent_tool_call_id=info.tool_call_id,
+        task_id=parent.task_id,
+        phase_id=parent.phase_id,
+    )
+
+
+def final_summary(child: TraceState) -> str:
+    """What the parent learns: the child's summary, else its error or stop reason, else its
+    last assistant text."""
+    if child.status == "completed" and child.summary:
+        return child.summary[:SUMMARY_LIMIT]
+    if child.status == "failed" and child.error:
+        return f"failed: {child.error}"[:SUMMARY_LIMIT]
+    if child.status == "stopped":
+        return f"stopped: {child.stop_reason or 'stop requested'}"
+    for message in reversed(child.main_path()):
+        if message.role == "assistant" and isinstance(message.content, str) and message.content:
+            return message.content[:SUMMARY_LIMIT]
+    return child.summary or ""
+
+
+class Children:
+    def __init__(
+        self, store: EventStore, *, max_concurrent: int, actor: str, metrics: ExecutorMetrics
+    ) -> None:
+        self.store = store
+        self.max_concurrent = max(1, max_concurrent)
+        self.actor = actor
+        self.metrics = metrics
+
+    async def _exists(self, trace_id: str) -> bool:
+        conn = self.store.conn
+        try:
+            await conn.js.get_msg(
+                conn.names.stream, seq=1, subject=conn.names.aggregate_filter("trace", trace_id),
+                next=True,
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    async def start_queued(self, parent: TraceState) -> list[str]:
+        """Create the children the parent is owed, up to the limit; returns the ids started."""
+        if not parent.exists or parent.is_final:
+            return []
+        active = 0
+        queued: list[SubtraceInfo] = []
+        for info in parent.running_subtraces():
+            if await self._exists(info.child_trace_id):
+                active += 1
+            else:
+                queued.append(info)
+        started: list[str] = []
+        for info in queued[: max(0, self.max_concurrent - active)]:
+            try:
+                await self.store.append(
+                    "trace", info.child_trace_id, [child_created(parent, info)],
+                    expected=Position(), actor=self.actor, causation_id=parent.trace_id,
+                    correlation_id=parent.task_id,
+                )
+            except ConcurrencyError:
+                continue  # another replica created it first
+            self.metrics.subtraces.inc()
+            started.append(info.child_trace_id)
+        return started
+
+    async def on_child_final(self, child: TraceState) -> None:
+        """Record the child's end on its parent (once) and start the parent's next child."""
+        if child.parent_trace_id is None or not child.is_final:
+            return
+        parent = await self.store.load_trace(child.parent_trace_id)
+        finished = ev.SubtraceFinished(
+            child_trace_id=child.trace_id,
+            status=child.status or "failed",
+            summary=final_summary(child),
+        )
+        await append_while(
+            self.store, parent, finished, lambda p: _child_running(p, child.trace_id),
+            actor=self.actor,
+        )
+        await self.start_queued(parent)
+
+    async def report_unfoldable(self, parent_id: str, child_id: str, error: str) -> None:
+        """Tell a parent its child failed when the child's own log cannot be folded."""
+        parent = await self.store.load_trace(parent_id)
+        finished = ev.SubtraceFinished(
+            child_trace_id=child_id, status="failed", summary=f"failed: {error}"[:SUMMARY_LIMIT]
+        )
+        await append_while(
+            self.store, parent, finished, lambda p: _child_running(p, child_id), actor=self.actor
+        )
+        await self.start_queued(parent)
+
+    async def stop_children(self, parent: TraceState, reason: str) -> None:
+        """Ask the parent's running children to stop (a finished parent has no use for them)."""
+        for info in parent.running_subtraces():
+            child = await self.store.load_trace(info.child_trace_id)
+            if child.exists and not child.is_final and not child.stop_requested:
+                await append_while(
+                    self.store, child, ev.StopRequested(reason=reason),
+                    lambda c: c.exists and not c.is_final and not c.stop_requested,
+                    actor=self.actor,
+                )
+
+
+def _child_running(parent: TraceState, child_id: str) -> bool:
+    info = parent.subtraces.get(child_id)
+    return info is not None and info.status == "running"

@@ -1,0 +1,255 @@
+"""The executor service: competing consumer on trace wake-ups, turns under leases, sweeper.
+
+Each delivered wake-up is handled in its own task (at most ``concurrency`` at once per
+replica) and kept alive with ``in_progress`` while it runs, so a long turn is not redelivered
+elsewhere. A handling that raises is retried with backoff; after ``poison_attempts`` the
+message is terminated and the trace failed with the reason, without holding up other traces.
+On shutdown the replica stops fetching, lets running turns finish for a grace period, then
+cancels them: their leases are released and their wake-ups handed back for another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from typing import Any
+
+import nats.errors
+from longhaul.core.index import TraceIndex
+from longhaul.core.service import ServiceContext
+from longhaul.core.store import EventStore
+from longhaul.executor.children import Children
+from longhaul.executor.leases import Lease, Leases
+from longhaul.executor.metrics import ExecutorMetrics
+from longhaul.executor.poison import record_poison
+from longhaul.executor.settings import ExecutorSettings
+from longhaul.executor.sweeper import Sweeper
+from longhaul.executor.turn import TurnEngine, TurnRunner, TurnSettings
+from longhaul.executor.wakeups import (
+    FINAL_TYPES,
+    SPAWN_TYPES,
+    Wakeup,
+    consumer_config,
+    parse_wakeup,
+    subscribe,
+)
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+log = logging.getLogger(__name__)
+
+FETCH_TIMEOUT_S = 1.0
+MAX_BATCH = 32
+MAX_RETRY_DELAY_S = 10.0
+
+
+class Executor:
+    def __init__(
+        self,
+        ctx: ServiceContext,
+        settings: ExecutorSettings,
+        engine: TurnEngine,
+        *,
+        metrics: ExecutorMetrics | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.settings = settings
+        self.store: EventStore = ctx.store
+        self.index = TraceIndex(ctx.conn)
+        self.metrics = metrics or ExecutorMetrics()
+        self.leases = Leases(ctx.conn, settings.id, ctx.config.store.lease_ttl_s)
+        actor = f"executor:{settings.id}"
+        self.actor = actor
+        self.children = Children(
+            self.store,
+            max_concurrent=ctx.config.pipeline.max_concurrent_subtraces,
+            actor=actor,
+            metrics=self.metrics,
+        )
+        self.turns = TurnRunner(
+            self.store, self.index, self.leases, engine, self.metrics,
+            TurnSettings(
+                actor=actor,
+                flush_interval_ms=ctx.config.pipeline.streaming.flush_interval_ms,
+                index_interval_s=settings.index_interval_s,
+            ),
+        )
+        self.sweeper = Sweeper(
+            self.index, self.leases, self.wake, interval_s=settings.sweep_interval_s
+        )
+        self._free = settings.concurrency
+        self._slot_freed = asyncio.Event()
+        self._work: set[asyncio.Task[Any]] = set()
+        self._waking: set[str] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> None:
+        """Serve until ``ctx.shutdown`` is set, then shut down gracefully."""
+        config = consumer_config(
+            self.ctx.conn.names,
+            self.settings.durable,
+            ack_wait_s=self.settings.ack_wait_s,
+            max_deliver=self.settings.poison_attempts * 4,
+            max_ack_pending=max(1000, self.settings.concurrency * 64),
+        )
+        sub = await subscribe(self.ctx.conn.js, self.ctx.conn.names, config)
+        presence = await self._announce()
+        self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
+        if presence is not None:
+            self.ctx.spawn(presence.keep(lambda: None), name="presence")
+        log.info("executor %s ready", self.settings.id)
+        try:
+            await self._fetch_loop(sub)
+        finally:
+            await self._drain()
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+            if presence is not None:
+                await presence.release()
+            log.info("executor %s stopped", self.settings.id)
+
+    async def _announce(self) -> Lease | None:
+        """``executor.<id>`` in ``lh_leases`` while this replica lives (ops and tests)."""
+        key = "executor." + re.sub(r"[^A-Za-z0-9_=-]", "_", self.settings.id)
+        return await self.leases.acquire(key)
+
+    async def _fetch_loop(self, sub: JetStreamContext.PullSubscription) -> None:
+        shutdown = self.ctx.shutdown
+        while not shutdown.is_set():
+            if self._free == 0:
+                self._slot_freed.clear()
+                await _first(self._slot_freed.wait(), shutdown.wait())
+                continue
+            try:
+                messages = await sub.fetch(min(self._free, MAX_BATCH), timeout=FETCH_TIMEOUT_S)
+            except (TimeoutError, nats.errors.TimeoutError):
+                continue
+            except nats.errors.Error as exc:
+                log.warning("fetch failed: %s", exc)
+                await _first(shutdown.wait(), asyncio.sleep(FETCH_TIMEOUT_S))
+                continue
+            for msg in messages:
+                self._start(self._handle(msg), name=f"wakeup-{msg.subject}")
+
+    async def _drain(self) -> None:
+        if self._work:
+            await asyncio.wait(set(self._work), timeout=self.settings.shutdown_grace_s)
+        for task in list(self._work):
+            task.cancel()
+        await asyncio.gather(*self._work, return_exceptions=True)
+
+    def _start(self, coro: Any, *, name: str) -> None:
+        self._free -= 1
+        task = asyncio.create_task(coro, name=name)
+        self._work.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._work.discard(task)
+        self._free += 1
+        self._slot_freed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("executor task %s crashed", task.get_name(), exc_info=task.exception())
+
+    def wake(self, trace_id: str) -> bool:
+        """Run ``trace_id`` now if a slot is free (the sweeper's way in)."""
+        if self._free == 0 or trace_id in self._waking or self.ctx.shutdown.is_set():
+            return False
+        self._waking.add(trace_id)
+        self.metrics.swept.inc()
+        self._start(self._swept(trace_id), name=f"sweep-{trace_id}")
+        return True
+
+    async def _swept(self, trace_id: str) -> None:
+        try:
+            await self.turns.drive(trace_id, takeover=True)
+        finally:
+            self._waking.discard(trace_id)
+
+    # ------------------------------------------------------------------ one wake-up
+
+    async def _handle(self, msg: Msg) -> None:
+        wakeup = parse_wakeup(self.ctx.conn.names, msg.subject)
+        if wakeup is None:
+            log.warning("terminating unexpected wake-up subject %s", msg.subject)
+            await _settle(msg.term())
+            return
+        heartbeat = asyncio.create_task(_keep_alive(msg, self.settings.ack_wait_s / 3))
+        try:
+            await self._dispatch(wakeup, redelivered=msg.metadata.num_delivered > 1)
+        except asyncio.CancelledError:
+            await _settle(msg.nak())  # shutting down: another replica takes it now
+            raise
+        except Exception as exc:
+            await self._failed(msg, wakeup, exc)
+        else:
+            await _settle(msg.ack())
+        finally:
+            heartbeat.cancel()
+
+    async def _dispatch(self, wakeup: Wakeup, *, redelivered: bool) -> None:
+        if wakeup.event_type in SPAWN_TYPES:
+            parent = await self.store.load_trace(wakeup.trace_id)
+            await self.children.start_queued(parent)
+        elif wakeup.event_type in FINAL_TYPES:
+            state = await self.store.load_trace(wakeup.trace_id)
+            await self.children.on_child_final(state)
+            if state.is_final and state.running_subtraces():
+                await self.children.stop_children(state, reason=f"parent {state.status}")
+        else:
+            await self.turns.drive(wakeup.trace_id, takeover=redelivered)
+
+    async def _failed(self, msg: Msg, wakeup: Wakeup, exc: Exception) -> None:
+        self.metrics.handler_errors.inc()
+        attempt = msg.metadata.num_delivered
+        reason = f"{type(exc).__name__}: {exc}"
+        if attempt < self.settings.poison_attempts:
+            log.warning(
+                "handling %s of %s failed (attempt %d): %s",
+                wakeup.event_type, wakeup.trace_id, attempt, reason,
+            )
+            await _settle(msg.nak(delay=min(MAX_RETRY_DELAY_S, 0.25 * 2 ** (attempt - 1))))
+            return
+        log.error(
+            "poison wake-up %s of %s after %d attempts: %s",
+            wakeup.event_type, wakeup.trace_id, attempt, reason, exc_info=exc,
+        )
+        self.metrics.poison.inc()
+        try:
+            parent = await record_poison(
+                self.store, self.index, wakeup.trace_id,
+                f"poison event ({wakeup.event_type}): {reason}", actor=self.actor,
+            )
+            if parent is not None:
+                await self.children.report_unfoldable(parent, wakeup.trace_id, reason)
+        except Exception:
+            log.exception("could not record the poison failure on %s", wakeup.trace_id)
+        await _settle(msg.term())
+
+
+async def _keep_alive(msg: Msg, every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        await _settle(msg.in_progress())
+
+
+async def _settle(ack: Any) -> None:
+    """Ack/nak/term/in-progress are fire-and-forget: a lost one only means a redelivery."""
+    try:
+        await ack
+    except (nats.errors.Error, OSError) as exc:
+        log.warning("could not settle a message: %s", exc)
+
+
+async def _first(*aws: Any) -> None:
+    """Wait until the first of ``aws`` completes; cancel the others."""
+    tasks = [asyncio.ensure_future(aw) for aw in aws]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,158 @@
+"""Leases in ``lh_leases``: who runs which trace, with a per-key TTL so a dead holder's lease
+expires by itself and another replica takes the trace over.
+
+A lease is taken with KV ``create`` (fails if a live lease exists), renewed with a
+compare-and-set on the revision (``update(last=rev)``) that also resets its TTL, and released
+with a delete marker conditioned on the same revision, so a holder that lost its lease can never
+remove its successor's. nats-py's ``update`` cannot send a TTL, so renewals and releases publish
+to the bucket subject with the headers themselves. The delete marker carries a short TTL too:
+released keys leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+import msgspec
+import nats.errors
+from longhaul.core.connection import Connection
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
+
+log = logging.getLogger(__name__)
+
+WRONG_LAST_SEQUENCE = (10071, 10164)
+MARKER_TTL = "1s"
+
+
+class LeaseValue(msgspec.Struct, kw_only=True):
+    owner: str
+    acquired_at: float
+
+
+class Lease:
+    """A held lease. ``lost`` is set when a renewal fails or the TTL may have run out."""
+
+    def __init__(self, leases: Leases, key: str, revision: int) -> None:
+        self.leases = leases
+        self.key = key
+        self.revision = revision
+        self.renewed_at = time.monotonic()
+        self.lost = asyncio.Event()
+        self.released = False
+
+    @property
+    def expired_locally(self) -> bool:
+        """True once the TTL may have run out on the server since the last good renewal."""
+        return time.monotonic() - self.renewed_at > self.leases.ttl_s * 0.8
+
+    async def renew(self) -> bool:
+        if self.lost.is_set() or self.released:
+            return False
+        if self.expired_locally:
+            self.lost.set()
+            return False
+        started = time.monotonic()
+        try:
+            self.revision = await self.leases.publish(self.key, self._value(), last=self.revision)
+        except (KeyWrongLastSequenceError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
+                nats.errors.ConnectionClosedError) as exc:
+            if isinstance(exc, KeyWrongLastSequenceError):
+                self.lost.set()
+            log.warning("lease %s renewal failed: %s", self.key, exc)
+            if self.expired_locally:
+                self.lost.set()
+            return False
+        self.renewed_at = started
+        return True
+
+    def _value(self) -> bytes:
+        return msgspec.json.encode(LeaseValue(owner=self.leases.owner, acquired_at=time.time()))
+
+    async def release(self) -> None:
+        """Remove the lease if it is still ours; never raises (the TTL is the fallback)."""
+        if self.released:
+            return
+        self.released = True
+        if self.lost.is_set():
+            return
+        try:
+            await self.leases.publish(self.key, b"", last=self.revision, delete=True)
+        except (KeyWrongLastSequenceError, nats.errors.Error, APIError, TimeoutError) as exc:
+            log.info("lease %s not released (%s); it expires by itself", self.key, exc)
+
+    async def keep(self, on_lost: Callable[[], object]) -> None:
+        """Renew every third of the TTL until cancelled; call ``on_lost`` if the lease goes."""
+        interval = self.leases.ttl_s / 3
+        while not self.released:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.lost.wait(), timeout=interval)
+            if self.released:
+                return
+            if not self.lost.is_set():
+                await self.renew()
+            if self.lost.is_set():
+                on_lost()
+                return
+
+
+class Leases:
+    def __init__(self, conn: Connection, owner: str, ttl_s: float) -> None:
+        self.conn = conn
+        self.owner = owner
+        self.ttl_s = float(max(1, round(ttl_s)))
+        """Whole seconds: the KV client sends TTLs as integer seconds."""
+        self.bucket = conn.names.leases
+
+    @staticmethod
+    def trace_key(trace_id: str) -> str:
+        return f"trace.{trace_id}"
+
+    def _ttl(self) -> str:
+        return f"{int(self.ttl_s)}s"
+
+    async def acquire(self, key: str) -> Lease | None:
+        """Take ``key`` if nobody holds it; None when another holder's lease is live."""
+        kv = await self.conn.kv(self.bucket)
+        value = msgspec.json.encode(LeaseValue(owner=self.owner, acquired_at=time.time()))
+        started = time.monotonic()
+        try:
+            revision = await kv.create(key, value, msg_ttl=self.ttl_s)
+        except KeyWrongLastSequenceError:
+            return None
+        lease = Lease(self, key, int(revision))
+        lease.renewed_at = started
+        return lease
+
+    async def holder(self, key: str) -> str | None:
+        """The owner of a live lease on ``key``, if any."""
+        kv = await self.conn.kv(self.bucket)
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        try:
+            return msgspec.json.decode(entry.value, type=LeaseValue).owner
+        except msgspec.DecodeError:
+            return "?"
+
+    async def publish(self, key: str, value: bytes, *, last: int, delete: bool = False) -> int:
+        """Write ``key`` if its revision is still ``last``; resets the TTL."""
+        headers = {
+            "Nats-Expected-Last-Subject-Sequence": str(last),
+            "Nats-TTL": MARKER_TTL if delete else self._ttl(),
+        }
+        if delete:
+            headers["KV-Operation"] = "DEL"
+        try:
+            ack = await self.conn.js.publish(f"$KV.{self.bucket}.{key}", value, headers=headers)
+        except APIError as exc:
+            if exc.err_code in WRONG_LAST_SEQUENCE:
+                raise KeyWrongLastSequenceError(description=exc.description) from exc
+            raise
+        return int(ack.seq)

@@ -1,0 +1,64 @@
+"""The sweeper: finds traces the index says are ``running`` but nobody holds, and runs them.
+
+That is how a trace recovers when its executor died and no wake-up is left to redeliver (for
+instance one started by the sweeper itself). One replica sweeps at a time (a ``sweeper``
+lease); entries touched within the last lease TTL are left alone, since their wake-up is most
+likely still on its way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from longhaul.core.index import TraceIndex
+from longhaul.executor.leases import Leases
+
+log = logging.getLogger(__name__)
+
+SWEEPER_KEY = "sweeper"
+
+
+class Sweeper:
+    def __init__(
+        self, index: TraceIndex, leases: Leases, wake: Callable[[str], bool], *, interval_s: float
+    ) -> None:
+        self.index = index
+        self.leases = leases
+        self.wake = wake
+        self.interval_s = interval_s
+
+    async def run(self, shutdown: asyncio.Event) -> None:
+        while not shutdown.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(shutdown.wait(), timeout=self.interval_s)
+            if shutdown.is_set():
+                return
+            try:
+                await self.sweep_once()
+            except Exception:
+                log.exception("sweep failed; trying again next interval")
+
+    async def sweep_once(self) -> list[str]:
+        """Wake every orphaned running trace; returns their ids."""
+        lease = await self.leases.acquire(SWEEPER_KEY)
+        if lease is None:
+            return []
+        woken: list[str] = []
+        try:
+            quiet_since = time.time() - self.leases.ttl_s
+            async for entry in self.index.entries():
+                if entry.status != "running" or entry.updated_at > quiet_since:
+                    continue
+                if await self.leases.holder(Leases.trace_key(entry.trace_id)) is not None:
+                    continue
+                if self.wake(entry.trace_id):
+                    woken.append(entry.trace_id)
+        finally:
+            await lease.release()
+        if woken:
+            log.info("sweeper woke %d orphaned trace(s)", len(woken))
+        return woken
