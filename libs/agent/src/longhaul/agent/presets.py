@@ -1,0 +1,111 @@
+"""Presets: named agent profiles (tools, iteration budget, temperature, skills, prompt).
+
+Built-ins: ``default`` (every tool), ``explore`` (read-only tools, used for explore
+sub-agents), ``analyst`` (reads and reasons, never writes or runs commands). User presets come
+from ``LonghaulConfig.presets`` (``presets: {name: {...}}`` in longhaul.yaml) and may
+``extends`` another preset; a user preset with a built-in's name replaces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from longhaul.agent.tools.registry import ToolRegistry
+from longhaul.core.events import TraceConfig
+from pydantic import BaseModel, ConfigDict, Field
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a capable autonomous agent working on a long task. Plan with the goal tool, "
+    "act with the other tools, check your work, and finish with a clear final answer "
+    "(a message without tool calls)."
+)
+
+
+class Preset(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    allowed_tools: list[str] | None = None
+    """``None``: every registered tool."""
+    denied_tools: list[str] = Field(default_factory=list)
+    read_only: bool = False
+    max_iterations: int | None = None
+    temperature: float | None = None
+    skills: list[str] = Field(default_factory=list)
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    extends: str | None = None
+
+    def select_tools(self, tools: ToolRegistry, config: TraceConfig) -> ToolRegistry:
+        """The preset's tools, narrowed further by the trace's own ``tools`` / ``read_only``."""
+        chosen = tools if self.allowed_tools is None else tools.only(self.allowed_tools)
+        chosen = chosen.without(self.denied_tools)
+        if config.tools is not None:
+            chosen = chosen.only(config.tools)
+        if self.read_only or config.read_only:
+            chosen = chosen.read_only()
+        return chosen
+
+
+READ_ONLY_TOOLS = ["read", "glob", "grep", "webfetch", "skill", "workspace_read"]
+
+BUILTIN_PRESETS: dict[str, Preset] = {
+    "default": Preset(name="default", description="every tool"),
+    "explore": Preset(
+        name="explore",
+        description="read-only investigation; answers with findings",
+        allowed_tools=[*READ_ONLY_TOOLS, "goal"],
+        read_only=True,
+        max_iterations=30,
+        system_prompt=(
+            "You investigate a question without changing anything: read, search and fetch, "
+            "then answer with concise findings and the evidence (paths, lines, URLs)."
+        ),
+    ),
+    "analyst": Preset(
+        name="analyst",
+        description="reads and reasons; never writes files or runs commands",
+        allowed_tools=[*READ_ONLY_TOOLS, "goal", "ask_human"],
+        denied_tools=["bash", "write", "edit"],
+        max_iterations=40,
+        temperature=0.2,
+        system_prompt=(
+            "You are a careful analyst. Gather evidence with the read-only tools, weigh it, "
+            "state assumptions, and give a structured, verifiable conclusion."
+        ),
+    ),
+}
+
+
+class PresetCatalog:
+    """Built-in presets overlaid with user presets; unknown names fall back to ``default``."""
+
+    def __init__(self, user: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self._presets = dict(BUILTIN_PRESETS)
+        pending = dict(user or {})
+        while pending:
+            progressed = False
+            for name, raw in list(pending.items()):
+                base_name = raw.get("extends")
+                if base_name is not None and base_name in pending and base_name != name:
+                    continue
+                if base_name is not None and base_name not in self._presets:
+                    raise ValueError(f"preset {name!r} extends unknown preset {base_name!r}")
+                base = self._presets.get(base_name or "", None)
+                fields = base.model_dump(exclude={"name", "extends"}) if base else {}
+                fields.update(raw)
+                self._presets[name] = Preset.model_validate({**fields, "name": name})
+                del pending[name]
+                progressed = True
+            if not progressed:
+                raise ValueError(f"presets extend each other in a cycle: {sorted(pending)}")
+
+    def get(self, name: str | None) -> Preset:
+        return self._presets.get(name or "default") or self._presets["default"]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._presets
+
+    def names(self) -> list[str]:
+        return list(self._presets)

@@ -1,0 +1,135 @@
+"""``Tool`` and the ``@tool`` decorator (pydantic-ai style: the signature is the schema).
+
+    @tool(read_only=True, path_params=("path",))
+    async def read(ctx: ToolContext, path: str, offset: int = 1) -> ToolResult:
+        '''Read a text file.
+
+        Args:
+            path: file path relative to the working directory.
+            offset: first line to return (1-based).
+        '''
+
+The first paragraph of the docstring is the description the model sees; ``Args:`` entries
+describe the parameters. A leading ``ctx: ToolContext`` parameter is injected, never offered.
+A tool returns a ``str`` (shorthand for ``ToolResult(output=...)``), a :class:`ToolResult`, or
+:class:`Deferred` when its answer arrives in a later turn.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, overload
+
+from jsonschema import Draft202012Validator
+from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.docstring import parse_docstring
+from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
+from longhaul.agent.tools.schema import ArgsModel, args_model, json_schema, takes_context
+from longhaul.llm.types import ToolSpec
+
+ToolFunction = Callable[..., Awaitable[str | ToolReply] | str | ToolReply]
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A callable the model may use.
+
+    ``read_only`` tools are the ones the ``explore`` preset and ``read_only`` traces keep.
+    ``path_params`` name the arguments that are file paths, so the Guardrail can jail them
+    before the tool runs.
+    """
+
+    name: str
+    description: str
+    fn: ToolFunction
+    arguments: type[ArgsModel]
+    input_schema: dict[str, Any]
+    read_only: bool = False
+    path_params: tuple[str, ...] = ()
+    wants_context: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.input_schema)
+
+    @cached_property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.input_schema)
+
+    async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReply:
+        """Validate ``arguments`` with the pydantic model (coercion included) and call."""
+        parsed = self.arguments.model_validate(arguments)
+        values = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        result = self.fn(ctx, **values) if self.wants_context else self.fn(**values)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, ToolResult | Deferred):
+            return result
+        return ToolResult(output=str(result))
+
+
+def make_tool(
+    fn: ToolFunction,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    path_params: tuple[str, ...] = (),
+) -> Tool:
+    tool_name = name or fn.__name__.rstrip("_")
+    doc = parse_docstring(fn.__doc__)
+    model = args_model(fn, tool_name, doc)
+    unknown = set(path_params) - set(model.model_fields)
+    if unknown:
+        raise TypeError(f"tool {tool_name}: path_params {sorted(unknown)} are not parameters")
+    return Tool(
+        name=tool_name,
+        description=description if description is not None else doc.description,
+        fn=fn,
+        arguments=model,
+        input_schema=json_schema(model),
+        read_only=read_only,
+        path_params=path_params,
+        wants_context=takes_context(fn),
+    )
+
+
+@overload
+def tool(fn: ToolFunction, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    path_params: tuple[str, ...] = (),
+) -> Callable[[ToolFunction], Tool]: ...
+
+
+def tool(
+    fn: ToolFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    path_params: tuple[str, ...] = (),
+) -> Tool | Callable[[ToolFunction], Tool]:
+    """Turn a function into a :class:`Tool`; usable bare (``@tool``) or with options."""
+
+    def decorate(function: ToolFunction) -> Tool:
+        return make_tool(
+            function,
+            name=name,
+            description=description,
+            read_only=read_only,
+            path_params=path_params,
+        )
+
+    return decorate(fn) if fn is not None else decorate

@@ -1,0 +1,34 @@
+"""The built-in tool set."""
+
+from __future__ import annotations
+
+from longhaul.agent.tools.files import edit, glob, grep, read, write
+from longhaul.agent.tools.goal import goal
+from longhaul.agent.tools.human import ask_human
+from longhaul.agent.tools.registry import ToolRegistry
+from longhaul.agent.tools.shell import bash
+from longhaul.agent.tools.skill import skill
+from longhaul.agent.tools.subtraces import agent, evaluate
+from longhaul.agent.tools.web import webfetch
+from longhaul.agent.tools.workspace_read import workspace_read
+
+BUILTIN_TOOLS = (
+    read,
+    write,
+    edit,
+    glob,
+    grep,
+    bash,
+    goal,
+    agent,
+    evaluate,
+    ask_human,
+    webfetch,
+    skill,
+    workspace_read,
+)
+
+
+def builtin_tools() -> ToolRegistry:
+    """A fresh registry of every built-in tool (callers may register their own on top)."""
+    return ToolRegistry(BUILTIN_TOOLS)

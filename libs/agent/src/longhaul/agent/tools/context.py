@@ -1,0 +1,40 @@
+"""``ToolContext``: what a tool may know about the call it serves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from longhaul.agent.skills import SkillIndex
+from longhaul.agent.tools.settings import ToolSettings
+from longhaul.agent.workspace import Workspace
+from longhaul.core.events import TraceEvent
+from longhaul.core.state import TraceState
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Per-call context. ``state`` is the trace as folded so far: read it, never mutate it.
+
+    Tools that change the trace (``goal``, ``agent``) do not emit themselves: they
+    :meth:`record` events, which the engine appends in one batch with the tool's result, so a
+    crash can never persist the effect without the answer the model will see (or vice versa).
+    """
+
+    trace_id: str
+    tool_call_id: str
+    working_dir: Path
+    state: TraceState
+    goal_id: str | None = None
+    workspace: Workspace | None = None
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    skills: SkillIndex = field(default_factory=lambda: SkillIndex(()))
+    recorded: list[TraceEvent] = field(default_factory=list)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across re-executions of the same call after a crash (at-least-once tools)."""
+        return f"{self.trace_id}:{self.tool_call_id}"
+
+    def record(self, event: TraceEvent) -> None:
+        self.recorded.append(event)

@@ -1,0 +1,20 @@
+"""Operator knobs of the built-in tools (not model-visible)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSettings:
+    bash_timeout_s: float = 120.0
+    bash_max_timeout_s: float = 600.0
+    output_cap: int = 30_000
+    """Characters of tool output kept (bash captures at most this many bytes too)."""
+    read_max_lines: int = 2_000
+    grep_max_results: int = 200
+    webfetch_timeout_s: float = 20.0
+    webfetch_max_bytes: int = 2_000_000
+    webfetch_allow_private: bool = False
+    """Allow loopback, private and link-local targets (a local dev server, a lab network)."""
+    max_explore_tasks: int = 8

@@ -1,0 +1,87 @@
+"""``bash``: one shell command in the working directory, with a timeout and an output cap.
+
+The command runs in its own session (process group) so that a timeout kills everything it
+started — a ``sleep`` in a pipeline, a background server — not only the shell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+
+from longhaul.agent.errors import ToolError
+from longhaul.agent.tools.base import tool
+from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.result import ToolResult
+
+_CHUNK = 65_536
+
+
+async def _capture(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, int]:
+    """Keep the first ``cap`` bytes, drain (and count) the rest so the child never blocks."""
+    kept = bytearray()
+    total = 0
+    while chunk := await stream.read(_CHUNK):
+        total += len(chunk)
+        if len(kept) < cap:
+            kept.extend(chunk[: cap - len(kept)])
+    return bytes(kept), total
+
+
+def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+@tool
+async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -> ToolResult:
+    """Run a bash command in the working directory; stdout and stderr are merged.
+
+    Args:
+        command: the command line (bash syntax).
+        timeout_s: seconds before the command and all its children are killed.
+    """
+    settings = ctx.settings
+    timeout = min(timeout_s or settings.bash_timeout_s, settings.bash_max_timeout_s)
+    ctx.working_dir.mkdir(parents=True, exist_ok=True)
+    process = await asyncio.create_subprocess_exec(
+        "bash",
+        "-c",
+        command,
+        cwd=ctx.working_dir,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    reader = asyncio.ensure_future(_capture(process.stdout, settings.output_cap))
+    try:
+        await asyncio.wait_for(asyncio.shield(process.wait()), timeout)
+    except TimeoutError:
+        _kill_group(process)
+        await process.wait()
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        raise ToolError(
+            f"command timed out after {timeout:g}s and was killed (with its children)",
+            code="timeout",
+        ) from None
+    except BaseException:
+        _kill_group(process)
+        reader.cancel()
+        raise
+    _kill_group(process)  # background children left behind hold the pipe open otherwise
+    kept, total = await reader
+    output = kept.decode("utf-8", errors="replace")
+    if total > len(kept):
+        output += f"\n… output truncated: {total - len(kept)} more bytes not shown"
+    code = process.returncode
+    return ToolResult(
+        output=f"{output}\n[exit code {code}]" if output else f"[exit code {code}]",
+        title=f"$ {command[:80]}",
+        error_code=None if code == 0 else "nonzero_exit",
+    )

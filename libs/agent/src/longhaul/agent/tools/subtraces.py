@@ -1,0 +1,113 @@
+"""``agent`` and ``evaluate``: tools whose work is done by child traces.
+
+These tools never run a child. They record one ``SubtraceSpawned`` per child (ids from
+``new_id("t")``) and answer :class:`Deferred`; the executor creates the children, the parent
+waits, and when every child finished the engine appends the summaries as this call's result.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from longhaul.agent.errors import ToolError
+from longhaul.agent.tools.base import tool
+from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.result import Deferred
+from longhaul.core.events import SubtraceSpawned
+from longhaul.core.ids import new_id
+
+SUBTRACE_TOOLS = frozenset({"agent", "evaluate"})
+
+
+def _spawn(
+    ctx: ToolContext,
+    *,
+    mode: Literal["delegate", "explore", "evaluate"],
+    task: str,
+    preset: str,
+    continue_from: str | None = None,
+) -> str:
+    child = continue_from or new_id("t")
+    ctx.record(
+        SubtraceSpawned(
+            child_trace_id=child,
+            tool_call_id=ctx.tool_call_id,
+            mode=mode,
+            task=task,
+            preset=preset,
+            continue_from=continue_from,
+        )
+    )
+    return child
+
+
+def _continuable(ctx: ToolContext, child: str) -> None:
+    info = ctx.state.subtraces.get(child)
+    if info is None:
+        known = ", ".join(ctx.state.subtraces) or "none"
+        raise ToolError(
+            f"continue_from: {child} is not a sub-trace of this trace (known: {known})",
+            code="tool_call_invalid",
+        )
+    if info.status == "running":
+        raise ToolError(f"continue_from: {child} is still running", code="tool_call_invalid")
+
+
+@tool
+async def agent(
+    ctx: ToolContext,
+    mode: Literal["delegate", "explore"] = "delegate",
+    task: str | None = None,
+    tasks: list[str] | None = None,
+    preset: str | None = None,
+    continue_from: str | None = None,
+) -> Deferred:
+    """Hand work to sub-agents and wait for their summaries.
+
+    Args:
+        mode: delegate (one sub-agent with full tools does ``task``) or explore (one
+            read-only sub-agent per entry of ``tasks``, all in parallel).
+        task: the delegated task, self-contained (the sub-agent does not see this conversation).
+        tasks: explore mode: independent questions to investigate.
+        preset: preset of a delegated sub-agent (default: default).
+        continue_from: id of a finished sub-trace to continue with ``task`` instead of
+            starting a new one.
+    """
+    if mode == "delegate":
+        if not task:
+            raise ToolError("delegate needs a task", code="schema_mismatch")
+        if continue_from:
+            _continuable(ctx, continue_from)
+        child = _spawn(
+            ctx, mode="delegate", task=task, preset=preset or "default", continue_from=continue_from
+        )
+        return Deferred("subtraces", detail=child)
+    if not tasks:
+        raise ToolError("explore needs a non-empty tasks list", code="schema_mismatch")
+    limit = ctx.settings.max_explore_tasks
+    if len(tasks) > limit:
+        raise ToolError(f"explore takes at most {limit} tasks", code="tool_call_invalid")
+    children = [_spawn(ctx, mode="explore", task=item, preset="explore") for item in tasks]
+    return Deferred("subtraces", detail=", ".join(children))
+
+
+@tool
+async def evaluate(
+    ctx: ToolContext, subject: str, criteria: list[str], continue_from: str | None = None
+) -> Deferred:
+    """Have an independent evaluator sub-agent judge work against explicit criteria.
+
+    Args:
+        subject: what to evaluate: an answer, or where the work is (files, workspace keys).
+        criteria: the checks the work must pass.
+        continue_from: id of a finished evaluation to continue instead of starting a new one.
+    """
+    if continue_from:
+        _continuable(ctx, continue_from)
+    checklist = "\n".join(f"- {item}" for item in criteria)
+    task = (
+        f"Evaluate the following against each criterion; report pass/fail per criterion "
+        f"with evidence.\n\nSubject:\n{subject}\n\nCriteria:\n{checklist}"
+    )
+    child = _spawn(ctx, mode="evaluate", task=task, preset="analyst", continue_from=continue_from)
+    return Deferred("subtraces", detail=child)
