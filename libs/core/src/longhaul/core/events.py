@@ -128,6 +128,8 @@ class PhaseSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
     competitors: list[dict[str, Any]] = msgspec.field(default_factory=list)
     merge: Literal["best", "vote", "fusion", "first"] = "best"
     verification: dict[str, Any] | None = None
+    model: str | None = None
+    """Model of the phase's step trace (default: the task's, then the configured default)."""
 
 
 # ---------------------------------------------------------------- trace events
@@ -337,6 +339,16 @@ class ResumeRequested(TaskEvent, tag="resume_requested", kw_only=True, omit_defa
     pass
 
 
+class Resumed(TaskEvent, tag="resumed", kw_only=True, omit_defaults=True):
+    """The planner's answer to a resume request: which completed phases it skipped, where it
+    learnt they were complete (``checkpoint``, ``event_log`` or ``mixed``), and the first
+    unfinished layer, from which the task continues."""
+
+    source: str
+    skipped: list[str] = msgspec.field(default_factory=list)
+    resumed_at: list[str] = msgspec.field(default_factory=list)
+
+
 AnyEvent = (
     TraceCreated
     | RunRequested
@@ -368,6 +380,7 @@ AnyEvent = (
     | TaskCompleted
     | TaskFailed
     | ResumeRequested
+    | Resumed
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {

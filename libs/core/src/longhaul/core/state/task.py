@@ -73,6 +73,9 @@ class TaskState(msgspec.Struct, kw_only=True):
     plan_source: str = ""
     replans: list[str] = msgspec.field(default_factory=list)
     resumes: int = 0
+    resumes_handled: int = 0
+    """``resumed`` answers recorded; fewer than ``resumes`` means a resume is pending."""
+    resume_source: str = ""
     summary: str = ""
     error: str = ""
     created_at: float = 0.0
@@ -169,6 +172,10 @@ class TaskState(msgspec.Struct, kw_only=True):
                     self.error = ""
                     for pid in self.failed_phases():
                         self.phases[pid].status = "pending"
+            case ev.Resumed():
+                self._require("planning", "running", what="record a resume")
+                self.resumes_handled += 1
+                self.resume_source = event.source
             case _:
                 raise InvalidTransition(f"{event.type} is not a task event", code="wrong_aggregate")
         self.version = event.n or self.version + 1
