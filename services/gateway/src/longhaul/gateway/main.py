@@ -1,16 +1,102 @@
-"""`longhaul-gateway`: the HTTP ingress process."""
+"""``longhaul-gateway``: serve the API with uvicorn on ``gateway.host``/``gateway.port``.
+
+Without API keys the gateway is a local development server and binds loopback only, whatever
+host was asked for, and says so.
+"""
 
 from __future__ import annotations
 
-from longhaul.core.service import ServiceContext, run_main
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+from fastapi import FastAPI
+from longhaul.core.config import ConfigError, LonghaulConfig, load_config
+from longhaul.core.logs import configure_logging
+from longhaul.gateway.app import create_app
+from longhaul.gateway.auth import KeyRing, is_loopback
+from longhaul.gateway.runtime import runtime_of
+
+log = logging.getLogger("longhaul.gateway")
+
+GRACEFUL_SHUTDOWN_S = 5
 
 
-async def run(ctx: ServiceContext) -> None:
-    await ctx.shutdown.wait()
+class GatewayServer(uvicorn.Server):
+    """uvicorn that ends live streams first when asked to stop.
+
+    uvicorn's graceful shutdown waits for open connections; SSE and WebSocket streams never
+    finish on their own, so the stop signal also sets the app's drain event.
+    """
+
+    def __init__(self, config: uvicorn.Config, drain: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._drain)
+        super().handle_exit(sig, frame)
+
+    def stop(self) -> None:
+        """Stop from inside the event loop (tests, embedding)."""
+        self._drain()
+        self.should_exit = True
+
+
+def bind_host(config: LonghaulConfig) -> str:
+    host = config.gateway.host
+    if KeyRing(config.gateway.api_keys).open and not is_loopback(host):
+        log.warning(
+            "no API keys configured (LONGHAUL_API_KEYS): binding 127.0.0.1 instead of %s", host
+        )
+        return "127.0.0.1"
+    return host
+
+
+def build_server(
+    app: FastAPI, host: str, port: int, *, access_log: bool = False
+) -> GatewayServer:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=access_log,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        ws_max_size=1 << 20,
+    )
+    return GatewayServer(config, drain=runtime_of(app).draining.set)
 
 
 def main() -> None:
-    run_main("gateway", run)
+    configure_logging("gateway")
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        log.error("invalid configuration: %s", exc)
+        raise SystemExit(2) from exc
+    host = bind_host(config)
+    if KeyRing(config.gateway.api_keys).open:
+        log.warning(
+            "local development mode: no API keys, loopback only, all requests act as one owner"
+        )
+    app = create_app(config)
+    log.info("gateway listening on http://%s:%d", host, config.gateway.port)
+    try:
+        build_server(app, host, config.gateway.port).run()
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+"""Reading aggregates on behalf of a caller: id checks, folds, and ownership.
+
+A trace belongs to the key that created it; a sub-trace or a task's step trace that records
+no owner inherits its parent's (or its task's). Anything the caller does not own is reported
+exactly like something that does not exist (404), so ids cannot be probed across keys.
+"""
+
+from __future__ import annotations
+
+from longhaul.core import events as ev
+from longhaul.core.events import Aggregate
+from longhaul.core.ids import is_valid_id
+from longhaul.core.state import TaskState, TraceState
+from longhaul.gateway.auth import Principal
+from longhaul.gateway.errors import not_found
+from longhaul.gateway.runtime import Runtime
+from nats.js.errors import NotFoundError
+
+MAX_OWNER_HOPS = 16
+
+
+def checked_id(kind: str, identifier: str) -> str:
+    """Ids go into NATS subjects: anything outside ``[A-Za-z0-9_-]`` (dots, wildcards,
+    slashes) is refused before it gets near one."""
+    if not is_valid_id(identifier):
+        raise not_found(kind, identifier[:64])
+    return identifier
+
+
+async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str) -> ev.Event | None:
+    """The aggregate's creation event (one direct read), or None if it has no events."""
+    conn = runtime.service.conn
+    try:
+        stored = await conn.js.get_msg(
+            conn.names.stream, seq=1, subject=conn.names.aggregate_filter(aggregate, aggregate_id),
+            next=True,
+        )
+    except NotFoundError:
+        return None
+    return ev.decode(stored.data or b"")
+
+
+async def resolve_owner(
+    runtime: Runtime, owner: str | None, parent_trace_id: str | None, task_id: str | None
+) -> str | None:
+    """Follow parent traces (then the task) until one records an owner."""
+    for _ in range(MAX_OWNER_HOPS):
+        if owner:
+            return owner
+        if parent_trace_id:
+            created = await first_event(runtime, "trace", parent_trace_id)
+            if not isinstance(created, ev.TraceCreated):
+                return None
+            owner, parent_trace_id = created.owner, created.parent_trace_id
+            task_id = created.task_id or task_id
+            continue
+        if task_id:
+            task = await first_event(runtime, "task", task_id)
+            return task.owner if isinstance(task, ev.TaskCreated) else None
+        return None
+    return None
+
+
+async def require_trace_owner(runtime: Runtime, principal: Principal, trace_id: str) -> None:
+    """404 unless the trace exists and belongs to the caller (cheap: reads one event)."""
+    checked_id("trace", trace_id)
+    created = await first_event(runtime, "trace", trace_id)
+    if not isinstance(created, ev.TraceCreated):
+        raise not_found("trace", trace_id)
+    owner = await resolve_owner(runtime, created.owner, created.parent_trace_id, created.task_id)
+    if owner != principal.owner:
+        raise not_found("trace", trace_id)
+
+
+async def load_trace(runtime: Runtime, principal: Principal, trace_id: str) -> TraceState:
+    checked_id("trace", trace_id)
+    state = await runtime.store.load_trace(trace_id)
+    if not state.exists:
+        raise not_found("trace", trace_id)
+    owner = await resolve_owner(runtime, state.owner, state.parent_trace_id, state.task_id)
+    if owner != principal.owner:
+        raise not_found("trace", trace_id)
+    return state
+
+
+async def require_task_owner(runtime: Runtime, principal: Principal, task_id: str) -> None:
+    checked_id("task", task_id)
+    created = await first_event(runtime, "task", task_id)
+    if not isinstance(created, ev.TaskCreated) or created.owner != principal.owner:
+        raise not_found("task", task_id)
+
+
+async def load_task(runtime: Runtime, principal: Principal, task_id: str) -> TaskState:
+    checked_id("task", task_id)
+    state = await runtime.store.load_task(task_id)
+    if not state.exists or state.owner != principal.owner:
+        raise not_found("task", task_id)
+    return state

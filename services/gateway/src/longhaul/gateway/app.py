@@ -1,0 +1,94 @@
+"""The FastAPI application: routers, middleware, error handlers, and a lifespan that owns
+the NATS connection and every background task."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from longhaul.core.config import LonghaulConfig
+from longhaul.core.index import TraceIndex
+from longhaul.core.service import open_context
+from longhaul.gateway.auth import KeyRing
+from longhaul.gateway.bodylimit import BodyLimitMiddleware
+from longhaul.gateway.errors import install_error_handlers
+from longhaul.gateway.metrics import GatewayMetrics, MetricsMiddleware
+from longhaul.gateway.mirror import IndexMirror
+from longhaul.gateway.ratelimit import RateLimiter
+from longhaul.gateway.routers import health, info, trace_events, traces, viewer
+from longhaul.gateway.routers.tasks import tasks_router
+from longhaul.gateway.runtime import Runtime
+from nats.aio.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """\
+HTTP ingress of longhaul. Writes answer **202** once their event is durably on the trace's
+(or task's) log; watch what happens next on `/events` (SSE) or `/watch` (WebSocket).
+Authenticate with `Authorization: Bearer <key>` (keys from `LONGHAUL_API_KEYS`); every
+error is `{"error": {"code", "message", "details"}}`.
+"""
+
+
+def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
+    gateway = config.gateway
+    runtime = Runtime(
+        config=config,
+        keys=KeyRing(gateway.api_keys),
+        limiter=RateLimiter(gateway.rate_limit_per_minute),
+        metrics=GatewayMetrics(),
+        heartbeat_s=heartbeat_s,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx = await open_context("gateway", config)
+        runtime.ctx = ctx
+        runtime.index = TraceIndex(ctx.conn)
+        runtime.mirror = runtime.metrics.mirror = IndexMirror(ctx.conn)
+        ctx.spawn(runtime.mirror.run(), name="index-mirror")
+        retries: Subscription = await ctx.conn.nc.subscribe(
+            f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
+        )
+        log.info("gateway connected to %s", config.nats.url)
+        try:
+            yield
+        finally:
+            runtime.draining.set()
+            with contextlib.suppress(Exception):
+                await retries.unsubscribe()
+            await ctx.close()
+            runtime.ctx = None
+
+    app = FastAPI(
+        title="longhaul gateway",
+        version="0.1.0",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    install_error_handlers(app)
+    for router in (
+        traces.router,
+        trace_events.router,
+        tasks_router("/api/tasks"),
+        tasks_router("/api/v1/tasks"),
+        info.router,
+        health.router,
+        viewer.router,
+    ):
+        app.include_router(router)
+    # Outermost last: metrics see every response, the body limit runs before routing.
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=gateway.max_body_bytes)
+    if gateway.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=gateway.cors_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+        )
+    app.add_middleware(MetricsMiddleware, metrics=runtime.metrics)
+    return app

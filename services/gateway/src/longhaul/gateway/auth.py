@@ -1,0 +1,160 @@
+"""Bearer API keys, hashed at rest and compared in constant time.
+
+Keys come from ``gateway.api_keys`` / ``LONGHAUL_API_KEYS`` as plaintext or as
+``sha256:<hex>`` (so a config file need not hold the secret). Only digests are kept in memory.
+A key's *owner id* (``k_`` + the first 16 hex digits of its digest) is what ``TraceCreated.owner``
+records, so traces survive key rotation only by keeping the key, never by name.
+
+With no key configured the gateway is a local development server: it binds loopback only
+(see ``main``), refuses non-loopback peers with 403, and every request acts as one owner.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+from urllib.parse import urlsplit
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from longhaul.gateway.errors import ApiError
+from longhaul.gateway.ratelimit import RateLimiter, retry_after_header
+from pydantic import SecretStr
+
+if TYPE_CHECKING:
+    from longhaul.gateway.runtime import Runtime
+
+LOCAL_OWNER = "local"
+_HASH_PREFIX = "sha256:"
+
+bearer_scheme = HTTPBearer(auto_error=False, description="an API key from LONGHAUL_API_KEYS")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the owner id every trace and task is filed under."""
+
+    owner: str
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8")).digest()
+
+
+def owner_id(digest: bytes) -> str:
+    return "k_" + digest.hex()[:16]
+
+
+class KeyRing:
+    def __init__(self, keys: list[SecretStr]) -> None:
+        digests: list[bytes] = []
+        for secret in keys:
+            value = secret.get_secret_value().strip()
+            if value.startswith(_HASH_PREFIX):
+                digests.append(bytes.fromhex(value[len(_HASH_PREFIX):]))
+            elif value:
+                digests.append(_digest(value))
+        self._digests = digests
+
+    @property
+    def open(self) -> bool:
+        """No key configured: local development mode."""
+        return not self._digests
+
+    def identify(self, token: str) -> Principal | None:
+        """The owner of ``token``, or None. Every stored digest is compared (no early exit)
+        so the time taken does not reveal which key, if any, matched."""
+        presented = _digest(token)
+        match: bytes | None = None
+        for digest in self._digests:
+            if hmac.compare_digest(presented, digest):
+                match = digest
+        return Principal(owner_id(match)) if match is not None else None
+
+
+def is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def authenticate_token(keys: KeyRing, token: str | None, peer: str | None) -> Principal:
+    """The shared rule for HTTP and WebSocket requests."""
+    if keys.open:
+        if not is_loopback(peer):
+            raise ApiError(
+                403, "forbidden",
+                "this gateway has no API keys and only serves loopback clients; "
+                "set LONGHAUL_API_KEYS to serve others",
+            )
+        return Principal(LOCAL_OWNER)
+    if not token:
+        raise ApiError(
+            401, "unauthorized", "missing API key: send Authorization: Bearer <key>",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    principal = keys.identify(token)
+    if principal is None:
+        raise ApiError(
+            401, "unauthorized", "invalid API key", headers={"WWW-Authenticate": "Bearer"}
+        )
+    return principal
+
+
+def check_origin(origin: str | None, host: str | None, allowed: list[str]) -> None:
+    """Refuse browser requests from other sites (403).
+
+    Browsers always send ``Origin`` on cross-site POSTs and WebSocket handshakes, and a
+    form-encoded POST needs no CORS preflight: without this a web page could steer a keyless
+    local gateway (cross-site request forgery, WebSocket hijacking). Requests without
+    ``Origin`` (curl, the CLI) and same-origin requests (the viewer) pass.
+    """
+    if origin is None or origin in allowed or "*" in allowed:
+        return
+    parsed = urlsplit(origin)
+    if host is not None and parsed.netloc == host:
+        return
+    raise ApiError(403, "forbidden", f"origin {origin} is not allowed (gateway.cors_origins)")
+
+
+def enforce_rate_limit(limiter: RateLimiter, principal: Principal) -> None:
+    wait = limiter.acquire(principal.owner)
+    if wait > 0:
+        raise ApiError(
+            429, "rate_limited", f"too many requests; retry in {wait:.1f}s",
+            details={"retry_after_s": round(wait, 3)},
+            headers={"Retry-After": retry_after_header(wait)},
+        )
+
+
+async def current_principal(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Principal:
+    """FastAPI dependency of every ``/api`` route: authenticate, then rate-limit per key."""
+    runtime: Runtime = request.app.state.runtime
+    token = credentials.credentials if credentials else None
+    if token is None and request.headers.get("authorization"):
+        raise ApiError(
+            401, "unauthorized", "Authorization header must be 'Bearer <key>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    check_origin(
+        request.headers.get("origin"), request.headers.get("host"),
+        runtime.config.gateway.cors_origins,
+    )
+    peer = request.client.host if request.client else None
+    principal = authenticate_token(runtime.keys, token, peer)
+    enforce_rate_limit(runtime.limiter, principal)
+    return principal
+
+
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

@@ -1,0 +1,85 @@
+"""Request-body limit, enforced while the body arrives (chunked uploads included).
+
+The body is buffered up to ``max_body_bytes`` before the app sees it, so an oversized request
+is answered 413 before any handler runs (and before anything can be appended), whatever the
+``Content-Length`` header claims. Requests without a body pass through untouched, which keeps
+streams' disconnect notifications flowing.
+
+Also: ``curl -d '{…}'`` sends ``application/x-www-form-urlencoded`` unless told otherwise.
+The API takes no forms, so such a body is handed on as JSON, which makes the documented curl
+one-liners work as written.
+"""
+
+from __future__ import annotations
+
+from longhaul.gateway.errors import error_response
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+FORM = b"application/x-www-form-urlencoded"
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        if declared is None and not chunked:
+            await self.app(scope, receive, send)
+            return
+        if declared is not None:
+            if not declared.strip().isdigit():
+                await error_response(400, "bad_request", "invalid Content-Length")(
+                    scope, receive, send
+                )
+                return
+            if int(declared) > self.max_body_bytes:
+                await self._too_large(scope, receive, send)
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await self._too_large(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        if headers.get("content-type", "").encode().lower().startswith(FORM):
+            scope = dict(scope)
+            scope["headers"] = [
+                (name, b"application/json" if name == b"content-type" else value)
+                for name, value in scope["headers"]
+            ]
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = error_response(
+            413, "body_too_large",
+            f"request body exceeds {self.max_body_bytes} bytes",
+            {"max_body_bytes": self.max_body_bytes},
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)

@@ -1,0 +1,139 @@
+"""Uniform JSON errors: every 4xx/5xx body is ``{"error": {"code", "message", "details"}}``.
+
+Clients (the CLI, the viewer, scripts) branch on ``code``, so FastAPI's own validation errors,
+Starlette's unknown-route 404s and our domain refusals all share one shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from longhaul.core.state import InvalidTransition
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
+
+STATUS_CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+    503: "unavailable",
+}
+
+# How a fold's refusal maps onto HTTP: a missing aggregate is 404, a request that does not fit
+# the current status is 409, a request that names something that does not exist inside the
+# aggregate (a message sequence, a goal) is 422.
+TRANSITION_STATUS: dict[str, int] = {
+    "not_found": 404,
+    "conflict": 409,
+    "unknown_sequence": 422,
+}
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="stable machine-readable reason")
+    message: str = Field(description="human-readable explanation")
+    details: Any = Field(default=None, description="structured context (validation errors…)")
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class ApiError(Exception):
+    """A refusal with its HTTP status; rendered by :func:`install_error_handlers`."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.headers = headers
+
+    @classmethod
+    def from_transition(cls, exc: InvalidTransition) -> ApiError:
+        return cls(TRANSITION_STATUS.get(exc.code, 422), exc.code, str(exc))
+
+
+def not_found(kind: str, identifier: str) -> ApiError:
+    return ApiError(404, "not_found", f"{kind} {identifier} not found")
+
+
+def error_response(
+    status: int, code: str, message: str, details: Any = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = {"error": {"code": code, "message": message, "details": details}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Pydantic's errors without ``input``/``ctx``: they may hold bytes or exception objects
+    (not JSON) and would echo a client's possibly large payload back at it."""
+    return [
+        {"loc": list(err.get("loc", ())), "msg": str(err.get("msg", "")), "type": err.get("type")}
+        for err in exc.errors()
+    ]
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = _validation_details(exc)
+    if any(item["type"] == "json_invalid" for item in details):
+        return error_response(400, "malformed_json", "request body is not valid JSON", details)
+    return error_response(422, "invalid_request", "request does not match the schema", details)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = STATUS_CODES.get(exc.status_code, "error")
+    if exc.status_code == 404:
+        message = f"no route {request.method} {request.url.path}"
+    else:
+        message = str(exc.detail)
+    return error_response(exc.status_code, code, message, None, dict(exc.headers or {}) or None)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", "internal error; see the gateway log")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": code.replace("_", " ")}
+    for status, code in STATUS_CODES.items()
+    if status in (400, 401, 404, 413, 422, 429)
+}
+"""Documented on every API route so the OpenAPI document lists the error shape."""

@@ -1,0 +1,166 @@
+"""Prometheus metrics of the gateway, in a registry of its own (one per app instance).
+
+Request counters and latencies come from an ASGI middleware; trace counts, tokens and cost are
+read from the index mirror at scrape time; consumer lag is asked of JetStream at scrape time;
+LLM retries are counted from the ``retry`` live updates executors publish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter as Tally
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import msgspec
+from longhaul.agent.contract import LiveUpdate
+from nats.aio.msg import Msg
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from longhaul.core.connection import Connection
+    from longhaul.gateway.mirror import IndexMirror
+
+log = logging.getLogger(__name__)
+
+LAG_TIMEOUT_S = 2.0
+
+
+class _IndexCollector(Collector):
+    """Traces by status and accumulated usage, from the mirror (no I/O at scrape)."""
+
+    def __init__(self, metrics: GatewayMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        mirror = self.metrics.mirror
+        traces = GaugeMetricFamily(
+            "longhaul_traces", "traces in the index by status", labels=["status"]
+        )
+        tokens = GaugeMetricFamily(
+            "longhaul_trace_tokens", "tokens used by indexed traces", labels=["kind"]
+        )
+        cost = GaugeMetricFamily("longhaul_trace_cost_usd", "cost of indexed traces (USD)")
+        by_status: Tally[str] = Tally()
+        sums = {"prompt": 0, "completion": 0, "cache_read": 0, "cache_write": 0}
+        total_cost = 0.0
+        for entry in list(mirror.entries.values()) if mirror else []:
+            by_status[entry.status] += 1
+            sums["prompt"] += entry.totals.prompt_tokens
+            sums["completion"] += entry.totals.completion_tokens
+            sums["cache_read"] += entry.totals.cache_read_tokens
+            sums["cache_write"] += entry.totals.cache_write_tokens
+            total_cost += entry.totals.cost
+        for status in ("running", "waiting", "completed", "failed", "stopped"):
+            traces.add_metric([status], by_status.get(status, 0))
+        for kind, value in sums.items():
+            tokens.add_metric([kind], value)
+        cost.add_metric([], total_cost)
+        yield traces
+        yield tokens
+        yield cost
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.mirror: IndexMirror | None = None
+        self.requests = Counter(
+            "longhaul_http_requests", "HTTP requests", ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "longhaul_http_request_duration_seconds", "HTTP request latency (streams: lifetime)",
+            ["method", "route"], registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.appended = Counter(
+            "longhaul_gateway_events_appended", "events the gateway appended", ["type"],
+            registry=self.registry,
+        )
+        self.conflicts = Counter(
+            "longhaul_gateway_append_conflicts", "optimistic-concurrency retries",
+            registry=self.registry,
+        )
+        self.streams = Gauge(
+            "longhaul_gateway_open_streams", "open SSE/WebSocket streams", ["kind"],
+            registry=self.registry,
+        )
+        self.llm_retries = Counter(
+            "longhaul_llm_retries", "LLM call retries reported by executors",
+            registry=self.registry,
+        )
+        self.consumer_pending = Gauge(
+            "longhaul_consumer_pending", "messages not yet delivered to a durable consumer",
+            ["consumer"], registry=self.registry,
+        )
+        self.consumer_ack_pending = Gauge(
+            "longhaul_consumer_ack_pending", "messages delivered but not yet acknowledged",
+            ["consumer"], registry=self.registry,
+        )
+        self.registry.register(_IndexCollector(self))
+
+    async def refresh_consumer_lag(self, conn: Connection) -> None:
+        """Ask JetStream for every durable on the event stream (executor, planner, verifier)."""
+        try:
+            infos = await asyncio.wait_for(
+                conn.js.consumers_info(conn.names.stream), timeout=LAG_TIMEOUT_S
+            )
+        except Exception as exc:  # metrics must render even when NATS is unwell
+            log.warning("cannot read consumer lag: %s", exc)
+            return
+        self.consumer_pending.clear()
+        self.consumer_ack_pending.clear()
+        for info in infos:
+            name = info.config.durable_name
+            if not name:
+                continue
+            self.consumer_pending.labels(name).set(info.num_pending or 0)
+            self.consumer_ack_pending.labels(name).set(info.num_ack_pending or 0)
+
+    async def on_live(self, msg: Msg) -> None:
+        """Core-NATS callback on ``lh.live.>``: count retry notices, ignore token deltas cheaply."""
+        if b"retry" not in msg.data:
+            return
+        try:
+            update = msgspec.json.decode(msg.data, type=LiveUpdate)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        if update.kind == "retry":
+            self.llm_retries.inc()
+
+
+class MetricsMiddleware:
+    """Counts and times every HTTP request under its route template (bounded label values)."""
+
+    def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        started = time.perf_counter()
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = scope.get("route")
+            template = route.path if isinstance(route, Route) else "unmatched"
+            method = scope["method"]
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)

@@ -1,0 +1,117 @@
+"""An in-memory mirror of the ``lh_traces`` index, kept current by a KV watch.
+
+Listing traces and the traces-by-status metric read this mirror instead of fetching every
+key per request. The gateway also writes its own creations into it, so a client that lists
+right after creating sees its trace (read-your-writes) even before the watch delivers it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+
+import msgspec
+from longhaul.core.connection import Connection
+from longhaul.core.index import TraceIndexEntry
+from nats.js.kv import KV_DEL, KV_PURGE
+
+log = logging.getLogger(__name__)
+
+MAX_PARENT_DEPTH = 16
+RESYNC_S = 300.0
+"""The watch is an ordered consumer; re-creating it periodically bounds how long a consumer
+silently lost across a server restart could leave the mirror stale."""
+
+
+class IndexMirror:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.entries: dict[str, TraceIndexEntry] = {}
+        self.ready = asyncio.Event()
+
+    def put(self, entry: TraceIndexEntry) -> None:
+        """Keep the entry folded from the later stream position."""
+        current = self.entries.get(entry.trace_id)
+        if current is None or entry.last_event_seq >= current.last_event_seq:
+            self.entries[entry.trace_id] = entry
+
+    async def run(self) -> None:
+        """Follow the bucket until cancelled; restarts the watch on errors and periodically."""
+        delay = 0.5
+        while True:
+            try:
+                await asyncio.wait_for(self._follow(), timeout=RESYNC_S)
+            except TimeoutError:
+                delay = 0.5
+            except Exception as exc:  # a lost connection or consumer: retry with backoff
+                log.warning("trace index watch failed: %s; retrying in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    async def _follow(self) -> None:
+        kv = await self.conn.kv(self.conn.names.traces)
+        watcher = await kv.watchall()
+        try:
+            async for item in watcher:
+                if item is None:
+                    self.ready.set()
+                    continue
+                if item.operation in (KV_DEL, KV_PURGE):
+                    self.entries.pop(item.key, None)
+                    continue
+                try:
+                    self.put(msgspec.json.decode(item.value or b"", type=TraceIndexEntry))
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    log.warning("skipping unreadable index entry %s: %s", item.key, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                await watcher.stop()
+
+    def owner_of(self, entry: TraceIndexEntry) -> str | None:
+        """The entry's owner, inherited from its parent chain when it records none
+        (sub-traces spawned by an executor)."""
+        current: TraceIndexEntry | None = entry
+        for _ in range(MAX_PARENT_DEPTH):
+            if current is None:
+                return None
+            if current.owner:
+                return current.owner
+            if current.parent_trace_id is None:
+                return None
+            current = self.entries.get(current.parent_trace_id)
+        return None
+
+    def query(
+        self,
+        *,
+        owner: str,
+        statuses: frozenset[str] | None = None,
+        parent: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> tuple[list[TraceIndexEntry], str | None]:
+        """The caller's entries, newest first (trace ids are time-ordered ULIDs).
+
+        ``cursor`` is the last trace id of the previous page; the next cursor is None on the
+        last page.
+        """
+        page: list[TraceIndexEntry] = []
+        for entry in self._newest_first(cursor):
+            if statuses is not None and entry.status not in statuses:
+                continue
+            if parent is not None and entry.parent_trace_id != parent:
+                continue
+            if self.owner_of(entry) != owner:
+                continue
+            if len(page) == limit:
+                return page, page[-1].trace_id
+            page.append(entry)
+        return page, None
+
+    def _newest_first(self, cursor: str | None) -> Iterator[TraceIndexEntry]:
+        for trace_id in sorted(self.entries, reverse=True):
+            if cursor is not None and trace_id >= cursor:
+                continue
+            yield self.entries[trace_id]

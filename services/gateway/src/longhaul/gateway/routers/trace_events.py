@@ -1,0 +1,156 @@
+"""Live event streams of a trace: SSE (``/events``) and WebSocket (``/watch``).
+
+SSE ids are stream sequences: a client that reconnects with ``Last-Event-ID`` (browsers do it
+by themselves) continues exactly after the last event it saw. ``?after=`` does the same for
+the first connection; the header wins when both are present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+from longhaul.core.events import Aggregate
+from longhaul.gateway import access
+from longhaul.gateway.auth import (
+    CurrentPrincipal,
+    authenticate_token,
+    check_origin,
+    enforce_rate_limit,
+)
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.streams import aggregate_stream, sse_frame, ws_frame
+
+router = APIRouter(tags=["events"], responses=ERROR_RESPONSES)
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": (
+            "text/event-stream. Stored events: `id: <stream sequence>`, `event: <type>`, "
+            "`data: <event JSON>`. Token deltas: `event: live` (no id). "
+            "`event: heartbeat` when idle."
+        ),
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+RETRY_MS = 1000
+
+
+def resume_point(last_event_id: str | None, after: int | None) -> int:
+    if last_event_id is None:
+        return after or 0
+    value = last_event_id.strip()
+    if not value.isdigit() or len(value) > 19:
+        raise ApiError(
+            400, "bad_request", "Last-Event-ID must be a stream sequence (a non-negative integer)"
+        )
+    return int(value)
+
+
+async def _client_gone(request: Request) -> None:
+    """Completes when the HTTP client disconnects (a GET has no body left to read)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def sse_response(
+    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, after: int, follow: bool,
+    request: Request,
+) -> StreamingResponse:
+    async def body() -> Any:
+        gauge = runtime.metrics.streams.labels("sse")
+        gauge.inc()
+        try:
+            yield b"retry: %d\n\n" % RETRY_MS
+            async for item in aggregate_stream(
+                runtime, aggregate, aggregate_id, after=after, follow=follow,
+                live=follow, until=_client_gone(request),
+            ):
+                yield sse_frame(item)
+        finally:
+            gauge.dec()
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.get(
+    "/api/traces/{trace_id}/events", response_class=StreamingResponse, responses=SSE_DOC,
+    summary="Server-sent events of a trace, resumable with Last-Event-ID",
+)
+async def trace_events(
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    last_event_id: Annotated[str | None, Header(max_length=32)] = None,
+    after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    follow: Annotated[bool, Query(description="false: end after the stored events")] = True,
+) -> StreamingResponse:
+    runtime = runtime_of(request.app)
+    start = resume_point(last_event_id, after)
+    async with runtime.nats_call():
+        await access.require_trace_owner(runtime, principal, trace_id)
+    return await sse_response(runtime, "trace", trace_id, start, follow, request)
+
+
+WS_CLOSE_BASE = 4000
+"""Refusals close the socket with 4000 + the HTTP status (4401, 4403, 4404 …)."""
+
+
+@router.websocket("/api/traces/{trace_id}/watch")
+async def trace_watch(
+    websocket: WebSocket,
+    trace_id: str,
+    after: Annotated[int, Query(ge=0)] = 0,
+    api_key: Annotated[
+        str | None, Query(description="for browsers, which cannot set headers")
+    ] = None,
+) -> None:
+    """Same content as ``/events``, one JSON object per text frame; resume with ``?after=``."""
+    runtime = runtime_of(websocket.app)
+    await websocket.accept()
+    try:
+        check_origin(
+            websocket.headers.get("origin"), websocket.headers.get("host"),
+            runtime.config.gateway.cors_origins,
+        )
+        authorization = websocket.headers.get("authorization", "")
+        bearer = authorization.lower().startswith("bearer ")
+        token = authorization[7:].strip() if bearer else api_key
+        peer = websocket.client.host if websocket.client else None
+        principal = authenticate_token(runtime.keys, token, peer)
+        enforce_rate_limit(runtime.limiter, principal)
+        async with runtime.nats_call():
+            await access.require_trace_owner(runtime, principal, trace_id)
+    except ApiError as exc:
+        await websocket.send_json(
+            {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}
+        )
+        await websocket.close(code=WS_CLOSE_BASE + exc.status, reason=exc.code)
+        return
+
+    async def client_gone() -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while True:
+                await websocket.receive_text()
+
+    gauge = runtime.metrics.streams.labels("websocket")
+    gauge.inc()
+    try:
+        async for item in aggregate_stream(
+            runtime, "trace", trace_id, after=after, follow=True, live=True,
+            until=client_gone(),
+        ):
+            await websocket.send_text(ws_frame(item))
+    except (WebSocketDisconnect, RuntimeError):
+        return  # the client left mid-send
+    finally:
+        gauge.dec()
+    with contextlib.suppress(RuntimeError, asyncio.CancelledError):
+        await websocket.close(code=1001 if runtime.draining.is_set() else 1000)

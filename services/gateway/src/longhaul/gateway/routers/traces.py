@@ -1,0 +1,219 @@
+"""``/api/traces``: create, list, inspect, and the requests that steer a trace.
+
+Every write folds the trace, checks the request against it and appends one event; the
+executor reacts to the event. The response (202) means the request is on the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Literal
+
+import msgspec
+from fastapi import APIRouter, Body, Query, Request, Response
+from longhaul.core import events as ev
+from longhaul.core.state import TraceState
+from longhaul.gateway import access, commands
+from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.schemas.traces import (
+    Accepted,
+    ChatMessage,
+    CreateTraceRequest,
+    MessagesResponse,
+    ReflectRequest,
+    ReplyRequest,
+    RunRequest,
+    TraceList,
+    TraceStatusName,
+    TraceView,
+)
+from longhaul.gateway.views import message_view, summary_of, trace_view
+
+router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
+
+MIRROR_READY_S = 5.0
+
+
+def _inputs(messages: list[ChatMessage]) -> list[ev.InputMessage]:
+    return [msgspec.convert(m.model_dump(exclude_none=True), ev.InputMessage) for m in messages]
+
+
+def _accepted(state: TraceState, event_id: int) -> Accepted:
+    return Accepted(trace_id=state.trace_id, status=state.status or "running", event_id=event_id)
+
+
+@router.post("", status_code=202, response_model=Accepted, summary="Start a trace")
+async def create_trace(
+    body: CreateTraceRequest, principal: CurrentPrincipal, request: Request, response: Response
+) -> Accepted:
+    config = ev.TraceConfig(
+        model=body.model,
+        tools=body.tools,
+        skills=body.skills or [],
+        max_iterations=body.max_iterations,
+        max_tokens=body.max_tokens,
+        max_cost=body.max_cost,
+        temperature=body.temperature,
+        system_prompt=body.system_prompt,
+    )
+    if body.preset:
+        config.preset = body.preset
+    event = ev.TraceCreated(messages=_inputs(body.messages), config=config, name=body.name)
+    state = await commands.create_trace(runtime_of(request.app), principal, event)
+    response.headers["Location"] = f"/api/traces/{state.trace_id}"
+    return _accepted(state, state.stream_seq)
+
+
+async def _list(
+    runtime: Runtime,
+    principal: Principal,
+    statuses: frozenset[str] | None,
+    parent: str | None,
+    limit: int,
+    cursor: str | None,
+) -> TraceList:
+    mirror = runtime.view
+    if not mirror.ready.is_set():
+        try:
+            await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
+        except TimeoutError as exc:
+            raise ApiError(503, "unavailable", "trace index is still loading") from exc
+    entries, next_cursor = mirror.query(
+        owner=principal.owner, statuses=statuses, parent=parent, cursor=cursor, limit=limit
+    )
+    return TraceList(traces=[summary_of(e) for e in entries], next_cursor=next_cursor)
+
+
+@router.get("", response_model=TraceList, summary="List your traces, newest first")
+async def list_traces(
+    request: Request,
+    principal: CurrentPrincipal,
+    status: Annotated[list[TraceStatusName] | None, Query()] = None,
+    parent: Annotated[str | None, Query(max_length=128)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=128)] = None,
+) -> TraceList:
+    statuses = frozenset(status) if status else None
+    return await _list(runtime_of(request.app), principal, statuses, parent, limit, cursor)
+
+
+@router.get("/running", response_model=TraceList, summary="Your traces that are running")
+async def running_traces(
+    request: Request,
+    principal: CurrentPrincipal,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(max_length=128)] = None,
+) -> TraceList:
+    return await _list(
+        runtime_of(request.app), principal, frozenset({"running"}), None, limit, cursor
+    )
+
+
+@router.get(
+    "/{trace_id}", response_model=TraceView, summary="A trace with goal tree and sub-traces"
+)
+async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
+    runtime = runtime_of(request.app)
+    async with runtime.nats_call():
+        state = await access.load_trace(runtime, principal, trace_id)
+    return trace_view(state)
+
+
+@router.get(
+    "/{trace_id}/messages", response_model=MessagesResponse,
+    summary="Messages on the main path (head back to root) or all branches",
+)
+async def get_messages(
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    mode: Literal["main_path", "all"] = "main_path",
+) -> Response:
+    runtime = runtime_of(request.app)
+    async with runtime.nats_call():
+        state = await access.load_trace(runtime, principal, trace_id)
+    messages = state.main_path() if mode == "main_path" else state.all_messages()
+    body = {
+        "mode": mode,
+        "head_sequence": state.head_sequence,
+        "messages": [message_view(m) for m in messages],
+    }
+    return Response(msgspec.json.encode(body), media_type="application/json")
+
+
+@router.post(
+    "/{trace_id}/run", status_code=202, response_model=Accepted,
+    summary="Continue, rewind (after_sequence) or regenerate",
+)
+async def run_trace(
+    trace_id: str, body: RunRequest, request: Request, principal: CurrentPrincipal
+) -> Accepted:
+    inputs = _inputs(body.messages)
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id,
+        lambda _: ev.RunRequested(messages=inputs, after_sequence=body.after_sequence),
+    )
+    return _accepted(state, recorded.seq)
+
+
+@router.post("/{trace_id}/stop", status_code=202, response_model=Accepted, summary="Ask to stop")
+async def stop_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id, lambda _: ev.StopRequested(reason="user")
+    )
+    return _accepted(state, recorded.seq)
+
+
+@router.post(
+    "/{trace_id}/resume", status_code=202, response_model=Accepted,
+    summary="Continue a stopped, failed or completed trace from its head",
+)
+async def resume_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id, lambda _: ev.RunRequested()
+    )
+    return _accepted(state, recorded.seq)
+
+
+@router.post(
+    "/{trace_id}/reply", status_code=202, response_model=Accepted,
+    summary="Answer a trace that waits for a human",
+)
+async def reply_trace(
+    trace_id: str, body: ReplyRequest, request: Request, principal: CurrentPrincipal
+) -> Accepted:
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id,
+        lambda _: ev.HumanReplied(content=body.content),
+    )
+    return _accepted(state, recorded.seq)
+
+
+@router.post(
+    "/{trace_id}/reflect", status_code=202, response_model=Accepted,
+    summary="Ask for a reflection (optionally on a focus)",
+)
+async def reflect_trace(
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    body: Annotated[ReflectRequest | None, Body()] = None,
+) -> Accepted:
+    focus = body.focus if body else None
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id, lambda _: ev.ReflectRequested(focus=focus)
+    )
+    return _accepted(state, recorded.seq)
+
+
+@router.post(
+    "/{trace_id}/compact", status_code=202, response_model=Accepted,
+    summary="Ask for the context to be compacted now",
+)
+async def compact_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id, lambda _: ev.CompactRequested()
+    )
+    return _accepted(state, recorded.seq)

@@ -1,0 +1,199 @@
+"""Trace requests and views (DESIGN.md §7 shapes)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from longhaul.gateway.schemas.common import ModelName, Name, ShortText, Text
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Role = Literal["system", "user", "assistant", "tool"]
+TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
+
+
+class FunctionCallModel(BaseModel):
+    name: Name
+    arguments: Text = "{}"
+
+
+class ToolCallModel(BaseModel):
+    id: str = Field(min_length=1, max_length=128)
+    type: Literal["function"] = "function"
+    function: FunctionCallModel
+
+
+class ChatMessage(BaseModel):
+    """One OpenAI-format message a client supplies. Unknown keys (``refusal``,
+    ``annotations`` …) that chat clients carry along are ignored."""
+
+    role: Role
+    content: Text | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallModel] | None = Field(default=None, max_length=128)
+    tool_call_id: str | None = Field(default=None, min_length=1, max_length=128)
+    name: ShortText | None = None
+
+    @model_validator(mode="after")
+    def _tool_fields_fit_role(self) -> ChatMessage:
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs tool_call_id")
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError("only assistant messages carry tool_calls")
+        return self
+
+
+class _Strict(BaseModel):
+    """Top-level bodies reject unknown fields: a typo such as ``after_seq`` must not silently
+    turn a rewind into a continue."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateTraceRequest(_Strict):
+    messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
+    model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
+    preset: Name | None = None
+    tools: list[Name] | None = Field(default=None, max_length=256)
+    skills: list[Name] | None = Field(default=None, max_length=256)
+    max_iterations: int | None = Field(default=None, ge=1, le=100_000)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    system_prompt: Text | None = None
+    name: ShortText | None = None
+
+
+class RunRequest(_Strict):
+    """Continue (no ``after_sequence``), rewind (``after_sequence`` = N, new messages hang
+    under N) or regenerate (``after_sequence`` = a user message, no new messages)."""
+
+    messages: list[ChatMessage] = Field(default_factory=list, max_length=2000)
+    after_sequence: int | None = Field(default=None, ge=1, le=2**53)
+
+
+class ReplyRequest(_Strict):
+    content: Text = Field(min_length=1)
+
+
+class ReflectRequest(_Strict):
+    focus: Text | None = None
+
+
+class Accepted(BaseModel):
+    """The request is on the log. ``event_id`` is its stream sequence: pass it as
+    ``Last-Event-ID`` to follow what happens next."""
+
+    trace_id: str
+    status: TraceStatusName
+    event_id: int
+
+
+class TotalsView(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float = 0.0
+    duration_ms: int = 0
+
+
+class GoalView(BaseModel):
+    id: str
+    title: str
+    parent_id: str | None = None
+    status: str
+    summary: str | None = None
+
+
+class GoalTreeView(BaseModel):
+    focus: str | None = None
+    goals: list[GoalView] = Field(default_factory=list)
+
+
+class SubTraceView(BaseModel):
+    trace_id: str
+    status: str
+    mode: str
+    task: str = ""
+    summary: str = ""
+    tool_call_id: str
+
+
+class TraceSummary(BaseModel):
+    trace_id: str
+    status: str
+    name: str | None = None
+    parent_trace_id: str | None = None
+    task_id: str | None = None
+    phase_id: str | None = None
+    head_sequence: int = 0
+    last_sequence: int = 0
+    totals: TotalsView = Field(default_factory=TotalsView)
+    error: str | None = None
+    stop_reason: str | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class TraceView(TraceSummary):
+    summary: str | None = None
+    wait_reason: str | None = None
+    wait_detail: str = ""
+    model: str | None = None
+    preset: str = "default"
+    runs: int = 0
+    event_id: int = Field(description="stream sequence of the last event folded into this view")
+    goal_tree: GoalTreeView = Field(default_factory=GoalTreeView)
+    sub_traces: list[SubTraceView] = Field(default_factory=list)
+
+
+class TraceList(BaseModel):
+    traces: list[TraceSummary]
+    next_cursor: str | None = Field(
+        default=None, description="pass as ?cursor= for the next page; null on the last"
+    )
+
+
+class UsageView(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: bool = False
+
+
+class FunctionCallView(BaseModel):
+    name: str
+    arguments: str
+
+
+class ToolCallView(BaseModel):
+    """A stored tool call, as the model produced it (no input constraints apply)."""
+
+    id: str
+    type: str = "function"
+    function: FunctionCallView
+
+
+class MessageView(BaseModel):
+    sequence: int
+    parent_sequence: int | None
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallView] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    goal_id: str | None = None
+    branch_type: str = "main"
+    usage: UsageView | None = None
+    cost: float = 0.0
+    duration_ms: int = 0
+    model: str | None = None
+    synthetic: bool = False
+    error_code: str | None = None
+    created_at: float = 0.0
+
+
+class MessagesResponse(BaseModel):
+    mode: Literal["main_path", "all"]
+    head_sequence: int
+    messages: list[MessageView]

@@ -1,0 +1,139 @@
+"""Live streams of an aggregate's events, shared by SSE and WebSocket.
+
+Three sources are merged into one ordered-enough sequence: the aggregate's stored events
+(an ordered consumer from ``after`` onward: no gap, no duplicate, whatever the reconnect
+point), the trace's live token deltas (core NATS, not persisted, carrying no id so they never
+move a client's resume point), and heartbeats when both are quiet, which also reveal a
+vanished client. A stream ends when the client goes away, when the gateway drains for
+shutdown, or (``follow=False``) once the stored events are exhausted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+from longhaul.agent.contract import LiveUpdate
+from longhaul.core import events as ev
+from longhaul.core.events import Aggregate
+from longhaul.gateway.runtime import Runtime
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+QUEUE_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class Item:
+    kind: Literal["event", "live", "heartbeat", "error", "end"]
+    data: bytes = b"{}"
+    seq: int | None = None
+    type: str = ""
+
+
+_END = Item("end")
+
+
+async def aggregate_stream(
+    runtime: Runtime,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    *,
+    after: int,
+    follow: bool,
+    live: bool,
+    until: Awaitable[object] | None = None,
+) -> AsyncIterator[Item]:
+    """Yield items until the client leaves (``until`` completes), the gateway drains, or —
+    when not following — the stored events run out."""
+    store = runtime.store
+    queue: asyncio.Queue[Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
+    subscription: Subscription | None = None
+
+    async def on_live(msg: Msg) -> None:
+        try:
+            update = msgspec.json.decode(msg.data, type=LiveUpdate)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return
+        # Deltas are a courtesy: the persisted message carries the full text, so a slow
+        # client loses deltas rather than holding the connection's memory hostage.
+        with contextlib.suppress(asyncio.QueueFull):
+            queue.put_nowait(Item("live", msgspec.json.encode(update)))
+
+    async def pump() -> None:
+        try:
+            source = (
+                store.watch(aggregate, aggregate_id, after=after)
+                if follow
+                else store.replay(aggregate, aggregate_id, after=after)
+            )
+            async for recorded in source:
+                event = recorded.event
+                await queue.put(Item("event", ev.encode(event), recorded.seq, event.type))
+        except Exception as exc:  # reported to the client, which reconnects from its last id
+            log.warning("event stream of %s %s failed: %s", aggregate, aggregate_id, exc)
+            message = msgspec.json.encode({"code": "stream_failed", "message": str(exc)})
+            await queue.put(Item("error", message))
+        await queue.put(_END)
+
+    if live and aggregate == "trace":
+        subscription = await runtime.service.conn.nc.subscribe(
+            runtime.service.conn.names.live(aggregate_id), cb=on_live
+        )
+    pump_task = asyncio.create_task(pump(), name=f"stream-{aggregate_id}")
+    stoppers: set[asyncio.Future[Any]] = {asyncio.ensure_future(runtime.draining.wait())}
+    if until is not None:
+        stoppers.add(asyncio.ensure_future(until))
+    getter: asyncio.Future[Any] | None = None
+    try:
+        while True:
+            if getter is None:
+                getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait(
+                {getter, *stoppers}, timeout=runtime.heartbeat_s,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if getter in done:
+                item = getter.result()
+                getter = None
+                if item is _END:
+                    return
+                yield item
+                if item.kind == "error":
+                    return
+            elif done:
+                return
+            else:
+                yield Item("heartbeat", msgspec.json.encode({"ts": round(time.time(), 3)}))
+    finally:
+        for future in (getter, pump_task, *stoppers):
+            if future is not None:
+                future.cancel()
+        await asyncio.gather(pump_task, return_exceptions=True)
+        if subscription is not None:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+
+def sse_frame(item: Item) -> bytes:
+    """``text/event-stream`` framing: stored events carry ``id`` = stream sequence."""
+    if item.kind == "event":
+        return b"id: %d\nevent: %s\ndata: %s\n\n" % (item.seq or 0, item.type.encode(), item.data)
+    return b"event: %s\ndata: %s\n\n" % (item.kind.encode(), item.data)
+
+
+def ws_frame(item: Item) -> str:
+    """One JSON text frame; same content as the SSE frame."""
+    if item.kind == "event":
+        head = b'{"id":%d,"event":"%s","data":' % (item.seq or 0, item.type.encode())
+    else:
+        head = b'{"event":"%s","data":' % item.kind.encode()
+    return (head + item.data + b"}").decode()

@@ -1,0 +1,70 @@
+"""A real gateway for tests: uvicorn on a random loopback port inside the test's event loop,
+talking to the session's nats-server under the test's namespace."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
+from longhaul.gateway.app import create_app
+from longhaul.gateway.main import GatewayServer, build_server
+from longhaul.gateway.runtime import Runtime, runtime_of
+
+START_TIMEOUT_S = 10.0
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    app: FastAPI
+    server: GatewayServer
+
+    @property
+    def runtime(self) -> Runtime:
+        return runtime_of(self.app)
+
+    def client(self, key: str | None = None, **kwargs: Any) -> httpx.AsyncClient:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10.0, **kwargs)
+
+
+def gateway_config(nats: NatsConfig, **gateway: Any) -> LonghaulConfig:
+    return LonghaulConfig(nats=nats, gateway=GatewayConfig(**gateway))
+
+
+@contextlib.asynccontextmanager
+async def serve_gateway(
+    config: LonghaulConfig, *, heartbeat_s: float = 15.0
+) -> AsyncIterator[RunningGateway]:
+    app = create_app(config, heartbeat_s=heartbeat_s)
+    # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto
+    # says TCP, and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = build_server(app, "127.0.0.1", port)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError("gateway exited during start-up")
+        if time.monotonic() > deadline:
+            raise TimeoutError("gateway did not start")
+        await asyncio.sleep(0.01)
+    try:
+        yield RunningGateway(f"http://127.0.0.1:{port}", app, server)
+    finally:
+        server.stop()
+        await asyncio.wait_for(task, timeout=15)
+        sock.close()
