@@ -1,0 +1,75 @@
+"""Sub-trace bookkeeping against a real store (no executor running): creation under the
+per-parent limit, idempotent results on the parent, queued children starting as others end."""
+
+from __future__ import annotations
+
+from longhaul.core import events as ev
+from longhaul.core.ids import new_id
+from longhaul.core.store import EventStore
+from longhaul.executor.children import Children
+from longhaul.executor.metrics import ExecutorMetrics
+
+from tests.support.stack import append_to, create_trace
+
+
+async def spawn(store: EventStore, parent: str, count: int, mode: str = "delegate") -> list[str]:
+    children = [new_id("t") for _ in range(count)]
+    for n, child in enumerate(children):
+        await append_to(
+            store, parent,
+            ev.SubtraceSpawned(child_trace_id=child, tool_call_id=f"call_{n}", mode=mode,  # type: ignore[arg-type]
+                               task=f"task {n}", preset="explore" if mode == "explore" else "default"),
+        )
+    return children
+
+
+async def finish(store: EventStore, trace_id: str, summary: str) -> None:
+    await append_to(store, trace_id, ev.Completed(summary=summary))
+
+
+async def test_children_start_up_to_the_limit_then_as_others_finish(store: EventStore) -> None:
+    parent = await create_trace(store, "parent", model="scripted:auto")
+    ids = await spawn(store, parent, 5)
+    children = Children(store, max_concurrent=2, actor="test", metrics=ExecutorMetrics())
+
+    started = await children.start_queued(await store.load_trace(parent))
+    assert started == ids[:2]
+    assert await children.start_queued(await store.load_trace(parent)) == []  # idempotent
+
+    first = await store.load_trace(ids[0])
+    assert first.parent_trace_id == parent and first.parent_tool_call_id == "call_0"
+    assert [m.content for m in first.main_path()] == ["task 0"]
+
+    await finish(store, ids[0], "found it")
+    await children.on_child_final(await store.load_trace(ids[0]))
+    await children.on_child_final(await store.load_trace(ids[0]))  # a redelivered wake-up
+
+    state = await store.load_trace(parent)
+    assert state.subtraces[ids[0]].status == "completed"
+    assert state.subtraces[ids[0]].summary == "found it"
+    finished = [e async for e in store.replay("trace", parent)
+                if isinstance(e.event, ev.SubtraceFinished)]
+    assert len(finished) == 1
+    assert (await store.load_trace(ids[2])).exists  # the first queued child took the slot
+    assert not (await store.load_trace(ids[3])).exists
+
+
+async def test_explore_children_are_read_only(store: EventStore) -> None:
+    parent = await create_trace(store, "parent", model="scripted:auto")
+    [child] = await spawn(store, parent, 1, mode="explore")
+    children = Children(store, max_concurrent=3, actor="test", metrics=ExecutorMetrics())
+    await children.start_queued(await store.load_trace(parent))
+    state = await store.load_trace(child)
+    assert state.config.read_only and state.config.preset == "explore"
+    assert state.config.model == "scripted:auto"
+
+
+async def test_a_finished_parent_stops_its_running_children(store: EventStore) -> None:
+    parent = await create_trace(store, "parent", model="scripted:auto")
+    ids = await spawn(store, parent, 2)
+    children = Children(store, max_concurrent=3, actor="test", metrics=ExecutorMetrics())
+    await children.start_queued(await store.load_trace(parent))
+    await append_to(store, parent, ev.Failed(error="boom"))
+    await children.stop_children(await store.load_trace(parent), reason="parent failed")
+    for child in ids:
+        assert (await store.load_trace(child)).stop_requested

@@ -1,0 +1,70 @@
+"""Pure decisions of the executor shell: what a wake-up leads to, and which events the sink
+lets through to the log."""
+
+from __future__ import annotations
+
+import pytest
+from longhaul.core import events as ev
+from longhaul.core.state import InvalidTransition, TraceState
+from longhaul.executor.decide import Action, decide
+from longhaul.executor.sink import precheck
+
+
+def folded(*events: ev.TraceEvent) -> TraceState:
+    state = TraceState()
+    for n, event in enumerate(events, start=1):
+        if not event.aggregate_id:
+            event.aggregate_id = "t_1"
+        event.n = n
+        state.apply(event)
+    return state
+
+
+CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
+
+
+def test_unknown_and_final_traces_need_nothing() -> None:
+    assert decide(TraceState()) is Action.NOTHING
+    assert decide(folded(CREATED, ev.Completed(summary="ok"))) is Action.NOTHING
+
+
+def test_running_trace_needs_a_turn() -> None:
+    assert decide(folded(CREATED)) is Action.RUN
+
+
+def test_waiting_trace_needs_nothing_until_answered() -> None:
+    waiting = folded(CREATED, ev.Waiting(reason="human", tool_call_id="c1"))
+    assert decide(waiting) is Action.NOTHING
+    replied = folded(
+        CREATED, ev.Waiting(reason="human", tool_call_id="c1"), ev.HumanReplied(content="yes")
+    )
+    assert decide(replied) is Action.RUN
+
+
+def test_stop_request_wins_over_running_and_waiting() -> None:
+    assert decide(folded(CREATED, ev.StopRequested())) is Action.STOP
+    waiting = folded(CREATED, ev.Waiting(reason="subtraces"), ev.StopRequested())
+    assert decide(waiting) is Action.STOP
+
+
+def test_precheck_accepts_the_next_message_and_refuses_gaps_and_unknown_parents() -> None:
+    state = folded(CREATED)
+    precheck(state, ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant"))
+    with pytest.raises(InvalidTransition):
+        precheck(state, ev.MessageAppended(sequence=3, parent_sequence=1, role="assistant"))
+    with pytest.raises(InvalidTransition):
+        precheck(state, ev.MessageAppended(sequence=2, parent_sequence=9, role="assistant"))
+
+
+def test_precheck_refuses_messages_on_a_trace_that_is_not_running() -> None:
+    state = folded(CREATED, ev.Waiting(reason="human"))
+    with pytest.raises(InvalidTransition):
+        precheck(state, ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant"))
+
+
+def test_precheck_probes_other_events_without_changing_the_state() -> None:
+    state = folded(CREATED)
+    precheck(state, ev.Completed(summary="done"))
+    assert state.status == "running"
+    with pytest.raises(InvalidTransition):
+        precheck(state, ev.HumanReplied(content="not waiting"))

@@ -1,0 +1,57 @@
+"""Instrumented tools for executor tests, loaded with
+``LONGHAUL_EXECUTOR__TOOL_MODULES=tests.integration.executor.tooling``.
+
+``record`` appends one JSON line per execution (start and end, with the idempotency key, the
+executor's pid and wall-clock times) to the file named in its arguments, so a test can check
+"at most twice, same key" and "never two executors at once" across processes. ``gate`` (in
+process only) parks a tool call until the test opens the gate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+from longhaul.agent.tools import Tool, ToolContext, tool
+
+GATES: dict[str, asyncio.Event] = {}
+ENTERED: dict[str, asyncio.Event] = {}
+
+
+def _line(path: str, **fields: object) -> None:
+    with open(path, "a") as out:
+        out.write(json.dumps(fields) + "\n")
+
+
+@tool
+async def record(ctx: ToolContext, step: int, log: str, hold_ms: int = 0) -> str:
+    """Record this execution in a log file (tests).
+
+    Args:
+        step: which step of the script this is.
+        log: the file to append to.
+        hold_ms: how long the call lasts.
+    """
+    common = {"key": ctx.idempotency_key, "trace": ctx.trace_id, "step": step, "pid": os.getpid()}
+    _line(log, phase="start", t=time.time(), **common)
+    if hold_ms:
+        await asyncio.sleep(hold_ms / 1000)  # the tool's own work, not synchronisation
+    _line(log, phase="end", t=time.time(), **common)
+    return f"step {step} done"
+
+
+@tool
+async def gate(name: str) -> str:
+    """Wait until the test opens the gate (tests).
+
+    Args:
+        name: the gate.
+    """
+    ENTERED.setdefault(name, asyncio.Event()).set()
+    await GATES.setdefault(name, asyncio.Event()).wait()
+    return f"gate {name} passed"
+
+
+TOOLS: list[Tool] = [record, gate]

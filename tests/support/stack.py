@@ -1,0 +1,372 @@
+"""Executors for tests and benchmarks: real subprocesses or in-process replicas, against a NATS
+URL and a namespace, plus helpers to create traces and wait for them.
+
+    async with ExecutorProcess(nats_url, namespace, "exec-a") as proc:   # python -m ...main
+        ...
+        proc.kill()                                                       # SIGKILL, a crash
+
+    async with InProcessExecutor(nats_url, namespace, "exec-b") as ex:   # same event loop
+        ex.executor.metrics ...
+
+    trace_id = await create_trace(store, "do it", model="scripted:/tmp/s.yaml")
+    state = await wait_for_trace(store, trace_id, final)                 # deadline, no polling
+
+Readiness is observed, not guessed: an executor announces itself with an ``executor.<id>`` key
+in ``lh_leases`` once its durable consumer is bound, and :func:`wait_until_ready` watches for
+that key. Subprocess settings travel as environment variables (``LONGHAUL_NATS__URL``,
+``LONGHAUL_NATS__NAMESPACE``, ``LONGHAUL_EXECUTOR_ID``, ``LONGHAUL_STORE__LEASE_TTL_S``,
+``LONGHAUL_EXECUTOR__*`` …); pass more in ``env``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import msgspec
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
+from longhaul.core.connection import Connection
+from longhaul.core.ids import new_id
+from longhaul.core.service import ServiceContext, open_context
+from longhaul.core.state import TraceState
+from longhaul.core.store import EventStore, Position
+from longhaul.executor.settings import ExecutorSettings
+
+T = TypeVar("T")
+
+READY_TIMEOUT_S = 30.0
+FAST_LEASE_TTL_S = 2
+"""Tests use short leases so a killed executor's traces are taken over within seconds."""
+
+
+def presence_key(executor_id: str) -> str:
+    return "executor." + "".join(c if c.isalnum() or c in "_=-" else "_" for c in executor_id)
+
+
+async def wait_until_ready(conn: Connection, executor_id: str, *, timeout: float) -> None:
+    """Return once ``executor_id`` has announced itself in ``lh_leases``."""
+    kv = await conn.kv(conn.names.leases)
+    watcher = await kv.watch(presence_key(executor_id))
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                entry = await watcher.updates(timeout=timeout)
+                if entry is not None and entry.value:
+                    return
+    finally:
+        with contextlib.suppress(Exception):
+            await watcher.stop()
+
+
+def executor_env(
+    nats_url: str,
+    namespace: str,
+    executor_id: str,
+    *,
+    lease_ttl_s: float = FAST_LEASE_TTL_S,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of an executor subprocess (inherits ours, minus stray LONGHAUL_*)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    env.update(
+        {
+            "LONGHAUL_NATS__URL": nats_url,
+            "LONGHAUL_NATS__NAMESPACE": namespace,
+            "LONGHAUL_EXECUTOR_ID": executor_id,
+            "LONGHAUL_STORE__LEASE_TTL_S": str(lease_ttl_s),
+            "LONGHAUL_EXECUTOR__SWEEP_INTERVAL_S": str(lease_ttl_s),
+            "LONGHAUL_EXECUTOR__ACK_WAIT_S": str(max(3 * lease_ttl_s, 3)),
+            "LONGHAUL_LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra or {})
+    return env
+
+
+class ExecutorProcess:
+    """``python -m longhaul.executor.main`` as a real subprocess; stderr goes to ``log_path``."""
+
+    def __init__(
+        self,
+        nats_url: str,
+        namespace: str,
+        executor_id: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        lease_ttl_s: float = FAST_LEASE_TTL_S,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.nats_url = nats_url
+        self.namespace = namespace
+        self.executor_id = executor_id
+        self.env = executor_env(
+            nats_url, namespace, executor_id, lease_ttl_s=lease_ttl_s, extra=env
+        )
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if log_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="lh-exec-")
+            log_dir = Path(self._tmp.name)
+        self.log_path = log_dir / f"{executor_id}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    async def start(self, *, ready_timeout: float = READY_TIMEOUT_S) -> Self:
+        from longhaul.core.connection import connect
+
+        conn = await connect(NatsConfig(url=self.nats_url, namespace=self.namespace))
+        try:
+            kv = await conn.kv(conn.names.leases)
+            with contextlib.suppress(Exception):
+                await kv.purge(presence_key(self.executor_id))  # a previous life's key
+            ready = asyncio.create_task(
+                wait_until_ready(conn, self.executor_id, timeout=ready_timeout)
+            )
+            await asyncio.sleep(0)  # let the watch subscribe before the process can announce
+            with open(self.log_path, "ab") as log:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "longhaul.executor.main"],
+                    env=self.env, stdout=log, stderr=log, start_new_session=True,
+                )
+            exited = asyncio.create_task(asyncio.to_thread(self.process.wait))
+            done, _ = await asyncio.wait({ready, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if ready not in done:
+                ready.cancel()
+                raise RuntimeError(
+                    f"executor {self.executor_id} exited during start-up:\n{self.log_tail()}"
+                )
+            exited.cancel()
+            try:
+                ready.result()
+            except TimeoutError:
+                self.kill()
+                raise RuntimeError(
+                    f"executor {self.executor_id} not ready in {ready_timeout}s:\n"
+                    f"{self.log_tail()}"
+                ) from None
+        finally:
+            await conn.close()
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, leases stay until their TTL expires."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            self.process.wait(timeout=10)
+
+    async def stop(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM and wait (graceful shutdown); SIGKILL after ``timeout``."""
+        process = self.process
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return process.returncode
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+def test_config(
+    nats_url: str, namespace: str, *, lease_ttl_s: float = FAST_LEASE_TTL_S, **overrides: Any
+) -> LonghaulConfig:
+    """A config for in-process services: this server and namespace, short leases."""
+    return LonghaulConfig(
+        nats=NatsConfig(url=nats_url, namespace=namespace),
+        store=StoreConfig(lease_ttl_s=lease_ttl_s),
+        **overrides,
+    )
+
+
+class InProcessExecutor:
+    """An executor replica running in the caller's event loop, with its own connection."""
+
+    def __init__(
+        self,
+        nats_url: str,
+        namespace: str,
+        executor_id: str = "exec-inproc",
+        *,
+        config: LonghaulConfig | None = None,
+        settings: Mapping[str, Any] | None = None,
+        lease_ttl_s: float = FAST_LEASE_TTL_S,
+    ) -> None:
+        self.config = config or test_config(nats_url, namespace, lease_ttl_s=lease_ttl_s)
+        self.settings = ExecutorSettings(
+            id=executor_id,
+            sweep_interval_s=lease_ttl_s,
+            ack_wait_s=max(3 * lease_ttl_s, 3),
+            **dict(settings or {}),
+        )
+        self.ctx: ServiceContext | None = None
+        self._executor: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def executor(self) -> Any:
+        assert self._executor is not None
+        return self._executor
+
+    async def start(self, *, ready_timeout: float = READY_TIMEOUT_S) -> Self:
+        from longhaul.executor.main import build_executor
+
+        self.ctx = await open_context("executor", self.config)
+        self._executor = build_executor(self.ctx, self.settings)
+        ready = asyncio.create_task(
+            wait_until_ready(self.ctx.conn, self.settings.id, timeout=ready_timeout)
+        )
+        await asyncio.sleep(0)
+        self._task = asyncio.create_task(self._executor.run(), name=f"executor-{self.settings.id}")
+        done, _ = await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        if ready not in done:
+            ready.cancel()
+            self._task.result()
+            raise RuntimeError(f"executor {self.settings.id} stopped during start-up")
+        ready.result()
+        return self
+
+    async def stop(self) -> None:
+        if self.ctx is None:
+            return
+        self.ctx.shutdown.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.ctx.close()
+        self.ctx = None
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+@contextlib.asynccontextmanager
+async def executor_processes(
+    nats_url: str, namespace: str, count: int, *, env: Mapping[str, str] | None = None,
+    prefix: str = "exec",
+) -> AsyncIterator[list[ExecutorProcess]]:
+    """``count`` executor subprocesses started together, stopped on exit."""
+    procs = [
+        ExecutorProcess(nats_url, namespace, f"{prefix}-{i}", env=env) for i in range(count)
+    ]
+    try:
+        await asyncio.gather(*(p.start() for p in procs))
+        yield procs
+    finally:
+        await asyncio.gather(*(p.__aexit__(None, None, None) for p in procs))
+
+
+# ---------------------------------------------------------------------- traces
+
+
+async def create_trace(
+    store: EventStore,
+    task: str | list[ev.InputMessage],
+    *,
+    trace_id: str | None = None,
+    **config: Any,
+) -> str:
+    """Append ``TraceCreated`` (what the gateway does) and return the trace id."""
+    trace_id = trace_id or new_id("t")
+    messages = [ev.InputMessage(role="user", content=task)] if isinstance(task, str) else task
+    await store.append(
+        "trace", trace_id,
+        [ev.TraceCreated(messages=messages, config=ev.TraceConfig(**config), name="test")],
+        expected=Position(), actor="test",
+    )
+    return trace_id
+
+
+async def append_to(store: EventStore, trace_id: str, event: ev.TraceEvent) -> TraceState:
+    """Append ``event`` the way the gateway does: fold first, refuse what cannot apply."""
+    state = await store.load_trace(trace_id)
+    state.check(event)
+    [recorded] = await store.append(
+        "trace", trace_id, [event], expected=Position(state.stream_seq, state.version),
+        actor="test",
+    )
+    state.apply(recorded.event, recorded.seq)
+    return state
+
+
+def final(state: TraceState) -> bool:
+    return state.is_final
+
+
+def waiting(state: TraceState) -> bool:
+    return state.status == "waiting"
+
+
+async def wait_for_trace(
+    store: EventStore,
+    trace_id: str,
+    predicate: Callable[[TraceState], bool] = final,
+    *,
+    timeout: float = 30.0,
+) -> TraceState:
+    """Fold the trace's events live until ``predicate`` holds; TimeoutError after ``timeout``
+    with the state reached in the message."""
+    state = TraceState()
+    try:
+        async with asyncio.timeout(timeout):
+            async for recorded in store.watch("trace", trace_id):
+                state.apply(recorded.event, recorded.seq)
+                if predicate(state):
+                    return state
+    except TimeoutError:
+        summary = msgspec.json.encode(
+            {"status": state.status, "wait": state.wait_reason, "last": state.last_sequence,
+             "error": state.error}
+        ).decode()
+        raise TimeoutError(f"trace {trace_id} did not reach the condition: {summary}") from None
+    raise AssertionError("watch ended")  # pragma: no cover - watch only ends by cancellation
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float, every: float = 0.05
+) -> T:
+    """The first truthy result of ``probe()``, for conditions that publish nothing to wait on
+    (a TTL running out); TimeoutError after ``timeout``."""
+    async with asyncio.timeout(timeout):
+        while True:
+            result = await probe()
+            if result:
+                return result
+            await asyncio.sleep(every)
