@@ -15,6 +15,11 @@ app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM
 console = Console()
 
 
+@app.callback()
+def cli() -> None:
+    """longhaul: durable long-horizon LLM agents over NATS JetStream."""
+
+
 @app.command()
 def up(
     host: str = typer.Option("127.0.0.1", help="gateway bind address"),
