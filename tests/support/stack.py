@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -53,14 +52,14 @@ def presence_key(executor_id: str) -> str:
     return "executor." + "".join(c if c.isalnum() or c in "_=-" else "_" for c in executor_id)
 
 
-async def wait_until_ready(conn: Connection, executor_id: str, *, timeout: float) -> None:
+async def wait_until_ready(conn: Connection, executor_id: str, *, within: float) -> None:
     """Return once ``executor_id`` has announced itself in ``lh_leases``."""
     kv = await conn.kv(conn.names.leases)
     watcher = await kv.watch(presence_key(executor_id))
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             while True:
-                entry = await watcher.updates(timeout=timeout)
+                entry = await watcher.updates(timeout=within)
                 if entry is not None and entry.value:
                     return
     finally:
@@ -118,11 +117,15 @@ class ExecutorProcess:
             self._tmp = tempfile.TemporaryDirectory(prefix="lh-exec-")
             log_dir = Path(self._tmp.name)
         self.log_path = log_dir / f"{executor_id}.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: asyncio.subprocess.Process | None = None
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
 
     async def start(self, *, ready_timeout: float = READY_TIMEOUT_S) -> Self:
         from longhaul.core.connection import connect
@@ -133,15 +136,18 @@ class ExecutorProcess:
             with contextlib.suppress(Exception):
                 await kv.purge(presence_key(self.executor_id))  # a previous life's key
             ready = asyncio.create_task(
-                wait_until_ready(conn, self.executor_id, timeout=ready_timeout)
+                wait_until_ready(conn, self.executor_id, within=ready_timeout)
             )
             await asyncio.sleep(0)  # let the watch subscribe before the process can announce
-            with open(self.log_path, "ab") as log:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "longhaul.executor.main"],
+            log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                self.process = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "longhaul.executor.main",
                     env=self.env, stdout=log, stderr=log, start_new_session=True,
                 )
-            exited = asyncio.create_task(asyncio.to_thread(self.process.wait))
+            finally:
+                os.close(log)
+            exited = asyncio.create_task(self.process.wait())
             done, _ = await asyncio.wait({ready, exited}, return_when=asyncio.FIRST_COMPLETED)
             if ready not in done:
                 ready.cancel()
@@ -152,7 +158,7 @@ class ExecutorProcess:
             try:
                 ready.result()
             except TimeoutError:
-                self.kill()
+                await self.kill()
                 raise RuntimeError(
                     f"executor {self.executor_id} not ready in {ready_timeout}s:\n"
                     f"{self.log_tail()}"
@@ -167,24 +173,26 @@ class ExecutorProcess:
         except OSError:
             return ""
 
-    def kill(self) -> None:
+    async def kill(self) -> None:
         """SIGKILL: no shutdown code runs, leases stay until their TTL expires."""
-        if self.process is not None and self.process.poll() is None:
+        if self.process is not None and self.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
-            self.process.wait(timeout=10)
+            await self.process.wait()
 
-    async def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (graceful shutdown); SIGKILL after ``timeout``."""
+    async def stop(self, grace_s: float = 15.0) -> int | None:
+        """SIGTERM and wait (graceful shutdown); SIGKILL after ``grace_s``."""
         process = self.process
         if process is None:
             return None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.to_thread(process.wait, timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
+                async with asyncio.timeout(grace_s):
+                    await process.wait()
+            except TimeoutError:
+                await self.kill()
         return process.returncode
 
     async def __aenter__(self) -> Self:
@@ -245,7 +253,7 @@ class InProcessExecutor:
         self.ctx = await open_context("executor", self.config)
         self._executor = build_executor(self.ctx, self.settings)
         ready = asyncio.create_task(
-            wait_until_ready(self.ctx.conn, self.settings.id, timeout=ready_timeout)
+            wait_until_ready(self.ctx.conn, self.settings.id, within=ready_timeout)
         )
         await asyncio.sleep(0)
         self._task = asyncio.create_task(self._executor.run(), name=f"executor-{self.settings.id}")
@@ -339,13 +347,13 @@ async def wait_for_trace(
     trace_id: str,
     predicate: Callable[[TraceState], bool] = final,
     *,
-    timeout: float = 30.0,
+    within: float = 30.0,
 ) -> TraceState:
-    """Fold the trace's events live until ``predicate`` holds; TimeoutError after ``timeout``
-    with the state reached in the message."""
+    """Fold the trace's events live until ``predicate`` holds; TimeoutError after ``within``
+    seconds, with the state reached in the message."""
     state = TraceState()
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             async for recorded in store.watch("trace", trace_id):
                 state.apply(recorded.event, recorded.seq)
                 if predicate(state):
@@ -360,11 +368,11 @@ async def wait_for_trace(
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T | None]], *, timeout: float, every: float = 0.05
+    probe: Callable[[], Awaitable[T | None]], *, within: float, every: float = 0.05
 ) -> T:
     """The first truthy result of ``probe()``, for conditions that publish nothing to wait on
-    (a TTL running out); TimeoutError after ``timeout``."""
-    async with asyncio.timeout(timeout):
+    (a TTL running out); TimeoutError after ``within`` seconds."""
+    async with asyncio.timeout(within):
         while True:
             result = await probe()
             if result:

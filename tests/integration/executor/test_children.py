@@ -17,8 +17,10 @@ async def spawn(store: EventStore, parent: str, count: int, mode: str = "delegat
     for n, child in enumerate(children):
         await append_to(
             store, parent,
-            ev.SubtraceSpawned(child_trace_id=child, tool_call_id=f"call_{n}", mode=mode,  # type: ignore[arg-type]
-                               task=f"task {n}", preset="explore" if mode == "explore" else "default"),
+            ev.SubtraceSpawned(
+                child_trace_id=child, tool_call_id=f"call_{n}", mode=mode,  # type: ignore[arg-type]
+                task=f"task {n}", preset="explore" if mode == "explore" else "default",
+            ),
         )
     return children
 

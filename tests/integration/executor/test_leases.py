@@ -50,7 +50,7 @@ async def test_an_unrenewed_lease_expires_and_is_taken_over(conn: Connection) ->
     assert await dead.acquire("trace.t3") is not None
     other = Leases(conn, "exec-b", 1)
     # A TTL expiry publishes nothing to wait on: poll the condition under a deadline.
-    taken = await eventually(lambda: other.acquire("trace.t3"), timeout=10)
+    taken = await eventually(lambda: other.acquire("trace.t3"), within=10)
     assert taken is not None
     assert await other.holder("trace.t3") == "exec-b"
 
