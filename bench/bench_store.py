@@ -11,8 +11,6 @@ import asyncio
 import time
 
 import msgspec
-
-from bench.common import percentile, private_nats, report
 from longhaul.core import events as ev
 from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
@@ -21,36 +19,47 @@ from longhaul.core.provision import ProvisionSettings
 from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore, Position
 
+from bench.common import percentile, private_nats, report
+
 
 def message(seq: int) -> ev.MessageAppended:
     return ev.MessageAppended(
-        sequence=seq, parent_sequence=seq - 1, role="assistant" if seq % 2 else "user",
+        sequence=seq,
+        parent_sequence=seq - 1,
+        role="assistant" if seq % 2 else "user",
         content="a typical short step of an agent's conversation " * 3,
     )
 
 
 async def run(count: int) -> None:
     with private_nats() as url:
-        conn = await connect(NatsConfig(url=url, namespace="bench_"),
-                             provision_settings=ProvisionSettings())
+        conn = await connect(
+            NatsConfig(url=url, namespace="bench_"), provision_settings=ProvisionSettings()
+        )
         store = EventStore(conn, snapshot_every=0)
         events = [message(i) for i in range(2, count + 2)]
 
         # raw: the same payloads, plain js.publish, one aggregate subject, awaited one by one
         raw_id = new_id("t")
-        payloads = [ev.encode(msgspec.structs.replace(e, aggregate_id=raw_id, n=i + 1))
-                    for i, e in enumerate(events)]
+        payloads = [
+            ev.encode(msgspec.structs.replace(e, aggregate_id=raw_id, n=i + 1))
+            for i, e in enumerate(events)
+        ]
         raw_lat: list[float] = []
         t0 = time.perf_counter()
-        for i, payload in enumerate(payloads):
+        for payload in payloads:
             s = time.perf_counter()
             await conn.js.publish(conn.names.subject("trace", raw_id, "message_appended"), payload)
             raw_lat.append(time.perf_counter() - s)
         raw_total = time.perf_counter() - t0
 
         trace_id = new_id("t")
-        [first] = await store.append("trace", trace_id, [ev.TraceCreated(
-            messages=[ev.InputMessage(role="user", content="go")])], expected=Position())
+        [first] = await store.append(
+            "trace",
+            trace_id,
+            [ev.TraceCreated(messages=[ev.InputMessage(role="user", content="go")])],
+            expected=Position(),
+        )
         position = Position(first.seq, 1)
         lat: list[float] = []
         t0 = time.perf_counter()
@@ -88,15 +97,25 @@ async def run(count: int) -> None:
         ["measure", "raw js.publish", "EventStore", "ratio"],
         [
             ["append throughput (events/s)", count / raw_total, count / store_total, ratio],
-            ["append p50 latency (ms)", percentile(raw_lat, 50) * 1e3,
-             percentile(lat, 50) * 1e3, percentile(lat, 50) / percentile(raw_lat, 50)],
-            ["append p99 latency (ms)", percentile(raw_lat, 99) * 1e3,
-             percentile(lat, 99) * 1e3, percentile(lat, 99) / percentile(raw_lat, 99)],
+            [
+                "append p50 latency (ms)",
+                percentile(raw_lat, 50) * 1e3,
+                percentile(lat, 50) * 1e3,
+                percentile(lat, 50) / percentile(raw_lat, 50),
+            ],
+            [
+                "append p99 latency (ms)",
+                percentile(raw_lat, 99) * 1e3,
+                percentile(lat, 99) * 1e3,
+                percentile(lat, 99) / percentile(raw_lat, 99),
+            ],
             [f"full replay+fold of {replayed} events (events/s)", "", replayed / full_s, ""],
             ["snapshot + 10% tail load (s)", "", snap_s, snap_s / full_s],
         ],
-        [f"store overhead over raw publish: {100 * (ratio - 1):.1f}% (target ≤ 30%)",
-         f"replay rate: {replayed / full_s:,.0f} events/s (target ≥ 50,000)"],
+        [
+            f"store overhead over raw publish: {100 * (ratio - 1):.1f}% (target ≤ 30%)",
+            f"replay rate: {replayed / full_s:,.0f} events/s (target ≥ 50,000)",
+        ],
     )
 
 

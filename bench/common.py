@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from longhaul.core.nats_server import NatsServer
 from rich.console import Console
 from rich.table import Table
-
-from longhaul.core.nats_server import NatsServer
 
 console = Console()
 RESULTS_DIR = Path(__file__).parent / "results"
@@ -24,9 +23,10 @@ RESULTS_DIR = Path(__file__).parent / "results"
 @contextlib.contextmanager
 def private_nats() -> Iterator[str]:
     """A throw-away JetStream server for one benchmark run."""
-    with tempfile.TemporaryDirectory(prefix="lh-bench-") as tmp, NatsServer(
-        Path(tmp) / "js", port=0
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="lh-bench-") as tmp,
+        NatsServer(Path(tmp) / "js", port=0) as server,
+    ):
         yield server.url
 
 
@@ -61,5 +61,15 @@ def report(name: str, columns: list[str], rows: list[list[Any]], notes: list[str
         console.print(note)
     RESULTS_DIR.mkdir(exist_ok=True)
     out = RESULTS_DIR / f"{name.split(':')[0].strip().replace(' ', '_').lower()}.json"
-    out.write_text(json.dumps({"columns": columns, "rows": rows, "notes": list(notes),
-                               "machine": os.uname().nodename}, indent=2, default=str))
+    out.write_text(
+        json.dumps(
+            {
+                "columns": columns,
+                "rows": rows,
+                "notes": list(notes),
+                "machine": os.uname().nodename,
+            },
+            indent=2,
+            default=str,
+        )
+    )

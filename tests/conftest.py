@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-
 from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
+
 from tests.support.nats import nats_server_url, unique_namespace
 
 

@@ -35,9 +35,10 @@ def nats_server_url() -> Iterator[str]:
         with NatsContainer(command="-js") as container:
             yield container.nats_uri()
         return
-    with tempfile.TemporaryDirectory(prefix="lh-nats-") as tmp, NatsServer(
-        Path(tmp) / "js", port=0, log_file=Path(tmp) / "nats.log"
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="lh-nats-") as tmp,
+        NatsServer(Path(tmp) / "js", port=0, log_file=Path(tmp) / "nats.log") as server,
+    ):
         yield server.url
 
 

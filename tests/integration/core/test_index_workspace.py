@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.index import TraceIndex
@@ -14,7 +13,9 @@ from longhaul.core.workspace import INLINE_LIMIT, Workspace, WorkspaceConflict
 def folded(trace_id: str, seq: int, status_done: bool = False) -> TraceState:
     state = TraceState()
     state.apply(
-        ev.TraceCreated(aggregate_id=trace_id, messages=[ev.InputMessage(role="user", content="x")]),
+        ev.TraceCreated(
+            aggregate_id=trace_id, messages=[ev.InputMessage(role="user", content="x")]
+        ),
         seq,
     )
     if status_done:

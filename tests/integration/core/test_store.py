@@ -6,7 +6,6 @@ import asyncio
 
 import msgspec
 import pytest
-
 from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.events import EventDecodeError
@@ -53,9 +52,7 @@ async def test_replay_of_unknown_aggregate_is_empty(store: EventStore) -> None:
 async def test_replay_after_position_returns_only_the_tail(store: EventStore) -> None:
     trace_id = new_id("t")
     first = await store.append("trace", trace_id, [created()], expected=Position())
-    await store.append(
-        "trace", trace_id, [assistant(2, "a")], expected=Position(first[0].seq, 1)
-    )
+    await store.append("trace", trace_id, [assistant(2, "a")], expected=Position(first[0].seq, 1))
     tail = [r async for r in store.replay("trace", trace_id, after=first[0].seq)]
     assert [r.event.n for r in tail] == [2]
 

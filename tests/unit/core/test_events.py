@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from longhaul.core import events as ev
 
 
@@ -11,7 +10,9 @@ def test_every_event_type_round_trips() -> None:
     samples: list[ev.Event] = [
         ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")]),
         ev.MessageAppended(
-            sequence=2, parent_sequence=1, role="assistant",
+            sequence=2,
+            parent_sequence=1,
+            role="assistant",
             tool_calls=[ev.ToolCallRecord(id="c", function=ev.FunctionCall(name="read"))],
         ),
         ev.Compacted(summary_sequence=9, range=(2, 8)),

@@ -7,7 +7,6 @@ import socket
 from pathlib import Path
 
 import pytest
-
 from longhaul.core import nats_server
 from longhaul.core.nats_server import NatsServer, NatsServerError, free_port
 
@@ -32,9 +31,7 @@ def test_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
             NatsServer(tmp_path / "js", port=port).start()
 
 
-def test_missing_binary_is_a_clear_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_missing_binary_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Point every lookup location at an empty directory: the real error path, no mock.
     monkeypatch.setattr(nats_server.sys, "executable", str(tmp_path / "python"))
     monkeypatch.setattr(nats_server.sysconfig, "get_path", lambda _name: str(tmp_path))

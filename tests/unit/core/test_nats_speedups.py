@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from longhaul.core.nats_speedups import original_parse_header_lines, parse_header_lines
 
 _pieces = st.sampled_from(
-    [b"Nats-Msg-Id", b":", b" ", b"\t", b"\r\n", b"\x1c", b"value", b"\xc3\xa9", b"\xff", b"a b",
-     b"Status", b"204", b"", b"::", b"\x0b"]
+    [
+        b"Nats-Msg-Id",
+        b":",
+        b" ",
+        b"\t",
+        b"\r\n",
+        b"\x1c",
+        b"value",
+        b"\xc3\xa9",
+        b"\xff",
+        b"a b",
+        b"Status",
+        b"204",
+        b"",
+        b"::",
+        b"\x0b",
+    ]
 )
 
 
@@ -22,5 +36,7 @@ def test_same_result_as_nats_py(raw: bytes) -> None:
 def test_typical_block() -> None:
     raw = b"Nats-Stream: LH_EVENTS\r\nNats-Sequence: 42\r\nNats-Msg-Id: t_1:3\r\n\r\n"
     assert parse_header_lines(raw) == {
-        "Nats-Stream": "LH_EVENTS", "Nats-Sequence": "42", "Nats-Msg-Id": "t_1:3"
+        "Nats-Stream": "LH_EVENTS",
+        "Nats-Sequence": "42",
+        "Nats-Msg-Id": "t_1:3",
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from longhaul.core import events as ev
 from longhaul.core.state import InvalidTransition, TaskState, validate_phase_graph
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from longhaul.core import events as ev
 from longhaul.core.state import InvalidTransition, TraceState
 
@@ -20,7 +19,9 @@ class Builder:
     def __init__(self, text: str = "task") -> None:
         self.state = TraceState()
         self.apply(
-            ev.TraceCreated(aggregate_id="t_1", messages=[ev.InputMessage(role="user", content=text)])
+            ev.TraceCreated(
+                aggregate_id="t_1", messages=[ev.InputMessage(role="user", content=text)]
+            )
         )
 
     def apply(self, event: ev.Event) -> TraceState:
@@ -52,14 +53,22 @@ def test_main_path_follows_head() -> None:
     final = b.message("assistant", "answer")
     assert b.state.head_sequence == final
     assert [m.sequence for m in b.state.main_path()] == [1, 2, 3, 4, 5]
-    assert [m.role for m in b.state.main_path()] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [m.role for m in b.state.main_path()] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
 
 
 def test_rewind_moves_head_and_old_branch_falls_off() -> None:
     b = Builder()
     b.message("assistant", "first answer")
     b.apply(ev.Completed(summary="first answer"))
-    b.apply(ev.RunRequested(after_sequence=1, messages=[ev.InputMessage(role="user", content="again")]))
+    b.apply(
+        ev.RunRequested(after_sequence=1, messages=[ev.InputMessage(role="user", content="again")])
+    )
     assert b.state.status == "running"
     assert [m.content for m in b.state.main_path()] == ["task", "again"]
     assert [m.sequence for m in b.state.all_messages()] == [1, 2, 3]
@@ -127,7 +136,11 @@ def test_counters_accumulate_usage_cost_and_duration() -> None:
     b.message("user", "more")
     b.message("assistant", "b", usage=usage, cost=0.02, duration_ms=200)
     totals = b.state.totals
-    assert (totals.prompt_tokens, totals.completion_tokens, totals.cache_read_tokens) == (200, 40, 100)
+    assert (totals.prompt_tokens, totals.completion_tokens, totals.cache_read_tokens) == (
+        200,
+        40,
+        100,
+    )
     assert totals.cost == pytest.approx(0.03)
     assert totals.duration_ms == 500
 
@@ -243,7 +256,9 @@ def test_any_appends_and_rewinds_keep_tool_calls_paired(actions: list[tuple[str,
         if b.state.unanswered_tool_calls():
             # the engine (DanglingToolCall) always answers a dangling group before moving on
             for pending in b.state.unanswered_tool_calls():
-                b.message("tool", "interrupted, call again", tool_call_id=pending.id, synthetic=True)
+                b.message(
+                    "tool", "interrupted, call again", tool_call_id=pending.id, synthetic=True
+                )
         if kind == "round":
             ids = [f"c{counter + i}" for i in range(arg)]
             counter += arg

@@ -6,15 +6,14 @@ import logging
 from dataclasses import dataclass, field
 
 import nats
-from nats.aio.client import Client
-from nats.js import JetStreamContext
-from nats.js.kv import KeyValue
-from nats.js.object_store import ObjectStore
-
 from longhaul.core import nats_speedups
 from longhaul.core.config import NatsConfig
 from longhaul.core.names import Names
 from longhaul.core.provision import ProvisionSettings, provision
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.kv import KeyValue
+from nats.js.object_store import ObjectStore
 
 log = logging.getLogger(__name__)
 

@@ -167,7 +167,10 @@ async def _handle(
         final = delivery.num_delivered >= spec.max_deliver
         log.exception(
             "%s handler failed on %s %s (delivery %d%s)",
-            spec.durable, delivery.event_type, delivery.aggregate_id, delivery.num_delivered,
+            spec.durable,
+            delivery.event_type,
+            delivery.aggregate_id,
+            delivery.num_delivered,
             ", giving up" if final else "",
         )
         delay = min(30.0, spec.retry_delay_s * 2 ** (delivery.num_delivered - 1))

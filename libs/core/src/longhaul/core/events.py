@@ -12,7 +12,6 @@ import time
 from typing import Any, ClassVar, Literal
 
 import msgspec
-
 from longhaul.core.ids import ulid
 
 Aggregate = Literal["trace", "task"]
@@ -384,8 +383,8 @@ AnyEvent = (
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls  # type: ignore[misc]
-    for cls in AnyEvent.__args__  # type: ignore[attr-defined]
+    cls.__struct_config__.tag: cls
+    for cls in AnyEvent.__args__
 }
 TRACE_EVENT_TYPES = frozenset(t for t, c in EVENT_TYPES.items() if c.aggregate == "trace")
 TASK_EVENT_TYPES = frozenset(t for t, c in EVENT_TYPES.items() if c.aggregate == "task")

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import msgspec
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-
 from longhaul.core.connection import Connection
 from longhaul.core.events import Totals
 from longhaul.core.state import TraceState
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
 
@@ -60,7 +60,7 @@ class TraceIndex:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    async def _kv(self):  # type: ignore[no-untyped-def]
+    async def _kv(self) -> KeyValue:
         return await self.conn.kv(self.conn.names.traces)
 
     async def update(self, state: TraceState) -> bool:

@@ -106,10 +106,18 @@ class NatsServer:
             f"jetstream {{ store_dir: {str(self.store_dir.resolve())!r} }}\n"
         )
         args = [
-            str(binary), "-c", str(config), "-a", self.host, "-p", str(self.port),
-            "-m", str(self.monitor_port), "-js",
+            str(binary),
+            "-c",
+            str(config),
+            "-a",
+            self.host,
+            "-p",
+            str(self.port),
+            "-m",
+            str(self.monitor_port),
+            "-js",
         ]
-        output = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        output = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         try:
             self._process = subprocess.Popen(
                 args, stdout=output, stderr=output, start_new_session=True
@@ -134,7 +142,7 @@ class NatsServer:
             if code is not None:
                 raise NatsServerError(f"nats-server exited with code {code} during start-up")
             try:
-                with urllib.request.urlopen(url, timeout=1) as response:  # noqa: S310
+                with urllib.request.urlopen(url, timeout=1) as response:
                     if response.status == 200:
                         return
             except OSError as exc:

@@ -37,4 +37,4 @@ def parse_header_lines(raw: bytes) -> dict[str, str]:
 
 def install() -> None:
     """Replace nats-py's parser (idempotent)."""
-    Client._parse_header_lines = staticmethod(parse_header_lines)  # type: ignore[method-assign,assignment]
+    Client._parse_header_lines = staticmethod(parse_header_lines)  # type: ignore[method-assign]

@@ -5,11 +5,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from nats.js import JetStreamContext
-from nats.js import api
-from nats.js.errors import BadRequestError, NotFoundError
-
 from longhaul.core.names import Names
+from nats.js import JetStreamContext, api
+from nats.js.errors import BadRequestError, NotFoundError
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,9 @@ class ServiceContext:
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
-    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+    def spawn(
+        self, coro: Coroutine[Any, Any, Any], *, name: str | None = None
+    ) -> asyncio.Task[Any]:
         """Start a background task owned by the service (cancelled at shutdown)."""
         task = asyncio.create_task(coro, name=name)
         self.tasks.add(task)
@@ -70,8 +72,11 @@ async def open_context(name: str, config: LonghaulConfig) -> ServiceContext:
     )
 
 
-async def serve(name: str, run: Callable[[ServiceContext], Awaitable[None]],
-                config: LonghaulConfig | None = None) -> None:
+async def serve(
+    name: str,
+    run: Callable[[ServiceContext], Coroutine[Any, Any, None]],
+    config: LonghaulConfig | None = None,
+) -> None:
     """Run a service until SIGINT/SIGTERM, then shut it down cleanly."""
     config = config or load_config()
     ctx = await open_context(name, config)
@@ -97,7 +102,7 @@ async def serve(name: str, run: Callable[[ServiceContext], Awaitable[None]],
         log.info("%s stopped", name)
 
 
-def run_main(name: str, run: Callable[[ServiceContext], Awaitable[None]]) -> None:
+def run_main(name: str, run: Callable[[ServiceContext], Coroutine[Any, Any, None]]) -> None:
     """Entry point body for ``longhaul-<service>`` commands."""
     configure_logging(name)
     try:

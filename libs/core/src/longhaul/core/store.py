@@ -16,14 +16,13 @@ from typing import TypeVar
 
 import msgspec
 import nats.errors
-from nats.aio.msg import Msg
-from nats.js import api
-from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
-
 from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.events import Aggregate
 from longhaul.core.state import TaskState, TraceState
+from nats.aio.msg import Msg
+from nats.js import api
+from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
 
 log = logging.getLogger(__name__)
 _json = msgspec.json.Encoder()
@@ -126,7 +125,9 @@ class EventStore:
                     raise
                 # Either another writer got there first, or our own earlier attempt landed
                 # and its ack was lost: the event right after ``expected_seq`` tells which.
-                seq = await self._own_earlier_publish(aggregate, aggregate_id, expected_seq, payload)
+                seq = await self._own_earlier_publish(
+                    aggregate, aggregate_id, expected_seq, payload
+                )
                 if seq is None:
                     raise ConcurrencyError(
                         f"{aggregate} {aggregate_id} moved past sequence {expected_seq}"
@@ -155,7 +156,7 @@ class EventStore:
             )
         except NotFoundError:
             return None
-        return int(stored.seq) if stored.data == payload else None
+        return int(stored.seq or 0) if stored.data == payload else None
 
     # ------------------------------------------------------------------ replay
 
@@ -248,9 +249,7 @@ class EventStore:
     async def load_task(self, task_id: str) -> TaskState:
         return await self.load("task", task_id, TaskState)
 
-    async def load(
-        self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]
-    ) -> State:
+    async def load(self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]) -> State:
         """Snapshot (if any) plus the tail of the log. A missing aggregate folds to an empty
         state whose ``exists`` is False."""
         state = await self.read_snapshot(aggregate, aggregate_id, state_type)
@@ -282,10 +281,10 @@ class EventStore:
             return None
         try:
             snapshot = msgspec.json.decode(entry.value, type=_Snapshot)
-            raw: bytes | msgspec.Raw | None = snapshot.state
+            raw: bytes | msgspec.Raw = snapshot.state
             if snapshot.object_name:
                 store = await self.conn.artifacts()
-                raw = (await store.get(snapshot.object_name)).data
+                raw = (await store.get(snapshot.object_name)).data or b"null"
             return msgspec.json.decode(raw, type=state_type)
         except (msgspec.DecodeError, msgspec.ValidationError, ObjectNotFoundError) as exc:
             # A snapshot is only an optimisation: fall back to a full replay.
@@ -309,8 +308,12 @@ class EventStore:
         await kv.put(self._snapshot_key(aggregate, aggregate_id), msgspec.json.encode(snapshot))
 
     async def maybe_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, state: TraceState | TaskState,
-        *, previous_version: int,
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        state: TraceState | TaskState,
+        *,
+        previous_version: int,
     ) -> bool:
         """Snapshot when the state crossed a multiple of ``snapshot_every`` since
         ``previous_version``."""

@@ -8,9 +8,8 @@ Keys use ``/`` in the API (``task/<id>/phase/<pid>/output``) and ``.`` in KV.
 from __future__ import annotations
 
 import msgspec
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-
 from longhaul.core.connection import Connection
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 INLINE_LIMIT = 256 * 1024
 

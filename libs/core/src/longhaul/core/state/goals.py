@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-
 from longhaul.core.events import Goal
 from longhaul.core.state.errors import InvalidTransition
 
@@ -36,7 +35,9 @@ class GoalTree(msgspec.Struct, kw_only=True):
             if goal.id in self.goals:
                 raise InvalidTransition(f"goal {goal.id} already exists", code="goal_exists")
             if goal.parent_id is not None and goal.parent_id not in self.goals:
-                raise InvalidTransition(f"unknown parent goal {goal.parent_id}", code="goal_unknown")
+                raise InvalidTransition(
+                    f"unknown parent goal {goal.parent_id}", code="goal_unknown"
+                )
             self.goals[goal.id] = msgspec.structs.replace(goal)
             self.order.append(goal.id)
             return

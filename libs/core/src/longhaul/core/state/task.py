@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import msgspec
-
 from longhaul.core import events as ev
 from longhaul.core.events import PhaseSpec, PhaseStatus, TaskStatus
 from longhaul.core.state.errors import InvalidTransition
@@ -97,7 +96,9 @@ class TaskState(msgspec.Struct, kw_only=True):
             pid
             for pid in self.order
             if self.phases[pid].status == "pending"
-            and all(self.phases[dep].status == "completed" for dep in self.phases[pid].spec.depends_on)
+            and all(
+                self.phases[dep].status == "completed" for dep in self.phases[pid].spec.depends_on
+            )
         ]
 
     def running_phases(self) -> list[str]:

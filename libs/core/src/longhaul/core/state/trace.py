@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
 from longhaul.core import events as ev
 from longhaul.core.events import TraceConfig, TraceStatus, WaitReason
 from longhaul.core.state.errors import InvalidTransition
