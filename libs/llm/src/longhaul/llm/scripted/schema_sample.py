@@ -28,6 +28,7 @@ _FORMATS = {
     "uuid": "00000000-0000-4000-8000-000000000000",
 }
 _MAX_DEPTH = 32
+_GRID_SEARCH = 2000
 
 
 class SchemaSampler:
@@ -136,18 +137,32 @@ class SchemaSampler:
 
     @staticmethod
     def _number(schema: dict[str, Any], variant: int, *, integer: bool) -> int | float:
+        """The ``variant``-th valid value on the grid of ``multipleOf`` (or of 1), walking
+        outwards from 1 clamped into the bounds (cycling when the bounds hold fewer); the
+        midpoint when the bounds are narrower than the grid."""
         low, high = _bounds(schema)
         step = schema.get("multipleOf")
-        preferred = float(1 + variant)
+        unit = _grid_unit(step, integer)
+        anchor = 1.0
         if low is not None:
-            preferred = max(preferred, low[0])
+            anchor = max(anchor, low[0])
         if high is not None:
-            preferred = min(preferred, high[0])
-        candidates = _number_candidates(preferred, low, high, step, integer)
-        for value in candidates:
-            if _within(value, low, high) and _multiple(value, step):
-                return int(value) if integer or float(value).is_integer() else value
-        return candidates[0]
+            anchor = min(anchor, high[0])
+        first = math.ceil(anchor / unit)
+        valid: list[float] = []
+        for distance in range(_GRID_SEARCH):
+            for k in sorted({first + distance, first - distance}, reverse=True):
+                value = k * unit
+                if _within(value, low, high) and _multiple(value, step):
+                    valid.append(value)
+            if len(valid) > variant:
+                break
+        if valid:
+            value = valid[variant % len(valid)]
+            return int(value) if integer or float(value).is_integer() else value
+        if low is not None and high is not None and not integer:
+            return (low[0] + high[0]) / 2
+        return int(anchor) if integer else anchor
 
     @staticmethod
     def _string(schema: dict[str, Any], variant: int, name: str) -> str:
@@ -215,34 +230,16 @@ def _multiple(value: float, step: float | None) -> bool:
     return float(value).is_integer() and int(value) % step == 0
 
 
-def _number_candidates(preferred: float, low: Bound | None, high: Bound | None,
-                       step: float | None, integer: bool) -> list[float]:
-    """Values to try in order: multiples of the step (or integers) near the preferred value,
-    then the midpoint of the bounds for a narrow real interval."""
-    unit = step if step else 1
-    if integer and step and not float(step).is_integer():
-        unit = step * _lcm_scale(step)
-    start = math.ceil(preferred / unit - 1e-9)
-    candidates = [k * unit for k in (start, start + 1, start - 1, start + 2, start - 2)]
-    if low is not None:
-        k = math.ceil(low[0] / unit)
-        candidates += [k * unit, (k + 1) * unit]
-    if high is not None:
-        k = math.floor(high[0] / unit)
-        candidates += [k * unit, (k - 1) * unit]
-    if low is not None and high is not None and not integer:
-        candidates.append((low[0] + high[0]) / 2)
-    if integer:
-        candidates = [float(round(c)) for c in candidates]
-    return candidates
-
-
-def _lcm_scale(step: float) -> int:
-    """Smallest n with n * step integral (for integers that must be multiples of 0.5 …)."""
-    for n in range(1, 1001):
-        if float(step * n).is_integer():
-            return n
-    return 1
+def _grid_unit(step: float | None, integer: bool) -> float:
+    """Spacing of candidate values: the step, scaled up to a whole number for integers that
+    must be multiples of a fraction (0.5 → 1)."""
+    if not step:
+        return 1
+    if integer and not float(step).is_integer():
+        for n in range(2, 1001):
+            if float(step * n).is_integer():
+                return step * n
+    return step
 
 
 def _pattern_string(pattern: str, low: int, high: int | None, variant: int) -> str:

@@ -1,0 +1,97 @@
+"""Model strings to models; endpoints, keys and clients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from longhaul.core.config import ModelsConfig, ProviderConfig
+from longhaul.llm import (
+    MissingApiKeyError,
+    ModelRegistry,
+    ModelRequest,
+    ScriptedModel,
+    UnknownProviderError,
+    close,
+    resolve_model,
+)
+from longhaul.llm.http_model import HttpModel
+from tests.support.llm_fakes import FakeAnthropic, FakeOpenAI, Reply
+
+HELLO = ModelRequest(model="", messages=[{"role": "user", "content": "hello"}])
+
+
+def test_unknown_provider_is_a_value_error_naming_the_known_ones(
+        registry: ModelRegistry) -> None:
+    with pytest.raises(UnknownProviderError, match="unknown provider 'mistral'") as caught:
+        registry.resolve("mistral:large")
+    assert isinstance(caught.value, ValueError)
+    assert "openai" in str(caught.value) and "scripted" in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", ["gpt-4o", ":gpt-4o", "openai:"])
+def test_malformed_model_strings(registry: ModelRegistry, bad: str) -> None:
+    with pytest.raises(ValueError, match="provider:model"):
+        registry.resolve(bad)
+
+
+def test_providers_that_need_a_key_fail_fast_without_one(registry: ModelRegistry) -> None:
+    with pytest.raises(MissingApiKeyError, match="ANTHROPIC_API_KEY"):
+        registry.resolve("anthropic:claude-sonnet-4-5")
+    assert isinstance(registry.resolve("openai:llama3"), HttpModel)
+
+
+async def test_endpoint_from_environment_variables() -> None:
+    async with FakeAnthropic([Reply(text="from env")]) as server:
+        env = {"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": server.api_key}
+        async with ModelRegistry(env=env) as registry:
+            response = await registry.resolve("anthropic:claude-3-5-haiku").complete(HELLO)
+    assert response.content == "from env"
+
+
+async def test_custom_provider_name_with_kind(registry: ModelRegistry) -> None:
+    async with FakeOpenAI([Reply(text="local")]) as server:
+        config = server.models_config("vllm")
+        model = registry.resolve("vllm:meta-llama/Llama-3.1-8B", config)
+        response = await model.complete(HELLO)
+    assert model.name == "vllm:meta-llama/Llama-3.1-8B" and response.content == "local"
+    assert server.requests[0].json["model"] == "meta-llama/Llama-3.1-8B"
+
+
+async def test_per_role_models_and_close_releases_clients() -> None:
+    config = ModelsConfig(
+        default="scripted:auto",
+        roles={"planner": "openai:gpt-4.1"},
+        providers={"openai": ProviderConfig(api_key=SecretStr("k"), base_url="http://127.0.0.1:9")},
+    )
+    registry = ModelRegistry(config, env={})
+    planner = registry.for_role("planner")
+    assert isinstance(planner, HttpModel) and planner.name == "openai:gpt-4.1"
+    assert isinstance(registry.for_role("verifier"), ScriptedModel)
+    await registry.aclose()
+    assert planner.endpoint.client.is_closed
+
+
+async def test_module_level_resolve_shares_clients_until_close() -> None:
+    config = ModelsConfig(providers={"openai": ProviderConfig(base_url="http://127.0.0.1:9")})
+    first = resolve_model("openai:a", config)
+    second = resolve_model("openai:b", config)
+    assert isinstance(first, HttpModel) and isinstance(second, HttpModel)
+    assert first.endpoint is second.endpoint
+    await close()
+    assert first.endpoint.client.is_closed
+
+
+def test_scripted_strings(registry: ModelRegistry, tmp_path: Path) -> None:
+    script = tmp_path / "turns.yaml"
+    script.write_text("- content: hi\n")
+    auto = registry.resolve("scripted:auto?latency_ms=25&chunk=3")
+    assert isinstance(auto, ScriptedModel)
+    assert (auto.latency_s, auto.chunk_chars) == (0.025, 3)
+    assert isinstance(registry.resolve(f"scripted:{script}"), ScriptedModel)
+    with pytest.raises(ValueError, match="not a file"):
+        registry.resolve("scripted:missing.yaml")
+    with pytest.raises(ValueError, match="bad option"):
+        registry.resolve("scripted:auto?latency_ms=soon")
