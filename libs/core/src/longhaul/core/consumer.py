@@ -54,7 +54,7 @@ class ConsumerSpec:
 
 
 @dataclass
-class _KeyLocks:
+class KeyLocks:
     """One lock per key, dropped when nobody holds or waits for it."""
 
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
@@ -103,7 +103,7 @@ async def run_consumer(
     await ensure_consumer(conn, spec)
     sub = await conn.js.pull_subscribe_bind(durable=spec.durable, stream=conn.names.stream)
     slots = asyncio.Semaphore(spec.concurrency)
-    locks = _KeyLocks()
+    locks = KeyLocks()
     running: set[asyncio.Task[None]] = set()
     try:
         while not shutdown.is_set():
@@ -147,7 +147,7 @@ async def _handle(
     spec: ConsumerSpec,
     msg: Msg,
     handler: Handler,
-    locks: _KeyLocks,
+    locks: KeyLocks,
     key: Callable[[Delivery], str],
 ) -> None:
     delivery = _delivery(conn, msg)

@@ -1,12 +1,37 @@
-"""`longhaul-planner`: the planner service process."""
+"""`longhaul-planner`: decomposes tasks into phases and runs them as step traces."""
 
 from __future__ import annotations
 
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.tools.builtin import builtin_tools
+from longhaul.core.consumer import run_consumer
 from longhaul.core.service import ServiceContext, run_main
+from longhaul.core.workspace import Workspace
+from longhaul.llm.registry import ModelRegistry
+from longhaul.planner.checkpoints import Checkpoints
+from longhaul.planner.driver import PlannerDeps, TaskDriver
+from longhaul.planner.models import PlannerModels
+from longhaul.planner.service import Planner, consumer_spec
+
+
+def planner_deps(ctx: ServiceContext, registry: ModelRegistry) -> PlannerDeps:
+    config = ctx.config
+    return PlannerDeps(
+        conn=ctx.conn,
+        store=ctx.store,
+        workspace=Workspace(ctx.conn),
+        checkpoints=Checkpoints(ctx.conn, enabled=config.pipeline.checkpoint.enabled),
+        models=PlannerModels(registry, config.models),
+        pipeline=config.pipeline,
+        presets=PresetCatalog(config.presets).names(),
+        tools=builtin_tools().names(),
+    )
 
 
 async def run(ctx: ServiceContext) -> None:
-    await ctx.shutdown.wait()
+    async with ModelRegistry(ctx.config.models) as registry:
+        planner = Planner(ctx.conn, TaskDriver(planner_deps(ctx, registry)))
+        await run_consumer(ctx.conn, consumer_spec(ctx.conn), planner.handle, ctx.shutdown)
 
 
 def main() -> None:

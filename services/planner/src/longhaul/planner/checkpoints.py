@@ -1,0 +1,66 @@
+"""Phase checkpoints in ``lh_checkpoints`` (``task.<task_id>.phase.<phase_id>``).
+
+A checkpoint is saved for every completed phase (name, result reference, status, task status,
+time) when ``pipeline.checkpoint.enabled``; the bucket's max age is
+``checkpoint.ttl_seconds``. Resume reads them first, and falls back to the event log for
+phases whose checkpoint expired. Checkpoints are written before the ``phase_completed`` event,
+so a crash between the two loses nothing: resume finds the result in the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import msgspec
+from longhaul.core.connection import Connection
+from nats.js.errors import KeyNotFoundError
+
+log = logging.getLogger(__name__)
+
+
+class Checkpoint(msgspec.Struct, kw_only=True, omit_defaults=True):
+    task_id: str
+    phase_id: str
+    name: str
+    result_ref: str
+    summary: str = ""
+    trace_id: str | None = None
+    status: str = "completed"
+    task_status: str = "running"
+    saved_at: float = msgspec.field(default_factory=time.time)
+
+
+def checkpoint_key(task_id: str, phase_id: str) -> str:
+    return f"task.{task_id}.phase.{phase_id}"
+
+
+class Checkpoints:
+    def __init__(self, conn: Connection, *, enabled: bool) -> None:
+        self.conn = conn
+        self.enabled = enabled
+
+    async def save(self, checkpoint: Checkpoint) -> None:
+        if not self.enabled:
+            return
+        kv = await self.conn.kv(self.conn.names.checkpoints)
+        await kv.put(
+            checkpoint_key(checkpoint.task_id, checkpoint.phase_id), msgspec.json.encode(checkpoint)
+        )
+
+    async def load(self, task_id: str, phase_id: str) -> Checkpoint | None:
+        """The phase's checkpoint; ``None`` if disabled, never saved, expired or unreadable."""
+        if not self.enabled:
+            return None
+        kv = await self.conn.kv(self.conn.names.checkpoints)
+        try:
+            entry = await kv.get(checkpoint_key(task_id, phase_id))
+        except KeyNotFoundError:
+            return None
+        if not entry.value:
+            return None
+        try:
+            return msgspec.json.decode(entry.value, type=Checkpoint)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("ignoring unreadable checkpoint %s/%s: %s", task_id, phase_id, exc)
+            return None

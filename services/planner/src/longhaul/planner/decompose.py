@@ -1,0 +1,101 @@
+"""Turn a task's goal into phases.
+
+An explicit ``options["phases"]`` list is validated and used as is. Otherwise the planner
+model answers with a JSON-schema-constrained plan, which must also pass the graph validation
+and the quality self-check; problems go back to the model once as the next turn of the same
+conversation. When the model is offline, fails, or stays wrong, the rule-based plan is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from longhaul.core.events import PhaseSpec
+from longhaul.llm.structured import complete_json
+from longhaul.llm.types import ChatMessage, Model, ModelError
+from longhaul.planner.fallback import rule_based_plan
+from longhaul.planner.models import CALL_TIMEOUT_S
+from longhaul.planner.plan_schema import InvalidPlan, parse_phases, plan_schema
+from longhaul.planner.quality import plan_issues
+
+log = logging.getLogger(__name__)
+
+ROUNDS = 2
+
+SYSTEM = """You are the planner of an autonomous agent platform. You decompose a goal into
+phases. Each phase is run by one agent that sees only the phase's description, its
+acceptance criteria and the results of the phases it depends on, so every description must
+be self-contained and concrete. Use depends_on only when a phase needs another phase's
+result: independent phases run in parallel. Give every phase checkable acceptance criteria.
+Use short lowercase ids (letters, digits, - and _). Answer with JSON only."""
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    phases: list[PhaseSpec]
+    source: str
+    """``options`` (given with the task), ``model`` or ``rules``."""
+    note: str = ""
+    """Why the model's plan was not used, when it was not."""
+
+
+def _prompt(goal: str, options: dict[str, Any], max_phases: int,
+            presets: Collection[str], tools: Collection[str]) -> str:
+    context = options.get("context")
+    return (
+        f"Goal:\n{goal}\n\n"
+        + (f"Context:\n{context}\n\n" if context else "")
+        + f"Plan at most {max_phases} phases.\n"
+        f"Presets (agent profiles) you may name: {', '.join(presets)}.\n"
+        f"Tools you may require: {', '.join(tools)}.\n"
+        "Answer as {\"phases\": [{\"id\", \"name\", \"description\", \"depends_on\", "
+        "\"preset\", \"tools\", \"criteria\"}]}."
+    )
+
+
+async def decompose(
+    goal: str,
+    options: dict[str, Any],
+    *,
+    model: Model | None,
+    max_phases: int,
+    presets: Collection[str],
+    tools: Collection[str],
+) -> Decomposition:
+    """The plan for ``goal``; raises :class:`InvalidPlan` only for an invalid explicit plan."""
+    if "phases" in options:
+        return Decomposition(parse_phases(options["phases"], max_phases=max_phases), "options")
+    if model is None:
+        return Decomposition(rule_based_plan(goal), "rules", "planner model is offline")
+    conversation: list[ChatMessage] = [
+        {"role": "user", "content": _prompt(goal, options, max_phases, presets, tools)}
+    ]
+    schema = plan_schema(max_phases)
+    problems: list[str] = []
+    for _ in range(ROUNDS):
+        try:
+            value, _response = await complete_json(
+                model, conversation, schema, system=SYSTEM, timeout_s=CALL_TIMEOUT_S
+            )
+        except (ModelError, TimeoutError) as exc:
+            problems = [f"model call failed: {exc or 'timeout'}"]
+            break
+        try:
+            specs = parse_phases(value["phases"], max_phases=max_phases)
+            problems = plan_issues(specs, goal, presets=presets, tools=tools)
+        except InvalidPlan as exc:
+            problems = [str(exc)]
+        if not problems:
+            return Decomposition(specs, "model")
+        conversation += [
+            {"role": "assistant", "content": json.dumps(value)},
+            {"role": "user", "content": "The plan has problems:\n- " + "\n- ".join(problems)
+             + "\nAnswer with the complete corrected plan."},
+        ]
+    note = "; ".join(problems)
+    log.warning("planner model gave no usable plan, using rules: %s", note)
+    return Decomposition(rule_based_plan(goal), "rules", note)

@@ -1,0 +1,242 @@
+"""The task state machine: re-read the task, take the next step, repeat until it waits.
+
+Every wake-up (a new task, a resume request, a step trace ending) calls :meth:`drive`, which
+folds the task's log and decides from that state alone, so redeliveries, crashes and several
+planner replicas are all harmless: each step appends with optimistic concurrency, and a
+conflict only means "re-read and decide again". One step is one decision:
+
+1. answer a pending resume request (``resumed``);
+2. plan a new task (``plan_created``, or ``task_failed`` for an invalid explicit plan);
+3. settle a running phase whose step traces all ended (``phase_completed`` / ``phase_failed``);
+4. recover from failed phases once nothing else runs (``replanned`` or ``task_failed``);
+5. finish (``task_completed``) when every phase completed;
+6. start ready phases up to ``max_concurrent_phases`` (``phase_started``, then their traces).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from longhaul.core import events as ev
+from longhaul.core.config import PipelineConfig
+from longhaul.core.connection import Connection
+from longhaul.core.state import TaskState
+from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.core.workspace import Workspace
+from longhaul.planner.checkpoints import Checkpoint, Checkpoints
+from longhaul.planner.decompose import decompose
+from longhaul.planner.merge import Candidate, merge
+from longhaul.planner.models import PlannerModels
+from longhaul.planner.offload import phase_output_key, store_output, summarise, task_output_key
+from longhaul.planner.plan_schema import InvalidPlan
+from longhaul.planner.replan import (
+    SINGLE_AGENT_ID,
+    FailureReport,
+    completed_ids,
+    reflect,
+    replan,
+    single_agent_phase,
+)
+from longhaul.planner.resume import resume_events
+from longhaul.planner.steps import (
+    competitors,
+    ensure_step_trace,
+    step_outcome,
+    step_trace_created,
+    step_trace_ids,
+    trace_status,
+)
+
+log = logging.getLogger(__name__)
+
+MAX_STEPS_PER_WAKE = 1000
+
+
+@dataclass
+class PlannerDeps:
+    conn: Connection
+    store: EventStore
+    workspace: Workspace
+    checkpoints: Checkpoints
+    models: PlannerModels
+    pipeline: PipelineConfig
+    presets: Collection[str]
+    tools: Collection[str]
+
+
+class TaskDriver:
+    def __init__(self, deps: PlannerDeps) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.pipeline = deps.pipeline
+
+    async def drive(self, task_id: str) -> None:
+        for _ in range(MAX_STEPS_PER_WAKE):
+            task = await self.store.load_task(task_id)
+            try:
+                if not await self.step(task):
+                    return
+            except ConcurrencyError:
+                log.info("task %s moved under us; re-reading", task_id)
+        log.error("task %s still busy after %d steps; leaving it for the next wake-up",
+                  task_id, MAX_STEPS_PER_WAKE)
+
+    async def step(self, task: TaskState) -> bool:
+        """Take one step; False when the task waits for something outside the planner."""
+        if not task.exists:
+            return False
+        if task.resumes > task.resumes_handled and task.status in ("planning", "running"):
+            events = await resume_events(task, self.deps.checkpoints)
+            await self._append(task, events)
+            return True
+        if task.is_final:
+            return False
+        if task.status == "planning":
+            await self._plan(task)
+            return True
+        for phase_id in task.running_phases():
+            if await self._settle(task, phase_id):
+                return True
+        if task.failed_phases():
+            if task.running_phases():
+                return False
+            await self._recover(task)
+            return True
+        if task.all_completed():
+            await self._complete(task)
+            return True
+        return await self._start_ready(task)
+
+    async def _append(self, task: TaskState, events: Sequence[ev.TaskEvent]) -> None:
+        await self.store.append(
+            "task", task.task_id, events,
+            expected=Position(task.stream_seq, task.version), actor="planner",
+        )
+
+    # ---------------------------------------------------------------- planning
+
+    async def _plan(self, task: TaskState) -> None:
+        try:
+            plan = await decompose(
+                task.goal, task.options, model=self.deps.models.planner(),
+                max_phases=self.pipeline.max_phases, presets=self.deps.presets,
+                tools=self.deps.tools,
+            )
+        except InvalidPlan as exc:
+            await self._append(task, [ev.TaskFailed(error=f"invalid plan: {exc}")])
+            return
+        if plan.note:
+            log.info("task %s planned by %s: %s", task.task_id, plan.source, plan.note)
+        await self._append(task, [ev.PlanCreated(phases=plan.phases, source=plan.source)])
+
+    # ---------------------------------------------------------------- scheduling
+
+    async def _start_ready(self, task: TaskState) -> bool:
+        slots = self.pipeline.max_concurrent_phases - len(task.running_phases())
+        ready = task.ready_phases()[: max(0, slots)]
+        if not ready:
+            return False
+        started = {
+            pid: step_trace_ids(task, task.phases[pid].spec, task.phases[pid].attempts + 1)
+            for pid in ready
+        }
+        await self._append(task, [
+            ev.PhaseStarted(phase_id=pid, trace_ids=ids, attempt=task.phases[pid].attempts + 1)
+            for pid, ids in started.items()
+        ])
+        for pid, ids in started.items():
+            for index, trace_id in enumerate(ids):
+                created = step_trace_created(task, task.phases[pid].spec, index)
+                await ensure_step_trace(self.store, trace_id, created)
+        return True
+
+    async def _settle(self, task: TaskState, phase_id: str) -> bool:
+        """Record the phase's result once all its step traces ended; False while they run."""
+        phase = task.phases[phase_id]
+        live = False
+        for index, trace_id in enumerate(phase.trace_ids):
+            status = await trace_status(self.deps.conn, trace_id)
+            if status is None:  # the planner died between phase_started and trace_created
+                await ensure_step_trace(
+                    self.store, trace_id, step_trace_created(task, phase.spec, index)
+                )
+            live = live or status in (None, "running")
+        if live:
+            return False
+        outcomes = [await step_outcome(self.store, tid) for tid in phase.trace_ids]
+        labels = [c.get("name") or c.get("model") or c.get("preset") or f"#{n}"
+                  for n, c in enumerate(competitors(phase.spec), 1)]
+        candidates = [
+            Candidate(label=str(label), trace_id=o.trace_id, output=o.output,
+                      model=competitors(phase.spec)[n].get("model"))
+            for n, (label, o) in enumerate(zip(labels, outcomes, strict=True))
+            if o.status == "completed"
+        ]
+        if not candidates:
+            error = "; ".join(f"{o.trace_id} {o.status}: {o.error or 'no error'}"
+                              for o in outcomes)
+            await self._append(task, [ev.PhaseFailed(phase_id=phase_id, error=error)])
+            return True
+        result = await merge(phase.spec.merge, phase.spec, candidates, self.deps.models)
+        log.info("task %s phase %s: %s", task.task_id, phase_id, result.note)
+        key = phase_output_key(task.task_id, phase_id)
+        output = await store_output(self.deps.workspace, key, result.output)
+        summary = summarise(output)
+        await self.deps.checkpoints.save(Checkpoint(
+            task_id=task.task_id, phase_id=phase_id, name=phase.spec.name, result_ref=key,
+            summary=summary, trace_id=result.trace_id, task_status=task.status or "running",
+        ))
+        await self._append(task, [ev.PhaseCompleted(
+            phase_id=phase_id, output_ref=key, summary=summary, trace_id=result.trace_id,
+        )])
+        return True
+
+    # ---------------------------------------------------------------- failure
+
+    async def _recover(self, task: TaskState) -> None:
+        reports = []
+        for pid in task.failed_phases():
+            phase = task.phases[pid]
+            tails = [(await step_outcome(self.store, tid)).transcript_tail
+                     for tid in phase.trace_ids[:1]]
+            reports.append(FailureReport(pid, phase.spec.name, phase.error, "".join(tails)))
+        model = self.deps.models.planner()
+        reflection, conversation = await reflect(task, reports, model)
+        kept = completed_ids(task)
+        if len(task.replans) < self.pipeline.max_replan_attempts:
+            plan = await replan(
+                task, reflection, conversation, model, max_phases=self.pipeline.max_phases,
+                presets=self.deps.presets, tools=self.deps.tools,
+            )
+            log.info("task %s replanned by %s", task.task_id, plan.source)
+            event: ev.TaskEvent = ev.Replanned(
+                reflection=reflection, phases=plan.phases, kept=plan.kept
+            )
+        elif self.pipeline.single_agent_fallback and SINGLE_AGENT_ID not in task.phases:
+            event = ev.Replanned(
+                reflection=reflection, phases=[single_agent_phase(task, reflection)], kept=kept
+            )
+        else:
+            failed = ", ".join(task.failed_phases())
+            event = ev.TaskFailed(
+                error=f"phase {failed} failed after {len(task.replans)} replans",
+                reflections=[*task.replans, reflection],
+            )
+        await self._append(task, [event])
+
+    # ---------------------------------------------------------------- completion
+
+    async def _complete(self, task: TaskState) -> None:
+        needed = {dep for pid in task.order for dep in task.phases[pid].spec.depends_on}
+        sinks = [pid for pid in task.order if pid not in needed]
+        parts = []
+        for pid in sinks:
+            entry = await self.deps.workspace.get(task.phases[pid].output_ref)
+            text = entry.value.decode(errors="replace") if entry else task.phases[pid].summary
+            parts.append(text if len(sinks) == 1 else f"## {task.phases[pid].spec.name}\n{text}")
+        output = await store_output(
+            self.deps.workspace, task_output_key(task.task_id), "\n\n".join(parts)
+        )
+        await self._append(task, [ev.TaskCompleted(summary=summarise(output))])

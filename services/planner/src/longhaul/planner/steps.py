@@ -1,0 +1,149 @@
+"""Step traces: the trace aggregates that run a task's phases.
+
+The planner only talks to them through events: it appends ``trace_created`` (with the task
+and phase, preset, tools, verification and the phase brief) and later reads their final
+events. Step trace ids are derived from (task, plan round, phase, attempt, competitor), so
+creating one twice — a retry, a redelivery, two planner replicas — lands on the same
+aggregate, and the optimistic-concurrency append makes the second creation a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from longhaul.core import events as ev
+from longhaul.core.connection import Connection
+from longhaul.core.events import PhaseSpec, TraceConfig
+from longhaul.core.state import TaskState
+from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.planner.context import phase_brief
+from nats.js.errors import NotFoundError
+
+FINAL_EVENTS = {"completed": "completed", "failed": "failed", "stopped": "stopped"}
+WORKSPACE_TOOL = "workspace_read"
+
+
+def step_trace_id(task_id: str, plan_round: int, phase_id: str, attempt: int, index: int) -> str:
+    digest = hashlib.sha256(
+        f"{task_id}|{plan_round}|{phase_id}|{attempt}|{index}".encode()
+    ).hexdigest()
+    return f"st_{digest[:24]}"
+
+
+def competitors(spec: PhaseSpec) -> list[dict[str, Any]]:
+    """Who runs the phase: its competitors, or the phase itself as the only one."""
+    return spec.competitors or [{"preset": spec.preset, "model": spec.model}]
+
+
+def step_trace_ids(task: TaskState, spec: PhaseSpec, attempt: int) -> list[str]:
+    plan_round = len(task.replans)
+    return [
+        step_trace_id(task.task_id, plan_round, spec.id, attempt, index)
+        for index in range(len(competitors(spec)))
+    ]
+
+
+def step_config(task: TaskState, spec: PhaseSpec, competitor: dict[str, Any]) -> TraceConfig:
+    tools = spec.tools
+    if tools is not None and spec.depends_on and WORKSPACE_TOOL not in tools:
+        tools = [*tools, WORKSPACE_TOOL]
+    verification = spec.verification
+    if verification and verification.get("judge") is True and "criteria" not in verification:
+        verification = {**verification, "criteria": spec.criteria}
+    options = task.options
+    return TraceConfig(
+        model=competitor.get("model") or spec.model or _str(options.get("model")),
+        preset=competitor.get("preset") or spec.preset,
+        tools=tools,
+        verification=verification,
+        working_dir=_str(options.get("working_dir")),
+    )
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def step_trace_created(
+    task: TaskState, spec: PhaseSpec, index: int
+) -> ev.TraceCreated:
+    competitor = competitors(spec)[index]
+    label = competitor.get("name") or competitor.get("model") or competitor.get("preset")
+    name = f"{spec.name}" + (f" [{label}]" if spec.competitors else "")
+    return ev.TraceCreated(
+        messages=[ev.InputMessage(role="user", content=phase_brief(task, spec))],
+        config=step_config(task, spec, competitor),
+        name=name,
+        owner=task.owner,
+        task_id=task.task_id,
+        phase_id=spec.id,
+    )
+
+
+async def ensure_step_trace(store: EventStore, trace_id: str, created: ev.TraceCreated) -> bool:
+    """Create the trace unless it exists; True if this call created it."""
+    try:
+        await store.append("trace", trace_id, [created], expected=Position(), actor="planner")
+    except ConcurrencyError:
+        return False
+    return True
+
+
+async def trace_status(conn: Connection, trace_id: str) -> str | None:
+    """``None`` if the trace does not exist, its final status, or ``running`` (live)."""
+    try:
+        last = await conn.js.get_last_msg(
+            conn.names.stream, conn.names.aggregate_filter("trace", trace_id)
+        )
+    except NotFoundError:
+        return None
+    event_type = (last.subject or "").rsplit(".", 1)[-1]
+    return FINAL_EVENTS.get(event_type, "running")
+
+
+async def task_id_of_trace(conn: Connection, trace_id: str) -> str | None:
+    """The task a trace runs a phase of (from its ``trace_created``), if any."""
+    try:
+        first = await conn.js.get_last_msg(
+            conn.names.stream, conn.names.subject("trace", trace_id, "trace_created")
+        )
+    except NotFoundError:
+        return None
+    try:
+        created = ev.decode(first.data or b"")
+    except ev.EventDecodeError:
+        return None
+    return created.task_id if isinstance(created, ev.TraceCreated) else None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    trace_id: str
+    status: str
+    output: str = ""
+    error: str = ""
+    transcript_tail: str = ""
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+TAIL_CHARS = 4000
+
+
+async def step_outcome(store: EventStore, trace_id: str) -> StepOutcome:
+    """A final trace's result: its last assistant answer, or why it did not finish."""
+    state = await store.load_trace(trace_id)
+    path = state.main_path()
+    answers = [m for m in path if m.role == "assistant" and not m.tool_calls]
+    output = _text(answers[-1].content) if answers else (state.summary or "")
+    error = state.error or (f"stopped: {state.stop_reason}" if state.status == "stopped" else "")
+    tail = "\n".join(f"[{m.role}] {_text(m.content)}" for m in path[-6:])[-TAIL_CHARS:]
+    return StepOutcome(trace_id, state.status or "running", output, error, tail)

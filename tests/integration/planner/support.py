@@ -1,0 +1,272 @@
+"""Helpers for planner tests: tasks, waiting on the task log, planners in-process or as real
+subprocesses, and a step-trace completer that plays the executor's part where a test needs
+exact control over which phase succeeds, fails or stays running."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import msgspec
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig
+from longhaul.core.connection import Connection
+from longhaul.core.ids import new_id
+from longhaul.core.service import ServiceContext, open_context
+from longhaul.core.state import TaskState
+from longhaul.core.store import EventStore, Position
+from longhaul.planner.main import run as run_planner
+
+# ------------------------------------------------------------------------------ tasks
+
+
+def phase(pid: str, *deps: str, **fields: Any) -> dict[str, Any]:
+    return {"id": pid, "name": f"Phase {pid}", "description": f"do {pid}",
+            "depends_on": list(deps), "tools": [], **fields}
+
+
+async def create_task(
+    store: EventStore, goal: str = "a goal", *, phases: list[dict[str, Any]] | None = None,
+    **options: Any,
+) -> str:
+    task_id = new_id("task")
+    if phases is not None:
+        options["phases"] = phases
+    await store.append("task", task_id, [ev.TaskCreated(goal=goal, options=options)],
+                       expected=Position(), actor="test")
+    return task_id
+
+
+async def request_resume(store: EventStore, task_id: str) -> None:
+    task = await store.load_task(task_id)
+    event = ev.ResumeRequested()
+    probe = msgspec.convert(msgspec.to_builtins(task), TaskState)
+    probe.apply(event)  # what the gateway does: refuse a resume that cannot apply
+    await store.append("task", task_id, [event],
+                       expected=Position(task.stream_seq, task.version), actor="test")
+
+
+async def task_events(store: EventStore, task_id: str) -> list[ev.Event]:
+    return [r.event async for r in store.replay("task", task_id)]
+
+
+def final_task(task: TaskState) -> bool:
+    return task.is_final
+
+
+async def wait_task(
+    store: EventStore, task_id: str,
+    predicate: Callable[[TaskState], bool] = final_task, *, within: float = 30.0,
+) -> TaskState:
+    """Fold the task's events live until ``predicate`` holds (TimeoutError after ``within``)."""
+    task = TaskState()
+    try:
+        async with asyncio.timeout(within):
+            async for recorded in store.watch("task", task_id):
+                task.apply(recorded.event, recorded.seq)
+                if predicate(task):
+                    return task
+    except TimeoutError:
+        phases = {pid: p.status for pid, p in task.phases.items()}
+        raise TimeoutError(f"task {task_id} stuck: {task.status} {phases} {task.error}") from None
+    raise AssertionError("watch ended")
+
+
+def max_running(events: list[ev.Event]) -> int:
+    """The most phases the task log ever shows running at once."""
+    running: set[str] = set()
+    most = 0
+    for event in events:
+        if isinstance(event, ev.PhaseStarted):
+            running.add(event.phase_id)
+        elif isinstance(event, ev.PhaseCompleted | ev.PhaseFailed):
+            running.discard(event.phase_id)
+        most = max(most, len(running))
+    return most
+
+
+def position(events: list[ev.Event], kind: type[ev.Event], phase_id: str, nth: int = 0) -> int:
+    """Index in the task log of the ``nth`` ``kind`` event for ``phase_id``."""
+    hits = [i for i, e in enumerate(events)
+            if isinstance(e, kind) and getattr(e, "phase_id", None) == phase_id]
+    return hits[nth]
+
+
+# ------------------------------------------------------------------------------ planners
+
+
+class InProcessPlanner:
+    """``longhaul.planner.main.run`` on its own connection in the test's event loop."""
+
+    def __init__(self, config: LonghaulConfig) -> None:
+        self.config = config
+        self.ctx: ServiceContext | None = None
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Self:
+        self.ctx = await open_context("planner", self.config)
+        self.task = asyncio.create_task(run_planner(self.ctx))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.ctx is not None and self.task is not None
+        self.ctx.shutdown.set()
+        await asyncio.wait_for(self.task, timeout=15)
+        await self.ctx.close()
+
+
+def service_env(config: LonghaulConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for a service subprocess reproducing ``config``'s relevant settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    pipeline = config.pipeline
+    env.update({
+        "LONGHAUL_NATS__URL": config.nats.url,
+        "LONGHAUL_NATS__NAMESPACE": config.nats.namespace,
+        "LONGHAUL_MODELS__DEFAULT": config.models.default,
+        "LONGHAUL_MODELS__ROLES": msgspec.json.encode(config.models.roles).decode(),
+        "LONGHAUL_PIPELINE__MAX_CONCURRENT_PHASES": str(pipeline.max_concurrent_phases),
+        "LONGHAUL_PIPELINE__MAX_REPLAN_ATTEMPTS": str(pipeline.max_replan_attempts),
+        "LONGHAUL_PIPELINE__CHECKPOINT__ENABLED": str(pipeline.checkpoint.enabled).lower(),
+        "LONGHAUL_LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra or {})
+    return env
+
+
+class PlannerProcess:
+    """``python -m longhaul.planner.main`` as a real subprocess (for kill -9)."""
+
+    def __init__(self, config: LonghaulConfig, log_dir: Path) -> None:
+        self.env = service_env(config)
+        self.log_path = log_dir / f"planner-{new_id('p')}.log"
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> Self:
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "longhaul.planner.main",
+                env=self.env, stdout=log, stderr=log, start_new_session=True,
+            )
+        finally:
+            os.close(log)
+        return self
+
+    async def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await asyncio.wait_for(self.process.wait(), timeout=10)
+
+    async def stop(self) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout=15)
+        except TimeoutError:
+            await self.kill()
+
+    def log_tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+
+def temp_dir() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="lh-planner-")
+
+
+# ------------------------------------------------------------------------------ step traces
+
+
+@dataclass(frozen=True)
+class Succeed:
+    output: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    error: str
+
+
+Outcome = Succeed | Fail
+Policy = Callable[[ev.TraceCreated, int], Awaitable[Outcome]]
+"""Given a step trace's creation and how many traces its phase had before, what to do."""
+
+
+async def succeed_with_phase_name(created: ev.TraceCreated, _earlier: int) -> Outcome:
+    return Succeed(f"output of {created.phase_id}")
+
+
+@dataclass
+class StepCompleter:
+    """Ends step traces the way an executor would (answer + ``completed``, or ``failed``),
+    as decided by ``policy``. Records every step trace it saw, per phase, in creation order."""
+
+    conn: Connection
+    store: EventStore
+    policy: Policy = succeed_with_phase_name
+    seen: dict[str, list[ev.TraceCreated]] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _sub: Any = None
+
+    async def __aenter__(self) -> Self:
+        subject = self.conn.names.type_filter("trace", "trace_created")
+        self._sub = await self.conn.nc.subscribe(subject, cb=self._on_created)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._sub.unsubscribe()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _on_created(self, msg: Any) -> None:
+        created = ev.decode(msg.data)
+        if not isinstance(created, ev.TraceCreated) or created.phase_id is None:
+            return
+        earlier = self.seen.setdefault(created.phase_id, [])
+        attempt = len(earlier)
+        earlier.append(created)
+        task = asyncio.create_task(self._finish(created, attempt))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, created: ev.TraceCreated, attempt: int) -> None:
+        outcome = await self.policy(created, attempt)
+        trace_id = created.aggregate_id
+        state = await self.store.load_trace(trace_id)
+        events: list[ev.TraceEvent]
+        if isinstance(outcome, Succeed):
+            events = [
+                ev.MessageAppended(sequence=state.last_sequence + 1,
+                                   parent_sequence=state.head_sequence, role="assistant",
+                                   content=outcome.output),
+                ev.Completed(summary=outcome.output[:100]),
+            ]
+        else:
+            events = [ev.Failed(error=outcome.error)]
+        await self.store.append("trace", trace_id, events,
+                                expected=Position(state.stream_seq, state.version), actor="test")
+
+    def trace_ids(self, phase_id: str) -> list[str]:
+        return [c.aggregate_id for c in self.seen.get(phase_id, [])]
