@@ -3,13 +3,17 @@ an in-memory workspace. Nothing here imitates NATS or HTTP."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from longhaul.agent import AgentEnv, Engine, Middleware, ToolRegistry
 from longhaul.agent.tools import ToolContext, ToolSettings
 from longhaul.core import events as ev
+from longhaul.core.config import PipelineConfig
 from longhaul.core.state import TraceState
+from longhaul.llm.scripted import ScriptedModel
+from longhaul.llm.types import ModelRequest, ModelResponse
 
 
 class MemorySink:
@@ -79,3 +83,98 @@ def tool_context(
         settings=settings or ToolSettings(),
         **extra,
     )
+
+
+Turn = dict[str, Any] | ModelResponse | Exception | Callable[[ModelRequest], Any]
+
+
+class Script:
+    """Turns answered in order (whatever the history looks like), each request recorded.
+
+    A turn is a scripted-provider dict (``{"content"}``, ``{"tool_calls": [...]}``), a
+    ``ModelResponse``, an exception to raise, or a callable of the request returning either.
+    """
+
+    def __init__(self, *turns: Turn) -> None:
+        self.turns = list(turns)
+        self.requests: list[ModelRequest] = []
+
+    def __call__(self, request: ModelRequest) -> Any:
+        self.requests.append(request)
+        if not self.turns:
+            raise AssertionError("the script ran out of turns")
+        turn = self.turns.pop(0)
+        if callable(turn) and not isinstance(turn, ModelResponse):
+            turn = turn(request)
+        if isinstance(turn, Exception):
+            raise turn
+        return turn
+
+
+def scripted(*turns: Turn, name: str = "scripted:test") -> tuple[ScriptedModel, Script]:
+    script = Script(*turns)
+    return ScriptedModel(script, name=name, chunk_chars=3), script
+
+
+def call(name: str, arguments: dict[str, Any] | str | None = None, id: str | None = None) -> dict:
+    entry: dict[str, Any] = {"name": name, "arguments": arguments if arguments is not None else {}}
+    if id is not None:
+        entry["id"] = id
+    return entry
+
+
+def calls(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": list(entries)}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"content": text}
+
+
+class FixedClock:
+    """A clock that only moves when told to (throttling and durations without sleeping)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_engine(
+    working_root: Path,
+    *,
+    tools: ToolRegistry | None = None,
+    config: PipelineConfig | None = None,
+    middleware: Sequence[Middleware] | None = None,
+    **env: Any,
+) -> Engine:
+    env.setdefault("clock", FixedClock())
+    return Engine(
+        tools=tools,
+        config=config,
+        env=AgentEnv(working_root=working_root, **env),
+        middleware=middleware,
+    )
+
+
+def path_roles(state: TraceState) -> list[str]:
+    return [state.messages[seq].role for seq in state.path]
+
+
+def assert_tool_pairs_complete(messages: list[dict[str, Any]]) -> None:
+    """Every assistant tool call is answered before the next non-tool message."""
+    open_calls: set[str] = set()
+    for position, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            assert message.get("tool_call_id") in open_calls, (position, message)
+            open_calls.discard(message["tool_call_id"])
+            continue
+        assert not open_calls, f"unanswered {open_calls} before message {position}: {message}"
+        if role == "assistant":
+            open_calls = {c["id"] for c in message.get("tool_calls") or ()}
+    assert not open_calls, f"request ends with unanswered calls {open_calls}"

@@ -14,9 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
 
 import msgspec
-
 from longhaul.core.events import TraceEvent
-from longhaul.core.state import TraceState
 
 
 class StaleState(Exception):

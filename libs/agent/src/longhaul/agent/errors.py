@@ -13,3 +13,8 @@ class ToolError(Exception):
     def __init__(self, message: str, *, code: str = "tool_error") -> None:
         super().__init__(message)
         self.code = code
+
+
+class TurnConfigError(ValueError):
+    """The trace's configuration cannot run here (e.g. a working directory outside the root);
+    the engine fails the trace with ``stop_reason="config_error"`` instead of crashing."""

@@ -1,0 +1,73 @@
+"""How a turn ends: a stop, a final answer (completed or sent to verification), a failure."""
+
+from __future__ import annotations
+
+import msgspec
+from longhaul.agent.contract import TurnEnd, TurnOutcome
+from longhaul.agent.messages import failure, tool_message
+from longhaul.agent.turn import Turn
+from longhaul.core.events import Completed, Failed, Stopped, VerificationRequested
+from longhaul.core.state import Message
+from longhaul.llm.prompt import content_text
+
+STOP_REQUESTED = "stop_requested"
+MAX_ITERATIONS = "max_iterations"
+
+
+def is_final_answer(message: Message | None) -> bool:
+    """An assistant message without tool calls on the main path: the agent's answer."""
+    return (
+        message is not None
+        and message.role == "assistant"
+        and not message.tool_calls
+        and message.branch_type == "main"
+    )
+
+
+async def stop(turn: Turn, reason: str, *, end: TurnEnd = "stopped") -> TurnOutcome:
+    """``Stopped(reason)``; calls of the last model turn that never ran are answered first so
+    the conversation stays well-formed for whoever continues it."""
+    state = turn.state
+    batch = turn.batch()
+    if state.status == "running":
+        for call in state.unanswered_tool_calls():
+            tool_message(
+                batch,
+                call,
+                failure("not_run", f"not run: the trace stopped ({reason})"),
+                synthetic=True,
+            )
+    batch.add(Stopped(reason=reason))
+    await turn.emit(batch)
+    return TurnOutcome(end=end, steps=turn.steps, stop_reason=reason)
+
+
+async def fail(turn: Turn, error: str, reason: str, log: str = "") -> TurnOutcome:
+    await turn.emit([Failed(error=error, stop_reason=reason, log=log)])
+    return TurnOutcome(end="failed", steps=turn.steps, stop_reason=reason)
+
+
+async def finish(turn: Turn, answer: Message) -> TurnOutcome:
+    """The final answer completes the trace, or goes to the verifier when one is configured
+    (the turn then waits; the verdict wakes the trace, see ``settle``)."""
+    state = turn.state
+    text = content_text(answer.content)
+    if state.config.verification is not None:
+        await turn.emit(
+            [
+                VerificationRequested(
+                    attempt=state.verification.attempts + 1,
+                    answer_sequence=answer.sequence,
+                    answer=text,
+                    method=state.config.verification,
+                )
+            ]
+        )
+        return TurnOutcome(end="waiting", steps=turn.steps)
+    return await complete(turn, text)
+
+
+async def complete(turn: Turn, summary: str) -> TurnOutcome:
+    totals = msgspec.structs.replace(turn.state.totals)
+    await turn.emit([Completed(summary=summary, totals=totals)])
+    return TurnOutcome(end="completed", steps=turn.steps)

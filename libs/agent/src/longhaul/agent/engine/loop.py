@@ -1,0 +1,111 @@
+"""The ReAct loop of one turn.
+
+Entry: a trace that is not running has nothing to do (a waiting one is only stopped if a stop
+was requested). Then ``before_agent``, a pending stop request, what arrived while the trace
+waited (``settle``), a requested reflection. Then, step by step: stop request → final answer
+at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
+(wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
+emitted before the next action. A crash therefore loses at most the call in flight.
+"""
+
+from __future__ import annotations
+
+from longhaul.agent.contract import TurnOutcome
+from longhaul.agent.engine.endings import (
+    MAX_ITERATIONS,
+    STOP_REQUESTED,
+    fail,
+    finish,
+    is_final_answer,
+    stop,
+)
+from longhaul.agent.engine.model_call import streaming_call
+from longhaul.agent.engine.reflection import reflect
+from longhaul.agent.engine.settle import settle
+from longhaul.agent.engine.tool_calls import innermost, run_tool_calls
+from longhaul.agent.errors import TurnConfigError
+from longhaul.agent.middleware.chain import MiddlewareChain
+from longhaul.agent.turn import Step, Turn, elapsed_ms
+from longhaul.core.events import FunctionCall, ToolCallRecord
+from longhaul.llm.types import ModelError
+
+
+class TurnLoop:
+    def __init__(self, turn: Turn, chain: MiddlewareChain) -> None:
+        self.turn = turn
+        self.chain = chain
+        self.call_model = chain.model_handler(turn, streaming_call(turn))
+        self.call_tool = chain.tool_handler(turn, innermost(turn))
+
+    async def run(self) -> TurnOutcome:
+        turn, state = self.turn, self.turn.state
+        if state.status == "waiting":
+            if state.stop_requested:
+                return await stop(turn, STOP_REQUESTED)
+            return TurnOutcome(end="waiting")
+        if state.status != "running":
+            end = state.status if state.status in ("completed", "failed", "stopped") else "failed"
+            return TurnOutcome(end=end, stop_reason=state.stop_reason)
+        try:
+            await self.chain.before_agent(turn)
+        except TurnConfigError as exc:
+            return await fail(turn, str(exc), "config_error")
+        if state.stop_requested:
+            return await stop(turn, STOP_REQUESTED)
+        outcome = await settle(turn)
+        if outcome is not None:
+            return outcome
+        if state.reflect_requested:
+            await reflect(turn)
+        while outcome is None:
+            outcome = await self._step()
+        await self.chain.after_agent(turn, outcome)
+        return outcome
+
+    async def _step(self) -> TurnOutcome | None:
+        turn, state = self.turn, self.turn.state
+        if state.stop_requested:
+            return await stop(turn, STOP_REQUESTED)
+        head = state.messages.get(state.head_sequence)
+        if is_final_answer(head):
+            assert head is not None
+            return await finish(turn, head)
+        if turn.steps >= turn.max_iterations:
+            return await stop(turn, MAX_ITERATIONS, end="max_iterations")
+        request = turn.request()
+        await self.chain.before_model(turn, request)
+        if turn.stop_reason is not None:
+            return await stop(turn, turn.stop_reason)
+        started = turn.env.clock()
+        try:
+            response = await self.call_model(request)
+        except ModelError as exc:
+            return await fail(turn, f"model call failed: {exc}", "model_error")
+        turn.steps += 1
+        step = Step(
+            request=request, response=response, duration_ms=elapsed_ms(turn.env.clock, started)
+        )
+        await self.chain.after_model(turn, step)
+        batch = turn.batch()
+        calls = [
+            ToolCallRecord(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments))
+            for c in response.tool_calls
+        ]
+        batch.message(
+            "assistant",
+            content=response.content if response.content or not calls else None,
+            tool_calls=calls or None,
+            usage=step.usage,
+            cost=step.cost,
+            duration_ms=step.duration_ms,
+            model=response.model or turn.model.name,
+            provider_fields=response.provider_fields or None,
+        )
+        for event in step.events:
+            batch.add(event)
+        await turn.emit(batch)
+        if turn.stop_reason is not None:
+            return await stop(turn, turn.stop_reason)
+        if not calls:
+            return None
+        return await run_tool_calls(turn, step, self.call_tool)

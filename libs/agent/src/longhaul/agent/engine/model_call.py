@@ -1,0 +1,44 @@
+"""The innermost model handler: stream the response, forward deltas and retry notices."""
+
+from __future__ import annotations
+
+from longhaul.agent.contract import LiveUpdate
+from longhaul.agent.engine.deltas import DeltaThrottle
+from longhaul.agent.middleware.base import ModelHandler
+from longhaul.agent.turn import Turn
+from longhaul.llm.types import (
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    RetryNotice,
+    StreamEnd,
+    TextDelta,
+)
+
+
+def streaming_call(turn: Turn) -> ModelHandler:
+    async def call(request: ModelRequest) -> ModelResponse:
+        live = turn.live
+        if live is None:
+            return await turn.model.complete(request)
+        throttle = DeltaThrottle(live, turn.config.streaming.flush_interval_ms, turn.env.clock)
+        final: ModelResponse | None = None
+        async for event in turn.model.stream(request):
+            if isinstance(event, TextDelta):
+                await throttle.push(event.text)
+            elif isinstance(event, RetryNotice):
+                await throttle.flush()
+                await live(
+                    LiveUpdate(
+                        kind="retry",
+                        text=f"attempt {event.attempt} in {event.delay_s:.1f}s: {event.reason}",
+                    )
+                )
+            elif isinstance(event, StreamEnd):
+                final = event.response
+        await throttle.flush()
+        if final is None:
+            raise ModelError("model stream ended without a final response")
+        return final
+
+    return call

@@ -1,0 +1,113 @@
+"""Running the tool calls of one model turn, in order, each result emitted before the next.
+
+A call either answers now (its recorded events and its tool message go out as one batch) or
+is :class:`Deferred`: its events go out, its result comes in a later turn. Several deferrals
+of the same kind (sub-traces) join one wait; a deferral that would need a second, different
+wait (or a second question to the human) is refused with ``deferred_conflict`` so the model
+issues it again later. After the last call, a pending deferral becomes ``Waiting``.
+"""
+
+from __future__ import annotations
+
+from longhaul.agent.contract import LiveUpdate, TurnOutcome
+from longhaul.agent.engine.attachments import store_attachments
+from longhaul.agent.engine.endings import STOP_REQUESTED, stop
+from longhaul.agent.errors import ToolError
+from longhaul.agent.invocation import ToolInvocation
+from longhaul.agent.messages import failure, tool_message
+from longhaul.agent.middleware.base import ToolHandler
+from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
+from longhaul.agent.turn import Step, Turn
+from longhaul.core.events import Waiting
+
+
+def innermost(turn: Turn) -> ToolHandler:
+    """The call itself, under every ``wrap_tool_call``."""
+
+    async def execute(invocation: ToolInvocation) -> ToolReply:
+        if invocation.tool is None:
+            available = ", ".join(turn.tools.names()) or "none"
+            raise ToolError(
+                f"unknown tool {invocation.name!r}; available: {available}", code="unknown_tool"
+            )
+        return await invocation.tool.run(invocation.ctx, invocation.arguments())
+
+    return execute
+
+
+class _Wait:
+    def __init__(self, first: Deferred, call_id: str) -> None:
+        self.reason = first.reason
+        self.details = [first.detail]
+        self.tool_call_id = call_id if first.reason == "human" else None
+
+    def joins(self, other: Deferred) -> bool:
+        return other.reason == self.reason and other.reason != "human"
+
+
+async def run_tool_calls(turn: Turn, step: Step, handler: ToolHandler) -> TurnOutcome | None:
+    wait: _Wait | None = None
+    for call in step.calls:
+        if turn.state.stop_requested:
+            return await stop(turn, STOP_REQUESTED)
+        preset = step.answered.get(call.id)
+        if preset is not None:
+            batch = turn.batch()
+            tool_message(batch, call, preset, synthetic=True)
+            await turn.emit(batch)
+            continue
+        invocation = ToolInvocation(call, turn.tools.get(call.name), turn.tool_context(call.id))
+        await turn.notify(LiveUpdate(kind="tool_start", tool=call.name, tool_call_id=call.id))
+        reply = await handler(invocation)
+        if isinstance(reply, Deferred):
+            if wait is None or wait.joins(reply):
+                await turn.emit(invocation.ctx.recorded)
+                if wait is None:
+                    wait = _Wait(reply, call.id)
+                else:
+                    wait.details.append(reply.detail)
+                await turn.notify(
+                    LiveUpdate(
+                        kind="tool_end",
+                        tool=call.name,
+                        tool_call_id=call.id,
+                        text=f"waiting: {reply.reason}",
+                    )
+                )
+                continue
+            reply = failure(
+                "deferred_conflict",
+                f"not started: this turn already waits for {wait.reason}; call {call.name} "
+                "again once that is answered",
+            )
+            invocation.ctx.recorded.clear()
+        await _answer(turn, invocation, reply)
+    if wait is None:
+        return None
+    await turn.emit(
+        [
+            Waiting(
+                reason=wait.reason, detail=", ".join(wait.details), tool_call_id=wait.tool_call_id
+            )
+        ]
+    )
+    return TurnOutcome(end="waiting", steps=turn.steps)
+
+
+async def _answer(turn: Turn, invocation: ToolInvocation, reply: ToolResult) -> None:
+    call = invocation.call
+    batch = turn.batch()
+    for event in invocation.ctx.recorded:
+        batch.add(event)
+    extra = await store_attachments(turn, call.id, reply)
+    message = tool_message(batch, call, reply, extra=extra)
+    await turn.emit(batch)
+    await turn.notify(
+        LiveUpdate(
+            kind="tool_end",
+            tool=call.name,
+            tool_call_id=call.id,
+            text=reply.title,
+            sequence=message.sequence,
+        )
+    )

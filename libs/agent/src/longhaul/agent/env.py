@@ -1,0 +1,42 @@
+"""``AgentEnv``: the long-lived surroundings of every turn (set up once per executor)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from longhaul.agent.context_hooks import ContextHooks
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.skills import SkillIndex
+from longhaul.agent.tools.settings import ToolSettings
+from longhaul.agent.workspace import Workspace
+from longhaul.core.config import ModelsConfig
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class AgentEnv:
+    """What the engine needs besides the trace, the sink and the model.
+
+    ``working_root``: traces work in it, or in their ``config.working_dir`` resolved inside
+    it (an absolute ``working_dir`` outside the root is refused: set the root to ``/`` to
+    allow anything). ``models`` supplies price and context-limit overrides. ``clock`` (for
+    durations and delta throttling) and ``now`` (for the prompt's date) are injectable so
+    tests never sleep.
+    """
+
+    presets: PresetCatalog = field(default_factory=PresetCatalog)
+    skills: SkillIndex = field(default_factory=lambda: SkillIndex(()))
+    workspace: Workspace | None = None
+    working_root: Path = field(default_factory=Path.cwd)
+    tool_settings: ToolSettings = field(default_factory=ToolSettings)
+    models: ModelsConfig | None = None
+    context_hooks: ContextHooks = field(default_factory=ContextHooks)
+    clock: Callable[[], float] = time.monotonic
+    now: Callable[[], datetime] = _utcnow

@@ -1,0 +1,44 @@
+"""Tool messages the harness writes itself, and the text of tool results."""
+
+from __future__ import annotations
+
+from longhaul.agent.batch import Batch
+from longhaul.agent.tools.result import ToolResult
+from longhaul.core.events import MessageAppended, ToolCallRecord
+from longhaul.llm.types import ToolCall
+
+
+def error_text(code: str, message: str) -> str:
+    return f"Error ({code}): {message}"
+
+
+def failure(code: str, message: str) -> ToolResult:
+    """A tool answer that reports a failure the model can act on."""
+    return ToolResult(output=error_text(code, message), error_code=code)
+
+
+def tool_message(
+    batch: Batch,
+    call: ToolCall | ToolCallRecord,
+    result: ToolResult,
+    *,
+    synthetic: bool = False,
+    extra: str = "",
+) -> MessageAppended:
+    call_id, name = _identify(call)
+    return batch.message(
+        "tool",
+        content=result.output + extra,
+        tool_call_id=call_id,
+        name=name,
+        error_code=result.error_code,
+        long_term_memory=result.long_term_memory,
+        include_output_only_once=result.include_output_only_once,
+        synthetic=synthetic,
+    )
+
+
+def _identify(call: ToolCall | ToolCallRecord) -> tuple[str, str]:
+    if isinstance(call, ToolCall):
+        return call.id, call.name
+    return call.id, call.function.name

@@ -1,0 +1,89 @@
+"""``default_middleware(config)``: the twelve built-ins in DESIGN.md §5 order, adjusted by
+``PipelineConfig.middleware``.
+
+Each entry of that list names a middleware (``LoopDetection`` or ``loop_detection``) and may
+switch it off. Listed names are re-ordered among themselves, in the slots they occupy by
+default, so switching one off or swapping two never moves the others.
+"""
+
+from __future__ import annotations
+
+import re
+
+from longhaul.agent.guardrail_policy import GuardrailPolicy
+from longhaul.agent.middleware.base import Middleware
+from longhaul.agent.middleware.clarification import Clarification
+from longhaul.agent.middleware.context_injection import ContextInjection
+from longhaul.agent.middleware.dangling import DanglingToolCall
+from longhaul.agent.middleware.guardrail import Guardrail
+from longhaul.agent.middleware.loop_detection import LoopDetection
+from longhaul.agent.middleware.prompt_cache import PromptCache
+from longhaul.agent.middleware.schema_validation import ToolSchemaValidation
+from longhaul.agent.middleware.subagent_limit import SubagentLimit
+from longhaul.agent.middleware.summarization import ContextLimit, Summarization
+from longhaul.agent.middleware.token_usage import TokenUsage
+from longhaul.agent.middleware.tool_errors import ToolErrorHandling
+from longhaul.agent.middleware.trace_context import TraceContext
+from longhaul.core.config import PipelineConfig
+
+DEFAULT_ORDER = (
+    "TraceContext",
+    "DanglingToolCall",
+    "ToolErrorHandling",
+    "ToolSchemaValidation",
+    "Guardrail",
+    "Summarization",
+    "ContextInjection",
+    "PromptCache",
+    "TokenUsage",
+    "SubagentLimit",
+    "LoopDetection",
+    "Clarification",
+)
+
+
+def normalise(name: str) -> str:
+    """``loop_detection``, ``LoopDetection`` and ``loop-detection-middleware`` are one name."""
+    key = re.sub(r"[^a-z]", "", name.lower())
+    return key.removesuffix("middleware")
+
+
+def default_middleware(
+    config: PipelineConfig | None = None,
+    *,
+    guardrail: GuardrailPolicy | None = None,
+    context_limit: ContextLimit | None = None,
+) -> list[Middleware]:
+    config = config or PipelineConfig()
+    built: dict[str, Middleware] = {
+        "TraceContext": TraceContext(),
+        "DanglingToolCall": DanglingToolCall(),
+        "ToolErrorHandling": ToolErrorHandling(),
+        "ToolSchemaValidation": ToolSchemaValidation(),
+        "Guardrail": Guardrail(guardrail),
+        "Summarization": Summarization(context_limit),
+        "ContextInjection": ContextInjection(),
+        "PromptCache": PromptCache(),
+        "TokenUsage": TokenUsage(),
+        "SubagentLimit": SubagentLimit(),
+        "LoopDetection": LoopDetection(),
+        "Clarification": Clarification(),
+    }
+    by_key = {normalise(name): name for name in DEFAULT_ORDER}
+    order = list(DEFAULT_ORDER)
+    disabled: set[str] = set()
+    listed: list[str] = []
+    for entry in config.middleware:
+        name = by_key.get(normalise(entry.name))
+        if name is None:
+            known = ", ".join(DEFAULT_ORDER)
+            raise ValueError(f"pipeline.middleware: unknown middleware {entry.name!r} ({known})")
+        if name in listed:
+            raise ValueError(f"pipeline.middleware: {name} is listed twice")
+        listed.append(name)
+        if not entry.enabled:
+            disabled.add(name)
+    slots = sorted(order.index(name) for name in listed)
+    for slot, name in zip(slots, listed, strict=True):
+        order[slot] = name
+    return [built[name] for name in order if name not in disabled]

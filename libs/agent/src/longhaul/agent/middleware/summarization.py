@@ -1,0 +1,163 @@
+"""Summarization (before_model): keep the request inside the model's context window.
+
+Trigger: the estimated request exceeds ``headroom_threshold`` of the model's context limit and
+``min_tokens`` — except that a window no larger than ``min_tokens`` is judged by the ratio
+alone (a 7k request in an 8k window must shrink however small it is). ``compact_requested``
+forces level 2.
+
+Level 1 (request only, nothing persisted): messages of completed goals are left out, an
+assistant message always together with its tool results, the last tool group always kept.
+Level 2 (persisted): the utility model summarises everything after the task's opening
+messages; the summary is appended with ``branch_type="compression"`` under the last opening
+message, so the fold makes it the new head and the covered range falls off the main path;
+``Compacted`` records the range. If the summariser fails the step goes on uncompressed and a
+warning is logged and shown on the live stream.
+
+Estimates are incremental (see ``History``): no step re-tokenises the history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from longhaul.agent.accounting import charge
+from longhaul.agent.contract import LiveUpdate
+from longhaul.agent.middleware.base import Middleware
+from longhaul.agent.turn import Turn
+from longhaul.core.config import CompressionConfig
+from longhaul.core.events import Compacted
+from longhaul.core.state import TraceState
+from longhaul.llm.estimate import estimate_tokens
+from longhaul.llm.pricing import context_limit
+from longhaul.llm.types import ModelError, ModelRequest
+
+log = logging.getLogger(__name__)
+
+SUMMARY_INSTRUCTION = (
+    "Context is running out. Write a summary of the conversation so far that lets you "
+    "continue the task without it: the task and its constraints, decisions made, facts and "
+    "results found (with file paths, identifiers, numbers), the state of each goal, what was "
+    "being done last, and the next steps. Be complete and concise; do not call tools."
+)
+SUMMARY_SYSTEM = "You write faithful, compact working summaries for an AI agent."
+
+ContextLimit = Callable[[str], int]
+
+
+@dataclass
+class _Memo:
+    overhead: int | None = None
+    summariser_failed: bool = False
+
+
+def should_compress(tokens: int, limit: int, config: CompressionConfig) -> bool:
+    over_ratio = tokens > config.headroom_threshold * limit
+    worth_it = tokens > config.min_tokens or limit <= config.min_tokens
+    return over_ratio and worth_it
+
+
+def opening_length(state: TraceState) -> int:
+    """Path positions never compressed: leading system messages and the first user message."""
+    count = 0
+    for seq in state.path:
+        role = state.messages[seq].role
+        if role == "system":
+            count += 1
+            continue
+        return count + 1 if role == "user" else count
+    return count
+
+
+def without_completed_goals(state: TraceState, last_assistant: int) -> list[int] | None:
+    """Path positions kept by level 1, or ``None`` when there is nothing to drop."""
+    completed = state.goals.completed_ids()
+    if not completed:
+        return None
+    kept: list[int] = []
+    dropping = False
+    for index, seq in enumerate(state.path):
+        message = state.messages[seq]
+        if message.role == "assistant":
+            dropping = message.goal_id in completed and index != last_assistant
+        elif message.role != "tool":
+            dropping = False
+        if not (dropping and message.role in ("assistant", "tool")):
+            kept.append(index)
+    return kept if len(kept) < len(state.path) else None
+
+
+class Summarization(Middleware):
+    def __init__(self, context_limit: ContextLimit | None = None) -> None:
+        self._limit = context_limit
+
+    def limit(self, turn: Turn) -> int:
+        if self._limit is not None:
+            return self._limit(turn.model.name)
+        return context_limit(turn.model.name, turn.env.models)
+
+    async def before_model(self, turn: Turn, request: ModelRequest) -> None:
+        state = turn.state
+        memo = turn.local(self, _Memo)
+        if memo.overhead is None:  # system prompt and tool schemas are fixed for the turn
+            tools = json.dumps([spec.to_openai() for spec in request.tools])
+            memo.overhead = estimate_tokens(request.system_stable) + estimate_tokens(tools)
+        limit = self.limit(turn)
+        overhead = memo.overhead
+        forced = state.compact_requested
+        if not forced and not should_compress(
+            overhead + turn.history.tokens(), limit, turn.config.compression
+        ):
+            return
+        if not forced:
+            kept = without_completed_goals(state, turn.history.last_assistant_index)
+            if kept is not None:
+                request.messages = turn.history.at(kept)
+                tokens = overhead + turn.history.tokens_at(kept)
+                if not should_compress(tokens, limit, turn.config.compression):
+                    return
+        if await self._summarise(turn):
+            request.messages = turn.history.messages()
+
+    async def _summarise(self, turn: Turn) -> bool:
+        state = turn.state
+        opening = opening_length(state)
+        covered = state.path[opening:]
+        memo = turn.local(self, _Memo)
+        if not covered or memo.summariser_failed:
+            return False
+        conversation = turn.history.complete_messages()
+        request = ModelRequest(
+            model=turn.utility_model.name,
+            messages=[*conversation, {"role": "user", "content": SUMMARY_INSTRUCTION}],
+            system_stable=SUMMARY_SYSTEM,
+            metadata={"trace_id": turn.trace_id, "purpose": "compaction"},
+        )
+        try:
+            response = await turn.utility_model.complete(request)
+        except ModelError as exc:
+            memo.summariser_failed = True
+            log.warning(
+                "trace %s: compaction skipped, the summariser failed: %s", turn.trace_id, exc
+            )
+            await turn.notify(LiveUpdate(kind="status", text=f"compaction skipped: {exc}"))
+            return False
+        usage, cost = charge(turn.utility_model.name, request, response, turn.env.models)
+        first, last = covered[0], covered[-1]
+        batch = turn.batch()
+        summary = batch.message(
+            "user",
+            parent=state.path[opening - 1] if opening else None,
+            content=f"[Summary of messages {first}-{last}]\n{response.content}",
+            branch_type="compression",
+            synthetic=True,
+            usage=usage,
+            cost=cost,
+            model=response.model or turn.utility_model.name,
+        )
+        batch.add(Compacted(summary_sequence=summary.sequence, range=(first, last), level=2))
+        await turn.emit(batch)
+        log.info("trace %s: compacted messages %d-%d", turn.trace_id, first, last)
+        return True

@@ -1,0 +1,31 @@
+"""TraceContext (before_agent): the trace's preset, tools, skills, working directory and
+system prompt, resolved once per turn."""
+
+from __future__ import annotations
+
+from longhaul.agent.middleware.base import Middleware
+from longhaul.agent.turn import Turn
+from longhaul.agent.workdir import resolve_working_dir
+
+
+class TraceContext(Middleware):
+    async def before_agent(self, turn: Turn) -> None:
+        config = turn.state.config
+        preset = turn.env.presets.get(config.preset)
+        turn.preset = preset
+        turn.tools = preset.select_tools(turn.all_tools, config)
+        turn.skills = turn.env.skills.only([*preset.skills, *config.skills])
+        turn.working_dir = resolve_working_dir(turn.env.working_root, config.working_dir)
+        turn.max_iterations = (
+            config.max_iterations or preset.max_iterations or turn.config.max_iterations
+        )
+        turn.temperature = (
+            config.temperature if config.temperature is not None else (preset.temperature)
+        )
+        parts = [
+            config.system_prompt or preset.system_prompt,
+            f"Working directory: {turn.working_dir} (file tools take paths relative to it).",
+        ]
+        if "skill" in turn.tools:
+            parts.append(turn.skills.render())
+        turn.system_prompt = "\n\n".join(part for part in parts if part)

@@ -1,0 +1,146 @@
+"""``Turn`` and ``Step``: what middleware sees of the turn and of one model step.
+
+A turn is one executor lease on one trace. Middleware objects are shared by every turn an
+executor runs, so anything a middleware must remember during a turn lives here
+(:meth:`Turn.local`), never on the middleware itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from longhaul.agent.batch import Batch
+from longhaul.agent.contract import EventSink, LiveCallback, LiveUpdate
+from longhaul.agent.env import AgentEnv
+from longhaul.agent.history import History
+from longhaul.agent.presets import DEFAULT_SYSTEM_PROMPT, Preset
+from longhaul.agent.skills import SkillIndex
+from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.registry import ToolRegistry
+from longhaul.agent.tools.result import ToolResult
+from longhaul.core.config import PipelineConfig
+from longhaul.core.events import TraceEvent, UsageRecord
+from longhaul.core.state import TraceState
+from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall
+
+T = TypeVar("T")
+
+
+class Turn:
+    """One turn's context. ``state`` is live: every emit folds into it before returning."""
+
+    def __init__(
+        self,
+        *,
+        state: TraceState,
+        sink: EventSink,
+        model: Model,
+        utility_model: Model,
+        config: PipelineConfig,
+        env: AgentEnv,
+        tools: ToolRegistry,
+        live: LiveCallback | None,
+    ) -> None:
+        self.state = state
+        self.sink = sink
+        self.model = model
+        self.utility_model = utility_model
+        self.config = config
+        self.env = env
+        self.live = live
+        self.history = History(state)
+        self.all_tools = tools
+        # Resolved by TraceContext (before_agent); these defaults hold without it.
+        self.tools = tools
+        self.preset: Preset = env.presets.get(state.config.preset)
+        self.skills: SkillIndex = env.skills
+        self.working_dir: Path = env.working_root
+        self.system_prompt = state.config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.memory: list[str] = []
+        """Volatile prompt text (recalled experiences, notes): after the cacheable prefix."""
+        self.max_iterations = state.config.max_iterations or config.max_iterations
+        self.temperature = state.config.temperature
+        self.steps = 0
+        self.stop_reason: str | None = None
+        self._locals: dict[int, Any] = {}
+
+    @property
+    def trace_id(self) -> str:
+        return self.state.trace_id
+
+    async def emit(self, events: Sequence[TraceEvent] | Batch) -> None:
+        items = events.events if isinstance(events, Batch) else events
+        if items:
+            await self.sink.emit(list(items))
+
+    def batch(self) -> Batch:
+        return Batch(self.state)
+
+    def stop(self, reason: str) -> None:
+        """Ask the engine to stop the trace (with ``Stopped(reason)``) before its next action."""
+        self.stop_reason = self.stop_reason or reason
+
+    async def notify(self, update: LiveUpdate) -> None:
+        if self.live is not None:
+            await self.live(update)
+
+    def local(self, owner: object, factory: Callable[[], T]) -> T:
+        """Per-turn storage for ``owner`` (a middleware), created on first use."""
+        key = id(owner)
+        if key not in self._locals:
+            self._locals[key] = factory()
+        value: T = self._locals[key]
+        return value
+
+    def tool_context(self, call_id: str) -> ToolContext:
+        return ToolContext(
+            trace_id=self.trace_id,
+            tool_call_id=call_id,
+            working_dir=self.working_dir,
+            state=self.state,
+            goal_id=self.state.goals.focus,
+            workspace=self.env.workspace,
+            settings=self.env.tool_settings,
+            skills=self.skills,
+        )
+
+    def request(self) -> ModelRequest:
+        """The next model request from the main path (middleware refines it)."""
+        return ModelRequest(
+            model=self.model.name,
+            messages=self.history.messages(),
+            tools=self.tools.specs(),
+            system_stable=self.system_prompt,
+            cache_system=False,
+            temperature=self.temperature,
+            metadata={"trace_id": self.trace_id},
+        )
+
+
+@dataclass
+class Step:
+    """One model response on its way to becoming the assistant message.
+
+    ``after_model`` hooks may fill ``usage``/``cost``, queue ``events`` (emitted right after
+    the assistant message, in the same batch) and pre-answer calls in ``answered`` (those calls
+    never run; the answer is appended as a synthetic tool message).
+    """
+
+    request: ModelRequest
+    response: ModelResponse
+    duration_ms: int
+    usage: UsageRecord | None = None
+    cost: float = 0.0
+    events: list[TraceEvent] = field(default_factory=list)
+    answered: dict[str, ToolResult] = field(default_factory=dict)
+
+    @property
+    def calls(self) -> list[ToolCall]:
+        return self.response.tool_calls
+
+
+def elapsed_ms(clock: Callable[[], float], started: float) -> int:
+    return max(int((clock() - started) * 1000), 0)
