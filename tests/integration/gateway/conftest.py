@@ -1,4 +1,8 @@
-"""Gateway fixtures: a gateway per test (fresh namespace), keyless unless a test asks."""
+"""Gateway fixtures: keyless gateways on the session's nats-server.
+
+``gateway`` is per test (fresh namespace, for tests that count what reaches the log);
+``shared_gateway`` is per module, for the many small request/response checks.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,12 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-
 from longhaul.core.config import NatsConfig
+from longhaul.core.connection import Connection, connect
+from longhaul.core.store import EventStore
+
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
+from tests.support.nats import unique_namespace
 
 
 @pytest.fixture
@@ -21,3 +28,26 @@ async def gateway(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
 async def client(gateway: RunningGateway) -> AsyncIterator[httpx.AsyncClient]:
     async with gateway.client() as http:
         yield http
+
+
+@pytest.fixture(scope="module")
+async def shared_gateway(nats_url: str) -> AsyncIterator[RunningGateway]:
+    config = gateway_config(NatsConfig(url=nats_url, namespace=unique_namespace()))
+    async with serve_gateway(config, heartbeat_s=0.3) as running:
+        yield running
+
+
+@pytest.fixture
+async def shared_client(shared_gateway: RunningGateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with shared_gateway.client() as http:
+        yield http
+
+
+@pytest.fixture
+async def shared_store(shared_gateway: RunningGateway) -> AsyncIterator[EventStore]:
+    """A store on the shared gateway's namespace (its own connection)."""
+    conn: Connection = await connect(shared_gateway.runtime.config.nats)
+    try:
+        yield EventStore(conn)
+    finally:
+        await conn.close()

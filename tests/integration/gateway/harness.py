@@ -13,8 +13,9 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-
+from longhaul.core import events as ev
 from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
+from longhaul.core.store import EventStore, Position
 from longhaul.gateway.app import create_app
 from longhaul.gateway.main import GatewayServer, build_server
 from longhaul.gateway.runtime import Runtime, runtime_of
@@ -68,3 +69,25 @@ async def serve_gateway(
         server.stop()
         await asyncio.wait_for(task, timeout=15)
         sock.close()
+
+
+async def append_as_executor(store: EventStore, trace_id: str, *events: ev.TraceEvent) -> int:
+    """Append what an executor would (assistant messages, waits, completion) so API paths can
+    be exercised without one; returns the stream sequence of the last event."""
+    state = await store.load_trace(trace_id)
+    recorded = await store.append(
+        "trace", trace_id, list(events), expected=Position(state.stream_seq, state.version),
+        actor="executor:test",
+    )
+    return recorded[-1].seq
+
+
+def assistant(sequence: int, text: str, parent: int | None = None) -> ev.MessageAppended:
+    return ev.MessageAppended(
+        sequence=sequence, parent_sequence=sequence - 1 if parent is None else parent,
+        role="assistant", content=text,
+    )
+
+
+def user_message(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}

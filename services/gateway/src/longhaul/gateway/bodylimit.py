@@ -12,17 +12,23 @@ one-liners work as written.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from longhaul.gateway.errors import error_response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 FORM = b"application/x-www-form-urlencoded"
+DRAIN_BYTES = 16 * 1024 * 1024
+DRAIN_TIMEOUT_S = 5.0
 
 
 class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.drain_bytes = max(DRAIN_BYTES, 2 * max_body_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -41,6 +47,8 @@ class BodyLimitMiddleware:
                 )
                 return
             if int(declared) > self.max_body_bytes:
+                if int(declared) <= self.drain_bytes:
+                    await self._drain(receive, 0)
                 await self._too_large(scope, receive, send)
                 return
         chunks: list[bytes] = []
@@ -52,6 +60,8 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
+                if message.get("more_body", False):
+                    await self._drain(receive, size)
                 await self._too_large(scope, receive, send)
                 return
             chunks.append(chunk)
@@ -74,6 +84,20 @@ class BodyLimitMiddleware:
                 for name, value in scope["headers"]
             ]
         await self.app(scope, replay, send)
+
+    async def _drain(self, receive: Receive, size: int) -> None:
+        """Read and discard the rest of a refused body (bounded in bytes and time) before
+        answering: a client still uploading when the server answers and closes gets a reset
+        instead of the 413. Nothing is kept, so the memory bound holds."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                while size <= self.drain_bytes:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return
+                    size += len(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        return
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(

@@ -9,7 +9,9 @@ fresh fold; the retry count is small because the window is one round trip.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import random
 from collections.abc import Callable
 
 import msgspec
@@ -38,6 +40,13 @@ def _encodable(event: ev.Event) -> None:
         raise ApiError(
             422, "invalid_text", "request contains text that is not valid Unicode"
         ) from exc
+
+
+async def _backoff(runtime: Runtime, attempt: int) -> None:
+    """Lost a race: wait a random few milliseconds (growing) so racing writers spread out
+    instead of colliding again on the next round trip."""
+    runtime.metrics.conflicts.inc()
+    await asyncio.sleep(random.uniform(0, 0.005 * (attempt + 1)))
 
 
 def _conflict_exhausted(kind: str, identifier: str) -> ApiError:
@@ -79,7 +88,7 @@ async def append_to_trace(
     build: Callable[[TraceState], ev.TraceEvent],
 ) -> tuple[TraceState, Recorded]:
     """Append ``build(state)`` to a trace the caller owns; returns the state after it."""
-    for _ in range(APPEND_ATTEMPTS):
+    for attempt in range(APPEND_ATTEMPTS):
         async with runtime.nats_call():
             state = await access.load_trace(runtime, principal, trace_id)
         event = build(state)
@@ -95,7 +104,7 @@ async def append_to_trace(
                     expected=Position(state.stream_seq, state.version), actor=ACTOR,
                 )
         except ConcurrencyError:
-            runtime.metrics.conflicts.inc()
+            await _backoff(runtime, attempt)
             continue
         state.apply(recorded.event, recorded.seq)
         runtime.metrics.appended.labels(event.type).inc()
@@ -129,7 +138,7 @@ def _check_task(state: TaskState, event: ev.TaskEvent) -> None:
 async def append_to_task(
     runtime: Runtime, principal: Principal, task_id: str, event: ev.TaskEvent
 ) -> tuple[TaskState, Recorded]:
-    for _ in range(APPEND_ATTEMPTS):
+    for attempt in range(APPEND_ATTEMPTS):
         async with runtime.nats_call():
             state = await access.load_task(runtime, principal, task_id)
         _check_task(state, event)
@@ -140,7 +149,7 @@ async def append_to_task(
                     expected=Position(state.stream_seq, state.version), actor=ACTOR,
                 )
         except ConcurrencyError:
-            runtime.metrics.conflicts.inc()
+            await _backoff(runtime, attempt)
             continue
         state.apply(recorded.event, recorded.seq)
         runtime.metrics.appended.labels(event.type).inc()

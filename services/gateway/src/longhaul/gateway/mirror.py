@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import msgspec
 from longhaul.core.connection import Connection
@@ -30,12 +30,24 @@ class IndexMirror:
         self.conn = conn
         self.entries: dict[str, TraceIndexEntry] = {}
         self.ready = asyncio.Event()
+        self._changed = asyncio.Condition()
 
     def put(self, entry: TraceIndexEntry) -> None:
         """Keep the entry folded from the later stream position."""
         current = self.entries.get(entry.trace_id)
         if current is None or entry.last_event_seq >= current.last_event_seq:
             self.entries[entry.trace_id] = entry
+
+    async def wait_until(self, predicate: Callable[[IndexMirror], bool]) -> None:
+        """Wait until the mirror satisfies ``predicate``: lets a caller that wrote the index
+        elsewhere (an executor, a test) wait for the watch to deliver it, without polling.
+        Callers bound the wait with ``asyncio.timeout``."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: predicate(self))
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
 
     async def run(self) -> None:
         """Follow the bucket until cancelled; restarts the watch on errors and periodically."""
@@ -57,14 +69,14 @@ class IndexMirror:
             async for item in watcher:
                 if item is None:
                     self.ready.set()
-                    continue
-                if item.operation in (KV_DEL, KV_PURGE):
+                elif item.operation in (KV_DEL, KV_PURGE):
                     self.entries.pop(item.key, None)
-                    continue
-                try:
-                    self.put(msgspec.json.decode(item.value or b"", type=TraceIndexEntry))
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    log.warning("skipping unreadable index entry %s: %s", item.key, exc)
+                else:
+                    try:
+                        self.put(msgspec.json.decode(item.value or b"", type=TraceIndexEntry))
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        log.warning("skipping unreadable index entry %s: %s", item.key, exc)
+                await self._notify()
         finally:
             with contextlib.suppress(Exception):
                 await watcher.stop()

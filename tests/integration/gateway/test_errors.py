@@ -1,0 +1,215 @@
+"""Every 4xx path answers the uniform JSON error, and bad input never reaches the log."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from longhaul.core.config import NatsConfig
+from longhaul.core.store import EventStore
+
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
+
+CREATE = {"messages": [user_message("hi")]}
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+    assert body["error"]["code"] == code, body
+    assert body["error"]["message"]
+    return dict(body["error"])
+
+
+async def stored_events(store: EventStore) -> int:
+    """Events in the namespace's stream: a refused request must not change this."""
+    info = await store.conn.js.stream_info(store.names.stream)
+    return int(info.state.messages)
+
+
+async def test_malformed_json_is_400(
+    shared_client: httpx.AsyncClient, shared_store: EventStore
+) -> None:
+    before = await stored_events(shared_store)
+    response = await shared_client.post(
+        "/api/traces", content=b'{"messages": [', headers={"Content-Type": "application/json"}
+    )
+    assert_error(response, 400, "malformed_json")
+    assert await stored_events(shared_store) == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"messages": []},
+        {"messages": "hello"},
+        {"messages": [{"role": "robot", "content": "x"}]},
+        {"messages": [{"role": "tool", "content": "x"}]},
+        {"messages": [user_message("x")], "max_iterations": "many"},
+        {"messages": [user_message("x")], "max_iterations": 0},
+        {"messages": [user_message("x")], "temperature": 9},
+        {"messages": [user_message("x")], "unknown_field": 1},
+        {"messages": [user_message("x")], "tools": ["../../etc/passwd"]},
+        {"messages": [user_message("x")], "preset": "a/b"},
+        [1, 2, 3],
+    ],
+)
+async def test_schema_violations_are_422(
+    shared_client: httpx.AsyncClient, shared_store: EventStore, body: Any
+) -> None:
+    before = await stored_events(shared_store)
+    error = assert_error(await shared_client.post("/api/traces", json=body), 422, "invalid_request")
+    assert error["details"] and all("loc" in item for item in error["details"])
+    assert await stored_events(shared_store) == before
+
+
+async def test_text_json_cannot_carry_is_422(
+    shared_client: httpx.AsyncClient, shared_store: EventStore
+) -> None:
+    """A lone surrogate (``\\ud800``) is valid JSON but not Unicode text."""
+    before = await stored_events(shared_store)
+    headers = {"Content-Type": "application/json"}
+    as_string = b'{"messages": [{"role": "user", "content": "bad \\ud800"}]}'
+    response = await shared_client.post("/api/traces", content=as_string, headers=headers)
+    assert_error(response, 422, "invalid_request")
+    in_a_part = b'{"messages": [{"role": "user", "content": [{"text": "bad \\ud800"}]}]}'
+    response = await shared_client.post("/api/traces", content=in_a_part, headers=headers)
+    assert_error(response, 422, "invalid_text")
+    assert await stored_events(shared_store) == before
+
+
+async def test_curl_form_encoded_json_is_accepted(shared_client: httpx.AsyncClient) -> None:
+    """``curl -d '{…}'`` without -H sends application/x-www-form-urlencoded."""
+    response = await shared_client.post(
+        "/api/traces", content=b'{"messages": [{"role": "user", "content": "hi"}]}',
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 202
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/traces/t_doesnotexist",
+        "/api/traces/t_doesnotexist/messages",
+        "/api/traces/t_doesnotexist/events",
+        "/api/traces/t_a.b",
+        "/api/traces/..%2F..%2Fetc%2Fpasswd",
+        "/api/traces/t_x%2A",
+        "/api/tasks/task_missing",
+        "/api/v1/tasks/task_missing",
+        "/api/tasks/task_missing/events",
+    ],
+)
+async def test_unknown_or_unsafe_ids_are_404(shared_client: httpx.AsyncClient, path: str) -> None:
+    assert_error(await shared_client.get(path), 404, "not_found")
+
+
+@pytest.mark.parametrize("action", ["run", "stop", "resume", "reflect", "compact", "reply"])
+async def test_writes_to_unknown_traces_are_404(
+    shared_client: httpx.AsyncClient, action: str
+) -> None:
+    body = {"content": "x"} if action == "reply" else {}
+    response = await shared_client.post(f"/api/traces/t_nope/{action}", json=body)
+    assert_error(response, 404, "not_found")
+
+
+async def test_unknown_route_and_method(shared_client: httpx.AsyncClient) -> None:
+    assert_error(await shared_client.get("/api/nothing/here"), 404, "not_found")
+    assert_error(await shared_client.delete("/api/traces"), 405, "method_not_allowed")
+
+
+async def test_bad_last_event_id_is_400(shared_client: httpx.AsyncClient) -> None:
+    trace_id = (await shared_client.post("/api/traces", json=CREATE)).json()["trace_id"]
+    response = await shared_client.get(
+        f"/api/traces/{trace_id}/events", headers={"Last-Event-ID": "yesterday"}
+    )
+    assert_error(response, 400, "bad_request")
+
+
+async def test_cross_site_browser_requests_are_403(
+    shared_client: httpx.AsyncClient, shared_store: EventStore
+) -> None:
+    before = await stored_events(shared_store)
+    response = await shared_client.post(
+        "/api/traces", json=CREATE, headers={"Origin": "https://evil.example"}
+    )
+    assert_error(response, 403, "forbidden")
+    assert await stored_events(shared_store) == before
+    same_origin = await shared_client.post(
+        "/api/traces", json=CREATE, headers={"Origin": str(shared_client.base_url).rstrip("/")}
+    )
+    assert same_origin.status_code == 202
+
+
+@pytest.fixture
+async def small_gateway(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
+    config = gateway_config(nats_config, max_body_bytes=2048, rate_limit_per_minute=3)
+    async with serve_gateway(config) as running:
+        yield running
+
+
+async def test_oversized_body_is_413(small_gateway: RunningGateway, store: EventStore) -> None:
+    before = await stored_events(store)
+    big = {"messages": [user_message("x" * 4096)]}
+    async with small_gateway.client() as http:
+        error = assert_error(await http.post("/api/traces", json=big), 413, "body_too_large")
+    assert error["details"] == {"max_body_bytes": 2048}
+    assert await stored_events(store) == before
+
+
+async def test_oversized_streamed_body_is_413(
+    small_gateway: RunningGateway, store: EventStore
+) -> None:
+    """Chunked upload without Content-Length: the limit holds while the body arrives."""
+    before = await stored_events(store)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"messages": [{"role": "user", "content": "'
+        for _ in range(10):
+            yield b"x" * 1024
+        yield b'"}]}'
+
+    async with small_gateway.client() as http:
+        response = await http.post(
+            "/api/traces", content=chunks(), headers={"Content-Type": "application/json"}
+        )
+        assert "content-length" not in response.request.headers
+        assert_error(response, 413, "body_too_large")
+    assert await stored_events(store) == before
+
+
+async def test_rate_limit_is_429_with_retry_after(small_gateway: RunningGateway) -> None:
+    async with small_gateway.client() as http:
+        statuses = [(await http.get("/api/traces")).status_code for _ in range(3)]
+        assert statuses == [200, 200, 200]
+        limited = await http.get("/api/traces")
+        error = assert_error(limited, 429, "rate_limited")
+        assert int(limited.headers["retry-after"]) >= 1
+        assert error["details"]["retry_after_s"] > 0
+        assert (await http.get("/healthz")).status_code == 200  # probes are not limited
+
+
+async def test_gateway_survives_garbage(
+    shared_client: httpx.AsyncClient, shared_store: EventStore
+) -> None:
+    before = await stored_events(shared_store)
+    payloads = [b"\x00\xff\xfe", b"null", b"1e999999", b'{"messages": [null]}', b"[" * 5000]
+    for raw in payloads:
+        response = await shared_client.post(
+            "/api/traces", content=raw, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code in (400, 422), (raw[:20], response.text)
+    assert (await shared_client.get("/healthz")).status_code == 200
+    assert (await shared_client.post("/api/traces", json=CREATE)).status_code == 202
+    assert await stored_events(shared_store) == before + 1

@@ -1,0 +1,232 @@
+"""The trace API end to end over HTTP: every write lands on the log (or is refused before)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from longhaul.core import events as ev
+from longhaul.core.index import TraceIndex
+from longhaul.core.store import EventStore, Position
+
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    append_as_executor,
+    assistant,
+    user_message,
+)
+
+
+async def create(client: httpx.AsyncClient, text: str = "hello", **extra: object) -> str:
+    response = await client.post("/api/traces", json={"messages": [user_message(text)], **extra})
+    assert response.status_code == 202, response.text
+    return str(response.json()["trace_id"])
+
+
+async def events_of(store: EventStore, trace_id: str) -> list[ev.Event]:
+    return [r.event async for r in store.replay("trace", trace_id)]
+
+
+async def test_create_appends_trace_created_and_indexes_it(
+    client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
+) -> None:
+    response = await client.post(
+        "/api/traces",
+        json={
+            "messages": [user_message("plan a trip")], "model": "scripted:auto",
+            "preset": "research", "tools": ["goal"], "max_iterations": 7, "name": "trip",
+        },
+    )
+    assert response.status_code == 202
+    body = response.json()
+    trace_id = body["trace_id"]
+    assert body["status"] == "running" and body["event_id"] >= 1
+    assert response.headers["location"] == f"/api/traces/{trace_id}"
+    [created] = await events_of(store, trace_id)
+    assert isinstance(created, ev.TraceCreated)
+    assert created.owner == "local" and created.name == "trip"
+    assert created.config.model == "scripted:auto" and created.config.preset == "research"
+    assert created.config.tools == ["goal"] and created.config.max_iterations == 7
+    assert [m.content for m in created.messages] == ["plan a trip"]
+    entry = await TraceIndex(gateway.runtime.service.conn).get(trace_id)
+    assert entry is not None and entry.status == "running" and entry.owner == "local"
+
+
+async def test_get_trace_returns_documented_shape(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client, name="shape")
+    await append_as_executor(
+        store, trace_id,
+        ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="find flights")),
+        ev.GoalChanged(op="focus", goal=ev.Goal(id="g1", title="")),
+        ev.SubtraceSpawned(child_trace_id="t_child", tool_call_id="call_1", task="search"),
+    )
+    body = (await client.get(f"/api/traces/{trace_id}")).json()
+    for key in ("trace_id", "status", "name", "parent_trace_id", "head_sequence",
+                "last_sequence", "totals", "error", "stop_reason", "goal_tree", "sub_traces"):
+        assert key in body
+    assert body["goal_tree"] == {
+        "focus": "g1",
+        "goals": [{"id": "g1", "title": "find flights", "parent_id": None,
+                   "status": "in_progress", "summary": None}],
+    }
+    assert body["sub_traces"][0]["trace_id"] == "t_child"
+    assert body["sub_traces"][0]["status"] == "running"
+    assert set(body["totals"]) == {"prompt_tokens", "completion_tokens", "cache_read_tokens",
+                                   "cache_write_tokens", "cost", "duration_ms"}
+
+
+async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client, "first question")
+    await append_as_executor(
+        store, trace_id, assistant(2, "first answer"), ev.Completed(summary="done")
+    )
+    response = await client.post(
+        f"/api/traces/{trace_id}/run",
+        json={"messages": [user_message("second question")], "after_sequence": 1},
+    )
+    assert response.status_code == 202 and response.json()["status"] == "running"
+    main = (await client.get(f"/api/traces/{trace_id}/messages?mode=main_path")).json()
+    assert [(m["sequence"], m["parent_sequence"]) for m in main["messages"]] == [(1, None), (3, 1)]
+    assert main["head_sequence"] == 3
+    everything = (await client.get(f"/api/traces/{trace_id}/messages?mode=all")).json()
+    assert [m["content"] for m in everything["messages"]] == [
+        "first question", "first answer", "second question"
+    ]
+    run = (await events_of(store, trace_id))[-1]
+    assert isinstance(run, ev.RunRequested) and run.after_sequence == 1
+
+
+async def test_continue_and_regenerate(client: httpx.AsyncClient, store: EventStore) -> None:
+    trace_id = await create(client, "q")
+    await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed())
+    continued = await client.post(
+        f"/api/traces/{trace_id}/run", json={"messages": [user_message("and then?")]}
+    )
+    assert continued.status_code == 202
+    main = (await client.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    assert [m["content"] for m in main] == ["q", "a", "and then?"]
+    await append_as_executor(store, trace_id, assistant(4, "then this"), ev.Completed())
+    regenerate = await client.post(f"/api/traces/{trace_id}/run", json={"after_sequence": 3})
+    assert regenerate.status_code == 202
+    main = (await client.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    assert [m["sequence"] for m in main] == [1, 2, 3]
+
+
+async def test_refused_requests_append_nothing(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client)
+    before = await events_of(store, trace_id)
+    running_run = await client.post(f"/api/traces/{trace_id}/run", json={"messages": []})
+    assert running_run.status_code == 409
+    reply = await client.post(f"/api/traces/{trace_id}/reply", json={"content": "hi"})
+    assert reply.status_code == 409 and reply.json()["error"]["code"] == "conflict"
+    await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed())
+    before = await events_of(store, trace_id)
+    cut = await client.post(f"/api/traces/{trace_id}/run", json={"after_sequence": 99})
+    assert cut.status_code == 422 and cut.json()["error"]["code"] == "unknown_sequence"
+    stop = await client.post(f"/api/traces/{trace_id}/stop")
+    assert stop.status_code == 409
+    assert await events_of(store, trace_id) == before
+
+
+async def test_stop_then_resume(client: httpx.AsyncClient, store: EventStore) -> None:
+    trace_id = await create(client)
+    stop = await client.post(f"/api/traces/{trace_id}/stop")
+    assert stop.status_code == 202
+    assert isinstance((await events_of(store, trace_id))[-1], ev.StopRequested)
+    await append_as_executor(store, trace_id, ev.Stopped(reason="user"))
+    assert (await client.get(f"/api/traces/{trace_id}")).json()["status"] == "stopped"
+    resume = await client.post(f"/api/traces/{trace_id}/resume")
+    assert resume.status_code == 202 and resume.json()["status"] == "running"
+    last = (await events_of(store, trace_id))[-1]
+    assert isinstance(last, ev.RunRequested) and last.after_sequence is None
+
+
+async def test_reply_to_a_waiting_trace(client: httpx.AsyncClient, store: EventStore) -> None:
+    trace_id = await create(client)
+    await append_as_executor(
+        store, trace_id, ev.Waiting(reason="human", detail="which city?", tool_call_id="c1")
+    )
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    assert view["status"] == "waiting" and view["wait_reason"] == "human"
+    reply = await client.post(f"/api/traces/{trace_id}/reply", json={"content": "Lyon"})
+    assert reply.status_code == 202 and reply.json()["status"] == "running"
+    last = (await events_of(store, trace_id))[-1]
+    assert isinstance(last, ev.HumanReplied) and last.content == "Lyon"
+
+
+async def test_reflect_and_compact(client: httpx.AsyncClient, store: EventStore) -> None:
+    trace_id = await create(client)
+    reflect = await client.post(f"/api/traces/{trace_id}/reflect", json={"focus": "costs"})
+    assert reflect.status_code == 202
+    bare = await client.post(f"/api/traces/{trace_id}/reflect")
+    assert bare.status_code == 202
+    compact = await client.post(f"/api/traces/{trace_id}/compact")
+    assert compact.status_code == 202
+    kinds = [(e.type, getattr(e, "focus", None)) for e in await events_of(store, trace_id)]
+    assert kinds[1:] == [
+        ("reflect_requested", "costs"), ("reflect_requested", None), ("compact_requested", None)
+    ]
+
+
+async def test_concurrent_requests_are_each_applied_once(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client)
+    responses = await asyncio.gather(
+        *(client.post(f"/api/traces/{trace_id}/stop") for _ in range(4))
+    )
+    assert [r.status_code for r in responses] == [202] * 4
+    events = await events_of(store, trace_id)
+    assert [e.type for e in events] == ["trace_created"] + ["stop_requested"] * 4
+    assert [e.n for e in events] == list(range(1, 6))
+    assert len({r.json()["event_id"] for r in responses}) == 4
+
+
+async def test_listing_filters_and_pages(
+    client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
+) -> None:
+    ids = [await create(client, f"q{i}") for i in range(5)]
+    await append_as_executor(store, ids[0], assistant(2, "a"), ev.Completed())
+    listed = (await client.get("/api/traces")).json()
+    assert [t["trace_id"] for t in listed["traces"]] == ids[::-1]
+    assert listed["next_cursor"] is None
+    first = (await client.get("/api/traces?limit=2")).json()
+    second = (await client.get(f"/api/traces?limit=2&cursor={first['next_cursor']}")).json()
+    third = (await client.get(f"/api/traces?limit=2&cursor={second['next_cursor']}")).json()
+    pages = [t["trace_id"] for page in (first, second, third) for t in page["traces"]]
+    assert pages == ids[::-1] and third["next_cursor"] is None
+    # Play the executor's part (it updates the index after a turn); the gateway learns of it
+    # through its KV watch.
+    await TraceIndex(store.conn).update(await store.load_trace(ids[0]))
+    async with asyncio.timeout(10):
+        await gateway.runtime.view.wait_until(
+            lambda mirror: mirror.entries[ids[0]].status == "completed"
+        )
+    completed = (await client.get("/api/traces?status=completed")).json()["traces"]
+    assert [t["trace_id"] for t in completed] == [ids[0]]
+    running = (await client.get("/api/traces/running")).json()["traces"]
+    assert {t["trace_id"] for t in running} == set(ids[1:])
+
+
+async def test_parent_filter_lists_sub_traces(
+    client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
+) -> None:
+    parent = await create(client, "parent")
+    child = "t_child" + parent[2:12]
+    created = ev.TraceCreated(
+        messages=[ev.InputMessage(role="user", content="sub")], parent_trace_id=parent
+    )
+    await store.append("trace", child, [created], expected=Position())
+    await TraceIndex(store.conn).update(await store.load_trace(child))
+    async with asyncio.timeout(10):
+        await gateway.runtime.view.wait_until(lambda mirror: child in mirror.entries)
+    listed = (await client.get(f"/api/traces?parent={parent}")).json()["traces"]
+    assert [t["trace_id"] for t in listed] == [child]
+    # The child records no owner: it is its parent's owner's, readable through the API.
+    assert (await client.get(f"/api/traces/{child}")).status_code == 200
