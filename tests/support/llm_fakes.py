@@ -65,6 +65,8 @@ class Reply:
     """Anthropic: a thinking block (with a signature) before the text."""
     thought_signature: str | None = None
     """Gemini: attached to each functionCall part (or the last text part)."""
+    interval_s: float = 0.0
+    """Pause before each streamed event, to pace output like a model generating tokens."""
 
 
 @dataclass
@@ -121,10 +123,13 @@ def _stable_suffix(*seed: object, length: int = 24) -> str:
 class _Response:
     """Minimal HTTP/1.1 response writer: JSON bodies, chunked SSE streams, abrupt aborts."""
 
-    def __init__(self, writer: asyncio.StreamWriter, on_last_byte: Callable[[], None]) -> None:
+    def __init__(self, writer: asyncio.StreamWriter,
+                 on_last_byte: Callable[[float], None]) -> None:
         self._writer = writer
         self._on_last_byte = on_last_byte
         self.aborted = False
+        self.interval_s = 0.0
+        self._last_payload_at = 0.0
 
     def _head(self, status: int, headers: dict[str, str]) -> bytes:
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}"]
@@ -135,9 +140,10 @@ class _Response:
         payload = json.dumps(body).encode()
         head = {"content-type": "application/json", "content-length": str(len(payload)),
                 **(headers or {})}
+        stamp = time.perf_counter()
         self._writer.write(self._head(status, head) + payload)
         await self._writer.drain()
-        self._on_last_byte()
+        self._on_last_byte(stamp)
 
     async def start_stream(self) -> None:
         head = {"content-type": "text/event-stream", "cache-control": "no-cache",
@@ -145,6 +151,9 @@ class _Response:
         self._writer.write(self._head(200, head))
 
     async def send(self, text: str) -> None:
+        if self.interval_s:
+            await asyncio.sleep(self.interval_s)
+        self._last_payload_at = time.perf_counter()
         data = text.encode()
         self._writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         await self._writer.drain()
@@ -157,7 +166,7 @@ class _Response:
     async def end(self) -> None:
         self._writer.write(b"0\r\n\r\n")
         await self._writer.drain()
-        self._on_last_byte()
+        self._on_last_byte(self._last_payload_at)
 
     def abort(self) -> None:
         self.aborted = True
@@ -188,7 +197,9 @@ class FakeServer:
         self.api_key = api_key
         self.requests: list[RecordedRequest] = []
         self.last_byte_at: list[float] = []
-        """``time.perf_counter()`` after the last byte of each response was written."""
+        """Per response, ``time.perf_counter()`` just before its body (JSON) or its last
+        event (streams, before the chunked terminator) was written; appended after the
+        write drained."""
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
@@ -230,8 +241,7 @@ class FakeServer:
                 if request is None:
                     break
                 self.requests.append(request)
-                response = _Response(writer, lambda: self.last_byte_at.append(
-                    time.perf_counter()))
+                response = _Response(writer, self.last_byte_at.append)
                 await self._respond(request, response)
                 if response.aborted:
                     break
@@ -273,6 +283,7 @@ class FakeServer:
             await out.json(step.status, self.error_body(step.status, step.message), step.headers)
         elif self.is_streaming(request):
             await out.start_stream()
+            out.interval_s = step.interval_s if isinstance(step, Reply) else 0.0
             if isinstance(step, Break):
                 await self.stream_break(step, request, out)
             else:

