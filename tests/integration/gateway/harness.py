@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -44,16 +45,16 @@ def gateway_config(nats: NatsConfig, **gateway: Any) -> LonghaulConfig:
 
 @contextlib.asynccontextmanager
 async def serve_gateway(
-    config: LonghaulConfig, *, heartbeat_s: float = 15.0
+    config: LonghaulConfig, *, heartbeat_s: float = 15.0, host: str = "127.0.0.1"
 ) -> AsyncIterator[RunningGateway]:
     app = create_app(config, heartbeat_s=heartbeat_s)
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto
     # says TCP, and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     port = sock.getsockname()[1]
-    server = build_server(app, "127.0.0.1", port)
+    server = build_server(app, host, port)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     deadline = time.monotonic() + START_TIMEOUT_S
     while not server.started:
@@ -64,7 +65,8 @@ async def serve_gateway(
             raise TimeoutError("gateway did not start")
         await asyncio.sleep(0.01)
     try:
-        yield RunningGateway(f"http://127.0.0.1:{port}", app, server)
+        address = "127.0.0.1" if host == "0.0.0.0" else host
+        yield RunningGateway(f"http://{address}:{port}", app, server)
     finally:
         server.stop()
         await asyncio.wait_for(task, timeout=15)
@@ -91,3 +93,26 @@ def assistant(sequence: int, text: str, parent: int | None = None) -> ev.Message
 
 def user_message(text: str) -> dict[str, Any]:
     return {"role": "user", "content": text}
+
+
+@dataclass
+class SseEvent:
+    event: str
+    data: str
+    id: str | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[SseEvent]:
+    """Parse a ``text/event-stream`` body (comments and ``retry:`` lines skipped)."""
+    fields: dict[str, str] = {}
+    async for line in response.aiter_lines():
+        if line == "":
+            if "data" in fields:
+                yield SseEvent(fields.get("event", "message"), fields["data"], fields.get("id"))
+            fields = {}
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value

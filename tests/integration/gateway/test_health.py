@@ -1,0 +1,88 @@
+"""Probes and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+import httpx
+import msgspec
+from longhaul.agent.contract import LiveUpdate
+from longhaul.core.config import NatsConfig
+from longhaul.core.nats_server import NatsServer
+from longhaul.core.store import EventStore
+from nats.js import api
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return out
+
+
+async def test_healthz_and_readyz(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/healthz")).json()["status"] == "ok"
+    ready = await client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json() == {"status": "ok", "checks": {"nats": "ok", "stream": "ok"}}
+
+
+async def test_readyz_is_503_when_nats_goes_away() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = NatsServer(Path(tmp) / "js", port=0).start()
+        try:
+            config = gateway_config(NatsConfig(url=server.url, request_timeout_s=1))
+            async with serve_gateway(config) as running, running.client() as http:
+                assert (await http.get("/readyz")).status_code == 200
+                await asyncio.to_thread(server.stop)
+                response = await http.get("/readyz")
+                assert response.status_code == 503
+                checks = response.json()["checks"]
+                assert checks["nats"] == "down" or checks["stream"] != "ok"
+                down = await http.post("/api/traces", json={"messages": [user_message("x")]})
+                assert down.status_code == 503
+                assert down.json()["error"]["code"] == "unavailable"
+        finally:
+            server.stop()
+
+
+async def test_metrics_report_requests_traces_lag_and_retries(
+    client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
+) -> None:
+    trace_id = (
+        await client.post("/api/traces", json={"messages": [user_message("x")]})
+    ).json()["trace_id"]
+    await client.get(f"/api/traces/{trace_id}")
+    conn = gateway.runtime.service.conn
+    await conn.js.add_consumer(
+        conn.names.stream,
+        api.ConsumerConfig(durable_name="executor", filter_subject=f"{conn.names.subject_root}.>",
+                           ack_policy=api.AckPolicy.EXPLICIT),
+    )
+    retry = msgspec.json.encode(LiveUpdate(kind="retry", text="429 from provider"))
+    await conn.nc.publish(conn.names.live(trace_id), retry)
+    await conn.nc.flush()
+    response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    values = samples(response.text)
+    assert values[("longhaul_http_requests_total", (
+        ("method", "POST"), ("route", "/api/traces"), ("status", "202")))] == 1
+    assert values[("longhaul_http_request_duration_seconds_count", (
+        ("method", "GET"), ("route", "/api/traces/{trace_id}")))] == 1
+    assert values[("longhaul_traces", (("status", "running"),))] == 1
+    assert values[("longhaul_consumer_pending", (("consumer", "executor"),))] == 1
+    assert values[("longhaul_gateway_events_appended_total", (("type", "trace_created"),))] == 1
+    assert ("longhaul_trace_cost_usd", ()) in values
+    assert values[("longhaul_llm_retries_total", ())] == 1

@@ -1,0 +1,190 @@
+"""SSE and WebSocket streams: ids are stream sequences, resumption loses nothing, token
+deltas and heartbeats are interleaved without ids."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import msgspec
+import pytest
+import websockets
+from longhaul.agent.contract import LiveUpdate
+from longhaul.core import events as ev
+from longhaul.core.store import EventStore, Position
+
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    SseEvent,
+    append_as_executor,
+    assistant,
+    sse_events,
+    user_message,
+)
+
+DEADLINE_S = 10
+
+
+async def create(client: httpx.AsyncClient) -> str:
+    response = await client.post("/api/traces", json={"messages": [user_message("q")]})
+    return str(response.json()["trace_id"])
+
+
+async def stored_seqs(store: EventStore, trace_id: str) -> list[int]:
+    return [r.seq async for r in store.replay("trace", trace_id)]
+
+
+async def test_event_ids_are_stream_sequences(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client)
+    await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed(summary="s"))
+    async with client.stream("GET", f"/api/traces/{trace_id}/events?follow=false") as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        received = [e async for e in sse_events(response)]
+    assert [int(e.id or 0) for e in received] == await stored_seqs(store, trace_id)
+    assert [e.event for e in received] == ["trace_created", "message_appended", "completed"]
+    assert received[1].json()["content"] == "a"
+
+
+async def test_resume_with_last_event_id_loses_nothing(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client)
+    seen: list[SseEvent] = []
+    writer_done = asyncio.Event()
+
+    async def executor() -> None:
+        # Keeps appending while the client reads, drops, and reconnects.
+        for seq in range(2, 22):
+            await append_as_executor(store, trace_id, assistant(seq, f"m{seq}", parent=seq - 1))
+        writer_done.set()
+
+    async def read(last_event_id: int, stop_after: int | None) -> None:
+        headers = {"Last-Event-ID": str(last_event_id)} if last_event_id else {}
+        async with client.stream("GET", f"/api/traces/{trace_id}/events", headers=headers) as r:
+            count = 0
+            async for event in sse_events(r):
+                if event.id is None:
+                    continue
+                seen.append(event)
+                count += 1
+                if stop_after is not None and count == stop_after:
+                    return  # the connection drops mid-stream
+                if len(seen) == 21:
+                    return
+
+    writer = asyncio.create_task(executor())
+    async with asyncio.timeout(DEADLINE_S):
+        await read(0, stop_after=3)
+        await read(int(seen[-1].id or 0), stop_after=5)
+        await writer_done.wait()
+        await read(int(seen[-1].id or 0), stop_after=None)
+    await writer
+    ids = [int(e.id or 0) for e in seen]
+    assert ids == await stored_seqs(store, trace_id)
+    assert len(ids) == len(set(ids)) == 21
+
+
+async def test_after_query_parameter_and_header_precedence(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client)
+    await append_as_executor(store, trace_id, assistant(2, "a"), assistant(3, "b"))
+    seqs = await stored_seqs(store, trace_id)
+    url = f"/api/traces/{trace_id}/events?follow=false"
+    async with client.stream("GET", f"{url}&after={seqs[0]}") as response:
+        assert [int(e.id or 0) async for e in sse_events(response)] == seqs[1:]
+    headers = {"Last-Event-ID": str(seqs[1])}
+    async with client.stream("GET", f"{url}&after={seqs[0]}", headers=headers) as response:
+        assert [int(e.id or 0) async for e in sse_events(response)] == seqs[2:]
+
+
+async def test_live_deltas_and_heartbeats_are_interleaved_without_ids(
+    client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
+) -> None:
+    trace_id = await create(client)
+    nc = gateway.runtime.service.conn.nc
+    live_subject = gateway.runtime.service.conn.names.live(trace_id)
+    async with asyncio.timeout(DEADLINE_S), client.stream(
+        "GET", f"/api/traces/{trace_id}/events"
+    ) as response:
+        stream = sse_events(response)
+        first = await anext(stream)
+        assert first.event == "trace_created" and first.id is not None
+        # The subscription is open before the first event is sent, so these all arrive.
+        await nc.publish(live_subject, b"not json at all")
+        for text in ("Hel", "lo"):
+            update = LiveUpdate(kind="delta", text=text, sequence=2)
+            await nc.publish(live_subject, msgspec.json.encode(update))
+        deltas = [await anext(stream), await anext(stream)]
+        assert [(e.event, e.id, e.json()["text"]) for e in deltas] == [
+            ("live", None, "Hel"), ("live", None, "lo")
+        ]
+        heartbeat = await anext(stream)
+        assert heartbeat.event == "heartbeat" and heartbeat.id is None
+        await append_as_executor(store, trace_id, assistant(2, "Hello"))
+        event = await anext(stream)
+        while event.event == "heartbeat":
+            event = await anext(stream)
+        assert event.event == "message_appended" and event.id is not None
+        assert int(event.id) == (await stored_seqs(store, trace_id))[-1]
+
+
+async def test_websocket_carries_the_same_content(
+    client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
+) -> None:
+    trace_id = await create(client)
+    await append_as_executor(store, trace_id, assistant(2, "a"))
+    seqs = await stored_seqs(store, trace_id)
+    url = gateway.url.replace("http://", "ws://") + f"/api/traces/{trace_id}/watch"
+    conn = gateway.runtime.service.conn
+    async with asyncio.timeout(DEADLINE_S), websockets.connect(url) as ws:
+        frames = [json.loads(await ws.recv()) for _ in range(2)]
+        assert [(f["id"], f["event"]) for f in frames] == [
+            (seqs[0], "trace_created"), (seqs[1], "message_appended")
+        ]
+        await conn.nc.publish(
+            conn.names.live(trace_id), msgspec.json.encode(LiveUpdate(kind="delta", text="x"))
+        )
+        live = json.loads(await ws.recv())
+        assert live == {"event": "live", "data": {"kind": "delta", "text": "x"}}
+        heartbeat = json.loads(await ws.recv())
+        assert heartbeat["event"] == "heartbeat" and "id" not in heartbeat
+    async with asyncio.timeout(DEADLINE_S), websockets.connect(f"{url}?after={seqs[0]}") as ws:
+        assert json.loads(await ws.recv())["id"] == seqs[1]
+
+
+async def test_task_events_stream_planner_progress(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    created = await client.post("/api/tasks", json={"goal": "write a report"})
+    assert created.status_code == 202
+    task_id = created.json()["task_id"]
+    state = await store.load_task(task_id)
+    await store.append(
+        "task", task_id,
+        [ev.PlanCreated(phases=[ev.PhaseSpec(id="p1", name="research")]),
+         ev.PhaseStarted(phase_id="p1", trace_ids=["t_step"])],
+        expected=Position(state.stream_seq, state.version),
+    )
+    for prefix in ("/api/tasks", "/api/v1/tasks"):
+        async with client.stream("GET", f"{prefix}/{task_id}/events?follow=false") as response:
+            received = [e async for e in sse_events(response)]
+        assert [e.event for e in received] == ["task_created", "plan_created", "phase_started"]
+        assert all(e.id is not None for e in received)
+
+
+async def test_streams_end_when_the_gateway_stops(gateway: RunningGateway) -> None:
+    async with gateway.client() as http:
+        trace_id = await create(http)
+        async with asyncio.timeout(DEADLINE_S), http.stream(
+            "GET", f"/api/traces/{trace_id}/events"
+        ) as response:
+            stream = sse_events(response)
+            assert (await anext(stream)).event == "trace_created"
+            gateway.server.stop()
+            with pytest.raises(StopAsyncIteration):
+                while True:
+                    await anext(stream)
