@@ -5,6 +5,7 @@ from __future__ import annotations
 from longhaul.agent.batch import Batch
 from longhaul.agent.tools.result import ToolResult
 from longhaul.core.events import MessageAppended, ToolCallRecord
+from longhaul.core.state import TraceState
 from longhaul.llm.types import ToolCall
 
 
@@ -42,3 +43,22 @@ def _identify(call: ToolCall | ToolCallRecord) -> tuple[str, str]:
     if isinstance(call, ToolCall):
         return call.id, call.name
     return call.id, call.function.name
+
+
+def unfinished(state: TraceState, call: ToolCallRecord, code: str, why: str) -> ToolResult:
+    """The answer for a call that will not get its real result (a crash, a stop).
+
+    A call that already started sub-traces says which, and how to pick them up with
+    ``continue_from``, so the children's work is not lost to the model.
+    """
+    name = call.function.name
+    children = [info for info in state.subtraces.values() if info.tool_call_id == call.id]
+    if children:
+        listed = ", ".join(f"{info.child_trace_id} ({info.status})" for info in children)
+        hint = (
+            f"Sub-trace(s) {listed} were started for it; call {name} with "
+            "continue_from=<sub-trace id> to continue one once it finished."
+        )
+    else:
+        hint = f"Call {name} again if it is still needed."
+    return failure(code, f"{why}. {hint}")

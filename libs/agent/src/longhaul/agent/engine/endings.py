@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 from longhaul.agent.contract import TurnEnd, TurnOutcome
-from longhaul.agent.messages import failure, tool_message
+from longhaul.agent.messages import tool_message, unfinished
 from longhaul.agent.turn import Turn
 from longhaul.core.events import Completed, Failed, Stopped, VerificationRequested
 from longhaul.core.state import Message
@@ -31,12 +31,8 @@ async def stop(turn: Turn, reason: str, *, end: TurnEnd = "stopped") -> TurnOutc
     batch = turn.batch()
     if state.status == "running":
         for call in state.unanswered_tool_calls():
-            tool_message(
-                batch,
-                call,
-                failure("not_run", f"not run: the trace stopped ({reason})"),
-                synthetic=True,
-            )
+            why = f"Not finished: the trace stopped ({reason})"
+            tool_message(batch, call, unfinished(state, call, "not_run", why), synthetic=True)
     batch.add(Stopped(reason=reason))
     await turn.emit(batch)
     return TurnOutcome(end=end, steps=turn.steps, stop_reason=reason)

@@ -2,8 +2,8 @@
 ``PipelineConfig.middleware``.
 
 Each entry of that list names a middleware (``LoopDetection`` or ``loop_detection``) and may
-switch it off. Listed names are re-ordered among themselves, in the slots they occupy by
-default, so switching one off or swapping two never moves the others.
+switch it off. The enabled entries listed are re-ordered among themselves, in the slots they
+occupy by default, so switching one off or swapping two never moves the others.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def default_middleware(
         listed.append(name)
         if not entry.enabled:
             disabled.add(name)
-    slots = sorted(order.index(name) for name in listed)
-    for slot, name in zip(slots, listed, strict=True):
+    moved = [name for name in listed if name not in disabled]
+    slots = sorted(order.index(name) for name in moved)
+    for slot, name in zip(slots, moved, strict=True):
         order[slot] = name
     return [built[name] for name in order if name not in disabled]
