@@ -146,9 +146,9 @@ def service_env(config: LonghaulConfig, extra: Mapping[str, str] | None = None) 
 class PlannerProcess:
     """``python -m longhaul.planner.main`` as a real subprocess (for kill -9)."""
 
-    def __init__(self, config: LonghaulConfig, log_dir: Path) -> None:
+    def __init__(self, config: LonghaulConfig, log_dir: Path | str) -> None:
         self.env = service_env(config)
-        self.log_path = log_dir / f"planner-{new_id('p')}.log"
+        self.log_path = Path(log_dir) / f"planner-{new_id('p')}.log"
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> Self:

@@ -18,6 +18,7 @@ from tests.integration.planner.support import (
     Fail,
     InProcessPlanner,
     Outcome,
+    Policy,
     StepCompleter,
     Succeed,
     create_task,
@@ -29,7 +30,7 @@ from tests.integration.planner.support import (
 CHAIN = [phase("p1"), phase("p2", "p1"), phase("p3", "p2"), phase("p4", "p3")]
 
 
-def failing(phase_id: str, times: int):  # type: ignore[no-untyped-def]
+def failing(phase_id: str, times: int) -> Policy:
     async def policy(created: ev.TraceCreated, earlier: int) -> Outcome:
         if created.phase_id == phase_id and earlier < times:
             return Fail(f"{phase_id} broke (attempt {earlier + 1})")

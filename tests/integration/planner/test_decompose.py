@@ -1,0 +1,139 @@
+"""Decomposition: model plans (schema-constrained, validated, self-checked and repaired), the
+rule-based fallback, and explicit plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from longhaul.core import events as ev
+from longhaul.core.store import EventStore
+from longhaul.llm.scripted import ScriptedModel
+from longhaul.llm.types import ModelError, ModelRequest
+from longhaul.planner.decompose import Decomposition, decompose
+from longhaul.planner.fallback import rule_based_plan
+from longhaul.planner.plan_schema import InvalidPlan, plan_schema
+
+from tests.integration.planner.conftest import ConfigFactory
+from tests.integration.planner.support import (
+    InProcessPlanner,
+    create_task,
+    task_events,
+    wait_task,
+)
+
+PRESETS = ["default", "explore", "analyst"]
+TOOLS = ["read", "bash", "webfetch", "workspace_read"]
+
+
+def good_phase(pid: str, *deps: str) -> dict[str, Any]:
+    return {"id": pid, "name": f"Step {pid}", "description": f"carry out step {pid} in full",
+            "depends_on": list(deps), "preset": "default", "tools": ["read"],
+            "criteria": [f"{pid} is done"]}
+
+
+class Recorder:
+    """A scripted model that answers from a list and keeps every request it got."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.requests: list[ModelRequest] = []
+
+    def __call__(self, request: ModelRequest) -> dict[str, Any]:
+        self.requests.append(request)
+        answer = self.answers[len(self.requests) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        return {"content": answer if isinstance(answer, str) else json.dumps(answer)}
+
+    def model(self) -> ScriptedModel:
+        return ScriptedModel(self, name="scripted:recorder")
+
+
+async def plan(recorder: Recorder | None, goal: str = "ship it", **options: Any) -> Decomposition:
+    return await decompose(goal, options, model=recorder.model() if recorder else None,
+                           max_phases=10, presets=PRESETS, tools=TOOLS)
+
+
+async def test_model_plan_is_schema_constrained_and_used() -> None:
+    recorder = Recorder({"phases": [good_phase("a"), good_phase("b", "a"), good_phase("c", "a")]})
+    result = await plan(recorder)
+    assert result.source == "model"
+    assert [(p.id, p.depends_on) for p in result.phases] == [("a", []), ("b", ["a"]),
+                                                             ("c", ["a"])]
+    assert recorder.requests[0].response_schema == plan_schema(10)
+    assert "ship it" in recorder.requests[0].messages[0]["content"]
+
+
+async def test_quality_issues_go_back_to_the_model_once() -> None:
+    lazy = {**good_phase("a"), "criteria": [], "description": "do it"}
+    recorder = Recorder({"phases": [lazy]}, {"phases": [good_phase("a")]})
+    result = await plan(recorder)
+    assert result.source == "model" and result.phases[0].criteria == ["a is done"]
+    repair = recorder.requests[1].messages
+    assert [m["role"] for m in repair] == ["user", "assistant", "user"]
+    assert "acceptance criterion" in repair[-1]["content"]
+    assert "describe concretely" in repair[-1]["content"]
+
+
+@pytest.mark.parametrize("bad", [
+    {"phases": [good_phase("a", "b"), good_phase("b", "a")]},  # cycle
+    {"phases": [good_phase("a", "zzz")]},  # unknown dependency
+    {"phases": [good_phase(str(n)) for n in range(11)]},  # more than max_phases
+    {"phases": [{**good_phase("a"), "preset": "wizard"}]},  # unknown preset
+    {"phases": [{**good_phase("a"), "tools": ["teleport"]}]},  # unknown tool
+])
+async def test_plans_that_stay_invalid_fall_back_to_rules(bad: dict[str, Any]) -> None:
+    recorder = Recorder(bad, bad, bad, bad)
+    result = await plan(recorder, "research the topic")
+    assert result.source == "rules"
+    assert [p.id for p in result.phases] == ["search"]
+    assert result.note
+
+
+async def test_model_failure_falls_back_to_rules() -> None:
+    result = await plan(Recorder(ModelError("503 from provider")), "analyse and write up X")
+    assert result.source == "rules" and "503 from provider" in result.note
+    assert [p.id for p in result.phases] == ["analyse", "write"]
+
+
+async def test_offline_model_uses_rules_with_verb_phases() -> None:
+    result = await plan(None, "Research the market for solar panels and write a report")
+    assert result.source == "rules"
+    assert [(p.id, p.depends_on, p.preset) for p in result.phases] == [
+        ("search", [], "explore"), ("write", ["search"], "default"),
+    ]
+    assert all("solar panels" in p.description for p in result.phases)
+
+
+def test_rules_without_known_verbs_use_search_analyse_write() -> None:
+    assert [p.id for p in rule_based_plan("quantum gravity")] == ["search", "analyse", "write"]
+    assert [p.id for p in rule_based_plan("Fix the login bug and test it")] == [
+        "analyse", "build"]
+
+
+async def test_explicit_phases_are_validated_and_used() -> None:
+    explicit = [good_phase("x"), good_phase("y", "x")]
+    result = await plan(Recorder(), phases=explicit)
+    assert result.source == "options" and [p.id for p in result.phases] == ["x", "y"]
+    with pytest.raises(InvalidPlan, match="unknown"):
+        await plan(None, phases=[good_phase("x", "nope")])
+    with pytest.raises(InvalidPlan, match="does not match"):
+        await plan(None, phases=[good_phase("bad id!")])
+
+
+async def test_planner_service_plans_with_the_planner_role_model(
+    store: EventStore, make_config: ConfigFactory, tmp_path: Path
+) -> None:
+    script = tmp_path / "plan.yaml"
+    script.write_text(json.dumps([{"content": json.dumps(
+        {"phases": [good_phase("a"), good_phase("b", "a")]})}]))
+    config = make_config(roles={"planner": f"scripted:{script}"})
+    async with InProcessPlanner(config):
+        task_id = await create_task(store, "build the thing")
+        await wait_task(store, task_id, lambda t: t.status == "running")
+    created = [e for e in await task_events(store, task_id) if isinstance(e, ev.PlanCreated)]
+    assert created[0].source == "model"
+    assert [p.id for p in created[0].phases] == ["a", "b"]

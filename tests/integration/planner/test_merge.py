@@ -1,0 +1,145 @@
+"""Competitive phases: every competitor runs as its own step trace, a merge strategy picks
+or builds the phase's result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from longhaul.core import events as ev
+from longhaul.core.connection import Connection
+from longhaul.core.store import EventStore
+from longhaul.core.workspace import Workspace
+from longhaul.planner.offload import phase_output_key
+
+from tests.integration.planner.conftest import ConfigFactory
+from tests.integration.planner.support import (
+    Fail,
+    InProcessPlanner,
+    Outcome,
+    StepCompleter,
+    Succeed,
+    create_task,
+    phase,
+    task_events,
+    wait_task,
+)
+
+NAMES = ["alpha", "beta", "gamma"]
+
+
+def script(path: Path, *turns: Any) -> str:
+    path.write_text(json.dumps([
+        {"content": t if isinstance(t, str) else json.dumps(t)} for t in turns
+    ]))
+    return f"scripted:{path}"
+
+
+def competitive(merge: str, models: list[str] | None = None) -> dict[str, Any]:
+    competitors = [
+        {"name": name, **({"model": models[i]} if models else {"preset": "default"})}
+        for i, name in enumerate(NAMES)
+    ]
+    return phase("race", merge=merge, competitors=competitors, criteria=["is complete"])
+
+
+async def answer_by_name(created: ev.TraceCreated, _n: int) -> Outcome:
+    name = next(n for n in NAMES if f"[{n}]" in (created.name or ""))
+    return Succeed(f"answer from {name}")
+
+
+async def run_race(conn: Connection, store: EventStore, config: Any, spec: dict[str, Any],
+                   policy: Any = answer_by_name) -> tuple[Any, StepCompleter, str]:
+    completer = StepCompleter(conn, store, policy)
+    async with completer, InProcessPlanner(config):
+        task_id = await create_task(store, phases=[spec])
+        task = await wait_task(store, task_id)
+    entry = await Workspace(conn).get(phase_output_key(task_id, "race"))
+    output = entry.value.decode() if entry else ""
+    return task, completer, output
+
+
+def completed_event(events: list[ev.Event]) -> ev.PhaseCompleted:
+    [done] = [e for e in events if isinstance(e, ev.PhaseCompleted)]
+    return done
+
+
+async def test_all_competitors_run_as_separate_step_traces(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    task, completer, _ = await run_race(conn, store, make_config(), competitive("first"))
+    created = completer.seen["race"]
+    assert len(created) == 3 and len({c.aggregate_id for c in created}) == 3
+    assert task.phases["race"].trace_ids == [c.aggregate_id for c in created]
+    assert sorted(c.name or "" for c in created) == [f"Phase race [{n}]" for n in NAMES]
+
+
+async def test_best_lets_a_judge_pick(
+    conn: Connection, store: EventStore, make_config: ConfigFactory, tmp_path: Path
+) -> None:
+    judge = script(tmp_path / "judge.yaml", {"best": 2, "reason": "most complete"})
+    task, _, output = await run_race(
+        conn, store, make_config(roles={"planner": judge}), competitive("best")
+    )
+    assert output == "answer from beta"
+    done = completed_event(await task_events(store, task.task_id))
+    assert done.trace_id == task.phases["race"].trace_ids[1]
+
+
+async def test_vote_sums_the_scores_competitors_give_each_other(
+    conn: Connection, store: EventStore, make_config: ConfigFactory, tmp_path: Path
+) -> None:
+    ballots = {  # candidate numbers are competitor positions: 1 alpha, 2 beta, 3 gamma
+        "alpha": [{"candidate": 2, "score": 9}, {"candidate": 3, "score": 2}],
+        "beta": [{"candidate": 1, "score": 3}, {"candidate": 3, "score": 4}],
+        "gamma": [{"candidate": 1, "score": 5}, {"candidate": 2, "score": 8}],
+    }
+    models = [script(tmp_path / f"{n}.yaml", "unused step turn", {"scores": ballots[n]})
+              for n in NAMES]
+    task, _, output = await run_race(conn, store, make_config(), competitive("vote", models))
+    assert output == "answer from beta"  # alpha 8, beta 17, gamma 6
+    done = completed_event(await task_events(store, task.task_id))
+    assert done.trace_id == task.phases["race"].trace_ids[1]
+
+
+async def test_fusion_merges_all_candidates(
+    conn: Connection, store: EventStore, make_config: ConfigFactory, tmp_path: Path
+) -> None:
+    fuser = script(tmp_path / "fuse.yaml", "alpha's intro with beta's data and gamma's summary")
+    task, _, output = await run_race(
+        conn, store, make_config(roles={"planner": fuser}), competitive("fusion")
+    )
+    assert output == "alpha's intro with beta's data and gamma's summary"
+    assert completed_event(await task_events(store, task.task_id)).trace_id is None
+
+
+async def test_without_a_model_the_first_successful_result_wins(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    async def alpha_fails(created: ev.TraceCreated, n: int) -> Outcome:
+        if "[alpha]" in (created.name or ""):
+            return Fail("alpha crashed")
+        return await answer_by_name(created, n)
+
+    for merge in ("best", "vote", "fusion"):
+        task, _, output = await run_race(
+            conn, store, make_config(), competitive(merge), alpha_fails
+        )
+        assert task.status == "completed"
+        assert output == "answer from beta", merge
+
+
+async def test_a_phase_fails_only_when_every_competitor_failed(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    async def all_fail(created: ev.TraceCreated, _n: int) -> Outcome:
+        return Fail("no luck")
+
+    task, _, _ = await run_race(
+        conn, store, make_config(max_replan_attempts=0), competitive("best"), all_fail
+    )
+    assert task.status == "failed"
+    [failed] = [e for e in await task_events(store, task.task_id)
+                if isinstance(e, ev.PhaseFailed)]
+    assert failed.error.count("failed: no luck") == 3
