@@ -38,6 +38,7 @@ from tests.support.llm_fakes import FakeOpenAI, RecordedRequest, Reply
 
 PACED_DELTAS = 200
 API_KEY = "bench-key"
+SCRIPT = str(Path(__file__).resolve())
 
 
 # -- server side (child process) ---------------------------------------------------------
@@ -75,7 +76,7 @@ class ServerProcess:
 
     async def __aenter__(self) -> ServerProcess:
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, str(Path(__file__).resolve()), "--serve", str(self.deltas),
+            sys.executable, SCRIPT, "--serve", str(self.deltas),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         )
         self.base_url = (await self._line()).removeprefix("URL ")
@@ -137,7 +138,7 @@ async def measure(deltas: int, rounds: int) -> None:
                     "ours": lambda: provider_read(registry, f"openai:{model}"),
                 }
 
-            for name, run in runners("fast").items():  # warm-up: connections, caches
+            for run in runners("fast").values():  # warm-up: connections, caches
                 await run()
                 await server.last_byte()
             for _ in range(rounds):

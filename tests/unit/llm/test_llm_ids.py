@@ -7,7 +7,6 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from longhaul.llm.ids import ID_FORMATS, prepare_history, rewrite_tool_call_ids
 
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]+$")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from longhaul.core.config import ModelPrice, ModelsConfig
 from longhaul.llm import Usage, context_limit, cost, price_for
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
-
 from longhaul.core.config import ModelsConfig, ProviderConfig
 from longhaul.llm import (
     MissingApiKeyError,
@@ -18,6 +16,8 @@ from longhaul.llm import (
     resolve_model,
 )
 from longhaul.llm.http_model import HttpModel
+from pydantic import SecretStr
+
 from tests.support.llm_fakes import FakeAnthropic, FakeOpenAI, Reply
 
 HELLO = ModelRequest(model="", messages=[{"role": "user", "content": "hello"}])

@@ -8,7 +8,6 @@ from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
 import pytest
-
 from longhaul.llm.limits import CallLimits, RateLimiter
 from longhaul.llm.retry import RetryPolicy, is_retryable_status, parse_retry_after
 

@@ -10,8 +10,6 @@ import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field
-
 from longhaul.llm import (
     ModelRegistry,
     ModelRequest,
@@ -24,6 +22,8 @@ from longhaul.llm import (
     parse_arguments,
 )
 from longhaul.llm.scripted import EXHAUSTED, sample_schema
+from pydantic import BaseModel, Field
+
 from tests.unit.llm.conftest import drain
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-
 from longhaul.llm import InvalidToolArguments, parse_arguments
 from longhaul.llm.arguments import arguments_object
 from longhaul.llm.sse import SSEEvent, iter_sse
