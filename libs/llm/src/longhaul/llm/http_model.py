@@ -100,6 +100,8 @@ def decode_json(data: str, provider: str) -> Any:
 
 
 class _RetryLater(Exception):
+    """Internal signal from one attempt to the retry loop: nothing was delivered yet."""
+
     def __init__(self, error: ModelError, reason: str, retry_after: float | None) -> None:
         super().__init__(str(error))
         self.error = error
@@ -108,6 +110,8 @@ class _RetryLater(Exception):
 
 
 class HttpModel(StreamingModel):
+    """A remote model: ``name`` is the full model string, ``model_id`` what the API calls it."""
+
     def __init__(self, name: str, model_id: str, endpoint: Endpoint, codec: Codec) -> None:
         self.name = name
         self.model_id = model_id

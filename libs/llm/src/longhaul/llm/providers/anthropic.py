@@ -153,7 +153,8 @@ class AnthropicCodec:
                 dtype = delta.get("type")
                 if dtype == "text_delta" and delta.get("text"):
                     yield assembler.text(delta["text"])
-                elif dtype == "input_json_delta" and delta.get("partial_json"):
+                elif (dtype == "input_json_delta" and block.kind == "tool_use"
+                      and delta.get("partial_json")):
                     block.streamed_input = True
                     yield assembler.tool_call(block.tool_index, arguments=delta["partial_json"])
                 elif dtype == "thinking_delta" and block.thinking is not None:

@@ -93,8 +93,8 @@ class GeminiCodec:
             }
         if request.tools:
             body["tools"] = [{"functionDeclarations": [
-                {"name": tool.name, "description": tool.description,
-                 "parametersJsonSchema": tool.parameters}
+                {"name": tool.name, "parametersJsonSchema": tool.parameters}
+                | ({"description": tool.description} if tool.description else {})
                 for tool in request.tools
             ]}]
         config: dict[str, Any] = {}

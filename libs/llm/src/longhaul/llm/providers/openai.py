@@ -136,11 +136,14 @@ class OpenAICodec:
                 for fragment in delta.get("tool_calls") or ():
                     call_id = fragment.get("id")
                     function = fragment.get("function") or {}
+                    arguments = function.get("arguments") or ""
                     yield assembler.tool_call(
                         slots.index_for(fragment.get("index", 0), call_id),
                         id=call_id,
                         name=function.get("name"),
-                        arguments=function.get("arguments") or "",
+                        # a few servers send whole calls with arguments as an object
+                        arguments=arguments if isinstance(arguments, str)
+                        else json.dumps(arguments),
                     )
                 finish_reason = choice.get("finish_reason") or finish_reason
         if not done and finish_reason is None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_parser: Any = importlib.import_module("re._parser")
-_c = _parser  # the parser module re-exports every opcode constant
+_parser: Any = importlib.import_module("re._parser")  # also exports every opcode
 
 _POOL = "ax0A_-. 1bZ"
 _CATEGORY_CHARS = {
@@ -40,13 +39,13 @@ def _in_set(ch: str, items: list[tuple[Any, Any]]) -> bool:
     negate = False
     found = False
     for op, value in items:
-        if op is _c.NEGATE:
+        if op is _parser.NEGATE:
             negate = True
-        elif op is _c.LITERAL:
+        elif op is _parser.LITERAL:
             found = found or ord(ch) == value
-        elif op is _c.RANGE:
+        elif op is _parser.RANGE:
             found = found or value[0] <= ord(ch) <= value[1]
-        elif op is _c.CATEGORY:
+        elif op is _parser.CATEGORY:
             found = found or _in_category(ch, value)
     return found != negate
 
@@ -54,11 +53,11 @@ def _in_set(ch: str, items: list[tuple[Any, Any]]) -> bool:
 def _set_char(items: list[tuple[Any, Any]]) -> str:
     candidates = []
     for op, value in items:
-        if op is _c.LITERAL:
+        if op is _parser.LITERAL:
             candidates.append(chr(value))
-        elif op is _c.RANGE:
+        elif op is _parser.RANGE:
             candidates.append(chr(value[0]))
-        elif op is _c.CATEGORY:
+        elif op is _parser.CATEGORY:
             candidates.append(_CATEGORY_CHARS.get(str(value), "a"))
     for ch in [*candidates, *_POOL]:
         if _in_set(ch, items):
@@ -69,28 +68,28 @@ def _set_char(items: list[tuple[Any, Any]]) -> str:
 def _emit(items: Any, stretch: int, groups: dict[int, str]) -> str:
     out = []
     for op, value in items:
-        if op is _c.LITERAL:
+        if op is _parser.LITERAL:
             out.append(chr(value))
-        elif op is _c.NOT_LITERAL:
+        elif op is _parser.NOT_LITERAL:
             out.append("a" if value != ord("a") else "b")
-        elif op is _c.ANY:
+        elif op is _parser.ANY:
             out.append("a")
-        elif op is _c.IN:
+        elif op is _parser.IN:
             out.append(_set_char(value))
-        elif op is _c.BRANCH:
+        elif op is _parser.BRANCH:
             out.append(_emit(value[1][0], stretch, groups))
-        elif op is _c.SUBPATTERN:
+        elif op is _parser.SUBPATTERN:
             text = _emit(value[3], stretch, groups)
             if value[0] is not None:
                 groups[value[0]] = text
             out.append(text)
-        elif op is _c.ATOMIC_GROUP:
+        elif op is _parser.ATOMIC_GROUP:
             out.append(_emit(value, stretch, groups))
-        elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT):
+        elif op in (_parser.MAX_REPEAT, _parser.MIN_REPEAT, _parser.POSSESSIVE_REPEAT):
             low, high, body = value
             count = low if high == low else min(low + stretch, high)
             out.append("".join(_emit(body, stretch, groups) for _ in range(count)))
-        elif op is _c.GROUPREF:
+        elif op is _parser.GROUPREF:
             out.append(groups.get(value, ""))
     return "".join(out)
 

@@ -28,10 +28,13 @@ _FORMATS = {
     "uuid": "00000000-0000-4000-8000-000000000000",
 }
 _MAX_DEPTH = 32
+_DEEP = 6
 _GRID_SEARCH = 2000
 
 
 class SchemaSampler:
+    """Samples sub-schemas of one root schema (the root resolves local ``$ref``)."""
+
     def __init__(self, root: dict[str, Any]) -> None:
         self._root = root
 
@@ -66,7 +69,8 @@ class SchemaSampler:
         return node if isinstance(node, dict) else {}
 
     def _flatten(self, schema: dict[str, Any], depth: int) -> dict[str, Any]:
-        """Inline ``$ref``, ``allOf`` and the chosen ``anyOf``/``oneOf`` branch into one schema."""
+        """Inline ``$ref``, ``allOf`` and the chosen ``anyOf``/``oneOf`` branch into one schema.
+        Deep inside a recursive schema a ``null`` branch is preferred, so the value ends."""
         for _ in range(_MAX_DEPTH):
             if "$ref" in schema and isinstance(schema["$ref"], str):
                 rest = {k: v for k, v in schema.items() if k != "$ref"}
@@ -79,7 +83,7 @@ class SchemaSampler:
             elif "anyOf" in schema or "oneOf" in schema:
                 key = "anyOf" if "anyOf" in schema else "oneOf"
                 branches = [b for b in schema[key] if isinstance(b, dict)]
-                branches.sort(key=lambda b: b.get("type") == "null")
+                branches.sort(key=lambda b: (b.get("type") == "null") != (depth > _DEEP))
                 rest = {k: v for k, v in schema.items() if k != key}
                 schema = _merge(rest, branches[0] if branches else {})
             else:
