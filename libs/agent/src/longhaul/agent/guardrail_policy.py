@@ -6,10 +6,13 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+_AT_COMMAND = r"(?:^|[;&|()\n`]|\$\(|\bsudo|\bexec|\bxargs|\benv)\s*"
+"""A program name in command position (not an argument such as ``echo mkfs``)."""
+
 DEFAULT_DENY: tuple[tuple[str, str], ...] = (
     (r"\brm\s+(-[^\s]*\s+)*(/|/\*|~/?|\$HOME/?)(\s|;|&|\||$)", "deleting the root or home"),
     (r"--no-preserve-root", "deleting the root"),
-    (r"\bmkfs(\.\w+)?\b", "formatting a filesystem"),
+    (_AT_COMMAND + r"mkfs(\.\w+)?(\s|$)", "formatting a filesystem"),
     (r":\s*\(\s*\)\s*\{[^}]*:\s*\|\s*:", "a fork bomb"),
     (
         r"\b(curl|wget|fetch)\b[^|;&]*\|\s*(sudo\s+)?(ba|z|da|k)?sh\b",
@@ -17,7 +20,7 @@ DEFAULT_DENY: tuple[tuple[str, str], ...] = (
     ),
     (r"\bdd\b[^;&|]*\bof=/dev/(sd|hd|nvme|xvd|vd|mmcblk)", "overwriting a disk"),
     (r">\s*/dev/(sd|hd|nvme|xvd|vd|mmcblk)", "overwriting a disk"),
-    (r"\b(shutdown|reboot|halt|poweroff)\b", "shutting the machine down"),
+    (_AT_COMMAND + r"(shutdown|reboot|halt|poweroff)(\s|$)", "shutting the machine down"),
     (r"\bchmod\s+(-[^\s]*\s+)*777\s+/(\s|$)", "opening up the root"),
 )
 

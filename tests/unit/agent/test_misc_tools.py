@@ -1,0 +1,125 @@
+"""skill, workspace_read and attachments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from longhaul.agent import (
+    Attachment,
+    SkillIndex,
+    ToolContext,
+    ToolError,
+    ToolRegistry,
+    ToolResult,
+    tool,
+)
+from longhaul.agent.tools.skill import skill
+from longhaul.agent.tools.workspace_read import workspace_read
+from longhaul.core import events as ev
+
+from tests.unit.agent.support import (
+    MemorySink,
+    MemoryWorkspace,
+    answer,
+    call,
+    calls,
+    make_engine,
+    new_state,
+    scripted,
+    tool_context,
+)
+
+
+def skills_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "skills"
+    (root / "deploy").mkdir(parents=True)
+    (root / "review.md").write_text(
+        "---\nname: code-review\ndescription: how to review a PR\n---\n# Review\nRead the diff."
+    )
+    (root / "deploy" / "SKILL.md").write_text("# Deploying safely\nSteps…")
+    return root
+
+
+def test_skill_index_reads_front_matter_and_folders(tmp_path: Path) -> None:
+    index = SkillIndex.load([skills_dir(tmp_path), tmp_path / "missing"])
+    assert index.names() == ["deploy", "code-review"]
+    assert "- code-review: how to review a PR" in index.render()
+    assert "- deploy: Deploying safely" in index.render()
+    assert index.only(["deploy"]).names() == ["deploy"]
+
+
+async def test_skill_tool_loads_the_body(tmp_path: Path) -> None:
+    index = SkillIndex.load([skills_dir(tmp_path)])
+    result = await skill.run(tool_context(tmp_path, skills=index), {"name": "code-review"})
+    assert isinstance(result, ToolResult) and result.output == "# Review\nRead the diff."
+    with pytest.raises(ToolError, match="available: deploy, code-review"):
+        await skill.run(tool_context(tmp_path, skills=index), {"name": "nope"})
+
+
+async def test_skills_are_listed_in_the_system_prompt(tmp_path: Path) -> None:
+    index = SkillIndex.load([skills_dir(tmp_path)])
+    model, script = scripted(answer("ok"))
+    state = new_state()
+    await make_engine(tmp_path, skills=index).run_turn(state, MemorySink(state), model=model)
+    assert "- code-review: how to review a PR" in script.requests[0].system_stable
+
+
+async def test_workspace_read(tmp_path: Path) -> None:
+    workspace = MemoryWorkspace()
+    workspace.data["task/t1/phase/p1/output"] = ("z" * 50).encode()
+    ctx = tool_context(tmp_path, workspace=workspace)
+    result = await workspace_read.run(ctx, {"key": "task/t1/phase/p1/output", "offset": 45})
+    assert isinstance(result, ToolResult) and result.output == "zzzzz"
+    with pytest.raises(ToolError) as missing:
+        await workspace_read.run(ctx, {"key": "nope"})
+    assert missing.value.code == "not_found"
+    with pytest.raises(ToolError) as none:
+        await workspace_read.run(tool_context(tmp_path), {"key": "x"})
+    assert none.value.code == "not_available"
+
+
+@tool
+async def plot() -> ToolResult:
+    """Draw a chart."""
+    return ToolResult(
+        output="drawn", attachments=(Attachment("chart.png", b"\x89PNG", "image/png"),)
+    )
+
+
+async def test_attachments_go_to_the_workspace(tmp_path: Path) -> None:
+    workspace = MemoryWorkspace()
+    model, _ = scripted(calls(call("plot", id="p1")), answer("ok"))
+    state = new_state()
+    sink = MemorySink(state)
+    engine = make_engine(tmp_path, tools=ToolRegistry([plot]), workspace=workspace)
+    await engine.run_turn(state, sink, model=model)
+    key = "trace/t_test/attachments/p1/chart_png"
+    assert workspace.data == {key: b"\x89PNG"}
+    [result] = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
+    assert str(result.content) == (
+        f"drawn\n\nattachment chart.png (image/png, 4 bytes): read it with workspace_read key={key}"
+    )
+
+
+PAYMENTS: list[str] = []
+
+
+@tool
+async def pay(ctx: ToolContext, amount: int) -> str:
+    """Pay once, however often the call is retried.
+
+    Args:
+        amount: cents.
+    """
+    PAYMENTS.append(ctx.idempotency_key)
+    return "paid"
+
+
+async def test_tool_context_carries_the_idempotency_key(tmp_path: Path) -> None:
+    model, _ = scripted(calls(call("pay", {"amount": 5}, id="call_9")), answer("ok"))
+    state = new_state()
+    await make_engine(tmp_path, tools=ToolRegistry([pay])).run_turn(
+        state, MemorySink(state), model=model
+    )
+    assert PAYMENTS == ["t_test:call_9"]

@@ -1,0 +1,78 @@
+"""Presets: built-ins, user presets from config (with extends), and tool selection."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from longhaul.agent import BUILTIN_PRESETS, PresetCatalog, builtin_tools
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig
+
+from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
+
+
+def names(preset: str, config: ev.TraceConfig | None = None, catalog=None) -> set[str]:  # type: ignore[no-untyped-def]
+    chosen = (catalog or PresetCatalog()).get(preset)
+    return set(chosen.select_tools(builtin_tools(), config or ev.TraceConfig()).names())
+
+
+def test_builtin_presets() -> None:
+    assert set(BUILTIN_PRESETS) == {"default", "explore", "analyst"}
+    assert names("default") == set(builtin_tools().names())
+    assert names("explore") == {
+        "read",
+        "glob",
+        "grep",
+        "webfetch",
+        "skill",
+        "workspace_read",
+        "goal",
+    }
+    analyst = names("analyst")
+    assert not analyst & {"bash", "write", "edit", "agent"} and "ask_human" in analyst
+    assert BUILTIN_PRESETS["analyst"].temperature == 0.2
+
+
+def test_trace_config_narrows_further() -> None:
+    assert names("default", ev.TraceConfig(tools=["read", "bash"])) == {"read", "bash"}
+    read_only = names("default", ev.TraceConfig(read_only=True))
+    assert "bash" not in read_only and "write" not in read_only and "read" in read_only
+
+
+def test_user_presets_from_config_extend_and_override() -> None:
+    config = LonghaulConfig(
+        presets={
+            "reviewer": {"extends": "analyst", "max_iterations": 12, "skills": ["review"]},
+            "strict": {"extends": "reviewer", "denied_tools": ["webfetch"]},
+            "default": {"system_prompt": "House rules."},
+        }
+    )
+    catalog = PresetCatalog(config.presets)
+    reviewer = catalog.get("reviewer")
+    assert reviewer.max_iterations == 12 and reviewer.temperature == 0.2
+    assert reviewer.skills == ["review"]
+    assert "webfetch" not in names("strict", catalog=catalog)
+    assert catalog.get("default").system_prompt == "House rules."
+    assert catalog.get("unknown-name").name == "default"
+
+
+def test_bad_user_presets_are_config_errors() -> None:
+    with pytest.raises(ValueError, match="unknown preset"):
+        PresetCatalog({"x": {"extends": "nope"}})
+    with pytest.raises(ValueError, match="cycle"):
+        PresetCatalog({"a": {"extends": "b"}, "b": {"extends": "a"}})
+    with pytest.raises(ValueError):
+        PresetCatalog({"x": {"bogus_field": 1}})
+
+
+async def test_the_turn_uses_the_preset(tmp_path: Path) -> None:
+    catalog = PresetCatalog(
+        {"tiny": {"allowed_tools": ["glob"], "system_prompt": "Be tiny.", "temperature": 0.7}}
+    )
+    model, script = scripted(answer("ok"))
+    state = new_state(config=ev.TraceConfig(preset="tiny"))
+    await make_engine(tmp_path, presets=catalog).run_turn(state, MemorySink(state), model=model)
+    [request] = script.requests
+    assert [spec.name for spec in request.tools] == ["glob"]
+    assert request.system_stable.startswith("Be tiny.") and request.temperature == 0.7

@@ -1,0 +1,56 @@
+"""PromptCache: stable system block (cacheable) + volatile block (time, memory)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from longhaul.agent import Middleware, Turn, default_middleware
+from longhaul.core import events as ev
+from longhaul.core.config import PipelineConfig, PromptCacheConfig
+
+from tests.unit.agent.support import (
+    MemorySink,
+    answer,
+    call,
+    calls,
+    make_engine,
+    new_state,
+    scripted,
+)
+
+NOON = datetime(2030, 1, 2, 12, 0, tzinfo=UTC)
+
+
+class Remember(Middleware):
+    async def before_agent(self, turn: Turn) -> None:
+        turn.memory.append("Recalled: the user prefers tabs.")
+
+
+async def test_stable_prefix_is_identical_across_steps_and_volatile_comes_last(
+    tmp_path: Path,
+) -> None:
+    model, script = scripted(calls(call("glob", {"pattern": "*"})), answer("ok"))
+    state = new_state(config=ev.TraceConfig(system_prompt="You are terse."))
+    engine = make_engine(tmp_path, middleware=[*default_middleware(), Remember()], now=lambda: NOON)
+    await engine.run_turn(state, MemorySink(state), model=model)
+    first, second = script.requests
+    assert first.system_stable == second.system_stable
+    assert first.system_stable.startswith("You are terse.")
+    assert str(tmp_path) in first.system_stable
+    assert first.cache_system is True
+    assert first.system_volatile == (
+        "Current time: 2030-01-02 12:00 UTC\n\nRecalled: the user prefers tabs."
+    )
+
+
+async def test_disabled_cache_sends_one_uncached_block(tmp_path: Path) -> None:
+    config = PipelineConfig(prompt_cache=PromptCacheConfig(enable=False))
+    model, script = scripted(answer("ok"))
+    state = new_state()
+    await make_engine(tmp_path, config=config, now=lambda: NOON).run_turn(
+        state, MemorySink(state), model=model
+    )
+    [request] = script.requests
+    assert request.cache_system is False and request.system_volatile == ""
+    assert request.system_stable.endswith("Current time: 2030-01-02 12:00 UTC")

@@ -1,0 +1,139 @@
+"""Summarization: when to compress, level 1 (completed goals), level 2 (persisted summary),
+an unavailable summariser, and a requested compaction."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from longhaul.agent import default_middleware
+from longhaul.agent.middleware.summarization import should_compress
+from longhaul.core import events as ev
+from longhaul.core.config import CompressionConfig
+from longhaul.core.state import TraceState
+from longhaul.llm.types import ModelError
+
+from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
+
+CHARS_PER_TOKEN = 4
+
+
+@pytest.mark.parametrize(
+    ("tokens", "limit", "expected"),
+    [
+        (110_000, 128_000, True),
+        (5_000, 128_000, False),  # under 8,000 (and far from the limit)
+        (7_000, 8_000, True),  # a window no bigger than min_tokens: the ratio decides
+        (100_000, 128_000, False),  # under 80 %
+        (7_500, 9_000, False),  # over 80 % but under 8,000 in a window that has room
+    ],
+)
+def test_should_compress(tokens: int, limit: int, expected: bool) -> None:
+    assert should_compress(tokens, limit, CompressionConfig()) is expected
+
+
+async def add_tool_round(sink: MemorySink, call_id: str, output: str, goal: str | None = None):
+    state = sink.state
+    record = ev.ToolCallRecord(id=call_id, function=ev.FunctionCall(name="read"))
+    n = state.last_sequence
+    await sink.emit(
+        [
+            ev.MessageAppended(
+                sequence=n + 1, parent_sequence=state.head_sequence, role="assistant",
+                tool_calls=[record], goal_id=goal,
+            ),
+            ev.MessageAppended(
+                sequence=n + 2, parent_sequence=n + 1, role="tool", content=output,
+                tool_call_id=call_id, goal_id=goal,
+            ),
+        ]
+    )  # fmt: skip
+
+
+async def big_state(tokens: int) -> tuple[TraceState, MemorySink]:
+    state = new_state("the task")
+    sink = MemorySink(state)
+    await add_tool_round(sink, "r1", "x" * (tokens * CHARS_PER_TOKEN))
+    return state, sink
+
+
+def engine_with_limit(tmp_path: Path, limit: int):  # type: ignore[no-untyped-def]
+    middleware = default_middleware(context_limit=lambda model: limit)
+    return make_engine(tmp_path, middleware=middleware)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "limit", "compresses"),
+    [(110_000, 128_000, True), (5_000, 128_000, False), (7_000, 8_000, True)],
+)
+async def test_level_two_summary_replaces_the_history(
+    tmp_path: Path, tokens: int, limit: int, compresses: bool
+) -> None:
+    state, sink = await big_state(tokens)
+    utility, utility_script = scripted(answer("SUMMARY: read a big file"), name="scripted:util")
+    model, script = scripted(answer("done"))
+    engine = engine_with_limit(tmp_path, limit)
+    outcome = await engine.run_turn(state, sink, model=model, utility_model=utility)
+    assert outcome.end == "completed"
+    compacted = sink.of_type(ev.Compacted)
+    if not compresses:
+        assert compacted == [] and utility_script.requests == []
+        assert len(script.requests[0].messages) == 3
+        return
+    [event] = compacted
+    summary = state.messages[event.summary_sequence]
+    assert event.range == (2, 3) and event.level == 2
+    assert summary.branch_type == "compression" and summary.parent_sequence == 1
+    assert "SUMMARY: read a big file" in str(summary.content)
+    assert state.path == [1, event.summary_sequence, state.head_sequence]
+    sent = script.requests[0].messages
+    assert [m["role"] for m in sent] == ["user", "user"]
+    assert sent[0]["content"] == "the task" and "SUMMARY" in sent[1]["content"]
+    # The summariser saw the whole conversation plus the instruction, and no tools.
+    asked = utility_script.requests[0]
+    assert len(asked.messages) == 4 and asked.tools == []
+
+
+async def test_level_one_drops_completed_goals_from_the_request_only(tmp_path: Path) -> None:
+    state = new_state("the task")
+    sink = MemorySink(state)
+    await sink.emit([ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="explore"))])
+    await sink.emit([ev.GoalChanged(op="focus", goal=ev.Goal(id="g1", title="explore"))])
+    await add_tool_round(sink, "old", "y" * 120_000 * CHARS_PER_TOKEN, goal="g1")
+    await sink.emit([ev.GoalChanged(op="done", goal=ev.Goal(id="g1", title="explore"))])
+    await add_tool_round(sink, "new", "recent result")
+    utility, utility_script = scripted()
+    model, script = scripted(answer("done"))
+    engine = engine_with_limit(tmp_path, 128_000)
+    await engine.run_turn(state, sink, model=model, utility_model=utility)
+    sent = script.requests[0].messages
+    assert [m.get("tool_call_id") for m in sent] == [None, None, "new"]
+    assert utility_script.requests == [] and not sink.of_type(ev.Compacted)
+    assert len(state.path) == 6  # nothing was removed from the log or the main path
+
+
+async def test_unavailable_summariser_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state, sink = await big_state(110_000)
+    utility, _ = scripted(ModelError("503 from the utility model"), name="scripted:util")
+    model, script = scripted(answer("done anyway"))
+    engine = engine_with_limit(tmp_path, 128_000)
+    with caplog.at_level(logging.WARNING):
+        outcome = await engine.run_turn(state, sink, model=model, utility_model=utility)
+    assert outcome.end == "completed" and state.summary == "done anyway"
+    assert not sink.of_type(ev.Compacted)
+    assert len(script.requests[0].messages) == 3
+    assert any("compaction skipped" in record.message for record in caplog.records)
+
+
+async def test_requested_compaction_is_forced(tmp_path: Path) -> None:
+    state, sink = await big_state(100)
+    await sink.emit([ev.CompactRequested()])
+    utility, _ = scripted(answer("short summary"), name="scripted:util")
+    model, _ = scripted(answer("done"))
+    await engine_with_limit(tmp_path, 128_000).run_turn(
+        state, sink, model=model, utility_model=utility
+    )
+    assert len(sink.of_type(ev.Compacted)) == 1 and not state.compact_requested

@@ -1,0 +1,96 @@
+"""TokenUsage: usage, cost and duration on the assistant message; token and cost budgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from longhaul.core import events as ev
+from longhaul.core.config import ModelPrice, ModelsConfig
+
+from tests.unit.agent.support import (
+    FixedClock,
+    MemorySink,
+    answer,
+    call,
+    calls,
+    make_engine,
+    new_state,
+    scripted,
+)
+
+USAGE = {"prompt_tokens": 1000, "completion_tokens": 200, "cache_read_tokens": 400}
+PRICED = ModelsConfig(prices={"acme-1": ModelPrice(input=2.0, cached_input=1.0, output=10.0)})
+
+
+def step(turn: dict) -> dict:
+    return {**turn, "usage": USAGE}
+
+
+async def test_usage_cost_duration_and_model_on_the_assistant_message(tmp_path: Path) -> None:
+    clock = FixedClock()
+
+    def slow_answer(request):  # type: ignore[no-untyped-def]
+        clock.advance(1.5)
+        return step(answer("ok"))
+
+    model, _ = scripted(slow_answer, name="acme:acme-1")
+    state = new_state()
+    sink = MemorySink(state)
+    engine = make_engine(tmp_path, models=PRICED, clock=clock)
+    await engine.run_turn(state, sink, model=model)
+    message = state.messages[state.head_sequence]
+    assert message.usage == ev.UsageRecord(
+        prompt_tokens=1000, completion_tokens=200, cache_read_tokens=400
+    )
+    # 600 fresh at $2 + 400 cached at $1 + 200 out at $10, per million.
+    assert abs(message.cost - (600 * 2 + 400 * 1 + 200 * 10) / 1e6) < 1e-12
+    assert message.duration_ms == 1500 and message.model == "acme:acme-1"
+    assert state.totals.prompt_tokens == 1000 and state.totals.cost == message.cost
+
+
+async def test_unreported_usage_is_estimated_and_marked(tmp_path: Path) -> None:
+    model, _ = scripted(answer("hello there"))
+    state = new_state()
+    await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
+    usage = state.messages[state.head_sequence].usage
+    assert usage is not None and usage.estimated and usage.prompt_tokens > 0
+
+
+async def test_token_budget_stops_before_running_more_tools(tmp_path: Path) -> None:
+    model, script = scripted(
+        step(calls(call("glob", {"pattern": "*"}))), step(calls(call("glob", {"pattern": "x"})))
+    )
+    state = new_state(config=ev.TraceConfig(max_tokens=2000))
+    sink = MemorySink(state)
+    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
+    assert outcome.end == "stopped" and outcome.stop_reason == "token_budget"
+    assert state.stop_reason == "token_budget" and len(script.requests) == 2
+    tools = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
+    assert [m.error_code for m in tools] == [None, "not_run"]
+
+
+async def test_cost_budget(tmp_path: Path) -> None:
+    model, _ = scripted(step(calls(call("glob", {"pattern": "*"}))), name="acme:acme-1")
+    state = new_state(config=ev.TraceConfig(max_cost=0.001))
+    outcome = await make_engine(tmp_path, models=PRICED).run_turn(
+        state, MemorySink(state), model=model
+    )
+    assert outcome.stop_reason == "cost_budget" and state.status == "stopped"
+
+
+async def test_a_final_answer_over_budget_still_completes(tmp_path: Path) -> None:
+    model, _ = scripted(step(answer("the answer")))
+    state = new_state(config=ev.TraceConfig(max_tokens=10))
+    outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
+    assert outcome.end == "completed"
+
+
+async def test_a_trace_already_over_budget_does_not_call_the_model(tmp_path: Path) -> None:
+    model, _ = scripted(step(calls(call("glob", {"pattern": "*"}))))
+    state = new_state(config=ev.TraceConfig(max_tokens=1000))
+    await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
+    assert state.status == "stopped"
+    await MemorySink(state).emit([ev.RunRequested(messages=[])])
+    idle, idle_script = scripted()
+    outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=idle)
+    assert outcome.stop_reason == "token_budget" and idle_script.requests == []
