@@ -590,11 +590,13 @@ class FakeAnthropic(FakeServer):
         await out.event({"type": "message_start",
                          "message": self._message(reply, request, [])}, "message_start")
         await out.event({"type": "ping"}, "ping")
+        empty: dict[str, dict[str, Any]] = {"thinking": {"thinking": "", "signature": ""},
+                                            "text": {"text": ""}, "tool_use": {"input": {}}}
         for index, block in enumerate(self._blocks(reply)):
-            start = {**block, **{"thinking": {"thinking": "", "signature": ""},
-                                 "text": {"text": ""}, "tool_use": {"input": {}}}[block["type"]]}
+            start = {**block, **empty[block["type"]]}
             await out.event({"type": "content_block_start", "index": index,
                              "content_block": start}, "content_block_start")
+            deltas: list[dict[str, Any]]
             if block["type"] == "thinking":
                 deltas = [{"type": "thinking_delta", "thinking": piece}
                           for piece in _pieces(block["thinking"], reply.chunk)]
@@ -607,17 +609,17 @@ class FakeAnthropic(FakeServer):
                     else block["input"]
                 deltas = [{"type": "input_json_delta", "partial_json": piece}
                           for piece in ["", *_pieces(arguments, reply.chunk)]]
-            for delta in deltas:
-                await out.event({"type": "content_block_delta", "index": index, "delta": delta},
+            for piece in deltas:
+                await out.event({"type": "content_block_delta", "index": index, "delta": piece},
                                 "content_block_delta")
             await out.event({"type": "content_block_stop", "index": index},
                             "content_block_stop")
         stop = "tool_use" if reply.tool_calls else "end_turn"
-        delta: dict[str, Any] = {"type": "message_delta",
-                                 "delta": {"stop_reason": stop, "stop_sequence": None}}
+        ending: dict[str, Any] = {"type": "message_delta",
+                                  "delta": {"stop_reason": stop, "stop_sequence": None}}
         if reply.usage:
-            delta["usage"] = {"output_tokens": reply.completion_tokens}
-        await out.event(delta, "message_delta")
+            ending["usage"] = {"output_tokens": reply.completion_tokens}
+        await out.event(ending, "message_delta")
         await out.event({"type": "message_stop"}, "message_stop")
 
     async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:

@@ -15,7 +15,7 @@ from longhaul.llm import (
     ToolSpec,
 )
 
-from tests.support.llm_fakes import Break, Call, Fail, FakeAnthropic, Reply
+from tests.support.llm_fakes import Break, Call, Fail, FakeAnthropic, Reply, Step
 from tests.unit.llm.conftest import drain
 
 TOOLS = [ToolSpec(name="search", description="web search",
@@ -145,8 +145,8 @@ async def test_tool_use_streams_and_thinking_round_trips(registry: ModelRegistry
 
 async def test_overloaded_event_before_output_is_retried_after_output_is_not(
         registry: ModelRegistry) -> None:
-    script = [Break(text="", mode="error_event"), Fail(529, "Overloaded"), Reply(text="fine"),
-              Break(text="some text", mode="error_event")]
+    script: list[Step] = [Break(text="", mode="error_event"), Fail(529, "Overloaded"),
+                          Reply(text="fine"), Break(text="some text", mode="error_event")]
     async with FakeAnthropic(script) as server:
         model = registry.resolve("anthropic:claude-sonnet-4-5", server.models_config())
         events = await drain(model, request())

@@ -79,7 +79,7 @@ def test_provider_fields_reach_only_their_provider() -> None:
     assert "provider_fields" not in prepare_history(history, "openai")[0]
 
 
-ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)),
+ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
               min_size=1, max_size=80)
 
 

@@ -18,7 +18,7 @@ from longhaul.llm import (
     parse_arguments,
 )
 
-from tests.support.llm_fakes import Break, Call, Fail, FakeOpenAI, Reply
+from tests.support.llm_fakes import Break, Call, Fail, FakeOpenAI, Reply, Step
 from tests.unit.llm.conftest import SleepRecorder, drain
 
 TOOLS = [
@@ -166,7 +166,8 @@ async def test_401_is_not_retried(registry: ModelRegistry) -> None:
 
 
 async def test_429_with_retry_after_is_honoured(registry: ModelRegistry) -> None:
-    script = [Fail(429, "Rate limit reached", headers={"retry-after": "0.2"}), Reply(text="ok")]
+    script: list[Step] = [Fail(429, "Rate limit reached", headers={"retry-after": "0.2"}),
+                          Reply(text="ok")]
     async with FakeOpenAI(script) as server:
         model = registry.resolve("openai:gpt-4o", server.models_config())
         sleeper = SleepRecorder().install(model)
@@ -182,8 +183,8 @@ async def test_429_with_retry_after_is_honoured(registry: ModelRegistry) -> None
 
 async def test_retry_after_ms_and_server_errors_before_output_are_retried(
         registry: ModelRegistry) -> None:
-    script = [Fail(503, "busy", headers={"retry-after-ms": "30"}), Fail(500), Break(text=""),
-              Reply(text="finally")]
+    script: list[Step] = [Fail(503, "busy", headers={"retry-after-ms": "30"}), Fail(500),
+                          Break(text=""), Reply(text="finally")]
     async with FakeOpenAI(script) as server:
         model = registry.resolve("openai:gpt-4o", server.models_config())
         sleeper = SleepRecorder().install(model)

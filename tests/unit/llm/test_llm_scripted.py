@@ -254,7 +254,7 @@ def string_schemas(draw: st.DrawFn) -> dict[str, Any]:
     return {"type": "string"}
 
 
-leaves = (integer_schemas() | number_schemas() | string_schemas()
+leaves: st.SearchStrategy[dict[str, Any]] = (integer_schemas() | number_schemas() | string_schemas()
           | st.just({"type": "boolean"}) | st.just({"type": "null"}) | st.just({})
           | st.builds(lambda v: {"const": v}, st.integers() | st.text(max_size=3)))
 
