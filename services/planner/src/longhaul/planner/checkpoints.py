@@ -3,8 +3,9 @@
 A checkpoint is saved for every completed phase (name, result reference, status, task status,
 time) when ``pipeline.checkpoint.enabled``; the bucket's max age is
 ``checkpoint.ttl_seconds``. Resume reads them first, and falls back to the event log for
-phases whose checkpoint expired. Checkpoints are written before the ``phase_completed`` event,
-so a crash between the two loses nothing: resume finds the result in the checkpoint.
+phases whose checkpoint expired. A checkpoint and its ``phase_completed`` event are written
+together; either one alone tells resume the phase is done, so a crash between them loses
+nothing.
 """
 
 from __future__ import annotations

@@ -15,10 +15,12 @@ conflict only means "re-read and decide again". One step is one decision:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+import msgspec
 from longhaul.core import events as ev
 from longhaul.core.config import PipelineConfig
 from longhaul.core.connection import Connection
@@ -27,6 +29,7 @@ from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.core.workspace import Workspace
 from longhaul.planner.checkpoints import Checkpoint, Checkpoints
 from longhaul.planner.decompose import decompose
+from longhaul.planner.lru import Lru
 from longhaul.planner.merge import Candidate, merge
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.offload import phase_output_key, store_output, summarise, task_output_key
@@ -46,12 +49,15 @@ from longhaul.planner.steps import (
     step_outcome,
     step_trace_created,
     step_trace_ids,
+    task_id_of_trace,
     trace_status,
 )
 
 log = logging.getLogger(__name__)
 
 MAX_STEPS_PER_WAKE = 1000
+REMEMBERED_TASKS = 256
+REMEMBERED_TRACES = 4096
 
 
 @dataclass
@@ -71,17 +77,40 @@ class TaskDriver:
         self.deps = deps
         self.store = deps.store
         self.pipeline = deps.pipeline
+        self.tasks: Lru[str, TaskState] = Lru(REMEMBERED_TASKS)
+        self.step_tasks: Lru[str, str] = Lru(REMEMBERED_TRACES)
+        """Step trace id -> task id, for the traces this replica created."""
+
+    async def task_of_step(self, trace_id: str) -> str | None:
+        """The task a trace runs a phase of (``None`` for other traces)."""
+        return self.step_tasks.get(trace_id) or await task_id_of_trace(self.deps.conn, trace_id)
 
     async def drive(self, task_id: str) -> None:
+        """Run the task's steps until it waits. Callers serialise calls per task."""
+        task = await self._load(task_id)
         for _ in range(MAX_STEPS_PER_WAKE):
-            task = await self.store.load_task(task_id)
             try:
                 if not await self.step(task):
-                    return
+                    break
             except ConcurrencyError:
                 log.info("task %s moved under us; re-reading", task_id)
-        log.error("task %s still busy after %d steps; leaving it for the next wake-up",
-                  task_id, MAX_STEPS_PER_WAKE)
+                task = await self._load(task_id)
+        else:
+            log.error("task %s still busy after %d steps; leaving it for the next wake-up",
+                      task_id, MAX_STEPS_PER_WAKE)
+        if task.is_final:
+            self.tasks.pop(task_id)
+
+    async def _load(self, task_id: str) -> TaskState:
+        """The remembered state caught up with the log, or a full replay."""
+        task = self.tasks.get(task_id)
+        if task is None:
+            task = await self.store.load_task(task_id)
+        else:
+            await self.store.catch_up("task", task_id, task)
+        if task.exists:
+            self.tasks.put(task_id, task)
+        return task
 
     async def step(self, task: TaskState) -> bool:
         """Take one step; False when the task waits for something outside the planner."""
@@ -110,10 +139,18 @@ class TaskDriver:
         return await self._start_ready(task)
 
     async def _append(self, task: TaskState, events: Sequence[ev.TaskEvent]) -> None:
-        await self.store.append(
+        """Append after the state ``task`` shows, and fold the events into it. They are tried
+        on a copy first: an event the fold refuses must never reach the log, where it would
+        make the task unreadable."""
+        probe = msgspec.convert(msgspec.to_builtins(task), TaskState)
+        for event in events:
+            probe.apply(event)
+        recorded = await self.store.append(
             "task", task.task_id, events,
             expected=Position(task.stream_seq, task.version), actor="planner",
         )
+        for item in recorded:
+            task.apply(item.event, item.seq)
 
     # ---------------------------------------------------------------- planning
 
@@ -148,6 +185,7 @@ class TaskDriver:
         ])
         for pid, ids in started.items():
             for index, trace_id in enumerate(ids):
+                self.step_tasks.put(trace_id, task.task_id)
                 created = step_trace_created(task, task.phases[pid].spec, index)
                 await ensure_step_trace(self.store, trace_id, created)
         return True
@@ -184,13 +222,19 @@ class TaskDriver:
         key = phase_output_key(task.task_id, phase_id)
         output = await store_output(self.deps.workspace, key, result.output)
         summary = summarise(output)
-        await self.deps.checkpoints.save(Checkpoint(
+        checkpoint = Checkpoint(
             task_id=task.task_id, phase_id=phase_id, name=phase.spec.name, result_ref=key,
             summary=summary, trace_id=result.trace_id, task_status=task.status or "running",
-        ))
-        await self._append(task, [ev.PhaseCompleted(
+        )
+        completed = ev.PhaseCompleted(
             phase_id=phase_id, output_ref=key, summary=summary, trace_id=result.trace_id,
-        )])
+        )
+        # Either record alone is enough for resume (see resume.py), so they go out together.
+        results = await asyncio.gather(self.deps.checkpoints.save(checkpoint),
+                                       self._append(task, [completed]), return_exceptions=True)
+        for outcome in results:
+            if isinstance(outcome, BaseException):
+                raise outcome
         return True
 
     # ---------------------------------------------------------------- failure

@@ -10,17 +10,20 @@ still running keep their live step traces, the others start again.
 
 from __future__ import annotations
 
+import asyncio
+
 from longhaul.core import events as ev
 from longhaul.core.state import TaskState
 from longhaul.planner.checkpoints import Checkpoints
 
 
 async def resume_events(task: TaskState, checkpoints: Checkpoints) -> list[ev.TaskEvent]:
-    saved = {}
-    for pid in task.order:
-        checkpoint = await checkpoints.load(task.task_id, pid)
-        if checkpoint is not None and checkpoint.status == "completed":
-            saved[pid] = checkpoint
+    loaded = await asyncio.gather(*(checkpoints.load(task.task_id, pid) for pid in task.order))
+    saved = {
+        pid: checkpoint
+        for pid, checkpoint in zip(task.order, loaded, strict=True)
+        if checkpoint is not None and checkpoint.status == "completed"
+    }
     events: list[ev.TaskEvent] = []
     done: set[str] = set()
     for pid in task.order:

@@ -8,10 +8,15 @@ durable consumer and settle races through the task log's optimistic concurrency.
 
 from __future__ import annotations
 
+import logging
+
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, Delivery, KeyLocks
+from longhaul.core.events import EventDecodeError
+from longhaul.core.state import InvalidTransition
 from longhaul.planner.driver import TaskDriver
-from longhaul.planner.steps import task_id_of_trace
+
+log = logging.getLogger(__name__)
 
 DURABLE = "planner"
 TASK_EVENTS = ("task_created", "resume_requested")
@@ -39,8 +44,12 @@ class Planner:
         if delivery.aggregate == "task":
             task_id: str | None = delivery.aggregate_id
         else:
-            task_id = await task_id_of_trace(self.conn, delivery.aggregate_id)
+            task_id = await self.driver.task_of_step(delivery.aggregate_id)
         if task_id is None:
             return
         async with self.locks.hold(task_id):
-            await self.driver.drive(task_id)
+            try:
+                await self.driver.drive(task_id)
+            except (EventDecodeError, InvalidTransition) as exc:
+                # The task's log holds an event that cannot be folded; retrying cannot help.
+                log.error("task %s cannot be driven: %s", task_id, exc)
