@@ -21,12 +21,13 @@ from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
 from longhaul.executor.children import Children
+from longhaul.executor.engine import AgentTurns
 from longhaul.executor.leases import Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.sweeper import Sweeper
-from longhaul.executor.turn import TurnEngine, TurnRunner, TurnSettings
+from longhaul.executor.turn import TurnRunner, TurnSettings
 from longhaul.executor.wakeups import (
     FINAL_TYPES,
     SPAWN_TYPES,
@@ -50,12 +51,13 @@ class Executor:
         self,
         ctx: ServiceContext,
         settings: ExecutorSettings,
-        engine: TurnEngine,
+        engine: AgentTurns,
         *,
         metrics: ExecutorMetrics | None = None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
+        self.engine = engine
         self.store: EventStore = ctx.store
         self.index = TraceIndex(ctx.conn)
         self.metrics = metrics or ExecutorMetrics()
@@ -70,11 +72,7 @@ class Executor:
         )
         self.turns = TurnRunner(
             self.store, self.index, self.leases, engine, self.metrics,
-            TurnSettings(
-                actor=actor,
-                flush_interval_ms=ctx.config.pipeline.streaming.flush_interval_ms,
-                index_interval_s=settings.index_interval_s,
-            ),
+            TurnSettings(actor=actor, index_interval_s=settings.index_interval_s),
         )
         self.sweeper = Sweeper(
             self.index, self.leases, self.wake, interval_s=settings.sweep_interval_s
@@ -109,6 +107,7 @@ class Executor:
                 await sub.unsubscribe()
             if presence is not None:
                 await presence.release()
+            await self.engine.aclose()
             log.info("executor %s stopped", self.settings.id)
 
     async def _announce(self) -> Lease | None:

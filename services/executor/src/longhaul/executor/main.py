@@ -1,12 +1,49 @@
-"""`longhaul-executor`: the executor service process."""
+"""`longhaul-executor` / `python -m longhaul.executor.main`: the executor service process.
+
+Configuration: the shared ``LONGHAUL_*`` settings (``LONGHAUL_NATS__URL``,
+``LONGHAUL_NATS__NAMESPACE``, ``LONGHAUL_STORE__LEASE_TTL_S`` …), the executor's own
+``LONGHAUL_EXECUTOR__*`` settings (see ``settings.py``: ``CONCURRENCY``, ``TOOL_MODULES``,
+``METRICS_PORT``, ``WORKING_ROOT`` …) and ``LONGHAUL_EXECUTOR_ID`` (default hostname-pid).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
+from longhaul.executor.engine import AgentTurns, ModelResolver
+from longhaul.executor.executor import Executor
+from longhaul.executor.metrics import ExecutorMetrics
+from longhaul.executor.settings import ExecutorSettings
+from longhaul.executor.tools import load_tools
+from longhaul.executor.workspace import KvWorkspace
+
+
+def build_executor(
+    ctx: ServiceContext,
+    settings: ExecutorSettings,
+    *,
+    tools: ToolRegistry | None = None,
+    resolve_model: ModelResolver | None = None,
+) -> Executor:
+    """An executor on ``ctx``; ``tools``/``resolve_model`` replace the configured ones
+    (in-process benchmarks)."""
+    engine = AgentTurns(
+        ctx.config,
+        tools if tools is not None else load_tools(settings.tool_modules),
+        workspace=KvWorkspace(ctx.conn),
+        working_root=settings.working_root or Path.cwd(),
+        resolve_model=resolve_model,
+    )
+    metrics = ExecutorMetrics()
+    if settings.metrics_port is not None:
+        metrics.serve(settings.metrics_port)
+    return Executor(ctx, settings, engine, metrics=metrics)
 
 
 async def run(ctx: ServiceContext) -> None:
-    await ctx.shutdown.wait()
+    await build_executor(ctx, ExecutorSettings()).run()
 
 
 def main() -> None:

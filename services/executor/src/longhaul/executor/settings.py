@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator
@@ -39,6 +40,9 @@ class ExecutorSettings(BaseSettings):
         description="python modules imported at start (comma-separated); they register tools",
     )
     shutdown_grace_s: float = Field(default=8.0, gt=0)
+    working_root: Path | None = Field(
+        default=None, description="where traces work (default: the current directory)"
+    )
 
     @field_validator("tool_modules", mode="before")
     @classmethod

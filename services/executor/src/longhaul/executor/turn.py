@@ -33,7 +33,7 @@ from longhaul.executor.upkeep import TurnUpkeep
 log = logging.getLogger(__name__)
 
 TurnEngine = Callable[[TraceState, TraceSink, LiveCallback], Coroutine[Any, Any, TurnOutcome]]
-"""Runs one engine turn on ``state``, emitting through the sink (see ``engine.py``)."""
+"""Runs one engine turn on ``state``, emitting through the sink (``engine.AgentTurns``)."""
 
 MAX_ROUNDS = 8
 """Turns one wake-up may run back to back (stale-state restarts, events during a turn)."""
@@ -42,7 +42,6 @@ MAX_ROUNDS = 8
 @dataclass
 class TurnSettings:
     actor: str
-    flush_interval_ms: int
     index_interval_s: float
 
 
@@ -109,10 +108,7 @@ class TurnRunner:
             self.store, state, actor=self.settings.actor, lease=lease, metrics=self.metrics,
             upkeep=upkeep,
         )
-        live = LivePublisher(
-            self.store.conn.nc, self.store.conn.names.live(state.trace_id),
-            flush_interval_ms=self.settings.flush_interval_ms,
-        )
+        live = LivePublisher(self.store.conn.nc, self.store.conn.names.live(state.trace_id))
         self.metrics.active_turns.inc()
         turn = asyncio.create_task(self.engine(state, sink, live), name=f"turn-{state.trace_id}")
         keeper = asyncio.create_task(
@@ -120,10 +116,7 @@ class TurnRunner:
         )
         end = "error"
         try:
-            outcome = await turn
-            end = outcome.end
-            if outcome.end == "max_iterations" and state.status == "running":
-                await sink.emit([ev.Stopped(reason="max_iterations")])
+            end = (await turn).end
             return state
         except StaleState as exc:
             end = "stale"
@@ -145,6 +138,5 @@ class TurnRunner:
             for task in (turn, keeper):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-            await live.close()
             with contextlib.suppress(Exception):
                 await upkeep.finish(state)

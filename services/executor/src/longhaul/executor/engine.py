@@ -1,0 +1,74 @@
+"""The pure engine (``longhaul.agent.engine.Engine``) bound to what an executor provides:
+its tools, the pipeline config, presets, the shared workspace and the model registry.
+
+One :class:`AgentTurns` serves every turn of a replica. A trace whose model string cannot be
+resolved (unknown provider, missing key, a script file that is not there) fails at once with
+the reason instead of being retried as a poison event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
+from longhaul.agent.engine import Engine
+from longhaul.agent.env import AgentEnv
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.tools import ToolRegistry
+from longhaul.agent.workspace import Workspace
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig
+from longhaul.core.state import TraceState
+from longhaul.llm.registry import ModelRegistry
+from longhaul.llm.types import Model
+
+log = logging.getLogger(__name__)
+
+ModelResolver = Callable[[str], Model]
+
+
+class AgentTurns:
+    def __init__(
+        self,
+        config: LonghaulConfig,
+        tools: ToolRegistry,
+        *,
+        workspace: Workspace | None,
+        working_root: Path,
+        resolve_model: ModelResolver | None = None,
+    ) -> None:
+        self.config = config
+        self._registry = ModelRegistry(config.models)
+        self.resolve_model = resolve_model or self._registry.resolve
+        self.engine = Engine(
+            tools=tools,
+            config=config.pipeline,
+            env=AgentEnv(
+                presets=PresetCatalog(config.presets),
+                workspace=workspace,
+                working_root=working_root,
+                models=config.models,
+            ),
+        )
+
+    async def __call__(
+        self, state: TraceState, sink: EventSink, live: LiveCallback
+    ) -> TurnOutcome:
+        models = self.config.models
+        try:
+            model = self.resolve_model(state.config.model or models.default)
+            utility = self.resolve_model(models.for_role("utility"))
+        except ValueError as exc:
+            log.warning("trace %s: model not usable: %s", state.trace_id, exc)
+            failed = ev.Failed(error=f"model not usable: {exc}", stop_reason="config_error")
+            await sink.emit([failed])
+            return TurnOutcome(end="failed", stop_reason="config_error")
+        return await self.engine.run_turn(
+            state, sink, model=model, utility_model=utility, live=live
+        )
+
+    async def aclose(self) -> None:
+        """Release the HTTP clients of the model providers."""
+        await self._registry.aclose()

@@ -1,0 +1,19 @@
+"""The engine's :class:`longhaul.agent.workspace.Workspace` over the shared ``lh_workspace``
+KV (large values offloaded to the object store by ``longhaul.core.workspace``)."""
+
+from __future__ import annotations
+
+from longhaul.core.connection import Connection
+from longhaul.core.workspace import Workspace
+
+
+class KvWorkspace:
+    def __init__(self, conn: Connection) -> None:
+        self._workspace = Workspace(conn)
+
+    async def get(self, key: str) -> bytes | None:
+        entry = await self._workspace.get(key)
+        return entry.value if entry is not None else None
+
+    async def put(self, key: str, value: bytes) -> None:
+        await self._workspace.put(key, value)

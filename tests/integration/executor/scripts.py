@@ -1,0 +1,26 @@
+"""Scripted-model files for executor tests (``scripted:<path>``): turn N answers the request
+that already holds N assistant messages, so a trace resumed elsewhere continues the script."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def write_script(path: Path, turns: list[dict[str, Any]]) -> str:
+    path.write_text(yaml.safe_dump(turns))
+    return f"scripted:{path}"
+
+
+def record_steps(path: Path, steps: int, log: Path, *, hold_ms: int = 0,
+                 answer: str = "all steps done") -> str:
+    """``steps`` turns each calling ``record`` once, then a final answer."""
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "record",
+                         "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}]}
+        for n in range(steps)
+    ]
+    turns.append({"content": answer})
+    return write_script(path, turns)
