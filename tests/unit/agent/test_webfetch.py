@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from pathlib import Path
 
 import pytest
 from longhaul.agent.errors import ToolError
-from longhaul.agent.tools import ToolSettings
-from longhaul.agent.tools.netguard import checked_address, refused_reason
+from longhaul.agent.tools import ToolResult, ToolSettings
+from longhaul.agent.tools.netguard import checked_addresses, refused_reason
 from longhaul.agent.tools.web import html_to_text, webfetch
 
 from tests.unit.agent.support import tool_context
@@ -39,12 +40,12 @@ async def test_refuses_internal_targets(tmp_path: Path, url: str, reason: str) -
 async def test_every_resolved_address_is_checked() -> None:
     # localhost resolves to both 127.0.0.1 and ::1 on most systems: either one refuses it.
     with pytest.raises(ToolError, match="loopback"):
-        await checked_address("localhost", 80, allow_private=False)
+        await checked_addresses("localhost", 80, allow_private=False)
 
 
 async def test_private_targets_allowed_when_configured() -> None:
-    address = await checked_address("127.0.0.1", 80, allow_private=True)
-    assert address == ipaddress.ip_address("127.0.0.1")
+    addresses = await checked_addresses("127.0.0.1", 80, allow_private=True)
+    assert addresses == [ipaddress.ip_address("127.0.0.1")]
 
 
 def test_public_addresses_pass() -> None:
@@ -61,3 +62,53 @@ async def test_non_http_schemes_are_invalid_calls(tmp_path: Path) -> None:
 def test_html_is_reduced_to_text() -> None:
     html = "<html><head><title>x</title><style>p{}</style></head><body><h1>Hi</h1><p>a &amp; b"
     assert html_to_text(html) == "Hi\na & b"
+
+
+class LocalSite:
+    """A tiny real HTTP server on loopback: / redirects to /page, which serves HTML."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://localhost:{port}/"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+        await self.server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        path = head.split(" ", 2)[1]
+        self.hosts += [line[6:] for line in head.split("\r\n") if line.lower().startswith("host:")]
+        if path == "/":
+            response = "HTTP/1.1 302 Found\r\nLocation: /page\r\nContent-Length: 0\r\n\r\n"
+        else:
+            body = "<html><body><h1>Local</h1><p>hello</p></body></html>"
+            response = (
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n{body}"
+            )
+        writer.write(response.encode())
+        await writer.drain()
+        writer.close()
+
+
+async def test_allowed_fetch_follows_redirects_pinned_to_the_checked_address(
+    tmp_path: Path,
+) -> None:
+    site = LocalSite()
+    async with site as url:
+        settings = ToolSettings(webfetch_allow_private=True)
+        result = await webfetch.run(tool_context(tmp_path, settings=settings), {"url": url})
+    assert isinstance(result, ToolResult)
+    assert result.output.startswith("[200 text/html; charset=utf-8]")
+    assert result.output.endswith("Local\nhello")
+    # Connected to the resolved address, but the server saw the name the URL used.
+    port = url.rsplit(":", 1)[1].rstrip("/")
+    assert site.hosts == [f"localhost:{port}", f"localhost:{port}"]
+    assert result.include_output_only_once and "fetched" in str(result.long_term_memory)

@@ -6,6 +6,12 @@ the events durably and applies them to the same state object, so after ``emit`` 
 state reflects them. When the log moved under the engine (a stop request, a human reply), the
 sink catches the state up and re-appends if the events still apply, or raises
 :class:`StaleState` so the executor re-replays and starts a fresh turn.
+
+A batch passed to one ``emit`` belongs together (a tool's ``GoalChanged`` and its result; an
+assistant message and the ``LoopWarned`` it caused): message sequences in it are allocated
+ahead of the fold, so the sink must apply them in order and should append them back to back.
+The engine re-reads ``state`` after every ``emit`` (``stop_requested`` in particular), so a
+sink that catches up foreign events makes the engine react before its next action.
 """
 
 from __future__ import annotations
@@ -45,11 +51,17 @@ TurnEnd = Literal[
     "waiting",  # verification, human or children: the turn ends, the lease is released
     "stopped",  # stop request, loop detection or a budget (see stop_reason)
     "failed",  # unrecoverable error or verification exhausted
-    "max_iterations",  # iteration budget of this turn (trace goes on being resumable)
+    "max_iterations",  # the turn's iteration budget ran out: the engine already emitted
+    # ``Stopped(reason="max_iterations")``; a ``run_requested`` continues the trace
 ]
 
 
 class TurnOutcome(msgspec.Struct, kw_only=True):
+    """How a turn ended. ``steps``: model calls made in this turn. ``stop_reason``: for
+    ``stopped`` / ``max_iterations`` / ``failed`` the reason recorded on the trace
+    (``stop_requested``, ``loop_detected``, ``token_budget``, ``cost_budget``,
+    ``max_iterations``, ``model_error``, ``verification_failed``, ``config_error``)."""
+
     end: TurnEnd
     steps: int = 0
     stop_reason: str | None = None

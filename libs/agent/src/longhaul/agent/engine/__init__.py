@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine.loop import TurnLoop
 from longhaul.agent.env import AgentEnv
+from longhaul.agent.guardrail_policy import GuardrailPolicy
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.middleware.defaults import default_middleware
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.agent.tools.registry import ToolRegistry
+from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.turn import Turn
-from longhaul.core.config import PipelineConfig
+from longhaul.agent.workspace import Workspace
+from longhaul.core.config import LonghaulConfig, PipelineConfig
 from longhaul.core.state import TraceState
 from longhaul.llm.types import Model
 
@@ -40,6 +47,33 @@ class Engine:
         chosen = middleware if middleware is not None else default_middleware(self.config)
         self.middleware = list(chosen)
         self._chain = MiddlewareChain(self.middleware)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: LonghaulConfig,
+        *,
+        tools: ToolRegistry | None = None,
+        working_root: Path | None = None,
+        workspace: Workspace | None = None,
+        skill_dirs: Sequence[Path | str] = (),
+        tool_settings: ToolSettings | None = None,
+        guardrail: GuardrailPolicy | None = None,
+        context_hooks: ContextHooks | None = None,
+    ) -> Engine:
+        """The engine a service runs: pipeline settings, user presets and model prices /
+        context limits from ``config``; the rest from the arguments."""
+        env = AgentEnv(
+            presets=PresetCatalog(config.presets),
+            skills=SkillIndex.load(skill_dirs),
+            workspace=workspace,
+            working_root=working_root or config.data_dir / "work",
+            tool_settings=tool_settings or ToolSettings(),
+            models=config.models,
+            context_hooks=context_hooks or ContextHooks(),
+        )
+        middleware = default_middleware(config.pipeline, guardrail=guardrail)
+        return cls(tools=tools, config=config.pipeline, env=env, middleware=middleware)
 
     async def run_turn(
         self,

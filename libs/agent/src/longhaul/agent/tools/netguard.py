@@ -44,8 +44,9 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
 
 
-async def checked_address(host: str, port: int, *, allow_private: bool) -> IPAddress:
-    """The address to connect to; raises ``ToolError(code="address_refused")``."""
+async def checked_addresses(host: str, port: int, *, allow_private: bool) -> list[IPAddress]:
+    """The addresses to connect to, in resolver order; raises
+    ``ToolError(code="address_refused")`` if any of them is not public."""
     addresses = await resolve(host, port)
     if not addresses:
         raise ToolError(f"{host} has no address", code="dns_error")
@@ -57,4 +58,4 @@ async def checked_address(host: str, port: int, *, allow_private: bool) -> IPAdd
                     f"refused to fetch {host}: it resolves to {address}, a {reason} address",
                     code="address_refused",
                 )
-    return addresses[0]
+    return addresses

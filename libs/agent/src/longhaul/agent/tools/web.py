@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
@@ -10,7 +11,7 @@ import httpx
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
-from longhaul.agent.tools.netguard import checked_address
+from longhaul.agent.tools.netguard import IPAddress, checked_addresses
 from longhaul.agent.tools.result import ToolResult
 
 MAX_REDIRECTS = 5
@@ -57,6 +58,46 @@ def _pinned(url: str, address: str) -> tuple[str, dict[str, str], dict[str, str]
     return pinned, {"Host": host_header}, {"sni_hostname": host}
 
 
+@dataclass(frozen=True, slots=True)
+class _Page:
+    status: int
+    kind: str
+    encoding: str
+    body: bytes
+
+    def text(self) -> str:
+        text = self.body.decode(self.encoding, errors="replace")
+        return html_to_text(text) if "html" in self.kind else text
+
+
+async def _get(
+    client: httpx.AsyncClient, url: str, addresses: list[IPAddress], max_bytes: int
+) -> str | _Page:
+    """One GET pinned to the first checked address that accepts a connection: the redirect
+    target, or the page."""
+    last_error: httpx.HTTPError | None = None
+    for address in addresses:
+        pinned, headers, extensions = _pinned(url, str(address))
+        try:
+            async with client.stream(
+                "GET", pinned, headers=headers, extensions=extensions
+            ) as response:
+                if response.is_redirect and "location" in response.headers:
+                    return urljoin(url, response.headers["location"])
+                body = bytearray()
+                async for chunk in response.aiter_bytes():
+                    body.extend(chunk)
+                    if len(body) >= max_bytes:
+                        break
+                kind = response.headers.get("content-type", "")
+                return _Page(response.status_code, kind, response.encoding or "utf-8", bytes(body))
+        except httpx.ConnectError as exc:
+            last_error = exc
+        except httpx.HTTPError as exc:
+            raise ToolError(f"fetching {url} failed: {exc}", code="fetch_failed") from exc
+    raise ToolError(f"fetching {url} failed: {last_error}", code="fetch_failed")
+
+
 @tool(read_only=True)
 async def webfetch(ctx: ToolContext, url: str) -> ToolResult:
     """Fetch a web page or file over http(s) and return its text.
@@ -76,35 +117,18 @@ async def webfetch(ctx: ToolContext, url: str) -> ToolResult:
                     f"unsupported URL {current!r}: use http(s)://host/…", code="tool_call_invalid"
                 )
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            address = await checked_address(
+            addresses = await checked_addresses(
                 parts.hostname, port, allow_private=settings.webfetch_allow_private
             )
-            pinned, headers, extensions = _pinned(current, str(address))
-            try:
-                async with client.stream(
-                    "GET", pinned, headers=headers, extensions=extensions
-                ) as response:
-                    if response.is_redirect and "location" in response.headers:
-                        current = urljoin(current, response.headers["location"])
-                        continue
-                    body = bytearray()
-                    async for chunk in response.aiter_bytes():
-                        body.extend(chunk)
-                        if len(body) >= settings.webfetch_max_bytes:
-                            break
-                    status = response.status_code
-                    kind = response.headers.get("content-type", "")
-                    encoding = response.encoding or "utf-8"
-            except httpx.HTTPError as exc:
-                raise ToolError(f"fetching {current} failed: {exc}", code="fetch_failed") from exc
-            text = bytes(body).decode(encoding, errors="replace")
-            if "html" in kind:
-                text = html_to_text(text)
+            fetched = await _get(client, current, addresses, settings.webfetch_max_bytes)
+            if isinstance(fetched, str):
+                current = fetched
+                continue
             return ToolResult(
-                output=f"[{status} {kind}] {current}\n\n{text}",
+                output=f"[{fetched.status} {fetched.kind}] {current}\n\n{fetched.text()}",
                 title=f"fetch {current}",
-                long_term_memory=f"fetched {current} ({status}, {len(body)} bytes)",
+                long_term_memory=f"fetched {current} ({fetched.status}, {len(fetched.body)} bytes)",
                 include_output_only_once=True,
-                error_code=None if status < 400 else "http_error",
+                error_code=None if fetched.status < 400 else "http_error",
             )
     raise ToolError(f"too many redirects fetching {url}", code="fetch_failed")

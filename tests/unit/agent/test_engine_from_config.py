@@ -1,0 +1,33 @@
+"""Engine.from_config: what a service builds from longhaul.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from longhaul.agent import Engine
+from longhaul.core import events as ev
+from longhaul.core.config import LonghaulConfig, MiddlewareEntry, PipelineConfig
+
+from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
+
+
+async def test_presets_pipeline_and_paths_come_from_the_config(tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "triage.md").write_text("# Triage bugs\n…")
+    config = LonghaulConfig(
+        presets={"triager": {"extends": "analyst", "system_prompt": "Triage."}},
+        pipeline=PipelineConfig(middleware=[MiddlewareEntry(name="PromptCache", enabled=False)]),
+        data_dir=tmp_path / "data",
+    )
+    engine = Engine.from_config(config, skill_dirs=[skills])
+    assert "PromptCache" not in [m.config_name() for m in engine.middleware]
+    model, script = scripted(answer("ok"))
+    state = new_state(config=ev.TraceConfig(preset="triager"))
+    await engine.run_turn(state, MemorySink(state), model=model)
+    request = script.requests[0]
+    assert request.system_stable.startswith("Triage.")
+    assert "- triage: Triage bugs" in request.system_stable
+    assert str(tmp_path / "data" / "work") in request.system_stable
+    assert "bash" not in [spec.name for spec in request.tools]
+    assert make_engine(tmp_path).config == PipelineConfig()
