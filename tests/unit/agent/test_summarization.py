@@ -14,7 +14,15 @@ from longhaul.core.config import CompressionConfig
 from longhaul.core.state import TraceState
 from longhaul.llm.types import ModelError
 
-from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
+from tests.unit.agent.support import (
+    MemorySink,
+    answer,
+    call,
+    calls,
+    make_engine,
+    new_state,
+    scripted,
+)
 
 CHARS_PER_TOKEN = 4
 
@@ -137,3 +145,32 @@ async def test_requested_compaction_is_forced(tmp_path: Path) -> None:
         state, sink, model=model, utility_model=utility
     )
     assert len(sink.of_type(ev.Compacted)) == 1 and not state.compact_requested
+
+
+async def test_no_compaction_when_the_opening_alone_fills_the_window(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = new_state("q" * 120_000 * CHARS_PER_TOKEN)
+    sink = MemorySink(state)
+    await add_tool_round(sink, "r1", "small")
+    utility, utility_script = scripted(name="scripted:util")
+    model, _ = scripted(calls(call("glob", {"pattern": "*"})), answer("done"))
+    with caplog.at_level(logging.WARNING):
+        outcome = await engine_with_limit(tmp_path, 128_000).run_turn(
+            state, sink, model=model, utility_model=utility
+        )
+    assert outcome.end == "completed" and utility_script.requests == []
+    warnings = [r for r in caplog.records if "opening messages alone" in r.message]
+    assert len(warnings) == 1  # once per turn, not once per step
+
+
+async def test_a_lone_summary_is_not_summarised_again(tmp_path: Path) -> None:
+    state, sink = await big_state(100)
+    engine = engine_with_limit(tmp_path, 128_000)
+    await sink.emit([ev.CompactRequested()])
+    utility, utility_script = scripted(answer("S1"), name="scripted:util")
+    await engine.run_turn(state, sink, model=scripted(answer("a"))[0], utility_model=utility)
+    await sink.emit([ev.RunRequested(after_sequence=state.path[1], messages=[])])
+    await sink.emit([ev.CompactRequested()])
+    await engine.run_turn(state, sink, model=scripted(answer("b"))[0], utility_model=utility)
+    assert len(utility_script.requests) == 1 and len(sink.of_type(ev.Compacted)) == 1

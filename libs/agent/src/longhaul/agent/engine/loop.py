@@ -6,6 +6,7 @@ waited (``settle``), a requested reflection. Then, step by step: stop request �
 at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
 (wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
 emitted before the next action. A crash therefore loses at most the call in flight.
+``after_agent`` sees every outcome once ``before_agent`` ran.
 """
 
 from __future__ import annotations
@@ -43,9 +44,16 @@ class TurnLoop:
             if state.stop_requested:
                 return await stop(turn, STOP_REQUESTED)
             return TurnOutcome(end="waiting")
+        if state.status is None:
+            raise ValueError("run_turn needs an existing trace (no trace_created applied)")
         if state.status != "running":
-            end = state.status if state.status in ("completed", "failed", "stopped") else "failed"
-            return TurnOutcome(end=end, stop_reason=state.stop_reason)
+            return TurnOutcome(end=state.status, stop_reason=state.stop_reason)
+        outcome = await self._run()
+        await self.chain.after_agent(turn, outcome)
+        return outcome
+
+    async def _run(self) -> TurnOutcome:
+        turn, state = self.turn, self.turn.state
         try:
             await self.chain.before_agent(turn)
         except TurnConfigError as exc:
@@ -53,13 +61,10 @@ class TurnLoop:
         if state.stop_requested:
             return await stop(turn, STOP_REQUESTED)
         outcome = await settle(turn)
-        if outcome is not None:
-            return outcome
-        if state.reflect_requested:
+        if state.reflect_requested and outcome is None:
             await reflect(turn)
         while outcome is None:
             outcome = await self._step()
-        await self.chain.after_agent(turn, outcome)
         return outcome
 
     async def _step(self) -> TurnOutcome | None:

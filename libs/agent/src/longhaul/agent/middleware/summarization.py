@@ -51,6 +51,7 @@ ContextLimit = Callable[[str], int]
 class _Memo:
     overhead: int | None = None
     summariser_failed: bool = False
+    opening_warned: bool = False
 
 
 def should_compress(tokens: int, limit: int, config: CompressionConfig) -> bool:
@@ -118,6 +119,18 @@ class Summarization(Middleware):
                 tokens = overhead + turn.history.tokens_at(kept)
                 if not should_compress(tokens, limit, turn.config.compression):
                     return
+        opening = list(range(opening_length(state)))
+        if not forced and should_compress(
+            overhead + turn.history.tokens_at(opening), limit, turn.config.compression
+        ):
+            if not memo.opening_warned:
+                memo.opening_warned = True
+                log.warning(
+                    "trace %s: the opening messages alone fill the context window; "
+                    "compaction cannot help",
+                    turn.trace_id,
+                )
+            return
         if await self._summarise(turn):
             request.messages = turn.history.messages()
 
@@ -126,8 +139,10 @@ class Summarization(Middleware):
         opening = opening_length(state)
         covered = state.path[opening:]
         memo = turn.local(self, _Memo)
-        if not covered or memo.summariser_failed:
-            return False
+        if memo.summariser_failed or all(
+            state.messages[seq].branch_type == "compression" for seq in covered
+        ):
+            return False  # nothing new to summarise (or no summariser this turn)
         conversation = turn.history.complete_messages()
         request = ModelRequest(
             model=turn.utility_model.name,
