@@ -67,6 +67,34 @@ async def wait_until_ready(conn: Connection, executor_id: str, *, within: float)
             await watcher.stop()
 
 
+async def wait_lease_released(conn: Connection, trace_id: str, *, within: float = 10.0) -> None:
+    """Return once no executor holds ``trace_id``'s lease (watching the key, no polling)."""
+    kv = await conn.kv(conn.names.leases)
+    watcher = await kv.watch(f"trace.{trace_id}")
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                entry = await watcher.updates(timeout=within)
+                if entry is None or entry.operation in ("DEL", "PURGE") or not entry.value:
+                    # None: the initial values are delivered and the key has none
+                    current = await _lease_value(kv, trace_id)
+                    if current is None:
+                        return
+    finally:
+        with contextlib.suppress(Exception):
+            await watcher.stop()
+
+
+async def _lease_value(kv: Any, trace_id: str) -> bytes | None:
+    from nats.js.errors import KeyNotFoundError
+
+    try:
+        entry = await kv.get(f"trace.{trace_id}")
+    except KeyNotFoundError:
+        return None
+    return entry.value or None
+
+
 def executor_env(
     nats_url: str,
     namespace: str,

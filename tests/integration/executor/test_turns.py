@@ -7,6 +7,7 @@ from pathlib import Path
 
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore
+
 from tests.integration.executor.scripts import record_steps
 from tests.support.stack import InProcessExecutor, create_trace, wait_for_trace
 
