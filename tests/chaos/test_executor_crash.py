@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -32,7 +33,8 @@ def executions(log: Path) -> list[dict[str, Any]]:
 def assert_tree_intact(state: TraceState, steps: int) -> None:
     """No lost, duplicated or unpaired message."""
     assert sorted(state.messages) == list(range(1, state.last_sequence + 1))
-    assert all(m.parent_sequence == p for m, p in zip(state.main_path(), [None, *state.path]))
+    parents = [None, *state.path[:-1]]
+    assert [m.parent_sequence for m in state.main_path()] == parents
     # The engine's periodic context reminders are the only other messages on the path.
     path = [m for m in state.main_path() if not (m.synthetic and m.name == "context")]
     assert [m.role for m in path] == ["user"] + ["assistant", "tool"] * steps + ["assistant"]
@@ -54,7 +56,7 @@ def assert_never_concurrent(runs: list[dict[str, Any]], killed_pid: int, killed_
         spans.setdefault(key, [run["t"], killed_at if run["pid"] == killed_pid else run["t"]])
         spans[key][1] = run["t"] if run["phase"] == "end" else spans[key][1]
     intervals = sorted((start, end, pid) for (_, pid), (start, end) in spans.items())
-    for (s1, e1, p1), (s2, _e2, p2) in zip(intervals, intervals[1:], strict=False):
+    for (_s1, e1, p1), (s2, _e2, p2) in itertools.pairwise(intervals):
         assert p1 == p2 or e1 <= s2, f"pid {p1} ran until {e1}, pid {p2} started at {s2}"
 
 

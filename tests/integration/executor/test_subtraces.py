@@ -46,7 +46,7 @@ async def test_a_parent_with_five_children_across_two_executors(
         child = await store.load_trace(child_id)
         assert child.parent_trace_id == parent and child.parent_tool_call_id == info.tool_call_id
         assert child.config.read_only and child.config.preset == "explore"
-        assert [m.content for m in child.main_path()][0] == info.task
+        assert child.main_path()[0].content == info.task
         events = [r.event async for r in store.replay("trace", child_id)]
         spans.append((events[0].ts, events[-1].ts))
     assert sorted(info.task for info in state.subtraces.values()) == tasks
