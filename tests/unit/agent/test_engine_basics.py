@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from longhaul.core import events as ev
@@ -33,3 +35,12 @@ async def test_tool_step_then_final_answer_completes(tmp_path: Path) -> None:
     assert completed.totals.prompt_tokens == state.totals.prompt_tokens > 0
     second = script.requests[1].messages
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
+
+
+def test_the_engine_never_imports_nats() -> None:
+    """The pure core: importing the whole agent package loads no NATS client."""
+    probe = (
+        "import sys, longhaul.agent, longhaul.agent.engine, longhaul.agent.tools.builtin;"
+        "sys.exit(any(m == 'nats' or m.startswith('nats.') for m in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0

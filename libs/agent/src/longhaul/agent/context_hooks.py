@@ -22,9 +22,6 @@ class ContextHooks:
     def register(self, name: str, hook: ContextHook) -> None:
         self._hooks[name] = hook
 
-    def unregister(self, name: str) -> None:
-        self._hooks.pop(name, None)
-
     def __len__(self) -> int:
         return len(self._hooks)
 

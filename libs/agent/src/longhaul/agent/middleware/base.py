@@ -30,15 +30,6 @@ if TYPE_CHECKING:
 ModelHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 ToolHandler = Callable[["ToolInvocation"], Awaitable[ToolReply]]
 
-HOOKS = (
-    "before_agent",
-    "before_model",
-    "wrap_model_call",
-    "after_model",
-    "wrap_tool_call",
-    "after_agent",
-)
-
 
 class Middleware:
     name: ClassVar[str] = ""

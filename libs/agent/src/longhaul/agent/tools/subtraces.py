@@ -16,8 +16,6 @@ from longhaul.agent.tools.result import Deferred
 from longhaul.core.events import SubtraceSpawned
 from longhaul.core.ids import new_id
 
-SUBTRACE_TOOLS = frozenset({"agent", "evaluate"})
-
 
 def _spawn(
     ctx: ToolContext,
