@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from longhaul.core import events as ev
+from longhaul.core.state import TraceState
 
 from tests.unit.agent.support import (
     MemorySink,
@@ -23,7 +24,7 @@ from tests.unit.agent.support import (
 class CrashAfter(MemorySink):
     """Applies events like the executor's sink, then dies once ``limit`` events went out."""
 
-    def __init__(self, state, limit: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, state: TraceState, limit: int) -> None:
         super().__init__(state)
         self.limit = limit
 

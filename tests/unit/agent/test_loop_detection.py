@@ -33,9 +33,8 @@ async def test_same_call_three_times_warns_at_second_and_stops_at_third(tmp_path
     warned = sink.of_type(ev.LoopWarned)
     assert len(warned) == 1 and warned[0].tool == "glob" and warned[0].count == 2
     # The warning was emitted right after the 2nd assistant message…
-    index = sink.events.index(warned[0])
-    assert isinstance(sink.events[index - 1], ev.MessageAppended)
-    assert sink.events[index - 1].role == "assistant"
+    before = sink.events[sink.events.index(warned[0]) - 1]
+    assert isinstance(before, ev.MessageAppended) and before.role == "assistant"
     # …and rides at the END of the 3rd request, after the tool result, never in between.
     third = script.requests[2].messages
     assert third[-1] == {"role": "user", "content": warned[0].message}

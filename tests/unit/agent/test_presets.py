@@ -12,7 +12,9 @@ from longhaul.core.config import LonghaulConfig
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 
 
-def names(preset: str, config: ev.TraceConfig | None = None, catalog=None) -> set[str]:  # type: ignore[no-untyped-def]
+def names(
+    preset: str, config: ev.TraceConfig | None = None, catalog: PresetCatalog | None = None
+) -> set[str]:
     chosen = (catalog or PresetCatalog()).get(preset)
     return set(chosen.select_tools(builtin_tools(), config or ev.TraceConfig()).names())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longhaul.core import events as ev
+from longhaul.core.events import TraceStatus
 from longhaul.core.state import TraceState
 
 from tests.unit.agent.support import (
@@ -20,13 +21,13 @@ from tests.unit.agent.support import (
 )
 
 
-def finish_children(state: TraceState, status: str = "completed") -> None:
+def finish_children(state: TraceState, status: TraceStatus = "completed") -> None:
     for child in list(state.subtraces):
         state.apply(
             ev.SubtraceFinished(
                 aggregate_id=state.trace_id,
                 child_trace_id=child,
-                status=status,  # type: ignore[arg-type]
+                status=status,
                 summary=f"summary of {child}",
             )
         )

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from longhaul.agent import default_middleware
+from longhaul.agent import Engine, default_middleware
 from longhaul.agent.middleware.summarization import should_compress
 from longhaul.core import events as ev
 from longhaul.core.config import CompressionConfig
@@ -66,7 +66,7 @@ async def big_state(tokens: int) -> tuple[TraceState, MemorySink]:
     return state, sink
 
 
-def engine_with_limit(tmp_path: Path, limit: int):  # type: ignore[no-untyped-def]
+def engine_with_limit(tmp_path: Path, limit: int) -> Engine:
     middleware = default_middleware(context_limit=lambda model: limit)
     return make_engine(tmp_path, middleware=middleware)
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from longhaul.core import events as ev
 from longhaul.core.config import ModelPrice, ModelsConfig
+from longhaul.llm.types import ModelRequest
 
 from tests.unit.agent.support import (
     FixedClock,
@@ -29,7 +31,7 @@ def step(turn: dict) -> dict:
 async def test_usage_cost_duration_and_model_on_the_assistant_message(tmp_path: Path) -> None:
     clock = FixedClock()
 
-    def slow_answer(request):  # type: ignore[no-untyped-def]
+    def slow_answer(request: ModelRequest) -> dict[str, Any]:
         clock.advance(1.5)
         return step(answer("ok"))
 

@@ -37,7 +37,8 @@ ToolFunction = Callable[..., Awaitable[str | ToolReply] | str | ToolReply]
 class Tool:
     """A callable the model may use.
 
-    ``read_only`` tools are the ones the ``explore`` preset and ``read_only`` traces keep.
+    ``read_only`` tools change nothing outside the trace (``goal`` edits only the trace's own
+    plan); they are the ones the ``explore`` preset and ``read_only`` traces keep.
     ``path_params`` name the arguments that are file paths, so the Guardrail can jail them
     before the tool runs.
     """
