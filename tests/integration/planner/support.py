@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -25,6 +25,7 @@ from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.state import TaskState
 from longhaul.core.store import EventStore, Position
 from longhaul.planner.main import run as run_planner
+from longhaul.verifier.main import run as run_verifier
 
 # ------------------------------------------------------------------------------ tasks
 
@@ -36,9 +37,9 @@ def phase(pid: str, *deps: str, **fields: Any) -> dict[str, Any]:
 
 async def create_task(
     store: EventStore, goal: str = "a goal", *, phases: list[dict[str, Any]] | None = None,
-    **options: Any,
+    task_id: str | None = None, **options: Any,
 ) -> str:
-    task_id = new_id("task")
+    task_id = task_id or new_id("task")
     if phases is not None:
         options["phases"] = phases
     await store.append("task", task_id, [ev.TaskCreated(goal=goal, options=options)],
@@ -104,17 +105,21 @@ def position(events: list[ev.Event], kind: type[ev.Event], phase_id: str, nth: i
 # ------------------------------------------------------------------------------ planners
 
 
-class InProcessPlanner:
-    """``longhaul.planner.main.run`` on its own connection in the test's event loop."""
+class InProcessService:
+    """A service's ``run`` on its own connection in the test's event loop."""
 
-    def __init__(self, config: LonghaulConfig) -> None:
+    def __init__(self, config: LonghaulConfig, name: str = "planner",
+                 run: Callable[[ServiceContext], Coroutine[Any, Any, None]] = run_planner,
+                 ) -> None:
         self.config = config
+        self.name = name
+        self.run = run
         self.ctx: ServiceContext | None = None
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> Self:
-        self.ctx = await open_context("planner", self.config)
-        self.task = asyncio.create_task(run_planner(self.ctx))
+        self.ctx = await open_context(self.name, self.config)
+        self.task = asyncio.create_task(self.run(self.ctx))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -122,6 +127,14 @@ class InProcessPlanner:
         self.ctx.shutdown.set()
         await asyncio.wait_for(self.task, timeout=15)
         await self.ctx.close()
+
+
+def planner_service(config: LonghaulConfig) -> InProcessService:
+    return InProcessService(config)
+
+
+def verifier_service(config: LonghaulConfig) -> InProcessService:
+    return InProcessService(config, "verifier", run_verifier)
 
 
 def service_env(config: LonghaulConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -18,8 +18,8 @@ from longhaul.planner.plan_schema import InvalidPlan, plan_schema
 
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
-    InProcessPlanner,
     create_task,
+    planner_service,
     task_events,
     wait_task,
 )
@@ -131,7 +131,7 @@ async def test_planner_service_plans_with_the_planner_role_model(
     script.write_text(json.dumps([{"content": json.dumps(
         {"phases": [good_phase("a"), good_phase("b", "a")]})}]))
     config = make_config(roles={"planner": f"scripted:{script}"})
-    async with InProcessPlanner(config):
+    async with planner_service(config):
         task_id = await create_task(store, "build the thing")
         await wait_task(store, task_id, lambda t: t.status == "running")
     created = [e for e in await task_events(store, task_id) if isinstance(e, ev.PlanCreated)]

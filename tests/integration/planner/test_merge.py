@@ -16,12 +16,12 @@ from longhaul.planner.offload import phase_output_key
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
     Fail,
-    InProcessPlanner,
     Outcome,
     StepCompleter,
     Succeed,
     create_task,
     phase,
+    planner_service,
     task_events,
     wait_task,
 )
@@ -52,7 +52,7 @@ async def answer_by_name(created: ev.TraceCreated, _n: int) -> Outcome:
 async def run_race(conn: Connection, store: EventStore, config: Any, spec: dict[str, Any],
                    policy: Any = answer_by_name) -> tuple[Any, StepCompleter, str]:
     completer = StepCompleter(conn, store, policy)
-    async with completer, InProcessPlanner(config):
+    async with completer, planner_service(config):
         task_id = await create_task(store, phases=[spec])
         task = await wait_task(store, task_id)
     entry = await Workspace(conn).get(phase_output_key(task_id, "race"))

@@ -7,12 +7,13 @@ from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.ids import new_id
 from longhaul.core.store import EventStore, Position
+
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
-    InProcessPlanner,
     StepCompleter,
     create_task,
     phase,
+    planner_service,
     wait_task,
 )
 
@@ -36,7 +37,7 @@ async def test_poison_events_do_not_stop_the_planner(
         ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")]),
         ev.Completed(summary="done"),
     ], expected=Position())
-    async with StepCompleter(conn, store), InProcessPlanner(make_config()):
+    async with StepCompleter(conn, store), planner_service(make_config()):
         task_id = await create_task(store, phases=[phase("a"), phase("b", "a")])
         task = await wait_task(store, task_id)
     assert task.status == "completed"

@@ -16,13 +16,13 @@ from longhaul.planner.replan import SINGLE_AGENT_ID
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
     Fail,
-    InProcessPlanner,
     Outcome,
     Policy,
     StepCompleter,
     Succeed,
     create_task,
     phase,
+    planner_service,
     task_events,
     wait_task,
 )
@@ -44,7 +44,7 @@ async def test_failed_phase_is_replanned_and_completed_phases_are_kept(
 ) -> None:
     workspace = Workspace(conn)
     completer = StepCompleter(conn, store, failing("p3", times=1))
-    async with completer, InProcessPlanner(make_config()):
+    async with completer, planner_service(make_config()):
         task_id = await create_task(store, phases=CHAIN)
         before = await wait_task(store, task_id, lambda t: bool(t.replans) or t.is_final)
         revisions = {}
@@ -78,7 +78,7 @@ async def test_replan_limit_fails_the_task_with_all_reflections(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
     completer = StepCompleter(conn, store, failing("p2", times=99))
-    async with completer, InProcessPlanner(make_config(max_replan_attempts=2)):
+    async with completer, planner_service(make_config(max_replan_attempts=2)):
         task_id = await create_task(store, phases=CHAIN[:3])
         task = await wait_task(store, task_id)
     assert task.status == "failed"
@@ -95,7 +95,7 @@ async def test_single_agent_fallback_after_the_replan_limit(
 ) -> None:
     completer = StepCompleter(conn, store, failing("p2", times=99))
     config = make_config(max_replan_attempts=1, single_agent_fallback=True)
-    async with completer, InProcessPlanner(config):
+    async with completer, planner_service(config):
         task_id = await create_task(store, "write the report", phases=CHAIN[:3])
         task = await wait_task(store, task_id)
     assert task.status == "completed"
@@ -121,7 +121,7 @@ async def test_model_replan_uses_the_reflection_and_new_phases(
         {"content": json.dumps(new_plan)},
     ]))
     completer = StepCompleter(conn, store, failing("p3", times=1))
-    async with completer, InProcessPlanner(make_config(roles={"planner": f"scripted:{script}"})):
+    async with completer, planner_service(make_config(roles={"planner": f"scripted:{script}"})):
         task_id = await create_task(store, phases=CHAIN[:3])
         task = await wait_task(store, task_id)
     assert task.status == "completed"

@@ -17,7 +17,6 @@ from longhaul.planner.steps import ensure_step_trace, step_trace_created, step_t
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
     Fail,
-    InProcessPlanner,
     Outcome,
     PlannerProcess,
     Policy,
@@ -25,6 +24,7 @@ from tests.integration.planner.support import (
     Succeed,
     create_task,
     phase,
+    planner_service,
     request_resume,
     task_events,
     temp_dir,
@@ -128,7 +128,7 @@ async def test_resume_uses_the_event_log_when_checkpoints_expired(
 async def test_every_completed_phase_is_checkpointed(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    async with StepCompleter(conn, store), InProcessPlanner(make_config()):
+    async with StepCompleter(conn, store), planner_service(make_config()):
         task_id = await create_task(store, phases=chain(2))
         task = await wait_task(store, task_id)
     checkpoints = Checkpoints(conn, enabled=True)
@@ -144,7 +144,7 @@ async def test_every_completed_phase_is_checkpointed(
 async def test_checkpoints_can_be_disabled(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    async with StepCompleter(conn, store), InProcessPlanner(make_config(checkpoints=False)):
+    async with StepCompleter(conn, store), planner_service(make_config(checkpoints=False)):
         task_id = await create_task(store, phases=chain(1))
         await wait_task(store, task_id)
     kv = await conn.kv(conn.names.checkpoints)
@@ -179,7 +179,7 @@ async def test_checkpoint_written_before_a_crash_completes_the_phase_on_resume(
     ))
     await request_resume(store, task_id)
     completer = StepCompleter(conn, store)
-    async with completer, InProcessPlanner(make_config()):
+    async with completer, planner_service(make_config()):
         done = await wait_task(store, task_id)
     assert done.status == "completed" and done.phases["p1"].summary == "p1 was done"
     answer = resumed(await task_events(store, task_id))
@@ -199,7 +199,7 @@ async def test_resume_of_a_failed_task_reruns_the_failed_phase(
         return Succeed(f"output of {created.phase_id}")
 
     completer = StepCompleter(conn, store, p2_until_fixed)
-    async with completer, InProcessPlanner(make_config(max_replan_attempts=0)):
+    async with completer, planner_service(make_config(max_replan_attempts=0)):
         task_id = await create_task(store, phases=chain(3))
         failed = await wait_task(store, task_id)
         assert failed.status == "failed"

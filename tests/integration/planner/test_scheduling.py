@@ -16,13 +16,13 @@ from longhaul.planner.offload import SUMMARY_LIMIT, phase_output_key, task_outpu
 
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
-    InProcessPlanner,
     Outcome,
     StepCompleter,
     Succeed,
     create_task,
     max_running,
     phase,
+    planner_service,
     position,
     task_events,
     wait_task,
@@ -35,7 +35,7 @@ DIAMOND = [phase("a"), phase("b", "a"), phase("c", "a"), phase("d", "a"),
 async def test_diamond_runs_in_dependency_order_within_the_concurrency_limit(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    async with StepCompleter(conn, store), InProcessPlanner(
+    async with StepCompleter(conn, store), planner_service(
         make_config(max_concurrent_phases=2)
     ):
         task_id = await create_task(store, phases=DIAMOND)
@@ -66,7 +66,7 @@ async def test_independent_phases_run_in_parallel_up_to_three(
         return Succeed(f"output of {created.phase_id}")
 
     phases = [phase(str(n)) for n in range(5)]
-    async with StepCompleter(conn, store, hold_until_three), InProcessPlanner(make_config()):
+    async with StepCompleter(conn, store, hold_until_three), planner_service(make_config()):
         task_id = await create_task(store, phases=phases)
         await asyncio.wait_for(three_running.wait(), 20)
         # Three run, none finished: the planner must not have started a fourth.
@@ -86,7 +86,7 @@ async def test_dependants_get_summaries_and_references_not_full_outputs(
         return Succeed(big if created.phase_id == "a" else f"output of {created.phase_id}")
 
     completer = StepCompleter(conn, store, big_first)
-    async with completer, InProcessPlanner(make_config()):
+    async with completer, planner_service(make_config()):
         task_id = await create_task(store, phases=[phase("a"), phase("b", "a")])
         task = await wait_task(store, task_id)
     key = phase_output_key(task_id, "a")
@@ -111,7 +111,7 @@ async def test_step_trace_config_carries_phase_settings(
     spec = phase("x", preset="analyst", model="scripted:auto",
                  verification={"judge": True}, criteria=["is right"])
     completer = StepCompleter(conn, store)
-    async with completer, InProcessPlanner(make_config()):
+    async with completer, planner_service(make_config()):
         task_id = await create_task(store, phases=[spec], working_dir="/tmp")
         await wait_task(store, task_id)
     [created] = completer.seen["x"]
@@ -125,7 +125,7 @@ async def test_invalid_explicit_plan_fails_the_task(
     store: EventStore, make_config: ConfigFactory
 ) -> None:
     cycle = [phase("a", "b"), phase("b", "a")]
-    async with InProcessPlanner(make_config()):
+    async with planner_service(make_config()):
         task_id = await create_task(store, phases=cycle)
         task = await wait_task(store, task_id)
     assert task.status == "failed"
@@ -133,7 +133,7 @@ async def test_invalid_explicit_plan_fails_the_task(
 
 
 async def test_too_many_phases_are_refused(store: EventStore, make_config: ConfigFactory) -> None:
-    async with InProcessPlanner(make_config(max_phases=3)):
+    async with planner_service(make_config(max_phases=3)):
         task_id = await create_task(store, phases=[phase(str(n)) for n in range(4)])
         task = await wait_task(store, task_id)
     assert task.status == "failed" and "phases" in task.error
