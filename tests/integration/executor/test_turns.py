@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+import msgspec
+from longhaul.agent.contract import LiveUpdate
+from longhaul.core import events as ev
+from longhaul.core.ids import new_id
 from longhaul.core.index import TraceIndex
+from longhaul.core.nats_server import free_port
+from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
 
-from tests.integration.executor.scripts import record_steps
-from tests.support.stack import InProcessExecutor, create_trace, wait_for_trace
+from tests.integration.executor.scripts import record_steps, write_script
+from tests.support.stack import InProcessExecutor, append_to, create_trace, wait_for_trace
 
 TOOLS = {"tool_modules": ["tests.integration.executor.tooling"]}
 
@@ -36,3 +45,71 @@ async def test_a_scripted_trace_runs_to_completion(
     entry = await TraceIndex(store.conn).get(trace_id)
     assert entry is not None and entry.status == "completed"
     assert entry.last_event_seq == state.stream_seq
+
+
+async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    answer = "a final answer long enough to arrive in several streamed chunks"
+    model = write_script(tmp_path / "live.yaml", [
+        {"tool_calls": [{"name": "record", "arguments": {"step": 0, "log": str(tmp_path / "l")}}]},
+        {"content": answer},
+    ])
+    trace_id = new_id("t")
+    sub = await store.conn.nc.subscribe(store.conn.names.live(trace_id))
+    async with InProcessExecutor(nats_url, namespace, settings=TOOLS):
+        await create_trace(store, "stream it", trace_id=trace_id, model=model)
+        state = await wait_for_trace(store, trace_id)
+    assert state.status == "completed"
+    updates: list[LiveUpdate] = []
+    text = ""
+    async with asyncio.timeout(10):
+        while text != answer:
+            msg = await sub.next_msg(timeout=10)
+            update = msgspec.json.decode(msg.data, type=LiveUpdate)
+            updates.append(update)
+            text += update.text if update.kind == "delta" else ""
+    kinds = [u.kind for u in updates]
+    assert kinds.index("tool_start") < kinds.index("tool_end") < kinds.index("delta")
+    assert {u.tool for u in updates if u.kind == "tool_start"} == {"record"}
+
+
+async def test_metrics_are_served_on_the_metrics_port(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    port = free_port()
+    model = record_steps(tmp_path / "script.yaml", 2, tmp_path / "calls.jsonl")
+    async with InProcessExecutor(nats_url, namespace, settings={**TOOLS, "metrics_port": port}):
+        trace_id = await create_trace(store, "two steps", model=model)
+        await wait_for_trace(store, trace_id)
+        async with httpx.AsyncClient(timeout=10) as client:
+            body = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+    assert 'longhaul_executor_turns_total{end="completed"} 1.0' in body
+    assert "longhaul_executor_steps_total 3.0" in body
+    assert "longhaul_executor_events_appended_total" in body
+
+
+async def test_verification_waits_for_the_verifier_and_reinjects_a_failure(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    model = write_script(tmp_path / "verify.yaml", [
+        {"content": "answer one"},
+        {"content": "answer two"},
+    ])
+
+    def verifying(attempt: int) -> Callable[[TraceState], bool]:
+        return lambda s: s.verification.pending and s.verification.attempts == attempt
+
+    async with InProcessExecutor(nats_url, namespace):
+        trace_id = await create_trace(
+            store, "answer carefully", model=model, verification={"kind": "schema"}
+        )
+        first = await wait_for_trace(store, trace_id, verifying(1))
+        assert first.status == "waiting" and first.wait_reason == "verification"
+        await append_to(store, trace_id, ev.VerificationFailed(attempt=1, errors=["too vague"]))
+        await wait_for_trace(store, trace_id, verifying(2))
+        await append_to(store, trace_id, ev.VerificationPassed(attempt=2))
+        state = await wait_for_trace(store, trace_id)
+    assert state.status == "completed" and state.summary == "answer two"
+    feedback = [m for m in state.main_path() if m.role == "user" and m.synthetic]
+    assert len(feedback) == 1 and "too vague" in str(feedback[0].content)

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import re
 from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 import nats.errors
 from longhaul.core.index import TraceIndex
@@ -52,15 +53,13 @@ class Executor:
         ctx: ServiceContext,
         settings: ExecutorSettings,
         engine: AgentTurns,
-        *,
-        metrics: ExecutorMetrics | None = None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
         self.engine = engine
         self.store: EventStore = ctx.store
         self.index = TraceIndex(ctx.conn)
-        self.metrics = metrics or ExecutorMetrics()
+        self.metrics = ExecutorMetrics()
         self.leases = Leases(ctx.conn, settings.id, ctx.config.store.lease_ttl_s)
         actor = f"executor:{settings.id}"
         self.actor = actor
@@ -94,6 +93,8 @@ class Executor:
             max_ack_pending=max(1000, self.settings.concurrency * 64),
         )
         sub = await subscribe(self.ctx.conn.js, self.ctx.conn.names, config)
+        port = self.settings.metrics_port
+        http = self.metrics.serve(port) if port is not None else None
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
         if presence is not None:
@@ -108,6 +109,8 @@ class Executor:
             if presence is not None:
                 await presence.release()
             await self.engine.aclose()
+            if http is not None:
+                await asyncio.to_thread(_stop_http, http)
             log.info("executor %s stopped", self.settings.id)
 
     async def _announce(self) -> Lease | None:
@@ -227,6 +230,11 @@ class Executor:
         except Exception:
             log.exception("could not record the poison failure on %s", wakeup.trace_id)
         await _settle(msg.term())
+
+
+def _stop_http(server: WSGIServer) -> None:
+    server.shutdown()
+    server.server_close()
 
 
 async def _keep_alive(msg: Msg, every_s: float) -> None:

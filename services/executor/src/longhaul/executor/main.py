@@ -14,7 +14,6 @@ from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.executor.engine import AgentTurns, ModelResolver
 from longhaul.executor.executor import Executor
-from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.tools import load_tools
 from longhaul.executor.workspace import KvWorkspace
@@ -36,10 +35,7 @@ def build_executor(
         working_root=settings.working_root or Path.cwd(),
         resolve_model=resolve_model,
     )
-    metrics = ExecutorMetrics()
-    if settings.metrics_port is not None:
-        metrics.serve(settings.metrics_port)
-    return Executor(ctx, settings, engine, metrics=metrics)
+    return Executor(ctx, settings, engine)
 
 
 async def run(ctx: ServiceContext) -> None:

@@ -7,6 +7,7 @@ collide, and so the gateway or ``LONGHAUL_EXECUTOR__METRICS_PORT`` can expose ex
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
@@ -56,6 +57,8 @@ class ExecutorMetrics:
             "longhaul_executor_active_turns", "turns running now", registry=r
         )
 
-    def serve(self, port: int) -> None:
-        """Expose ``/metrics`` on ``port`` (a daemon thread owned by prometheus-client)."""
-        start_http_server(port, registry=self.registry)
+    def serve(self, port: int) -> WSGIServer:
+        """Expose ``/metrics`` on ``port`` from a daemon thread; ``shutdown()`` the returned
+        server to stop it."""
+        server, _thread = start_http_server(port, registry=self.registry)
+        return server

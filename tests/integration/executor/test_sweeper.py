@@ -1,0 +1,75 @@
+"""The sweeper: a running trace nobody holds and nothing will wake is found and run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import nats.errors
+from longhaul.core import events as ev
+from longhaul.core.ids import new_id
+from longhaul.core.index import TraceIndex
+from longhaul.core.store import EventStore, Position
+from longhaul.executor.leases import Leases
+from longhaul.executor.settings import ExecutorSettings
+from longhaul.executor.sweeper import Sweeper
+from longhaul.executor.wakeups import consumer_config, subscribe
+
+from tests.integration.executor.scripts import record_steps
+from tests.support.stack import InProcessExecutor, wait_for_trace
+
+
+async def orphan(store: EventStore, model: str, *, age_s: float = 60.0) -> str:
+    """A running trace whose last event is ``age_s`` old, indexed, with no lease."""
+    trace_id = new_id("t")
+    created = ev.TraceCreated(
+        messages=[ev.InputMessage(role="user", content="resume me")],
+        config=ev.TraceConfig(model=model), ts=time.time() - age_s,
+    )
+    await store.append("trace", trace_id, [created], expected=Position())
+    await TraceIndex(store.conn).update(await store.load_trace(trace_id))
+    return trace_id
+
+
+async def test_sweep_wakes_only_orphaned_running_traces(store: EventStore, tmp_path: Path) -> None:
+    model = record_steps(tmp_path / "s.yaml", 1, tmp_path / "calls.jsonl")
+    orphaned = await orphan(store, model)
+    held = await orphan(store, model)
+    fresh = await orphan(store, model, age_s=0)
+    leases = Leases(store.conn, "exec-other", 30)
+    assert await leases.acquire(Leases.trace_key(held)) is not None
+    woken: list[str] = []
+    sweeper = Sweeper(
+        TraceIndex(store.conn), Leases(store.conn, "exec-sweeper", 2),
+        lambda trace_id: woken.append(trace_id) is None, interval_s=1,
+    )
+    assert await sweeper.sweep_once() == [orphaned]
+    assert woken == [orphaned]
+    assert fresh not in woken  # its wake-up is most likely still on its way
+
+
+async def test_an_orphaned_trace_is_finished_by_the_sweeper(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    model = record_steps(tmp_path / "s.yaml", 2, tmp_path / "calls.jsonl")
+    trace_id = await orphan(store, model)
+    # Swallow its wake-up, as if an executor had taken it and died after acknowledging it.
+    settings = ExecutorSettings(id="drain")
+    sub = await subscribe(store.conn.js, store.conn.names, consumer_config(
+        store.conn.names, settings.durable, ack_wait_s=6, max_deliver=settings.poison_attempts * 4,
+        max_ack_pending=max(1000, settings.concurrency * 64),
+    ))
+    try:
+        for msg in await sub.fetch(10, timeout=2):
+            await msg.ack()
+    except nats.errors.TimeoutError:
+        pass
+    await sub.unsubscribe()
+    async with InProcessExecutor(
+        nats_url, namespace, settings={"tool_modules": ["tests.integration.executor.tooling"]}
+    ) as ex:
+        state = await wait_for_trace(store, trace_id)
+        swept = ex.executor.metrics.swept._value.get()
+        takeovers = ex.executor.metrics.lease_takeovers._value.get()
+    assert state.status == "completed", state.error
+    assert swept >= 1 and takeovers >= 1
