@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from longhaul.core.state import InvalidTransition
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +110,29 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid_request", "request does not match the schema", details)
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path. Starlette's own ``Allow`` names only the
+    first route that matched the path, which is wrong when GET and POST are separate routes."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches({**request.scope, "method": "_"})
+        if match != Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = STATUS_CODES.get(exc.status_code, "error")
+    headers = dict(exc.headers or {})
     if exc.status_code == 404:
         message = f"no route {request.method} {request.url.path}"
+    elif exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
+        message = f"{request.method} is not allowed here; use {headers['Allow']}"
     else:
         message = str(exc.detail)
-    return error_response(exc.status_code, code, message, None, dict(exc.headers or {}) or None)
+    return error_response(exc.status_code, code, message, None, headers or None)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -134,6 +150,6 @@ def install_error_handlers(app: FastAPI) -> None:
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": code.replace("_", " ")}
     for status, code in STATUS_CODES.items()
-    if status in (400, 401, 404, 413, 422, 429)
+    if status in (400, 401, 403, 404, 409, 413, 422, 429, 503)
 }
 """Documented on every API route so the OpenAPI document lists the error shape."""

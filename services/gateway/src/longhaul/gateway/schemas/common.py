@@ -1,4 +1,4 @@
-"""Constrained scalar types shared by the request models.
+"""Constrained scalar types and the base classes shared by the request models.
 
 Names that reach the executor (presets, tools, skills) never contain ``/`` or whitespace, so
 no request can smuggle a path into a lookup; ids are checked against the subject-safe
@@ -7,9 +7,9 @@ alphabet before they are used in a NATS subject.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 Name = Annotated[
     str,
@@ -23,3 +23,30 @@ ModelName = Annotated[
 ]
 Text = Annotated[str, StringConstraints(max_length=200_000)]
 ShortText = Annotated[str, StringConstraints(max_length=200)]
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema counts ``7.0`` as an integer; so do we (``7.5`` still fails)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Strict integers that also take integral JSON numbers written with a fraction. The bounds
+# come before the validator so they reach the JSON schema as ``minimum``/``maximum``.
+Iterations = Annotated[int, Field(ge=1, le=100_000), BeforeValidator(_integral)]
+TokenCount = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(_integral)]
+Sequence = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(_integral)]
+
+
+class Input(BaseModel):
+    """Base of every request model: strict types, so ``"temperature": false`` or
+    ``"max_iterations": "7"`` are refused rather than coerced into something the client did
+    not say."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class Body(Input):
+    """A top-level request body: also rejects unknown fields, so a typo such as
+    ``after_seq`` cannot silently turn a rewind into a continue."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")

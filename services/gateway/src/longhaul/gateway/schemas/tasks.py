@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from longhaul.gateway.schemas.common import Text
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from longhaul.gateway.schemas.common import Body, Text
+from pydantic import BaseModel, Field, StringConstraints
 
 
-class CreateTaskRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class CreateTaskRequest(Body):
     goal: Text = Field(min_length=1)
     mode: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z_]{0,31}$")] = "plan"
     options: dict[str, Any] = Field(default_factory=dict)

@@ -2,79 +2,97 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from longhaul.gateway.schemas.common import ModelName, Name, ShortText, Text
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from longhaul.gateway.schemas.common import (
+    Body,
+    Input,
+    Iterations,
+    ModelName,
+    Name,
+    Sequence,
+    ShortText,
+    Text,
+    TokenCount,
+)
+from pydantic import BaseModel, Field
 
-Role = Literal["system", "user", "assistant", "tool"]
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
 
 
-class FunctionCallModel(BaseModel):
+class FunctionCallModel(Input):
     name: Name
     arguments: Text = "{}"
 
 
-class ToolCallModel(BaseModel):
+class ToolCallModel(Input):
     id: str = Field(min_length=1, max_length=128)
     type: Literal["function"] = "function"
     function: FunctionCallModel
 
 
-class ChatMessage(BaseModel):
-    """One OpenAI-format message a client supplies. Unknown keys (``refusal``,
+Content = Text | list[dict[str, Any]] | None
+
+
+class _Message(Input):
+    """OpenAI-format message fields shared by every role. Unknown keys (``refusal``,
     ``annotations`` …) that chat clients carry along are ignored."""
 
-    role: Role
-    content: Text | list[dict[str, Any]] | None = None
-    tool_calls: list[ToolCallModel] | None = Field(default=None, max_length=128)
-    tool_call_id: str | None = Field(default=None, min_length=1, max_length=128)
+    content: Content = None
     name: ShortText | None = None
 
-    @model_validator(mode="after")
-    def _tool_fields_fit_role(self) -> ChatMessage:
-        if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("a tool message needs tool_call_id")
-        if self.tool_calls and self.role != "assistant":
-            raise ValueError("only assistant messages carry tool_calls")
-        return self
+
+class SystemMessage(_Message):
+    role: Literal["system"]
 
 
-class _Strict(BaseModel):
-    """Top-level bodies reject unknown fields: a typo such as ``after_seq`` must not silently
-    turn a rewind into a continue."""
-
-    model_config = ConfigDict(extra="forbid")
+class UserMessage(_Message):
+    role: Literal["user"]
 
 
-class CreateTraceRequest(_Strict):
+class AssistantMessage(_Message):
+    role: Literal["assistant"]
+    tool_calls: list[ToolCallModel] | None = Field(default=None, max_length=128)
+
+
+class ToolMessage(_Message):
+    role: Literal["tool"]
+    tool_call_id: str = Field(min_length=1, max_length=128)
+
+
+ChatMessage = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+"""One message a client supplies; the role decides which fields it may carry."""
+
+
+class CreateTraceRequest(Body):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
     preset: Name | None = None
     tools: list[Name] | None = Field(default=None, max_length=256)
     skills: list[Name] | None = Field(default=None, max_length=256)
-    max_iterations: int | None = Field(default=None, ge=1, le=100_000)
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_iterations: Iterations | None = None
+    max_tokens: TokenCount | None = None
     max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     system_prompt: Text | None = None
     name: ShortText | None = None
 
 
-class RunRequest(_Strict):
+class RunRequest(Body):
     """Continue (no ``after_sequence``), rewind (``after_sequence`` = N, new messages hang
     under N) or regenerate (``after_sequence`` = a user message, no new messages)."""
 
     messages: list[ChatMessage] = Field(default_factory=list, max_length=2000)
-    after_sequence: int | None = Field(default=None, ge=1, le=2**53)
+    after_sequence: Sequence | None = None
 
 
-class ReplyRequest(_Strict):
+class ReplyRequest(Body):
     content: Text = Field(min_length=1)
 
 
-class ReflectRequest(_Strict):
+class ReflectRequest(Body):
     focus: Text | None = None
 
 
