@@ -246,3 +246,39 @@ async def test_poison_event_does_not_stop_the_service(
                           wrong_type)
     trace_id = await waiting_trace(store, "x", {"command": "true"})
     assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
+
+
+async def test_replicas_share_the_work_and_answer_each_request_once(
+    store: EventStore, run_verifier: Start
+) -> None:
+    await run_verifier()
+    await run_verifier()
+    traces = [await waiting_trace(store, str(n), {"command": "true"}) for n in range(12)]
+    for trace_id in traces:
+        assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
+    for trace_id in traces:
+        assert len(await verdicts(store, trace_id)) == 1
+
+
+async def test_service_main_runs_as_a_process(
+    store: EventStore, verifier_config: LonghaulConfig, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    env.update({"LONGHAUL_NATS__URL": verifier_config.nats.url,
+                "LONGHAUL_NATS__NAMESPACE": verifier_config.nats.namespace,
+                "LONGHAUL_MODELS__DEFAULT": "scripted:auto"})
+    log = os.open(tmp_path / "verifier.log", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "longhaul.verifier.main", env=env, stdout=log, stderr=log,
+        )
+    finally:
+        os.close(log)
+    try:
+        trace_id = await waiting_trace(store, '{"title": "t", "score": 2}',
+                                       {"json_schema": SCHEMA})
+        assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
+    finally:
+        process.terminate()
+        code = await asyncio.wait_for(process.wait(), timeout=20)
+    assert code == 0, (tmp_path / "verifier.log").read_text()
