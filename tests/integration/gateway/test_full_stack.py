@@ -1,0 +1,178 @@
+"""The API against a real stack: gateway + executor + nats-server, on the offline scripted
+model. Create, follow, rewind and check the main path, wait for a human, stop, resume."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.gateway.harness import RunningGateway, SseEvent, sse_events, user_message
+from tests.support.stack import InProcessExecutor
+
+FINAL = {"completed", "failed", "stopped"}
+DEADLINE_S = 60
+
+
+@pytest.fixture
+async def executor(
+    gateway: RunningGateway, nats_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[InProcessExecutor]:
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-gateway-tests", settings={"working_root": tmp_path}
+    ) as running:
+        yield running
+
+
+async def follow_until(
+    client: httpx.AsyncClient, trace_id: str, done: Callable[[str, dict[str, Any]], bool],
+    after: int = 0,
+) -> list[SseEvent]:
+    """Read the trace's stored events (SSE) from ``after`` until ``done(event, data)``."""
+    seen: list[SseEvent] = []
+    async with asyncio.timeout(DEADLINE_S), client.stream(
+        "GET", f"/api/traces/{trace_id}/events", headers={"Last-Event-ID": str(after)}
+    ) as response:
+        async for event in sse_events(response):
+            if event.id is None:
+                continue
+            seen.append(event)
+            if done(event.event, event.json()):
+                return seen
+    raise AssertionError("stream ended early")
+
+
+def is_final(event: str, data: dict[str, Any]) -> bool:
+    return event in FINAL
+
+
+def waits_for_human(event: str, data: dict[str, Any]) -> bool:
+    return event == "waiting" and data.get("reason") == "human"
+
+
+async def main_path(client: httpx.AsyncClient, trace_id: str) -> list[dict[str, Any]]:
+    response = await client.get(f"/api/traces/{trace_id}/messages?mode=main_path")
+    return list(response.json()["messages"])
+
+
+@pytest.mark.usefixtures("executor")
+async def test_create_follow_complete(client: httpx.AsyncClient, gateway: RunningGateway) -> None:
+    created = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("list the files")], "model": "scripted:auto",
+              "tools": ["glob"], "name": "files"},
+    )
+    trace_id = created.json()["trace_id"]
+    events = await follow_until(client, trace_id, is_final)
+    assert events[-1].event == "completed"
+    kinds = [event.event for event in events]
+    assert kinds[0] == "trace_created" and "message_appended" in kinds
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    assert view["status"] == "completed"
+    assert view["totals"]["prompt_tokens"] > 0
+    path = await main_path(client, trace_id)
+    assert path[0]["content"] == "list the files"
+    assert any(call["function"]["name"] == "glob"
+               for m in path for call in (m["tool_calls"] or []))
+    assert path[-1]["role"] == "assistant" and path[-1]["content"]
+    async with asyncio.timeout(DEADLINE_S):  # the executor's index write reaches the listing
+        await gateway.runtime.view.wait_until(
+            lambda mirror: mirror.entries[trace_id].status == "completed"
+        )
+    listed = (await client.get("/api/traces?status=completed")).json()["traces"]
+    assert [t["trace_id"] for t in listed] == [trace_id]
+
+
+@pytest.mark.usefixtures("executor")
+async def test_rewind_replaces_the_main_path(client: httpx.AsyncClient) -> None:
+    created = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("first")], "model": "scripted:auto", "tools": ["glob"]},
+    )
+    trace_id = created.json()["trace_id"]
+    await follow_until(client, trace_id, is_final)
+    first_path = await main_path(client, trace_id)
+    assert len(first_path) >= 3
+    rewind = await client.post(
+        f"/api/traces/{trace_id}/run",
+        json={"messages": [user_message("second")], "after_sequence": 1},
+    )
+    assert rewind.status_code == 202
+    events = await follow_until(client, trace_id, is_final, after=rewind.json()["event_id"])
+    assert events[-1].event == "completed"
+    path = await main_path(client, trace_id)
+    assert [m["content"] for m in path[:2]] == ["first", "second"]
+    assert path[1]["parent_sequence"] == 1
+    old_branch = {m["sequence"] for m in first_path[1:]}
+    assert not old_branch & {m["sequence"] for m in path}
+    everything = (await client.get(f"/api/traces/{trace_id}/messages?mode=all")).json()
+    assert old_branch <= {m["sequence"] for m in everything["messages"]}
+
+
+@pytest.mark.usefixtures("executor")
+async def test_human_reply_stop_and_resume(client: httpx.AsyncClient) -> None:
+    created = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("ask me")], "model": "scripted:auto",
+              "tools": ["ask_human"]},
+    )
+    trace_id = created.json()["trace_id"]
+    await follow_until(client, trace_id, waits_for_human)
+    reply = await client.post(f"/api/traces/{trace_id}/reply", json={"content": "blue"})
+    assert reply.status_code == 202
+    events = await follow_until(client, trace_id, is_final, after=reply.json()["event_id"])
+    assert events[-1].event == "completed"
+    assert any(m["role"] == "tool" and "blue" in str(m["content"])
+               for m in await main_path(client, trace_id))
+    # A second trace is stopped while it waits, then resumed.
+    waiting = (await client.post(
+        "/api/traces",
+        json={"messages": [user_message("ask again")], "model": "scripted:auto",
+              "tools": ["ask_human"]},
+    )).json()["trace_id"]
+    await follow_until(client, waiting, waits_for_human)
+    stop = await client.post(f"/api/traces/{waiting}/stop")
+    assert stop.status_code == 202
+    stopped = await follow_until(client, waiting, is_final, after=stop.json()["event_id"])
+    assert stopped[-1].event == "stopped"
+    assert (await client.get(f"/api/traces/{waiting}")).json()["status"] == "stopped"
+    resume = await client.post(f"/api/traces/{waiting}/resume")
+    assert resume.status_code == 202
+    resumed = await follow_until(
+        client, waiting, lambda e, d: is_final(e, d) or waits_for_human(e, d),
+        after=resume.json()["event_id"],
+    )
+    assert resumed[-1].event in ("completed", "waiting")
+    assert (await client.get(f"/api/traces/{waiting}")).json()["status"] != "stopped"
+
+
+@pytest.mark.usefixtures("executor")
+async def test_dropped_stream_resumes_without_gap_or_duplicate(
+    client: httpx.AsyncClient,
+) -> None:
+    created = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("work")], "model": "scripted:auto",
+              "tools": ["glob", "grep", "read"]},
+    )
+    trace_id = created.json()["trace_id"]
+    ids: list[int] = []
+    async with asyncio.timeout(DEADLINE_S):
+        async with client.stream("GET", f"/api/traces/{trace_id}/events") as response:
+            async for event in sse_events(response):
+                if event.id is not None:
+                    ids.append(int(event.id))
+                if len(ids) == 3:
+                    break  # the connection drops while the executor keeps going
+        rest = await follow_until(client, trace_id, is_final, after=ids[-1])
+    ids += [int(event.id or 0) for event in rest]
+    async with asyncio.timeout(DEADLINE_S), client.stream(
+        "GET", f"/api/traces/{trace_id}/events?follow=false"
+    ) as response:
+        stored = [int(e.id or 0) async for e in sse_events(response)]
+    assert ids == stored
+    assert rest[-1].event == "completed"
