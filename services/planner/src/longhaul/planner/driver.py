@@ -25,6 +25,7 @@ from longhaul.core import events as ev
 from longhaul.core.config import PipelineConfig
 from longhaul.core.connection import Connection
 from longhaul.core.state import TaskState
+from longhaul.core.state.trace import FINAL_STATUSES
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.core.workspace import Workspace
 from longhaul.planner.checkpoints import Checkpoint, Checkpoints
@@ -85,12 +86,13 @@ class TaskDriver:
         """The task a trace runs a phase of (``None`` for other traces)."""
         return self.step_tasks.get(trace_id) or await task_id_of_trace(self.deps.conn, trace_id)
 
-    async def drive(self, task_id: str) -> None:
-        """Run the task's steps until it waits. Callers serialise calls per task."""
+    async def drive(self, task_id: str, *, ended: str | None = None) -> None:
+        """Run the task's steps until it waits. Callers serialise calls per task. ``ended``
+        is a step trace whose final event caused this call (no need to ask its status)."""
         task = await self._load(task_id)
         for _ in range(MAX_STEPS_PER_WAKE):
             try:
-                if not await self.step(task):
+                if not await self.step(task, ended=ended):
                     break
             except ConcurrencyError:
                 log.info("task %s moved under us; re-reading", task_id)
@@ -112,13 +114,17 @@ class TaskDriver:
             self.tasks.put(task_id, task)
         return task
 
-    async def step(self, task: TaskState) -> bool:
+    async def step(self, task: TaskState, *, ended: str | None = None) -> bool:
         """Take one step; False when the task waits for something outside the planner."""
         if not task.exists:
             return False
         if task.resumes > task.resumes_handled and task.status in ("planning", "running"):
             events = await resume_events(task, self.deps.checkpoints)
             await self._append(task, events)
+            answer = events[-1]
+            assert isinstance(answer, ev.Resumed)
+            log.info("task %s resumed from %s: skipped %s, continuing at %s", task.task_id,
+                     answer.source, answer.skipped, answer.resumed_at)
             return True
         if task.is_final:
             return False
@@ -126,7 +132,7 @@ class TaskDriver:
             await self._plan(task)
             return True
         for phase_id in task.running_phases():
-            if await self._settle(task, phase_id):
+            if await self._settle(task, phase_id, ended):
                 return True
         if task.failed_phases():
             if task.running_phases():
@@ -190,11 +196,13 @@ class TaskDriver:
                 await ensure_step_trace(self.store, trace_id, created)
         return True
 
-    async def _settle(self, task: TaskState, phase_id: str) -> bool:
+    async def _settle(self, task: TaskState, phase_id: str, ended: str | None) -> bool:
         """Record the phase's result once all its step traces ended; False while they run."""
         phase = task.phases[phase_id]
         live = False
         for index, trace_id in enumerate(phase.trace_ids):
+            if trace_id == ended:
+                continue  # its outcome below tells its status (even if it was rerun since)
             status = await trace_status(self.deps.conn, trace_id)
             if status is None:  # the planner died between phase_started and trace_created
                 await ensure_step_trace(
@@ -204,6 +212,8 @@ class TaskDriver:
         if live:
             return False
         outcomes = [await step_outcome(self.store, tid) for tid in phase.trace_ids]
+        if any(o.status not in FINAL_STATUSES for o in outcomes):
+            return False
         labels = [c.get("name") or c.get("model") or c.get("preset") or f"#{n}"
                   for n, c in enumerate(competitors(phase.spec), 1)]
         candidates = [

@@ -41,15 +41,17 @@ class Planner:
         self.locks = KeyLocks()
 
     async def handle(self, delivery: Delivery) -> None:
+        ended = None
         if delivery.aggregate == "task":
             task_id: str | None = delivery.aggregate_id
         else:
             task_id = await self.driver.task_of_step(delivery.aggregate_id)
+            ended = delivery.aggregate_id
         if task_id is None:
             return
         async with self.locks.hold(task_id):
             try:
-                await self.driver.drive(task_id)
+                await self.driver.drive(task_id, ended=ended)
             except (EventDecodeError, InvalidTransition) as exc:
                 # The task's log holds an event that cannot be folded; retrying cannot help.
                 log.error("task %s cannot be driven: %s", task_id, exc)
