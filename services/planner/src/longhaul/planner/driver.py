@@ -34,6 +34,7 @@ from longhaul.planner.lru import Lru
 from longhaul.planner.merge import Candidate, merge
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.offload import phase_output_key, store_output, summarise, task_output_key
+from longhaul.planner.outcomes import step_outcome, task_id_of_trace, trace_status
 from longhaul.planner.plan_schema import InvalidPlan
 from longhaul.planner.replan import (
     SINGLE_AGENT_ID,
@@ -47,11 +48,8 @@ from longhaul.planner.resume import resume_events
 from longhaul.planner.steps import (
     competitors,
     ensure_step_trace,
-    step_outcome,
     step_trace_created,
     step_trace_ids,
-    task_id_of_trace,
-    trace_status,
 )
 
 log = logging.getLogger(__name__)

@@ -2,26 +2,22 @@
 
 The planner only talks to them through events: it appends ``trace_created`` (with the task
 and phase, preset, tools, verification and the phase brief) and later reads their final
-events. Step trace ids are derived from (task, plan round, phase, attempt, competitor), so
-creating one twice — a retry, a redelivery, two planner replicas — lands on the same
-aggregate, and the optimistic-concurrency append makes the second creation a no-op.
+events (see ``outcomes``). Step trace ids are derived from (task, plan round, phase, attempt,
+competitor), so creating one twice — a retry, a redelivery, two planner replicas — lands on
+the same aggregate, and the optimistic-concurrency append makes the second creation a no-op.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any
 
 from longhaul.core import events as ev
-from longhaul.core.connection import Connection
 from longhaul.core.events import PhaseSpec, TraceConfig
 from longhaul.core.state import TaskState
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.planner.context import phase_brief
-from nats.js.errors import NotFoundError
 
-FINAL_EVENTS = {"completed": "completed", "failed": "failed", "stopped": "stopped"}
 WORKSPACE_TOOL = "workspace_read"
 
 
@@ -89,61 +85,3 @@ async def ensure_step_trace(store: EventStore, trace_id: str, created: ev.TraceC
     except ConcurrencyError:
         return False
     return True
-
-
-async def trace_status(conn: Connection, trace_id: str) -> str | None:
-    """``None`` if the trace does not exist, its final status, or ``running`` (live)."""
-    try:
-        last = await conn.js.get_last_msg(
-            conn.names.stream, conn.names.aggregate_filter("trace", trace_id)
-        )
-    except NotFoundError:
-        return None
-    event_type = (last.subject or "").rsplit(".", 1)[-1]
-    return FINAL_EVENTS.get(event_type, "running")
-
-
-async def task_id_of_trace(conn: Connection, trace_id: str) -> str | None:
-    """The task a trace runs a phase of (from its ``trace_created``), if any."""
-    try:
-        first = await conn.js.get_last_msg(
-            conn.names.stream, conn.names.subject("trace", trace_id, "trace_created")
-        )
-    except NotFoundError:
-        return None
-    try:
-        created = ev.decode(first.data or b"")
-    except ev.EventDecodeError:
-        return None
-    return created.task_id if isinstance(created, ev.TraceCreated) else None
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    trace_id: str
-    status: str
-    output: str = ""
-    error: str = ""
-    transcript_tail: str = ""
-
-
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-TAIL_CHARS = 4000
-
-
-async def step_outcome(store: EventStore, trace_id: str) -> StepOutcome:
-    """A final trace's result: its last assistant answer, or why it did not finish."""
-    state = await store.load_trace(trace_id)
-    path = state.main_path()
-    answers = [m for m in path if m.role == "assistant" and not m.tool_calls]
-    output = _text(answers[-1].content) if answers else (state.summary or "")
-    error = state.error or (f"stopped: {state.stop_reason}" if state.status == "stopped" else "")
-    tail = "\n".join(f"[{m.role}] {_text(m.content)}" for m in path[-6:])[-TAIL_CHARS:]
-    return StepOutcome(trace_id, state.status or "running", output, error, tail)
