@@ -1,46 +1,102 @@
-"""The ``longhaul`` command."""
+"""The ``longhaul`` command: ``up`` runs the stack; the other commands talk to a gateway
+(``--url`` / ``LONGHAUL_URL``, ``--api-key`` / ``LONGHAUL_API_KEY``)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
+from typing import Annotated
 
 import typer
-from rich.console import Console
-
+from longhaul.cli import traces
+from longhaul.cli.client import DEFAULT_URL, Gateway
+from longhaul.cli.context import Target, console, errors, execute
+from longhaul.cli.run import run_task
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import NatsServerError
 
 app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM agents.")
-console = Console()
+app.add_typer(traces.app, name="traces")
 
 
 @app.callback()
-def cli() -> None:
-    """longhaul: durable long-horizon LLM agents over NATS JetStream."""
+def options(
+    ctx: typer.Context,
+    url: Annotated[str, typer.Option(envvar="LONGHAUL_URL", help="gateway URL")] = DEFAULT_URL,
+    api_key: Annotated[
+        str | None,
+        typer.Option(envvar="LONGHAUL_API_KEY", help="gateway API key", show_default=False),
+    ] = None,
+) -> None:
+    ctx.obj = Target(url=url, api_key=api_key)
 
 
 @app.command()
 def up(
-    host: str = typer.Option("127.0.0.1", help="gateway bind address"),
-    port: int = typer.Option(8080, help="gateway port"),
-    data_dir: Path = typer.Option(Path(".longhaul"), help="where embedded JetStream keeps data"),
-    executors: int = typer.Option(1, min=1, help="executor processes"),
-    nats_url: str | None = typer.Option(None, help="use this NATS server instead of embedding one"),
-    nats_port: int = typer.Option(4222, help="port of the embedded NATS server"),
+    host: Annotated[str, typer.Option(help="gateway bind address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, help="gateway port (0: a free one)")] = 8080,
+    data_dir: Annotated[
+        Path, typer.Option(help="JetStream data, logs and the agents' workdir")
+    ] = Path(".longhaul"),
+    executors: Annotated[int, typer.Option(min=1, help="executor processes")] = 1,
+    nats_url: Annotated[
+        str | None, typer.Option(help="use this NATS server instead of embedding one")
+    ] = None,
+    nats_port: Annotated[
+        int, typer.Option(min=0, help="port of the embedded NATS server (0: a free one)")
+    ] = 4222,
 ) -> None:
     """Start the embedded JetStream server and every service; Ctrl-C stops all."""
-    from longhaul.cli.up import run_up
+    from longhaul.cli.up import prepare_dirs, run_up
 
-    configure_logging("up")
+    # Only warnings (child restarts) from `up` itself: the banner is the interface.
+    configure_logging("up", level=os.environ.get("LONGHAUL_LOG_LEVEL", "WARNING"))
+    data_dir, work_dir = prepare_dirs(data_dir)
     try:
         asyncio.run(
-            run_up(host=host, port=port, data_dir=data_dir, executors=executors,
-                   nats_url=nats_url, nats_port=nats_port, console=console)
+            run_up(host=host, port=port, data_dir=data_dir, work_dir=work_dir,
+                   executors=executors, nats_url=nats_url, nats_port=nats_port, console=console)
         )
     except NatsServerError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    task: Annotated[str, typer.Argument(help="what the agent should do")],
+    model: Annotated[
+        str | None, typer.Option(help="provider:model (default: the gateway's)")
+    ] = None,
+    preset: Annotated[str | None, typer.Option(help="agent preset")] = None,
+    tool: Annotated[
+        list[str] | None, typer.Option("--tool", help="offer only these tools (repeatable)")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="a name for the trace")] = None,
+    max_iterations: Annotated[int | None, typer.Option(min=1)] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow/--no-follow", help="stream until it ends")
+    ] = True,
+) -> None:
+    """Submit a trace and stream its progress; prints the answer."""
+
+    async def command(gateway: Gateway) -> int:
+        return await run_task(
+            gateway, task, model=model, preset=preset, tools=tool or None, name=name,
+            max_iterations=max_iterations, follow=follow,
+        )
+
+    execute(ctx, command)
+
+
+@app.command()
+def replay(
+    ctx: typer.Context, trace_id: Annotated[str, typer.Argument(help="trace id")]
+) -> None:
+    """Print the event timeline of a trace from its log."""
+    traces.replay(ctx, trace_id)
 
 
 def main() -> None:

@@ -1,4 +1,9 @@
-"""Supervise service processes: start, restart a failed one with backoff, stop all cleanly."""
+"""Supervise service processes: start, restart a failed one with backoff, stop all cleanly.
+
+Each child runs in its own session, so a Ctrl-C in the terminal reaches only ``longhaul up``,
+which then stops the children in order (SIGTERM, SIGKILL after a grace period) and waits for
+every one of them: nothing outlives it.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,15 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
 STABLE_AFTER_S = 30.0
+"""A child that ran this long before failing starts its backoff afresh."""
 
 
 @dataclass
@@ -34,29 +41,52 @@ class _Child:
 
 
 class Supervisor:
-    """Runs each child as ``python -m <module>``; ``stop()`` ends them with SIGTERM (then
-    SIGKILL after ``grace_s``)."""
+    """Runs each child as ``python -m <module>``, its output appended to
+    ``log_dir/<name>.log`` (or inherited when ``log_dir`` is None)."""
 
-    def __init__(self, specs: list[ChildSpec], *, base_env: Mapping[str, str] | None = None,
-                 grace_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        specs: list[ChildSpec],
+        *,
+        base_env: Mapping[str, str] | None = None,
+        log_dir: Path | None = None,
+        grace_s: float = 10.0,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self._children = [_Child(spec) for spec in specs]
         self._base_env = dict(base_env or os.environ)
+        self._log_dir = log_dir
         self._grace_s = grace_s
+        self._on_change = on_change
         self._stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
+        if self._log_dir is not None:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
         for child in self._children:
             await self._spawn(child)
             self._watchers.append(asyncio.create_task(self._watch(child)))
 
+    def log_path(self, name: str) -> Path | None:
+        return self._log_dir / f"{name}.log" if self._log_dir is not None else None
+
     async def _spawn(self, child: _Child) -> None:
         env = {**self._base_env, **child.spec.env}
-        child.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", child.spec.module, env=env, start_new_session=True
-        )
+        path = self.log_path(child.spec.name)
+        output = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if path else None
+        try:
+            child.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", child.spec.module, env=env, start_new_session=True,
+                stdin=asyncio.subprocess.DEVNULL, stdout=output, stderr=output,
+            )
+        finally:
+            if output is not None:
+                os.close(output)
         child.started_at = time.monotonic()
         log.info("started %s (pid %s)", child.spec.name, child.process.pid)
+        if self._on_change is not None:
+            self._on_change()
 
     async def _watch(self, child: _Child) -> None:
         while not self._stopping.is_set():
@@ -87,10 +117,12 @@ class Supervisor:
         for process in running:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
-        for process in running:
-            try:
-                await asyncio.wait_for(process.wait(), timeout=self._grace_s)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
-                await process.wait()
+        await asyncio.gather(*(self._reap(process) for process in running))
+
+    async def _reap(self, process: asyncio.subprocess.Process) -> None:
+        try:
+            await asyncio.wait_for(process.wait(), timeout=self._grace_s)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()

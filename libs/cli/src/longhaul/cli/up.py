@@ -1,21 +1,32 @@
-"""``longhaul up``: embedded JetStream plus every service, supervised, on one machine."""
+"""``longhaul up``: embedded JetStream plus every service, supervised, on one machine.
+
+Ports may be 0 (pick a free one). The resolved URLs and the child pids are written to
+``<data-dir>/up.json`` while the stack runs, for scripts and tests that need to find it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
+import httpx
+from longhaul.cli.supervisor import ChildSpec, Supervisor
+from longhaul.core.config import LonghaulConfig, load_config
+from longhaul.core.nats_server import NatsServer, free_port
+from longhaul.gateway.main import bind_host
+from longhaul.gateway.routers.info import OFFLINE_NOTICE
 from rich.console import Console
 from rich.panel import Panel
 
-from longhaul.cli.supervisor import ChildSpec, Supervisor
-from longhaul.core.config import load_config
-from longhaul.core.nats_server import NatsServer
-
 log = logging.getLogger(__name__)
+
+READY_TIMEOUT_S = 60.0
+READY_POLL_S = 0.1
 
 
 def service_specs(executors: int, host: str, port: int) -> list[ChildSpec]:
@@ -35,59 +46,118 @@ def service_specs(executors: int, host: str, port: int) -> list[ChildSpec]:
     return specs
 
 
+async def wait_for_gateway(url: str, stop: asyncio.Event) -> bool:
+    """Poll ``/readyz`` until it answers 200 (True), or give up on a deadline or a stop
+    request (False). Readiness is only observable over HTTP, hence the polling."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    async with httpx.AsyncClient(timeout=2.0) as http:
+        while time.monotonic() < deadline and not stop.is_set():
+            try:
+                if (await http.get(f"{url}/readyz")).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=READY_POLL_S)
+            except TimeoutError:
+                continue
+    return False
+
+
+def banner(config: LonghaulConfig, *, gateway_url: str, nats_url: str, embedded: bool,
+           data_dir: Path, executors: int, work_dir: Path, ready: bool) -> Panel:
+    keyless = not config.gateway.api_keys
+    model = f"model:     {config.models.default}"
+    lines = [
+        "[bold]longhaul[/bold] — local development stack",
+        f"gateway:   {gateway_url}   (viewer at /, API at /api, docs at /docs)",
+        f"nats:      {nats_url}" + (f"   (embedded, data in {data_dir})" if embedded else ""),
+        f"services:  gateway, planner, verifier, {executors} executor(s); "
+        f"logs in {data_dir / 'logs'}",
+        f"workdir:   {work_dir}   (where agents read and write files)",
+        model,
+    ]
+    if config.models.is_offline_default:
+        lines.append(f"[yellow]{OFFLINE_NOTICE}[/yellow]")
+    if keyless:
+        lines.append("auth:      none (loopback only; set LONGHAUL_API_KEYS to require keys)")
+    if not ready:
+        log_file = data_dir / "logs" / "gateway.log"
+        lines.append(f"[red]the gateway is not ready yet: see {log_file}[/red]")
+    lines.append("try:       longhaul run \"what files are in my workdir?\"   ·   Ctrl-C stops all")
+    return Panel.fit("\n".join(lines), title="longhaul up")
+
+
+def prepare_dirs(data_dir: Path) -> tuple[Path, Path]:
+    """Create the data dir (with ``logs/``) and the agents' workdir
+    (``LONGHAUL_EXECUTOR__WORKING_ROOT`` or ``<data-dir>/work``); returns both, absolute."""
+    data_dir = data_dir.resolve()
+    (data_dir / "logs").mkdir(parents=True, exist_ok=True)
+    work_dir = Path(os.environ.get("LONGHAUL_EXECUTOR__WORKING_ROOT", data_dir / "work")).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return data_dir, work_dir
+
+
 async def run_up(
     *,
     host: str,
     port: int,
     data_dir: Path,
+    work_dir: Path,
     executors: int,
     nats_url: str | None,
     nats_port: int,
     console: Console,
 ) -> None:
     config = load_config()
+    logs = data_dir / "logs"
+    host = bind_host(config.model_copy(update={
+        "gateway": config.gateway.model_copy(update={"host": host})
+    }))
+    port = port or free_port(host)
+    gateway_url = f"http://{host}:{port}"
     server: NatsServer | None = None
     if nats_url is None:
         server = NatsServer(
-            data_dir / "jetstream", port=nats_port, log_file=data_dir / "nats-server.log"
+            data_dir / "jetstream", port=nats_port, log_file=logs / "nats-server.log"
         )
         await server.astart()
         nats_url = server.url
-    env = {**os.environ, "LONGHAUL_NATS__URL": nats_url}
-    supervisor = Supervisor(service_specs(executors, host, port), base_env=env)
+    env = {
+        **os.environ,
+        "LONGHAUL_NATS__URL": nats_url,
+        "LONGHAUL_DATA_DIR": str(data_dir),
+        "LONGHAUL_EXECUTOR__WORKING_ROOT": str(work_dir),
+    }
+    state_file = data_dir / "up.json"
+
+    def write_state() -> None:
+        state = {"pid": os.getpid(), "gateway": gateway_url, "nats": nats_url,
+                 "nats_pid": server.pid if server else None, "children": supervisor.pids()}
+        state_file.write_text(json.dumps(state, indent=2))
+
+    supervisor = Supervisor(
+        service_specs(executors, host, port), base_env=env, log_dir=logs, on_change=write_state
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
         await supervisor.start()
-        model_line = f"model: {config.models.default}"
-        if config.models.is_offline_default:
-            model_line += (
-                "  (offline scripted model: set LONGHAUL_MODEL=openai:<model> and "
-                "OPENAI_API_KEY, or anthropic:/gemini: with their keys, for a real one)"
-            )
-        console.print(
-            Panel.fit(
-                "\n".join(
-                    [
-                        "[bold]longhaul[/bold] — local development stack",
-                        f"gateway:  http://{host}:{port}  (viewer at /, API at /api, "
-                        f"docs at /docs)",
-                        f"nats:     {nats_url}"
-                        + ("  (embedded, data in " + str(data_dir) + ")" if server else ""),
-                        f"services: gateway, planner, verifier, {executors} executor(s)",
-                        model_line,
-                        "Ctrl-C stops everything.",
-                    ]
-                ),
-                title="longhaul up",
-            )
-        )
-        await stop.wait()
+        ready = await wait_for_gateway(gateway_url, stop)
+        if not stop.is_set():
+            console.print(banner(
+                config, gateway_url=gateway_url, nats_url=nats_url, embedded=server is not None,
+                data_dir=data_dir, executors=executors, work_dir=work_dir, ready=ready,
+            ))
+            await stop.wait()
         console.print("stopping…")
     finally:
+        # The signal handlers stay installed: a second Ctrl-C must not interrupt the
+        # shutdown half-way and leave children behind.
         await supervisor.stop()
         if server is not None:
             await server.astop()
+        state_file.unlink(missing_ok=True)
         console.print("stopped.")

@@ -1,0 +1,142 @@
+"""Terminal rendering shared by the commands: one-line event descriptions, messages, tables."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+STATUS_STYLE = {
+    "running": "cyan", "waiting": "yellow", "completed": "green", "failed": "red",
+    "stopped": "magenta", "planning": "cyan",
+}
+
+
+def clip(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = [part.get("text", "") if isinstance(part, dict) else str(part) for part in content]
+    return "\n".join(p for p in parts if p) or json.dumps(content)
+
+
+def call_text(call: dict[str, Any]) -> str:
+    function = call.get("function", {})
+    return f"{function.get('name', '?')}({clip(str(function.get('arguments', '')), 80)})"
+
+
+def status_text(status: str | None) -> Text:
+    name = status or "?"
+    return Text(name, style=STATUS_STYLE.get(name, ""))
+
+
+def tokens(totals: dict[str, Any]) -> int:
+    return int(totals.get("prompt_tokens", 0)) + int(totals.get("completion_tokens", 0))
+
+
+def money(value: float) -> str:
+    return f"${value:.4f}"
+
+
+def ago(ts: float) -> str:
+    seconds = max(0.0, time.time() - ts)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+def describe(event: str, data: dict[str, Any]) -> str:
+    """A one-line, markup-safe summary of a stored event."""
+    match event:
+        case "trace_created":
+            first: dict[str, Any] = next(
+                (m for m in data.get("messages", []) if m.get("role") == "user"), {}
+            )
+            return f"created: {escape(clip(content_text(first.get('content'))))}"
+        case "run_requested":
+            cut = data.get("after_sequence")
+            what = f"rewind after #{cut}" if cut is not None else "continue"
+            added = [content_text(m.get("content")) for m in data.get("messages", [])]
+            return f"{what}" + (f": {escape(clip(' / '.join(added)))}" if added else "")
+        case "message_appended":
+            return _describe_message(data)
+        case "goal_changed":
+            goal = data.get("goal", {})
+            return f"goal {data.get('op')}: {escape(goal.get('title') or goal.get('id', ''))}"
+        case "waiting":
+            return f"waiting for {data.get('reason')}: {escape(clip(str(data.get('detail', ''))))}"
+        case "human_replied":
+            return f"human replied: {escape(clip(data.get('content', '')))}"
+        case "subtrace_spawned":
+            return f"sub-trace {data.get('child_trace_id')} ({data.get('mode')})"
+        case "subtrace_finished":
+            return f"sub-trace {data.get('child_trace_id')} {data.get('status')}"
+        case "completed":
+            return f"[green]completed[/green] {escape(clip(data.get('summary', '')))}"
+        case "failed":
+            return f"[red]failed[/red]: {escape(clip(data.get('error', '')))}"
+        case "stopped":
+            return f"[magenta]stopped[/magenta] ({data.get('reason', '')})"
+        case "verification_failed":
+            return f"verification failed: {escape(clip('; '.join(data.get('errors', []))))}"
+        case "phase_started" | "phase_completed" | "phase_failed":
+            return f"{event.replace('_', ' ')}: {data.get('phase_id')}"
+        case "plan_created" | "replanned":
+            names = [p.get("name", p.get("id")) for p in data.get("phases", [])]
+            return f"{event.replace('_', ' ')}: {escape(', '.join(names))}"
+        case _:
+            return event.replace("_", " ")
+
+
+def _describe_message(data: dict[str, Any]) -> str:
+    role = data.get("role", "?")
+    seq = data.get("sequence")
+    text = escape(clip(content_text(data.get("content"))))
+    if role == "assistant" and data.get("tool_calls"):
+        calls = ", ".join(escape(call_text(c)) for c in data["tool_calls"])
+        return f"#{seq} assistant → {calls}" + (f"  {text}" if text else "")
+    if role == "tool":
+        style = "red" if data.get("error_code") else "dim"
+        return f"#{seq} [{style}]tool {escape(data.get('name') or '')}: {text}[/{style}]"
+    return f"#{seq} {role}: {text}"
+
+
+def traces_table(traces: list[dict[str, Any]]) -> Table:
+    table = Table(show_edge=False, header_style="bold")
+    for column in ("trace", "status", "name", "msgs", "tokens", "cost", "created"):
+        numeric = column in ("msgs", "tokens", "cost")
+        table.add_column(
+            column, justify="right" if numeric else "left", no_wrap=column == "trace"
+        )
+    for trace in traces:
+        table.add_row(
+            trace["trace_id"], status_text(trace["status"]), escape(trace.get("name") or ""),
+            str(trace.get("last_sequence", 0)), f"{tokens(trace.get('totals', {})):,}",
+            money(trace.get("totals", {}).get("cost", 0.0)), ago(trace.get("created_at", 0.0)),
+        )
+    return table
+
+
+def goal_tree(goals: list[dict[str, Any]], focus: str | None) -> Tree:
+    marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "abandoned": "[-]"}
+    root = Tree("goals")
+    nodes: dict[str | None, Tree] = {None: root}
+    for goal in goals:
+        parent = nodes.get(goal.get("parent_id"), root)
+        label = f"{marks.get(goal['status'], '[?]')} {escape(goal['title'])}"
+        if goal["id"] == focus:
+            label += " [bold](focus)[/bold]"
+        nodes[goal["id"]] = parent.add(label)
+    return root

@@ -1,0 +1,110 @@
+"""``longhaul run`` / ``traces …`` / ``replay`` against a live gateway and executor."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+import pytest
+from longhaul.core.config import NatsConfig
+
+from tests.integration.cli.harness import cli_env, longhaul
+from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
+
+TRACE_ID = re.compile(r"\b(t_[0-9A-Z]{26})\b")
+
+
+def trace_id_in(text: str) -> str:
+    match = TRACE_ID.search(text)
+    assert match, text
+    return match.group(1)
+
+
+async def test_run_streams_progress_and_prints_the_answer(stack: RunningGateway) -> None:
+    result = await longhaul("run", "list my files", "--tool", "glob", url=stack.url)
+    assert result.code == 0, result.output
+    trace_id = trace_id_in(result.stdout)
+    assert "assistant → glob(" in result.stdout
+    assert "tool glob:" in result.stdout
+    assert "answer" in result.stdout and "completed ·" in result.stdout
+    assert "scripted:auto" in result.stderr and "LONGHAUL_MODEL" in result.stderr
+    async with stack.client() as http:
+        trace = (await http.get(f"/api/traces/{trace_id}")).json()
+    assert trace["status"] == "completed"
+
+
+async def test_inspection_commands(stack: RunningGateway) -> None:
+    run = await longhaul("run", "q", "--tool", "glob", "--name", "inspect-me", url=stack.url)
+    trace_id = trace_id_in(run.stdout)
+    listed = await longhaul("traces", "ls", url=stack.url)
+    assert listed.code == 0 and trace_id in listed.stdout and "inspect-me" in listed.stdout
+    only_failed = await longhaul("traces", "ls", "--status", "failed", url=stack.url)
+    assert trace_id not in only_failed.stdout
+    shown = await longhaul("traces", "show", trace_id, url=stack.url)
+    assert shown.code == 0 and "completed" in shown.stdout and "inspect-me" in shown.stdout
+    messages = await longhaul("traces", "messages", trace_id, url=stack.url)
+    assert messages.code == 0
+    assert messages.stdout.index("#1 user") < messages.stdout.index("#2 assistant")
+    assert "→ glob(" in messages.stdout
+    replay = await longhaul("replay", trace_id, url=stack.url)
+    assert replay.code == 0
+    lines = [line for line in replay.stdout.splitlines() if line.strip()]
+    assert "created: q" in lines[0] and "completed" in lines[-1]
+    event_ids = [int(line.split()[0]) for line in lines]
+    assert event_ids == sorted(event_ids)
+    watched = await longhaul("traces", "watch", trace_id, url=stack.url)
+    assert watched.code == 0 and "answer" in watched.stdout
+
+
+async def test_rewind_follow_and_no_follow(stack: RunningGateway) -> None:
+    detached = await longhaul("run", "first", "--tool", "glob", "--no-follow", url=stack.url)
+    assert detached.code == 0 and "traces watch" in detached.stdout
+    trace_id = trace_id_in(detached.stdout)
+    watched = await longhaul("traces", "watch", trace_id, url=stack.url)
+    assert watched.code == 0
+    rewound = await longhaul(
+        "traces", "rewind", trace_id, "1", "-m", "second", "--follow", url=stack.url
+    )
+    assert rewound.code == 0, rewound.output
+    assert "rewind after #1: second" in rewound.stdout and "answer" in rewound.stdout
+    async with stack.client() as http:
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    assert [m["content"] for m in path[:2]] == ["first", "second"]
+
+
+async def test_reply_and_stop(stack: RunningGateway) -> None:
+    asked = await longhaul("run", "ask me", "--tool", "ask_human", url=stack.url)
+    assert asked.code == 0 and "the agent asks" in asked.stdout
+    trace_id = trace_id_in(asked.stdout)
+    replied = await longhaul("traces", "reply", trace_id, "blue", "--follow", url=stack.url)
+    assert replied.code == 0, replied.output
+    assert "human replied: blue" in replied.stdout and "answer" in replied.stdout
+    waiting = trace_id_in((await longhaul(
+        "run", "ask again", "--tool", "ask_human", url=stack.url)).stdout)
+    stopped = await longhaul("traces", "stop", waiting, "--follow", url=stack.url)
+    assert stopped.code == 1 and "stopped" in stopped.stdout
+    refused = await longhaul("traces", "reply", waiting, "late", url=stack.url)
+    assert refused.code == 1 and "409 conflict" in refused.stderr
+    resumed = await longhaul("traces", "resume", waiting, url=stack.url)
+    assert resumed.code == 0 and "accepted" in resumed.stdout
+
+
+async def test_clear_errors(stack: RunningGateway) -> None:
+    unknown = await longhaul("traces", "show", "t_nope", url=stack.url)
+    assert unknown.code == 1 and "404 not_found" in unknown.stderr
+    port = httpx.URL(stack.url).port
+    down = await longhaul("traces", "ls", url=f"http://127.0.0.1:{(port or 1) + 1}")
+    assert down.code == 2
+    assert "cannot reach the gateway" in down.stderr and "longhaul up" in down.stderr
+
+
+@pytest.mark.parametrize("with_key", [False, True])
+async def test_api_key_from_environment(nats_config: NatsConfig, with_key: bool) -> None:
+    config = gateway_config(nats_config, api_keys="cli-secret")
+    async with serve_gateway(config) as gateway:
+        env = cli_env(LONGHAUL_API_KEY="cli-secret") if with_key else cli_env()
+        result = await longhaul("traces", "ls", url=gateway.url, env=env)
+    if with_key:
+        assert result.code == 0, result.output
+    else:
+        assert result.code == 1 and "401" in result.stderr and "LONGHAUL_API_KEY" in result.stderr
