@@ -9,6 +9,7 @@ import asyncio
 import msgspec
 from longhaul.core import events as ev
 from longhaul.core.connection import Connection
+from longhaul.core.state import TaskState
 from longhaul.core.store import EventStore, Position
 from longhaul.planner.checkpoints import Checkpoint, Checkpoints, checkpoint_key
 from longhaul.planner.offload import phase_output_key
@@ -49,6 +50,18 @@ class Gate:
             self.reached.set()
             await self.release.wait()
         return Succeed(f"output of {created.phase_id}")
+
+
+async def planned_task(store: EventStore, phases: list[dict[str, object]]) -> TaskState:
+    """A task whose plan is on the log and nothing else (as a planner left it)."""
+    task_id = await create_task(store, phases=phases)
+    created = await store.load_task(task_id)
+    await store.append(
+        "task", task_id,
+        [ev.PlanCreated(phases=[msgspec.convert(p, ev.PhaseSpec) for p in phases])],
+        expected=Position(created.stream_seq, created.version),
+    )
+    return await store.load_task(task_id)
 
 
 def resumed(events: list[ev.Event]) -> ev.Resumed:
@@ -161,14 +174,8 @@ async def test_checkpoint_written_before_a_crash_completes_the_phase_on_resume(
 ) -> None:
     """The planner died after saving p1's checkpoint but before logging phase_completed; p1's
     step trace never finished (its executor died too). Resume takes p1 from the checkpoint."""
-    task_id = await create_task(store, phases=chain(2))
-    created = await store.load_task(task_id)
-    await store.append(
-        "task", task_id,
-        [ev.PlanCreated(phases=[msgspec.convert(p, ev.PhaseSpec) for p in chain(2)])],
-        expected=Position(created.stream_seq, created.version),
-    )
-    task = await store.load_task(task_id)
+    task = await planned_task(store, chain(2))
+    task_id = task.task_id
     [p1_trace] = step_trace_ids(task, task.phases["p1"].spec, 1)
     await store.append("task", task_id, [ev.PhaseStarted(phase_id="p1", trace_ids=[p1_trace])],
                        expected=Position(task.stream_seq, task.version))
@@ -210,3 +217,20 @@ async def test_resume_of_a_failed_task_reruns_the_failed_phase(
     assert len(completer.trace_ids("p1")) == 1
     assert len(completer.trace_ids("p2")) == 2
     assert resumed(await task_events(store, task_id)).resumed_at == ["p2"]
+
+
+async def test_step_trace_lost_between_phase_started_and_its_creation_is_created_on_resume(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    task = await planned_task(store, chain(2))
+    task_id = task.task_id
+    lost = step_trace_ids(task, task.phases["p1"].spec, 1)
+    await store.append("task", task_id, [ev.PhaseStarted(phase_id="p1", trace_ids=lost)],
+                       expected=Position(task.stream_seq, task.version))
+    await request_resume(store, task_id)
+    completer = StepCompleter(conn, store)
+    async with completer, planner_service(make_config()):
+        done = await wait_task(store, task_id)
+    assert done.status == "completed"
+    assert completer.trace_ids("p1") == lost  # the recorded id, created late, not a new one
+    assert resumed(await task_events(store, task_id)).resumed_at == ["p1"]
