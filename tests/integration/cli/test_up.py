@@ -1,0 +1,71 @@
+"""``longhaul up`` as a real process: free ports, a temp data dir, driven by ``longhaul run``,
+then Ctrl-C (SIGINT) stops everything and leaves no process behind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+from tests.integration.cli.harness import LONGHAUL, cli_env, longhaul
+
+START_DEADLINE_S = 90.0
+STOP_DEADLINE_S = 60.0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    process = await asyncio.create_subprocess_exec(
+        LONGHAUL, "up", "--port", "0", "--nats-port", "0", "--data-dir", str(data_dir),
+        "--executors", "2", env=cli_env(), stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    stderr = asyncio.create_task(process.stderr.read())
+    seen: list[str] = []
+    pids: list[int] = []
+    try:
+        async with asyncio.timeout(START_DEADLINE_S):
+            while not any("Ctrl-C stops all" in line for line in seen):
+                line = (await process.stdout.readline()).decode()
+                assert line, f"up exited early:\n{''.join(seen)}\n{(await stderr).decode()}"
+                seen.append(line)
+        banner = "".join(seen)
+        assert "local development stack" in banner and "scripted:auto" in banner
+        match = re.search(r"gateway:\s+(http://[\d.]+:\d+)", banner)
+        assert match, banner
+        url = match.group(1)
+        state = json.loads((data_dir / "up.json").read_text())
+        assert state["gateway"] == url and state["pid"] == process.pid
+        assert set(state["children"]) == {
+            "gateway", "planner", "verifier", "executor-1", "executor-2"
+        }
+        pids = [state["nats_pid"], *state["children"].values()]
+        assert all(alive(pid) for pid in pids)
+
+        result = await longhaul("run", "hello", "--tool", "glob", url=url)
+        assert result.code == 0, result.output
+        assert "answer" in result.stdout and "completed ·" in result.stdout
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+    async with asyncio.timeout(STOP_DEADLINE_S):
+        rest = await process.stdout.read()
+        code = await process.wait()
+        await stderr
+    assert code == 0
+    assert "stopped." in rest.decode()
+    assert [pid for pid in pids if alive(pid)] == []
+    assert not (data_dir / "up.json").exists()
+    assert (data_dir / "logs" / "gateway.log").stat().st_size > 0
