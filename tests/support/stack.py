@@ -32,6 +32,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 import msgspec
+from longhaul.agent.tools import ToolRegistry
 from longhaul.core import events as ev
 from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.connection import Connection
@@ -40,6 +41,7 @@ from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore, Position
 from longhaul.executor.settings import ExecutorSettings
+from longhaul.llm.types import Model
 
 T = TypeVar("T")
 
@@ -246,8 +248,15 @@ def test_config(
     )
 
 
+test_config.__test__ = False  # type: ignore[attr-defined]  # a helper, not a pytest test
+
+
 class InProcessExecutor:
-    """An executor replica running in the caller's event loop, with its own connection."""
+    """An executor replica running in the caller's event loop, with its own connection.
+
+    ``settings`` are ``ExecutorSettings`` fields (``tool_modules``, ``poison_attempts`` …);
+    ``tools`` and ``resolve_model`` replace the configured tool registry and model registry.
+    """
 
     def __init__(
         self,
@@ -258,8 +267,12 @@ class InProcessExecutor:
         config: LonghaulConfig | None = None,
         settings: Mapping[str, Any] | None = None,
         lease_ttl_s: float = FAST_LEASE_TTL_S,
+        tools: ToolRegistry | None = None,
+        resolve_model: Callable[[str], Model] | None = None,
     ) -> None:
         self.config = config or test_config(nats_url, namespace, lease_ttl_s=lease_ttl_s)
+        self.tools = tools
+        self.resolve_model = resolve_model
         self.settings = ExecutorSettings(
             id=executor_id,
             sweep_interval_s=lease_ttl_s,
@@ -279,7 +292,9 @@ class InProcessExecutor:
         from longhaul.executor.main import build_executor
 
         self.ctx = await open_context("executor", self.config)
-        self._executor = build_executor(self.ctx, self.settings)
+        self._executor = build_executor(
+            self.ctx, self.settings, tools=self.tools, resolve_model=self.resolve_model
+        )
         ready = asyncio.create_task(
             wait_until_ready(self.ctx.conn, self.settings.id, within=ready_timeout)
         )

@@ -3,11 +3,14 @@ lets through to the log."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from longhaul.core import events as ev
 from longhaul.core.state import InvalidTransition, TraceState
 from longhaul.executor.decide import Action, decide
 from longhaul.executor.sink import precheck
+from longhaul.executor.upkeep import snapshot_interval
 
 
 def folded(*events: ev.TraceEvent) -> TraceState:
@@ -68,3 +71,12 @@ def test_precheck_probes_other_events_without_changing_the_state() -> None:
     assert state.status == "running"
     with pytest.raises(InvalidTransition):
         precheck(state, ev.HumanReplied(content="not waiting"))
+
+
+def test_snapshots_come_every_n_events_then_every_eighth_of_the_log() -> None:
+    taken = [v for v in range(1, 21_001)
+             if v // snapshot_interval(200, v) != (v - 1) // snapshot_interval(200, v)]
+    assert taken[:5] == [200, 400, 600, 800, 1000]
+    gaps = [b - a for a, b in itertools.pairwise(taken)]
+    assert all(gap <= max(200, b // 4) for gap, b in zip(gaps, taken[1:], strict=True))
+    assert len(taken) < 30  # linear total snapshot work, not one per 200 events

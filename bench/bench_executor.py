@@ -1,0 +1,228 @@
+"""Executor: durable cost per agent step, and throughput of many concurrent traces.
+
+A step is one model call plus one tool call with every event appended (assistant message,
+tool result, and the engine's periodic context reminder). The model answers instantly and the
+tool does nothing, so what is measured is the harness: engine, fold, optimistic appends,
+leases, index and snapshots. The baseline is the raw cost of the same JetStream appends made
+directly: the trace's stored payloads re-published with plain ``js.publish``, awaited one by
+one, in the same run against the same server. Figures are ratios to that baseline.
+
+Targets (issue 4): ≤ 0.5 ms per step; the 10,000-step figure within 1.5x of the 100-step one;
+≤ 2x the raw appends. Throughput: 200 concurrent traces on 1 and 2 executor processes.
+
+    python bench/bench_executor.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: make `bench` and `tests` importable
+    sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+from longhaul.agent.tools import Tool, ToolRegistry, tool  # noqa: E402
+from longhaul.core import events as ev  # noqa: E402
+from longhaul.core.config import (  # noqa: E402
+    LonghaulConfig,
+    LoopDetectionConfig,
+    MiddlewareEntry,
+    NatsConfig,
+    PipelineConfig,
+    StoreConfig,
+)
+from longhaul.core.connection import Connection, connect  # noqa: E402
+from longhaul.core.ids import new_id  # noqa: E402
+from longhaul.core.provision import ProvisionSettings  # noqa: E402
+from longhaul.core.store import EventStore  # noqa: E402
+from longhaul.llm.scripted import ScriptedModel  # noqa: E402
+from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage  # noqa: E402
+
+from bench.common import private_nats, report  # noqa: E402
+from tests.support.stack import ExecutorProcess, InProcessExecutor, create_trace  # noqa: E402
+
+UNLIMITED = 10**9
+
+
+@tool(read_only=True)
+async def noop(n: int) -> str:
+    """Do nothing (benchmark tool).
+
+    Args:
+        n: the step number.
+    """
+    return "ok"
+
+
+TOOLS: list[Tool] = [noop]
+"""Loaded by executor processes through ``LONGHAUL_EXECUTOR__TOOL_MODULES=bench.bench_executor``."""
+
+
+def instant_model(steps: int) -> Model:
+    """Calls ``noop`` ``steps`` times, then answers; O(1) per call (no history scan, usage
+    given, call ids given) so the model costs nothing the harness would be blamed for."""
+    calls = itertools.count()
+
+    def script(request: ModelRequest) -> ModelResponse:
+        n = next(calls)
+        usage = Usage(prompt_tokens=10, completion_tokens=5)
+        if n >= steps:
+            return ModelResponse(content="done", usage=usage)
+        call = ToolCall(id=f"call_{n}", name="noop", arguments=f'{{"n": {n}}}')
+        return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls")
+
+    return ScriptedModel(script, name="scripted:bench")
+
+
+def bench_config(url: str, namespace: str) -> LonghaulConfig:
+    """Defaults, except what would stop or reshape a 10,000-step run of one tool: the per-tool
+    call caps of loop detection, and compaction (it would add model calls of its own)."""
+    return LonghaulConfig(
+        nats=NatsConfig(url=url, namespace=namespace),
+        store=StoreConfig(lease_ttl_s=30),
+        pipeline=PipelineConfig(
+            max_iterations=UNLIMITED,
+            loop_detection=LoopDetectionConfig(tool_freq_warn=UNLIMITED, tool_freq_stop=UNLIMITED),
+            middleware=[MiddlewareEntry(name="Summarization", enabled=False)],
+        ),
+    )
+
+
+async def completion(conn: Connection, trace_ids: set[str]) -> asyncio.Future[float]:
+    """A future resolved (with the time) once every trace in ``trace_ids`` completed: a core
+    subscription on the stream's ``completed`` subjects, nothing folded."""
+    done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+    left = set(trace_ids)
+
+    async def on_msg(msg: object) -> None:
+        _, trace_id, _ = conn.names.parse_subject(msg.subject)  # type: ignore[attr-defined]
+        left.discard(trace_id)
+        if not left and not done.done():
+            done.set_result(time.perf_counter())
+
+    await conn.nc.subscribe(conn.names.type_filter("trace", "completed"), cb=on_msg)
+    await conn.nc.flush()
+    return done
+
+
+async def durable_step_cost(url: str, steps: int) -> tuple[float, float, int]:
+    """(durable seconds, raw seconds, events) for one trace of ``steps`` steps."""
+    namespace = f"b{steps}_"
+    conn = await connect(NatsConfig(url=url, namespace=namespace),
+                         provision_settings=ProvisionSettings())
+    store = EventStore(conn)
+    try:
+        trace_id = new_id("t")
+        done = await completion(conn, {trace_id})
+        async with InProcessExecutor(
+            url, namespace, "bench", config=bench_config(url, namespace),
+            tools=ToolRegistry(TOOLS), resolve_model=lambda _name: instant_model(steps),
+        ):
+            started = time.perf_counter()
+            await create_trace(store, "benchmark", trace_id=trace_id, model="scripted:bench")
+            durable = await asyncio.wait_for(done, timeout=3600) - started
+
+        # The raw baseline: the same stored payloads, plain js.publish, awaited one by one.
+        payloads = [(r.event.type, r.event) async for r in store.replay("trace", trace_id)]
+        encoded = [(kind, ev.encode(event)) for kind, event in payloads]
+        raw_id = new_id("t")
+        started = time.perf_counter()
+        for kind, payload in encoded:
+            await conn.js.publish(conn.names.subject("trace", raw_id, kind), payload)
+        raw = time.perf_counter() - started
+        return durable, raw, len(encoded)
+    finally:
+        await conn.close()
+
+
+def scripted_file(directory: Path, steps: int) -> str:
+    turns = [{"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)]
+    turns.append({"content": "done"})
+    path = directory / f"steps{steps}.yaml"
+    path.write_text(yaml.safe_dump(turns))
+    return f"scripted:{path}"
+
+
+async def throughput(url: str, traces: int, steps: int, processes: int) -> float:
+    """Seconds for ``traces`` concurrent traces of ``steps`` steps on ``processes`` executors."""
+    namespace = f"tp{processes}_"
+    conn = await connect(NatsConfig(url=url, namespace=namespace),
+                         provision_settings=ProvisionSettings())
+    store = EventStore(conn)
+    env = {
+        "LONGHAUL_EXECUTOR__TOOL_MODULES": "bench.bench_executor",
+        "LONGHAUL_EXECUTOR__CONCURRENCY": str(traces),
+        "LONGHAUL_STORE__LEASE_TTL_S": "30",
+        "LONGHAUL_LOG_LEVEL": os.environ.get("BENCH_LOG", "WARNING"),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    with tempfile.TemporaryDirectory(prefix="lh-bench-exec-") as tmp:
+        model = scripted_file(Path(tmp), steps)
+        procs = [ExecutorProcess(url, namespace, f"bench-{i}", env=env, log_dir=Path(tmp))
+                 for i in range(processes)]
+        try:
+            await asyncio.gather(*(p.start() for p in procs))
+            ids = [new_id("t") for _ in range(traces)]
+            done = await completion(conn, set(ids))
+            started = time.perf_counter()
+            await asyncio.gather(*(create_trace(store, "go", trace_id=t, model=model)
+                                   for t in ids))
+            return await asyncio.wait_for(done, timeout=3600) - started
+        finally:
+            await asyncio.gather(*(p.stop() for p in procs))
+            await conn.close()
+
+
+async def main(quick: bool) -> None:
+    sizes = [100, 1000] if quick else [100, 1000, 10_000]
+    traces, steps = (50, 5) if quick else (200, 5)
+    with private_nats() as url:
+        await durable_step_cost(url, 50)  # warm-up: imports, first connections, JIT-free caches
+        rows = []
+        per_step: dict[int, float] = {}
+        for size in sizes:
+            durable, raw, events = await durable_step_cost(url, size)
+            per_step[size] = durable / size * 1000
+            rows.append([
+                f"{size} steps ({events} events)",
+                round(raw / size * 1000, 3),
+                round(per_step[size], 3),
+                round(durable / raw, 2),
+                round(per_step[size] / per_step[sizes[0]], 2),
+            ])
+        report(
+            "executor: durable cost per step",
+            ["trace", "raw js.publish ms/step", "executor ms/step", "x raw", "x 100-step"],
+            rows,
+            ["step = model call + tool call, every event appended; zero-latency scripted model",
+             "targets: <= 0.5 ms/step, 10,000-step within 1.5x of 100-step, <= 2x raw"],
+        )
+        tp_rows = []
+        for processes in (1, 2):
+            seconds = await throughput(url, traces, steps, processes)
+            tp_rows.append([f"{processes} executor process(es)", traces, steps,
+                            round(traces / seconds, 1), round(traces * steps / seconds, 1)])
+        base = tp_rows[0][3]
+        for row in tp_rows:
+            row.append(round(row[3] / base, 2))
+        report(
+            "executor: concurrent traces",
+            ["executors", "traces", "steps each", "traces/s", "steps/s", "x 1 process"],
+            tp_rows,
+            [f"{traces} traces created at once; scripted-file model, no-op tool; "
+             "2 CPU cores shared with nats-server and the bench itself"],
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="100 and 1,000 steps; 50 traces")
+    asyncio.run(main(parser.parse_args().quick))
