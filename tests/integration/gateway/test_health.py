@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import tempfile
 from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 from longhaul.agent.contract import LiveUpdate
 from longhaul.core.config import NatsConfig
+from longhaul.core.logs import JsonFormatter
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.store import EventStore
 from nats.js import api
@@ -86,3 +90,17 @@ async def test_metrics_report_requests_traces_lag_and_retries(
     assert values[("longhaul_gateway_events_appended_total", (("type", "trace_created"),))] == 1
     assert ("longhaul_trace_cost_usd", ()) in values
     assert values[("longhaul_llm_retries_total", ())] == 1
+
+
+async def test_requests_are_logged_as_json_with_their_trace_id(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    trace_id = (
+        await client.post("/api/traces", json={"messages": [user_message("x")]})
+    ).json()["trace_id"]
+    with caplog.at_level(logging.INFO, logger="longhaul.gateway.access"):
+        await client.get(f"/api/traces/{trace_id}")
+    [record] = [r for r in caplog.records if r.name == "longhaul.gateway.access"]
+    line = json.loads(JsonFormatter("gateway").format(record))
+    assert line["trace_id"] == trace_id and line["service"] == "gateway"
+    assert line["msg"].startswith(f"GET /api/traces/{trace_id} 200")

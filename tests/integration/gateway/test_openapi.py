@@ -32,6 +32,7 @@ DOCUMENTED = {
     ("get", "/api/tasks/{task_id}"), ("post", "/api/tasks/{task_id}/resume"),
     ("get", "/api/tasks/{task_id}/events"), ("post", "/api/v1/tasks"),
     ("get", "/api/v1/tasks/{task_id}"), ("post", "/api/v1/tasks/{task_id}/resume"),
+    ("get", "/api/experiences"), ("get", "/api/info"),
     ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
 }
 

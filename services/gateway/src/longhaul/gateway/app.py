@@ -15,10 +15,10 @@ from longhaul.core.service import open_context
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
-from longhaul.gateway.metrics import GatewayMetrics, MetricsMiddleware
+from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.ratelimit import RateLimiter
-from longhaul.gateway.routers import health, info, trace_events, traces, viewer
+from longhaul.gateway.routers import experiences, health, info, trace_events, traces, viewer
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
 from nats.aio.subscription import Subscription
@@ -77,11 +77,13 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
         info.router,
+        experiences.router,
         health.router,
         viewer.router,
     ):
         app.include_router(router)
-    # Outermost last: metrics see every response, the body limit runs before routing.
+    # Added last is outermost: the observer sees every response (413s and CORS refusals
+    # included); the body limit runs before routing.
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=gateway.max_body_bytes)
     if gateway.cors_origins:
         app.add_middleware(
@@ -90,5 +92,5 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
         )
-    app.add_middleware(MetricsMiddleware, metrics=runtime.metrics)
+    app.add_middleware(RequestObserver, metrics=runtime.metrics)
     return app

@@ -136,8 +136,12 @@ class GatewayMetrics:
             self.llm_retries.inc()
 
 
-class MetricsMiddleware:
-    """Counts and times every HTTP request under its route template (bounded label values)."""
+access_log = logging.getLogger("longhaul.gateway.access")
+
+
+class RequestObserver:
+    """Counts and times every HTTP request under its route template (bounded label values)
+    and logs it as one JSON line carrying the trace or task id it concerned."""
 
     def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
         self.app = app
@@ -162,5 +166,11 @@ class MetricsMiddleware:
             route = scope.get("route")
             template = route.path if isinstance(route, Route) else "unmatched"
             method = scope["method"]
+            elapsed = time.perf_counter() - started
             self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - started)
+            self.metrics.latency.labels(method, template).observe(elapsed)
+            params = scope.get("path_params") or {}
+            access_log.info(
+                "%s %s %d %.1fms", method, scope["path"], status, elapsed * 1000,
+                extra={"trace_id": params.get("trace_id"), "task_id": params.get("task_id")},
+            )

@@ -66,6 +66,16 @@ async def create_trace(
     return _accepted(state, state.stream_seq)
 
 
+async def wait_for_mirror(runtime: Runtime) -> None:
+    """Listing right after start-up waits (briefly) for the index watch's first pass."""
+    mirror = runtime.view
+    if not mirror.ready.is_set():
+        try:
+            await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
+        except TimeoutError as exc:
+            raise ApiError(503, "unavailable", "trace index is still loading") from exc
+
+
 async def _list(
     runtime: Runtime,
     principal: Principal,
@@ -74,13 +84,8 @@ async def _list(
     limit: int,
     cursor: str | None,
 ) -> TraceList:
-    mirror = runtime.view
-    if not mirror.ready.is_set():
-        try:
-            await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
-        except TimeoutError as exc:
-            raise ApiError(503, "unavailable", "trace index is still loading") from exc
-    entries, next_cursor = mirror.query(
+    await wait_for_mirror(runtime)
+    entries, next_cursor = runtime.view.query(
         owner=principal.owner, statuses=statuses, parent=parent, cursor=cursor, limit=limit
     )
     return TraceList(traces=[summary_of(e) for e in entries], next_cursor=next_cursor)
