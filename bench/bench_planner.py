@@ -2,9 +2,10 @@
 
 - Scheduling overhead: from the moment a dependency's step trace ``completed`` event is
   stored to the moment the dependant's ``trace_created`` is stored (the server's timestamps),
-  over chains of phases whose step traces finish the moment they are created (a zero-latency
-  model and executor).
-- Resume: a 10-phase chain whose planner is stopped while phase 7 runs; a new planner answers
+  over chains of phases run by a real executor process with a zero-latency scripted model
+  (each step trace is one model call that answers at once).
+- Resume: a 10-phase chain whose planner is stopped while phase 7 runs (its agent waits for a
+  file in a bash loop, so it stays running); a new planner answers
   ``resume_requested``. Measured: request to ``resumed`` (the decision: checkpoints or log
   read, phases 1-6 skipped) and request to ``task_completed`` (phases 7-10 run), once with
   checkpoints and once with them expired (event log only).
@@ -18,12 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import yaml
 from longhaul.core import events as ev
 from longhaul.core.config import LonghaulConfig, ModelsConfig, NatsConfig
 from longhaul.core.connection import Connection, connect
@@ -38,53 +41,27 @@ from longhaul.planner.service import DURABLE
 from nats.js.errors import NotFoundError
 
 from bench.common import median, percentile, private_nats, report
+from tests.support.stack import ExecutorProcess
 
 NAMESPACE = "benchplanner_"
 
 
-def chain(count: int) -> list[dict[str, object]]:
-    return [
-        {"id": f"p{n}", "name": f"Phase {n}", "description": f"step {n}", "tools": [],
-         "depends_on": [f"p{n - 1}"] if n > 1 else []}
-        for n in range(1, count + 1)
-    ]
-
-
-class InstantSteps:
-    """Completes every step trace as soon as it is created; ``hold`` keeps one phase open."""
-
-    def __init__(self, conn: Connection, store: EventStore) -> None:
-        self.conn = conn
-        self.store = store
-        self.hold: str | None = None
-        self.reached = asyncio.Event()
-        self.release = asyncio.Event()
-        self.tasks: set[asyncio.Task[None]] = set()
-        self.sub: object = None
-
-    async def start(self) -> None:
-        subject = self.conn.names.type_filter("trace", "trace_created")
-        self.sub = await self.conn.nc.subscribe(subject, cb=self._on_created)
-
-    async def _on_created(self, msg: object) -> None:
-        created = ev.decode(msg.data)  # type: ignore[attr-defined]
-        if isinstance(created, ev.TraceCreated) and created.phase_id:
-            task = asyncio.create_task(self._finish(created))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
-
-    async def _finish(self, created: ev.TraceCreated) -> None:
-        if created.phase_id == self.hold:
-            self.reached.set()
-            await self.release.wait()
-        events: list[ev.TraceEvent] = [
-            ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant",
-                               content=f"output of {created.phase_id}"),
-            ev.Completed(summary="done"),
-        ]
-        state = await self.store.load_trace(created.aggregate_id)
-        await self.store.append("trace", created.aggregate_id, events,
-                                expected=Position(state.stream_seq, state.version))
+def chain(count: int, scripts: Path, *, hold: int | None = None) -> list[dict[str, object]]:
+    """``count`` phases in a row; phase ``hold`` waits for ``release`` in the working dir."""
+    phases: list[dict[str, object]] = []
+    for n in range(1, count + 1):
+        turns: list[dict[str, object]] = [{"content": f"output of phase {n}"}]
+        if n == hold:
+            command = "while [ ! -f release ]; do sleep 0.01; done"
+            turns.insert(0, {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
+        script = scripts / f"phase-{n}-{hold}.yaml"
+        script.write_text(yaml.safe_dump(turns))
+        phases.append({
+            "id": f"p{n}", "name": f"Phase {n}", "description": f"step {n}",
+            "depends_on": [f"p{n - 1}"] if n > 1 else [],
+            "tools": ["bash"] if n == hold else [], "model": f"scripted:{script}",
+        })
+    return phases
 
 
 async def start_planner(config: LonghaulConfig) -> tuple[ServiceContext, asyncio.Task[None]]:
@@ -116,9 +93,10 @@ async def stop_planner(ctx: ServiceContext, task: asyncio.Task[None]) -> None:
     await ctx.close()
 
 
-async def create_task(store: EventStore, phases: list[dict[str, object]]) -> str:
+async def create_task(store: EventStore, phases: list[dict[str, object]], workdir: Path) -> str:
     task_id = new_id("task")
-    await store.append("task", task_id, [ev.TaskCreated(goal="bench", options={"phases": phases})],
+    options = {"phases": phases, "working_dir": str(workdir)}
+    await store.append("task", task_id, [ev.TaskCreated(goal="bench", options=options)],
                        expected=Position())
     return task_id
 
@@ -174,13 +152,14 @@ async def overheads(conn: Connection, store: EventStore, task_id: str) -> list[f
 
 
 async def resume_once(conn: Connection, store: EventStore, config: LonghaulConfig,
-                      steps: InstantSteps, *, expire: bool) -> tuple[float, float, str]:
+                      workdir: Path, *, expire: bool) -> tuple[float, float, str]:
     """Stop the planner while phase 7 runs; resume with a new one. Phase 7 stays open until
     the resume was answered, so the answer always comes from the stopped state."""
-    steps.hold, steps.reached, steps.release = "p7", asyncio.Event(), asyncio.Event()
+    release = workdir / "release"
+    release.unlink(missing_ok=True)
     ctx, planner = await start_planner(config)
-    task_id = await create_task(store, chain(10))
-    await asyncio.wait_for(steps.reached.wait(), 60)
+    task_id = await create_task(store, chain(10, workdir, hold=7), workdir)
+    await wait_task(store, task_id, lambda t: "p7" in t.running_phases())
     await stop_planner(ctx, planner)
     if expire:
         kv = await conn.kv(conn.names.checkpoints)
@@ -192,7 +171,7 @@ async def resume_once(conn: Connection, store: EventStore, config: LonghaulConfi
         [request] = await store.append("task", task_id, [ev.ResumeRequested()],
                                        expected=Position(task.stream_seq, task.version))
         answered = await wait_task(store, task_id, lambda t: t.resumes_handled == 1)
-        steps.release.set()
+        release.touch()
         finished = await wait_task(store, task_id, lambda t: t.status == "completed")
     finally:
         await stop_planner(ctx, planner)
@@ -205,31 +184,32 @@ async def resume_once(conn: Connection, store: EventStore, config: LonghaulConfi
 
 async def run(quick: bool) -> None:
     chains, length, resumes = (2, 6, 1) if quick else (5, 10, 3)
-    with private_nats() as url:
+    with private_nats() as url, tempfile.TemporaryDirectory(prefix="lh-bench-") as tmp:
+        workdir = Path(tmp)
         nats = NatsConfig(url=url, namespace=NAMESPACE)
         config = LonghaulConfig(nats=nats, models=ModelsConfig(default="scripted:auto"))
         conn = await connect(nats, provision_settings=ProvisionSettings())
         store = EventStore(conn)
-        steps = InstantSteps(conn, store)
-        await steps.start()
         rtt = median(await raw_round_trips(conn, 200))
+        executor = ExecutorProcess(url, NAMESPACE, "bench",
+                                   env={"LONGHAUL_EXECUTOR__WORKING_ROOT": str(workdir)})
+        async with executor:
+            ctx, planner = await start_planner(config)
+            samples: list[float] = []
+            for _ in range(chains):
+                task_id = await create_task(store, chain(length, workdir), workdir)
+                await wait_task(store, task_id, lambda t: t.is_final)
+                samples += await overheads(conn, store, task_id)
+            await stop_planner(ctx, planner)
 
-        ctx, planner = await start_planner(config)
-        samples: list[float] = []
-        for _ in range(chains):
-            task_id = await create_task(store, chain(length))
-            await wait_task(store, task_id, lambda t: t.is_final)
-            samples += await overheads(conn, store, task_id)
-        await stop_planner(ctx, planner)
-
-        decisions: dict[str, list[float]] = {}
-        totals: dict[str, list[float]] = {}
-        for _ in range(resumes):
-            for expire in (False, True):
-                decision, total, source = await resume_once(conn, store, config, steps,
-                                                            expire=expire)
-                decisions.setdefault(source, []).append(decision)
-                totals.setdefault(source, []).append(total)
+            decisions: dict[str, list[float]] = {}
+            totals: dict[str, list[float]] = {}
+            for _ in range(resumes):
+                for expire in (False, True):
+                    decision, total, source = await resume_once(conn, store, config, workdir,
+                                                                expire=expire)
+                    decisions.setdefault(source, []).append(decision)
+                    totals.setdefault(source, []).append(total)
         await conn.close()
 
     ms = 1000
@@ -249,7 +229,7 @@ async def run(quick: bool) -> None:
         "planner: scheduling overhead and resume",
         ["measure", "n", "median ms", "p95/max ms", "x raw round trip"],
         rows,
-        [f"{length}-phase chains, step traces completed instantly (zero-latency model); "
+        [f"{length}-phase chains run by an executor process, zero-latency scripted model; "
          "resume: 10-phase chain stopped at phase 7"],
     )
 
