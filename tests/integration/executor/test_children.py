@@ -75,3 +75,22 @@ async def test_a_finished_parent_stops_its_running_children(store: EventStore) -
     await children.stop_children(await store.load_trace(parent), reason="parent failed")
     for child in ids:
         assert (await store.load_trace(child)).stop_requested
+
+
+async def test_continuing_a_finished_child_runs_it_again_with_the_new_task(
+    store: EventStore,
+) -> None:
+    parent = await create_trace(store, "parent", model="scripted:auto")
+    [child] = await spawn(store, parent, 1)
+    children = Children(store, max_concurrent=3, actor="test", metrics=ExecutorMetrics())
+    await children.start_queued(await store.load_trace(parent))
+    await finish(store, child, "first answer")
+    await children.on_child_final(await store.load_trace(child))
+    await append_to(store, parent, ev.SubtraceSpawned(
+        child_trace_id=child, tool_call_id="call_9", task="follow-up", continue_from=child,
+    ))
+    assert await children.start_queued(await store.load_trace(parent)) == [child]
+    assert await children.start_queued(await store.load_trace(parent)) == []  # running again
+    state = await store.load_trace(child)
+    assert state.status == "running" and state.runs == 2
+    assert state.main_path()[-1].content == "follow-up"

@@ -80,3 +80,12 @@ def test_snapshots_come_every_n_events_then_every_eighth_of_the_log() -> None:
     gaps = [b - a for a, b in itertools.pairwise(taken)]
     assert all(gap <= max(200, b // 4) for gap, b in zip(gaps, taken[1:], strict=True))
     assert len(taken) < 30  # linear total snapshot work, not one per 200 events
+
+
+def test_waiting_for_children_is_refused_once_none_is_running() -> None:
+    spawned = ev.SubtraceSpawned(child_trace_id="t_child", tool_call_id="c1")
+    state = folded(CREATED, spawned)
+    precheck(state, ev.Waiting(reason="subtraces"))
+    state.apply(ev.SubtraceFinished(child_trace_id="t_child", status="completed", n=3))
+    with pytest.raises(InvalidTransition):
+        precheck(state, ev.Waiting(reason="subtraces"))

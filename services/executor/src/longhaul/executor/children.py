@@ -4,7 +4,9 @@ A ``subtrace_spawned`` on the parent (seen as a wake-up, so a crash right after 
 nothing) creates the child trace, at most ``max_concurrent`` running per parent: the others stay
 queued in the parent's state (spawned, child not created yet) and start, in spawn order, as
 earlier children finish. "Started" is simply "the child's log exists", so every step here is
-idempotent and any replica may do it. When a child reaches a final status its parent gets
+idempotent and any replica may do it. A spawn that continues a finished child
+(``continue_from``) appends ``RunRequested`` with the new task to that child instead; the
+child counts as started once it runs again. When a child reaches a final status its parent gets
 ``SubtraceFinished`` (unless the parent's state already has it), which wakes a parent that waits
 for its children; a parent that ends first asks its still-running children to stop.
 """
@@ -93,25 +95,44 @@ class Children:
         if not parent.exists or parent.is_final:
             return []
         active = 0
-        queued: list[SubtraceInfo] = []
+        queued: list[tuple[SubtraceInfo, TraceState | None]] = []
         for info in parent.running_subtraces():
-            if await self._exists(info.child_trace_id):
+            if info.continue_from is not None:
+                child = await self.store.load_trace(info.child_trace_id)
+                if child.exists and not child.is_final:
+                    active += 1
+                else:
+                    queued.append((info, child))
+            elif await self._exists(info.child_trace_id):
                 active += 1
             else:
-                queued.append(info)
+                queued.append((info, None))
         started: list[str] = []
-        for info in queued[: max(0, self.max_concurrent - active)]:
-            try:
-                await self.store.append(
-                    "trace", info.child_trace_id, [child_created(parent, info)],
-                    expected=Position(), actor=self.actor, causation_id=parent.trace_id,
-                    correlation_id=parent.task_id,
-                )
-            except ConcurrencyError:
-                continue  # another replica created it first
-            self.metrics.subtraces.inc()
-            started.append(info.child_trace_id)
+        for info, previous in queued[: max(0, self.max_concurrent - active)]:
+            if await self._start(parent, info, previous):
+                self.metrics.subtraces.inc()
+                started.append(info.child_trace_id)
         return started
+
+    async def _start(
+        self, parent: TraceState, info: SubtraceInfo, previous: TraceState | None
+    ) -> bool:
+        """Create the child, or continue a finished one with the new task."""
+        if previous is not None and previous.exists:
+            return await append_while(
+                self.store, previous,
+                ev.RunRequested(messages=[ev.InputMessage(role="user", content=info.task)]),
+                lambda child: child.is_final, actor=self.actor,
+            )
+        try:
+            await self.store.append(
+                "trace", info.child_trace_id, [child_created(parent, info)],
+                expected=Position(), actor=self.actor, causation_id=parent.trace_id,
+                correlation_id=parent.task_id,
+            )
+        except ConcurrencyError:
+            return False  # another replica created it first
+        return True
 
     async def on_child_final(self, child: TraceState) -> None:
         """Record the child's end on its parent (once) and start the parent's next child."""

@@ -44,6 +44,11 @@ def precheck(state: TraceState, event: ev.TraceEvent) -> None:
         if parent is not None and parent not in state.messages:
             raise InvalidTransition(f"unknown parent message {parent}", code="unknown_sequence")
         return
+    if isinstance(event, ev.Waiting) and event.reason == "subtraces" and not (
+        state.running_subtraces()
+    ):
+        # The last child finished while the turn decided to wait: nothing would wake it.
+        raise InvalidTransition("no sub-trace is running any more", code="conflict")
     state.check(event)
 
 
@@ -57,7 +62,6 @@ class TraceSink:
         lease: Lease,
         metrics: ExecutorMetrics,
         upkeep: TurnUpkeep,
-        causation_id: str | None = None,
     ) -> None:
         self.store = store
         self.state = state
@@ -65,7 +69,6 @@ class TraceSink:
         self.lease = lease
         self.metrics = metrics
         self.upkeep = upkeep
-        self.causation_id = causation_id
         self.appended = 0
 
     async def emit(self, events: Sequence[ev.TraceEvent]) -> None:
@@ -86,7 +89,6 @@ class TraceSink:
                     [event],
                     expected=Position(state.stream_seq, state.version),
                     actor=self.actor,
-                    causation_id=self.causation_id,
                     correlation_id=state.task_id,
                 )
             except ConcurrencyError:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.agent.contract import LiveCallback, StaleState, TurnOutcome
+from longhaul.agent.contract import LiveCallback, LiveUpdate, StaleState, TurnOutcome
 from longhaul.core import events as ev
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import current_trace_id
@@ -89,6 +89,7 @@ class TurnRunner:
         state = await self.store.load_trace(trace_id)
         action = decide(state)
         if action is Action.NOTHING:
+            await self.index.update(state)  # a stale entry would keep the sweeper coming back
             return state
         if action is Action.STOP:
             await append_while(
@@ -117,6 +118,7 @@ class TurnRunner:
         end = "error"
         try:
             end = (await turn).end
+            await live(LiveUpdate(kind="status", text=state.status or end))
             return state
         except StaleState as exc:
             end = "stale"
