@@ -17,8 +17,15 @@ from longhaul.core.nats_server import free_port
 from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
 
+from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
-from tests.support.stack import InProcessExecutor, append_to, create_trace, wait_for_trace
+from tests.support.stack import (
+    InProcessExecutor,
+    append_to,
+    create_trace,
+    eventually,
+    wait_for_trace,
+)
 
 TOOLS = {"tool_modules": ["tests.integration.executor.tooling"]}
 
@@ -113,3 +120,33 @@ async def test_verification_waits_for_the_verifier_and_reinjects_a_failure(
     assert state.status == "completed" and state.summary == "answer two"
     feedback = [m for m in state.main_path() if m.role == "user" and m.synthetic]
     assert len(feedback) == 1 and "too vague" in str(feedback[0].content)
+
+
+async def test_a_turn_that_loses_its_lease_is_cancelled_at_once(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    gate = f"lease-{tmp_path.name}"
+    model = write_script(tmp_path / "gate.yaml", [
+        {"tool_calls": [{"name": "gate", "arguments": {"name": gate}}]},
+        {"content": "finished by whoever holds the lease"},
+    ])
+    entered = tooling.ENTERED.setdefault(gate, asyncio.Event())
+    async with InProcessExecutor(nats_url, namespace, settings=TOOLS) as ex:
+        trace_id = await create_trace(store, "hold the line", model=model)
+        await asyncio.wait_for(entered.wait(), 15)
+        kv = await store.conn.kv(store.conn.names.leases)
+        await kv.put(f"trace.{trace_id}", b'{"owner": "intruder", "acquired_at": 0}')
+        lost = ex.executor.metrics.leases_lost
+
+        async def noticed() -> bool:  # the keeper's next renewal (TTL/3) finds the intruder
+            return bool(lost._value.get() >= 1)
+
+        await eventually(noticed, within=10)
+        stalled = await store.load_trace(trace_id)
+        assert stalled.unanswered_tool_calls()  # the gate call was cancelled, not answered
+        await kv.purge(f"trace.{trace_id}")  # the intruder goes away without a TTL
+        tooling.GATES.setdefault(gate, asyncio.Event()).set()
+        state = await wait_for_trace(store, trace_id)  # the sweeper brings it back
+    assert state.status == "completed"
+    [healed] = [m for m in state.main_path() if m.role == "tool"]
+    assert healed.synthetic  # "interrupted" result written before the next model call

@@ -50,6 +50,7 @@ class Lease:
         return time.monotonic() - self.renewed_at > self.leases.ttl_s * 0.8
 
     async def renew(self) -> bool:
+        """Extend the lease; False if that failed (``lost`` is set once it cannot be ours)."""
         if self.lost.is_set() or self.released:
             return False
         if self.expired_locally:
@@ -58,10 +59,11 @@ class Lease:
         started = time.monotonic()
         try:
             self.revision = await self.leases.publish(self.key, self._value(), last=self.revision)
-        except (KeyWrongLastSequenceError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
-                nats.errors.ConnectionClosedError) as exc:
-            if isinstance(exc, KeyWrongLastSequenceError):
-                self.lost.set()
+        except KeyWrongLastSequenceError:
+            log.warning("lease %s was taken by another executor", self.key)
+            self.lost.set()
+            return False
+        except Exception as exc:  # NATS unreachable, timeouts: retry until the TTL runs out
             log.warning("lease %s renewal failed: %s", self.key, exc)
             if self.expired_locally:
                 self.lost.set()
@@ -85,7 +87,8 @@ class Lease:
             log.info("lease %s not released (%s); it expires by itself", self.key, exc)
 
     async def keep(self, on_lost: Callable[[], object]) -> None:
-        """Renew every third of the TTL until cancelled; call ``on_lost`` if the lease goes."""
+        """Renew every third of the TTL (sooner after a failed renewal) until released; call
+        ``on_lost`` if the lease goes."""
         interval = self.leases.ttl_s / 3
         while not self.released:
             with contextlib.suppress(TimeoutError):
@@ -93,7 +96,8 @@ class Lease:
             if self.released:
                 return
             if not self.lost.is_set():
-                await self.renew()
+                renewed = await self.renew()
+                interval = self.leases.ttl_s / (3 if renewed else 10)
             if self.lost.is_set():
                 on_lost()
                 return
