@@ -182,15 +182,18 @@ class PlannerProcess:
                 self.process.kill()
             await asyncio.wait_for(self.process.wait(), timeout=10)
 
-    async def stop(self) -> None:
-        if self.process is None or self.process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.process.wait(), timeout=15)
-        except TimeoutError:
-            await self.kill()
+    async def stop(self) -> int | None:
+        """SIGTERM (a clean shutdown), SIGKILL after 15 s; the exit code."""
+        if self.process is None:
+            return None
+        if self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.process.wait(), timeout=15)
+            except TimeoutError:
+                await self.kill()
+        return self.process.returncode
 
     def log_tail(self, lines: int = 30) -> str:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -97,6 +97,7 @@ async def crash_and_resume(
                     task = await wait_task(store, task_id, within=60)
                 except TimeoutError:
                     raise AssertionError(second.log_tail()) from None
+                assert await second.stop() == 0, second.log_tail()  # SIGTERM: clean exit
     assert task.status == "completed"
     return task_id, completer
 
