@@ -113,6 +113,12 @@ async def run_consumer(
                 messages = await sub.fetch(spec.batch, timeout=spec.fetch_timeout_s)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
+            except nats.errors.Error as exc:
+                # A reconnect in progress or a server hiccup: the client reconnects by itself.
+                log.warning("%s: fetch failed, retrying: %s", spec.durable, exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(shutdown.wait(), timeout=spec.retry_delay_s)
+                continue
             for msg in messages:
                 await slots.acquire()
                 task = asyncio.create_task(_handle(conn, spec, msg, handler, locks, key))
