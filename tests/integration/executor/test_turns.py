@@ -69,13 +69,15 @@ async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
         state = await wait_for_trace(store, trace_id)
     assert state.status == "completed"
     updates: list[LiveUpdate] = []
-    text = ""
-    async with asyncio.timeout(10):
-        while text != answer:
-            msg = await sub.next_msg(timeout=10)
-            update = msgspec.json.decode(msg.data, type=LiveUpdate)
-            updates.append(update)
-            text += update.text if update.kind == "delta" else ""
+    try:
+        async with asyncio.timeout(10):
+            while not updates or updates[-1].kind != "status":
+                msg = await sub.next_msg(timeout=10)
+                updates.append(msgspec.json.decode(msg.data, type=LiveUpdate))
+    finally:
+        await sub.unsubscribe()
+    assert "".join(u.text for u in updates if u.kind == "delta") == answer
+    assert updates[-1].text == "completed"
     kinds = [u.kind for u in updates]
     assert kinds.index("tool_start") < kinds.index("tool_end") < kinds.index("delta")
     assert {u.tool for u in updates if u.kind == "tool_start"} == {"record"}
