@@ -40,6 +40,7 @@ from longhaul.core.ids import new_id
 from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore, Position
+from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.types import Model
 
@@ -51,7 +52,7 @@ FAST_LEASE_TTL_S = 2
 
 
 def presence_key(executor_id: str) -> str:
-    return "executor." + "".join(c if c.isalnum() or c in "_=-" else "_" for c in executor_id)
+    return Leases.presence_key(executor_id)
 
 
 async def wait_until_ready(conn: Connection, executor_id: str, *, within: float) -> None:
@@ -72,7 +73,7 @@ async def wait_until_ready(conn: Connection, executor_id: str, *, within: float)
 async def wait_lease_released(conn: Connection, trace_id: str, *, within: float = 10.0) -> None:
     """Return once no executor holds ``trace_id``'s lease (watching the key, no polling)."""
     kv = await conn.kv(conn.names.leases)
-    watcher = await kv.watch(f"trace.{trace_id}")
+    watcher = await kv.watch(Leases.trace_key(trace_id))
     try:
         async with asyncio.timeout(within):
             while True:
@@ -91,7 +92,7 @@ async def _lease_value(kv: Any, trace_id: str) -> bytes | None:
     from nats.js.errors import KeyNotFoundError
 
     try:
-        entry = await kv.get(f"trace.{trace_id}")
+        entry = await kv.get(Leases.trace_key(trace_id))
     except KeyNotFoundError:
         return None
     return entry.value or None

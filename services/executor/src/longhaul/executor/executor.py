@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -115,8 +114,7 @@ class Executor:
 
     async def _announce(self) -> Lease | None:
         """``executor.<id>`` in ``lh_leases`` while this replica lives (ops and tests)."""
-        key = "executor." + re.sub(r"[^A-Za-z0-9_=-]", "_", self.settings.id)
-        return await self.leases.acquire(key)
+        return await self.leases.acquire(Leases.presence_key(self.settings.id))
 
     async def _fetch_loop(self, sub: JetStreamContext.PullSubscription) -> None:
         shutdown = self.ctx.shutdown

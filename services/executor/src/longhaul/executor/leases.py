@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -114,6 +115,11 @@ class Leases:
     @staticmethod
     def trace_key(trace_id: str) -> str:
         return f"trace.{trace_id}"
+
+    @staticmethod
+    def presence_key(executor_id: str) -> str:
+        """``executor.<id>``: held by a replica while it lives (readiness for tests, ops)."""
+        return "executor." + re.sub(r"[^A-Za-z0-9_=-]", "_", executor_id)
 
     def _ttl(self) -> str:
         return f"{int(self.ttl_s)}s"
