@@ -113,3 +113,20 @@ async def test_rewind_through_the_log_matches_the_pure_fold(
         ["user"] + ["assistant", "tool"] * 2 + ["assistant"]
     )
     assert first.last_sequence < pure.path[len(kept)]  # the old branch stays in the tree
+
+
+async def test_regenerate_replaces_the_final_answer_on_the_main_path(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    model = record_steps(tmp_path / "steps.yaml", 1, tmp_path / "calls.jsonl")
+    async with InProcessExecutor(nats_url, namespace, settings=TOOLS):
+        trace_id = await create_trace(store, "one step", model=model)
+        first = await wait_for_trace(store, trace_id)
+        old_answer = first.main_path()[-1]
+        await append_to(store, trace_id, ev.RunRequested(after_sequence=old_answer.sequence - 1))
+        again = await wait_for_trace(store, trace_id, lambda s: s.runs == 2 and s.is_final)
+    assert again.status == "completed"
+    new_answer = again.main_path()[-1]
+    assert new_answer.role == "assistant" and new_answer.sequence > old_answer.sequence
+    assert new_answer.parent_sequence == old_answer.parent_sequence
+    assert old_answer.sequence not in again.path and old_answer.sequence in again.messages
