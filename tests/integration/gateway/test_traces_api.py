@@ -48,7 +48,17 @@ async def test_create_appends_trace_created_and_indexes_it(
     assert created.config.model == "scripted:auto" and created.config.preset == "research"
     assert created.config.tools == ["goal"] and created.config.max_iterations == 7
     assert [m.content for m in created.messages] == ["plan a trip"]
-    entry = await TraceIndex(gateway.runtime.service.conn).get(trace_id)
+    # The index entry is written right after the 202: wait for it on a KV watch.
+    kv = await store.conn.kv(store.conn.names.traces)
+    watcher = await kv.watch(trace_id)
+    try:
+        async with asyncio.timeout(10):
+            async for item in watcher:
+                if item is not None and item.value:
+                    break
+    finally:
+        await watcher.stop()
+    entry = await TraceIndex(store.conn).get(trace_id)
     assert entry is not None and entry.status == "running" and entry.owner == "local"
 
 

@@ -71,14 +71,19 @@ async def create_trace(
     state.apply(recorded.event, recorded.seq)
     runtime.metrics.appended.labels(event.type).inc()
     runtime.view.put(TraceIndexEntry.from_state(state))
+    runtime.service.spawn(_write_index(runtime, state), name=f"index-{trace_id}")
+    return state
+
+
+async def _write_index(runtime: Runtime, state: TraceState) -> None:
+    """Index the new trace after answering: the 202 promises the event is on the log, and
+    the listing already sees it through the mirror, so the KV write need not delay it."""
     try:
         async with runtime.nats_call():
             await runtime.traces.update(state)
     except ApiError:
-        # The trace is on the log, which is what the 202 promises; the executor's own index
-        # update (or the next one of ours) repairs the entry.
-        log.warning("trace %s created but its index entry was not written", trace_id)
-    return state
+        # The executor's own index update (on its first turn) repairs the entry.
+        log.warning("trace %s created but its index entry was not written", state.trace_id)
 
 
 async def append_to_trace(
