@@ -161,3 +161,26 @@ async def test_keyless_gateway_refuses_non_loopback_peers(nats_config: NatsConfi
         assert refused.json()["error"]["code"] == "forbidden"
         async with running.client() as local:
             assert (await local.get("/api/traces")).status_code == 200
+
+
+async def test_cors_is_off_by_default_and_on_for_configured_origins(
+    nats_config: NatsConfig, client: httpx.AsyncClient
+) -> None:
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    closed = await client.options("/api/traces", headers=preflight)
+    assert "access-control-allow-origin" not in closed.headers
+    config = gateway_config(nats_config, cors_origins=["https://app.example"])
+    async with serve_gateway(config) as running, running.client() as http:
+        opened = await http.options("/api/traces", headers=preflight)
+        assert opened.headers["access-control-allow-origin"] == "https://app.example"
+        created = await http.post(
+            "/api/traces", json={"messages": [user_message("x")]},
+            headers={"Origin": "https://app.example"},
+        )
+        assert created.status_code == 202
+        assert created.headers["access-control-allow-origin"] == "https://app.example"
+        other = await http.post(
+            "/api/traces", json={"messages": [user_message("x")]},
+            headers={"Origin": "https://other.example"},
+        )
+        assert other.status_code == 403

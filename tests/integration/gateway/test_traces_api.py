@@ -259,3 +259,12 @@ async def test_experiences_lists_recorded_reflections(
     assert body["traces_scanned"] == 2
     assert [(e["trace_id"], e["sequence"], e["content"], e["trace_name"])
             for e in body["experiences"]] == [(trace_id, 3, "cheaper tools first", "reflective")]
+
+
+async def test_run_without_a_body_continues(client: httpx.AsyncClient, store: EventStore) -> None:
+    trace_id = await create(client)
+    await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed())
+    response = await client.post(f"/api/traces/{trace_id}/run")
+    assert response.status_code == 202 and response.json()["status"] == "running"
+    last = (await events_of(store, trace_id))[-1]
+    assert isinstance(last, ev.RunRequested) and last.after_sequence is None

@@ -153,12 +153,18 @@ async def get_messages(
     summary="Continue, rewind (after_sequence) or regenerate",
 )
 async def run_trace(
-    trace_id: str, body: RunRequest, request: Request, principal: CurrentPrincipal
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    body: Annotated[RunRequest | None, Body()] = None,
 ) -> Accepted:
+    """No body is a plain continue, like ``{}``."""
+    body = body or RunRequest()
     inputs = _inputs(body.messages)
+    after = body.after_sequence
     state, recorded = await commands.append_to_trace(
         runtime_of(request.app), principal, trace_id,
-        lambda _: ev.RunRequested(messages=inputs, after_sequence=body.after_sequence),
+        lambda _: ev.RunRequested(messages=inputs, after_sequence=after),
     )
     return _accepted(state, recorded.seq)
 
