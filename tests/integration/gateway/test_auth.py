@@ -73,7 +73,8 @@ async def test_traces_are_isolated_between_keys(
         trace_id = created.json()["trace_id"]
         state = await store.load_trace(trace_id)
         assert state.owner == (await alice.get("/api/info")).json()["owner"]
-        assert state.owner.startswith("k_") and ALICE not in state.owner
+        assert state.owner is not None and state.owner.startswith("k_")
+        assert ALICE not in state.owner
         assert (await alice.get(f"/api/traces/{trace_id}")).status_code == 200
         for response in (
             await bob.get(f"/api/traces/{trace_id}"),
