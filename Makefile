@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test lint bench sync clean
+.PHONY: run test lint bench sync clean browser
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
@@ -21,7 +21,17 @@ sync: $(VENV)/.synced
 run: sync
 	$(VENV)/bin/longhaul up $(ARGS)
 
-test: sync
+# The run-viewer e2e test drives Debian's chromium; install it when we can (root + apt),
+# otherwise that one test skips and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium for the run-viewer browser test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "chromium install failed: the browser test will be skipped"; \
+	  else echo "chromium not found and cannot be installed here: the browser test will be skipped"; fi; }
+
+test: sync browser
 	$(VENV)/bin/python -m pytest -q $(ARGS)
 
 lint: sync
