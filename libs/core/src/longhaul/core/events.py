@@ -180,11 +180,6 @@ class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_def
     include_output_only_once: bool = False
 
 
-class Rewound(TraceEvent, tag="rewound", kw_only=True, omit_defaults=True):
-    after_sequence: int
-    goal_tree_snapshot: list[Goal] = msgspec.field(default_factory=list)
-
-
 class GoalChanged(TraceEvent, tag="goal_changed", kw_only=True, omit_defaults=True):
     op: Literal["add", "under", "after", "focus", "done", "abandon"]
     goal: Goal
@@ -352,7 +347,6 @@ AnyEvent = (
     TraceCreated
     | RunRequested
     | MessageAppended
-    | Rewound
     | GoalChanged
     | LoopWarned
     | LoopStopped

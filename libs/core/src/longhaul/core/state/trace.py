@@ -279,9 +279,6 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.goals = self.goals.as_of(set(self.path))
         self.pending_warnings = []
 
-    def _on_rewound(self, event: ev.Rewound) -> None:
-        self._rewind_to(self.safe_cut(event.after_sequence))
-
     def _add_message(self, message: Message) -> None:
         if message.sequence != self.last_sequence + 1:
             raise InvalidTransition(
@@ -472,7 +469,6 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.TraceCreated: TraceState._on_created,
     ev.RunRequested: TraceState._on_run_requested,
     ev.MessageAppended: TraceState._on_message,
-    ev.Rewound: TraceState._on_rewound,
     ev.GoalChanged: TraceState._on_goal_changed,
     ev.LoopWarned: TraceState._on_loop_warned,
     ev.LoopStopped: TraceState._on_loop_stopped,
