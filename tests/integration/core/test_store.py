@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import msgspec
 import pytest
@@ -139,9 +140,9 @@ async def test_snapshot_plus_tail_equals_full_replay(store: EventStore) -> None:
     assert msgspec.json.encode(from_snapshot) == msgspec.json.encode(scratch)
 
 
-async def test_large_snapshot_goes_to_object_store(store: EventStore) -> None:
+async def test_large_snapshot_goes_to_object_store(store: EventStore, conn: Connection) -> None:
     trace_id = new_id("t")
-    big = "x" * 300_000
+    big = os.urandom(400_000).hex()  # incompressible enough to need the object store
     recorded = await store.append(
         "trace", trace_id, [created(big), assistant(2, big)], expected=Position()
     )
@@ -150,6 +151,8 @@ async def test_large_snapshot_goes_to_object_store(store: EventStore) -> None:
     loaded = await store.read_snapshot("trace", trace_id, type(state))
     assert loaded is not None and loaded.stream_seq == recorded[-1].seq
     assert loaded.messages[2].content == big
+    stored = await (await conn.artifacts()).get(f"snapshot/trace/{trace_id}")
+    assert stored.data is not None and len(stored.data) > 512 * 1024
 
 
 async def test_watch_yields_new_events_live(store: EventStore) -> None:
@@ -189,6 +192,22 @@ async def test_replay_10000_events(store: EventStore) -> None:
     assert count == 10_000
     state = await store.load_trace(trace_id)
     assert state.last_sequence == 10_000 and len(state.path) == 10_000
+    assert state.stream_seq == position.seq
+
+
+async def test_fold_of_interleaved_aggregates_ends_at_its_own_last_sequence(
+    store: EventStore,
+) -> None:
+    positions = {"t_a": Position(), "t_b": Position()}
+    for step in range(1, 6):
+        for trace_id in positions:
+            event: ev.Event = created() if step == 1 else user(step, f"{trace_id} {step}")
+            [r] = await store.append("trace", trace_id, [event], expected=positions[trace_id])
+            positions[trace_id] = Position(r.seq, r.event.n)
+    for trace_id, position in positions.items():
+        state = await store.load_trace(trace_id)
+        assert state.stream_seq == position.seq and state.version == 5
+        assert state.messages[5].content == f"{trace_id} 5"
 
 
 async def test_malformed_event_in_stream_raises_typed_error(
