@@ -3,6 +3,8 @@
 A trace belongs to the key that created it; a sub-trace or a task's step trace that records
 no owner inherits its parent's (or its task's). Anything the caller does not own is reported
 exactly like something that does not exist (404), so ids cannot be probed across keys.
+The checks that read the store are each bounded by the request's NATS deadline
+(:meth:`Runtime.nats_call`: 503 when the server does not answer).
 """
 
 from __future__ import annotations
@@ -64,20 +66,24 @@ async def resolve_owner(
 async def require_trace_owner(runtime: Runtime, principal: Principal, trace_id: str) -> None:
     """404 unless the trace exists and belongs to the caller (cheap: reads one event)."""
     checked_id("trace", trace_id)
-    created = await first_event(runtime, "trace", trace_id)
-    if not isinstance(created, ev.TraceCreated):
-        raise not_found("trace", trace_id)
-    owner = await resolve_owner(runtime, created.owner, created.parent_trace_id, created.task_id)
+    async with runtime.nats_call():
+        created = await first_event(runtime, "trace", trace_id)
+        if not isinstance(created, ev.TraceCreated):
+            raise not_found("trace", trace_id)
+        owner = await resolve_owner(
+            runtime, created.owner, created.parent_trace_id, created.task_id
+        )
     if owner != principal.owner:
         raise not_found("trace", trace_id)
 
 
 async def load_trace(runtime: Runtime, principal: Principal, trace_id: str) -> TraceState:
     checked_id("trace", trace_id)
-    state = await runtime.store.load_trace(trace_id)
-    if not state.exists:
-        raise not_found("trace", trace_id)
-    owner = await resolve_owner(runtime, state.owner, state.parent_trace_id, state.task_id)
+    async with runtime.nats_call():
+        state = await runtime.store.load_trace(trace_id)
+        if not state.exists:
+            raise not_found("trace", trace_id)
+        owner = await resolve_owner(runtime, state.owner, state.parent_trace_id, state.task_id)
     if owner != principal.owner:
         raise not_found("trace", trace_id)
     return state
@@ -85,14 +91,16 @@ async def load_trace(runtime: Runtime, principal: Principal, trace_id: str) -> T
 
 async def require_task_owner(runtime: Runtime, principal: Principal, task_id: str) -> None:
     checked_id("task", task_id)
-    created = await first_event(runtime, "task", task_id)
+    async with runtime.nats_call():
+        created = await first_event(runtime, "task", task_id)
     if not isinstance(created, ev.TaskCreated) or created.owner != principal.owner:
         raise not_found("task", task_id)
 
 
 async def load_task(runtime: Runtime, principal: Principal, task_id: str) -> TaskState:
     checked_id("task", task_id)
-    state = await runtime.store.load_task(task_id)
+    async with runtime.nats_call():
+        state = await runtime.store.load_task(task_id)
     if not state.exists or state.owner != principal.owner:
         raise not_found("task", task_id)
     return state

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
 import msgspec
 from longhaul.core import events as ev
+from longhaul.core.events import Aggregate
 from longhaul.core.ids import new_id
 from longhaul.core.index import TraceIndexEntry
 from longhaul.core.state import InvalidTransition, TaskState, TraceState
@@ -57,19 +59,71 @@ def _conflict_exhausted(kind: str, identifier: str) -> ApiError:
     )
 
 
+class _Folded(Protocol):
+    """What the write path needs of a fold (:class:`TraceState`, :class:`TaskState`)."""
+
+    version: int
+    stream_seq: int
+
+    def apply(self, event: ev.Event, stream_seq: int = 0) -> None: ...
+
+
+_S = TypeVar("_S", bound=_Folded)
+
+
+async def _append_first(
+    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, event: ev.Event, state: _S
+) -> _S:
+    """Append the creation event of a new aggregate; returns ``state`` with it applied."""
+    _encodable(event)
+    async with runtime.nats_call():
+        [recorded] = await runtime.store.append(
+            aggregate, aggregate_id, [event], expected=Position(), actor=ACTOR
+        )
+    state.apply(recorded.event, recorded.seq)
+    runtime.metrics.appended.labels(event.type).inc()
+    return state
+
+
+async def _append_checked(
+    runtime: Runtime,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    load: Callable[[], Awaitable[_S]],
+    build: Callable[[_S], ev.Event],
+    check: Callable[[_S, ev.Event], None],
+) -> tuple[_S, Recorded]:
+    """Fold, build the event, check it against the fold and append it at the fold's
+    position; a lost race re-folds and decides again. Returns the state after the event."""
+    for attempt in range(APPEND_ATTEMPTS):
+        state = await load()
+        event = build(state)
+        try:
+            check(state, event)
+        except InvalidTransition as exc:
+            raise ApiError.from_transition(exc) from exc
+        _encodable(event)
+        try:
+            async with runtime.nats_call():
+                [recorded] = await runtime.store.append(
+                    aggregate, aggregate_id, [event],
+                    expected=Position(state.stream_seq, state.version), actor=ACTOR,
+                )
+        except ConcurrencyError:
+            await _backoff(runtime, attempt)
+            continue
+        state.apply(recorded.event, recorded.seq)
+        runtime.metrics.appended.labels(event.type).inc()
+        return state, recorded
+    raise _conflict_exhausted(aggregate, aggregate_id)
+
+
 async def create_trace(
     runtime: Runtime, principal: Principal, event: ev.TraceCreated
 ) -> TraceState:
     trace_id = new_id("t")
     event = msgspec.structs.replace(event, owner=principal.owner)
-    _encodable(event)
-    state = TraceState()
-    async with runtime.nats_call():
-        [recorded] = await runtime.store.append(
-            "trace", trace_id, [event], expected=Position(), actor=ACTOR
-        )
-    state.apply(recorded.event, recorded.seq)
-    runtime.metrics.appended.labels(event.type).inc()
+    state = await _append_first(runtime, "trace", trace_id, event, TraceState())
     runtime.view.put(TraceIndexEntry.from_state(state))
     runtime.service.spawn(_write_index(runtime, state), name=f"index-{trace_id}")
     return state
@@ -93,70 +147,28 @@ async def append_to_trace(
     build: Callable[[TraceState], ev.TraceEvent],
 ) -> tuple[TraceState, Recorded]:
     """Append ``build(state)`` to a trace the caller owns; returns the state after it."""
-    for attempt in range(APPEND_ATTEMPTS):
-        async with runtime.nats_call():
-            state = await access.load_trace(runtime, principal, trace_id)
-        event = build(state)
-        try:
-            state.check(event)
-        except InvalidTransition as exc:
-            raise ApiError.from_transition(exc) from exc
-        _encodable(event)
-        try:
-            async with runtime.nats_call():
-                [recorded] = await runtime.store.append(
-                    "trace", trace_id, [event],
-                    expected=Position(state.stream_seq, state.version), actor=ACTOR,
-                )
-        except ConcurrencyError:
-            await _backoff(runtime, attempt)
-            continue
-        state.apply(recorded.event, recorded.seq)
-        runtime.metrics.appended.labels(event.type).inc()
-        return state, recorded
-    raise _conflict_exhausted("trace", trace_id)
+    return await _append_checked(
+        runtime, "trace", trace_id,
+        lambda: access.load_trace(runtime, principal, trace_id), build, TraceState.check,
+    )
 
 
 async def create_task(runtime: Runtime, principal: Principal, event: ev.TaskCreated) -> TaskState:
-    task_id = new_id("task")
     event = msgspec.structs.replace(event, owner=principal.owner)
-    _encodable(event)
-    state = TaskState()
-    async with runtime.nats_call():
-        [recorded] = await runtime.store.append(
-            "task", task_id, [event], expected=Position(), actor=ACTOR
-        )
-    state.apply(recorded.event, recorded.seq)
-    runtime.metrics.appended.labels(event.type).inc()
-    return state
+    return await _append_first(runtime, "task", new_id("task"), event, TaskState())
 
 
-def _check_task(state: TaskState, event: ev.TaskEvent) -> None:
+def _check_task(state: TaskState, event: ev.Event) -> None:
     """TaskState has no ``check``: probe a deep copy, as TraceState.check does."""
     probe = msgspec.convert(msgspec.to_builtins(state), TaskState)
-    try:
-        probe.apply(event)
-    except InvalidTransition as exc:
-        raise ApiError.from_transition(exc) from exc
+    probe.apply(event)
 
 
 async def append_to_task(
     runtime: Runtime, principal: Principal, task_id: str, event: ev.TaskEvent
 ) -> tuple[TaskState, Recorded]:
-    for attempt in range(APPEND_ATTEMPTS):
-        async with runtime.nats_call():
-            state = await access.load_task(runtime, principal, task_id)
-        _check_task(state, event)
-        try:
-            async with runtime.nats_call():
-                [recorded] = await runtime.store.append(
-                    "task", task_id, [event],
-                    expected=Position(state.stream_seq, state.version), actor=ACTOR,
-                )
-        except ConcurrencyError:
-            await _backoff(runtime, attempt)
-            continue
-        state.apply(recorded.event, recorded.seq)
-        runtime.metrics.appended.labels(event.type).inc()
-        return state, recorded
-    raise _conflict_exhausted("task", task_id)
+    """Append ``event`` to a task the caller owns; returns the state after it."""
+    return await _append_checked(
+        runtime, "task", task_id,
+        lambda: access.load_task(runtime, principal, task_id), lambda _: event, _check_task,
+    )

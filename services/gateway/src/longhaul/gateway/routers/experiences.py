@@ -16,7 +16,7 @@ from longhaul.core.state import TraceState
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.render import content_text
-from longhaul.gateway.routers.traces import wait_for_mirror
+from longhaul.gateway.routers.traces import query_owned
 from longhaul.gateway.runtime import runtime_of
 from pydantic import BaseModel, Field
 
@@ -59,8 +59,7 @@ async def experiences(
     traces: Annotated[int, Query(ge=1, le=100, description="how many recent traces")] = 20,
 ) -> Experiences:
     runtime = runtime_of(request.app)
-    await wait_for_mirror(runtime)
-    entries, _ = runtime.view.query(owner=principal.owner, limit=traces)
+    entries, _ = await query_owned(runtime, principal, limit=traces)
     gate = asyncio.Semaphore(PARALLEL_FOLDS)
 
     async def fold(trace_id: str) -> TraceState:

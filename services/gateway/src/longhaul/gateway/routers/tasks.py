@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 from longhaul.core import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.routers.trace_events import SSE_DOC, resume_point, sse_response
+from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.tasks import CreateTaskRequest, TaskAccepted, TaskView
 from longhaul.gateway.views import task_view
@@ -34,10 +32,7 @@ def tasks_router(prefix: str) -> APIRouter:
 
     @router.get("/{task_id}", response_model=TaskView, summary="A task with its phases")
     async def get_task(task_id: str, request: Request, principal: CurrentPrincipal) -> TaskView:
-        runtime = runtime_of(request.app)
-        async with runtime.nats_call():
-            state = await access.load_task(runtime, principal, task_id)
-        return task_view(state)
+        return task_view(await access.load_task(runtime_of(request.app), principal, task_id))
 
     @router.post(
         "/{task_id}/resume", status_code=202, response_model=TaskAccepted,
@@ -58,17 +53,10 @@ def tasks_router(prefix: str) -> APIRouter:
         summary="Server-sent events of a task (plan, phases, replans, completion)",
     )
     async def task_events(
-        task_id: str,
-        request: Request,
-        principal: CurrentPrincipal,
-        last_event_id: Annotated[str | None, Header(max_length=32)] = None,
-        after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-        follow: Annotated[bool, Query(description="false: end after the stored events")] = True,
+        task_id: str, request: Request, principal: CurrentPrincipal, start: StreamFrom
     ) -> StreamingResponse:
         runtime = runtime_of(request.app)
-        start = resume_point(last_event_id, after)
-        async with runtime.nats_call():
-            await access.require_task_owner(runtime, principal, task_id)
-        return await sse_response(runtime, "task", task_id, start, follow, request)
+        await access.require_task_owner(runtime, principal, task_id)
+        return sse_response(runtime, "task", task_id, start, request)
 
     return router

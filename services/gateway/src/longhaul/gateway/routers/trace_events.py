@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
-from fastapi import APIRouter, Header, Query, Request, WebSocket, WebSocketDisconnect
+from fastapi import (
+    APIRouter,
+    Depends,
+    Header,
+    Query,
+    Request,
+    WebSocket,
+    WebSocketDisconnect,
+)
 from fastapi.responses import StreamingResponse
 from longhaul.core.events import Aggregate
 from longhaul.gateway import access
@@ -52,6 +60,26 @@ def resume_point(last_event_id: str | None, after: int | None) -> int:
     return int(value)
 
 
+class StreamStart(NamedTuple):
+    after: int
+    """stream sequence after which to start"""
+    follow: bool
+    """keep the stream open for new events (and token deltas)"""
+
+
+def stream_start(
+    last_event_id: Annotated[str | None, Header(max_length=32)] = None,
+    after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
+    follow: Annotated[bool, Query(description="false: end after the stored events")] = True,
+) -> StreamStart:
+    """The query and header of an SSE endpoint (declare it after the principal, so that an
+    unauthenticated request is refused before its Last-Event-ID is looked at)."""
+    return StreamStart(resume_point(last_event_id, after), follow)
+
+
+StreamFrom = Annotated[StreamStart, Depends(stream_start)]
+
+
 async def _client_gone(request: Request) -> None:
     """Completes when the HTTP client disconnects (a GET has no body left to read)."""
     while True:
@@ -60,8 +88,8 @@ async def _client_gone(request: Request) -> None:
             return
 
 
-async def sse_response(
-    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, after: int, follow: bool,
+def sse_response(
+    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, start: StreamStart,
     request: Request,
 ) -> StreamingResponse:
     async def body() -> Any:
@@ -70,8 +98,8 @@ async def sse_response(
         try:
             yield b"retry: %d\n\n" % RETRY_MS
             async for item in aggregate_stream(
-                runtime, aggregate, aggregate_id, after=after, follow=follow,
-                live=follow, until=_client_gone(request),
+                runtime, aggregate, aggregate_id, after=start.after, follow=start.follow,
+                live=start.follow, until=_client_gone(request),
             ):
                 yield sse_frame(item)
         finally:
@@ -85,18 +113,11 @@ async def sse_response(
     summary="Server-sent events of a trace, resumable with Last-Event-ID",
 )
 async def trace_events(
-    trace_id: str,
-    request: Request,
-    principal: CurrentPrincipal,
-    last_event_id: Annotated[str | None, Header(max_length=32)] = None,
-    after: Annotated[int | None, Query(ge=0, le=2**63 - 1)] = None,
-    follow: Annotated[bool, Query(description="false: end after the stored events")] = True,
+    trace_id: str, request: Request, principal: CurrentPrincipal, start: StreamFrom
 ) -> StreamingResponse:
     runtime = runtime_of(request.app)
-    start = resume_point(last_event_id, after)
-    async with runtime.nats_call():
-        await access.require_trace_owner(runtime, principal, trace_id)
-    return await sse_response(runtime, "trace", trace_id, start, follow, request)
+    await access.require_trace_owner(runtime, principal, trace_id)
+    return sse_response(runtime, "trace", trace_id, start, request)
 
 
 WS_CLOSE_BASE = 4000
@@ -126,8 +147,7 @@ async def trace_watch(
         peer = websocket.client.host if websocket.client else None
         principal = authenticate_token(runtime.keys, token, peer)
         enforce_rate_limit(runtime.limiter, principal)
-        async with runtime.nats_call():
-            await access.require_trace_owner(runtime, principal, trace_id)
+        await access.require_trace_owner(runtime, principal, trace_id)
     except ApiError as exc:
         await websocket.send_json(
             {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}

@@ -7,11 +7,13 @@ executor reacts to the event. The response (202) means the request is on the log
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import msgspec
 from fastapi import APIRouter, Body, Query, Request, Response
 from longhaul.core import events as ev
+from longhaul.core.index import TraceIndexEntry
 from longhaul.core.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
@@ -44,6 +46,19 @@ def _accepted(state: TraceState, event_id: int) -> Accepted:
     return Accepted(trace_id=state.trace_id, status=state.status or "running", event_id=event_id)
 
 
+async def _steer(
+    request: Request,
+    principal: Principal,
+    trace_id: str,
+    build: Callable[[TraceState], ev.TraceEvent],
+) -> Accepted:
+    """Append the request ``build`` makes from the trace's fold (checked against it)."""
+    state, recorded = await commands.append_to_trace(
+        runtime_of(request.app), principal, trace_id, build
+    )
+    return _accepted(state, recorded.seq)
+
+
 @router.post("", status_code=202, response_model=Accepted, summary="Start a trace")
 async def create_trace(
     body: CreateTraceRequest, principal: CurrentPrincipal, request: Request, response: Response
@@ -66,14 +81,26 @@ async def create_trace(
     return _accepted(state, state.stream_seq)
 
 
-async def wait_for_mirror(runtime: Runtime) -> None:
-    """Listing right after start-up waits (briefly) for the index watch's first pass."""
+async def query_owned(
+    runtime: Runtime,
+    principal: Principal,
+    *,
+    limit: int,
+    statuses: frozenset[str] | None = None,
+    parent: str | None = None,
+    cursor: str | None = None,
+) -> tuple[list[TraceIndexEntry], str | None]:
+    """The caller's traces from the index mirror, newest first, and the next page's cursor.
+    Right after start-up this waits (briefly) for the index watch's first pass."""
     mirror = runtime.view
     if not mirror.ready.is_set():
         try:
             await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
         except TimeoutError as exc:
             raise ApiError(503, "unavailable", "trace index is still loading") from exc
+    return mirror.query(
+        owner=principal.owner, statuses=statuses, parent=parent, cursor=cursor, limit=limit
+    )
 
 
 async def _list(
@@ -84,9 +111,8 @@ async def _list(
     limit: int,
     cursor: str | None,
 ) -> TraceList:
-    await wait_for_mirror(runtime)
-    entries, next_cursor = runtime.view.query(
-        owner=principal.owner, statuses=statuses, parent=parent, cursor=cursor, limit=limit
+    entries, next_cursor = await query_owned(
+        runtime, principal, statuses=statuses, parent=parent, cursor=cursor, limit=limit
     )
     return TraceList(traces=[summary_of(e) for e in entries], next_cursor=next_cursor)
 
@@ -120,10 +146,7 @@ async def running_traces(
     "/{trace_id}", response_model=TraceView, summary="A trace with goal tree and sub-traces"
 )
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
-    runtime = runtime_of(request.app)
-    async with runtime.nats_call():
-        state = await access.load_trace(runtime, principal, trace_id)
-    return trace_view(state)
+    return trace_view(await access.load_trace(runtime_of(request.app), principal, trace_id))
 
 
 @router.get(
@@ -136,9 +159,7 @@ async def get_messages(
     principal: CurrentPrincipal,
     mode: Literal["main_path", "all"] = "main_path",
 ) -> Response:
-    runtime = runtime_of(request.app)
-    async with runtime.nats_call():
-        state = await access.load_trace(runtime, principal, trace_id)
+    state = await access.load_trace(runtime_of(request.app), principal, trace_id)
     messages = state.main_path() if mode == "main_path" else state.all_messages()
     body = {
         "mode": mode,
@@ -162,19 +183,15 @@ async def run_trace(
     body = body or RunRequest()
     inputs = _inputs(body.messages)
     after = body.after_sequence
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id,
+    return await _steer(
+        request, principal, trace_id,
         lambda _: ev.RunRequested(messages=inputs, after_sequence=after),
     )
-    return _accepted(state, recorded.seq)
 
 
 @router.post("/{trace_id}/stop", status_code=202, response_model=Accepted, summary="Ask to stop")
 async def stop_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, lambda _: ev.StopRequested(reason="user")
-    )
-    return _accepted(state, recorded.seq)
+    return await _steer(request, principal, trace_id, lambda _: ev.StopRequested(reason="user"))
 
 
 @router.post(
@@ -182,10 +199,7 @@ async def stop_trace(trace_id: str, request: Request, principal: CurrentPrincipa
     summary="Continue a stopped, failed or completed trace from its head",
 )
 async def resume_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, lambda _: ev.RunRequested()
-    )
-    return _accepted(state, recorded.seq)
+    return await _steer(request, principal, trace_id, lambda _: ev.RunRequested())
 
 
 @router.post(
@@ -195,11 +209,9 @@ async def resume_trace(trace_id: str, request: Request, principal: CurrentPrinci
 async def reply_trace(
     trace_id: str, body: ReplyRequest, request: Request, principal: CurrentPrincipal
 ) -> Accepted:
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id,
-        lambda _: ev.HumanReplied(content=body.content),
+    return await _steer(
+        request, principal, trace_id, lambda _: ev.HumanReplied(content=body.content)
     )
-    return _accepted(state, recorded.seq)
 
 
 @router.post(
@@ -213,10 +225,7 @@ async def reflect_trace(
     body: Annotated[ReflectRequest | None, Body()] = None,
 ) -> Accepted:
     focus = body.focus if body else None
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, lambda _: ev.ReflectRequested(focus=focus)
-    )
-    return _accepted(state, recorded.seq)
+    return await _steer(request, principal, trace_id, lambda _: ev.ReflectRequested(focus=focus))
 
 
 @router.post(
@@ -224,7 +233,4 @@ async def reflect_trace(
     summary="Ask for the context to be compacted now",
 )
 async def compact_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, lambda _: ev.CompactRequested()
-    )
-    return _accepted(state, recorded.seq)
+    return await _steer(request, principal, trace_id, lambda _: ev.CompactRequested())
