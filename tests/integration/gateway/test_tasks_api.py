@@ -69,6 +69,13 @@ async def test_resume_is_checked_against_the_fold(
     assert isinstance(
         [r.event async for r in store.replay("task", task_id)][-1], ev.ResumeRequested
     )
+    view = (await client.get(f"/api/tasks/{task_id}")).json()
+    assert (view["resumes"], view["resumes_handled"], view["resume_source"]) == (1, 0, "")
+    await planner_appends(store, task_id, ev.Resumed(source="checkpoint", resumed_at=["a"]))
+    view = (await client.get(f"/api/tasks/{task_id}")).json()
+    assert (view["resumes"], view["resumes_handled"], view["resume_source"]) == (
+        1, 1, "checkpoint"
+    )
     await planner_appends(
         store, task_id,
         ev.PhaseStarted(phase_id="a"), ev.PhaseCompleted(phase_id="a"), ev.TaskCompleted(),

@@ -18,41 +18,24 @@ from longhaul.gateway.schemas.traces import (
     TraceView,
 )
 
+_SUMMARY_FIELDS = tuple(TraceSummary.model_fields)
+
+
+def _summary_fields(entry: TraceIndexEntry) -> dict[str, Any]:
+    """The :class:`TraceSummary` part of a view: the index entry's fields of the same names."""
+    fields = {name: getattr(entry, name) for name in _SUMMARY_FIELDS}
+    fields["totals"] = TotalsView(**msgspec.to_builtins(entry.totals))
+    return fields
+
 
 def summary_of(entry: TraceIndexEntry) -> TraceSummary:
-    return TraceSummary(
-        trace_id=entry.trace_id,
-        status=entry.status,
-        name=entry.name,
-        parent_trace_id=entry.parent_trace_id,
-        task_id=entry.task_id,
-        phase_id=entry.phase_id,
-        head_sequence=entry.head_sequence,
-        last_sequence=entry.last_sequence,
-        totals=TotalsView(**msgspec.to_builtins(entry.totals)),
-        error=entry.error,
-        stop_reason=entry.stop_reason,
-        created_at=entry.created_at,
-        updated_at=entry.updated_at,
-    )
+    return TraceSummary(**_summary_fields(entry))
 
 
 def trace_view(state: TraceState) -> TraceView:
     goals = state.goals
     return TraceView(
-        trace_id=state.trace_id,
-        status=state.status or "running",
-        name=state.name,
-        parent_trace_id=state.parent_trace_id,
-        task_id=state.task_id,
-        phase_id=state.phase_id,
-        head_sequence=state.head_sequence,
-        last_sequence=state.last_sequence,
-        totals=TotalsView(**msgspec.to_builtins(state.totals)),
-        error=state.error,
-        stop_reason=state.stop_reason,
-        created_at=state.created_at,
-        updated_at=state.updated_at,
+        **_summary_fields(TraceIndexEntry.from_state(state)),
         summary=state.summary,
         wait_reason=state.wait_reason,
         wait_detail=state.wait_detail,
@@ -120,6 +103,8 @@ def task_view(state: TaskState) -> TaskView:
         ],
         replans=list(state.replans),
         resumes=state.resumes,
+        resumes_handled=state.resumes_handled,
+        resume_source=state.resume_source,
         summary=state.summary,
         error=state.error,
         created_at=state.created_at,

@@ -40,7 +40,15 @@ class TaskView(BaseModel):
     mode: str
     phases: list[PhaseView] = Field(default_factory=list)
     replans: list[str] = Field(default_factory=list)
-    resumes: int = 0
+    resumes: int = Field(default=0, description="resume requests accepted")
+    resumes_handled: int = Field(
+        default=0, description="resumes the planner carried out (fewer: one is pending)"
+    )
+    resume_source: str = Field(
+        default="",
+        description="where the last resume learnt which phases were complete: "
+        "checkpoint, event_log or mixed (empty until a resume was carried out)",
+    )
     summary: str = ""
     error: str = ""
     created_at: float = 0.0
