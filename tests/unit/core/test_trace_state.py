@@ -218,6 +218,27 @@ def test_check_does_not_mutate() -> None:
     assert b.state.status == "running" and b.state.version == before
 
 
+@pytest.mark.parametrize(
+    ("sequence", "parent", "code"),
+    [(3, 1, "sequence_gap"), (2, 9, "unknown_sequence")],
+)
+def test_check_message_refuses_what_the_fold_refuses(
+    sequence: int, parent: int, code: str
+) -> None:
+    b = Builder()
+    event = ev.MessageAppended(sequence=sequence, parent_sequence=parent, role="assistant")
+    for check in (b.state.check_message, b.state.apply):
+        with pytest.raises(InvalidTransition) as info:
+            check(event)
+        assert info.value.code == code
+    assert b.state.last_sequence == 1 and b.state.version == 1
+    b.state.check_message(ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant"))
+    b.apply(ev.Completed())
+    with pytest.raises(InvalidTransition) as info:
+        b.state.check_message(ev.MessageAppended(sequence=2, parent_sequence=1, role="tool"))
+    assert info.value.code == "conflict"
+
+
 # ---------------------------------------------------------------- property: paired tool calls
 
 Action = st.one_of(

@@ -3,10 +3,11 @@ the store's optimistic concurrency, then applied to the engine's state.
 
 Every event is checked against the state *before* it is appended, so an event the fold would
 reject never reaches the log (a bad log would poison the trace for every reader). Messages, the
-bulk of a long trace, get an O(1) structural check; rarer events are probed on a copy with
-``TraceState.check``. When another writer got in first (a stop request, a child's result, a
-human reply), the state is caught up from the log and the event re-appended if it still
-applies; otherwise :class:`StaleState` ends the turn and the executor replays afresh.
+bulk of a long trace, get the fold's own O(1) ``TraceState.check_message``; rarer events are
+probed on a copy with ``TraceState.check``. When another writer got in first (a stop request, a
+child's result, a human reply), the state is caught up from the log and the event re-appended
+if it still applies; otherwise :class:`StaleState` ends the turn and the executor replays
+afresh.
 """
 
 from __future__ import annotations
@@ -30,19 +31,7 @@ MAX_CONFLICT_RETRIES = 16
 def precheck(state: TraceState, event: ev.TraceEvent) -> None:
     """Raise :class:`InvalidTransition` if ``event`` could not apply to ``state``."""
     if isinstance(event, ev.MessageAppended):
-        if state.status != "running":
-            raise InvalidTransition(
-                f"cannot append a message: trace {state.trace_id} is {state.status}",
-                code="conflict",
-            )
-        if event.sequence != state.last_sequence + 1:
-            raise InvalidTransition(
-                f"message sequence {event.sequence} does not follow {state.last_sequence}",
-                code="sequence_gap",
-            )
-        parent = event.parent_sequence
-        if parent is not None and parent not in state.messages:
-            raise InvalidTransition(f"unknown parent message {parent}", code="unknown_sequence")
+        state.check_message(event)
         return
     if isinstance(event, ev.Waiting) and event.reason == "subtraces" and not (
         state.running_subtraces()

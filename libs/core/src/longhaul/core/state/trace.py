@@ -208,6 +208,13 @@ class TraceState(msgspec.Struct, kw_only=True):
         probe = msgspec.convert(msgspec.to_builtins(self), TraceState)
         probe.apply(event)
 
+    def check_message(self, event: ev.MessageAppended) -> None:
+        """Raise :class:`InvalidTransition` if the message ``event`` could not apply: the
+        fold's own checks, in O(1) and without a copy (messages are most of a trace's events,
+        so writers check them this way rather than with :meth:`check`)."""
+        self._require("running", what="append a message")
+        self._check_follows(event.sequence, event.parent_sequence)
+
     def _require(self, *allowed: str, what: str) -> None:
         if self.status not in allowed:
             raise InvalidTransition(
@@ -279,15 +286,22 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.goals = self.goals.as_of(set(self.path))
         self.pending_warnings = []
 
-    def _add_message(self, message: Message) -> None:
-        if message.sequence != self.last_sequence + 1:
+    def _check_follows(self, sequence: int, parent: int | None) -> None:
+        if sequence != self.last_sequence + 1:
             raise InvalidTransition(
-                f"message sequence {message.sequence} does not follow {self.last_sequence}",
+                f"message sequence {sequence} does not follow {self.last_sequence}",
                 code="sequence_gap",
             )
-        parent = message.parent_sequence
         if parent is not None and parent not in self.messages:
             raise InvalidTransition(f"unknown parent message {parent}", code="unknown_sequence")
+
+    def _add_message(self, message: Message) -> None:
+        self._check_follows(message.sequence, message.parent_sequence)
+        self._insert_message(message)
+
+    def _insert_message(self, message: Message) -> None:
+        """Put a checked message in the tree and move the head (reflections stay aside)."""
+        parent = message.parent_sequence
         self.messages[message.sequence] = message
         self.last_sequence = message.sequence
         if message.branch_type == "reflection":
@@ -299,8 +313,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.head_sequence = message.sequence
 
     def _on_message(self, event: ev.MessageAppended) -> None:
-        self._require("running", what="append a message")
-        self._add_message(
+        self.check_message(event)
+        self._insert_message(
             Message(
                 sequence=event.sequence,
                 parent_sequence=event.parent_sequence,
