@@ -1,5 +1,6 @@
 """Test support: an in-memory sink that applies events with the pure fold, state builders,
-an in-memory workspace. Nothing here imitates NATS or HTTP."""
+an in-memory workspace, scripted models, and :class:`AgentRun` (trace + sink + engine, the
+setup engine tests share). Nothing here imitates NATS or HTTP."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from longhaul.agent import AgentEnv, Engine, Middleware, ToolRegistry
+from longhaul.agent import AgentEnv, Engine, Middleware, ToolRegistry, TurnOutcome
 from longhaul.agent.tools import ToolContext, ToolSettings
 from longhaul.core import events as ev
 from longhaul.core.config import PipelineConfig
@@ -159,6 +160,31 @@ def make_engine(
         env=AgentEnv(working_root=working_root, **env),
         middleware=middleware,
     )
+
+
+class AgentRun:
+    """The setup most engine tests share: a created trace (``messages``, ``trace_config``), a
+    sink that applies to it (``sink``: a :class:`MemorySink` or a subclass) and an engine over
+    ``working_root`` (``engine_options`` go to :func:`make_engine`). Each :meth:`turn` runs one
+    turn on the same engine, answered by scripted turns; ``script`` holds the last one's
+    requests."""
+
+    def __init__(
+        self,
+        working_root: Path,
+        *messages: ev.InputMessage | str,
+        trace_config: ev.TraceConfig | None = None,
+        sink: Callable[[TraceState], MemorySink] = MemorySink,
+        **engine_options: Any,
+    ) -> None:
+        self.state = new_state(*messages, config=trace_config)
+        self.sink = sink(self.state)
+        self.engine = make_engine(working_root, **engine_options)
+        self.script = Script()
+
+    async def turn(self, *turns: Turn) -> TurnOutcome:
+        model, self.script = scripted(*turns)
+        return await self.engine.run_turn(self.state, self.sink, model=model)
 
 
 def path_roles(state: TraceState) -> list[str]:

@@ -9,16 +9,7 @@ from longhaul.core import events as ev
 from longhaul.core.config import PipelineConfig
 from longhaul.core.state import TraceState
 
-from tests.unit.agent.support import (
-    MemorySink,
-    answer,
-    assert_tool_pairs_complete,
-    call,
-    calls,
-    make_engine,
-    new_state,
-    scripted,
-)
+from tests.unit.agent.support import AgentRun, answer, assert_tool_pairs_complete, call, calls
 
 
 async def test_injected_every_n_steps_with_goals_and_hooks(tmp_path: Path) -> None:
@@ -36,31 +27,26 @@ async def test_injected_every_n_steps_with_goals_and_hooks(tmp_path: Path) -> No
         *(calls(call("glob", {"pattern": f"p{i}"})) for i in range(4)),
         answer("ok"),
     ]
-    model, script = scripted(*turns)
-    state = new_state()
-    sink = MemorySink(state)
-    await make_engine(tmp_path, config=config, context_hooks=hooks).run_turn(
-        state, sink, model=model
-    )
-    injected = [m for m in sink.of_type(ev.MessageAppended) if m.name == "context"]
+    run = AgentRun(tmp_path, config=config, context_hooks=hooks)
+    await run.turn(*turns)
+    injected = [m for m in run.sink.of_type(ev.MessageAppended) if m.name == "context"]
     assert len(injected) == 2  # before the 3rd and the 5th model call
     body = str(injected[0].content)
     assert body.startswith("[Context after 2 steps]")
     assert "[ ] g1: ship it" in body
     assert "tickets:\n3 open tickets" in body and "deadline:\ndeadline: friday" in body
     assert "silent" not in body
-    third = script.requests[2].messages
+    third = run.script.requests[2].messages
     assert third[-1]["content"] == injected[0].content
-    for request in script.requests:
+    for request in run.script.requests:
         assert_tool_pairs_complete(request.messages)
 
 
 async def test_running_sub_agents_are_listed(tmp_path: Path) -> None:
-    config = PipelineConfig(context_injection_every=1)
-    state = new_state()
-    sink = MemorySink(state)
-    await sink.emit([ev.SubtraceSpawned(child_trace_id="t_kid", tool_call_id="x", task="dig")])
-    model, _ = scripted(calls(call("glob", {"pattern": "*"})), answer("ok"))
-    await make_engine(tmp_path, config=config).run_turn(state, sink, model=model)
-    [injected] = [m for m in sink.of_type(ev.MessageAppended) if m.name == "context"]
+    run = AgentRun(tmp_path, config=PipelineConfig(context_injection_every=1))
+    await run.sink.emit(
+        [ev.SubtraceSpawned(child_trace_id="t_kid", tool_call_id="x", task="dig")]
+    )
+    await run.turn(calls(call("glob", {"pattern": "*"})), answer("ok"))
+    [injected] = [m for m in run.sink.of_type(ev.MessageAppended) if m.name == "context"]
     assert "t_kid (delegate): dig" in str(injected.content)

@@ -10,14 +10,12 @@ from longhaul.core import events as ev
 from longhaul.core.state import TraceState
 
 from tests.unit.agent.support import (
+    AgentRun,
     MemorySink,
     answer,
     assert_tool_pairs_complete,
     call,
     calls,
-    make_engine,
-    new_state,
-    scripted,
 )
 
 
@@ -35,36 +33,32 @@ class CrashAfter(MemorySink):
 
 
 async def test_dangling_call_is_healed_exactly_once(tmp_path: Path) -> None:
-    engine = make_engine(tmp_path)
-    state = new_state()
     # Turn 1 dies right after the assistant message (two calls, no results yet).
-    crashing = CrashAfter(state, limit=1)
-    model, _ = scripted(
-        calls(call("glob", {"pattern": "*"}, id="g1"), call("agent", {"task": "x"}, id="a1"))
-    )
+    run = AgentRun(tmp_path, sink=lambda state: CrashAfter(state, limit=1))
+    state = run.state
     with pytest.raises(ConnectionError):
-        await engine.run_turn(state, crashing, model=model)
+        await run.turn(
+            calls(call("glob", {"pattern": "*"}, id="g1"), call("agent", {"task": "x"}, id="a1"))
+        )
     assert [c.id for c in state.unanswered_tool_calls()] == ["g1", "a1"]
 
     # Turn 2 heals, then dies in the model call: the heal is persisted.
-    sink = MemorySink(state)
-    model2, script2 = scripted(ConnectionError("model host died"))
+    run.sink = MemorySink(state)
     with pytest.raises(ConnectionError):
-        await engine.run_turn(state, sink, model=model2)
-    healed = [m for m in sink.of_type(ev.MessageAppended) if m.synthetic]
+        await run.turn(ConnectionError("model host died"))
+    healed = [m for m in run.sink.of_type(ev.MessageAppended) if m.synthetic]
     assert [(m.tool_call_id, m.error_code) for m in healed] == [
         ("g1", "interrupted"),
         ("a1", "interrupted"),
     ]
     assert "Call glob again" in str(healed[0].content)
-    assert_tool_pairs_complete(script2.requests[0].messages)
+    assert_tool_pairs_complete(run.script.requests[0].messages)
 
     # Turn 3 finds nothing to heal.
-    sink3 = MemorySink(state)
-    model3, script3 = scripted(answer("done"))
-    await engine.run_turn(state, sink3, model=model3)
-    assert not [m for m in sink3.of_type(ev.MessageAppended) if m.role == "tool"]
-    assert_tool_pairs_complete(script3.requests[0].messages)
+    run.sink = MemorySink(state)
+    await run.turn(answer("done"))
+    assert not [m for m in run.sink.of_type(ev.MessageAppended) if m.role == "tool"]
+    assert_tool_pairs_complete(run.script.requests[0].messages)
 
 
 class StopArrivesAfterSpawn(MemorySink):
@@ -79,12 +73,11 @@ class StopArrivesAfterSpawn(MemorySink):
 async def test_a_stop_between_calls_answers_the_rest_and_names_started_children(
     tmp_path: Path,
 ) -> None:
-    state = new_state()
-    sink = StopArrivesAfterSpawn(state)
-    model, _ = scripted(
+    run = AgentRun(tmp_path, sink=StopArrivesAfterSpawn)
+    state, sink = run.state, run.sink
+    outcome = await run.turn(
         calls(call("agent", {"task": "x"}, id="a1"), call("glob", {"pattern": "*"}, id="g1"))
     )
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
     assert outcome.end == "stopped" and outcome.stop_reason == "stop_requested"
     child = next(iter(state.subtraces))
     answers = {m.tool_call_id: m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"}

@@ -8,24 +8,14 @@ from pathlib import Path
 
 from longhaul.core import events as ev
 
-from tests.unit.agent.support import (
-    MemorySink,
-    answer,
-    call,
-    calls,
-    make_engine,
-    new_state,
-    path_roles,
-    scripted,
-)
+from tests.unit.agent.support import AgentRun, answer, call, calls, path_roles
 
 
 async def test_tool_step_then_final_answer_completes(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("hello\n")
-    model, script = scripted(calls(call("read", {"path": "notes.txt"}, id="c1")), answer("done"))
-    state = new_state("read notes.txt")
-    sink = MemorySink(state)
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
+    run = AgentRun(tmp_path, "read notes.txt")
+    outcome = await run.turn(calls(call("read", {"path": "notes.txt"}, id="c1")), answer("done"))
+    state, sink = run.state, run.sink
     assert outcome.end == "completed" and outcome.steps == 2
     assert state.status == "completed" and state.summary == "done"
     assert path_roles(state) == ["user", "assistant", "tool", "assistant"]
@@ -33,7 +23,7 @@ async def test_tool_step_then_final_answer_completes(tmp_path: Path) -> None:
     assert tool_msg.tool_call_id == "c1" and "hello" in str(tool_msg.content)
     completed = sink.of_type(ev.Completed)[0]
     assert completed.totals.prompt_tokens == state.totals.prompt_tokens > 0
-    second = script.requests[1].messages
+    second = run.script.requests[1].messages
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
 
 

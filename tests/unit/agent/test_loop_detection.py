@@ -8,16 +8,7 @@ import pytest
 from longhaul.core import events as ev
 from longhaul.core.config import LoopDetectionConfig, PipelineConfig
 
-from tests.unit.agent.support import (
-    MemorySink,
-    answer,
-    assert_tool_pairs_complete,
-    call,
-    calls,
-    make_engine,
-    new_state,
-    scripted,
-)
+from tests.unit.agent.support import AgentRun, answer, assert_tool_pairs_complete, call, calls
 
 
 def glob_call(pattern: str) -> dict:
@@ -25,10 +16,9 @@ def glob_call(pattern: str) -> dict:
 
 
 async def test_same_call_three_times_warns_at_second_and_stops_at_third(tmp_path: Path) -> None:
-    model, script = scripted(glob_call("*.py"), glob_call("*.py"), glob_call("*.py"))
-    state = new_state()
-    sink = MemorySink(state)
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
+    run = AgentRun(tmp_path)
+    outcome = await run.turn(glob_call("*.py"), glob_call("*.py"), glob_call("*.py"))
+    state, sink = run.state, run.sink
 
     warned = sink.of_type(ev.LoopWarned)
     assert len(warned) == 1 and warned[0].tool == "glob" and warned[0].count == 2
@@ -36,7 +26,7 @@ async def test_same_call_three_times_warns_at_second_and_stops_at_third(tmp_path
     before = sink.events[sink.events.index(warned[0]) - 1]
     assert isinstance(before, ev.MessageAppended) and before.role == "assistant"
     # …and rides at the END of the 3rd request, after the tool result, never in between.
-    third = script.requests[2].messages
+    third = run.script.requests[2].messages
     assert third[-1] == {"role": "user", "content": warned[0].message}
     assert third[-2]["role"] == "tool"
     assert_tool_pairs_complete(third[:-1])
@@ -51,80 +41,67 @@ async def test_same_call_three_times_warns_at_second_and_stops_at_third(tmp_path
 
 
 async def test_same_tool_other_arguments_never_warns(tmp_path: Path) -> None:
-    model, _ = scripted(glob_call("*.py"), glob_call("*.md"), glob_call("*.txt"), answer("ok"))
-    state = new_state()
-    sink = MemorySink(state)
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
+    run = AgentRun(tmp_path)
+    outcome = await run.turn(
+        glob_call("*.py"), glob_call("*.md"), glob_call("*.txt"), answer("ok")
+    )
     assert outcome.end == "completed"
-    assert not sink.of_type(ev.LoopWarned) and not sink.of_type(ev.LoopStopped)
+    assert not run.sink.of_type(ev.LoopWarned) and not run.sink.of_type(ev.LoopStopped)
 
 
 async def test_argument_order_does_not_hide_a_repeat(tmp_path: Path) -> None:
-    model, _ = scripted(
+    run = AgentRun(tmp_path)
+    await run.turn(
         calls(call("grep", '{"pattern": "x", "path": "."}')),
         calls(call("grep", '{"path": ".", "pattern": "x"}')),
         answer("ok"),
     )
-    state = new_state()
-    sink = MemorySink(state)
-    await make_engine(tmp_path).run_turn(state, sink, model=model)
-    assert len(sink.of_type(ev.LoopWarned)) == 1
+    assert len(run.sink.of_type(ev.LoopWarned)) == 1
 
 
 async def test_warning_is_consumed_by_the_next_assistant_message(tmp_path: Path) -> None:
-    model, script = scripted(
-        glob_call("a"), glob_call("a"), glob_call("b"), glob_call("c"), answer("ok")
-    )
-    state = new_state()
-    await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
-    assert script.requests[2].messages[-1]["role"] == "user"
-    assert script.requests[3].messages[-1]["role"] == "tool"
-    assert state.pending_warnings == []
+    run = AgentRun(tmp_path)
+    await run.turn(glob_call("a"), glob_call("a"), glob_call("b"), glob_call("c"), answer("ok"))
+    assert run.script.requests[2].messages[-1]["role"] == "user"
+    assert run.script.requests[3].messages[-1]["role"] == "tool"
+    assert run.state.pending_warnings == []
 
 
 async def test_window_slides(tmp_path: Path) -> None:
-    config = PipelineConfig(loop_detection=LoopDetectionConfig(window_size=2))
-    model, _ = scripted(glob_call("a"), glob_call("b"), glob_call("c"), glob_call("a"), answer("x"))
-    state = new_state()
-    sink = MemorySink(state)
-    outcome = await make_engine(tmp_path, config=config).run_turn(state, sink, model=model)
-    assert outcome.end == "completed" and not sink.of_type(ev.LoopWarned)
+    run = AgentRun(
+        tmp_path, config=PipelineConfig(loop_detection=LoopDetectionConfig(window_size=2))
+    )
+    outcome = await run.turn(
+        glob_call("a"), glob_call("b"), glob_call("c"), glob_call("a"), answer("x")
+    )
+    assert outcome.end == "completed" and not run.sink.of_type(ev.LoopWarned)
 
 
 async def test_per_tool_frequency_warns_then_stops(tmp_path: Path) -> None:
     config = PipelineConfig(loop_detection=LoopDetectionConfig(tool_freq_warn=3, tool_freq_stop=5))
-    turns = [glob_call(f"p{i}") for i in range(6)]
-    model, _ = scripted(*turns)
-    state = new_state()
-    sink = MemorySink(state)
-    outcome = await make_engine(tmp_path, config=config).run_turn(state, sink, model=model)
-    warned = sink.of_type(ev.LoopWarned)
+    run = AgentRun(tmp_path, config=config)
+    outcome = await run.turn(*(glob_call(f"p{i}") for i in range(6)))
+    warned = run.sink.of_type(ev.LoopWarned)
     assert [w.count for w in warned] == [3]
     assert outcome.stop_reason == "loop_detected"
-    assert "5 times" in sink.of_type(ev.LoopStopped)[0].message
+    assert "5 times" in run.sink.of_type(ev.LoopStopped)[0].message
 
 
 async def test_window_survives_a_new_turn(tmp_path: Path) -> None:
     """A loop that straddles turns (crash, wait) is still seen: the window is rebuilt."""
-    engine = make_engine(tmp_path)
-    state = new_state()
-    sink = MemorySink(state)
-    first, _ = scripted(glob_call("*"), glob_call("*"), AssertionError("crash"))
+    run = AgentRun(tmp_path)
     with pytest.raises(AssertionError, match="crash"):
-        await engine.run_turn(state, sink, model=first)
-    assert len(sink.of_type(ev.LoopWarned)) == 1
-    second, _ = scripted(glob_call("*"))
-    outcome = await engine.run_turn(state, sink, model=second)
+        await run.turn(glob_call("*"), glob_call("*"), AssertionError("crash"))
+    assert len(run.sink.of_type(ev.LoopWarned)) == 1
+    outcome = await run.turn(glob_call("*"))
     assert outcome.stop_reason == "loop_detected"
 
 
 async def test_a_new_instruction_resets_the_counts(tmp_path: Path) -> None:
-    engine = make_engine(tmp_path)
-    state = new_state()
-    sink = MemorySink(state)
-    first, _ = scripted(glob_call("*"), answer("done"))
-    await engine.run_turn(state, sink, model=first)
-    await sink.emit([ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")])])
-    second, _ = scripted(glob_call("*"), answer("done again"))
-    await engine.run_turn(state, sink, model=second)
-    assert not sink.of_type(ev.LoopWarned)
+    run = AgentRun(tmp_path)
+    await run.turn(glob_call("*"), answer("done"))
+    await run.sink.emit(
+        [ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")])]
+    )
+    await run.turn(glob_call("*"), answer("done again"))
+    assert not run.sink.of_type(ev.LoopWarned)

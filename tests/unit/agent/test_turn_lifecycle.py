@@ -11,25 +11,15 @@ from longhaul.core import events as ev
 from longhaul.core.config import PipelineConfig
 from longhaul.llm.types import ModelError
 
-from tests.unit.agent.support import (
-    MemorySink,
-    answer,
-    call,
-    calls,
-    make_engine,
-    new_state,
-    scripted,
-)
+from tests.unit.agent.support import AgentRun, MemorySink, answer, call, calls
 
 
 async def test_stop_requested_before_the_turn(tmp_path: Path) -> None:
-    state = new_state()
-    sink = MemorySink(state)
-    await sink.emit([ev.StopRequested(reason="user")])
-    model, script = scripted()
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
+    run = AgentRun(tmp_path)
+    await run.sink.emit([ev.StopRequested(reason="user")])
+    outcome = await run.turn()
     assert outcome.end == "stopped" and outcome.stop_reason == "stop_requested"
-    assert state.status == "stopped" and script.requests == []
+    assert run.state.status == "stopped" and run.script.requests == []
 
 
 class StopOnSecondAssistant(MemorySink):
@@ -46,85 +36,76 @@ async def test_stop_requested_during_the_turn_ends_it_before_the_next_action(
     tmp_path: Path,
 ) -> None:
     turns = [calls(call("glob", {"pattern": f"p{i}"})) for i in range(5)]
-    model, script = scripted(*turns)
-    state = new_state()
-    sink = StopOnSecondAssistant(state)
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
-    assert outcome.end == "stopped" and len(script.requests) == 2
-    assert not state.unanswered_tool_calls()
+    run = AgentRun(tmp_path, sink=StopOnSecondAssistant)
+    outcome = await run.turn(*turns)
+    assert outcome.end == "stopped" and len(run.script.requests) == 2
+    assert not run.state.unanswered_tool_calls()
 
 
 async def test_max_iterations_stops_the_trace_resumably(tmp_path: Path) -> None:
-    config = PipelineConfig(max_iterations=3)
     turns = [calls(call("glob", {"pattern": f"p{i}"})) for i in range(5)]
-    model, script = scripted(*turns)
-    state = new_state()
-    sink = MemorySink(state)
-    outcome = await make_engine(tmp_path, config=config).run_turn(state, sink, model=model)
+    run = AgentRun(tmp_path, config=PipelineConfig(max_iterations=3))
+    outcome = await run.turn(*turns)
     assert outcome.end == "max_iterations" and outcome.steps == 3
-    assert state.status == "stopped" and state.stop_reason == "max_iterations"
-    assert len(script.requests) == 3
+    assert run.state.status == "stopped" and run.state.stop_reason == "max_iterations"
+    assert len(run.script.requests) == 3
     # Stopped traces continue on request.
-    await sink.emit([ev.RunRequested(messages=[ev.InputMessage(role="user", content="go on")])])
-    model2, _ = scripted(answer("finished"))
-    assert (await make_engine(tmp_path, config=config).run_turn(state, sink, model=model2)).end == (
-        "completed"
+    await run.sink.emit(
+        [ev.RunRequested(messages=[ev.InputMessage(role="user", content="go on")])]
     )
+    assert (await run.turn(answer("finished"))).end == "completed"
 
 
 async def test_trace_config_max_iterations_wins(tmp_path: Path) -> None:
     turns = [calls(call("glob", {"pattern": f"p{i}"})) for i in range(5)]
-    model, script = scripted(*turns)
-    state = new_state(config=ev.TraceConfig(max_iterations=1))
-    outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
-    assert outcome.steps == 1 and len(script.requests) == 1
+    run = AgentRun(tmp_path, trace_config=ev.TraceConfig(max_iterations=1))
+    outcome = await run.turn(*turns)
+    assert outcome.steps == 1 and len(run.script.requests) == 1
 
 
 @pytest.mark.parametrize("status", ["completed", "failed", "stopped"])
 async def test_final_traces_are_left_alone(tmp_path: Path, status: str) -> None:
-    state = new_state()
-    sink = MemorySink(state)
+    run = AgentRun(tmp_path)
     final = {
         "completed": ev.Completed(summary="x"),
         "failed": ev.Failed(error="x"),
         "stopped": ev.Stopped(reason="user"),
     }[status]
-    await sink.emit([final])
-    before = len(sink.events)
-    model, script = scripted()
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
-    assert outcome.end == status and len(sink.events) == before and script.requests == []
+    await run.sink.emit([final])
+    before = len(run.sink.events)
+    outcome = await run.turn()
+    assert outcome.end == status and len(run.sink.events) == before
+    assert run.script.requests == []
 
 
 async def test_model_error_fails_the_trace(tmp_path: Path) -> None:
-    model, _ = scripted(ModelError("400 context too long"))
-    state = new_state()
-    outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
+    run = AgentRun(tmp_path)
+    outcome = await run.turn(ModelError("400 context too long"))
     assert outcome.end == "failed" and outcome.stop_reason == "model_error"
-    assert "context too long" in str(state.error)
+    assert "context too long" in str(run.state.error)
 
 
 async def test_working_dir_outside_the_root_fails_clearly(tmp_path: Path) -> None:
-    model, script = scripted()
-    state = new_state(config=ev.TraceConfig(working_dir="/etc"))
-    outcome = await make_engine(tmp_path / "root").run_turn(state, MemorySink(state), model=model)
+    run = AgentRun(tmp_path / "root", trace_config=ev.TraceConfig(working_dir="/etc"))
+    outcome = await run.turn()
     assert outcome.end == "failed" and outcome.stop_reason == "config_error"
-    assert "outside the executor's working root" in str(state.error) and script.requests == []
+    assert "outside the executor's working root" in str(run.state.error)
+    assert run.script.requests == []
 
 
 async def test_relative_working_dir_is_created_under_the_root(tmp_path: Path) -> None:
-    model, _ = scripted(calls(call("bash", {"command": "pwd"})), answer("ok"))
-    state = new_state(config=ev.TraceConfig(working_dir="proj/a"))
-    await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
+    run = AgentRun(tmp_path, trace_config=ev.TraceConfig(working_dir="proj/a"))
+    await run.turn(calls(call("bash", {"command": "pwd"})), answer("ok"))
+    state = run.state
     assert str(tmp_path / "proj" / "a") in str(state.messages[state.path[2]].content)
 
 
 async def test_reflection_goes_on_a_side_branch(tmp_path: Path) -> None:
-    model, script = scripted(answer("I should test more."), answer("final"))
-    state = new_state()
-    sink = MemorySink(state)
-    await sink.emit([ev.ReflectRequested(focus="testing")])
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
+    run = AgentRun(tmp_path)
+    state = run.state
+    await run.sink.emit([ev.ReflectRequested(focus="testing")])
+    outcome = await run.turn(answer("I should test more."), answer("final"))
+    script = run.script
     reflection = next(m for m in state.messages.values() if m.branch_type == "reflection")
     assert reflection.content == "I should test more." and reflection.parent_sequence == 1
     assert reflection.sequence not in state.path and not state.reflect_requested
@@ -136,11 +117,10 @@ async def test_reflection_goes_on_a_side_branch(tmp_path: Path) -> None:
 async def test_a_final_answer_left_by_a_crash_is_finished_without_a_model_call(
     tmp_path: Path,
 ) -> None:
-    state = new_state()
-    sink = MemorySink(state)
-    await sink.emit(
+    run = AgentRun(tmp_path)
+    await run.sink.emit(
         [ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant", content="42")]
     )
-    model, script = scripted()
-    outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
-    assert outcome.end == "completed" and state.summary == "42" and script.requests == []
+    outcome = await run.turn()
+    assert outcome.end == "completed" and run.state.summary == "42"
+    assert run.script.requests == []
