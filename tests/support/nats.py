@@ -17,7 +17,7 @@ def docker_engine_answers() -> bool:
     if os.environ.get("LONGHAUL_TEST_NO_DOCKER"):
         return False
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         client = docker.from_env(timeout=2)
         client.ping()
@@ -30,7 +30,7 @@ def docker_engine_answers() -> bool:
 def nats_server_url() -> Iterator[str]:
     """Yield the URL of a fresh JetStream-enabled server, stopped on exit."""
     if docker_engine_answers():
-        from testcontainers.nats import NatsContainer  # type: ignore[import-untyped]
+        from testcontainers.nats import NatsContainer
 
         with NatsContainer(command="-js") as container:
             yield container.nats_uri()
