@@ -28,14 +28,14 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import msgspec
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core import events as ev
 from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.connection import Connection
+from longhaul.core.events import Aggregate
 from longhaul.core.ids import new_id
 from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.state import TraceState
@@ -124,7 +124,85 @@ def executor_env(
     return env
 
 
-class ExecutorProcess:
+class StartStop:
+    """``async with x:`` is ``await x.start()`` … ``await x.stop()``."""
+
+    async def start(self) -> Self:
+        raise NotImplementedError
+
+    async def stop(self) -> object:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+
+class ServiceProcess(StartStop):
+    """``python -m <module>`` as a real subprocess in a session of its own, stdout and stderr
+    appended to ``log_path``; :meth:`kill` is a crash, :meth:`stop` a clean shutdown."""
+
+    def __init__(self, module: str, env: Mapping[str, str], log_path: Path) -> None:
+        self.module = module
+        self.env = dict(env)
+        self.log_path = log_path
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+    async def spawn(self) -> asyncio.subprocess.Process:
+        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", self.module,
+                env=self.env, stdout=log, stderr=log, start_new_session=True,
+            )
+        finally:
+            os.close(log)
+        return self.process
+
+    async def start(self) -> Self:
+        await self.spawn()
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    async def kill(self) -> None:
+        """SIGKILL: no shutdown code runs (an executor's leases stay until their TTL)."""
+        if self.process is not None and self.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.kill()
+            await self.process.wait()
+
+    async def stop(self, grace_s: float = 15.0) -> int | None:
+        """SIGTERM and wait (graceful shutdown); SIGKILL after ``grace_s``. The exit code."""
+        process = self.process
+        if process is None:
+            return None
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+            try:
+                async with asyncio.timeout(grace_s):
+                    await process.wait()
+            except TimeoutError:
+                await self.kill()
+        return process.returncode
+
+
+class ExecutorProcess(ServiceProcess):
     """``python -m longhaul.executor.main`` as a real subprocess; stderr goes to ``log_path``."""
 
     def __init__(
@@ -140,23 +218,15 @@ class ExecutorProcess:
         self.nats_url = nats_url
         self.namespace = namespace
         self.executor_id = executor_id
-        self.env = executor_env(
-            nats_url, namespace, executor_id, lease_ttl_s=lease_ttl_s, extra=env
-        )
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if log_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="lh-exec-")
             log_dir = Path(self._tmp.name)
-        self.log_path = log_dir / f"{executor_id}.log"
-        self.process: asyncio.subprocess.Process | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.returncode is None
+        super().__init__(
+            "longhaul.executor.main",
+            executor_env(nats_url, namespace, executor_id, lease_ttl_s=lease_ttl_s, extra=env),
+            log_dir / f"{executor_id}.log",
+        )
 
     async def start(self, *, ready_timeout: float = READY_TIMEOUT_S) -> Self:
         from longhaul.core.connection import connect
@@ -170,15 +240,7 @@ class ExecutorProcess:
                 wait_until_ready(conn, self.executor_id, within=ready_timeout)
             )
             await asyncio.sleep(0)  # let the watch subscribe before the process can announce
-            log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            try:
-                self.process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "longhaul.executor.main",
-                    env=self.env, stdout=log, stderr=log, start_new_session=True,
-                )
-            finally:
-                os.close(log)
-            exited = asyncio.create_task(self.process.wait())
+            exited = asyncio.create_task((await self.spawn()).wait())
             done, _ = await asyncio.wait({ready, exited}, return_when=asyncio.FIRST_COMPLETED)
             if ready not in done:
                 ready.cancel()
@@ -198,42 +260,8 @@ class ExecutorProcess:
             await conn.close()
         return self
 
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    async def kill(self) -> None:
-        """SIGKILL: no shutdown code runs, leases stay until their TTL expires."""
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await self.process.wait()
-
-    async def stop(self, grace_s: float = 15.0) -> int | None:
-        """SIGTERM and wait (graceful shutdown); SIGKILL after ``grace_s``."""
-        process = self.process
-        if process is None:
-            return None
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(grace_s):
-                    await process.wait()
-            except TimeoutError:
-                await self.kill()
-        return process.returncode
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
+    async def __aexit__(self, *exc_info: object) -> None:
+        await super().__aexit__(*exc_info)
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -252,7 +280,7 @@ def test_config(
 test_config.__test__ = False  # type: ignore[attr-defined]  # a helper, not a pytest test
 
 
-class InProcessExecutor:
+class InProcessExecutor(StartStop):
     """An executor replica running in the caller's event loop, with its own connection.
 
     ``settings`` are ``ExecutorSettings`` fields (``tool_modules``, ``poison_attempts`` …);
@@ -319,15 +347,6 @@ class InProcessExecutor:
         await self.ctx.close()
         self.ctx = None
 
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
 
 @contextlib.asynccontextmanager
 async def executor_processes(
@@ -386,6 +405,44 @@ def waiting(state: TraceState) -> bool:
     return state.status == "waiting"
 
 
+class _Fold(Protocol):
+    def apply(self, event: ev.Event, stream_seq: int = 0) -> None: ...
+
+
+F = TypeVar("F", bound=_Fold)
+
+
+async def fold_until(
+    store: EventStore,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    state: F,
+    predicate: Callable[[F], bool],
+    *,
+    within: float,
+    describe: Callable[[F], str],
+) -> F:
+    """Fold the aggregate's events live into ``state`` until ``predicate`` holds; after
+    ``within`` seconds, TimeoutError ``"<aggregate> <id> <describe(state)>"``."""
+    try:
+        async with asyncio.timeout(within):
+            async for recorded in store.watch(aggregate, aggregate_id):
+                state.apply(recorded.event, recorded.seq)
+                if predicate(state):
+                    return state
+    except TimeoutError:
+        raise TimeoutError(f"{aggregate} {aggregate_id} {describe(state)}") from None
+    raise AssertionError("watch ended")  # pragma: no cover - watch only ends by cancellation
+
+
+def _trace_reached(state: TraceState) -> str:
+    summary = msgspec.json.encode(
+        {"status": state.status, "wait": state.wait_reason, "last": state.last_sequence,
+         "error": state.error}
+    ).decode()
+    return f"did not reach the condition: {summary}"
+
+
 async def wait_for_trace(
     store: EventStore,
     trace_id: str,
@@ -395,20 +452,9 @@ async def wait_for_trace(
 ) -> TraceState:
     """Fold the trace's events live until ``predicate`` holds; TimeoutError after ``within``
     seconds, with the state reached in the message."""
-    state = TraceState()
-    try:
-        async with asyncio.timeout(within):
-            async for recorded in store.watch("trace", trace_id):
-                state.apply(recorded.event, recorded.seq)
-                if predicate(state):
-                    return state
-    except TimeoutError:
-        summary = msgspec.json.encode(
-            {"status": state.status, "wait": state.wait_reason, "last": state.last_sequence,
-             "error": state.error}
-        ).decode()
-        raise TimeoutError(f"trace {trace_id} did not reach the condition: {summary}") from None
-    raise AssertionError("watch ended")  # pragma: no cover - watch only ends by cancellation
+    return await fold_until(
+        store, "trace", trace_id, TraceState(), predicate, within=within, describe=_trace_reached
+    )
 
 
 async def eventually(

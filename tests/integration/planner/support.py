@@ -5,15 +5,11 @@ exact control over which phase succeeds, fails or stays running."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 import msgspec
@@ -27,12 +23,19 @@ from longhaul.core.store import EventStore, Position
 from longhaul.planner.main import run as run_planner
 from longhaul.verifier.main import run as run_verifier
 
+from tests.support.stack import ServiceProcess, fold_until
+
 # ------------------------------------------------------------------------------ tasks
 
 
 def phase(pid: str, *deps: str, **fields: Any) -> dict[str, Any]:
     return {"id": pid, "name": f"Phase {pid}", "description": f"do {pid}",
             "depends_on": list(deps), "tools": [], **fields}
+
+
+def chain(count: int) -> list[dict[str, Any]]:
+    """``count`` phases p1 → p2 → … each depending on the one before."""
+    return [phase(f"p{n}", *([f"p{n - 1}"] if n > 1 else [])) for n in range(1, count + 1)]
 
 
 async def create_task(
@@ -64,22 +67,19 @@ def final_task(task: TaskState) -> bool:
     return task.is_final
 
 
+def _task_stuck(task: TaskState) -> str:
+    phases = {pid: p.status for pid, p in task.phases.items()}
+    return f"stuck: {task.status} {phases} {task.error}"
+
+
 async def wait_task(
     store: EventStore, task_id: str,
     predicate: Callable[[TaskState], bool] = final_task, *, within: float = 30.0,
 ) -> TaskState:
     """Fold the task's events live until ``predicate`` holds (TimeoutError after ``within``)."""
-    task = TaskState()
-    try:
-        async with asyncio.timeout(within):
-            async for recorded in store.watch("task", task_id):
-                task.apply(recorded.event, recorded.seq)
-                if predicate(task):
-                    return task
-    except TimeoutError:
-        phases = {pid: p.status for pid, p in task.phases.items()}
-        raise TimeoutError(f"task {task_id} stuck: {task.status} {phases} {task.error}") from None
-    raise AssertionError("watch ended")
+    return await fold_until(
+        store, "task", task_id, TaskState(), predicate, within=within, describe=_task_stuck
+    )
 
 
 def max_running(events: list[ev.Event]) -> int:
@@ -156,55 +156,14 @@ def service_env(config: LonghaulConfig, extra: Mapping[str, str] | None = None) 
     return env
 
 
-class PlannerProcess:
+class PlannerProcess(ServiceProcess):
     """``python -m longhaul.planner.main`` as a real subprocess (for kill -9)."""
 
     def __init__(self, config: LonghaulConfig, log_dir: Path | str) -> None:
-        self.env = service_env(config)
-        self.log_path = Path(log_dir) / f"planner-{new_id('p')}.log"
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> Self:
-        log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "longhaul.planner.main",
-                env=self.env, stdout=log, stderr=log, start_new_session=True,
-            )
-        finally:
-            os.close(log)
-        return self
-
-    async def kill(self) -> None:
-        """SIGKILL: no shutdown code runs."""
-        if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.kill()
-            await asyncio.wait_for(self.process.wait(), timeout=10)
-
-    async def stop(self) -> int | None:
-        """SIGTERM (a clean shutdown), SIGKILL after 15 s; the exit code."""
-        if self.process is None:
-            return None
-        if self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.process.wait(), timeout=15)
-            except TimeoutError:
-                await self.kill()
-        return self.process.returncode
-
-    def log_tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.stop()
+        super().__init__(
+            "longhaul.planner.main", service_env(config),
+            Path(log_dir) / f"planner-{new_id('p')}.log",
+        )
 
 
 def temp_dir() -> tempfile.TemporaryDirectory[str]:
@@ -231,6 +190,17 @@ Policy = Callable[[ev.TraceCreated, int], Awaitable[Outcome]]
 
 async def succeed_with_phase_name(created: ev.TraceCreated, _earlier: int) -> Outcome:
     return Succeed(f"output of {created.phase_id}")
+
+
+def failing(phase_id: str, times: int) -> Policy:
+    """``phase_id``'s first ``times`` step traces fail; everything else succeeds."""
+
+    async def policy(created: ev.TraceCreated, earlier: int) -> Outcome:
+        if created.phase_id == phase_id and earlier < times:
+            return Fail(f"{phase_id} broke (attempt {earlier + 1})")
+        return await succeed_with_phase_name(created, earlier)
+
+    return policy
 
 
 @dataclass
@@ -286,3 +256,22 @@ class StepCompleter:
 
     def trace_ids(self, phase_id: str) -> list[str]:
         return [c.aggregate_id for c in self.seen.get(phase_id, [])]
+
+
+async def run_task(
+    conn: Connection,
+    store: EventStore,
+    config: LonghaulConfig,
+    phases: list[dict[str, Any]],
+    *,
+    policy: Policy = succeed_with_phase_name,
+    goal: str = "a goal",
+    **options: Any,
+) -> tuple[TaskState, StepCompleter]:
+    """Create a task with ``phases`` and wait for its end: an in-process planner on
+    ``config``, step traces ended by a :class:`StepCompleter` following ``policy``."""
+    completer = StepCompleter(conn, store, policy)
+    async with completer, planner_service(config):
+        task_id = await create_task(store, goal, phases=phases, **options)
+        task = await wait_task(store, task_id)
+    return task, completer

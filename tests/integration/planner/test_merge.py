@@ -19,11 +19,9 @@ from tests.integration.planner.support import (
     Outcome,
     StepCompleter,
     Succeed,
-    create_task,
     phase,
-    planner_service,
+    run_task,
     task_events,
-    wait_task,
 )
 
 NAMES = ["alpha", "beta", "gamma"]
@@ -51,11 +49,8 @@ async def answer_by_name(created: ev.TraceCreated, _n: int) -> Outcome:
 
 async def run_race(conn: Connection, store: EventStore, config: Any, spec: dict[str, Any],
                    policy: Any = answer_by_name) -> tuple[Any, StepCompleter, str]:
-    completer = StepCompleter(conn, store, policy)
-    async with completer, planner_service(config):
-        task_id = await create_task(store, phases=[spec])
-        task = await wait_task(store, task_id)
-    entry = await Workspace(conn).get(phase_output_key(task_id, "race"))
+    task, completer = await run_task(conn, store, config, [spec], policy=policy)
+    entry = await Workspace(conn).get(phase_output_key(task.task_id, "race"))
     output = entry.value.decode() if entry else ""
     return task, completer, output
 

@@ -15,28 +15,17 @@ from longhaul.planner.replan import SINGLE_AGENT_ID
 
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
-    Fail,
-    Outcome,
-    Policy,
     StepCompleter,
-    Succeed,
+    chain,
     create_task,
-    phase,
+    failing,
     planner_service,
+    run_task,
     task_events,
     wait_task,
 )
 
-CHAIN = [phase("p1"), phase("p2", "p1"), phase("p3", "p2"), phase("p4", "p3")]
-
-
-def failing(phase_id: str, times: int) -> Policy:
-    async def policy(created: ev.TraceCreated, earlier: int) -> Outcome:
-        if created.phase_id == phase_id and earlier < times:
-            return Fail(f"{phase_id} broke (attempt {earlier + 1})")
-        return Succeed(f"output of {created.phase_id}")
-
-    return policy
+CHAIN = chain(4)
 
 
 async def test_failed_phase_is_replanned_and_completed_phases_are_kept(
@@ -77,13 +66,13 @@ async def test_failed_phase_is_replanned_and_completed_phases_are_kept(
 async def test_replan_limit_fails_the_task_with_all_reflections(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    completer = StepCompleter(conn, store, failing("p2", times=99))
-    async with completer, planner_service(make_config(max_replan_attempts=2)):
-        task_id = await create_task(store, phases=CHAIN[:3])
-        task = await wait_task(store, task_id)
+    task, completer = await run_task(
+        conn, store, make_config(max_replan_attempts=2), CHAIN[:3], policy=failing("p2", 99)
+    )
     assert task.status == "failed"
     assert task.error == "phase p2 failed after 2 replans"
-    [failed] = [e for e in await task_events(store, task_id) if isinstance(e, ev.TaskFailed)]
+    events = await task_events(store, task.task_id)
+    [failed] = [e for e in events if isinstance(e, ev.TaskFailed)]
     assert len(failed.reflections) == 3
     assert all("p2 broke" in r for r in failed.reflections)
     assert len(completer.trace_ids("p2")) == 3
@@ -93,11 +82,10 @@ async def test_replan_limit_fails_the_task_with_all_reflections(
 async def test_single_agent_fallback_after_the_replan_limit(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    completer = StepCompleter(conn, store, failing("p2", times=99))
     config = make_config(max_replan_attempts=1, single_agent_fallback=True)
-    async with completer, planner_service(config):
-        task_id = await create_task(store, "write the report", phases=CHAIN[:3])
-        task = await wait_task(store, task_id)
+    task, completer = await run_task(
+        conn, store, config, CHAIN[:3], policy=failing("p2", times=99), goal="write the report"
+    )
     assert task.status == "completed"
     assert list(task.phases) == ["p1", SINGLE_AGENT_ID]
     fallback = task.phases[SINGLE_AGENT_ID].spec
@@ -120,10 +108,10 @@ async def test_model_replan_uses_the_reflection_and_new_phases(
         {"content": "p3 was too big; split it"},
         {"content": json.dumps(new_plan)},
     ]))
-    completer = StepCompleter(conn, store, failing("p3", times=1))
-    async with completer, planner_service(make_config(roles={"planner": f"scripted:{script}"})):
-        task_id = await create_task(store, phases=CHAIN[:3])
-        task = await wait_task(store, task_id)
+    task, _ = await run_task(
+        conn, store, make_config(roles={"planner": f"scripted:{script}"}), CHAIN[:3],
+        policy=failing("p3", times=1),
+    )
     assert task.status == "completed"
     assert task.order == ["p1", "p2", "p3b"]
     assert task.replans == ["p3 was too big; split it"]

@@ -17,24 +17,21 @@ from longhaul.planner.steps import ensure_step_trace, step_trace_created, step_t
 
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
-    Fail,
     Outcome,
     PlannerProcess,
     Policy,
     StepCompleter,
     Succeed,
+    chain,
     create_task,
-    phase,
+    failing,
     planner_service,
     request_resume,
+    run_task,
     task_events,
     temp_dir,
     wait_task,
 )
-
-
-def chain(count: int) -> list[dict[str, object]]:
-    return [phase(f"p{n}", *([f"p{n - 1}"] if n > 1 else [])) for n in range(1, count + 1)]
 
 
 class Gate:
@@ -142,9 +139,8 @@ async def test_resume_uses_the_event_log_when_checkpoints_expired(
 async def test_every_completed_phase_is_checkpointed(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    async with StepCompleter(conn, store), planner_service(make_config()):
-        task_id = await create_task(store, phases=chain(2))
-        task = await wait_task(store, task_id)
+    task, _ = await run_task(conn, store, make_config(), chain(2))
+    task_id = task.task_id
     checkpoints = Checkpoints(conn, enabled=True)
     for pid in ("p1", "p2"):
         saved = await checkpoints.load(task_id, pid)
@@ -158,9 +154,8 @@ async def test_every_completed_phase_is_checkpointed(
 async def test_checkpoints_can_be_disabled(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    async with StepCompleter(conn, store), planner_service(make_config(checkpoints=False)):
-        task_id = await create_task(store, phases=chain(1))
-        await wait_task(store, task_id)
+    task, _ = await run_task(conn, store, make_config(checkpoints=False), chain(1))
+    task_id = task.task_id
     kv = await conn.kv(conn.names.checkpoints)
     entry = None
     try:
@@ -199,19 +194,11 @@ async def test_checkpoint_written_before_a_crash_completes_the_phase_on_resume(
 async def test_resume_of_a_failed_task_reruns_the_failed_phase(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    broken = {"p2": True}
-
-    async def p2_until_fixed(created: ev.TraceCreated, _n: int) -> Outcome:
-        if created.phase_id == "p2" and broken["p2"]:
-            return Fail("dependency down")
-        return Succeed(f"output of {created.phase_id}")
-
-    completer = StepCompleter(conn, store, p2_until_fixed)
+    completer = StepCompleter(conn, store, failing("p2", times=1))  # fixed by the resume
     async with completer, planner_service(make_config(max_replan_attempts=0)):
         task_id = await create_task(store, phases=chain(3))
         failed = await wait_task(store, task_id)
         assert failed.status == "failed"
-        broken["p2"] = False
         await request_resume(store, task_id)
         task = await wait_task(store, task_id, lambda t: t.status == "completed")
     assert task.resumes == 1

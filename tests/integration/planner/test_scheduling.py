@@ -24,6 +24,7 @@ from tests.integration.planner.support import (
     phase,
     planner_service,
     position,
+    run_task,
     task_events,
     wait_task,
 )
@@ -85,10 +86,9 @@ async def test_dependants_get_summaries_and_references_not_full_outputs(
     async def big_first(created: ev.TraceCreated, _n: int) -> Outcome:
         return Succeed(big if created.phase_id == "a" else f"output of {created.phase_id}")
 
-    completer = StepCompleter(conn, store, big_first)
-    async with completer, planner_service(make_config()):
-        task_id = await create_task(store, phases=[phase("a"), phase("b", "a")])
-        task = await wait_task(store, task_id)
+    phases = [phase("a"), phase("b", "a")]
+    task, completer = await run_task(conn, store, make_config(), phases, policy=big_first)
+    task_id = task.task_id
     key = phase_output_key(task_id, "a")
     assert task.phases["a"].output_ref == key
     assert len(task.phases["a"].summary) <= SUMMARY_LIMIT
@@ -110,10 +110,7 @@ async def test_step_trace_config_carries_phase_settings(
 ) -> None:
     spec = phase("x", preset="analyst", model="scripted:auto",
                  verification={"judge": True}, criteria=["is right"])
-    completer = StepCompleter(conn, store)
-    async with completer, planner_service(make_config()):
-        task_id = await create_task(store, phases=[spec], working_dir="/tmp")
-        await wait_task(store, task_id)
+    _, completer = await run_task(conn, store, make_config(), [spec], working_dir="/tmp")
     [created] = completer.seen["x"]
     assert created.config.preset == "analyst"
     assert created.config.model == "scripted:auto"
