@@ -1,8 +1,11 @@
-"""Shared fixtures: one real nats-server per session, a fresh namespace per test."""
+"""Shared fixtures: one real nats-server per session, a fresh namespace per test, and (for
+the CLI and the run viewer) a gateway with an executor behind it."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from longhaul.core.config import NatsConfig
@@ -11,6 +14,9 @@ from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
 
 from tests.support.nats import nats_server_url, unique_namespace
+
+if TYPE_CHECKING:
+    from tests.integration.gateway.harness import RunningGateway
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +47,20 @@ async def conn(nats_config: NatsConfig) -> AsyncIterator[Connection]:
 @pytest.fixture
 async def store(conn: Connection) -> EventStore:
     return EventStore(conn, snapshot_every=50)
+
+
+@pytest.fixture
+async def stack(
+    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[RunningGateway]:
+    """A gateway (1 s SSE heartbeats) and an in-process executor working under
+    ``tmp_path / "work"``: a whole stack but the planner."""
+    # Imported here: most tests never start a gateway.
+    from tests.integration.gateway.harness import gateway_config, serve_gateway
+    from tests.support.stack import InProcessExecutor
+
+    async with serve_gateway(gateway_config(nats_config), heartbeat_s=1.0) as gateway:
+        async with InProcessExecutor(
+            nats_url, namespace, "exec-stack", settings={"working_root": tmp_path / "work"}
+        ):
+            yield gateway

@@ -3,16 +3,13 @@ tool calls, and follows a new run live over SSE."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
-from longhaul.core.config import NatsConfig
 
 from tests.e2e.cdp import chromium, find_chromium
-from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
-from tests.support.stack import InProcessExecutor
+from tests.integration.gateway.harness import RunningGateway
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(
@@ -20,17 +17,6 @@ pytestmark = pytest.mark.skipif(
     reason="chromium is not installed (Debian: apt-get install -y chromium); "
     "the run-viewer browser test needs it",
 )
-
-
-@pytest.fixture
-async def stack(
-    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
-) -> AsyncIterator[RunningGateway]:
-    async with serve_gateway(gateway_config(nats_config), heartbeat_s=1.0) as gateway:
-        async with InProcessExecutor(
-            nats_url, namespace, "exec-viewer", settings={"working_root": tmp_path / "work"}
-        ):
-            yield gateway
 
 
 async def test_viewer_page_is_static_and_safe(stack: RunningGateway) -> None:

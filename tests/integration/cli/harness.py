@@ -30,6 +30,15 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still exists (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 COMMAND_DEADLINE_S = 60.0
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from longhaul.cli.supervisor import ChildSpec, Supervisor
 
+from tests.integration.cli.harness import alive
+
 STUBBORN = """\
 import os, signal, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -18,14 +20,6 @@ with open(os.environ["READY_FIFO"], "w") as ready:
 while True:
     time.sleep(1)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_failed_child_is_restarted_with_backoff(tmp_path: Path) -> None:

@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
 from pathlib import Path
 
-from tests.integration.cli.harness import LONGHAUL, cli_env, longhaul
+from tests.integration.cli.harness import LONGHAUL, alive, cli_env, longhaul
 
 START_DEADLINE_S = 90.0
 STOP_DEADLINE_S = 60.0
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None:
