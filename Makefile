@@ -37,6 +37,7 @@ test: sync browser
 lint: sync
 	$(VENV)/bin/ruff check libs services tests bench
 	$(VENV)/bin/mypy libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
+	$(VENV)/bin/mypy tests bench
 
 bench: sync
 	$(VENV)/bin/python -m bench $(ARGS)

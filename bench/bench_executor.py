@@ -144,7 +144,9 @@ async def durable_step_cost(url: str, steps: int) -> tuple[float, float, int]:
 
 
 def scripted_file(directory: Path, steps: int) -> str:
-    turns = [{"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)]
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)
+    ]
     turns.append({"content": "done"})
     path = directory / f"steps{steps}.yaml"
     path.write_text(yaml.safe_dump(turns))
@@ -209,14 +211,13 @@ async def main(quick: bool) -> None:
             ["step = model call + tool call, every event appended; zero-latency scripted model",
              "targets: <= 0.5 ms/step, 10,000-step within 1.5x of 100-step, <= 2x raw"],
         )
-        tp_rows = []
-        for processes in (1, 2):
-            seconds = await throughput(url, traces, steps, processes)
-            tp_rows.append([f"{processes} executor process(es)", traces, steps,
-                            round(traces / seconds, 1), round(traces * steps / seconds, 1)])
-        base = tp_rows[0][3]
-        for row in tp_rows:
-            row.append(round(row[3] / base, 2))
+        rates = [(p, await throughput(url, traces, steps, p)) for p in (1, 2)]
+        base = traces / rates[0][1]
+        tp_rows = [
+            [f"{p} executor process(es)", traces, steps, round(traces / s, 1),
+             round(traces * steps / s, 1), round(traces / s / base, 2)]
+            for p, s in rates
+        ]
         report(
             "executor: concurrent traces",
             ["executors", "traces", "steps each", "traces/s", "steps/s", "x 1 process"],

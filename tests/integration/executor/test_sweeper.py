@@ -39,9 +39,13 @@ async def test_sweep_wakes_only_orphaned_running_traces(store: EventStore, tmp_p
     leases = Leases(store.conn, "exec-other", 30)
     assert await leases.acquire(Leases.trace_key(held)) is not None
     woken: list[str] = []
+
+    def wake(trace_id: str) -> bool:
+        woken.append(trace_id)
+        return True
+
     sweeper = Sweeper(
-        TraceIndex(store.conn), Leases(store.conn, "exec-sweeper", 2),
-        lambda trace_id: woken.append(trace_id) is None, interval_s=1,
+        TraceIndex(store.conn), Leases(store.conn, "exec-sweeper", 2), wake, interval_s=1
     )
     assert await sweeper.sweep_once() == [orphaned]
     assert woken == [orphaned]
