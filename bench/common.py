@@ -60,7 +60,8 @@ def report(name: str, columns: list[str], rows: list[list[Any]], notes: list[str
     for note in notes:
         console.print(note)
     RESULTS_DIR.mkdir(exist_ok=True)
-    out = RESULTS_DIR / f"{name.split(':')[0].strip().replace(' ', '_').lower()}.json"
+    slug = "".join(ch if ch.isalnum() else "_" for ch in name.lower()).strip("_")
+    out = RESULTS_DIR / f"{slug}.json"
     out.write_text(
         json.dumps(
             {

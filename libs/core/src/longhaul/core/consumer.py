@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import nats.errors
 from longhaul.core.connection import Connection
 from nats.aio.msg import Msg
-from nats.js import api
+from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ class Delivery:
 
 
 Handler = Callable[[Delivery], Awaitable[None]]
+BUSY_FETCH_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,6 @@ class ConsumerSpec:
     subjects: list[str]
     ack_wait_s: float = 30.0
     max_deliver: int = 20
-    batch: int = 16
     concurrency: int = 8
     retry_delay_s: float = 1.0
     fetch_timeout_s: float = 1.0
@@ -72,6 +72,36 @@ class KeyLocks:
             if not self.users[key]:
                 del self.users[key]
                 del self.locks[key]
+
+
+class Fetcher:
+    """Pulls deliveries with low latency when idle and in batches when busy.
+
+    nats-py's ``fetch(n > 1)`` hands over the first message of a lull only when the batch
+    fills or the pull request expires, so a lone wake-up would wait up to the whole timeout.
+    While idle we therefore long-poll for one message; once messages flow, a batched pull
+    (whose no-wait probe returns what is there at once) takes the backlog in one round trip.
+    """
+
+    def __init__(
+        self, sub: JetStreamContext.PullSubscription, *, idle_timeout_s: float, batch: int = 32
+    ) -> None:
+        self.sub = sub
+        self.idle_timeout_s = idle_timeout_s
+        self.batch = batch
+        self._busy = False
+
+    async def next(self, *, limit: int) -> list[Msg]:
+        """Up to ``limit`` messages; raises a timeout error when none came while idle."""
+        if self._busy and limit > 1:
+            try:
+                messages = await self.sub.fetch(min(limit, self.batch), timeout=BUSY_FETCH_S)
+            except (TimeoutError, nats.errors.TimeoutError):
+                messages = []
+        else:
+            messages = await self.sub.fetch(1, timeout=self.idle_timeout_s)
+        self._busy = bool(messages)
+        return messages
 
 
 async def ensure_consumer(conn: Connection, spec: ConsumerSpec) -> None:
@@ -103,6 +133,7 @@ async def run_consumer(
     await ensure_consumer(conn, spec)
     sub = await conn.js.pull_subscribe_bind(durable=spec.durable, stream=conn.names.stream)
     slots = asyncio.Semaphore(spec.concurrency)
+    fetcher = Fetcher(sub, idle_timeout_s=spec.fetch_timeout_s)
     locks = KeyLocks()
     running: set[asyncio.Task[None]] = set()
     try:
@@ -110,7 +141,7 @@ async def run_consumer(
             await slots.acquire()
             slots.release()
             try:
-                messages = await sub.fetch(spec.batch, timeout=spec.fetch_timeout_s)
+                messages = await fetcher.next(limit=spec.concurrency)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except nats.errors.Error as exc:

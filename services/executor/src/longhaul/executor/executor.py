@@ -17,6 +17,7 @@ from typing import Any
 from wsgiref.simple_server import WSGIServer
 
 import nats.errors
+from longhaul.core.consumer import Fetcher
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
@@ -42,7 +43,6 @@ from nats.js import JetStreamContext
 log = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_S = 1.0
-MAX_BATCH = 32
 MAX_RETRY_DELAY_S = 10.0
 
 
@@ -118,13 +118,14 @@ class Executor:
 
     async def _fetch_loop(self, sub: JetStreamContext.PullSubscription) -> None:
         shutdown = self.ctx.shutdown
+        fetcher = Fetcher(sub, idle_timeout_s=FETCH_TIMEOUT_S)
         while not shutdown.is_set():
             if self._free == 0:
                 self._slot_freed.clear()
                 await _first(self._slot_freed.wait(), shutdown.wait())
                 continue
             try:
-                messages = await sub.fetch(min(self._free, MAX_BATCH), timeout=FETCH_TIMEOUT_S)
+                messages = await fetcher.next(limit=self._free)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except nats.errors.Error as exc:
