@@ -27,6 +27,17 @@ async def events_of(store: EventStore, trace_id: str) -> list[ev.Event]:
     return [r.event async for r in store.replay("trace", trace_id)]
 
 
+async def test_an_unnamed_trace_is_named_after_its_first_user_message(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    short = await create(client, "  plan\na   trip ")
+    long = await create(client, "x" * 100)
+    [short_created] = await events_of(store, short)
+    [long_created] = await events_of(store, long)
+    assert isinstance(short_created, ev.TraceCreated) and short_created.name == "plan a trip"
+    assert isinstance(long_created, ev.TraceCreated) and long_created.name == "x" * 59 + "…"
+
+
 async def test_create_appends_trace_created_and_indexes_it(
     client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
 ) -> None:

@@ -291,3 +291,21 @@ def test_samples_validate_against_generated_schemas(schema: dict[str, Any]) -> N
     value = sample_schema(schema)
     validate(schema, value)
     assert sample_schema(schema) == value
+
+
+def test_auto_never_asks_a_person() -> None:
+    from longhaul.llm.scripted import auto_turn
+    from longhaul.llm.types import ToolSpec
+
+    tools = [ToolSpec(name="ask_human", parameters={"type": "object", "properties": {}}),
+             ToolSpec(name="glob", parameters={"type": "object", "properties": {}})]
+    request = ModelRequest(model="scripted:auto", messages=[{"role": "user", "content": "q"}],
+                           tools=tools)
+    first = auto_turn(request)
+    assert [c["name"] for c in first["tool_calls"]] == ["glob"]
+    done = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "glob", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
+    answer = auto_turn(ModelRequest(model="scripted:auto", messages=done, tools=tools))
+    assert "tool_calls" not in answer and "a.txt" in answer["content"]

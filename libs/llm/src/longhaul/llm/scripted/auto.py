@@ -4,6 +4,10 @@ Each turn calls the first offered tool that no assistant message in the conversa
 called yet, with deterministic schema-valid arguments; once all were called it answers with a
 summary of the tool results (or, when the request asks for structured output, with an
 instance of the response schema). This drives a whole agent loop offline and repeatably.
+
+Tools that wait for a person (``ask_human``) are never called: an offline run — the default
+of ``make run`` without a provider — must finish on its own, not park itself (and its parent)
+waiting for a reply nobody is expected to give.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from longhaul.llm.scripted.schema_sample import sample_schema
 from longhaul.llm.types import ChatMessage, ModelRequest
 
 _SNIPPET = 200
+WAITS_FOR_A_PERSON = frozenset({"ask_human"})
 
 
 def _called(messages: list[ChatMessage]) -> dict[str, str]:
@@ -46,7 +51,7 @@ def _summary(messages: list[ChatMessage]) -> str:
 def auto_turn(request: ModelRequest) -> dict[str, Any]:
     called = set(_called(request.messages).values())
     for tool in request.tools:
-        if tool.name not in called:
+        if tool.name not in called and tool.name not in WAITS_FOR_A_PERSON:
             arguments = sample_schema(tool.parameters)
             return {"tool_calls": [{"name": tool.name, "arguments": arguments}]}
     if request.response_schema is not None:

@@ -75,10 +75,20 @@ async def create_trace(
     )
     if body.preset:
         config.preset = body.preset
-    event = ev.TraceCreated(messages=_inputs(body.messages), config=config, name=body.name)
+    messages = _inputs(body.messages)
+    event = ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
     state = await commands.create_trace(runtime_of(request.app), principal, event)
     response.headers["Location"] = f"/api/traces/{state.trace_id}"
     return _accepted(state, state.stream_seq)
+
+
+def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
+    """A default name for listings: the first user message, on one line, shortened."""
+    for message in messages:
+        if message.role == "user" and isinstance(message.content, str) and message.content.strip():
+            text = " ".join(message.content.split())
+            return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    return None
 
 
 async def query_owned(
