@@ -1,12 +1,15 @@
-"""Engine-only cost per step at 100 and 10,000 steps: does a step get dearer as history grows?
+"""Engine-only cost per step at 100, 1,000 and 10,000 steps: does a step get dearer as history
+grows?
 
 One turn of N model steps with the default middleware chain, an in-memory sink that applies
 every event with the real fold (no I/O), and a zero-latency scripted model making one tool
 call per step (arguments vary, so LoopDetection's window never fires; its per-tool frequency
-limits are raised above N). A huge context limit keeps Summarization from triggering. The
-only per-step work that must grow with history is building the request's message list (a
-C-level copy, and freeing it after the call); a second, instrumented variant hands the model
-the cached list itself to show that everything else stays flat.
+limits are raised above N). A huge context limit keeps Summarization from triggering; the
+context reminder is on (every 10 steps, the default). The request's messages are a read-only
+view shared with ``History`` (no per-step copy), so nothing a step does should grow with
+history: the ratio column should stay near 1. The second row makes every tool result a
+one-time output (``include_output_only_once``, as ``read`` does), the one case where History
+rewrites an entry a request already showed.
 
     python bench/bench_engine.py [--quick]
 """
@@ -15,19 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make ``bench.common`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from longhaul.agent import AgentEnv, Engine, ToolRegistry, default_middleware, tool
-from longhaul.agent.history import History
+from longhaul.agent import AgentEnv, Engine, ToolRegistry, ToolResult, default_middleware, tool
 from longhaul.core import events as ev
 from longhaul.core.config import LoopDetectionConfig, PipelineConfig
 from longhaul.core.state import TraceState
@@ -45,6 +45,20 @@ async def note(index: int) -> str:
         index: the step number.
     """
     return f"noted {index}"
+
+
+@tool(name="note")
+async def note_once(index: int) -> ToolResult:
+    """Record a step; the output is shown once, then only its memory (no I/O).
+
+    Args:
+        index: the step number.
+    """
+    return ToolResult(
+        output=f"noted {index} in full",
+        long_term_memory=f"noted {index}",
+        include_output_only_once=True,
+    )
 
 
 class FoldingSink:
@@ -85,15 +99,14 @@ def new_trace() -> TraceState:
     return state
 
 
-async def run_turn(steps: int, workdir: Path, **overrides: Any) -> float:
+async def run_turn(steps: int, workdir: Path, once: bool = False) -> float:
     """Seconds per step of one turn of ``steps`` tool steps plus the final answer."""
     config = PipelineConfig(
         max_iterations=steps + 1,
         loop_detection=LoopDetectionConfig(tool_freq_warn=10**9, tool_freq_stop=10**9),
-        **overrides,
     )
     engine = Engine(
-        tools=ToolRegistry([note]),
+        tools=ToolRegistry([note_once if once else note]),
         config=config,
         env=AgentEnv(working_root=workdir),
         middleware=default_middleware(config, context_limit=lambda model: 10**12),
@@ -109,48 +122,26 @@ async def run_turn(steps: int, workdir: Path, **overrides: Any) -> float:
     return elapsed / (steps + 1)
 
 
-@contextlib.contextmanager
-def uncopied_requests() -> Iterator[None]:
-    """Instrumented variant: requests get History's own list instead of a copy, to isolate
-    everything else a step costs. Only for measuring (a middleware that appends to the
-    request would then write into the cache; ContextInjection is off in this variant)."""
-    original = History.messages
-
-    def shared(self: History) -> list[dict[str, Any]]:
-        self.sync()
-        return self._dicts
-
-    History.messages = shared  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        History.messages = original  # type: ignore[method-assign]
-
-
-async def per_step(steps: int, workdir: Path, repeats: int, **config: Any) -> float:
-    return min([await run_turn(steps, workdir, **config) for _ in range(repeats)])
+async def per_step(steps: int, workdir: Path, repeats: int, once: bool = False) -> float:
+    return min([await run_turn(steps, workdir, once) for _ in range(repeats)])
 
 
 async def main(quick: bool) -> None:
-    small, large = (100, 2_000) if quick else (100, 10_000)
+    sizes = (100, 500, 2_000) if quick else (100, 1_000, 10_000)
+    repeats = {sizes[0]: 7, sizes[1]: 3, sizes[2]: 2}
     workdir = Path.cwd()
-    small_s = await per_step(small, workdir, 7)
-    large_s = await per_step(large, workdir, 2)
-    with uncopied_requests():
-        bare_small = await per_step(small, workdir, 7, context_injection_every=0)
-        bare_large = await per_step(large, workdir, 2, context_injection_every=0)
-    rows = [
-        ["default chain", small_s * 1e6, large_s * 1e6, large_s / small_s],
-        ["without the request-list copy", bare_small * 1e6, bare_large * 1e6,
-         bare_large / bare_small],
-    ]  # fmt: skip
+    rows: list[list[object]] = []
+    for label, once in (("default chain", False), ("every result shown once", True)):
+        costs = [await per_step(n, workdir, repeats[n], once) for n in sizes]
+        rows.append([label, *(cost * 1e6 for cost in costs), costs[-1] / costs[0]])
     report(
         "engine: cost per step (µs)",
-        ["variant", f"{small} steps", f"{large} steps", "ratio"],
+        ["variant", *(f"{n} steps" for n in sizes), f"ratio {sizes[-1]}/{sizes[0]}"],
         rows,
         notes=[
-            "Each step copies the request's message list (O(history), done in C); the second "
-            "row hands the model History's own list instead, isolating the rest of a step.",
+            "Requests share History's list through a read-only view (no per-step copy); the "
+            "second row's tool results are one-time outputs, rewritten to their memory after "
+            "the next assistant message.",
         ],
     )
 

@@ -191,7 +191,7 @@ def path_roles(state: TraceState) -> list[str]:
     return [state.messages[seq].role for seq in state.path]
 
 
-def assert_tool_pairs_complete(messages: list[dict[str, Any]]) -> None:
+def assert_tool_pairs_complete(messages: Sequence[dict[str, Any]]) -> None:
     """Every assistant tool call is answered before the next non-tool message."""
     open_calls: set[str] = set()
     for position, message in enumerate(messages):

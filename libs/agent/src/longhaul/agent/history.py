@@ -4,7 +4,21 @@ A long trace has tens of thousands of messages; rebuilding dicts and re-estimati
 all of them on every step would make a step O(history) in Python. The fold keeps the main path
 as a list that grows by ``append`` and is replaced on a rewind or compaction, so this class
 converts each new message once, keeps a running token total, and only starts over when the
-path object changes. What remains per step is one C-level list copy.
+path object changes.
+
+Requests do not get a copy of that list either: a copy per step is O(history) too, and it was
+all of a step's growth with history (bench/bench_engine.py: ~100 µs per step at 100 steps,
+~185 µs at 10,000 with the copy, flat without it). They get a :class:`MessageView`, read-only, that
+shares the list. That is safe because of one rule this class keeps: an entry of the list is
+never rewritten once a view may show it, except a pending one-time output (below), and views
+share the list only up to the first of those; a reset (rewind, compaction) starts a new list
+rather than clearing the old one. So a view never changes after it is handed out, whoever
+keeps it (a step, a recording model, a test), and building one costs O(pending one-time
+outputs and what follows them): the last step's tool results at most. A middleware that
+changes the messages replaces ``request.messages`` (a view cannot be mutated, so it cannot
+write into the history by accident); :meth:`History.extended` does that in O(1) for the
+common "append what I just emitted" case. The dicts themselves are shared, as they always
+were: nobody may mutate them (providers build their own).
 
 One-time outputs (``include_output_only_once``) are sent in full until an assistant message
 follows them on the path — i.e. in the request that first shows them — and as their
@@ -13,7 +27,9 @@ follows them on the path — i.e. in the request that first shows them — and a
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator, Sequence
+from itertools import chain, islice
+from typing import Any, overload
 
 from longhaul.core.state import Message, TraceState
 from longhaul.llm.estimate import estimate_tokens
@@ -38,6 +54,57 @@ def _remembered(message: Message) -> ChatMessage:
     return out
 
 
+class MessageView(Sequence[ChatMessage]):
+    """Read-only messages of one request: the first ``frozen`` entries of ``shared`` (which
+    its owner only appends to past them, see the module doc) followed by ``tail``.
+
+    No ``append``, ``extend`` or item assignment: code that needs other messages builds a new
+    sequence. Equal to any list, tuple or view with equal items; slicing returns a list.
+    """
+
+    __slots__ = ("_frozen", "_length", "_shared", "_tail")
+
+    def __init__(
+        self, shared: list[ChatMessage], frozen: int, tail: tuple[ChatMessage, ...] = ()
+    ) -> None:
+        self._shared = shared
+        self._frozen = frozen
+        self._tail = tail
+        self._length = frozen + len(tail)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __iter__(self) -> Iterator[ChatMessage]:
+        return chain(islice(self._shared, self._frozen), self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> ChatMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ChatMessage]: ...
+
+    def __getitem__(self, index: int | slice) -> ChatMessage | list[ChatMessage]:
+        if isinstance(index, slice):
+            return list(self)[index]
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("message index out of range")
+        if position < self._frozen:
+            return self._shared[position]
+        return self._tail[position - self._frozen]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageView | list | tuple):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"MessageView({list(self)!r})"
+
+
 class History:
     def __init__(self, state: TraceState) -> None:
         self.state = state
@@ -47,6 +114,8 @@ class History:
         self._dicts: list[ChatMessage] = []
         self._tokens: list[int] = []
         self._once: list[int] = []
+        self._view: MessageView | None = None
+        """The last view handed out, while it is still a prefix of ``_dicts``."""
         self.total_tokens = 0
         self.assistant_count = 0
         self.last_assistant_index = -1
@@ -54,7 +123,9 @@ class History:
     def _reset(self) -> None:
         self._path = self.state.path
         self._seen = 0
+        # New lists, never cleared in place: views handed out keep sharing the old ones.
         self._dicts, self._tokens, self._once = [], [], []
+        self._view = None
         self.total_tokens = 0
         self.assistant_count = 0
         self.last_assistant_index = -1
@@ -74,9 +145,11 @@ class History:
     def _add(self, message: Message) -> None:
         index = len(self._dicts)
         if message.role == "assistant":
-            for earlier in self._once:
-                self._set(earlier, _remembered(self.state.messages[self.state.path[earlier]]))
-            self._once.clear()
+            if self._once:  # the only rewrite of an existing entry (never of a view's prefix)
+                for earlier in self._once:
+                    self._set(earlier, _remembered(self.state.messages[self.state.path[earlier]]))
+                self._once.clear()
+                self._view = None
             self.assistant_count += 1
             self.last_assistant_index = index
         as_dict = message.to_openai()
@@ -94,23 +167,36 @@ class History:
 
     # ------------------------------------------------------------------ queries
 
-    def messages(self) -> list[ChatMessage]:
-        """A fresh list (middleware may append to it) of the cached dicts."""
+    def messages(self) -> MessageView:
+        """The path's messages as a read-only view (see the module doc): O(1) amortised, the
+        same object again while nothing was added."""
         self.sync()
-        return list(self._dicts)
+        dicts = self._dicts
+        view = self._view
+        if view is not None and len(view) == len(dicts):
+            return view
+        frozen = self._once[0] if self._once else len(dicts)
+        self._view = MessageView(dicts, frozen, tuple(dicts[frozen:]))
+        return self._view
+
+    def extended(self, messages: Sequence[ChatMessage], count: int) -> Sequence[ChatMessage]:
+        """``messages`` followed by the last ``count`` messages of the path — the ones the caller
+        just emitted. When ``messages`` is the view :meth:`messages` last handed out and the
+        path only grew since, that is the current view (O(1)); otherwise (a request another
+        middleware rebuilt, e.g. Summarization's filter) a new list."""
+        self.sync()
+        start = len(self._dicts) - count
+        if messages is self._view and len(messages) == start:
+            return self.messages()
+        return [*messages, *self._dicts[start:]]
 
     def complete_messages(self) -> list[ChatMessage]:
-        """Like :meth:`messages` without a trailing tool group that still lacks results: the
-        shape a side request (summary, reflection) can send as is."""
+        """The path's messages without a trailing tool group that still lacks results: the
+        shape a side request (summary, reflection) can send as is. A new list."""
         self.sync()
         if self.state.unanswered_tool_calls():
             return self._dicts[: self.last_assistant_index]
         return list(self._dicts)
-
-    def tail(self, count: int) -> list[ChatMessage]:
-        """The last ``count`` messages (just appended ones, to extend a built request)."""
-        self.sync()
-        return self._dicts[len(self._dicts) - count :]
 
     def at(self, indices: list[int]) -> list[ChatMessage]:
         self.sync()

@@ -108,7 +108,8 @@ class Turn:
         )
 
     def request(self) -> ModelRequest:
-        """The next model request from the main path (middleware refines it)."""
+        """The next model request from the main path (middleware refines it). Its messages are
+        a read-only view shared with :attr:`history`: O(1) to build, see ``History``."""
         return ModelRequest(
             model=self.model.name,
             messages=self.history.messages(),

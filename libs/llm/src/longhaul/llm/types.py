@@ -8,7 +8,7 @@ terms of ``stream`` by :func:`collect`, so a provider only has to write one of t
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
@@ -76,10 +76,13 @@ class ModelRequest(msgspec.Struct, kw_only=True):
 
     ``system`` is split into a ``stable`` part (cacheable prefix) and a ``volatile`` part (time,
     memory) by the PromptCache middleware; providers decide how to send them.
+
+    ``messages`` is only read: the agent engine passes a read-only view of the trace's history
+    (any sequence will do); code that wants other messages assigns a new sequence.
     """
 
     model: str
-    messages: list[ChatMessage]
+    messages: Sequence[ChatMessage]
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
     system_stable: str = ""
     system_volatile: str = ""

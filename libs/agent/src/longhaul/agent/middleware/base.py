@@ -9,6 +9,10 @@ Six hooks, each optional (the base class passes through):
 - ``wrap_tool_call(turn, invocation, call_next)`` — around each tool call;
 - ``after_agent(turn, outcome)`` — once per turn, at the end.
 
+``request.messages`` starts as a read-only view of the trace's history (``History.messages``),
+shared with it: to change the messages, assign a new sequence (``[*request.messages, extra]``,
+or ``turn.history.extended`` for messages just emitted), and never mutate the dicts.
+
 Order: ``before_*`` run in list order, ``after_*`` in reverse, ``wrap_*`` nest with the first
 in the list outermost. Middleware instances are shared across turns and traces: keep per-turn
 memory in :meth:`Turn.local`.

@@ -46,4 +46,4 @@ class ContextInjection(Middleware):
             "user", content=f"[Context after {steps} steps]\n{body}", name=MARKER, synthetic=True
         )
         await turn.emit(batch)
-        request.messages.extend(turn.history.tail(1))
+        request.messages = turn.history.extended(request.messages, 1)

@@ -29,5 +29,5 @@ class DanglingToolCall(Middleware):
                     batch, call, unfinished(turn.state, call, "interrupted", why), synthetic=True
                 )
             await turn.emit(batch)
-            request.messages.extend(turn.history.tail(len(pending)))
+            request.messages = turn.history.extended(request.messages, len(pending))
         return await call_next(request)

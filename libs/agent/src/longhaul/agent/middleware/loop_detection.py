@@ -107,5 +107,6 @@ class LoopDetection(Middleware):
     ) -> ModelResponse:
         warnings = turn.state.pending_warnings
         if warnings:
-            request.messages.append({"role": "user", "content": "\n".join(warnings)})
+            warning = {"role": "user", "content": "\n".join(warnings)}
+            request.messages = [*request.messages, warning]  # a copy: the view is the history
         return await call_next(request)

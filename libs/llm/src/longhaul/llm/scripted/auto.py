@@ -13,6 +13,7 @@ waiting for a reply nobody is expected to give.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from longhaul.llm.prompt import content_text
@@ -23,7 +24,7 @@ _SNIPPET = 200
 WAITS_FOR_A_PERSON = frozenset({"ask_human"})
 
 
-def _called(messages: list[ChatMessage]) -> dict[str, str]:
+def _called(messages: Sequence[ChatMessage]) -> dict[str, str]:
     """Call id -> tool name, for every call an assistant made."""
     return {
         str(call.get("id")): str(call.get("function", {}).get("name"))
@@ -33,7 +34,7 @@ def _called(messages: list[ChatMessage]) -> dict[str, str]:
     }
 
 
-def _summary(messages: list[ChatMessage]) -> str:
+def _summary(messages: Sequence[ChatMessage]) -> str:
     names = _called(messages)
     results = [
         f"- {names.get(str(m.get('tool_call_id')), 'tool')}: "
