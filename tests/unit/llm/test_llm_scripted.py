@@ -295,7 +295,7 @@ def test_samples_validate_against_generated_schemas(schema: dict[str, Any]) -> N
 
 def test_auto_never_asks_a_person() -> None:
     from longhaul.llm.scripted import auto_turn
-    from longhaul.llm.types import ToolSpec
+    from longhaul.llm.types import ChatMessage, ToolSpec
 
     tools = [ToolSpec(name="ask_human", parameters={"type": "object", "properties": {}}),
              ToolSpec(name="glob", parameters={"type": "object", "properties": {}})]
@@ -303,7 +303,7 @@ def test_auto_never_asks_a_person() -> None:
                            tools=tools)
     first = auto_turn(request)
     assert [c["name"] for c in first["tool_calls"]] == ["glob"]
-    done = [{"role": "user", "content": "q"},
+    done: list[ChatMessage] = [{"role": "user", "content": "q"},
             {"role": "assistant", "content": "", "tool_calls": [
                 {"id": "c1", "type": "function", "function": {"name": "glob", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
