@@ -293,7 +293,7 @@ def test_samples_validate_against_generated_schemas(schema: dict[str, Any]) -> N
     assert sample_schema(schema) == value
 
 
-def test_auto_never_asks_a_person() -> None:
+def test_auto_asks_a_person_only_when_nothing_else_is_offered() -> None:
     from longhaul.llm.scripted import auto_turn
     from longhaul.llm.types import ChatMessage, ToolSpec
 
@@ -309,3 +309,6 @@ def test_auto_never_asks_a_person() -> None:
             {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
     answer = auto_turn(ModelRequest(model="scripted:auto", messages=done, tools=tools))
     assert "tool_calls" not in answer and "a.txt" in answer["content"]
+    only_human = auto_turn(ModelRequest(model="scripted:auto", messages=request.messages,
+                                        tools=tools[:1]))
+    assert [c["name"] for c in only_human["tool_calls"]] == ["ask_human"]

@@ -5,9 +5,10 @@ called yet, with deterministic schema-valid arguments; once all were called it a
 summary of the tool results (or, when the request asks for structured output, with an
 instance of the response schema). This drives a whole agent loop offline and repeatably.
 
-Tools that wait for a person (``ask_human``) are never called: an offline run — the default
-of ``make run`` without a provider — must finish on its own, not park itself (and its parent)
-waiting for a reply nobody is expected to give.
+Tools that wait for a person (``ask_human``) are called only when nothing else is offered
+(``tools: ["ask_human"]`` tries the reply flow offline): an offline run with the default tool
+set — ``make run`` without a provider — must finish on its own, not park itself (and its
+parent) waiting for a reply nobody is expected to give.
 """
 
 from __future__ import annotations
@@ -51,8 +52,13 @@ def _summary(messages: Sequence[ChatMessage]) -> str:
 
 def auto_turn(request: ModelRequest) -> dict[str, Any]:
     called = set(_called(request.messages).values())
+    skipped = (
+        WAITS_FOR_A_PERSON
+        if any(tool.name not in WAITS_FOR_A_PERSON for tool in request.tools)
+        else frozenset()
+    )
     for tool in request.tools:
-        if tool.name not in called and tool.name not in WAITS_FOR_A_PERSON:
+        if tool.name not in called and tool.name not in skipped:
             arguments = sample_schema(tool.parameters)
             return {"tool_calls": [{"name": tool.name, "arguments": arguments}]}
     if request.response_schema is not None:
