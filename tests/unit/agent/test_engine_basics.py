@@ -27,10 +27,12 @@ async def test_tool_step_then_final_answer_completes(tmp_path: Path) -> None:
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == "c1"
 
 
-def test_the_engine_never_imports_nats() -> None:
-    """The pure core: importing the whole agent package loads no NATS client."""
+def test_the_engine_and_the_providers_never_import_nats() -> None:
+    """The pure core: importing the whole agent and llm packages loads no NATS client."""
     probe = (
-        "import sys, longhaul.agent, longhaul.agent.engine, longhaul.agent.tools.builtin;"
+        "import sys, longhaul.agent, longhaul.agent.engine, longhaul.agent.tools.builtin,"
+        " longhaul.llm, longhaul.llm.registry, longhaul.llm.providers.openai,"
+        " longhaul.llm.providers.anthropic, longhaul.llm.providers.gemini;"
         "sys.exit(any(m == 'nats' or m.startswith('nats.') for m in sys.modules))"
     )
     assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
