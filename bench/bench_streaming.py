@@ -12,9 +12,13 @@ clients alternate within one run:
   client keeps up; measured is the time from the server writing its last event
   (``data: [DONE]``) to the final ``StreamEnd`` (for httpx, to reading ``[DONE]``). The
   server reports its ``perf_counter`` stamps over a pipe; the clock is system-wide
-  (CLOCK_MONOTONIC).
+  (CLOCK_MONOTONIC);
+* end to end (bench/streaming_e2e.py): the same server streams 200 deltas 1 ms apart to an
+  in-process executor; measured is each delta's arrival on ``lh.live.<trace_id>`` and the
+  ``completed`` event's after the last byte, against a bare httpx read, with
+  ``flush_interval_ms`` 0 (every chunk forwarded) and the default 50.
 
-Run: ``python bench/bench_streaming.py [--quick] [--deltas N] [--rounds N]``.
+Run: ``python -m bench.bench_streaming [--quick] [--deltas N] [--rounds N] [--e2e-rounds N]``.
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from longhaul.core.config import ModelsConfig
 from longhaul.llm import ModelRegistry, ModelRequest, StreamEnd
 
-from bench.common import median, percentile, report
+from bench import streaming_e2e
+from bench.common import median, percentile, private_nats, report
+from bench.streaming_e2e import E2E_MODEL, Sent, StampedOpenAI, e2e_reply
 from tests.support.llm_fakes import FakeOpenAI, RecordedRequest, Reply
 
 PACED_DELTAS = 200
@@ -45,22 +52,32 @@ SCRIPT = str(Path(__file__).resolve())
 
 
 class _AnnouncedStamps(list[float]):
-    """The fake's last-byte stamps, echoed to the parent as they happen."""
+    """The fake's last-byte stamps, echoed to the parent as they happen; after an end-to-end
+    stream's, the write stamps of its deltas (once the last byte is out, so as not to delay
+    it)."""
+
+    def __init__(self, server: StampedOpenAI) -> None:
+        super().__init__()
+        self.server = server
 
     def append(self, stamp: float) -> None:
         super().append(stamp)
         print(f"LAST {stamp!r}", flush=True)
+        if self.server.sent:
+            print(f"SENT {json.dumps(self.server.sent)}", flush=True)
+            self.server.sent.clear()
 
 
 async def serve(deltas: int) -> None:
     fast = Reply(text="token " * deltas, chunk=6)
     paced = Reply(text="token " * PACED_DELTAS, chunk=6, interval_s=0.001)
+    replies = {"paced": paced, E2E_MODEL: e2e_reply()}
 
     def step(request: RecordedRequest) -> Reply:
-        return paced if request.json["model"] == "paced" else fast
+        return replies.get(request.json["model"], fast)
 
-    async with FakeOpenAI(default=step, api_key=API_KEY) as server:
-        server.last_byte_at = _AnnouncedStamps()
+    async with StampedOpenAI(default=step, api_key=API_KEY) as server:
+        server.last_byte_at = _AnnouncedStamps(server)
         print(f"URL {server.base_url}", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
@@ -89,6 +106,12 @@ class ServerProcess:
     async def last_byte(self) -> float:
         """The server's stamp for the response just finished (stamps arrive in order)."""
         return float((await self._line()).removeprefix("LAST "))
+
+    async def sent(self) -> Sent:
+        """After an end-to-end stream's :meth:`last_byte`: its deltas' write stamps."""
+        line = await self._line()
+        assert line.startswith("SENT "), line
+        return [(stamp, text) for stamp, text in json.loads(line.removeprefix("SENT "))]
 
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._process is not None and self._process.stdin is not None
@@ -119,41 +142,49 @@ async def provider_read(registry: ModelRegistry, model_string: str) -> float:
     raise AssertionError("no StreamEnd")
 
 
-async def measure(deltas: int, rounds: int) -> None:
+async def measure(deltas: int, rounds: int, e2e_rounds: int) -> None:
     async with ServerProcess(deltas) as server:
         config = FakeOpenAI(api_key=API_KEY).models_config()
         config.providers["openai"].base_url = server.base_url
-        headers = {"Authorization": f"Bearer {API_KEY}"}
-        times: dict[str, list[float]] = {"lines": [], "json": [], "ours": []}
-        cpu_times: dict[str, list[float]] = {"lines": [], "json": [], "ours": []}
-        tails: dict[str, list[float]] = {"lines": [], "ours": []}
-        async with (
-            ModelRegistry(config, env={}) as registry,
-            httpx.AsyncClient(base_url=server.base_url, headers=headers) as client,
-        ):
-            def runners(model: str) -> dict[str, Any]:
-                return {
-                    "lines": lambda: bare_read(client, model, parse=False),
-                    "json": lambda: bare_read(client, model, parse=True),
-                    "ours": lambda: provider_read(registry, f"openai:{model}"),
-                }
+        await provider_tables(server, config, deltas, rounds)
+        with private_nats() as url:
+            await streaming_e2e.measure(server, url, config, e2e_rounds,
+                                        max(3, e2e_rounds // 2))
 
-            for run in runners("fast").values():  # warm-up: connections, caches
+
+async def provider_tables(server: ServerProcess, config: ModelsConfig, deltas: int,
+                          rounds: int) -> None:
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    times: dict[str, list[float]] = {"lines": [], "json": [], "ours": []}
+    cpu_times: dict[str, list[float]] = {"lines": [], "json": [], "ours": []}
+    tails: dict[str, list[float]] = {"lines": [], "ours": []}
+    async with (
+        ModelRegistry(config, env={}) as registry,
+        httpx.AsyncClient(base_url=server.base_url, headers=headers) as client,
+    ):
+        def runners(model: str) -> dict[str, Any]:
+            return {
+                "lines": lambda: bare_read(client, model, parse=False),
+                "json": lambda: bare_read(client, model, parse=True),
+                "ours": lambda: provider_read(registry, f"openai:{model}"),
+            }
+
+        for run in runners("fast").values():  # warm-up: connections, caches
+            await run()
+            await server.last_byte()
+        for _ in range(rounds):
+            for name, run in runners("fast").items():
+                start, cpu = time.perf_counter(), time.process_time()
                 await run()
+                cpu_times[name].append(time.process_time() - cpu)
+                times[name].append(time.perf_counter() - start)
                 await server.last_byte()
-            for _ in range(rounds):
-                for name, run in runners("fast").items():
-                    start, cpu = time.perf_counter(), time.process_time()
-                    await run()
-                    cpu_times[name].append(time.process_time() - cpu)
-                    times[name].append(time.perf_counter() - start)
-                    await server.last_byte()
-            for _ in range(rounds):
-                for name, run in runners("paced").items():
-                    end = await run()
-                    stamp = await server.last_byte()
-                    if name in tails:
-                        tails[name].append((end - stamp) * 1e3)
+        for _ in range(rounds):
+            for name, run in runners("paced").items():
+                end = await run()
+                stamp = await server.last_byte()
+                if name in tails:
+                    tails[name].append((end - stamp) * 1e3)
 
     per_delta = {name: median(values) / deltas * 1e6 for name, values in cpu_times.items()}
     wall = {name: median(values) * 1e3 for name, values in times.items()}
@@ -185,6 +216,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--deltas", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--e2e-rounds", type=int, default=20,
+                        help="traces with flush_interval_ms=0 (half as many with the default)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--serve", type=int, metavar="DELTAS", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -192,8 +225,8 @@ def main() -> None:
         asyncio.run(serve(args.serve))
         return
     if args.quick:
-        args.deltas, args.rounds = 1000, 5
-    asyncio.run(measure(args.deltas, args.rounds))
+        args.deltas, args.rounds, args.e2e_rounds = 1000, 5, 5
+    asyncio.run(measure(args.deltas, args.rounds, args.e2e_rounds))
 
 
 if __name__ == "__main__":
