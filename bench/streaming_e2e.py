@@ -93,7 +93,7 @@ class StampedOpenAI(FakeOpenAI):
 
     async def stream_reply(self, reply: Reply, request: RecordedRequest, out: Any) -> None:
         if request.json["model"] == E2E_MODEL:
-            out = _StampingWriter(out, self.sent)  # the parent reads only `event`
+            out = _StampingWriter(out, self.sent)  # stream_reply only calls `event`
         await super().stream_reply(reply, request, out)
 
 
