@@ -203,6 +203,8 @@ class FakeServer:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
+        self.connections = 0
+        """TCP connections accepted: a client that reuses its connection keeps this at 1."""
 
     @property
     def base_url(self) -> str:
@@ -234,6 +236,7 @@ class FakeServer:
 
     async def _connection(self, reader: asyncio.StreamReader,
                           writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         self._writers.add(writer)
         try:
             while True:

@@ -169,3 +169,12 @@ async def test_response_schema_becomes_an_instruction(registry: ModelRegistry) -
     body = server.requests[0].json
     assert body["max_tokens"] == 200
     assert '"verdict"' in body["system"][-1]["text"]
+
+
+async def test_consecutive_calls_reuse_one_connection(registry: ModelRegistry) -> None:
+    async with FakeAnthropic([Reply(text="one"), Reply(text="two")]) as server:
+        model = registry.resolve("anthropic:claude-sonnet-4", server.models_config())
+        first = await model.complete(request())
+        second = await model.complete(request())
+    assert (first.content, second.content) == ("one", "two")
+    assert server.connections == 1

@@ -255,3 +255,12 @@ async def test_clients_are_shared_per_provider(registry: ModelRegistry) -> None:
         await first.complete(request())
         await second.complete(request())
     assert [r.json["model"] for r in server.requests] == ["gpt-4o", "gpt-4o-mini"]
+
+
+async def test_consecutive_calls_reuse_one_connection(registry: ModelRegistry) -> None:
+    async with FakeOpenAI([Reply(text="one", chunk=2), Reply(text="two", chunk=2)]) as server:
+        model = registry.resolve("openai:gpt-4o", server.models_config())
+        first = await model.complete(request())
+        second = await model.complete(request())
+    assert (first.content, second.content) == ("one", "two")
+    assert server.connections == 1

@@ -164,6 +164,11 @@ class HttpModel(StreamingModel):
                             endpoint.limits.rate.record(event.response.usage.completion_tokens)
                         delivered = delivered or isinstance(event, TextDelta | ToolCallDelta)
                         yield event
+                    # Codecs stop at their end marker ([DONE], message_stop); the body's end
+                    # follows at once. Reading it lets the pool reuse the connection instead
+                    # of dropping it (a new TCP + TLS handshake on every call otherwise).
+                    async for _ in lines:
+                        pass
         except httpx.HTTPError as exc:
             reason = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
             error = ModelError(f"{self.name}: {reason}: {type(exc).__name__}: {exc}",
