@@ -19,7 +19,7 @@ from typing import Any
 from longhaul.core import events as ev
 from longhaul.core.store import EventStore
 
-from tests.support.llm_fakes import Call, FakeOpenAI, RecordedRequest, Reply
+from tests.support.llm_fakes import Call, FakeOpenAI, Reply
 from tests.support.stack import ExecutorProcess, create_trace, wait_for_trace
 
 WITHIN_S = 30.0
@@ -27,21 +27,6 @@ PARK = (
     "echo run >> runs.log; echo started > started.fifo; "
     "timeout 60 cat release.fifo"  # the timeout only bounds an orphan if cleanup failed
 )
-
-
-class RecordingOpenAI(FakeOpenAI):
-    """FakeOpenAI that also keeps every request it refused (``rejected``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.rejected: list[RecordedRequest] = []
-
-    def validate(self, request: RecordedRequest) -> None:
-        try:
-            super().validate(request)
-        except Exception:
-            self.rejected.append(request)
-            raise
 
 
 def pairing_problems(messages: list[dict[str, Any]]) -> list[str]:
@@ -105,7 +90,7 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
     script = [Reply(text="Running the long job.", tool_calls=[Call("bash", {"command": PARK})],
                     chunk=5),
               Reply(text=answer)]
-    async with RecordingOpenAI(script=script) as fake:
+    async with FakeOpenAI(script=script) as fake:
         env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": fake.api_key,
                "LONGHAUL_EXECUTOR__WORKING_ROOT": str(work)}
         victim = ExecutorProcess(nats_url, namespace, "exec-victim", env=env, log_dir=tmp_path)

@@ -31,6 +31,7 @@ from tests.support.llm_fakes import (
     FakeOpenAI,
     RecordedRequest,
     Reply,
+    Step,
 )
 from tests.support.stack import InProcessExecutor, create_trace, test_config, wait_for_trace
 
@@ -39,36 +40,6 @@ PRICE = ModelPrice(input=1.0, output=2.0)
 """Dollars per million tokens for ``fake-model``: 100 prompt + 20 completion tokens (the
 fakes' default usage) cost (100 * 1 + 20 * 2) / 1e6."""
 STEP_COST = (100 * PRICE.input + 20 * PRICE.output) / 1_000_000
-
-
-class RecordingOpenAI(FakeOpenAI):
-    """FakeOpenAI that also keeps every request it refused (``rejected``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.rejected: list[RecordedRequest] = []
-
-    def validate(self, request: RecordedRequest) -> None:
-        try:
-            super().validate(request)
-        except Exception:
-            self.rejected.append(request)
-            raise
-
-
-class RecordingAnthropic(FakeAnthropic):
-    """FakeAnthropic that also keeps every request it refused (``rejected``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.rejected: list[RecordedRequest] = []
-
-    def validate(self, request: RecordedRequest) -> None:
-        try:
-            super().validate(request)
-        except Exception:
-            self.rejected.append(request)
-            raise
 
 
 def priced(config: ModelsConfig) -> ModelsConfig:
@@ -110,7 +81,7 @@ async def test_openai_tool_call_streamed_in_fragments_runs_and_the_answer_comes_
     ]
     assert len(json.dumps(arguments)) // 3 > 20  # the arguments arrive as many SSE fragments
     async with (
-        RecordingOpenAI(script=script) as fake,
+        FakeOpenAI(script=script) as fake,
         executor_on(nats_url, namespace, fake.models_config(), tmp_path),
     ):
         trace_id = await create_trace(store, "write the notes", model="openai:fake-model")
@@ -169,7 +140,7 @@ async def test_anthropic_two_parallel_tool_calls_run_and_their_results_are_group
         Reply(text=answer, chunk=6),
     ]
     async with (
-        RecordingAnthropic(script=script, require_cached_system=True) as fake,
+        FakeAnthropic(script=script, require_cached_system=True) as fake,
         executor_on(nats_url, namespace, fake.models_config(), tmp_path),
     ):
         trace_id = await create_trace(store, "do both", model="anthropic:fake-model")
@@ -211,7 +182,7 @@ async def test_a_429_with_retry_after_is_retried_and_announced_on_the_live_subje
 ) -> None:
     retry_after_s = 1.0
     answer = "made it after the rate limit"
-    script = [
+    script: list[Step] = [
         Fail(429, "Rate limit reached for requests", {"retry-after": f"{retry_after_s:g}"}),
         Reply(text=answer),
     ]
@@ -225,7 +196,7 @@ async def test_a_429_with_retry_after_is_retried_and_announced_on_the_live_subje
     await conn.nc.flush()  # the subscription is registered before anything can publish
     try:
         async with (
-            RecordingOpenAI(script=script) as fake,
+            FakeOpenAI(script=script) as fake,
             executor_on(nats_url, namespace, fake.models_config(), tmp_path),
         ):
             await create_trace(store, "say something", trace_id=trace_id,

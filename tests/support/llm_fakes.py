@@ -204,6 +204,8 @@ class FakeServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
         self.connections = 0
+        self.rejected: list[RecordedRequest] = []
+        """Requests refused the way the real API would (unpaired tool calls, bad shape…)."""
         """TCP connections accepted: a client that reuses its connection keeps this at 1."""
 
     @property
@@ -274,6 +276,7 @@ class FakeServer:
         try:
             self.validate(request)
         except _Rejected as rejected:
+            self.rejected.append(request)
             await out.json(rejected.status, rejected.body)
             return
         step = self.script.pop(0) if self.script else self.default
