@@ -9,10 +9,12 @@ import msgspec
 from longhaul.core import events as ev
 from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
+from longhaul.executor.leases import Leases
 
 from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
 from tests.support.stack import (
+    FAST_LEASE_TTL_S,
     InProcessExecutor,
     append_to,
     create_trace,
@@ -130,3 +132,26 @@ async def test_regenerate_replaces_the_final_answer_on_the_main_path(
     assert new_answer.role == "assistant" and new_answer.sequence > old_answer.sequence
     assert new_answer.parent_sequence == old_answer.parent_sequence
     assert old_answer.sequence not in again.path and old_answer.sequence in again.messages
+
+
+async def test_a_reply_that_arrives_while_a_dead_executor_holds_the_lease_is_not_lost(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    model = write_script(tmp_path / "ask.yaml", [
+        {"tool_calls": [{"name": "ask_human", "arguments": {"question": "blue or green?"}}]},
+        {"content": "going with the answer"},
+    ])
+    async with InProcessExecutor(nats_url, namespace, "exec-first"):
+        trace_id = await create_trace(store, "pick a colour", model=model)
+        await wait_for_trace(store, trace_id, waiting)
+        await wait_lease_released(store.conn, trace_id)
+    # An executor killed before it released its lease: the lease lives on until its TTL.
+    crashed = Leases(store.conn, "exec-crashed", FAST_LEASE_TTL_S)
+    assert await crashed.acquire(Leases.trace_key(trace_id)) is not None
+    async with InProcessExecutor(nats_url, namespace, "exec-second"):
+        # The wake-up finds the lease busy; it must come back, not be acknowledged away
+        # (the index still says "waiting", so the sweeper would never look at this trace).
+        await append_to(store, trace_id, ev.HumanReplied(content="green"))
+        state = await wait_for_trace(store, trace_id, within=30)
+    assert state.status == "completed", state.error
+    assert [m.content for m in state.main_path() if m.role == "tool"] == ["green"]

@@ -62,25 +62,32 @@ class TurnRunner:
         self.metrics = metrics
         self.settings = settings
 
-    async def drive(self, trace_id: str, *, takeover: bool = False) -> None:
-        """Do whatever the trace needs now, unless another executor holds it."""
+    async def drive(self, trace_id: str, *, takeover: bool = False) -> bool:
+        """Do whatever the trace needs now, unless another executor holds it.
+
+        Returns False when the lease was held by someone else from the start: a live holder
+        re-reads the log when it lets go, but a crashed one never will, so the caller must
+        bring this wake-up back once the lease can have expired.
+        """
         token = current_trace_id.set(trace_id)
         try:
-            for _ in range(MAX_ROUNDS):
+            for round_ in range(MAX_ROUNDS):
                 lease = await self.leases.acquire(Leases.trace_key(trace_id))
                 if lease is None:
-                    return
+                    return round_ > 0
                 try:
                     state = await self._work(trace_id, lease, takeover=takeover)
                 finally:
                     await lease.release()
                 if state is None:
-                    return
+                    return True
                 takeover = False
-                # Events that came while we held the lease were acked by whoever saw it busy.
+                # Events that came while we held the lease: their wake-ups come back later,
+                # but acting on them now saves the wait.
                 await self.store.catch_up("trace", trace_id, state)
                 if decide(state) is Action.NOTHING:
-                    return
+                    return True
+            return True
         finally:
             current_trace_id.reset(token)
 
