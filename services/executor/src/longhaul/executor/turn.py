@@ -62,34 +62,38 @@ class TurnRunner:
         self.metrics = metrics
         self.settings = settings
 
-    async def drive(self, trace_id: str, *, takeover: bool = False) -> bool:
-        """Do whatever the trace needs now, unless another executor holds it.
-
-        Returns False when the lease was held by someone else from the start: a live holder
-        re-reads the log when it lets go, but a crashed one never will, so the caller must
-        bring this wake-up back once the lease can have expired.
-        """
+    async def drive(self, trace_id: str, *, takeover: bool = False) -> None:
+        """Do whatever the trace needs now, unless another executor holds it."""
         token = current_trace_id.set(trace_id)
         try:
             for round_ in range(MAX_ROUNDS):
                 lease = await self.leases.acquire(Leases.trace_key(trace_id))
                 if lease is None:
-                    return round_ > 0
+                    if round_ == 0:
+                        await self._hand_to_sweeper(trace_id)
+                    return
                 try:
                     state = await self._work(trace_id, lease, takeover=takeover)
                 finally:
                     await lease.release()
                 if state is None:
-                    return True
+                    return
                 takeover = False
-                # Events that came while we held the lease: their wake-ups come back later,
-                # but acting on them now saves the wait.
+                # Events that came while we held the lease were acked by whoever saw it busy.
                 await self.store.catch_up("trace", trace_id, state)
                 if decide(state) is Action.NOTHING:
-                    return True
-            return True
+                    return
         finally:
             current_trace_id.reset(token)
+
+    async def _hand_to_sweeper(self, trace_id: str) -> None:
+        """The lease is held elsewhere. A live holder re-reads the log when it lets go; a
+        crashed one never will. Publishing the trace's current status in the index (e.g.
+        ``running`` again after a human reply, where the holder last wrote ``waiting``) lets
+        the sweeper pick the trace up once that lease has expired."""
+        state = await self.store.load_trace(trace_id)
+        if state.exists:
+            await self.index.update(state)
 
     async def _work(self, trace_id: str, lease: Lease, *, takeover: bool) -> TraceState | None:
         """Act once under the lease; returns the state reached (None if the lease was lost)."""
