@@ -180,21 +180,18 @@ class Executor:
             return
         heartbeat = asyncio.create_task(_keep_alive(msg, self.settings.ack_wait_s / 3))
         try:
-            handled = await self._dispatch(wakeup, redelivered=msg.metadata.num_delivered > 1)
+            await self._dispatch(wakeup, redelivered=msg.metadata.num_delivered > 1)
         except asyncio.CancelledError:
             await _settle(msg.nak())  # shutting down: another replica takes it now
             raise
         except Exception as exc:
             await self._failed(msg, wakeup, exc)
         else:
-            # Busy elsewhere: come back after half a lease TTL, by when a crashed holder's
-            # lease has run out or a live holder has let go (then this finds nothing to do).
-            await _settle(msg.ack() if handled else msg.nak(delay=self.leases.ttl_s / 2))
+            await _settle(msg.ack())
         finally:
             heartbeat.cancel()
 
-    async def _dispatch(self, wakeup: Wakeup, *, redelivered: bool) -> bool:
-        """Act on one wake-up; False when the trace's lease is held by someone else."""
+    async def _dispatch(self, wakeup: Wakeup, *, redelivered: bool) -> None:
         if wakeup.event_type in SPAWN_TYPES:
             parent = await self.store.load_trace(wakeup.trace_id)
             await self.children.start_queued(parent)
@@ -204,8 +201,7 @@ class Executor:
             if state.is_final and state.running_subtraces():
                 await self.children.stop_children(state, reason=f"parent {state.status}")
         else:
-            return await self.turns.drive(wakeup.trace_id, takeover=redelivered)
-        return True
+            await self.turns.drive(wakeup.trace_id, takeover=redelivered)
 
     async def _failed(self, msg: Msg, wakeup: Wakeup, exc: Exception) -> None:
         self.metrics.handler_errors.inc()
