@@ -12,8 +12,13 @@ from tests.integration.executor.checks import assert_never_concurrent, execution
 from tests.integration.executor.scripts import record_steps
 from tests.support.stack import FAST_LEASE_TTL_S, create_trace, executor_processes, wait_for_trace
 
-TOOLS = {"LONGHAUL_EXECUTOR__TOOL_MODULES": "tests.integration.executor.tooling"}
 TRACES = 6
+ENV = {
+    "LONGHAUL_EXECUTOR__TOOL_MODULES": "tests.integration.executor.tooling",
+    # Half the traces fill one replica, so the other must take the rest: an idle replica
+    # would otherwise be free to grab all six wake-ups in one batch.
+    "LONGHAUL_EXECUTOR__CONCURRENCY": str(TRACES // 2),
+}
 STEPS = 6
 HOLD_MS = 400
 
@@ -24,7 +29,7 @@ async def test_two_executors_never_run_the_same_trace_at_once(
     assert STEPS * HOLD_MS / 1000 > FAST_LEASE_TTL_S  # each turn outlives one lease TTL
     log = tmp_path / "calls.jsonl"
     model = record_steps(tmp_path / "steps.yaml", STEPS, log, hold_ms=HOLD_MS)
-    async with executor_processes(nats_url, namespace, 2, env=TOOLS):
+    async with executor_processes(nats_url, namespace, 2, env=ENV):
         ids = [await create_trace(store, f"trace {n}", model=model) for n in range(TRACES)]
         states = await asyncio.gather(*(wait_for_trace(store, t, within=60) for t in ids))
     assert [s.status for s in states] == ["completed"] * TRACES
