@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test lint bench sync clean browser
+.PHONY: run test lint lint-types bench sync clean browser
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
@@ -36,11 +36,19 @@ test: sync browser
 
 lint: sync
 	$(VENV)/bin/ruff check libs services tests bench
-	$(VENV)/bin/mypy libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
+	$(VENV)/bin/ruff format --check libs services tests bench
+	$(MAKE) --no-print-directory lint-types
+
+lint-types: sync
+	$(VENV)/bin/mypy libs/domain/src libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
 	$(VENV)/bin/mypy tests bench
 
 bench: sync
 	$(VENV)/bin/python -m bench $(ARGS)
+
+# kill -9 / SIGSTOP each service of `longhaul up` under load; prints the recovery table.
+chaos: sync
+	$(VENV)/bin/python -m tests.chaos.suite $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(BOOTSTRAP) .longhaul .pytest_cache .mypy_cache .ruff_cache

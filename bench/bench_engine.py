@@ -28,9 +28,9 @@ if __package__ in (None, ""):  # run as a script: make ``bench.common`` importab
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from longhaul.agent import AgentEnv, Engine, ToolRegistry, ToolResult, default_middleware, tool
-from longhaul.core import events as ev
-from longhaul.core.config import LoopDetectionConfig, PipelineConfig
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.config import LoopDetectionConfig, PipelineConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest, ModelResponse, ToolCall, Usage
 

@@ -30,8 +30,11 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` and `tests` impor
 
 import yaml  # noqa: E402
 from longhaul.agent.tools import Tool, ToolRegistry, tool  # noqa: E402
-from longhaul.core import events as ev  # noqa: E402
-from longhaul.core.config import (  # noqa: E402
+from longhaul.core.connection import Connection, connect  # noqa: E402
+from longhaul.core.provision import ProvisionSettings  # noqa: E402
+from longhaul.core.store import EventStore  # noqa: E402
+from longhaul.domain import events as ev  # noqa: E402
+from longhaul.domain.config import (  # noqa: E402
     LonghaulConfig,
     LoopDetectionConfig,
     MiddlewareEntry,
@@ -39,10 +42,7 @@ from longhaul.core.config import (  # noqa: E402
     PipelineConfig,
     StoreConfig,
 )
-from longhaul.core.connection import Connection, connect  # noqa: E402
-from longhaul.core.ids import new_id  # noqa: E402
-from longhaul.core.provision import ProvisionSettings  # noqa: E402
-from longhaul.core.store import EventStore  # noqa: E402
+from longhaul.domain.ids import new_id  # noqa: E402
 from longhaul.llm.scripted import ScriptedModel  # noqa: E402
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage  # noqa: E402
 
@@ -116,15 +116,20 @@ async def completion(conn: Connection, trace_ids: set[str]) -> asyncio.Future[fl
 async def durable_step_cost(url: str, steps: int) -> tuple[float, float, int]:
     """(durable seconds, raw seconds, events) for one trace of ``steps`` steps."""
     namespace = f"b{steps}{new_id('r')[-6:].lower()}_"
-    conn = await connect(NatsConfig(url=url, namespace=namespace),
-                         provision_settings=ProvisionSettings())
+    conn = await connect(
+        NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
+    )
     store = EventStore(conn)
     try:
         trace_id = new_id("t")
         done = await completion(conn, {trace_id})
         async with InProcessExecutor(
-            url, namespace, "bench", config=bench_config(url, namespace),
-            tools=ToolRegistry(TOOLS), resolve_model=lambda _name: instant_model(steps),
+            url,
+            namespace,
+            "bench",
+            config=bench_config(url, namespace),
+            tools=ToolRegistry(TOOLS),
+            resolve_model=lambda _name: instant_model(steps),
         ):
             started = time.perf_counter()
             await create_trace(store, "benchmark", trace_id=trace_id, model="scripted:bench")
@@ -156,8 +161,9 @@ def scripted_file(directory: Path, steps: int) -> str:
 async def throughput(url: str, traces: int, steps: int, processes: int) -> float:
     """Seconds for ``traces`` concurrent traces of ``steps`` steps on ``processes`` executors."""
     namespace = f"tp{processes}_"
-    conn = await connect(NatsConfig(url=url, namespace=namespace),
-                         provision_settings=ProvisionSettings())
+    conn = await connect(
+        NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
+    )
     store = EventStore(conn)
     env = {
         "LONGHAUL_EXECUTOR__TOOL_MODULES": "bench.bench_executor",
@@ -168,15 +174,16 @@ async def throughput(url: str, traces: int, steps: int, processes: int) -> float
     }
     with tempfile.TemporaryDirectory(prefix="lh-bench-exec-") as tmp:
         model = scripted_file(Path(tmp), steps)
-        procs = [ExecutorProcess(url, namespace, f"bench-{i}", env=env, log_dir=Path(tmp))
-                 for i in range(processes)]
+        procs = [
+            ExecutorProcess(url, namespace, f"bench-{i}", env=env, log_dir=Path(tmp))
+            for i in range(processes)
+        ]
         try:
             await asyncio.gather(*(p.start() for p in procs))
             ids = [new_id("t") for _ in range(traces)]
             done = await completion(conn, set(ids))
             started = time.perf_counter()
-            await asyncio.gather(*(create_trace(store, "go", trace_id=t, model=model)
-                                   for t in ids))
+            await asyncio.gather(*(create_trace(store, "go", trace_id=t, model=model) for t in ids))
             return await asyncio.wait_for(done, timeout=3600) - started
         finally:
             await asyncio.gather(*(p.stop() for p in procs))
@@ -197,33 +204,45 @@ async def main(quick: bool) -> None:
             raw = min(run[1] for run in runs)
             events = runs[0][2]
             per_step[size] = durable / size * 1000
-            rows.append([
-                f"{size} steps ({events} events)",
-                round(raw / size * 1000, 3),
-                round(per_step[size], 3),
-                round(durable / raw, 2),
-                round(per_step[size] / per_step[sizes[0]], 2),
-            ])
+            rows.append(
+                [
+                    f"{size} steps ({events} events)",
+                    round(raw / size * 1000, 3),
+                    round(per_step[size], 3),
+                    round(durable / raw, 2),
+                    round(per_step[size] / per_step[sizes[0]], 2),
+                ]
+            )
         report(
             "executor: durable cost per step",
             ["trace", "raw js.publish ms/step", "executor ms/step", "x raw", "x 100-step"],
             rows,
-            ["step = model call + tool call, every event appended; zero-latency scripted model",
-             "targets: <= 0.5 ms/step, 10,000-step within 1.5x of 100-step, <= 2x raw"],
+            [
+                "step = model call + tool call, every event appended; zero-latency scripted model",
+                "targets: <= 0.5 ms/step, 10,000-step within 1.5x of 100-step, <= 2x raw",
+            ],
         )
         rates = [(p, await throughput(url, traces, steps, p)) for p in (1, 2)]
         base = traces / rates[0][1]
         tp_rows = [
-            [f"{p} executor process(es)", traces, steps, round(traces / s, 1),
-             round(traces * steps / s, 1), round(traces / s / base, 2)]
+            [
+                f"{p} executor process(es)",
+                traces,
+                steps,
+                round(traces / s, 1),
+                round(traces * steps / s, 1),
+                round(traces / s / base, 2),
+            ]
             for p, s in rates
         ]
         report(
             "executor: concurrent traces",
             ["executors", "traces", "steps each", "traces/s", "steps/s", "x 1 process"],
             tp_rows,
-            [f"{traces} traces created at once; scripted-file model, no-op tool; "
-             "2 CPU cores shared with nats-server and the bench itself"],
+            [
+                f"{traces} traces created at once; scripted-file model, no-op tool; "
+                "2 CPU cores shared with nats-server and the bench itself"
+            ],
         )
 
 

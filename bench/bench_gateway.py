@@ -26,13 +26,13 @@ if __package__ in (None, ""):  # `python bench/bench_gateway.py`: make `bench.*`
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request
-from longhaul.core import events as ev
-from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
-from longhaul.core.ids import new_id
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import free_port
 from longhaul.core.service import open_context
 from longhaul.core.store import Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
+from longhaul.domain.ids import new_id
 from longhaul.gateway.app import create_app
 
 from bench.common import percentile, private_nats, report
@@ -55,6 +55,7 @@ def serve(kind: str, port: int, nats_url: str, namespace: str) -> None:
     if kind == "gateway":
         app = create_app(config)
     else:
+
         @asynccontextmanager
         async def lifespan(app: FastAPI) -> AsyncIterator[None]:
             ctx = await open_context("baseline", config)
@@ -72,8 +73,9 @@ def serve(kind: str, port: int, nats_url: str, namespace: str) -> None:
         async def append(request: Request) -> dict[str, object]:
             body = await request.json()
             event = ev.TraceCreated(
-                messages=[ev.InputMessage(role=m["role"], content=m["content"])
-                          for m in body["messages"]]
+                messages=[
+                    ev.InputMessage(role=m["role"], content=m["content"]) for m in body["messages"]
+                ]
             )
             trace_id = new_id("t")
             [recorded] = await app.state.store.append(
@@ -98,9 +100,18 @@ def cpu_seconds(pid: int) -> float:
 async def server(kind: str, nats_url: str) -> AsyncIterator[tuple[str, int]]:
     port = free_port()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, __file__, "--serve", kind, "--port", str(port), "--nats", nats_url,
-        "--namespace", f"bench_{kind}_",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        sys.executable,
+        __file__,
+        "--serve",
+        kind,
+        "--port",
+        str(port),
+        "--nats",
+        nats_url,
+        "--namespace",
+        f"bench_{kind}_",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
         env={**os.environ, "LONGHAUL_LOG_LEVEL": "INFO"},
     )
     url = f"http://127.0.0.1:{port}"
@@ -176,8 +187,12 @@ async def run(rate: float, seconds: float, rounds: int) -> None:
                     cpu = cpu_seconds(pid) - cpu_before
                 sent = len(latencies) + errors
                 result = (
-                    percentile(latencies, 50) * 1e3, percentile(latencies, 99) * 1e3,
-                    len(latencies) / elapsed, cpu / sent * 1e3, sent, errors,
+                    percentile(latencies, 50) * 1e3,
+                    percentile(latencies, 99) * 1e3,
+                    len(latencies) / elapsed,
+                    cpu / sent * 1e3,
+                    sent,
+                    errors,
                 )
                 if kind not in best or result[1] < best[kind][1]:
                     best[kind] = result
@@ -187,12 +202,30 @@ async def run(rate: float, seconds: float, rounds: int) -> None:
         for kind, (p50, p99, throughput, cpu, sent, errors) in best.items()
     ]
     base, gate = best["baseline"], best["gateway"]
-    rows.append(["ratio gateway / bare", "", "", "", gate[0] / base[0], gate[1] / base[1],
-                 gate[2] / base[2], gate[3] / base[3] if base[3] else ""])
+    rows.append(
+        [
+            "ratio gateway / bare",
+            "",
+            "",
+            "",
+            gate[0] / base[0],
+            gate[1] / base[1],
+            gate[2] / base[2],
+            gate[3] / base[3] if base[3] else "",
+        ]
+    )
     report(
         "gateway: POST /api/traces vs bare append",
-        ["target", "rate (req/s)", "sent", "errors", "p50 (ms)", "p99 (ms)",
-         "throughput (req/s)", "server CPU/req (ms)"],
+        [
+            "target",
+            "rate (req/s)",
+            "sent",
+            "errors",
+            "p50 (ms)",
+            "p99 (ms)",
+            "throughput (req/s)",
+            "server CPU/req (ms)",
+        ],
         rows,
         [
             f"open-loop load over loopback, best of {rounds} alternating rounds (by p99);",

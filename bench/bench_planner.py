@@ -27,14 +27,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig, ModelsConfig, NatsConfig
 from longhaul.core.connection import Connection, connect
-from longhaul.core.ids import new_id
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.service import ServiceContext, open_context
-from longhaul.core.state import TaskState
 from longhaul.core.store import EventStore, Position, Recorded
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TaskState
 from longhaul.planner.checkpoints import checkpoint_key
 from longhaul.planner.main import run as run_planner
 from longhaul.planner.service import DURABLE
@@ -56,11 +56,16 @@ def chain(count: int, scripts: Path, *, hold: int | None = None) -> list[dict[st
             turns.insert(0, {"tool_calls": [{"name": "bash", "arguments": {"command": command}}]})
         script = scripts / f"phase-{n}-{hold}.yaml"
         script.write_text(yaml.safe_dump(turns))
-        phases.append({
-            "id": f"p{n}", "name": f"Phase {n}", "description": f"step {n}",
-            "depends_on": [f"p{n - 1}"] if n > 1 else [],
-            "tools": ["bash"] if n == hold else [], "model": f"scripted:{script}",
-        })
+        phases.append(
+            {
+                "id": f"p{n}",
+                "name": f"Phase {n}",
+                "description": f"step {n}",
+                "depends_on": [f"p{n - 1}"] if n > 1 else [],
+                "tools": ["bash"] if n == hold else [],
+                "model": f"scripted:{script}",
+            }
+        )
     return phases
 
 
@@ -96,13 +101,15 @@ async def stop_planner(ctx: ServiceContext, task: asyncio.Task[None]) -> None:
 async def create_task(store: EventStore, phases: list[dict[str, object]], workdir: Path) -> str:
     task_id = new_id("task")
     options = {"phases": phases, "working_dir": str(workdir)}
-    await store.append("task", task_id, [ev.TaskCreated(goal="bench", options=options)],
-                       expected=Position())
+    await store.append(
+        "task", task_id, [ev.TaskCreated(goal="bench", options=options)], expected=Position()
+    )
     return task_id
 
 
-async def wait_task(store: EventStore, task_id: str, done: Callable[[TaskState], bool]
-                    ) -> list[Recorded]:
+async def wait_task(
+    store: EventStore, task_id: str, done: Callable[[TaskState], bool]
+) -> list[Recorded]:
     state = TaskState()
     seen: list[Recorded] = []
     async with asyncio.timeout(120):
@@ -151,8 +158,9 @@ async def overheads(conn: Connection, store: EventStore, task_id: str) -> list[f
     ]
 
 
-async def resume_once(conn: Connection, store: EventStore, config: LonghaulConfig,
-                      workdir: Path, *, expire: bool) -> tuple[float, float, str]:
+async def resume_once(
+    conn: Connection, store: EventStore, config: LonghaulConfig, workdir: Path, *, expire: bool
+) -> tuple[float, float, str]:
     """Stop the planner while phase 7 runs; resume with a new one. Phase 7 stays open until
     the resume was answered, so the answer always comes from the stopped state."""
     release = workdir / "release"
@@ -168,8 +176,12 @@ async def resume_once(conn: Connection, store: EventStore, config: LonghaulConfi
     ctx, planner = await start_planner(config)
     try:
         task = await store.load_task(task_id)
-        [request] = await store.append("task", task_id, [ev.ResumeRequested()],
-                                       expected=Position(task.stream_seq, task.version))
+        [request] = await store.append(
+            "task",
+            task_id,
+            [ev.ResumeRequested()],
+            expected=Position(task.stream_seq, task.version),
+        )
         answered = await wait_task(store, task_id, lambda t: t.resumes_handled == 1)
         release.touch()
         finished = await wait_task(store, task_id, lambda t: t.status == "completed")
@@ -178,8 +190,11 @@ async def resume_once(conn: Connection, store: EventStore, config: LonghaulConfi
     resumed = answered[-1]
     assert isinstance(resumed.event, ev.Resumed)
     start = await stored_at(conn, request.seq)
-    return (await stored_at(conn, resumed.seq) - start,
-            await stored_at(conn, finished[-1].seq) - start, resumed.event.source)
+    return (
+        await stored_at(conn, resumed.seq) - start,
+        await stored_at(conn, finished[-1].seq) - start,
+        resumed.event.source,
+    )
 
 
 async def run(quick: bool) -> None:
@@ -191,8 +206,9 @@ async def run(quick: bool) -> None:
         conn = await connect(nats, provision_settings=ProvisionSettings())
         store = EventStore(conn)
         rtt = median(await raw_round_trips(conn, 200))
-        executor = ExecutorProcess(url, NAMESPACE, "bench",
-                                   env={"LONGHAUL_EXECUTOR__WORKING_ROOT": str(workdir)})
+        executor = ExecutorProcess(
+            url, NAMESPACE, "bench", env={"LONGHAUL_EXECUTOR__WORKING_ROOT": str(workdir)}
+        )
         async with executor:
             ctx, planner = await start_planner(config)
             samples: list[float] = []
@@ -206,8 +222,9 @@ async def run(quick: bool) -> None:
             totals: dict[str, list[float]] = {}
             for _ in range(resumes):
                 for expire in (False, True):
-                    decision, total, source = await resume_once(conn, store, config, workdir,
-                                                                expire=expire)
+                    decision, total, source = await resume_once(
+                        conn, store, config, workdir, expire=expire
+                    )
                     decisions.setdefault(source, []).append(decision)
                     totals.setdefault(source, []).append(total)
         await conn.close()
@@ -215,22 +232,41 @@ async def run(quick: bool) -> None:
     ms = 1000
     rows: list[list[object]] = [
         ["raw JetStream round trip (baseline)", 200, rtt * ms, rtt * ms, 1.0],
-        ["scheduling overhead per phase", len(samples), median(samples) * ms,
-         percentile(samples, 95) * ms, median(samples) / rtt],
+        [
+            "scheduling overhead per phase",
+            len(samples),
+            median(samples) * ms,
+            percentile(samples, 95) * ms,
+            median(samples) / rtt,
+        ],
     ]
     for source in decisions:
-        rows.append([f"resume → resumed ({source})", len(decisions[source]),
-                     median(decisions[source]) * ms, max(decisions[source]) * ms,
-                     median(decisions[source]) / rtt])
-        rows.append([f"resume → task completed, phases 7-10 ({source})", len(totals[source]),
-                     median(totals[source]) * ms, max(totals[source]) * ms,
-                     median(totals[source]) / rtt])
+        rows.append(
+            [
+                f"resume → resumed ({source})",
+                len(decisions[source]),
+                median(decisions[source]) * ms,
+                max(decisions[source]) * ms,
+                median(decisions[source]) / rtt,
+            ]
+        )
+        rows.append(
+            [
+                f"resume → task completed, phases 7-10 ({source})",
+                len(totals[source]),
+                median(totals[source]) * ms,
+                max(totals[source]) * ms,
+                median(totals[source]) / rtt,
+            ]
+        )
     report(
         "planner: scheduling overhead and resume",
         ["measure", "n", "median ms", "p95/max ms", "x raw round trip"],
         rows,
-        [f"{length}-phase chains run by an executor process, zero-latency scripted model; "
-         "resume: 10-phase chain stopped at phase 7"],
+        [
+            f"{length}-phase chains run by an executor process, zero-latency scripted model; "
+            "resume: 10-phase chain stopped at phase 7"
+        ],
     )
 
 

@@ -11,13 +11,13 @@ import asyncio
 import time
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
-from longhaul.core.ids import new_id
 from longhaul.core.provision import ProvisionSettings
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
 
 from bench.common import percentile, private_nats, report
 

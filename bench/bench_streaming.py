@@ -35,7 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
-from longhaul.core.config import ModelsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.llm import ModelRegistry, ModelRequest, StreamEnd
 
 from bench import streaming_e2e
@@ -93,8 +93,12 @@ class ServerProcess:
 
     async def __aenter__(self) -> ServerProcess:
         self._process = await asyncio.create_subprocess_exec(
-            sys.executable, SCRIPT, "--serve", str(self.deltas),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            sys.executable,
+            SCRIPT,
+            "--serve",
+            str(self.deltas),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
         )
         self.base_url = (await self._line()).removeprefix("URL ")
         return self
@@ -121,8 +125,12 @@ class ServerProcess:
 
 async def bare_read(client: httpx.AsyncClient, model: str, parse: bool) -> float:
     """Read the stream with plain httpx; returns the time ``[DONE]`` was read."""
-    body = {"model": model, "messages": [{"role": "user", "content": "go"}], "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     async with client.stream("POST", "chat/completions", json=body) as response:
         async for line in response.aiter_lines():
             if line == "data: [DONE]":
@@ -148,12 +156,12 @@ async def measure(deltas: int, rounds: int, e2e_rounds: int) -> None:
         config.providers["openai"].base_url = server.base_url
         await provider_tables(server, config, deltas, rounds)
         with private_nats() as url:
-            await streaming_e2e.measure(server, url, config, e2e_rounds,
-                                        max(3, e2e_rounds // 2))
+            await streaming_e2e.measure(server, url, config, e2e_rounds, max(3, e2e_rounds // 2))
 
 
-async def provider_tables(server: ServerProcess, config: ModelsConfig, deltas: int,
-                          rounds: int) -> None:
+async def provider_tables(
+    server: ServerProcess, config: ModelsConfig, deltas: int, rounds: int
+) -> None:
     headers = {"Authorization": f"Bearer {API_KEY}"}
     times: dict[str, list[float]] = {"lines": [], "json": [], "ours": []}
     cpu_times: dict[str, list[float]] = {"lines": [], "json": [], "ours": []}
@@ -162,6 +170,7 @@ async def provider_tables(server: ServerProcess, config: ModelsConfig, deltas: i
         ModelRegistry(config, env={}) as registry,
         httpx.AsyncClient(base_url=server.base_url, headers=headers) as client,
     ):
+
         def runners(model: str) -> dict[str, Any]:
             return {
                 "lines": lambda: bare_read(client, model, parse=False),
@@ -190,17 +199,36 @@ async def provider_tables(server: ServerProcess, config: ModelsConfig, deltas: i
     wall = {name: median(values) * 1e3 for name, values in times.items()}
     report(
         "streaming: openai provider vs bare httpx",
-        ["measure", "httpx lines", "httpx + json.loads", "openai provider",
-         "ratio provider/lines"],
+        ["measure", "httpx lines", "httpx + json.loads", "openai provider", "ratio provider/lines"],
         [
-            [f"client CPU per delta (µs), {deltas} deltas", per_delta["lines"],
-             per_delta["json"], per_delta["ours"], per_delta["ours"] / per_delta["lines"]],
-            ["whole stream, wall (ms)", wall["lines"], wall["json"], wall["ours"],
-             wall["ours"] / wall["lines"]],
-            ["last event → end, p50 (ms)", median(tails["lines"]), "",
-             median(tails["ours"]), median(tails["ours"]) / median(tails["lines"])],
-            ["last event → end, p95 (ms)", percentile(tails["lines"], 95), "",
-             percentile(tails["ours"], 95), ""],
+            [
+                f"client CPU per delta (µs), {deltas} deltas",
+                per_delta["lines"],
+                per_delta["json"],
+                per_delta["ours"],
+                per_delta["ours"] / per_delta["lines"],
+            ],
+            [
+                "whole stream, wall (ms)",
+                wall["lines"],
+                wall["json"],
+                wall["ours"],
+                wall["ours"] / wall["lines"],
+            ],
+            [
+                "last event → end, p50 (ms)",
+                median(tails["lines"]),
+                "",
+                median(tails["ours"]),
+                median(tails["ours"]) / median(tails["lines"]),
+            ],
+            [
+                "last event → end, p95 (ms)",
+                percentile(tails["lines"], 95),
+                "",
+                percentile(tails["ours"], 95),
+                "",
+            ],
         ],
         [
             "provider cost per delta: "
@@ -216,8 +244,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--deltas", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--e2e-rounds", type=int, default=20,
-                        help="traces with flush_interval_ms=0 (half as many with the default)")
+    parser.add_argument(
+        "--e2e-rounds",
+        type=int,
+        default=20,
+        help="traces with flush_interval_ms=0 (half as many with the default)",
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--serve", type=int, metavar="DELTAS", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -27,7 +27,10 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 from longhaul.agent.contract import LiveUpdate
-from longhaul.core.config import (
+from longhaul.core.connection import Connection, connect
+from longhaul.core.provision import ProvisionSettings
+from longhaul.core.store import EventStore
+from longhaul.domain.config import (
     LonghaulConfig,
     ModelPrice,
     ModelsConfig,
@@ -36,10 +39,7 @@ from longhaul.core.config import (
     StoreConfig,
     StreamingConfig,
 )
-from longhaul.core.connection import Connection, connect
-from longhaul.core.ids import new_id
-from longhaul.core.provision import ProvisionSettings
-from longhaul.core.store import EventStore
+from longhaul.domain.ids import new_id
 
 from bench.common import median, percentile, report
 from tests.support.llm_fakes import FakeOpenAI, RecordedRequest, Reply
@@ -149,8 +149,12 @@ class Round:
 
 
 async def bare_round(client: httpx.AsyncClient, server: StreamServer) -> Round:
-    body = {"model": E2E_MODEL, "messages": [{"role": "user", "content": "go"}],
-            "stream": True, "stream_options": {"include_usage": True}}
+    body = {
+        "model": E2E_MODEL,
+        "messages": [{"role": "user", "content": "go"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     received: list[tuple[float, str]] = []
     end = 0.0
     async with client.stream("POST", "chat/completions", json=body) as response:
@@ -195,8 +199,9 @@ async def executor_round(conn: Connection, store: EventStore, server: StreamServ
 
     subs = [
         await conn.nc.subscribe(conn.names.live(trace_id), cb=on_live),
-        await conn.nc.subscribe(conn.names.subject("trace", trace_id, "completed"),
-                                cb=on_completed),
+        await conn.nc.subscribe(
+            conn.names.subject("trace", trace_id, "completed"), cb=on_completed
+        ),
     ]
     await conn.nc.flush()
     try:
@@ -219,21 +224,34 @@ class Variant:
     rounds: list[Round]
 
 
-async def run_variant(url: str, models: ModelsConfig, client: httpx.AsyncClient,
-                      server: StreamServer, flush_ms: int, rounds: int,
-                      bare: list[Round]) -> Variant:
+async def run_variant(
+    url: str,
+    models: ModelsConfig,
+    client: httpx.AsyncClient,
+    server: StreamServer,
+    flush_ms: int,
+    rounds: int,
+    bare: list[Round],
+) -> Variant:
     """``rounds`` traces on a fresh in-process executor with ``flush_interval_ms=flush_ms``,
     each followed by a bare read (appended to ``bare``); one warm-up pair first."""
     namespace = f"st{flush_ms}{new_id('r')[-6:].lower()}_"
     config = LonghaulConfig(
         nats=NatsConfig(url=url, namespace=namespace),
         store=StoreConfig(lease_ttl_s=30),
-        models=models.model_copy(update={"prices": {  # free, and no "no price known" warning
-            **models.prices, f"openai:{E2E_MODEL}": ModelPrice(input=0.0, output=0.0)}}),
+        models=models.model_copy(
+            update={
+                "prices": {  # free, and no "no price known" warning
+                    **models.prices,
+                    f"openai:{E2E_MODEL}": ModelPrice(input=0.0, output=0.0),
+                }
+            }
+        ),
         pipeline=PipelineConfig(streaming=StreamingConfig(flush_interval_ms=flush_ms)),
     )
-    conn = await connect(NatsConfig(url=url, namespace=namespace),
-                         provision_settings=ProvisionSettings())
+    conn = await connect(
+        NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
+    )
     store = EventStore(conn)
     variant = Variant(flush_ms, [])
     try:
@@ -248,8 +266,9 @@ async def run_variant(url: str, models: ModelsConfig, client: httpx.AsyncClient,
     return variant
 
 
-async def measure(server: StreamServer, url: str, models: ModelsConfig, rounds: int,
-                  throttled_rounds: int) -> None:
+async def measure(
+    server: StreamServer, url: str, models: ModelsConfig, rounds: int, throttled_rounds: int
+) -> None:
     provider = models.providers["openai"]
     assert provider.base_url is not None and provider.api_key is not None
     headers = {"Authorization": f"Bearer {provider.api_key.get_secret_value()}"}
@@ -257,8 +276,9 @@ async def measure(server: StreamServer, url: str, models: ModelsConfig, rounds: 
     async with httpx.AsyncClient(base_url=provider.base_url, headers=headers) as client:
         variants = [
             await run_variant(url, models, client, server, 0, rounds, bare),
-            await run_variant(url, models, client, server, DEFAULT_FLUSH_MS, throttled_rounds,
-                              bare),
+            await run_variant(
+                url, models, client, server, DEFAULT_FLUSH_MS, throttled_rounds, bare
+            ),
         ]
     every = [*bare, *(r for v in variants for r in v.rounds)]
     bad = [r for r in every if not r.merged_ok]
@@ -272,9 +292,11 @@ def _summary(rounds: list[Round]) -> dict[str, float]:
     tails = [r.tail_ms for r in rounds]
     return {
         "messages": median([len(r.received) for r in rounds]),
-        "p50": median(per_delta), "p95": percentile(per_delta, 95),
+        "p50": median(per_delta),
+        "p95": percentile(per_delta, 95),
         "newest": median(newest),
-        "tail50": median(tails), "tail95": percentile(tails, 95),
+        "tail50": median(tails),
+        "tail95": percentile(tails, 95),
     }
 
 
@@ -290,8 +312,7 @@ def report_rounds(bare: list[Round], variants: list[Variant]) -> None:
     merged = [f"yes, {len(bare)} reads", *(f"yes, {len(v.rounds)} traces" for v in variants)]
     report(
         "streaming: end to end via lh.live vs bare httpx",
-        ["measure", "bare httpx read",
-         *(f"lh.live, flush {v.flush_ms} ms" for v in variants)],
+        ["measure", "bare httpx read", *(f"lh.live, flush {v.flush_ms} ms" for v in variants)],
         [
             row(f"messages per answer ({E2E_DELTAS} deltas streamed)", "messages"),
             row("delta written → received, p50 (ms)", "p50"),

@@ -8,15 +8,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
 
+from tests.slow import is_slow
 from tests.support.nats import nats_server_url, unique_namespace
 
 if TYPE_CHECKING:
     from tests.integration.gateway.harness import RunningGateway
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests listed in ``tests/slow.py`` (``-m "not slow"`` is the inner loop)."""
+    for item in items:
+        if is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

@@ -7,9 +7,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from longhaul.core import events as ev
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 
 from tests.integration.executor.checks import (
     assert_never_concurrent,

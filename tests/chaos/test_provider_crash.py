@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from longhaul.core import events as ev
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
 
 from tests.support.llm_fakes import Call, FakeOpenAI, Reply
 from tests.support.stack import ExecutorProcess, create_trace, wait_for_trace
@@ -40,8 +40,9 @@ def pairing_problems(messages: list[dict[str, Any]]) -> list[str]:
             if message.get("tool_call_id") in pending:
                 pending.remove(message["tool_call_id"])
             else:
-                problems.append(f"[{position}] tool result {message.get('tool_call_id')} "
-                                "answers no open call")
+                problems.append(
+                    f"[{position}] tool result {message.get('tool_call_id')} answers no open call"
+                )
             continue
         if pending:
             problems.append(f"[{position}] {role} message before the results of {pending}")
@@ -87,21 +88,25 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
     work = tmp_path / "work"
     work.mkdir()
     answer = "recovered after the crash"
-    script = [Reply(text="Running the long job.", tool_calls=[Call("bash", {"command": PARK})],
-                    chunk=5),
-              Reply(text=answer)]
+    script = [
+        Reply(text="Running the long job.", tool_calls=[Call("bash", {"command": PARK})], chunk=5),
+        Reply(text=answer),
+    ]
     async with FakeOpenAI(script=script) as fake:
-        env = {"OPENAI_BASE_URL": fake.base_url, "OPENAI_API_KEY": fake.api_key,
-               "LONGHAUL_EXECUTOR__WORKING_ROOT": str(work)}
+        env = {
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": fake.api_key,
+            "LONGHAUL_EXECUTOR__WORKING_ROOT": str(work),
+        }
         victim = ExecutorProcess(nats_url, namespace, "exec-victim", env=env, log_dir=tmp_path)
-        survivor = ExecutorProcess(nats_url, namespace, "exec-survivor", env=env,
-                                   log_dir=tmp_path)
+        survivor = ExecutorProcess(nats_url, namespace, "exec-survivor", env=env, log_dir=tmp_path)
         with fifo_gate(work / "release.fifo"):
             async with fifo_lines(work / "started.fifo") as started:
                 try:
                     await victim.start()
-                    trace_id = await create_trace(store, "run the long job",
-                                                  model="openai:fake-model")
+                    trace_id = await create_trace(
+                        store, "run the long job", model="openai:fake-model"
+                    )
                     async with asyncio.timeout(WITHIN_S):
                         assert await started.readline() == b"started\n"
                     in_flight = await store.load_trace(trace_id)

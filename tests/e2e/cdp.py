@@ -17,8 +17,13 @@ from typing import Any
 import websockets
 
 LAUNCH_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
     "--remote-debugging-port=0",
 ]
 START_DEADLINE_S = 30.0
@@ -55,8 +60,9 @@ class Browser:
             elif "method" in message:
                 self.events.append(message)
 
-    async def send(self, method: str, params: dict[str, Any] | None = None,
-                   session: str | None = None) -> dict[str, Any]:
+    async def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         call_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
@@ -135,8 +141,12 @@ class Page:
 @contextlib.asynccontextmanager
 async def chromium(binary: str, user_data_dir: Path) -> AsyncIterator[Browser]:
     process = await asyncio.create_subprocess_exec(
-        binary, *LAUNCH_FLAGS, f"--user-data-dir={user_data_dir}", "about:blank",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        binary,
+        *LAUNCH_FLAGS,
+        f"--user-data-dir={user_data_dir}",
+        "about:blank",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )
     assert process.stderr is not None

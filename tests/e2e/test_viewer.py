@@ -30,15 +30,20 @@ async def test_viewer_page_is_static_and_safe(stack: RunningGateway) -> None:
     assert "innerHTML" not in script.text  # everything is rendered with textContent
 
 
-async def test_viewer_lists_shows_and_follows_live(
-    stack: RunningGateway, tmp_path: Path
-) -> None:
+async def test_viewer_lists_shows_and_follows_live(stack: RunningGateway, tmp_path: Path) -> None:
     assert CHROMIUM is not None
     async with stack.client() as http:
-        done = (await http.post("/api/traces", json={
-            "messages": [{"role": "user", "content": "find the files"}],
-            "model": "scripted:auto", "tools": ["glob"], "name": "earlier run",
-        })).json()["trace_id"]
+        done = (
+            await http.post(
+                "/api/traces",
+                json={
+                    "messages": [{"role": "user", "content": "find the files"}],
+                    "model": "scripted:auto",
+                    "tools": ["glob"],
+                    "name": "earlier run",
+                },
+            )
+        ).json()["trace_id"]
         async with http.stream("GET", f"/api/traces/{done}/events") as events:
             async for line in events.aiter_lines():
                 if line == "event: completed":

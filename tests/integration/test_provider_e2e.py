@@ -17,11 +17,11 @@ from typing import Any
 
 import msgspec
 from longhaul.agent.contract import LiveUpdate
-from longhaul.core.config import ModelPrice, ModelsConfig
 from longhaul.core.connection import Connection
-from longhaul.core.ids import new_id
-from longhaul.core.state import Message, TraceState
 from longhaul.core.store import EventStore
+from longhaul.domain.config import ModelPrice, ModelsConfig
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import Message, TraceState
 from nats.aio.msg import Msg
 
 from tests.support.llm_fakes import (
@@ -72,7 +72,7 @@ def refused(requests: list[RecordedRequest]) -> list[Any]:
 async def test_openai_tool_call_streamed_in_fragments_runs_and_the_answer_comes_back(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
-    content = "line one of the notes\nline two, with \"quotes\" and a tab\t.\n"
+    content = 'line one of the notes\nline two, with "quotes" and a tab\t.\n'
     arguments = {"path": "notes/out.txt", "content": content}
     answer = "I wrote notes/out.txt for you."
     script = [
@@ -103,6 +103,8 @@ async def test_openai_tool_call_streamed_in_fragments_runs_and_the_answer_comes_
     # the answer came back: the completed summary is the last main-path message
     assert final.content == answer and not final.tool_calls
     assert state.summary == answer
+    # how each answer ended is recorded, as the provider said it (OpenAI's own names)
+    assert (call_message.finish_reason, final.finish_reason) == ("tool_calls", "stop")
 
     # usage and cost recorded on the assistant messages, and summed into the totals
     for message in (call_message, final):
@@ -199,8 +201,7 @@ async def test_a_429_with_retry_after_is_retried_and_announced_on_the_live_subje
             FakeOpenAI(script=script) as fake,
             executor_on(nats_url, namespace, fake.models_config(), tmp_path),
         ):
-            await create_trace(store, "say something", trace_id=trace_id,
-                               model="openai:fake-model")
+            await create_trace(store, "say something", trace_id=trace_id, model="openai:fake-model")
             state = await wait_for_trace(store, trace_id, within=WITHIN_S)
             async with asyncio.timeout(5):
                 while (update := await updates.get()).kind != "retry":
@@ -218,3 +219,99 @@ async def test_a_429_with_retry_after_is_retried_and_announced_on_the_live_subje
     gap = fake.requests[1].received_at - fake.requests[0].received_at
     assert gap >= retry_after_s
     assert fake.requests[1].json["messages"] == fake.requests[0].json["messages"]
+
+
+async def test_an_answer_cut_at_the_length_limit_is_continued_and_completes_whole(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    parts = ["The plan has three steps: first, ", "read the notes; second, ", "write it up."]
+    script = [
+        Reply(text=parts[0], finish="length"),
+        Reply(text=parts[1], finish="length"),
+        Reply(text=parts[2]),
+    ]
+    async with (
+        FakeOpenAI(script=script) as fake,
+        executor_on(nats_url, namespace, fake.models_config(), tmp_path),
+    ):
+        trace_id = await create_trace(store, "plan it", model="openai:fake-model")
+        state = await wait_for_trace(store, trace_id, within=WITHIN_S)
+
+    # never taken as the final answer: asked to continue twice (the default), then whole
+    assert state.status == "completed", state.error
+    assert state.summary == "".join(parts)
+    path = main_path(state)
+    assert [(m.role, m.finish_reason) for m in path] == [
+        ("user", None),
+        ("assistant", "length"),
+        ("user", None),
+        ("assistant", "length"),
+        ("user", None),
+        ("assistant", "stop"),
+    ]
+    prompts = path[2], path[4]
+    assert all(
+        p.synthetic and "cut off at the output length limit" in str(p.content) for p in prompts
+    )
+    # the model saw its cut part followed by the request to continue
+    assert fake.rejected == [], refused(fake.rejected)
+    wire = fake.requests[1].json["messages"]
+    assert (wire[-2]["role"], wire[-2]["content"]) == ("assistant", parts[0])
+    assert wire[-1]["role"] == "user" and "Continue exactly" in str(wire[-1]["content"])
+
+
+async def test_an_answer_still_cut_after_the_continuations_fails_truncated(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    script = [Reply(text=f"part {n} ", finish="max_tokens") for n in range(4)]
+    async with (
+        FakeAnthropic(script=script) as fake,
+        executor_on(nats_url, namespace, fake.models_config(), tmp_path),
+    ):
+        trace_id = await create_trace(store, "write a saga", model="anthropic:fake-model")
+        state = await wait_for_trace(store, trace_id, within=WITHIN_S)
+
+    # Anthropic's max_tokens is recorded as length; 1 answer + 2 continuations, then failed
+    assert state.status == "failed" and state.stop_reason == "truncated", state.error
+    assert state.summary is None or "part" not in state.summary
+    cut = [m for m in main_path(state) if m.role == "assistant"]
+    assert [m.finish_reason for m in cut] == ["length"] * 3
+    assert len(fake.requests) == 3 and fake.rejected == [], refused(fake.rejected)
+
+
+async def test_a_tool_call_cut_mid_arguments_is_answered_with_an_error_never_run(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    cut = Call("write", '{"path": "out.txt", "content": "the first half of the fi')
+    script = [Reply(tool_calls=[cut], finish="length"), Reply(text="I will write less.")]
+    async with (
+        FakeOpenAI(script=script) as fake,
+        executor_on(nats_url, namespace, fake.models_config(), tmp_path),
+    ):
+        trace_id = await create_trace(store, "write out.txt", model="openai:fake-model")
+        state = await wait_for_trace(store, trace_id, within=WITHIN_S)
+
+    assert state.status == "completed", state.error
+    assert not (tmp_path / "out.txt").exists()  # never executed
+    _, call_message, result, _ = main_path(state)
+    assert call_message.finish_reason == "length"
+    assert result.error_code == "truncated" and result.synthetic
+    assert "cut off at the output length limit" in str(result.content)
+    assert fake.rejected == [], refused(fake.rejected)
+
+
+async def test_a_refusal_ends_the_run_visibly(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    script = [Reply(text="I can't help with that.", finish="refusal")]
+    async with (
+        FakeAnthropic(script=script) as fake,
+        executor_on(nats_url, namespace, fake.models_config(), tmp_path),
+    ):
+        trace_id = await create_trace(store, "do the thing", model="anthropic:fake-model")
+        state = await wait_for_trace(store, trace_id, within=WITHIN_S)
+
+    assert state.status == "failed" and state.stop_reason == "content_filter", state.status
+    assert "content filter" in (state.error or "")
+    [answer] = [m for m in main_path(state) if m.role == "assistant"]
+    assert answer.finish_reason == "content_filter" and len(fake.requests) == 1

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 from urllib.parse import parse_qs, urlsplit
 
-from longhaul.core.config import ModelsConfig, ProviderConfig
+from longhaul.domain.config import ModelsConfig, ProviderConfig
 from pydantic import SecretStr
 
 
@@ -67,6 +67,9 @@ class Reply:
     """Gemini: attached to each functionCall part (or the last text part)."""
     interval_s: float = 0.0
     """Pause before each streamed event, to pace output like a model generating tokens."""
+    finish: str | None = None
+    """The wire's own ending instead of the natural one (OpenAI ``finish_reason``, Anthropic
+    ``stop_reason``, Gemini ``finishReason``), e.g. ``length`` / ``max_tokens`` / ``MAX_TOKENS``."""
 
 
 @dataclass
@@ -123,8 +126,7 @@ def _stable_suffix(*seed: object, length: int = 24) -> str:
 class _Response:
     """Minimal HTTP/1.1 response writer: JSON bodies, chunked SSE streams, abrupt aborts."""
 
-    def __init__(self, writer: asyncio.StreamWriter,
-                 on_last_byte: Callable[[float], None]) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, on_last_byte: Callable[[float], None]) -> None:
         self._writer = writer
         self._on_last_byte = on_last_byte
         self.aborted = False
@@ -138,16 +140,22 @@ class _Response:
 
     async def json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
         payload = json.dumps(body).encode()
-        head = {"content-type": "application/json", "content-length": str(len(payload)),
-                **(headers or {})}
+        head = {
+            "content-type": "application/json",
+            "content-length": str(len(payload)),
+            **(headers or {}),
+        }
         stamp = time.perf_counter()
         self._writer.write(self._head(status, head) + payload)
         await self._writer.drain()
         self._on_last_byte(stamp)
 
     async def start_stream(self) -> None:
-        head = {"content-type": "text/event-stream", "cache-control": "no-cache",
-                "transfer-encoding": "chunked"}
+        head = {
+            "content-type": "text/event-stream",
+            "cache-control": "no-cache",
+            "transfer-encoding": "chunked",
+        }
         self._writer.write(self._head(200, head))
 
     async def send(self, text: str) -> None:
@@ -173,10 +181,19 @@ class _Response:
         self._writer.transport.abort()
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
-            404: "Not Found", 408: "Request Timeout", 429: "Too Many Requests",
-            500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
-            529: "Overloaded"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    529: "Overloaded",
+}
 
 
 class FakeServer:
@@ -220,8 +237,7 @@ class FakeServer:
         settings.setdefault("retry_max_delay_s", 0.01)
         if name and name != self.provider:
             settings.setdefault("kind", self.provider)
-        config = ProviderConfig(base_url=self.base_url, api_key=SecretStr(self.api_key),
-                                **settings)
+        config = ProviderConfig(base_url=self.base_url, api_key=SecretStr(self.api_key), **settings)
         return ModelsConfig(default=f"{provider}:fake-model", providers={provider: config})
 
     async def __aenter__(self) -> Self:
@@ -236,8 +252,7 @@ class FakeServer:
             writer.close()
         await self._server.wait_closed()
 
-    async def _connection(self, reader: asyncio.StreamReader,
-                          writer: asyncio.StreamWriter) -> None:
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self._writers.add(writer)
         try:
@@ -323,9 +338,14 @@ class FakeServer:
 
 # -- OpenAI ------------------------------------------------------------------------------
 
-_OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
-                       404: "invalid_request_error", 429: "rate_limit_exceeded",
-                       500: "server_error", 503: "server_error"}
+_OPENAI_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+    500: "server_error",
+    503: "server_error",
+}
 
 
 class FakeOpenAI(FakeServer):
@@ -334,13 +354,21 @@ class FakeOpenAI(FakeServer):
     provider = "openai"
     base_path = "/v1"
 
-    def error_body(self, status: int, message: str, param: str | None = None,
-                   code: str | None = None) -> dict[str, Any]:
-        return {"error": {"message": message, "type": _OPENAI_ERROR_TYPES.get(status, "error"),
-                          "param": param, "code": code}}
+    def error_body(
+        self, status: int, message: str, param: str | None = None, code: str | None = None
+    ) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": message,
+                "type": _OPENAI_ERROR_TYPES.get(status, "error"),
+                "param": param,
+                "code": code,
+            }
+        }
 
-    def _reject(self, message: str, param: str | None = None, code: str | None = None,
-                status: int = 400) -> _Rejected:
+    def _reject(
+        self, message: str, param: str | None = None, code: str | None = None, status: int = 400
+    ) -> _Rejected:
         return _Rejected(status, self.error_body(status, message, param, code))
 
     def validate(self, request: RecordedRequest) -> None:
@@ -368,8 +396,9 @@ class FakeOpenAI(FakeServer):
                 continue
             if expected:
                 raise self._unanswered(expected)
-            for n, call in enumerate(message.get("tool_calls") or () if role == "assistant"
-                                     else ()):
+            for n, call in enumerate(
+                message.get("tool_calls") or () if role == "assistant" else ()
+            ):
                 if len(call["id"]) > 40:
                     raise self._reject(
                         f"Invalid 'messages[{position}].tool_calls[{n}].id': string too long. "
@@ -394,8 +423,10 @@ class FakeOpenAI(FakeServer):
         return bool(request.json.get("stream"))
 
     def _ids(self, reply: Reply) -> list[str]:
-        return [call.id or f"call_{_stable_suffix(len(self.requests), n)}"
-                for n, call in enumerate(reply.tool_calls)]
+        return [
+            call.id or f"call_{_stable_suffix(len(self.requests), n)}"
+            for n, call in enumerate(reply.tool_calls)
+        ]
 
     def _usage(self, reply: Reply) -> dict[str, Any]:
         return {
@@ -409,13 +440,21 @@ class FakeOpenAI(FakeServer):
     async def stream_reply(self, reply: Reply, request: RecordedRequest, out: _Response) -> None:
         body = request.json
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        base = {"id": f"chatcmpl-{_stable_suffix(len(self.requests))}",
-                "object": "chat.completion.chunk", "created": 1_700_000_000,
-                "model": body["model"], "system_fingerprint": "fp_fake"}
+        base = {
+            "id": f"chatcmpl-{_stable_suffix(len(self.requests))}",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": body["model"],
+            "system_fingerprint": "fp_fake",
+        }
 
         async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
-            data = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                         "finish_reason": finish}]}
+            data = {
+                **base,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            }
             if with_usage:
                 data["usage"] = None
             await out.event(data)
@@ -423,37 +462,60 @@ class FakeOpenAI(FakeServer):
         await chunk({"role": "assistant", "content": "", "refusal": None})
         for piece in _pieces(reply.text, reply.chunk):
             await chunk({"content": piece})
-        for n, (call, call_id) in enumerate(zip(reply.tool_calls, self._ids(reply),
-                                                strict=True)):
+        for n, (call, call_id) in enumerate(zip(reply.tool_calls, self._ids(reply), strict=True)):
             index = 0 if reply.reuse_index_zero else n
-            await chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                         "function": {"name": call.name, "arguments": ""}}]})
+            await chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ]
+                }
+            )
             for piece in _pieces(call.arguments_text, reply.chunk):
                 await chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-        await chunk({}, "tool_calls" if reply.tool_calls else "stop")
+        await chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop"))
         if with_usage and reply.usage:
             await out.event({**base, "choices": [], "usage": self._usage(reply)})
         await out.event("[DONE]")
 
     async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:
-        base = {"id": "chatcmpl-break", "object": "chat.completion.chunk",
-                "created": 1_700_000_000, "model": request.json["model"]}
+        base = {
+            "id": "chatcmpl-break",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": request.json["model"],
+        }
         for piece in _pieces(step.text, 4):
-            await out.event({**base, "choices": [{"index": 0, "delta": {"content": piece},
-                                                  "finish_reason": None}]})
+            await out.event(
+                {
+                    **base,
+                    "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
+                }
+            )
         if step.mode == "drop":
             out.abort()
             return
-        await out.event(self.error_body(500, "The server had an error while processing your "
-                                             "request. Sorry about that!"))
+        await out.event(
+            self.error_body(
+                500, "The server had an error while processing your request. Sorry about that!"
+            )
+        )
         await out.end()
 
     def full_reply(self, reply: Reply, request: RecordedRequest) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": call_id, "type": "function",
-                 "function": {"name": call.name, "arguments": call.arguments_text}}
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_text},
+                }
                 for call, call_id in zip(reply.tool_calls, self._ids(reply), strict=True)
             ]
         return {
@@ -461,18 +523,30 @@ class FakeOpenAI(FakeServer):
             "object": "chat.completion",
             "created": 1_700_000_000,
             "model": request.json["model"],
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": reply.finish or ("tool_calls" if reply.tool_calls else "stop"),
+                }
+            ],
             "usage": self._usage(reply),
         }
 
 
 # -- Anthropic ---------------------------------------------------------------------------
 
-_ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error",
-                          403: "permission_error", 404: "not_found_error",
-                          413: "request_too_large", 429: "rate_limit_error", 500: "api_error",
-                          529: "overloaded_error"}
+_ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 _ANTHROPIC_ID = "^[a-zA-Z0-9_-]+$"
 
 
@@ -482,14 +556,17 @@ class FakeAnthropic(FakeServer):
 
     provider = "anthropic"
 
-    def __init__(self, script: Sequence[Step] = (), *, require_cached_system: bool = False,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, script: Sequence[Step] = (), *, require_cached_system: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(script, **kwargs)
         self.require_cached_system = require_cached_system
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
-        return {"type": "error", "error": {"type": _ANTHROPIC_ERROR_TYPES.get(
-            status, "api_error"), "message": message}}
+        return {
+            "type": "error",
+            "error": {"type": _ANTHROPIC_ERROR_TYPES.get(status, "api_error"), "message": message},
+        }
 
     def _reject(self, message: str, status: int = 400) -> _Rejected:
         return _Rejected(status, self.error_body(status, message))
@@ -506,20 +583,26 @@ class FakeAnthropic(FakeServer):
             raise self._reject("max_tokens: Field required")
         system = body.get("system") or []
         cached = [block for block in system if "cache_control" in block]
-        cached += [block for message in body.get("messages", [])
-                   for block in message["content"] if isinstance(block, dict)
-                   and "cache_control" in block]
+        cached += [
+            block
+            for message in body.get("messages", [])
+            for block in message["content"]
+            if isinstance(block, dict) and "cache_control" in block
+        ]
         if len(cached) > 4:
-            raise self._reject("A maximum of 4 blocks with cache_control may be provided. "
-                               f"Found {len(cached)}.")
+            raise self._reject(
+                f"A maximum of 4 blocks with cache_control may be provided. Found {len(cached)}."
+            )
         for n, block in enumerate(system):
             if not block.get("text"):
                 raise self._reject(f"system.{n}: text content blocks must be non-empty")
         if self.require_cached_system:
             marks = [block.get("cache_control") for block in system]
             if not marks or marks[0] != {"type": "ephemeral"} or any(marks[1:]):
-                raise self._reject("fake: expected cache_control {'type': 'ephemeral'} on the "
-                                   f"first (stable) system block only, got {marks}")
+                raise self._reject(
+                    "fake: expected cache_control {'type': 'ephemeral'} on the "
+                    f"first (stable) system block only, got {marks}"
+                )
         self._validate_messages(body.get("messages") or [])
 
     def _validate_messages(self, messages: list[dict[str, Any]]) -> None:
@@ -529,19 +612,25 @@ class FakeAnthropic(FakeServer):
             if position and message["role"] == messages[position - 1]["role"]:
                 raise self._reject(
                     'messages: roles must alternate between "user" and "assistant", but found '
-                    f'multiple "{message["role"]}" roles in a row')
+                    f'multiple "{message["role"]}" roles in a row'
+                )
             content = message["content"]
             blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
             if not blocks:
-                raise self._reject(f"messages.{position}: all messages must have non-empty "
-                                   "content except for the optional final assistant message")
+                raise self._reject(
+                    f"messages.{position}: all messages must have non-empty "
+                    "content except for the optional final assistant message"
+                )
             for n, block in enumerate(blocks):
                 if block["type"] == "text" and not block.get("text"):
-                    raise self._reject(f"messages.{position}.content.{n}: text content blocks "
-                                       "must be non-empty")
+                    raise self._reject(
+                        f"messages.{position}.content.{n}: text content blocks must be non-empty"
+                    )
                 if block["type"] == "tool_use" and not _matches(block.get("id", "")):
-                    raise self._reject(f"messages.{position}.content.{n}.tool_use.id: String "
-                                       f"should match pattern '{_ANTHROPIC_ID}'")
+                    raise self._reject(
+                        f"messages.{position}.content.{n}.tool_use.id: String "
+                        f"should match pattern '{_ANTHROPIC_ID}'"
+                    )
             uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
             following = messages[position + 1]["content"] if position + 1 < len(messages) else []
             leading: list[str] = []
@@ -554,13 +643,15 @@ class FakeAnthropic(FakeServer):
                 raise self._reject(
                     f"messages.{position + 1}: `tool_use` ids were found without `tool_result` "
                     f"blocks immediately after: {', '.join(missing)}. Each `tool_use` block "
-                    "must have a corresponding `tool_result` block in the next message.")
+                    "must have a corresponding `tool_result` block in the next message."
+                )
             unexpected = [call_id for call_id in leading if call_id not in uses]
             if unexpected:
                 raise self._reject(
                     f"messages.{position + 1}.content.0: unexpected `tool_use_id` found in "
                     f"`tool_result` blocks: {unexpected[0]}. Each `tool_result` block must "
-                    "have a corresponding `tool_use` block in the previous message.")
+                    "have a corresponding `tool_use` block in the previous message."
+                )
 
     def is_streaming(self, request: RecordedRequest) -> bool:
         return bool(request.json.get("stream"))
@@ -568,85 +659,139 @@ class FakeAnthropic(FakeServer):
     def _blocks(self, reply: Reply) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = []
         if reply.thinking is not None:
-            blocks.append({"type": "thinking", "thinking": reply.thinking,
-                           "signature": f"sig-{_stable_suffix(reply.thinking)}"})
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": reply.thinking,
+                    "signature": f"sig-{_stable_suffix(reply.thinking)}",
+                }
+            )
         if reply.text:
             blocks.append({"type": "text", "text": reply.text})
-        blocks += [{"type": "tool_use",
-                    "id": call.id or f"toolu_01{_stable_suffix(len(self.requests), n, length=22)}",
-                    "name": call.name, "input": call.arguments}
-                   for n, call in enumerate(reply.tool_calls)]
+        blocks += [
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_01{_stable_suffix(len(self.requests), n, length=22)}",
+                "name": call.name,
+                "input": call.arguments,
+            }
+            for n, call in enumerate(reply.tool_calls)
+        ]
         return blocks
 
     def _usage(self, reply: Reply, output_tokens: int) -> dict[str, Any]:
         fresh = reply.prompt_tokens - reply.cached_tokens - reply.cache_write_tokens
-        return {"input_tokens": fresh, "cache_creation_input_tokens": reply.cache_write_tokens,
-                "cache_read_input_tokens": reply.cached_tokens, "output_tokens": output_tokens}
+        return {
+            "input_tokens": fresh,
+            "cache_creation_input_tokens": reply.cache_write_tokens,
+            "cache_read_input_tokens": reply.cached_tokens,
+            "output_tokens": output_tokens,
+        }
 
-    def _message(self, reply: Reply, request: RecordedRequest,
-                 content: list[dict[str, Any]]) -> dict[str, Any]:
-        message = {"id": f"msg_01{_stable_suffix(len(self.requests), length=22)}",
-                   "type": "message", "role": "assistant", "model": request.json["model"],
-                   "content": content, "stop_reason": None, "stop_sequence": None}
+    def _message(
+        self, reply: Reply, request: RecordedRequest, content: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        message = {
+            "id": f"msg_01{_stable_suffix(len(self.requests), length=22)}",
+            "type": "message",
+            "role": "assistant",
+            "model": request.json["model"],
+            "content": content,
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
         if reply.usage:
             message["usage"] = self._usage(reply, 1)
         return message
 
     async def stream_reply(self, reply: Reply, request: RecordedRequest, out: _Response) -> None:
-        await out.event({"type": "message_start",
-                         "message": self._message(reply, request, [])}, "message_start")
+        await out.event(
+            {"type": "message_start", "message": self._message(reply, request, [])}, "message_start"
+        )
         await out.event({"type": "ping"}, "ping")
-        empty: dict[str, dict[str, Any]] = {"thinking": {"thinking": "", "signature": ""},
-                                            "text": {"text": ""}, "tool_use": {"input": {}}}
+        empty: dict[str, dict[str, Any]] = {
+            "thinking": {"thinking": "", "signature": ""},
+            "text": {"text": ""},
+            "tool_use": {"input": {}},
+        }
         for index, block in enumerate(self._blocks(reply)):
             start = {**block, **empty[block["type"]]}
-            await out.event({"type": "content_block_start", "index": index,
-                             "content_block": start}, "content_block_start")
+            await out.event(
+                {"type": "content_block_start", "index": index, "content_block": start},
+                "content_block_start",
+            )
             deltas: list[dict[str, Any]]
             if block["type"] == "thinking":
-                deltas = [{"type": "thinking_delta", "thinking": piece}
-                          for piece in _pieces(block["thinking"], reply.chunk)]
+                deltas = [
+                    {"type": "thinking_delta", "thinking": piece}
+                    for piece in _pieces(block["thinking"], reply.chunk)
+                ]
                 deltas.append({"type": "signature_delta", "signature": block["signature"]})
             elif block["type"] == "text":
-                deltas = [{"type": "text_delta", "text": piece}
-                          for piece in _pieces(block["text"], reply.chunk)]
+                deltas = [
+                    {"type": "text_delta", "text": piece}
+                    for piece in _pieces(block["text"], reply.chunk)
+                ]
             else:
-                arguments = json.dumps(block["input"]) if isinstance(block["input"], dict) \
+                arguments = (
+                    json.dumps(block["input"])
+                    if isinstance(block["input"], dict)
                     else block["input"]
-                deltas = [{"type": "input_json_delta", "partial_json": piece}
-                          for piece in ["", *_pieces(arguments, reply.chunk)]]
+                )
+                deltas = [
+                    {"type": "input_json_delta", "partial_json": piece}
+                    for piece in ["", *_pieces(arguments, reply.chunk)]
+                ]
             for piece in deltas:
-                await out.event({"type": "content_block_delta", "index": index, "delta": piece},
-                                "content_block_delta")
-            await out.event({"type": "content_block_stop", "index": index},
-                            "content_block_stop")
-        stop = "tool_use" if reply.tool_calls else "end_turn"
-        ending: dict[str, Any] = {"type": "message_delta",
-                                  "delta": {"stop_reason": stop, "stop_sequence": None}}
+                await out.event(
+                    {"type": "content_block_delta", "index": index, "delta": piece},
+                    "content_block_delta",
+                )
+            await out.event({"type": "content_block_stop", "index": index}, "content_block_stop")
+        stop = reply.finish or ("tool_use" if reply.tool_calls else "end_turn")
+        ending: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop, "stop_sequence": None},
+        }
         if reply.usage:
             ending["usage"] = {"output_tokens": reply.completion_tokens}
         await out.event(ending, "message_delta")
         await out.event({"type": "message_stop"}, "message_stop")
 
     async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:
-        await out.event({"type": "message_start", "message": self._message(
-            Reply(), request, [])}, "message_start")
-        await out.event({"type": "content_block_start", "index": 0,
-                         "content_block": {"type": "text", "text": ""}}, "content_block_start")
+        await out.event(
+            {"type": "message_start", "message": self._message(Reply(), request, [])},
+            "message_start",
+        )
+        await out.event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            "content_block_start",
+        )
         for piece in _pieces(step.text, 4):
-            await out.event({"type": "content_block_delta", "index": 0,
-                             "delta": {"type": "text_delta", "text": piece}},
-                            "content_block_delta")
+            await out.event(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": piece},
+                },
+                "content_block_delta",
+            )
         if step.mode == "drop":
             out.abort()
             return
-        await out.event({"type": "error", "error": {"type": "overloaded_error",
-                                                    "message": "Overloaded"}}, "error")
+        await out.event(
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            "error",
+        )
         await out.end()
 
     def full_reply(self, reply: Reply, request: RecordedRequest) -> dict[str, Any]:
         message = self._message(reply, request, self._blocks(reply))
-        message["stop_reason"] = "tool_use" if reply.tool_calls else "end_turn"
+        message["stop_reason"] = reply.finish or ("tool_use" if reply.tool_calls else "end_turn")
         if reply.usage:
             message["usage"] = self._usage(reply, reply.completion_tokens)
         return message
@@ -658,8 +803,14 @@ def _matches(call_id: str) -> bool:
 
 # -- Gemini ------------------------------------------------------------------------------
 
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                  429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
 
 
 class FakeGemini(FakeServer):
@@ -675,8 +826,13 @@ class FakeGemini(FakeServer):
         self.issued_signatures: dict[str, str] = {}
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
-        return {"error": {"code": status, "message": message,
-                          "status": _GEMINI_STATUS.get(status, "UNKNOWN")}}
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": _GEMINI_STATUS.get(status, "UNKNOWN"),
+            }
+        }
 
     def _reject(self, message: str, status: int = 400) -> _Rejected:
         return _Rejected(status, self.error_body(status, message))
@@ -686,7 +842,9 @@ class FakeGemini(FakeServer):
             raise self._reject("API key not valid. Please pass a valid API key.")
         action = request.path.rpartition(":")[2]
         if not request.path.startswith("/v1beta/models/") or action not in (
-                "streamGenerateContent", "generateContent"):
+            "streamGenerateContent",
+            "generateContent",
+        ):
             raise self._reject(f"Method not found: {request.path}", status=404)
         contents = request.json.get("contents") or []
         if not contents:
@@ -695,17 +853,22 @@ class FakeGemini(FakeServer):
         for position, content in enumerate(contents):
             parts = content.get("parts") or []
             if not parts:
-                raise self._reject(f"* GenerateContentRequest.contents[{position}].parts: "
-                                   "contents.parts must not be empty.")
+                raise self._reject(
+                    f"* GenerateContentRequest.contents[{position}].parts: "
+                    "contents.parts must not be empty."
+                )
             responses = [p["functionResponse"]["name"] for p in parts if "functionResponse" in p]
             if calls or responses:
                 if len(responses) != len(calls):
                     raise self._reject(
                         "Please ensure that the number of function response parts is equal to "
-                        "the number of function call parts of the function call turn.")
+                        "the number of function call parts of the function call turn."
+                    )
                 if responses != calls:
-                    raise self._reject("Please ensure that function response parts are in the "
-                                       f"order of the function calls: {calls} != {responses}")
+                    raise self._reject(
+                        "Please ensure that function response parts are in the "
+                        f"order of the function calls: {calls} != {responses}"
+                    )
             calls = []
             if content.get("role") == "model":
                 for n, part in enumerate(parts):
@@ -721,23 +884,27 @@ class FakeGemini(FakeServer):
                             "thought_signature may lead to degraded model performance. "
                             f"Additional data, function call `default_api:{call['name']}` , "
                             f"position {n + 1}. Please refer to https://ai.google.dev/gemini-"
-                            "api/docs/thought-signatures for more details.")
+                            "api/docs/thought-signatures for more details."
+                        )
         if calls:
-            raise self._reject("Please ensure that the number of function response parts is "
-                               "equal to the number of function call parts of the function "
-                               "call turn.")
+            raise self._reject(
+                "Please ensure that the number of function response parts is "
+                "equal to the number of function call parts of the function "
+                "call turn."
+            )
 
     def is_streaming(self, request: RecordedRequest) -> bool:
-        return request.path.endswith(":streamGenerateContent") and \
-            request.query.get("alt") == "sse"
+        return request.path.endswith(":streamGenerateContent") and request.query.get("alt") == "sse"
 
     def _model(self, request: RecordedRequest) -> str:
         return request.path.removeprefix("/v1beta/models/").rpartition(":")[0]
 
     def _usage(self, reply: Reply) -> dict[str, Any]:
-        usage = {"promptTokenCount": reply.prompt_tokens,
-                 "candidatesTokenCount": reply.completion_tokens,
-                 "totalTokenCount": reply.prompt_tokens + reply.completion_tokens}
+        usage = {
+            "promptTokenCount": reply.prompt_tokens,
+            "candidatesTokenCount": reply.completion_tokens,
+            "totalTokenCount": reply.prompt_tokens + reply.completion_tokens,
+        }
         if reply.cached_tokens:
             usage["cachedContentTokenCount"] = reply.cached_tokens
         return usage
@@ -752,13 +919,21 @@ class FakeGemini(FakeServer):
             parts.append(part)
         return parts
 
-    def _chunk(self, reply: Reply, request: RecordedRequest, parts: list[dict[str, Any]],
-               finish: str | None = None) -> dict[str, Any]:
+    def _chunk(
+        self,
+        reply: Reply,
+        request: RecordedRequest,
+        parts: list[dict[str, Any]],
+        finish: str | None = None,
+    ) -> dict[str, Any]:
         candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
         if finish:
             candidate["finishReason"] = finish
-        chunk: dict[str, Any] = {"candidates": [candidate], "modelVersion": self._model(request),
-                                 "responseId": _stable_suffix(len(self.requests))}
+        chunk: dict[str, Any] = {
+            "candidates": [candidate],
+            "modelVersion": self._model(request),
+            "responseId": _stable_suffix(len(self.requests)),
+        }
         if reply.usage:
             chunk["usageMetadata"] = self._usage(reply)
         return chunk
@@ -772,7 +947,7 @@ class FakeGemini(FakeServer):
             await out.event(self._chunk(reply, request, [part]))
         if reply.tool_calls:
             await out.event(self._chunk(reply, request, self._call_parts(reply)))
-        await out.event(self._chunk(reply, request, [{"text": ""}], "STOP"))
+        await out.event(self._chunk(reply, request, [{"text": ""}], reply.finish or "STOP"))
 
     async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:
         for piece in _pieces(step.text, 4):
@@ -780,14 +955,19 @@ class FakeGemini(FakeServer):
         if step.mode == "drop":
             out.abort()
             return
-        await out.event(self.error_body(500, "An internal error has occurred. Please retry or "
-                                             "report in https://developers.generativeai.google/"
-                                             "guide/troubleshooting"))
+        await out.event(
+            self.error_body(
+                500,
+                "An internal error has occurred. Please retry or "
+                "report in https://developers.generativeai.google/"
+                "guide/troubleshooting",
+            )
+        )
         await out.end()
 
     def full_reply(self, reply: Reply, request: RecordedRequest) -> dict[str, Any]:
         parts = ([{"text": reply.text}] if reply.text else []) + self._call_parts(reply)
-        return self._chunk(reply, request, parts, "STOP")
+        return self._chunk(reply, request, parts, reply.finish or "STOP")
 
 
 def _call_key(call: dict[str, Any]) -> str:

@@ -32,14 +32,14 @@ from typing import Any, Protocol, Self, TypeVar
 
 import msgspec
 from longhaul.agent.tools import ToolRegistry
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.connection import Connection
-from longhaul.core.events import Aggregate
-from longhaul.core.ids import new_id
 from longhaul.core.service import ServiceContext, open_context
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
+from longhaul.domain.events import Aggregate
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
 from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.types import Model
@@ -162,8 +162,13 @@ class ServiceProcess(StartStop):
         log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             self.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", self.module,
-                env=self.env, stdout=log, stderr=log, start_new_session=True,
+                sys.executable,
+                "-m",
+                self.module,
+                env=self.env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
             )
         finally:
             os.close(log)
@@ -253,8 +258,7 @@ class ExecutorProcess(ServiceProcess):
             except TimeoutError:
                 await self.kill()
                 raise RuntimeError(
-                    f"executor {self.executor_id} not ready in {ready_timeout}s:\n"
-                    f"{self.log_tail()}"
+                    f"executor {self.executor_id} not ready in {ready_timeout}s:\n{self.log_tail()}"
                 ) from None
         finally:
             await conn.close()
@@ -350,13 +354,15 @@ class InProcessExecutor(StartStop):
 
 @contextlib.asynccontextmanager
 async def executor_processes(
-    nats_url: str, namespace: str, count: int, *, env: Mapping[str, str] | None = None,
+    nats_url: str,
+    namespace: str,
+    count: int,
+    *,
+    env: Mapping[str, str] | None = None,
     prefix: str = "exec",
 ) -> AsyncIterator[list[ExecutorProcess]]:
     """``count`` executor subprocesses started together, stopped on exit."""
-    procs = [
-        ExecutorProcess(nats_url, namespace, f"{prefix}-{i}", env=env) for i in range(count)
-    ]
+    procs = [ExecutorProcess(nats_url, namespace, f"{prefix}-{i}", env=env) for i in range(count)]
     try:
         await asyncio.gather(*(p.start() for p in procs))
         yield procs
@@ -378,9 +384,11 @@ async def create_trace(
     trace_id = trace_id or new_id("t")
     messages = [ev.InputMessage(role="user", content=task)] if isinstance(task, str) else task
     await store.append(
-        "trace", trace_id,
+        "trace",
+        trace_id,
         [ev.TraceCreated(messages=messages, config=ev.TraceConfig(**config), name="test")],
-        expected=Position(), actor="test",
+        expected=Position(),
+        actor="test",
     )
     return trace_id
 
@@ -390,7 +398,10 @@ async def append_to(store: EventStore, trace_id: str, event: ev.TraceEvent) -> T
     state = await store.load_trace(trace_id)
     state.check(event)
     [recorded] = await store.append(
-        "trace", trace_id, [event], expected=Position(state.stream_seq, state.version),
+        "trace",
+        trace_id,
+        [event],
+        expected=Position(state.stream_seq, state.version),
         actor="test",
     )
     state.apply(recorded.event, recorded.seq)
@@ -437,8 +448,12 @@ async def fold_until(
 
 def _trace_reached(state: TraceState) -> str:
     summary = msgspec.json.encode(
-        {"status": state.status, "wait": state.wait_reason, "last": state.last_sequence,
-         "error": state.error}
+        {
+            "status": state.status,
+            "wait": state.wait_reason,
+            "last": state.last_sequence,
+            "error": state.error,
+        }
     ).decode()
     return f"did not reach the condition: {summary}"
 

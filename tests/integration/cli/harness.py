@@ -44,8 +44,13 @@ COMMAND_DEADLINE_S = 60.0
 
 async def longhaul(*args: str, url: str, env: dict[str, str] | None = None) -> Result:
     process = await asyncio.create_subprocess_exec(
-        LONGHAUL, "--url", url, *args, env=env or cli_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        LONGHAUL,
+        "--url",
+        url,
+        *args,
+        env=env or cli_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         async with asyncio.timeout(COMMAND_DEADLINE_S):

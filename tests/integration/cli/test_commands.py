@@ -6,7 +6,7 @@ import re
 
 import httpx
 import pytest
-from longhaul.core.config import NatsConfig
+from longhaul.domain.config import NatsConfig
 
 from tests.integration.cli.harness import cli_env, longhaul
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
@@ -79,8 +79,9 @@ async def test_reply_and_stop(stack: RunningGateway) -> None:
     replied = await longhaul("traces", "reply", trace_id, "blue", "--follow", url=stack.url)
     assert replied.code == 0, replied.output
     assert "human replied: blue" in replied.stdout and "answer" in replied.stdout
-    waiting = trace_id_in((await longhaul(
-        "run", "ask again", "--tool", "ask_human", url=stack.url)).stdout)
+    waiting = trace_id_in(
+        (await longhaul("run", "ask again", "--tool", "ask_human", url=stack.url)).stdout
+    )
     stopped = await longhaul("traces", "stop", waiting, "--follow", url=stack.url)
     assert stopped.code == 1 and "stopped" in stopped.stdout
     refused = await longhaul("traces", "reply", waiting, "late", url=stack.url)

@@ -34,7 +34,8 @@ async def test_failed_child_is_restarted_with_backoff(tmp_path: Path) -> None:
 
     supervisor = Supervisor(
         [ChildSpec("crasher", "crasher", {"PYTHONPATH": str(tmp_path)})],
-        log_dir=tmp_path / "logs", on_change=spawned,
+        log_dir=tmp_path / "logs",
+        on_change=spawned,
     )
     await supervisor.start()
     try:

@@ -18,8 +18,18 @@ STOP_DEADLINE_S = 60.0
 async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     process = await asyncio.create_subprocess_exec(
-        LONGHAUL, "up", "--port", "0", "--nats-port", "0", "--data-dir", str(data_dir),
-        "--executors", "2", env=cli_env(), stdout=asyncio.subprocess.PIPE,
+        LONGHAUL,
+        "up",
+        "--port",
+        "0",
+        "--nats-port",
+        "0",
+        "--data-dir",
+        str(data_dir),
+        "--executors",
+        "2",
+        env=cli_env(),
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     assert process.stdout is not None and process.stderr is not None
@@ -34,13 +44,18 @@ async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None
                 seen.append(line)
         banner = "".join(seen)
         assert "local development stack" in banner and "scripted:auto" in banner
+        assert "local:smollm2" in banner
         match = re.search(r"gateway:\s+(http://[\d.]+:\d+)", banner)
         assert match, banner
         url = match.group(1)
         state = json.loads((data_dir / "up.json").read_text())
         assert state["gateway"] == url and state["pid"] == process.pid
         assert set(state["children"]) == {
-            "gateway", "planner", "verifier", "executor-1", "executor-2"
+            "gateway",
+            "planner",
+            "verifier",
+            "executor-1",
+            "executor-2",
         }
         pids = [state["nats_pid"], *state["children"].values()]
         assert all(alive(pid) for pid in pids)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.index import TraceIndex
-from longhaul.core.state import TraceState
-from longhaul.core.workspace import INLINE_LIMIT, Workspace, WorkspaceConflict
+from longhaul.core.workspace import INLINE_LIMIT, WorkspaceConflict, WorkspaceStore
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 
 
 def folded(trace_id: str, seq: int, status_done: bool = False) -> TraceState:
@@ -39,7 +39,7 @@ async def test_index_empty_bucket_lists_nothing(conn: Connection) -> None:
 
 
 async def test_workspace_cas_and_offload(conn: Connection) -> None:
-    ws = Workspace(conn)
+    ws = WorkspaceStore(conn)
     rev = await ws.put("task/t1/phase/p1/output", b"small", expected_revision=0)
     with pytest.raises(WorkspaceConflict):
         await ws.put("task/t1/phase/p1/output", b"other", expected_revision=0)
@@ -58,4 +58,4 @@ async def test_workspace_cas_and_offload(conn: Connection) -> None:
 @pytest.mark.parametrize("key", ["../etc", "a/../b", "", "a b", "a.b"])
 async def test_workspace_rejects_bad_keys(conn: Connection, key: str) -> None:
     with pytest.raises(ValueError):
-        await Workspace(conn).put(key, b"x")
+        await WorkspaceStore(conn).put(key, b"x")

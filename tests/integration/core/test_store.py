@@ -7,13 +7,13 @@ import os
 
 import msgspec
 import pytest
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
-from longhaul.core.events import EventDecodeError
-from longhaul.core.ids import new_id
 from longhaul.core.provision import ProvisionSettings, provision
-from longhaul.core.state import TraceState
 from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.events import EventDecodeError
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
 
 
 def created(text: str = "hello") -> ev.TraceCreated:

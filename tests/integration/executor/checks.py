@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from longhaul.core.state import TraceState
+from longhaul.domain.state import TraceState
 
 
 def executions(log: Path) -> list[dict[str, Any]]:

@@ -14,12 +14,16 @@ def write_script(path: Path, turns: list[dict[str, Any]]) -> str:
     return f"scripted:{path}"
 
 
-def record_steps(path: Path, steps: int, log: Path, *, hold_ms: int = 0,
-                 answer: str = "all steps done") -> str:
+def record_steps(
+    path: Path, steps: int, log: Path, *, hold_ms: int = 0, answer: str = "all steps done"
+) -> str:
     """``steps`` turns each calling ``record`` once, then a final answer."""
     turns: list[dict[str, Any]] = [
-        {"tool_calls": [{"name": "record",
-                         "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}]}
+        {
+            "tool_calls": [
+                {"name": "record", "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}
+            ]
+        }
         for n in range(steps)
     ]
     turns.append({"content": answer})

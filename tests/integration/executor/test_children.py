@@ -3,9 +3,9 @@ per-parent limit, idempotent results on the parent, queued children starting as 
 
 from __future__ import annotations
 
-from longhaul.core import events as ev
-from longhaul.core.ids import new_id
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 from longhaul.executor.children import Children
 from longhaul.executor.metrics import ExecutorMetrics
 
@@ -16,10 +16,14 @@ async def spawn(store: EventStore, parent: str, count: int, mode: str = "delegat
     children = [new_id("t") for _ in range(count)]
     for n, child in enumerate(children):
         await append_to(
-            store, parent,
+            store,
+            parent,
             ev.SubtraceSpawned(
-                child_trace_id=child, tool_call_id=f"call_{n}", mode=mode,  # type: ignore[arg-type]
-                task=f"task {n}", preset="explore" if mode == "explore" else "default",
+                child_trace_id=child,
+                tool_call_id=f"call_{n}",
+                mode=mode,  # type: ignore[arg-type]
+                task=f"task {n}",
+                preset="explore" if mode == "explore" else "default",
             ),
         )
     return children
@@ -49,8 +53,9 @@ async def test_children_start_up_to_the_limit_then_as_others_finish(store: Event
     state = await store.load_trace(parent)
     assert state.subtraces[ids[0]].status == "completed"
     assert state.subtraces[ids[0]].summary == "found it"
-    finished = [e async for e in store.replay("trace", parent)
-                if isinstance(e.event, ev.SubtraceFinished)]
+    finished = [
+        e async for e in store.replay("trace", parent) if isinstance(e.event, ev.SubtraceFinished)
+    ]
     assert len(finished) == 1
     assert (await store.load_trace(ids[2])).exists  # the first queued child took the slot
     assert not (await store.load_trace(ids[3])).exists
@@ -86,9 +91,16 @@ async def test_continuing_a_finished_child_runs_it_again_with_the_new_task(
     await children.start_queued(await store.load_trace(parent))
     await finish(store, child, "first answer")
     await children.on_child_final(await store.load_trace(child))
-    await append_to(store, parent, ev.SubtraceSpawned(
-        child_trace_id=child, tool_call_id="call_9", task="follow-up", continue_from=child,
-    ))
+    await append_to(
+        store,
+        parent,
+        ev.SubtraceSpawned(
+            child_trace_id=child,
+            tool_call_id="call_9",
+            task="follow-up",
+            continue_from=child,
+        ),
+    )
     assert await children.start_queued(await store.load_trace(parent)) == [child]
     assert await children.start_queued(await store.load_trace(parent)) == []  # running again
     state = await store.load_trace(child)

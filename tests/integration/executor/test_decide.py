@@ -6,11 +6,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from longhaul.core import events as ev
-from longhaul.core.state import InvalidTransition, TraceState
+from longhaul.core.snapshots import snapshot_interval
+from longhaul.domain import events as ev
+from longhaul.domain.state import InvalidTransition, TraceState
 from longhaul.executor.decide import Action, decide
 from longhaul.executor.sink import precheck
-from longhaul.executor.upkeep import snapshot_interval
 
 
 def folded(*events: ev.TraceEvent) -> TraceState:
@@ -74,8 +74,11 @@ def test_precheck_probes_other_events_without_changing_the_state() -> None:
 
 
 def test_snapshots_come_every_n_events_then_every_eighth_of_the_log() -> None:
-    taken = [v for v in range(1, 21_001)
-             if v // snapshot_interval(200, v) != (v - 1) // snapshot_interval(200, v)]
+    taken = [
+        v
+        for v in range(1, 21_001)
+        if v // snapshot_interval(200, v) != (v - 1) // snapshot_interval(200, v)
+    ]
     assert taken[:5] == [200, 400, 600, 800, 1000]
     gaps = [b - a for a, b in itertools.pairwise(taken)]
     assert all(gap <= max(200, b // 4) for gap, b in zip(gaps, taken[1:], strict=True))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.ids import new_id
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 from longhaul.executor.poison import POISON_STOP_REASON, raw_position
 
 from tests.integration.executor.scripts import record_steps, write_script
@@ -45,9 +45,12 @@ async def test_poison_events_fail_their_trace_and_do_not_block_others(
     await store.conn.js.publish(
         store.conn.names.subject("trace", undecodable, "trace_created"), b"{not json"
     )
-    ask = write_script(tmp_path / "ask.yaml", [
-        {"tool_calls": [{"name": "ask_human", "arguments": {"question": "?"}}]},
-    ])
+    ask = write_script(
+        tmp_path / "ask.yaml",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "?"}}]},
+        ],
+    )
     healthy_model = record_steps(tmp_path / "steps.yaml", 3, tmp_path / "calls.jsonl")
     async with InProcessExecutor(nats_url, namespace, settings=SETTINGS) as ex:
         unfoldable = await create_trace(store, "ask", model=ask)
@@ -55,7 +58,9 @@ async def test_poison_events_fail_their_trace_and_do_not_block_others(
         # An event the fold refuses (no verification pending), written around the store's
         # callers, as a buggy or hostile writer could.
         await store.append(
-            "trace", unfoldable, [ev.VerificationPassed(attempt=1)],
+            "trace",
+            unfoldable,
+            [ev.VerificationPassed(attempt=1)],
             expected=Position(asked.stream_seq, asked.version),
         )
         healthy = await create_trace(store, "three steps", model=healthy_model)

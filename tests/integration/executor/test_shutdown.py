@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
+from longhaul.domain.state import TraceState
 from longhaul.executor.leases import Leases
 
 from tests.integration.executor.checks import assert_tree_intact

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.core import events as ev
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
 
 from tests.integration.executor.scripts import write_script
 from tests.support.stack import create_trace, executor_processes, wait_for_trace
@@ -20,18 +20,25 @@ async def test_a_parent_with_five_children_across_two_executors(
     tasks = [f"question {n}" for n in range(5)]
     # Turn N answers the request holding N assistant messages: children (no assistant message
     # yet) answer with turn 0; the parent starts with one assistant message, so it explores.
-    model = write_script(tmp_path / "tree.yaml", [
-        {"content": "child finding"},
-        {"tool_calls": [{"name": "agent", "arguments": {"mode": "explore", "tasks": tasks}}]},
-        {"content": "parent done"},
-    ])
+    model = write_script(
+        tmp_path / "tree.yaml",
+        [
+            {"content": "child finding"},
+            {"tool_calls": [{"name": "agent", "arguments": {"mode": "explore", "tasks": tasks}}]},
+            {"content": "parent done"},
+        ],
+    )
     env = {"LONGHAUL_PIPELINE__MAX_CONCURRENT_SUBTRACES": str(LIMIT)}
     async with executor_processes(nats_url, namespace, 2, env=env) as procs:
-        parent = await create_trace(store, [
-            ev.InputMessage(role="user", content="get ready"),
-            ev.InputMessage(role="assistant", content="ready"),
-            ev.InputMessage(role="user", content="explore five questions"),
-        ], model=model)
+        parent = await create_trace(
+            store,
+            [
+                ev.InputMessage(role="user", content="get ready"),
+                ev.InputMessage(role="assistant", content="ready"),
+                ev.InputMessage(role="user", content="explore five questions"),
+            ],
+            model=model,
+        )
         state = await wait_for_trace(store, parent, within=60)
         assert all(p.running for p in procs)
     assert state.status == "completed", state.error

@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 import nats.errors
-from longhaul.core import events as ev
-from longhaul.core.ids import new_id
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.sweeper import Sweeper
@@ -24,7 +24,8 @@ async def orphan(store: EventStore, model: str, *, age_s: float = 60.0) -> str:
     trace_id = new_id("t")
     created = ev.TraceCreated(
         messages=[ev.InputMessage(role="user", content="resume me")],
-        config=ev.TraceConfig(model=model), ts=time.time() - age_s,
+        config=ev.TraceConfig(model=model),
+        ts=time.time() - age_s,
     )
     await store.append("trace", trace_id, [created], expected=Position())
     await TraceIndex(store.conn).update(await store.load_trace(trace_id))
@@ -59,10 +60,17 @@ async def test_an_orphaned_trace_is_finished_by_the_sweeper(
     trace_id = await orphan(store, model)
     # Swallow its wake-up, as if an executor had taken it and died after acknowledging it.
     settings = ExecutorSettings(id="drain")
-    sub = await subscribe(store.conn.js, store.conn.names, consumer_config(
-        store.conn.names, settings.durable, ack_wait_s=6, max_deliver=settings.poison_attempts * 4,
-        max_ack_pending=max(1000, settings.concurrency * 64),
-    ))
+    sub = await subscribe(
+        store.conn.js,
+        store.conn.names,
+        consumer_config(
+            store.conn.names,
+            settings.durable,
+            ack_wait_s=6,
+            max_deliver=settings.poison_attempts * 4,
+            max_ack_pending=max(1000, settings.concurrency * 64),
+        ),
+    )
     try:
         for msg in await sub.fetch(10, timeout=2):
             await msg.ack()

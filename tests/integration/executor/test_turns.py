@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import msgspec
 from longhaul.agent.contract import LiveUpdate
-from longhaul.core import events as ev
-from longhaul.core.ids import new_id
 from longhaul.core.index import TraceIndex
 from longhaul.core.nats_server import free_port
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
 
 from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
@@ -58,10 +58,17 @@ async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
     answer = "a final answer long enough to arrive in several streamed chunks"
-    model = write_script(tmp_path / "live.yaml", [
-        {"tool_calls": [{"name": "record", "arguments": {"step": 0, "log": str(tmp_path / "l")}}]},
-        {"content": answer},
-    ])
+    model = write_script(
+        tmp_path / "live.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"name": "record", "arguments": {"step": 0, "log": str(tmp_path / "l")}}
+                ]
+            },
+            {"content": answer},
+        ],
+    )
     trace_id = new_id("t")
     sub = await store.conn.nc.subscribe(store.conn.names.live(trace_id))
     async with InProcessExecutor(nats_url, namespace, settings=TOOLS):
@@ -101,10 +108,13 @@ async def test_metrics_are_served_on_the_metrics_port(
 async def test_verification_waits_for_the_verifier_and_reinjects_a_failure(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
-    model = write_script(tmp_path / "verify.yaml", [
-        {"content": "answer one"},
-        {"content": "answer two"},
-    ])
+    model = write_script(
+        tmp_path / "verify.yaml",
+        [
+            {"content": "answer one"},
+            {"content": "answer two"},
+        ],
+    )
 
     def verifying(attempt: int) -> Callable[[TraceState], bool]:
         return lambda s: s.verification.pending and s.verification.attempts == attempt
@@ -128,10 +138,13 @@ async def test_a_turn_that_loses_its_lease_is_cancelled_at_once(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
     gate = f"lease-{tmp_path.name}"
-    model = write_script(tmp_path / "gate.yaml", [
-        {"tool_calls": [{"name": "gate", "arguments": {"name": gate}}]},
-        {"content": "finished by whoever holds the lease"},
-    ])
+    model = write_script(
+        tmp_path / "gate.yaml",
+        [
+            {"tool_calls": [{"name": "gate", "arguments": {"name": gate}}]},
+            {"content": "finished by whoever holds the lease"},
+        ],
+    )
     entered = tooling.ENTERED.setdefault(gate, asyncio.Event())
     async with InProcessExecutor(nats_url, namespace, settings=TOOLS) as ex:
         trace_id = await create_trace(store, "hold the line", model=model)

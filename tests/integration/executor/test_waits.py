@@ -6,9 +6,9 @@ import asyncio
 from pathlib import Path
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.executor.leases import Leases
 
 from tests.integration.executor import tooling
@@ -29,10 +29,13 @@ TOOLS = {"tool_modules": ["tests.integration.executor.tooling"]}
 async def test_a_human_wait_survives_an_executor_restart(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
-    model = write_script(tmp_path / "ask.yaml", [
-        {"tool_calls": [{"name": "ask_human", "arguments": {"question": "blue or green?"}}]},
-        {"content": "going with the answer"},
-    ])
+    model = write_script(
+        tmp_path / "ask.yaml",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "blue or green?"}}]},
+            {"content": "going with the answer"},
+        ],
+    )
     async with InProcessExecutor(nats_url, namespace, "exec-first") as first:
         trace_id = await create_trace(store, "pick a colour", model=model)
         asked = await wait_for_trace(store, trace_id, waiting)
@@ -52,11 +55,14 @@ async def test_a_stop_request_mid_turn_ends_the_trace_at_the_next_check_point(
 ) -> None:
     gate = f"stop-{tmp_path.name}"
     log = tmp_path / "calls.jsonl"
-    model = write_script(tmp_path / "gate.yaml", [
-        {"tool_calls": [{"name": "gate", "arguments": {"name": gate}}]},
-        {"tool_calls": [{"name": "record", "arguments": {"step": 1, "log": str(log)}}]},
-        {"content": "never reached"},
-    ])
+    model = write_script(
+        tmp_path / "gate.yaml",
+        [
+            {"tool_calls": [{"name": "gate", "arguments": {"name": gate}}]},
+            {"tool_calls": [{"name": "record", "arguments": {"step": 1, "log": str(log)}}]},
+            {"content": "never reached"},
+        ],
+    )
     entered = tooling.ENTERED.setdefault(gate, asyncio.Event())
     async with InProcessExecutor(nats_url, namespace, settings=TOOLS):
         trace_id = await create_trace(store, "work until stopped", model=model)
@@ -74,9 +80,12 @@ async def test_a_stop_request_mid_turn_ends_the_trace_at_the_next_check_point(
 async def test_a_stop_request_for_a_waiting_trace_is_recorded_directly(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
-    model = write_script(tmp_path / "ask.yaml", [
-        {"tool_calls": [{"name": "ask_human", "arguments": {"question": "?"}}]},
-    ])
+    model = write_script(
+        tmp_path / "ask.yaml",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "?"}}]},
+        ],
+    )
     async with InProcessExecutor(nats_url, namespace) as ex:
         trace_id = await create_trace(store, "wait for me", model=model)
         asked = await wait_for_trace(store, trace_id, waiting)
@@ -98,9 +107,13 @@ async def test_rewind_through_the_log_matches_the_pure_fold(
         first = await wait_for_trace(store, trace_id)
         cut = first.main_path()[2].sequence  # after the first tool result
         kept = first.path_to(cut)
-        await append_to(store, trace_id, ev.RunRequested(
-            after_sequence=cut, messages=[ev.InputMessage(role="user", content="again")]
-        ))
+        await append_to(
+            store,
+            trace_id,
+            ev.RunRequested(
+                after_sequence=cut, messages=[ev.InputMessage(role="user", content="again")]
+            ),
+        )
         rewound = await wait_for_trace(store, trace_id, lambda s: s.runs == 2 and s.is_final)
     assert rewound.status == "completed", rewound.error
     pure = TraceState()
@@ -111,7 +124,7 @@ async def test_rewind_through_the_log_matches_the_pure_fold(
     assert msgspec.json.encode(loaded.main_path()) == msgspec.json.encode(pure.main_path())
     assert pure.path[: len(kept)] == kept
     assert pure.messages[pure.path[len(kept)]].content == "again"
-    assert [m.role for m in pure.main_path()[len(kept):]] == (
+    assert [m.role for m in pure.main_path()[len(kept) :]] == (
         ["user"] + ["assistant", "tool"] * 2 + ["assistant"]
     )
     assert first.last_sequence < pure.path[len(kept)]  # the old branch stays in the tree
@@ -137,10 +150,13 @@ async def test_regenerate_replaces_the_final_answer_on_the_main_path(
 async def test_a_reply_that_arrives_while_a_dead_executor_holds_the_lease_is_not_lost(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
-    model = write_script(tmp_path / "ask.yaml", [
-        {"tool_calls": [{"name": "ask_human", "arguments": {"question": "blue or green?"}}]},
-        {"content": "going with the answer"},
-    ])
+    model = write_script(
+        tmp_path / "ask.yaml",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "blue or green?"}}]},
+            {"content": "going with the answer"},
+        ],
+    )
     async with InProcessExecutor(nats_url, namespace, "exec-first"):
         trace_id = await create_trace(store, "pick a colour", model=model)
         await wait_for_trace(store, trace_id, waiting)

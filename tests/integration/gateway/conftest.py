@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 from tests.support.nats import unique_namespace

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from longhaul.core import events as ev
-from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.gateway.app import create_app
 from longhaul.gateway.main import GatewayServer, build_server
 from longhaul.gateway.runtime import Runtime, runtime_of
@@ -78,7 +78,10 @@ async def append_as_executor(store: EventStore, trace_id: str, *events: ev.Trace
     be exercised without one; returns the stream sequence of the last event."""
     state = await store.load_trace(trace_id)
     recorded = await store.append(
-        "trace", trace_id, list(events), expected=Position(state.stream_seq, state.version),
+        "trace",
+        trace_id,
+        list(events),
+        expected=Position(state.stream_seq, state.version),
         actor="executor:test",
     )
     return recorded[-1].seq
@@ -86,8 +89,10 @@ async def append_as_executor(store: EventStore, trace_id: str, *events: ev.Trace
 
 def assistant(sequence: int, text: str, parent: int | None = None) -> ev.MessageAppended:
     return ev.MessageAppended(
-        sequence=sequence, parent_sequence=sequence - 1 if parent is None else parent,
-        role="assistant", content=text,
+        sequence=sequence,
+        parent_sequence=sequence - 1 if parent is None else parent,
+        role="assistant",
+        content=text,
     )
 
 

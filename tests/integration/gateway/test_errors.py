@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
 
 from tests.integration.gateway.harness import (
     RunningGateway,
@@ -91,7 +91,8 @@ async def test_text_json_cannot_carry_is_422(
 async def test_curl_form_encoded_json_is_accepted(shared_client: httpx.AsyncClient) -> None:
     """``curl -d '{…}'`` without -H sends application/x-www-form-urlencoded."""
     response = await shared_client.post(
-        "/api/traces", content=b'{"messages": [{"role": "user", "content": "hi"}]}',
+        "/api/traces",
+        content=b'{"messages": [{"role": "user", "content": "hi"}]}',
         headers={"Content-Type": "application/x-www-form-urlencoded"},
     )
     assert response.status_code == 202
@@ -129,10 +130,16 @@ async def test_unknown_route_and_method(shared_client: httpx.AsyncClient) -> Non
     assert_error(await shared_client.delete("/api/traces"), 405, "method_not_allowed")
 
 
-async def test_bad_last_event_id_is_400(shared_client: httpx.AsyncClient) -> None:
+@pytest.mark.parametrize(
+    "last_event_id", [b"yesterday", b"\xb2", b"1\xb3", b"\xd9\xa3", b"\xff\xfe", b"-1", b"9" * 20]
+)
+async def test_bad_last_event_id_is_400(
+    shared_client: httpx.AsyncClient, last_event_id: bytes
+) -> None:
+    # Raw bytes: 0xB2 decodes (latin-1) to "²", a Unicode digit that int() refuses.
     trace_id = (await shared_client.post("/api/traces", json=CREATE)).json()["trace_id"]
     response = await shared_client.get(
-        f"/api/traces/{trace_id}/events", headers={"Last-Event-ID": "yesterday"}
+        f"/api/traces/{trace_id}/events", headers=[(b"Last-Event-ID", last_event_id)]
     )
     assert_error(response, 400, "bad_request")
 

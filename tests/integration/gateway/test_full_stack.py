@@ -29,14 +29,19 @@ async def executor(
 
 
 async def follow_until(
-    client: httpx.AsyncClient, trace_id: str, done: Callable[[str, dict[str, Any]], bool],
+    client: httpx.AsyncClient,
+    trace_id: str,
+    done: Callable[[str, dict[str, Any]], bool],
     after: int = 0,
 ) -> list[SseEvent]:
     """Read the trace's stored events (SSE) from ``after`` until ``done(event, data)``."""
     seen: list[SseEvent] = []
-    async with asyncio.timeout(DEADLINE_S), client.stream(
-        "GET", f"/api/traces/{trace_id}/events", headers={"Last-Event-ID": str(after)}
-    ) as response:
+    async with (
+        asyncio.timeout(DEADLINE_S),
+        client.stream(
+            "GET", f"/api/traces/{trace_id}/events", headers={"Last-Event-ID": str(after)}
+        ) as response,
+    ):
         async for event in sse_events(response):
             if event.id is None:
                 continue
@@ -63,8 +68,12 @@ async def main_path(client: httpx.AsyncClient, trace_id: str) -> list[dict[str, 
 async def test_create_follow_complete(client: httpx.AsyncClient, gateway: RunningGateway) -> None:
     created = await client.post(
         "/api/traces",
-        json={"messages": [user_message("list the files")], "model": "scripted:auto",
-              "tools": ["glob"], "name": "files"},
+        json={
+            "messages": [user_message("list the files")],
+            "model": "scripted:auto",
+            "tools": ["glob"],
+            "name": "files",
+        },
     )
     trace_id = created.json()["trace_id"]
     events = await follow_until(client, trace_id, is_final)
@@ -76,11 +85,14 @@ async def test_create_follow_complete(client: httpx.AsyncClient, gateway: Runnin
     assert view["totals"]["prompt_tokens"] > 0
     path = await main_path(client, trace_id)
     assert path[0]["content"] == "list the files"
-    assert any(call["function"]["name"] == "glob"
-               for m in path for call in (m["tool_calls"] or []))
+    assert any(call["function"]["name"] == "glob" for m in path for call in (m["tool_calls"] or []))
     assert path[-1]["role"] == "assistant" and path[-1]["content"]
+    # every assistant message says how it ended; the answer ended normally
+    ends = [m["finish_reason"] for m in path if m["role"] == "assistant"]
+    assert ends[-1] == "stop" and set(ends[:-1]) == {"tool_calls"}, ends
+    assert all(m["finish_reason"] is None for m in path if m["role"] != "assistant")
     async with asyncio.timeout(DEADLINE_S):  # the executor's index write reaches the listing
-        await gateway.runtime.view.wait_until(
+        await gateway.runtime.mirror.wait_until(
             lambda mirror: mirror.entries[trace_id].status == "completed"
         )
     listed = (await client.get("/api/traces?status=completed")).json()["traces"]
@@ -117,8 +129,11 @@ async def test_rewind_replaces_the_main_path(client: httpx.AsyncClient) -> None:
 async def test_human_reply_stop_and_resume(client: httpx.AsyncClient) -> None:
     created = await client.post(
         "/api/traces",
-        json={"messages": [user_message("ask me")], "model": "scripted:auto",
-              "tools": ["ask_human"]},
+        json={
+            "messages": [user_message("ask me")],
+            "model": "scripted:auto",
+            "tools": ["ask_human"],
+        },
     )
     trace_id = created.json()["trace_id"]
     await follow_until(client, trace_id, waits_for_human)
@@ -126,14 +141,21 @@ async def test_human_reply_stop_and_resume(client: httpx.AsyncClient) -> None:
     assert reply.status_code == 202
     events = await follow_until(client, trace_id, is_final, after=reply.json()["event_id"])
     assert events[-1].event == "completed"
-    assert any(m["role"] == "tool" and "blue" in str(m["content"])
-               for m in await main_path(client, trace_id))
+    assert any(
+        m["role"] == "tool" and "blue" in str(m["content"])
+        for m in await main_path(client, trace_id)
+    )
     # A second trace is stopped while it waits, then resumed.
-    waiting = (await client.post(
-        "/api/traces",
-        json={"messages": [user_message("ask again")], "model": "scripted:auto",
-              "tools": ["ask_human"]},
-    )).json()["trace_id"]
+    waiting = (
+        await client.post(
+            "/api/traces",
+            json={
+                "messages": [user_message("ask again")],
+                "model": "scripted:auto",
+                "tools": ["ask_human"],
+            },
+        )
+    ).json()["trace_id"]
     await follow_until(client, waiting, waits_for_human)
     stop = await client.post(f"/api/traces/{waiting}/stop")
     assert stop.status_code == 202
@@ -143,7 +165,9 @@ async def test_human_reply_stop_and_resume(client: httpx.AsyncClient) -> None:
     resume = await client.post(f"/api/traces/{waiting}/resume")
     assert resume.status_code == 202
     resumed = await follow_until(
-        client, waiting, lambda e, d: is_final(e, d) or waits_for_human(e, d),
+        client,
+        waiting,
+        lambda e, d: is_final(e, d) or waits_for_human(e, d),
         after=resume.json()["event_id"],
     )
     assert resumed[-1].event in ("completed", "waiting")
@@ -156,8 +180,11 @@ async def test_dropped_stream_resumes_without_gap_or_duplicate(
 ) -> None:
     created = await client.post(
         "/api/traces",
-        json={"messages": [user_message("work")], "model": "scripted:auto",
-              "tools": ["glob", "grep", "read"]},
+        json={
+            "messages": [user_message("work")],
+            "model": "scripted:auto",
+            "tools": ["glob", "grep", "read"],
+        },
     )
     trace_id = created.json()["trace_id"]
     ids: list[int] = []
@@ -170,9 +197,10 @@ async def test_dropped_stream_resumes_without_gap_or_duplicate(
                     break  # the connection drops while the executor keeps going
         rest = await follow_until(client, trace_id, is_final, after=ids[-1])
     ids += [int(event.id or 0) for event in rest]
-    async with asyncio.timeout(DEADLINE_S), client.stream(
-        "GET", f"/api/traces/{trace_id}/events?follow=false"
-    ) as response:
+    async with (
+        asyncio.timeout(DEADLINE_S),
+        client.stream("GET", f"/api/traces/{trace_id}/events?follow=false") as response,
+    ):
         stored = [int(e.id or 0) async for e in sse_events(response)]
     assert ids == stored
     assert rest[-1].event == "completed"

@@ -12,10 +12,10 @@ import httpx
 import msgspec
 import pytest
 from longhaul.agent.contract import LiveUpdate
-from longhaul.core.config import NatsConfig
 from longhaul.core.logs import JsonFormatter
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
 from nats.js import api
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -64,15 +64,18 @@ async def test_readyz_is_503_when_nats_goes_away() -> None:
 async def test_metrics_report_requests_traces_lag_and_retries(
     client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
 ) -> None:
-    trace_id = (
-        await client.post("/api/traces", json={"messages": [user_message("x")]})
-    ).json()["trace_id"]
+    trace_id = (await client.post("/api/traces", json={"messages": [user_message("x")]})).json()[
+        "trace_id"
+    ]
     await client.get(f"/api/traces/{trace_id}")
     conn = gateway.runtime.service.conn
     await conn.js.add_consumer(
         conn.names.stream,
-        api.ConsumerConfig(durable_name="executor", filter_subject=f"{conn.names.subject_root}.>",
-                           ack_policy=api.AckPolicy.EXPLICIT),
+        api.ConsumerConfig(
+            durable_name="executor",
+            filter_subject=f"{conn.names.subject_root}.>",
+            ack_policy=api.AckPolicy.EXPLICIT,
+        ),
     )
     retry = msgspec.json.encode(LiveUpdate(kind="retry", text="429 from provider"))
     await conn.nc.publish(conn.names.live(trace_id), retry)
@@ -81,10 +84,24 @@ async def test_metrics_report_requests_traces_lag_and_retries(
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
     values = samples(response.text)
-    assert values[("longhaul_http_requests_total", (
-        ("method", "POST"), ("route", "/api/traces"), ("status", "202")))] == 1
-    assert values[("longhaul_http_request_duration_seconds_count", (
-        ("method", "GET"), ("route", "/api/traces/{trace_id}")))] == 1
+    assert (
+        values[
+            (
+                "longhaul_http_requests_total",
+                (("method", "POST"), ("route", "/api/traces"), ("status", "202")),
+            )
+        ]
+        == 1
+    )
+    assert (
+        values[
+            (
+                "longhaul_http_request_duration_seconds_count",
+                (("method", "GET"), ("route", "/api/traces/{trace_id}")),
+            )
+        ]
+        == 1
+    )
     assert values[("longhaul_traces", (("status", "running"),))] == 1
     assert values[("longhaul_consumer_pending", (("consumer", "executor"),))] == 1
     assert values[("longhaul_gateway_events_appended_total", (("type", "trace_created"),))] == 1
@@ -95,9 +112,9 @@ async def test_metrics_report_requests_traces_lag_and_retries(
 async def test_requests_are_logged_as_json_with_their_trace_id(
     client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    trace_id = (
-        await client.post("/api/traces", json={"messages": [user_message("x")]})
-    ).json()["trace_id"]
+    trace_id = (await client.post("/api/traces", json={"messages": [user_message("x")]})).json()[
+        "trace_id"
+    ]
     with caplog.at_level(logging.INFO, logger="longhaul.gateway.access"):
         await client.get(f"/api/traces/{trace_id}")
     [record] = [r for r in caplog.records if r.name == "longhaul.gateway.access"]

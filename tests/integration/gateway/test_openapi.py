@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from longhaul.core.config import NatsConfig
+from longhaul.domain.config import NatsConfig
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 
@@ -23,25 +23,36 @@ expected-statuses = ["400", "401", "403", "404", "405", "409", "413", "422", "42
 """
 
 DOCUMENTED = {
-    ("post", "/api/traces"), ("get", "/api/traces"), ("get", "/api/traces/running"),
-    ("get", "/api/traces/{trace_id}"), ("get", "/api/traces/{trace_id}/messages"),
-    ("get", "/api/traces/{trace_id}/events"), ("post", "/api/traces/{trace_id}/run"),
-    ("post", "/api/traces/{trace_id}/stop"), ("post", "/api/traces/{trace_id}/resume"),
-    ("post", "/api/traces/{trace_id}/reply"), ("post", "/api/traces/{trace_id}/reflect"),
-    ("post", "/api/traces/{trace_id}/compact"), ("post", "/api/tasks"),
-    ("get", "/api/tasks/{task_id}"), ("post", "/api/tasks/{task_id}/resume"),
-    ("get", "/api/tasks/{task_id}/events"), ("post", "/api/v1/tasks"),
-    ("get", "/api/v1/tasks/{task_id}"), ("post", "/api/v1/tasks/{task_id}/resume"),
-    ("get", "/api/experiences"), ("get", "/api/info"),
-    ("get", "/healthz"), ("get", "/readyz"), ("get", "/metrics"),
+    ("post", "/api/traces"),
+    ("get", "/api/traces"),
+    ("get", "/api/traces/running"),
+    ("get", "/api/traces/{trace_id}"),
+    ("get", "/api/traces/{trace_id}/messages"),
+    ("get", "/api/traces/{trace_id}/events"),
+    ("post", "/api/traces/{trace_id}/run"),
+    ("post", "/api/traces/{trace_id}/stop"),
+    ("post", "/api/traces/{trace_id}/resume"),
+    ("post", "/api/traces/{trace_id}/reply"),
+    ("post", "/api/traces/{trace_id}/reflect"),
+    ("post", "/api/traces/{trace_id}/compact"),
+    ("post", "/api/tasks"),
+    ("get", "/api/tasks/{task_id}"),
+    ("post", "/api/tasks/{task_id}/resume"),
+    ("get", "/api/tasks/{task_id}/events"),
+    ("post", "/api/v1/tasks"),
+    ("get", "/api/v1/tasks/{task_id}"),
+    ("post", "/api/v1/tasks/{task_id}/resume"),
+    ("get", "/api/experiences"),
+    ("get", "/api/info"),
+    ("get", "/healthz"),
+    ("get", "/readyz"),
+    ("get", "/metrics"),
 }
 
 
 async def test_openapi_documents_every_route(shared_client: httpx.AsyncClient) -> None:
     document = (await shared_client.get("/openapi.json")).json()
-    operations = {
-        (method, path) for path, item in document["paths"].items() for method in item
-    }
+    operations = {(method, path) for path, item in document["paths"].items() for method in item}
     assert operations >= DOCUMENTED
     create = document["paths"]["/api/traces"]["post"]
     assert set(create["responses"]) >= {"202", "400", "401", "413", "422", "429"}
@@ -65,13 +76,29 @@ async def test_schemathesis_finds_no_server_error(
     config = tmp_path / "schemathesis.toml"
     config.write_text(ST_CONFIG)
     process = await asyncio.create_subprocess_exec(
-        st, "--config-file", str(config), "--no-color", "run", f"{fuzz_target.url}/openapi.json",
-        "--checks", "all",
-        "--exclude-path-regex", "/events$",  # endless streams: covered by test_streams
-        "--max-examples", "15", "--seed", "7", "--workers", "1",
-        "--request-timeout", "10",
-        "-H", f"Authorization: Bearer {FUZZ_KEY}",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path,
+        st,
+        "--config-file",
+        str(config),
+        "--no-color",
+        "run",
+        f"{fuzz_target.url}/openapi.json",
+        "--checks",
+        "all",
+        "--exclude-path-regex",
+        "/events$",  # endless streams: covered by test_streams
+        "--max-examples",
+        "15",
+        "--seed",
+        "7",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "10",
+        "-H",
+        f"Authorization: Bearer {FUZZ_KEY}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=tmp_path,
     )
     async with asyncio.timeout(120):
         output, _ = await process.communicate()

@@ -12,8 +12,8 @@ import msgspec
 import pytest
 import websockets
 from longhaul.agent.contract import LiveUpdate
-from longhaul.core import events as ev
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
 
 from tests.integration.gateway.harness import (
     RunningGateway,
@@ -44,9 +44,7 @@ async def stored_seqs(store: EventStore, trace_id: str) -> list[int]:
     return [r.seq async for r in store.replay("trace", trace_id)]
 
 
-async def test_event_ids_are_stream_sequences(
-    client: httpx.AsyncClient, store: EventStore
-) -> None:
+async def test_event_ids_are_stream_sequences(client: httpx.AsyncClient, store: EventStore) -> None:
     trace_id = await create(client)
     await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed(summary="s"))
     async with client.stream("GET", f"/api/traces/{trace_id}/events?follow=false") as response:
@@ -116,9 +114,10 @@ async def test_live_deltas_and_heartbeats_are_interleaved_without_ids(
     trace_id = await create(client)
     nc = gateway.runtime.service.conn.nc
     live_subject = gateway.runtime.service.conn.names.live(trace_id)
-    async with asyncio.timeout(DEADLINE_S), client.stream(
-        "GET", f"/api/traces/{trace_id}/events"
-    ) as response:
+    async with (
+        asyncio.timeout(DEADLINE_S),
+        client.stream("GET", f"/api/traces/{trace_id}/events") as response,
+    ):
         stream = sse_events(response)
         first = await next_stored(stream)
         assert first.event == "trace_created"
@@ -152,7 +151,8 @@ async def test_websocket_carries_the_same_content(
     async with asyncio.timeout(DEADLINE_S), websockets.connect(url) as ws:
         frames = [json.loads(await ws.recv()) for _ in range(2)]
         assert [(f["id"], f["event"]) for f in frames] == [
-            (seqs[0], "trace_created"), (seqs[1], "message_appended")
+            (seqs[0], "trace_created"),
+            (seqs[1], "message_appended"),
         ]
         await conn.nc.publish(
             conn.names.live(trace_id), msgspec.json.encode(LiveUpdate(kind="delta", text="x"))
@@ -175,9 +175,12 @@ async def test_task_events_stream_planner_progress(
     task_id = created.json()["task_id"]
     state = await store.load_task(task_id)
     await store.append(
-        "task", task_id,
-        [ev.PlanCreated(phases=[ev.PhaseSpec(id="p1", name="research")]),
-         ev.PhaseStarted(phase_id="p1", trace_ids=["t_step"])],
+        "task",
+        task_id,
+        [
+            ev.PlanCreated(phases=[ev.PhaseSpec(id="p1", name="research")]),
+            ev.PhaseStarted(phase_id="p1", trace_ids=["t_step"]),
+        ],
         expected=Position(state.stream_seq, state.version),
     )
     for prefix in ("/api/tasks", "/api/v1/tasks"):
@@ -190,9 +193,10 @@ async def test_task_events_stream_planner_progress(
 async def test_streams_end_when_the_gateway_stops(gateway: RunningGateway) -> None:
     async with gateway.client() as http:
         trace_id = await create(http)
-        async with asyncio.timeout(DEADLINE_S), http.stream(
-            "GET", f"/api/traces/{trace_id}/events"
-        ) as response:
+        async with (
+            asyncio.timeout(DEADLINE_S),
+            http.stream("GET", f"/api/traces/{trace_id}/events") as response,
+        ):
             stream = sse_events(response)
             assert (await next_stored(stream)).event == "trace_created"
             gateway.server.stop()

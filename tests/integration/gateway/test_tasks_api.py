@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import httpx
-from longhaul.core import events as ev
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
 
 
 async def planner_appends(store: EventStore, task_id: str, *events: ev.TaskEvent) -> None:
     state = await store.load_task(task_id)
     await store.append(
-        "task", task_id, list(events), expected=Position(state.stream_seq, state.version),
+        "task",
+        task_id,
+        list(events),
+        expected=Position(state.stream_seq, state.version),
         actor="planner:test",
     )
 
@@ -20,8 +23,8 @@ async def test_create_task_appends_task_created(
     client: httpx.AsyncClient, store: EventStore
 ) -> None:
     response = await client.post(
-        "/api/tasks", json={"goal": "compare three databases", "mode": "plan",
-                            "options": {"max_phases": 3}},
+        "/api/tasks",
+        json={"goal": "compare three databases", "mode": "plan", "options": {"max_phases": 3}},
     )
     assert response.status_code == 202
     body = response.json()
@@ -36,18 +39,22 @@ async def test_create_task_appends_task_created(
 async def test_task_view_follows_the_plan(client: httpx.AsyncClient, store: EventStore) -> None:
     task_id = (await client.post("/api/v1/tasks", json={"goal": "g"})).json()["task_id"]
     await planner_appends(
-        store, task_id,
-        ev.PlanCreated(phases=[
-            ev.PhaseSpec(id="a", name="gather"),
-            ev.PhaseSpec(id="b", name="write", depends_on=["a"]),
-        ]),
+        store,
+        task_id,
+        ev.PlanCreated(
+            phases=[
+                ev.PhaseSpec(id="a", name="gather"),
+                ev.PhaseSpec(id="b", name="write", depends_on=["a"]),
+            ]
+        ),
         ev.PhaseStarted(phase_id="a", trace_ids=["t_1"]),
         ev.PhaseCompleted(phase_id="a", summary="found 3", output_ref="ws:task/a"),
     )
     view = (await client.get(f"/api/tasks/{task_id}")).json()
     assert view["status"] == "running" and view["goal"] == "g"
     assert [(p["id"], p["status"], p["depends_on"]) for p in view["phases"]] == [
-        ("a", "completed", []), ("b", "pending", ["a"])
+        ("a", "completed", []),
+        ("b", "pending", ["a"]),
     ]
     assert view["phases"][0]["trace_ids"] == ["t_1"]
     assert view["phases"][0]["summary"] == "found 3"
@@ -60,7 +67,8 @@ async def test_resume_is_checked_against_the_fold(
 ) -> None:
     task_id = (await client.post("/api/tasks", json={"goal": "g"})).json()["task_id"]
     await planner_appends(
-        store, task_id,
+        store,
+        task_id,
         ev.PlanCreated(phases=[ev.PhaseSpec(id="a", name="only")]),
         ev.TaskFailed(error="phase a failed twice"),
     )
@@ -73,20 +81,26 @@ async def test_resume_is_checked_against_the_fold(
     assert (view["resumes"], view["resumes_handled"], view["resume_source"]) == (1, 0, "")
     await planner_appends(store, task_id, ev.Resumed(source="checkpoint", resumed_at=["a"]))
     view = (await client.get(f"/api/tasks/{task_id}")).json()
-    assert (view["resumes"], view["resumes_handled"], view["resume_source"]) == (
-        1, 1, "checkpoint"
-    )
+    assert (view["resumes"], view["resumes_handled"], view["resume_source"]) == (1, 1, "checkpoint")
     await planner_appends(
-        store, task_id,
-        ev.PhaseStarted(phase_id="a"), ev.PhaseCompleted(phase_id="a"), ev.TaskCompleted(),
+        store,
+        task_id,
+        ev.PhaseStarted(phase_id="a"),
+        ev.PhaseCompleted(phase_id="a"),
+        ev.TaskCompleted(),
     )
     refused = await client.post(f"/api/v1/tasks/{task_id}/resume")
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "conflict"
 
 
 async def test_task_input_is_validated(client: httpx.AsyncClient) -> None:
-    for body in ({}, {"goal": ""}, {"goal": "g", "mode": "Bad Mode"}, {"goal": 3},
-                 {"goal": "g", "extra": 1}):
+    for body in (
+        {},
+        {"goal": ""},
+        {"goal": "g", "mode": "Bad Mode"},
+        {"goal": 3},
+        {"goal": "g", "extra": 1},
+    ):
         response = await client.post("/api/tasks", json=body)
         assert response.status_code == 422, body
         assert response.json()["error"]["code"] == "invalid_request"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from longhaul.core import events as ev
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
 
 from tests.integration.gateway.harness import (
     RunningGateway,
@@ -44,8 +44,12 @@ async def test_create_appends_trace_created_and_indexes_it(
     response = await client.post(
         "/api/traces",
         json={
-            "messages": [user_message("plan a trip")], "model": "scripted:auto",
-            "preset": "research", "tools": ["goal"], "max_iterations": 7, "name": "trip",
+            "messages": [user_message("plan a trip")],
+            "model": "scripted:auto",
+            "preset": "research",
+            "tools": ["goal"],
+            "max_iterations": 7,
+            "name": "trip",
         },
     )
     assert response.status_code == 202
@@ -78,24 +82,49 @@ async def test_get_trace_returns_documented_shape(
 ) -> None:
     trace_id = await create(client, name="shape")
     await append_as_executor(
-        store, trace_id,
+        store,
+        trace_id,
         ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="find flights")),
         ev.GoalChanged(op="focus", goal=ev.Goal(id="g1", title="")),
         ev.SubtraceSpawned(child_trace_id="t_child", tool_call_id="call_1", task="search"),
     )
     body = (await client.get(f"/api/traces/{trace_id}")).json()
-    for key in ("trace_id", "status", "name", "parent_trace_id", "head_sequence",
-                "last_sequence", "totals", "error", "stop_reason", "goal_tree", "sub_traces"):
+    for key in (
+        "trace_id",
+        "status",
+        "name",
+        "parent_trace_id",
+        "head_sequence",
+        "last_sequence",
+        "totals",
+        "error",
+        "stop_reason",
+        "goal_tree",
+        "sub_traces",
+    ):
         assert key in body
     assert body["goal_tree"] == {
         "focus": "g1",
-        "goals": [{"id": "g1", "title": "find flights", "parent_id": None,
-                   "status": "in_progress", "summary": None}],
+        "goals": [
+            {
+                "id": "g1",
+                "title": "find flights",
+                "parent_id": None,
+                "status": "in_progress",
+                "summary": None,
+            }
+        ],
     }
     assert body["sub_traces"][0]["trace_id"] == "t_child"
     assert body["sub_traces"][0]["status"] == "running"
-    assert set(body["totals"]) == {"prompt_tokens", "completion_tokens", "cache_read_tokens",
-                                   "cache_write_tokens", "cost", "duration_ms"}
+    assert set(body["totals"]) == {
+        "prompt_tokens",
+        "completion_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "cost",
+        "duration_ms",
+    }
 
 
 async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
@@ -115,7 +144,9 @@ async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
     assert main["head_sequence"] == 3
     everything = (await client.get(f"/api/traces/{trace_id}/messages?mode=all")).json()
     assert [m["content"] for m in everything["messages"]] == [
-        "first question", "first answer", "second question"
+        "first question",
+        "first answer",
+        "second question",
     ]
     run = (await events_of(store, trace_id))[-1]
     assert isinstance(run, ev.RunRequested) and run.after_sequence == 1
@@ -191,7 +222,9 @@ async def test_reflect_and_compact(client: httpx.AsyncClient, store: EventStore)
     assert compact.status_code == 202
     kinds = [(e.type, getattr(e, "focus", None)) for e in await events_of(store, trace_id)]
     assert kinds[1:] == [
-        ("reflect_requested", "costs"), ("reflect_requested", None), ("compact_requested", None)
+        ("reflect_requested", "costs"),
+        ("reflect_requested", None),
+        ("compact_requested", None),
     ]
 
 
@@ -226,7 +259,7 @@ async def test_listing_filters_and_pages(
     # through its KV watch.
     await TraceIndex(store.conn).update(await store.load_trace(ids[0]))
     async with asyncio.timeout(10):
-        await gateway.runtime.view.wait_until(
+        await gateway.runtime.mirror.wait_until(
             lambda mirror: mirror.entries[ids[0]].status == "completed"
         )
     completed = (await client.get("/api/traces?status=completed")).json()["traces"]
@@ -246,7 +279,7 @@ async def test_parent_filter_lists_sub_traces(
     await store.append("trace", child, [created], expected=Position())
     await TraceIndex(store.conn).update(await store.load_trace(child))
     async with asyncio.timeout(10):
-        await gateway.runtime.view.wait_until(lambda mirror: child in mirror.entries)
+        await gateway.runtime.mirror.wait_until(lambda mirror: child in mirror.entries)
     listed = (await client.get(f"/api/traces?parent={parent}")).json()["traces"]
     assert [t["trace_id"] for t in listed] == [child]
     # The child records no owner: it is its parent's owner's, readable through the API.
@@ -262,14 +295,21 @@ async def test_experiences_lists_recorded_reflections(
     reflect = await client.post(f"/api/traces/{trace_id}/reflect", json={"focus": "cost"})
     assert reflect.status_code == 202
     await append_as_executor(
-        store, trace_id,
-        ev.MessageAppended(sequence=3, parent_sequence=2, role="assistant",
-                           content="cheaper tools first", branch_type="reflection"),
+        store,
+        trace_id,
+        ev.MessageAppended(
+            sequence=3,
+            parent_sequence=2,
+            role="assistant",
+            content="cheaper tools first",
+            branch_type="reflection",
+        ),
     )
     body = (await client.get("/api/experiences")).json()
     assert body["traces_scanned"] == 2
-    assert [(e["trace_id"], e["sequence"], e["content"], e["trace_name"])
-            for e in body["experiences"]] == [(trace_id, 3, "cheaper tools first", "reflective")]
+    assert [
+        (e["trace_id"], e["sequence"], e["content"], e["trace_name"]) for e in body["experiences"]
+    ] == [(trace_id, 3, "cheaper tools first", "reflective")]
 
 
 async def test_run_without_a_body_continues(client: httpx.AsyncClient, store: EventStore) -> None:
@@ -279,3 +319,69 @@ async def test_run_without_a_body_continues(client: httpx.AsyncClient, store: Ev
     assert response.status_code == 202 and response.json()["status"] == "running"
     last = (await events_of(store, trace_id))[-1]
     assert isinstance(last, ev.RunRequested) and last.after_sequence is None
+
+
+async def test_model_params_are_recorded_and_a_run_can_change_them_and_the_model(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    params = {
+        "temperature": 0,
+        "top_p": 0.5,
+        "max_tokens": 32,
+        "seed": 7,
+        "stop": ["END"],
+        "tool_choice": {"name": "goal"},
+    }
+    response = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("q")], "model": "scripted:auto", "model_params": params},
+    )
+    assert response.status_code == 202, response.text
+    trace_id = response.json()["trace_id"]
+    [created] = await events_of(store, trace_id)
+    assert isinstance(created, ev.TraceCreated)
+    assert created.config.model_params == ev.ModelParams(
+        temperature=0,
+        top_p=0.5,
+        max_tokens=32,
+        seed=7,
+        stop=["END"],
+        tool_choice=ev.NamedTool(name="goal"),
+    )
+    await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed())
+    moved = await client.post(
+        f"/api/traces/{trace_id}/run",
+        json={
+            "messages": [user_message("more")],
+            "model": "openai:gpt-4o-mini",
+            "model_params": {"tool_choice": "required"},
+        },
+    )
+    assert moved.status_code == 202, moved.text
+    run = (await events_of(store, trace_id))[-1]
+    assert isinstance(run, ev.RunRequested) and run.config is not None
+    assert run.config.model == "openai:gpt-4o-mini"
+    assert run.config.model_params == ev.ModelParams(tool_choice="required")
+    # everything else the trace was created with is kept
+    assert run.config.preset == created.config.preset
+
+
+async def test_unknown_or_invalid_model_params_are_refused(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await create(client, "q")
+    before = len(await events_of(store, trace_id))
+    for params in (
+        {"temprature": 0},
+        {"tool_choice": "any"},
+        {"top_p": 2},
+        {"tool_choice": {"name": "goal", "type": "function"}},
+        {"max_tokens": 0},
+    ):
+        created = await client.post(
+            "/api/traces", json={"messages": [user_message("hi")], "model_params": params}
+        )
+        assert created.status_code == 422, (params, created.text)
+        run = await client.post(f"/api/traces/{trace_id}/run", json={"model_params": params})
+        assert run.status_code == 422, (params, run.text)
+    assert len(await events_of(store, trace_id)) == before

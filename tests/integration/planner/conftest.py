@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from longhaul.core.config import (
+from longhaul.domain.config import (
     CheckpointConfig,
     LonghaulConfig,
     ModelsConfig,

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any, Self
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig
 from longhaul.core.connection import Connection
-from longhaul.core.ids import new_id
 from longhaul.core.service import ServiceContext, open_context
-from longhaul.core.state import TaskState
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TaskState
 from longhaul.planner.main import run as run_planner
 from longhaul.verifier.main import run as run_verifier
 
@@ -29,8 +29,14 @@ from tests.support.stack import ServiceProcess, fold_until
 
 
 def phase(pid: str, *deps: str, **fields: Any) -> dict[str, Any]:
-    return {"id": pid, "name": f"Phase {pid}", "description": f"do {pid}",
-            "depends_on": list(deps), "tools": [], **fields}
+    return {
+        "id": pid,
+        "name": f"Phase {pid}",
+        "description": f"do {pid}",
+        "depends_on": list(deps),
+        "tools": [],
+        **fields,
+    }
 
 
 def chain(count: int) -> list[dict[str, Any]]:
@@ -39,14 +45,23 @@ def chain(count: int) -> list[dict[str, Any]]:
 
 
 async def create_task(
-    store: EventStore, goal: str = "a goal", *, phases: list[dict[str, Any]] | None = None,
-    task_id: str | None = None, **options: Any,
+    store: EventStore,
+    goal: str = "a goal",
+    *,
+    phases: list[dict[str, Any]] | None = None,
+    task_id: str | None = None,
+    **options: Any,
 ) -> str:
     task_id = task_id or new_id("task")
     if phases is not None:
         options["phases"] = phases
-    await store.append("task", task_id, [ev.TaskCreated(goal=goal, options=options)],
-                       expected=Position(), actor="test")
+    await store.append(
+        "task",
+        task_id,
+        [ev.TaskCreated(goal=goal, options=options)],
+        expected=Position(),
+        actor="test",
+    )
     return task_id
 
 
@@ -55,8 +70,9 @@ async def request_resume(store: EventStore, task_id: str) -> None:
     event = ev.ResumeRequested()
     probe = msgspec.convert(msgspec.to_builtins(task), TaskState)
     probe.apply(event)  # what the gateway does: refuse a resume that cannot apply
-    await store.append("task", task_id, [event],
-                       expected=Position(task.stream_seq, task.version), actor="test")
+    await store.append(
+        "task", task_id, [event], expected=Position(task.stream_seq, task.version), actor="test"
+    )
 
 
 async def task_events(store: EventStore, task_id: str) -> list[ev.Event]:
@@ -73,8 +89,11 @@ def _task_stuck(task: TaskState) -> str:
 
 
 async def wait_task(
-    store: EventStore, task_id: str,
-    predicate: Callable[[TaskState], bool] = final_task, *, within: float = 30.0,
+    store: EventStore,
+    task_id: str,
+    predicate: Callable[[TaskState], bool] = final_task,
+    *,
+    within: float = 30.0,
 ) -> TaskState:
     """Fold the task's events live until ``predicate`` holds (TimeoutError after ``within``)."""
     return await fold_until(
@@ -97,8 +116,11 @@ def max_running(events: list[ev.Event]) -> int:
 
 def position(events: list[ev.Event], kind: type[ev.Event], phase_id: str, nth: int = 0) -> int:
     """Index in the task log of the ``nth`` ``kind`` event for ``phase_id``."""
-    hits = [i for i, e in enumerate(events)
-            if isinstance(e, kind) and getattr(e, "phase_id", None) == phase_id]
+    hits = [
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, kind) and getattr(e, "phase_id", None) == phase_id
+    ]
     return hits[nth]
 
 
@@ -108,9 +130,12 @@ def position(events: list[ev.Event], kind: type[ev.Event], phase_id: str, nth: i
 class InProcessService:
     """A service's ``run`` on its own connection in the test's event loop."""
 
-    def __init__(self, config: LonghaulConfig, name: str = "planner",
-                 run: Callable[[ServiceContext], Coroutine[Any, Any, None]] = run_planner,
-                 ) -> None:
+    def __init__(
+        self,
+        config: LonghaulConfig,
+        name: str = "planner",
+        run: Callable[[ServiceContext], Coroutine[Any, Any, None]] = run_planner,
+    ) -> None:
         self.config = config
         self.name = name
         self.run = run
@@ -141,17 +166,19 @@ def service_env(config: LonghaulConfig, extra: Mapping[str, str] | None = None) 
     """Environment for a service subprocess reproducing ``config``'s relevant settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
     pipeline = config.pipeline
-    env.update({
-        "LONGHAUL_NATS__URL": config.nats.url,
-        "LONGHAUL_NATS__NAMESPACE": config.nats.namespace,
-        "LONGHAUL_MODELS__DEFAULT": config.models.default,
-        "LONGHAUL_MODELS__ROLES": msgspec.json.encode(config.models.roles).decode(),
-        "LONGHAUL_PIPELINE__MAX_CONCURRENT_PHASES": str(pipeline.max_concurrent_phases),
-        "LONGHAUL_PIPELINE__MAX_REPLAN_ATTEMPTS": str(pipeline.max_replan_attempts),
-        "LONGHAUL_PIPELINE__CHECKPOINT__ENABLED": str(pipeline.checkpoint.enabled).lower(),
-        "LONGHAUL_LOG_LEVEL": "INFO",
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "LONGHAUL_NATS__URL": config.nats.url,
+            "LONGHAUL_NATS__NAMESPACE": config.nats.namespace,
+            "LONGHAUL_MODELS__DEFAULT": config.models.default,
+            "LONGHAUL_MODELS__ROLES": msgspec.json.encode(config.models.roles).decode(),
+            "LONGHAUL_PIPELINE__MAX_CONCURRENT_PHASES": str(pipeline.max_concurrent_phases),
+            "LONGHAUL_PIPELINE__MAX_REPLAN_ATTEMPTS": str(pipeline.max_replan_attempts),
+            "LONGHAUL_PIPELINE__CHECKPOINT__ENABLED": str(pipeline.checkpoint.enabled).lower(),
+            "LONGHAUL_LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.update(extra or {})
     return env
 
@@ -161,7 +188,8 @@ class PlannerProcess(ServiceProcess):
 
     def __init__(self, config: LonghaulConfig, log_dir: Path | str) -> None:
         super().__init__(
-            "longhaul.planner.main", service_env(config),
+            "longhaul.planner.main",
+            service_env(config),
             Path(log_dir) / f"planner-{new_id('p')}.log",
         )
 
@@ -244,15 +272,23 @@ class StepCompleter:
         events: list[ev.TraceEvent]
         if isinstance(outcome, Succeed):
             events = [
-                ev.MessageAppended(sequence=state.last_sequence + 1,
-                                   parent_sequence=state.head_sequence, role="assistant",
-                                   content=outcome.output),
+                ev.MessageAppended(
+                    sequence=state.last_sequence + 1,
+                    parent_sequence=state.head_sequence,
+                    role="assistant",
+                    content=outcome.output,
+                ),
                 ev.Completed(summary=outcome.output[:100]),
             ]
         else:
             events = [ev.Failed(error=outcome.error)]
-        await self.store.append("trace", trace_id, events,
-                                expected=Position(state.stream_seq, state.version), actor="test")
+        await self.store.append(
+            "trace",
+            trace_id,
+            events,
+            expected=Position(state.stream_seq, state.version),
+            actor="test",
+        )
 
     def trace_ids(self, phase_id: str) -> list[str]:
         return [c.aggregate_id for c in self.seen.get(phase_id, [])]

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from longhaul.core import events as ev
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelError, ModelRequest
 from longhaul.planner.decompose import Decomposition, decompose
@@ -29,9 +29,15 @@ TOOLS = ["read", "bash", "webfetch", "workspace_read"]
 
 
 def good_phase(pid: str, *deps: str) -> dict[str, Any]:
-    return {"id": pid, "name": f"Step {pid}", "description": f"carry out step {pid} in full",
-            "depends_on": list(deps), "preset": "default", "tools": ["read"],
-            "criteria": [f"{pid} is done"]}
+    return {
+        "id": pid,
+        "name": f"Step {pid}",
+        "description": f"carry out step {pid} in full",
+        "depends_on": list(deps),
+        "preset": "default",
+        "tools": ["read"],
+        "criteria": [f"{pid} is done"],
+    }
 
 
 class Recorder:
@@ -53,16 +59,21 @@ class Recorder:
 
 
 async def plan(recorder: Recorder | None, goal: str = "ship it", **options: Any) -> Decomposition:
-    return await decompose(goal, options, model=recorder.model() if recorder else None,
-                           max_phases=10, presets=PRESETS, tools=TOOLS)
+    return await decompose(
+        goal,
+        options,
+        model=recorder.model() if recorder else None,
+        max_phases=10,
+        presets=PRESETS,
+        tools=TOOLS,
+    )
 
 
 async def test_model_plan_is_schema_constrained_and_used() -> None:
     recorder = Recorder({"phases": [good_phase("a"), good_phase("b", "a"), good_phase("c", "a")]})
     result = await plan(recorder)
     assert result.source == "model"
-    assert [(p.id, p.depends_on) for p in result.phases] == [("a", []), ("b", ["a"]),
-                                                             ("c", ["a"])]
+    assert [(p.id, p.depends_on) for p in result.phases] == [("a", []), ("b", ["a"]), ("c", ["a"])]
     assert recorder.requests[0].response_schema == plan_schema(10)
     assert "ship it" in recorder.requests[0].messages[0]["content"]
 
@@ -78,13 +89,16 @@ async def test_quality_issues_go_back_to_the_model_once() -> None:
     assert "describe concretely" in repair[-1]["content"]
 
 
-@pytest.mark.parametrize("bad", [
-    {"phases": [good_phase("a", "b"), good_phase("b", "a")]},  # cycle
-    {"phases": [good_phase("a", "zzz")]},  # unknown dependency
-    {"phases": [good_phase(str(n)) for n in range(11)]},  # more than max_phases
-    {"phases": [{**good_phase("a"), "preset": "wizard"}]},  # unknown preset
-    {"phases": [{**good_phase("a"), "tools": ["teleport"]}]},  # unknown tool
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"phases": [good_phase("a", "b"), good_phase("b", "a")]},  # cycle
+        {"phases": [good_phase("a", "zzz")]},  # unknown dependency
+        {"phases": [good_phase(str(n)) for n in range(11)]},  # more than max_phases
+        {"phases": [{**good_phase("a"), "preset": "wizard"}]},  # unknown preset
+        {"phases": [{**good_phase("a"), "tools": ["teleport"]}]},  # unknown tool
+    ],
+)
 async def test_plans_that_stay_invalid_fall_back_to_rules(bad: dict[str, Any]) -> None:
     recorder = Recorder(bad, bad, bad, bad)
     result = await plan(recorder, "research the topic")
@@ -103,15 +117,15 @@ async def test_offline_model_uses_rules_with_verb_phases() -> None:
     result = await plan(None, "Research the market for solar panels and write a report")
     assert result.source == "rules"
     assert [(p.id, p.depends_on, p.preset) for p in result.phases] == [
-        ("search", [], "explore"), ("write", ["search"], "default"),
+        ("search", [], "explore"),
+        ("write", ["search"], "default"),
     ]
     assert all("solar panels" in p.description for p in result.phases)
 
 
 def test_rules_without_known_verbs_use_search_analyse_write() -> None:
     assert [p.id for p in rule_based_plan("quantum gravity")] == ["search", "analyse", "write"]
-    assert [p.id for p in rule_based_plan("Fix the login bug and test it")] == [
-        "analyse", "build"]
+    assert [p.id for p in rule_based_plan("Fix the login bug and test it")] == ["analyse", "build"]
 
 
 async def test_explicit_phases_are_validated_and_used() -> None:
@@ -128,8 +142,9 @@ async def test_planner_service_plans_with_the_planner_role_model(
     store: EventStore, make_config: ConfigFactory, tmp_path: Path
 ) -> None:
     script = tmp_path / "plan.yaml"
-    script.write_text(json.dumps([{"content": json.dumps(
-        {"phases": [good_phase("a"), good_phase("b", "a")]})}]))
+    script.write_text(
+        json.dumps([{"content": json.dumps({"phases": [good_phase("a"), good_phase("b", "a")]})}])
+    )
     config = make_config(roles={"planner": f"scripted:{script}"})
     async with planner_service(config):
         task_id = await create_task(store, "build the thing")

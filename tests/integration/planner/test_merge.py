@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.core.workspace import Workspace
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
 from longhaul.planner.offload import phase_output_key
 
 from tests.integration.planner.conftest import ConfigFactory
@@ -28,9 +28,9 @@ NAMES = ["alpha", "beta", "gamma"]
 
 
 def script(path: Path, *turns: Any) -> str:
-    path.write_text(json.dumps([
-        {"content": t if isinstance(t, str) else json.dumps(t)} for t in turns
-    ]))
+    path.write_text(
+        json.dumps([{"content": t if isinstance(t, str) else json.dumps(t)} for t in turns])
+    )
     return f"scripted:{path}"
 
 
@@ -47,10 +47,15 @@ async def answer_by_name(created: ev.TraceCreated, _n: int) -> Outcome:
     return Succeed(f"answer from {name}")
 
 
-async def run_race(conn: Connection, store: EventStore, config: Any, spec: dict[str, Any],
-                   policy: Any = answer_by_name) -> tuple[Any, StepCompleter, str]:
+async def run_race(
+    conn: Connection,
+    store: EventStore,
+    config: Any,
+    spec: dict[str, Any],
+    policy: Any = answer_by_name,
+) -> tuple[Any, StepCompleter, str]:
     task, completer = await run_task(conn, store, config, [spec], policy=policy)
-    entry = await Workspace(conn).get(phase_output_key(task.task_id, "race"))
+    entry = await WorkspaceStore(conn).get(phase_output_key(task.task_id, "race"))
     output = entry.value.decode() if entry else ""
     return task, completer, output
 
@@ -90,8 +95,9 @@ async def test_vote_sums_the_scores_competitors_give_each_other(
         "beta": [{"candidate": 1, "score": 3}, {"candidate": 3, "score": 4}],
         "gamma": [{"candidate": 1, "score": 5}, {"candidate": 2, "score": 8}],
     }
-    models = [script(tmp_path / f"{n}.yaml", "unused step turn", {"scores": ballots[n]})
-              for n in NAMES]
+    models = [
+        script(tmp_path / f"{n}.yaml", "unused step turn", {"scores": ballots[n]}) for n in NAMES
+    ]
     task, _, output = await run_race(conn, store, make_config(), competitive("vote", models))
     assert output == "answer from beta"  # alpha 8, beta 17, gamma 6
     done = completed_event(await task_events(store, task.task_id))
@@ -135,6 +141,5 @@ async def test_a_phase_fails_only_when_every_competitor_failed(
         conn, store, make_config(max_replan_attempts=0), competitive("best"), all_fail
     )
     assert task.status == "failed"
-    [failed] = [e for e in await task_events(store, task.task_id)
-                if isinstance(e, ev.PhaseFailed)]
+    [failed] = [e for e in await task_events(store, task.task_id) if isinstance(e, ev.PhaseFailed)]
     assert failed.error.count("failed: no luck") == 3

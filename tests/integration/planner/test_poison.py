@@ -3,10 +3,10 @@ that belong to no task are acknowledged and the next task is served."""
 
 from __future__ import annotations
 
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
-from longhaul.core.ids import new_id
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
@@ -27,16 +27,25 @@ async def test_poison_events_do_not_stop_the_planner(
     # A task whose log cannot be folded: a phase event before any plan.
     broken = new_id("task")
     await store.append("task", broken, [ev.TaskCreated(goal="g")], expected=Position())
-    await conn.js.publish(names.subject("task", broken, "phase_completed"),
-                          ev.encode(ev.PhaseCompleted(phase_id="x", aggregate_id=broken, n=2)))
-    await conn.js.publish(names.subject("task", broken, "resume_requested"),
-                          ev.encode(ev.ResumeRequested(aggregate_id=broken, n=3)))
+    await conn.js.publish(
+        names.subject("task", broken, "phase_completed"),
+        ev.encode(ev.PhaseCompleted(phase_id="x", aggregate_id=broken, n=2)),
+    )
+    await conn.js.publish(
+        names.subject("task", broken, "resume_requested"),
+        ev.encode(ev.ResumeRequested(aggregate_id=broken, n=3)),
+    )
     # A finished trace that runs no phase.
     lone = new_id("t")
-    await store.append("trace", lone, [
-        ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")]),
-        ev.Completed(summary="done"),
-    ], expected=Position())
+    await store.append(
+        "trace",
+        lone,
+        [
+            ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")]),
+            ev.Completed(summary="done"),
+        ],
+        expected=Position(),
+    )
     async with StepCompleter(conn, store), planner_service(make_config()):
         task_id = await create_task(store, phases=[phase("a"), phase("b", "a")])
         task = await wait_task(store, task_id)

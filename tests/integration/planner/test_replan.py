@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.core.workspace import Workspace
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
 from longhaul.planner.offload import phase_output_key
 from longhaul.planner.replan import SINGLE_AGENT_ID
 
@@ -31,7 +31,7 @@ CHAIN = chain(4)
 async def test_failed_phase_is_replanned_and_completed_phases_are_kept(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    workspace = Workspace(conn)
+    workspace = WorkspaceStore(conn)
     completer = StepCompleter(conn, store, failing("p3", times=1))
     async with completer, planner_service(make_config()):
         task_id = await create_task(store, phases=CHAIN)
@@ -99,17 +99,32 @@ async def test_single_agent_fallback_after_the_replan_limit(
 async def test_model_replan_uses_the_reflection_and_new_phases(
     conn: Connection, store: EventStore, make_config: ConfigFactory, tmp_path: Path
 ) -> None:
-    new_plan = {"phases": [
-        {"id": "p3b", "name": "Smaller step", "description": "do p3 in a smaller way, carefully",
-         "depends_on": ["p2"], "criteria": ["works"], "tools": []},
-    ]}
+    new_plan = {
+        "phases": [
+            {
+                "id": "p3b",
+                "name": "Smaller step",
+                "description": "do p3 in a smaller way, carefully",
+                "depends_on": ["p2"],
+                "criteria": ["works"],
+                "tools": [],
+            },
+        ]
+    }
     script = tmp_path / "planner.yaml"
-    script.write_text(json.dumps([
-        {"content": "p3 was too big; split it"},
-        {"content": json.dumps(new_plan)},
-    ]))
+    script.write_text(
+        json.dumps(
+            [
+                {"content": "p3 was too big; split it"},
+                {"content": json.dumps(new_plan)},
+            ]
+        )
+    )
     task, _ = await run_task(
-        conn, store, make_config(roles={"planner": f"scripted:{script}"}), CHAIN[:3],
+        conn,
+        store,
+        make_config(roles={"planner": f"scripted:{script}"}),
+        CHAIN[:3],
         policy=failing("p3", times=1),
     )
     assert task.status == "completed"

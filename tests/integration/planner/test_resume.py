@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
-from longhaul.core.state import TaskState
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.state import TaskState
 from longhaul.planner.checkpoints import Checkpoint, Checkpoints, checkpoint_key
 from longhaul.planner.offload import phase_output_key
 from longhaul.planner.steps import ensure_step_trace, step_trace_created, step_trace_ids
@@ -54,7 +54,8 @@ async def planned_task(store: EventStore, phases: list[dict[str, object]]) -> Ta
     task_id = await create_task(store, phases=phases)
     created = await store.load_task(task_id)
     await store.append(
-        "task", task_id,
+        "task",
+        task_id,
         [ev.PlanCreated(phases=[msgspec.convert(p, ev.PhaseSpec) for p in phases])],
         expected=Position(created.stream_seq, created.version),
     )
@@ -67,8 +68,14 @@ def resumed(events: list[ev.Event]) -> ev.Resumed:
 
 
 async def crash_and_resume(
-    conn: Connection, store: EventStore, config_factory: ConfigFactory, count: int,
-    crash_at: str, *, before_resume: Policy | None = None, purge_checkpoints: bool = False,
+    conn: Connection,
+    store: EventStore,
+    config_factory: ConfigFactory,
+    count: int,
+    crash_at: str,
+    *,
+    before_resume: Policy | None = None,
+    purge_checkpoints: bool = False,
 ) -> tuple[str, StepCompleter]:
     """Run a ``count``-phase chain in a planner subprocess, SIGKILL it when ``crash_at``
     starts, finish that step trace while no planner runs, then resume with a new planner."""
@@ -173,13 +180,23 @@ async def test_checkpoint_written_before_a_crash_completes_the_phase_on_resume(
     task = await planned_task(store, chain(2))
     task_id = task.task_id
     [p1_trace] = step_trace_ids(task, task.phases["p1"].spec, 1)
-    await store.append("task", task_id, [ev.PhaseStarted(phase_id="p1", trace_ids=[p1_trace])],
-                       expected=Position(task.stream_seq, task.version))
+    await store.append(
+        "task",
+        task_id,
+        [ev.PhaseStarted(phase_id="p1", trace_ids=[p1_trace])],
+        expected=Position(task.stream_seq, task.version),
+    )
     await ensure_step_trace(store, p1_trace, step_trace_created(task, task.phases["p1"].spec, 0))
-    await Checkpoints(conn, enabled=True).save(Checkpoint(
-        task_id=task_id, phase_id="p1", name="Phase p1",
-        result_ref=phase_output_key(task_id, "p1"), summary="p1 was done", trace_id=p1_trace,
-    ))
+    await Checkpoints(conn, enabled=True).save(
+        Checkpoint(
+            task_id=task_id,
+            phase_id="p1",
+            name="Phase p1",
+            result_ref=phase_output_key(task_id, "p1"),
+            summary="p1 was done",
+            trace_id=p1_trace,
+        )
+    )
     await request_resume(store, task_id)
     completer = StepCompleter(conn, store)
     async with completer, planner_service(make_config()):
@@ -213,8 +230,12 @@ async def test_step_trace_lost_between_phase_started_and_its_creation_is_created
     task = await planned_task(store, chain(2))
     task_id = task.task_id
     lost = step_trace_ids(task, task.phases["p1"].spec, 1)
-    await store.append("task", task_id, [ev.PhaseStarted(phase_id="p1", trace_ids=lost)],
-                       expected=Position(task.stream_seq, task.version))
+    await store.append(
+        "task",
+        task_id,
+        [ev.PhaseStarted(phase_id="p1", trace_ids=lost)],
+        expected=Position(task.stream_seq, task.version),
+    )
     await request_resume(store, task_id)
     completer = StepCompleter(conn, store)
     async with completer, planner_service(make_config()):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.core.workspace import Workspace
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
 from longhaul.planner.offload import SUMMARY_LIMIT, phase_output_key, task_output_key
 
 from tests.integration.planner.conftest import ConfigFactory
@@ -29,16 +29,13 @@ from tests.integration.planner.support import (
     wait_task,
 )
 
-DIAMOND = [phase("a"), phase("b", "a"), phase("c", "a"), phase("d", "a"),
-           phase("e", "b", "c", "d")]
+DIAMOND = [phase("a"), phase("b", "a"), phase("c", "a"), phase("d", "a"), phase("e", "b", "c", "d")]
 
 
 async def test_diamond_runs_in_dependency_order_within_the_concurrency_limit(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    async with StepCompleter(conn, store), planner_service(
-        make_config(max_concurrent_phases=2)
-    ):
+    async with StepCompleter(conn, store), planner_service(make_config(max_concurrent_phases=2)):
         task_id = await create_task(store, phases=DIAMOND)
         task = await wait_task(store, task_id)
     assert task.status == "completed"
@@ -92,7 +89,7 @@ async def test_dependants_get_summaries_and_references_not_full_outputs(
     key = phase_output_key(task_id, "a")
     assert task.phases["a"].output_ref == key
     assert len(task.phases["a"].summary) <= SUMMARY_LIMIT
-    entry = await Workspace(conn).get(key)
+    entry = await WorkspaceStore(conn).get(key)
     assert entry is not None and entry.value.decode() == big
     [b_created] = completer.seen["b"]
     brief = b_created.messages[0].content
@@ -101,15 +98,20 @@ async def test_dependants_get_summaries_and_references_not_full_outputs(
     assert len(brief) < 2000
     assert b_created.config.tools == ["workspace_read"]  # added so the agent can read it
     assert b_created.task_id == task_id and b_created.phase_id == "b"
-    final = await Workspace(conn).get(task_output_key(task_id))
+    final = await WorkspaceStore(conn).get(task_output_key(task_id))
     assert final is not None and final.value == b"output of b"
 
 
 async def test_step_trace_config_carries_phase_settings(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
-    spec = phase("x", preset="analyst", model="scripted:auto",
-                 verification={"judge": True}, criteria=["is right"])
+    spec = phase(
+        "x",
+        preset="analyst",
+        model="scripted:auto",
+        verification={"judge": True},
+        criteria=["is right"],
+    )
     _, completer = await run_task(conn, store, make_config(), [spec], working_dir="/tmp")
     [created] = completer.seen["x"]
     assert created.config.preset == "analyst"

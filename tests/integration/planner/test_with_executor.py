@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 import yaml
-from longhaul.core import events as ev
-from longhaul.core.config import (
+from longhaul.core.store import EventStore
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
+from longhaul.domain.config import (
     LonghaulConfig,
     ModelsConfig,
     PipelineConfig,
     VerificationConfig,
 )
-from longhaul.core.ids import new_id
-from longhaul.core.state import TaskState
-from longhaul.core.store import EventStore
-from longhaul.core.workspace import Workspace
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TaskState
 from longhaul.planner.offload import SUMMARY_LIMIT, phase_output_key
 
 from tests.integration.planner.support import (
@@ -61,7 +61,8 @@ def bash(command: str) -> dict[str, Any]:
 def stack_config(nats_url: str, namespace: str) -> Any:
     def factory(*, max_reinjections: int = 1, **pipeline: Any) -> LonghaulConfig:
         return stack_test_config(
-            nats_url, namespace,
+            nats_url,
+            namespace,
             models=ModelsConfig(default="scripted:auto"),
             pipeline=PipelineConfig(
                 verification=VerificationConfig(max_reinjections=max_reinjections), **pipeline
@@ -97,8 +98,7 @@ async def test_diamond_with_real_step_traces(
         model = script(tmp_path / f"{pid}.yaml", *turns, answer(f"result of {pid}: {long}"))
         return phase(pid, *deps, model=model)
 
-    phases = [spec("a"), spec("b", "a"), spec("c", "a"), spec("d", "a"),
-              spec("e", "b", "c", "d")]
+    phases = [spec("a"), spec("b", "a"), spec("c", "a"), spec("d", "a"), spec("e", "b", "c", "d")]
     async with planner_service(stack_config(max_concurrent_phases=2)):
         await create_task(store, phases=phases, task_id=task_id)
         task = await wait_task(store, task_id)
@@ -121,7 +121,7 @@ async def test_diamond_with_real_step_traces(
     assert task.phases["b"].summary in brief and len(task.phases["b"].summary) <= SUMMARY_LIMIT
     [tool_result] = [m for m in trace.main_path() if m.role == "tool"]
     assert f"result of b: {long}" in str(tool_result.content)
-    entry = await Workspace(store.conn).get(phase_output_key(task_id, "e"))
+    entry = await WorkspaceStore(store.conn).get(phase_output_key(task_id, "e"))
     assert entry is not None and entry.value.decode() == f"result of e: {long}"
 
 
@@ -132,15 +132,19 @@ async def test_phase_failing_once_is_replanned_keeping_earlier_outputs(
     reinjection allowed its step trace fails, the planner replans, the retry passes."""
     check = "test -f p3.marker || { touch p3.marker; exit 1; }"
     phases = [
-        phase(f"p{n}", *([f"p{n - 1}"] if n > 1 else []),
-              model=script(tmp_path / f"p{n}.yaml", answer(f"result of p{n}")),
-              **({"verification": {"command": check}} if n == 3 else {}))
+        phase(
+            f"p{n}",
+            *([f"p{n - 1}"] if n > 1 else []),
+            model=script(tmp_path / f"p{n}.yaml", answer(f"result of p{n}")),
+            **({"verification": {"command": check}} if n == 3 else {}),
+        )
         for n in range(1, 5)
     ]
-    workspace = Workspace(store.conn)
+    workspace = WorkspaceStore(store.conn)
     config = stack_config(max_reinjections=0)
-    strict = InProcessExecutor(nats_url, namespace, "exec-strict", config=config,
-                               settings={"working_root": tmp_path})
+    strict = InProcessExecutor(
+        nats_url, namespace, "exec-strict", config=config, settings={"working_root": tmp_path}
+    )
     async with strict, planner_service(config), verifier_service(config):
         task_id = await create_task(store, phases=phases, working_dir=str(tmp_path))
         first = await wait_task(store, task_id, lambda t: bool(t.replans) or t.is_final)
@@ -166,29 +170,35 @@ async def test_phase_failing_once_is_replanned_keeping_earlier_outputs(
 async def test_verification_failure_is_reinjected_then_passes(
     store: EventStore, stack_config: Any, executor: InProcessExecutor, tmp_path: Path
 ) -> None:
-    check = ("python3 -c \"import sys; sys.exit(0 if sys.stdin.read().strip() == 'second' "
-             "else 1)\"")
+    check = "python3 -c \"import sys; sys.exit(0 if sys.stdin.read().strip() == 'second' else 1)\""
     model = script(tmp_path / "v.yaml", answer("first"), answer("second"))
     async with planner_service(stack_config()), verifier_service(stack_config()):
-        task_id = await create_task(store, phases=[
-            phase("v", model=model, verification={"command": check})
-        ], working_dir=str(tmp_path))
+        task_id = await create_task(
+            store,
+            phases=[phase("v", model=model, verification={"command": check})],
+            working_dir=str(tmp_path),
+        )
         task = await wait_task(store, task_id)
     assert task.status == "completed", task.error
     events = await trace_of(store, task, "v")
-    verdicts = [type(e) for e in events
-                if isinstance(e, ev.VerificationPassed | ev.VerificationFailed)]
+    verdicts = [
+        type(e) for e in events if isinstance(e, ev.VerificationPassed | ev.VerificationFailed)
+    ]
     assert verdicts == [ev.VerificationFailed, ev.VerificationPassed]
     reinjected = [e for e in events if isinstance(e, ev.MessageAppended) and e.role == "user"]
     assert "did not pass verification" in str(reinjected[0].content)
-    entry = await Workspace(store.conn).get(phase_output_key(task_id, "v"))
+    entry = await WorkspaceStore(store.conn).get(phase_output_key(task_id, "v"))
     assert entry is not None and entry.value == b"second"
 
 
 @pytest.mark.parametrize(("count", "crash_at"), [(4, 3), (10, 7)])
 async def test_planner_killed_mid_task_resumes_without_rerunning_phases(
-    store: EventStore, stack_config: Any, executor: InProcessExecutor, tmp_path: Path,
-    count: int, crash_at: int,
+    store: EventStore,
+    stack_config: Any,
+    executor: InProcessExecutor,
+    tmp_path: Path,
+    count: int,
+    crash_at: int,
 ) -> None:
     gate = f"release-p{crash_at}"
     phases = []
@@ -196,9 +206,14 @@ async def test_planner_killed_mid_task_resumes_without_rerunning_phases(
         turns = [answer(f"result of p{n}")]
         if n == crash_at:  # this phase's agent waits until the test lets it go on
             turns.insert(0, bash(f"while [ ! -f {gate} ]; do sleep 0.02; done; echo go"))
-        phases.append(phase(f"p{n}", *([f"p{n - 1}"] if n > 1 else []),
-                            tools=["bash"] if n == crash_at else [],
-                            model=script(tmp_path / f"p{n}.yaml", *turns)))
+        phases.append(
+            phase(
+                f"p{n}",
+                *([f"p{n - 1}"] if n > 1 else []),
+                tools=["bash"] if n == crash_at else [],
+                model=script(tmp_path / f"p{n}.yaml", *turns),
+            )
+        )
     config = stack_config()
     crashing = f"p{crash_at}"
     with temp_dir() as logs:
@@ -206,8 +221,10 @@ async def test_planner_killed_mid_task_resumes_without_rerunning_phases(
         try:
             task_id = await create_task(store, phases=phases, working_dir=str(tmp_path))
             before = await wait_task(
-                store, task_id, lambda t: crashing in t.phases
-                and t.phases[crashing].status == "running", within=60,
+                store,
+                task_id,
+                lambda t: crashing in t.phases and t.phases[crashing].status == "running",
+                within=60,
             )
         finally:
             await planner.kill()  # SIGKILL while phase crash_at runs

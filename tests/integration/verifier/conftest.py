@@ -8,14 +8,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig, ModelsConfig, NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, run_consumer
-from longhaul.core.ids import new_id
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
+from longhaul.domain.ids import new_id
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
+from longhaul.verifier.ledger import VerdictLedger
 
 VERDICTS = (ev.VerificationPassed, ev.VerificationFailed)
 
@@ -60,8 +61,7 @@ async def verdict(store: EventStore, trace_id: str, within_s: float = 20) -> ev.
 
 
 async def verdicts(store: EventStore, trace_id: str) -> list[ev.Event]:
-    return [r.event async for r in store.replay("trace", trace_id)
-            if isinstance(r.event, VERDICTS)]
+    return [r.event async for r in store.replay("trace", trace_id) if isinstance(r.event, VERDICTS)]
 
 
 @pytest.fixture
@@ -79,7 +79,9 @@ async def make_verifier(
         config = config or verifier_config
         registry = ModelRegistry(config.models)
         registries.append(registry)
-        return Verifier(store, registry, config)
+        return Verifier(
+            store, registry, config, VerdictLedger(store.conn, ttl_s=config.store.lease_ttl_s)
+        )
 
     yield factory
     for registry in registries:

@@ -11,11 +11,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig, ModelsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import Delivery
 from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig, ModelsConfig
 from longhaul.verifier.handler import Verifier
 
 from tests.integration.verifier.conftest import verdict, verdicts, waiting_trace
@@ -34,8 +34,9 @@ def py(code: str) -> str:
 
 async def test_json_schema_pass_and_fail(store: EventStore, run_verifier: Start) -> None:
     await run_verifier()
-    good = await waiting_trace(store, '```json\n{"title": "x", "score": 3}\n```',
-                               {"json_schema": SCHEMA})
+    good = await waiting_trace(
+        store, '```json\n{"title": "x", "score": 3}\n```', {"json_schema": SCHEMA}
+    )
     bad = await waiting_trace(store, '{"title": 5}', {"json_schema": SCHEMA})
     not_json = await waiting_trace(store, "no json here", {"json_schema": SCHEMA})
     assert isinstance(await verdict(store, good), ev.VerificationPassed)
@@ -54,8 +55,10 @@ async def test_command_runs_in_working_dir_with_answer_on_stdin(
     store: EventStore, run_verifier: Start, tmp_path: Path
 ) -> None:
     (tmp_path / "expected.txt").write_text("42")
-    check = py("import sys; got = sys.stdin.read(); want = open('expected.txt').read(); "
-               "print('got', got); sys.exit(0 if got == want else 3)")
+    check = py(
+        "import sys; got = sys.stdin.read(); want = open('expected.txt').read(); "
+        "print('got', got); sys.exit(0 if got == want else 3)"
+    )
     await run_verifier()
     ok = await waiting_trace(store, "42", {"command": check}, working_dir=str(tmp_path))
     wrong = await waiting_trace(store, "41", {"command": check}, working_dir=str(tmp_path))
@@ -150,8 +153,9 @@ async def test_llm_judge_scores_each_criterion(
     criteria = ["mentions the capital", "cites a source"]
     low = await waiting_trace(store, "Paris.", {"criteria": criteria})
     lenient = judge_script(tmp_path, [8, 9], "pass")
-    high = await waiting_trace(store, "Paris [1].", {"judge": {"criteria": criteria,
-                                                               "model": lenient}})
+    high = await waiting_trace(
+        store, "Paris [1].", {"judge": {"criteria": criteria, "model": lenient}}
+    )
     failed = await verdict(store, low)
     assert isinstance(failed, ev.VerificationFailed)
     assert failed.errors == ["judge: cites a source (score 4): reason 2"]
@@ -201,8 +205,14 @@ async def test_invalid_config_fails_verification(store: EventStore, run_verifier
 async def delivery_of(store: EventStore, trace_id: str) -> Delivery:
     async for recorded in store.replay("trace", trace_id):
         if isinstance(recorded.event, ev.VerificationRequested):
-            return Delivery("trace", trace_id, "verification_requested", recorded.seq, 1,
-                            ev.encode(recorded.event))
+            return Delivery(
+                "trace",
+                trace_id,
+                "verification_requested",
+                recorded.seq,
+                1,
+                ev.encode(recorded.event),
+            )
     raise AssertionError("no request")
 
 
@@ -218,6 +228,20 @@ async def test_redelivered_request_is_answered_once(
     assert [type(e) for e in await verdicts(store, trace_id)] == [ev.VerificationPassed]
 
 
+async def test_racing_replicas_run_the_command_once(
+    store: EventStore, make_verifier: Callable[..., Verifier], tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    command = ["sh", "-c", f"echo run >> {runs}; sleep 0.5; cat >/dev/null"]
+    trace_id = await waiting_trace(store, "x", {"command": command})
+    delivery = await delivery_of(store, trace_id)
+    first, second = make_verifier(), make_verifier()
+    # The second finds the first's claim by the request's key and takes its verdict.
+    await asyncio.gather(first.handle(delivery), second.handle(delivery))
+    assert [type(e) for e in await verdicts(store, trace_id)] == [ev.VerificationPassed]
+    assert runs.read_text().split() == ["run"]
+
+
 async def test_superseded_request_gets_no_answer(
     store: EventStore, make_verifier: Callable[..., Verifier]
 ) -> None:
@@ -225,12 +249,17 @@ async def test_superseded_request_gets_no_answer(
     stale = await delivery_of(store, trace_id)
     state = await store.load_trace(trace_id)
     # The user stops the trace and reruns it; it asks again for attempt 1 on a new answer.
-    await store.append("trace", trace_id, [
-        ev.Stopped(reason="user"),
-        ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")]),
-        ev.MessageAppended(sequence=4, parent_sequence=3, role="assistant", content="y"),
-        ev.VerificationRequested(attempt=1, answer_sequence=4),
-    ], expected=Position(state.stream_seq, state.version))
+    await store.append(
+        "trace",
+        trace_id,
+        [
+            ev.Stopped(reason="user"),
+            ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")]),
+            ev.MessageAppended(sequence=4, parent_sequence=3, role="assistant", content="y"),
+            ev.VerificationRequested(attempt=1, answer_sequence=4),
+        ],
+        expected=Position(state.stream_seq, state.version),
+    )
     await make_verifier().handle(stale)
     assert await verdicts(store, trace_id) == []
 
@@ -242,8 +271,9 @@ async def test_poison_event_does_not_stop_the_service(
     subject = conn.names.subject("trace", "t_poison", "verification_requested")
     await conn.js.publish(subject, b"{not json")
     wrong_type = msgspec.json.encode({"type": "nope"})
-    await conn.js.publish(conn.names.subject("trace", "t_poison2", "verification_requested"),
-                          wrong_type)
+    await conn.js.publish(
+        conn.names.subject("trace", "t_poison2", "verification_requested"), wrong_type
+    )
     trace_id = await waiting_trace(store, "x", {"command": "true"})
     assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
 
@@ -264,19 +294,27 @@ async def test_service_main_runs_as_a_process(
     store: EventStore, verifier_config: LonghaulConfig, tmp_path: Path
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
-    env.update({"LONGHAUL_NATS__URL": verifier_config.nats.url,
-                "LONGHAUL_NATS__NAMESPACE": verifier_config.nats.namespace,
-                "LONGHAUL_MODELS__DEFAULT": "scripted:auto"})
+    env.update(
+        {
+            "LONGHAUL_NATS__URL": verifier_config.nats.url,
+            "LONGHAUL_NATS__NAMESPACE": verifier_config.nats.namespace,
+            "LONGHAUL_MODELS__DEFAULT": "scripted:auto",
+        }
+    )
     log = os.open(tmp_path / "verifier.log", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "longhaul.verifier.main", env=env, stdout=log, stderr=log,
+            sys.executable,
+            "-m",
+            "longhaul.verifier.main",
+            env=env,
+            stdout=log,
+            stderr=log,
         )
     finally:
         os.close(log)
     try:
-        trace_id = await waiting_trace(store, '{"title": "t", "score": 2}',
-                                       {"json_schema": SCHEMA})
+        trace_id = await waiting_trace(store, '{"title": "t", "score": 2}', {"json_schema": SCHEMA})
         assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
     finally:
         process.terminate()

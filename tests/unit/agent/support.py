@@ -10,9 +10,9 @@ from typing import Any
 
 from longhaul.agent import AgentEnv, Engine, Middleware, ToolRegistry, TurnOutcome
 from longhaul.agent.tools import ToolContext, ToolSettings
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest, ModelResponse
 
@@ -86,7 +86,7 @@ def tool_context(
     )
 
 
-Turn = dict[str, Any] | ModelResponse | Exception | Callable[[ModelRequest], Any]
+Reply = dict[str, Any] | ModelResponse | Exception | Callable[[ModelRequest], Any]
 
 
 class Script:
@@ -96,7 +96,7 @@ class Script:
     ``ModelResponse``, an exception to raise, or a callable of the request returning either.
     """
 
-    def __init__(self, *turns: Turn) -> None:
+    def __init__(self, *turns: Reply) -> None:
         self.turns = list(turns)
         self.requests: list[ModelRequest] = []
 
@@ -112,7 +112,7 @@ class Script:
         return turn
 
 
-def scripted(*turns: Turn, name: str = "scripted:test") -> tuple[ScriptedModel, Script]:
+def scripted(*turns: Reply, name: str = "scripted:test") -> tuple[ScriptedModel, Script]:
     script = Script(*turns)
     return ScriptedModel(script, name=name, chunk_chars=3), script
 
@@ -182,7 +182,7 @@ class AgentRun:
         self.engine = make_engine(working_root, **engine_options)
         self.script = Script()
 
-    async def turn(self, *turns: Turn) -> TurnOutcome:
+    async def turn(self, *turns: Reply) -> TurnOutcome:
         model, self.script = scripted(*turns)
         return await self.engine.run_turn(self.state, self.sink, model=model)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +53,44 @@ async def test_output_is_capped_and_the_rest_counted(tmp_path: Path) -> None:
     assert isinstance(result, ToolResult)
     assert result.output.startswith("a" * 1000 + "\n… output truncated: 4000 more bytes")
     assert result.output.endswith("[exit code 0]")
+
+
+# An executor stand-in: runs one bash call and is then killed -9 while it runs.
+_EXECUTOR = """
+import asyncio, sys
+from pathlib import Path
+from tests.unit.agent.support import tool_context
+from longhaul.agent.tools.shell import bash
+command = "echo $$ > shell.pid; sleep 60 & echo $! > bg.pid; sleep 60; touch finished"
+asyncio.run(bash.run(tool_context(Path(sys.argv[1])), {"command": command}))
+"""
+
+
+async def test_the_command_tree_dies_with_its_executor(tmp_path: Path) -> None:
+    executor = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _EXECUTOR, str(tmp_path), cwd=Path(__file__).parents[3]
+    )
+    pids = [tmp_path / "shell.pid", tmp_path / "bg.pid"]
+    deadline = time.monotonic() + 30
+    while not all(p.exists() and p.read_text().strip() for p in pids):
+        assert executor.returncode is None and time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    executor.kill()
+    await executor.wait()
+    deadline = time.monotonic() + 10
+    while not all(_killed(int(p.read_text())) for p in pids):
+        assert time.monotonic() < deadline, "the command outlived its executor"
+        await asyncio.sleep(0.05)
+    assert not (tmp_path / "finished").exists()
+
+
+async def test_no_service_secret_reaches_the_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LONGHAUL_API_KEYS", "canary-api-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "canary-provider-key")
+    monkeypatch.setenv("LONGHAUL_NATS__PASSWORD", "canary-nats")
+    result = await bash.run(tool_context(tmp_path), {"command": "env; echo HOME=$HOME"})
+    assert isinstance(result, ToolResult)
+    assert "canary" not in result.output
+    assert f"HOME={tmp_path}" in result.output and "PATH=" in result.output

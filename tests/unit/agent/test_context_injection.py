@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from longhaul.agent import ContextHooks
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig
+from longhaul.domain.state import TraceState
 
 from tests.unit.agent.support import AgentRun, answer, assert_tool_pairs_complete, call, calls
 
@@ -44,9 +44,7 @@ async def test_injected_every_n_steps_with_goals_and_hooks(tmp_path: Path) -> No
 
 async def test_running_sub_agents_are_listed(tmp_path: Path) -> None:
     run = AgentRun(tmp_path, config=PipelineConfig(context_injection_every=1))
-    await run.sink.emit(
-        [ev.SubtraceSpawned(child_trace_id="t_kid", tool_call_id="x", task="dig")]
-    )
+    await run.sink.emit([ev.SubtraceSpawned(child_trace_id="t_kid", tool_call_id="x", task="dig")])
     await run.turn(calls(call("glob", {"pattern": "*"})), answer("ok"))
     [injected] = [m for m in run.sink.of_type(ev.MessageAppended) if m.name == "context"]
     assert "t_kid (delegate): dig" in str(injected.content)

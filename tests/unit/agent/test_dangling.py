@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from longhaul.core import events as ev
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 
 from tests.unit.agent.support import (
     AgentRun,

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 from tests.unit.agent.support import AgentRun, answer, call, calls, path_roles
 

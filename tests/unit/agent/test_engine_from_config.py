@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from longhaul.agent import Engine
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig, MiddlewareEntry, PipelineConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig, MiddlewareEntry, PipelineConfig
 
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 

@@ -9,6 +9,7 @@ import pytest
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools import ToolResult
 from longhaul.agent.tools.files import edit, glob, grep, read, write
+from longhaul.agent.tools.shell import bash
 
 from tests.unit.agent.support import tool_context
 
@@ -21,6 +22,7 @@ def jail(tmp_path: Path) -> Path:
     (tmp_path / "secret.txt").write_text("TOP SECRET\n")
     os.symlink(tmp_path / "secret.txt", root / "leak.txt")
     os.symlink(tmp_path, root / "outside")
+    os.link(tmp_path / "secret.txt", root / "hardlink.txt")  # what `ln /etc/passwd x` makes
     return root
 
 
@@ -29,6 +31,7 @@ ESCAPES = {
     "absolute": "/etc/passwd",
     "symlink_file": "leak.txt",
     "symlink_dir": "outside/secret.txt",
+    "hardlink": "hardlink.txt",
 }
 
 CALLS = {
@@ -58,6 +61,7 @@ async def test_glob_pattern_cannot_climb_and_symlinked_matches_are_hidden(jail: 
     assert isinstance(listed, ToolResult)
     assert "src/app.py" in listed.output
     assert "leak.txt" not in listed.output and "secret" not in listed.output
+    assert "hardlink.txt" not in listed.output
 
 
 async def test_grep_skips_symlinks_out_when_walking(jail: Path) -> None:
@@ -84,3 +88,12 @@ async def test_write_then_edit_round_trip(jail: Path) -> None:
     with pytest.raises(ToolError) as missing:
         await edit.run(ctx, {"path": "notes/todo.md", "old": "zzz", "new": "c"})
     assert missing.value.code == "edit_no_match"
+
+
+async def test_a_hard_link_made_with_bash_cannot_be_read(jail: Path) -> None:
+    # S5: the link is made from inside (bash), then read with the file tool.
+    made = await bash.run(tool_context(jail), {"command": "ln ../secret.txt mine.txt"})
+    assert isinstance(made, ToolResult) and made.error_code is None
+    with pytest.raises(ToolError) as refused:
+        await read.run(tool_context(jail), {"path": "mine.txt"})
+    assert refused.value.code == "path_outside_workdir" and "hard link" in str(refused.value)

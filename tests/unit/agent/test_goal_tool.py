@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 from tests.unit.agent.support import (
     MemorySink,

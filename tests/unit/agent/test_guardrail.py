@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from longhaul.agent import GuardrailPolicy, ToolContext, ToolRegistry, default_middleware, tool
 from longhaul.agent.tools import builtin_tools
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 from tests.unit.agent.support import (
     MemorySink,

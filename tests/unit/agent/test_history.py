@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from longhaul.agent.batch import Batch
 from longhaul.agent.history import History, MessageView
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig
 from longhaul.llm.types import ModelRequest
 
-from tests.unit.agent.support import AgentRun, Turn, answer, call, calls
+from tests.unit.agent.support import AgentRun, Reply, answer, call, calls
 
 
 async def test_one_time_output_is_sent_once_then_its_memory(tmp_path: Path) -> None:
@@ -60,7 +60,7 @@ async def test_a_rewind_replaces_the_path_and_the_view_follows(tmp_path: Path) -
     assert before == kept  # the view handed out before the rewind is untouched
 
 
-def seen_at_call(turn: Turn, seen: list[list[dict[str, Any]]]) -> Turn:
+def seen_at_call(turn: Reply, seen: list[list[dict[str, Any]]]) -> Reply:
     """``turn``, after recording a deep copy of the request's messages as the model saw them."""
 
     def answer_it(request: ModelRequest) -> Any:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from longhaul.agent import DEFAULT_ORDER, default_middleware
-from longhaul.core import events as ev
-from longhaul.core.config import MiddlewareEntry, PipelineConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import MiddlewareEntry, PipelineConfig
 
 from tests.unit.agent.support import (
     MemorySink,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from longhaul.core import events as ev
-from longhaul.core.config import LoopDetectionConfig, PipelineConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import LoopDetectionConfig, PipelineConfig
 
 from tests.unit.agent.support import AgentRun, answer, assert_tool_pairs_complete, call, calls
 
@@ -42,9 +42,7 @@ async def test_same_call_three_times_warns_at_second_and_stops_at_third(tmp_path
 
 async def test_same_tool_other_arguments_never_warns(tmp_path: Path) -> None:
     run = AgentRun(tmp_path)
-    outcome = await run.turn(
-        glob_call("*.py"), glob_call("*.md"), glob_call("*.txt"), answer("ok")
-    )
+    outcome = await run.turn(glob_call("*.py"), glob_call("*.md"), glob_call("*.txt"), answer("ok"))
     assert outcome.end == "completed"
     assert not run.sink.of_type(ev.LoopWarned) and not run.sink.of_type(ev.LoopStopped)
 
@@ -100,8 +98,6 @@ async def test_window_survives_a_new_turn(tmp_path: Path) -> None:
 async def test_a_new_instruction_resets_the_counts(tmp_path: Path) -> None:
     run = AgentRun(tmp_path)
     await run.turn(glob_call("*"), answer("done"))
-    await run.sink.emit(
-        [ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")])]
-    )
+    await run.sink.emit([ev.RunRequested(messages=[ev.InputMessage(role="user", content="again")])])
     await run.turn(glob_call("*"), answer("done again"))
     assert not run.sink.of_type(ev.LoopWarned)

@@ -9,7 +9,7 @@ from longhaul.agent import DEFAULT_ORDER, Middleware, Step, Turn, TurnOutcome, d
 from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.middleware import ModelHandler, ToolHandler
 from longhaul.agent.tools import ToolReply
-from longhaul.core.config import MiddlewareEntry, PipelineConfig
+from longhaul.domain.config import MiddlewareEntry, PipelineConfig
 from longhaul.llm.types import ModelRequest, ModelResponse
 
 from tests.unit.agent.support import (

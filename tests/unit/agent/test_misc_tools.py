@@ -16,7 +16,7 @@ from longhaul.agent import (
 )
 from longhaul.agent.tools.skill import skill
 from longhaul.agent.tools.workspace_read import workspace_read
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 from tests.unit.agent.support import (
     MemorySink,

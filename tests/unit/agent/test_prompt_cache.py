@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from longhaul.agent import Middleware, Turn, default_middleware
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig, PromptCacheConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig, PromptCacheConfig
 
 from tests.unit.agent.support import (
     MemorySink,

@@ -11,8 +11,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from longhaul.core import events as ev
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelError, ModelRequest
 

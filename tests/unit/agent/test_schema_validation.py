@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from longhaul.agent import ToolRegistry, tool
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 from tests.unit.agent.support import (
     MemorySink,

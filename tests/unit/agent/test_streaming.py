@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from longhaul.agent import LiveUpdate
 from longhaul.agent.engine.deltas import DeltaThrottle
-from longhaul.core.config import PipelineConfig, StreamingConfig
+from longhaul.domain.config import PipelineConfig, StreamingConfig
 
 from tests.unit.agent.support import (
     FixedClock,

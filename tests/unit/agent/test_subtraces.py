@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.core import events as ev
-from longhaul.core.events import TraceStatus
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.events import TraceStatus
+from longhaul.domain.state import TraceState
 
 from tests.unit.agent.support import AgentRun, answer, assert_tool_pairs_complete, call, calls
 

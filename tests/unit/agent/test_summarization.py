@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from longhaul.agent import Engine, default_middleware
 from longhaul.agent.middleware.summarization import should_compress
-from longhaul.core import events as ev
-from longhaul.core.config import CompressionConfig
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.config import CompressionConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import ModelError
 
 from tests.unit.agent.support import (

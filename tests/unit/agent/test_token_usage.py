@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from longhaul.core import events as ev
-from longhaul.core.config import ModelPrice, ModelsConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import ModelPrice, ModelsConfig
 from longhaul.llm.types import ModelRequest
 
 from tests.unit.agent.support import (

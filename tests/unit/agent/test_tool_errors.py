@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from longhaul.agent import ToolContext, ToolError, ToolRegistry, tool
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 from tests.unit.agent.support import (
     MemorySink,

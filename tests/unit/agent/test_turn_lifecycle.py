@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig
 from longhaul.llm.types import ModelError
 
 from tests.unit.agent.support import AgentRun, MemorySink, answer, call, calls
@@ -50,9 +50,7 @@ async def test_max_iterations_stops_the_trace_resumably(tmp_path: Path) -> None:
     assert run.state.status == "stopped" and run.state.stop_reason == "max_iterations"
     assert len(run.script.requests) == 3
     # Stopped traces continue on request.
-    await run.sink.emit(
-        [ev.RunRequested(messages=[ev.InputMessage(role="user", content="go on")])]
-    )
+    await run.sink.emit([ev.RunRequested(messages=[ev.InputMessage(role="user", content="go on")])])
     assert (await run.turn(answer("finished"))).end == "completed"
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig, VerificationConfig
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig, VerificationConfig
+from longhaul.domain.state import TraceState
 
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 

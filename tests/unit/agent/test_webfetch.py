@@ -28,6 +28,20 @@ from tests.unit.agent.support import tool_context
         ("http://[fe80::1]/", "link-local"),
         ("http://[::ffff:127.0.0.1]/", "loopback"),
         ("http://0.0.0.0/", "unspecified"),
+        # Cloud metadata in the carrier-grade NAT block, and loopback wrapped in IPv6 forms.
+        ("http://100.100.100.200/latest/meta-data/", "shared"),
+        ("http://100.64.0.1/", "shared"),
+        ("http://[2002:7f00:1::]/", "loopback"),
+        ("http://[2002:a9fe:a9fe::1]/", "link-local"),
+        ("http://[64:ff9b::7f00:1]/", "loopback"),
+        ("http://[64:ff9b::a9fe:a9fe]/", "link-local"),
+        ("http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/", "loopback"),
+        ("http://[::ffff:a9fe:a9fe]/", "link-local"),
+        ("http://[::ffff:100.100.100.200]/", "shared"),
+        ("http://192.0.0.1/", "private"),
+        ("http://198.18.0.1/", "private"),
+        ("http://[fc00::1]/", "private"),
+        ("http://2130706433/", "loopback"),
     ],
 )
 async def test_refuses_internal_targets(tmp_path: Path, url: str, reason: str) -> None:
@@ -51,6 +65,9 @@ async def test_private_targets_allowed_when_configured() -> None:
 def test_public_addresses_pass() -> None:
     assert refused_reason(ipaddress.ip_address("93.184.216.34")) is None
     assert refused_reason(ipaddress.ip_address("2606:4700::1111")) is None
+    # 6to4 and NAT64 of a public IPv4 address stay fetchable.
+    assert refused_reason(ipaddress.ip_address("2002:5db8:d822::1")) is None
+    assert refused_reason(ipaddress.ip_address("64:ff9b::5db8:d822")) is None
 
 
 async def test_non_http_schemes_are_invalid_calls(tmp_path: Path) -> None:

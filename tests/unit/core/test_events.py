@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 
 
 def test_every_event_type_round_trips() -> None:

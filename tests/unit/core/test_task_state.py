@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from longhaul.core import events as ev
-from longhaul.core.state import InvalidTransition, TaskState, validate_phase_graph
+from longhaul.domain import events as ev
+from longhaul.domain.state import InvalidTransition, TaskState, validate_phase_graph
 
 
 def phase(pid: str, *deps: str) -> ev.PhaseSpec:

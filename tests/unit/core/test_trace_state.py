@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from longhaul.core import events as ev
-from longhaul.core.state import InvalidTransition, TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.state import InvalidTransition, TraceState
 
 
 def call(call_id: str, name: str = "read") -> ev.ToolCallRecord:
@@ -222,9 +222,7 @@ def test_check_does_not_mutate() -> None:
     ("sequence", "parent", "code"),
     [(3, 1, "sequence_gap"), (2, 9, "unknown_sequence")],
 )
-def test_check_message_refuses_what_the_fold_refuses(
-    sequence: int, parent: int, code: str
-) -> None:
+def test_check_message_refuses_what_the_fold_refuses(sequence: int, parent: int, code: str) -> None:
     b = Builder()
     event = ev.MessageAppended(sequence=sequence, parent_sequence=parent, role="assistant")
     for check in (b.state.check_message, b.state.apply):

@@ -18,8 +18,13 @@ from longhaul.llm import (
 from tests.support.llm_fakes import Break, Call, Fail, FakeAnthropic, Reply, Step
 from tests.unit.llm.conftest import drain
 
-TOOLS = [ToolSpec(name="search", description="web search",
-                  parameters={"type": "object", "properties": {"q": {"type": "string"}}})]
+TOOLS = [
+    ToolSpec(
+        name="search",
+        description="web search",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
+]
 
 
 def openai_history() -> list[dict[str, object]]:
@@ -27,28 +32,52 @@ def openai_history() -> list[dict[str, object]]:
     return [
         {"role": "system", "content": "You are careful."},
         {"role": "user", "content": "compare a and b"},
-        {"role": "assistant", "content": "Looking both up.", "tool_calls": [
-            {"id": "call_AAA", "type": "function",
-             "function": {"name": "search", "arguments": '{"q": "a"}'}},
-            {"id": "call_BBB", "type": "function",
-             "function": {"name": "search", "arguments": '{"q": "b"}'}}]},
+        {
+            "role": "assistant",
+            "content": "Looking both up.",
+            "tool_calls": [
+                {
+                    "id": "call_AAA",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q": "a"}'},
+                },
+                {
+                    "id": "call_BBB",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q": "b"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_BBB", "content": "b is blue"},
-        {"role": "tool", "tool_call_id": "call_AAA", "content": "no such page",
-         "error": "not_found"},
+        {
+            "role": "tool",
+            "tool_call_id": "call_AAA",
+            "content": "no such page",
+            "error": "not_found",
+        },
         {"role": "user", "content": "be brief"},
     ]
 
 
 def request(**kwargs: object) -> ModelRequest:
-    defaults: dict[str, object] = {"model": "anthropic:claude-sonnet-4-5",
-                                   "messages": openai_history(), "tools": TOOLS,
-                                   "system_stable": "STABLE RULES", "system_volatile": "TIME"}
+    defaults: dict[str, object] = {
+        "model": "anthropic:claude-sonnet-4-5",
+        "messages": openai_history(),
+        "tools": TOOLS,
+        "system_stable": "STABLE RULES",
+        "system_volatile": "TIME",
+    }
     return ModelRequest(**(defaults | kwargs))  # type: ignore[arg-type]
 
 
 async def test_request_shape_passes_the_strict_fake(registry: ModelRegistry) -> None:
-    reply = Reply(text="a: none; b: blue", prompt_tokens=1000, cached_tokens=800,
-                  cache_write_tokens=150, completion_tokens=9)
+    reply = Reply(
+        text="a: none; b: blue",
+        prompt_tokens=1000,
+        cached_tokens=800,
+        cache_write_tokens=150,
+        completion_tokens=9,
+    )
     async with FakeAnthropic([reply], require_cached_system=True) as server:
         model = registry.resolve("anthropic:claude-sonnet-4-5", server.models_config())
         events = await drain(model, request())
@@ -58,27 +87,42 @@ async def test_request_shape_passes_the_strict_fake(registry: ModelRegistry) -> 
     body = sent.json
     assert body["max_tokens"] == 4096
     assert body["system"] == [
-        {"type": "text", "text": "STABLE RULES\n\nYou are careful.",
-         "cache_control": {"type": "ephemeral"}},
+        {
+            "type": "text",
+            "text": "STABLE RULES\n\nYou are careful.",
+            "cache_control": {"type": "ephemeral"},
+        },
         {"type": "text", "text": "TIME"},
     ]
-    assert body["tools"] == [{"name": "search", "description": "web search",
-                              "input_schema": TOOLS[0].parameters}]
+    assert body["tools"] == [
+        {"name": "search", "description": "web search", "input_schema": TOOLS[0].parameters}
+    ]
     assistant, grouped = body["messages"][1], body["messages"][2]
     first_id, second_id = (block["id"] for block in assistant["content"][1:])
     assert first_id.startswith("toolu_") and second_id.startswith("toolu_")
     assert assistant["content"][1]["input"] == {"q": "a"}
-    assert grouped == {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": first_id, "content": "no such page",
-         "is_error": True},
-        {"type": "tool_result", "tool_use_id": second_id, "content": "b is blue"},
-        {"type": "text", "text": "be brief"},
-    ]}
+    assert grouped == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": first_id,
+                "content": "no such page",
+                "is_error": True,
+            },
+            {"type": "tool_result", "tool_use_id": second_id, "content": "b is blue"},
+            {"type": "text", "text": "be brief"},
+        ],
+    }
     response = events[-1].response  # type: ignore[union-attr]
     assert response.content == "a: none; b: blue"
     usage = response.usage
-    assert (usage.prompt_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
-            usage.completion_tokens) == (1000, 800, 150, 9)
+    assert (
+        usage.prompt_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.completion_tokens,
+    ) == (1000, 800, 150, 9)
 
 
 async def test_no_cache_control_when_caching_is_off(registry: ModelRegistry) -> None:
@@ -89,16 +133,34 @@ async def test_no_cache_control_when_caching_is_off(registry: ModelRegistry) -> 
 
 
 async def test_the_fake_rejects_ungrouped_results_and_misplaced_cache_control() -> None:
-    ungrouped = {"model": "m", "max_tokens": 10, "system": [
-        {"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}], "messages": [
-        {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "x",
-                                           "input": {}}]},
-        {"role": "user", "content": [{"type": "text", "text": "first"},
-                                     {"type": "tool_result", "tool_use_id": "toolu_1"}]}]}
-    misplaced = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}],
-                 "system": [{"type": "text", "text": "S"},
-                            {"type": "text", "text": "V", "cache_control": {"type": "ephemeral"}}]}
+    ungrouped = {
+        "model": "m",
+        "max_tokens": 10,
+        "system": [{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "first"},
+                    {"type": "tool_result", "tool_use_id": "toolu_1"},
+                ],
+            },
+        ],
+    }
+    misplaced = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "x"}],
+        "system": [
+            {"type": "text", "text": "S"},
+            {"type": "text", "text": "V", "cache_control": {"type": "ephemeral"}},
+        ],
+    }
     async with FakeAnthropic(require_cached_system=True) as server:
         headers = {"x-api-key": server.api_key, "anthropic-version": "2023-06-01"}
         async with httpx.AsyncClient(base_url=server.base_url, headers=headers) as client:
@@ -106,8 +168,10 @@ async def test_the_fake_rejects_ungrouped_results_and_misplaced_cache_control() 
             second = await client.post("/v1/messages", json=misplaced)
     assert first.status_code == 400
     assert first.json()["error"]["type"] == "invalid_request_error"
-    assert "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1" \
+    assert (
+        "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_1"
         in first.json()["error"]["message"]
+    )
     assert second.status_code == 400 and "cache_control" in second.json()["error"]["message"]
 
 
@@ -121,21 +185,28 @@ async def test_unpaired_tool_use_surfaces_the_real_400(registry: ModelRegistry) 
 
 
 async def test_tool_use_streams_and_thinking_round_trips(registry: ModelRegistry) -> None:
-    first = Reply(thinking="I should search.", text="Searching.", chunk=2,
-                  tool_calls=[Call("search", {"q": "weather in Paris"})])
+    first = Reply(
+        thinking="I should search.",
+        text="Searching.",
+        chunk=2,
+        tool_calls=[Call("search", {"q": "weather in Paris"})],
+    )
     async with FakeAnthropic([first, Reply(text="Sunny.")]) as server:
         model = registry.resolve("anthropic:claude-opus-4-1", server.models_config())
         conversation: list[dict[str, object]] = [{"role": "user", "content": "weather?"}]
         response = await model.complete(request(messages=conversation))
         [call] = response.tool_calls
         assert call.id.startswith("toolu_01") and json.loads(call.arguments) == {
-            "q": "weather in Paris"}
+            "q": "weather in Paris"
+        }
         assert response.finish_reason == "tool_calls"
         thinking = response.provider_fields["anthropic"]["thinking"]
         assert thinking[0]["thinking"] == "I should search."
         assert thinking[0]["signature"].startswith("sig-")
-        conversation += [response.to_message(),
-                         {"role": "tool", "tool_call_id": call.id, "content": "sunny"}]
+        conversation += [
+            response.to_message(),
+            {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+        ]
         await model.complete(request(messages=conversation))
     replayed = server.requests[1].json["messages"][1]["content"]
     assert [block["type"] for block in replayed] == ["thinking", "text", "tool_use"]
@@ -144,9 +215,14 @@ async def test_tool_use_streams_and_thinking_round_trips(registry: ModelRegistry
 
 
 async def test_overloaded_event_before_output_is_retried_after_output_is_not(
-        registry: ModelRegistry) -> None:
-    script: list[Step] = [Break(text="", mode="error_event"), Fail(529, "Overloaded"),
-                          Reply(text="fine"), Break(text="some text", mode="error_event")]
+    registry: ModelRegistry,
+) -> None:
+    script: list[Step] = [
+        Break(text="", mode="error_event"),
+        Fail(529, "Overloaded"),
+        Reply(text="fine"),
+        Break(text="some text", mode="error_event"),
+    ]
     async with FakeAnthropic(script) as server:
         model = registry.resolve("anthropic:claude-sonnet-4-5", server.models_config())
         events = await drain(model, request())

@@ -15,9 +15,11 @@ USER = [{"role": "user", "content": "hi"}]
 
 async def test_openai_non_streaming_completion() -> None:
     async with FakeOpenAI([REPLY]) as server, httpx.AsyncClient() as client:
-        answer = await client.post(f"{server.base_url}/chat/completions",
-                                   headers={"Authorization": f"Bearer {server.api_key}"},
-                                   json={"model": "m", "messages": USER})
+        answer = await client.post(
+            f"{server.base_url}/chat/completions",
+            headers={"Authorization": f"Bearer {server.api_key}"},
+            json={"model": "m", "messages": USER},
+        )
     body = answer.json()
     assert body["object"] == "chat.completion"
     message = body["choices"][0]["message"]
@@ -28,10 +30,11 @@ async def test_openai_non_streaming_completion() -> None:
 
 async def test_anthropic_non_streaming_message() -> None:
     async with FakeAnthropic([REPLY]) as server, httpx.AsyncClient() as client:
-        answer = await client.post(f"{server.base_url}/v1/messages",
-                                   headers={"x-api-key": server.api_key,
-                                            "anthropic-version": "2023-06-01"},
-                                   json={"model": "m", "max_tokens": 5, "messages": USER})
+        answer = await client.post(
+            f"{server.base_url}/v1/messages",
+            headers={"x-api-key": server.api_key, "anthropic-version": "2023-06-01"},
+            json={"model": "m", "max_tokens": 5, "messages": USER},
+        )
     body = answer.json()
     assert [block["type"] for block in body["content"]] == ["text", "tool_use"]
     assert body["stop_reason"] == "tool_use" and body["usage"]["output_tokens"] == 20
@@ -42,10 +45,13 @@ async def test_gemini_generate_content() -> None:
         answer = await client.post(
             f"{server.base_url}/models/gemini-2.5-flash:generateContent",
             headers={"x-goog-api-key": server.api_key},
-            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]})
+            json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        )
     candidate = answer.json()["candidates"][0]
-    assert candidate["content"]["parts"] == [{"text": "hello"},
-                                             {"functionCall": {"name": "f", "args": {"x": 1}}}]
+    assert candidate["content"]["parts"] == [
+        {"text": "hello"},
+        {"functionCall": {"name": "f", "args": {"x": 1}}},
+    ]
     assert candidate["finishReason"] == "STOP"
 
 

@@ -17,8 +17,10 @@ def call(call_id: str, name: str = "f") -> dict[str, Any]:
 
 
 def turn(*ids: str) -> list[dict[str, Any]]:
-    return [{"role": "assistant", "content": "", "tool_calls": [call(i) for i in ids]},
-            *({"role": "tool", "tool_call_id": i, "content": "r"} for i in ids)]
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call(i) for i in ids]},
+        *({"role": "tool", "tool_call_id": i, "content": "r"} for i in ids),
+    ]
 
 
 def pairs(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -73,20 +75,26 @@ def test_provider_fields_reach_only_their_provider() -> None:
     fields = {"anthropic": {"thinking": [1]}, "gemini": {"signatures": {"call_1": "s"}}}
     history = [{"role": "assistant", "content": "hi", "provider_fields": fields}]
     assert prepare_history(history, "anthropic")[0]["provider_fields"] == {
-        "anthropic": {"thinking": [1]}}
+        "anthropic": {"thinking": [1]}
+    }
     assert prepare_history(history, "gemini")[0]["provider_fields"] == {
-        "gemini": {"signatures": {"call_1": "s"}}}
+        "gemini": {"signatures": {"call_1": "s"}}
+    }
     assert "provider_fields" not in prepare_history(history, "openai")[0]
 
 
-ids = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]),
-              min_size=1, max_size=80)
+ids = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=80
+)
 
 
-@given(st.lists(st.lists(ids, min_size=1, max_size=3, unique=True), min_size=1, max_size=4),
-       st.sampled_from(["openai", "anthropic"]))
+@given(
+    st.lists(st.lists(ids, min_size=1, max_size=3, unique=True), min_size=1, max_size=4),
+    st.sampled_from(["openai", "anthropic"]),
+)
 def test_rewriting_is_valid_unique_paired_deterministic_and_idempotent(
-        turns: list[list[str]], target: str) -> None:
+    turns: list[list[str]], target: str
+) -> None:
     """Ids are unique within a turn (as every provider makes them) but may repeat across."""
     history = [message for turn_ids in turns for message in turn(*turn_ids)]
     rewritten = rewrite_tool_call_ids(history, target)

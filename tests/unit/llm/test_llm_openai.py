@@ -22,8 +22,10 @@ from tests.support.llm_fakes import Break, Call, Fail, FakeOpenAI, Reply, Step
 from tests.unit.llm.conftest import SleepRecorder, drain
 
 TOOLS = [
-    ToolSpec(name="search", parameters={"type": "object", "properties": {"q": {"type": "string"}},
-                                        "required": ["q"]}),
+    ToolSpec(
+        name="search",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    ),
     ToolSpec(name="read", parameters={"type": "object", "properties": {}}),
 ]
 
@@ -36,10 +38,18 @@ def request(**kwargs: object) -> ModelRequest:
     return ModelRequest(**(defaults | kwargs))  # type: ignore[arg-type]
 
 
-async def test_text_streams_as_deltas_and_usage_maps_cached_tokens(
-        registry: ModelRegistry) -> None:
-    async with FakeOpenAI([Reply(text="Hello there, world", chunk=3, prompt_tokens=50,
-                                 completion_tokens=7, cached_tokens=32)]) as server:
+async def test_text_streams_as_deltas_and_usage_maps_cached_tokens(registry: ModelRegistry) -> None:
+    async with FakeOpenAI(
+        [
+            Reply(
+                text="Hello there, world",
+                chunk=3,
+                prompt_tokens=50,
+                completion_tokens=7,
+                cached_tokens=32,
+            )
+        ]
+    ) as server:
         model = registry.resolve("openai:gpt-4o", server.models_config())
         events = await drain(model, request(system_stable="STABLE", system_volatile="NOW"))
     texts = [e.text for e in events if isinstance(e, TextDelta)]
@@ -81,7 +91,9 @@ async def test_two_parallel_tool_calls(registry: ModelRegistry) -> None:
         response = await model.complete(request(tools=TOOLS))
     assert response.content == "Let me look."
     assert [(c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
-        ("search", {"q": "one"}), ("read", {})]
+        ("search", {"q": "one"}),
+        ("read", {}),
+    ]
     assert len({c.id for c in response.tool_calls}) == 2
 
 
@@ -94,7 +106,9 @@ async def test_server_reusing_index_zero_with_new_ids(registry: ModelRegistry) -
     assert indices == {0, 1}
     response = events[-1].response  # type: ignore[union-attr]
     assert [(c.id, json.loads(c.arguments)["q"]) for c in response.tool_calls] == [
-        ("call_a", "one"), ("call_b", "two")]
+        ("call_a", "one"),
+        ("call_b", "two"),
+    ]
 
 
 async def test_stream_without_usage_chunk_gets_estimated_usage(registry: ModelRegistry) -> None:
@@ -120,10 +134,18 @@ async def test_non_json_arguments_are_kept_raw(registry: ModelRegistry) -> None:
 async def test_history_with_tool_results_round_trips(registry: ModelRegistry) -> None:
     history = [
         {"role": "user", "content": "find it"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "toolu_01ABCdef", "type": "function",
-             "function": {"name": "search", "arguments": '{"q": "it"}'}}],
-         "provider_fields": {"anthropic": {"thinking": [{"type": "thinking"}]}}},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "toolu_01ABCdef",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"q": "it"}'},
+                }
+            ],
+            "provider_fields": {"anthropic": {"thinking": [{"type": "thinking"}]}},
+        },
         {"role": "tool", "tool_call_id": "toolu_01ABCdef", "content": "found", "goal_id": "g1"},
     ]
     async with FakeOpenAI([Reply(text="done")]) as server:
@@ -136,12 +158,20 @@ async def test_history_with_tool_results_round_trips(registry: ModelRegistry) ->
     assert "provider_fields" not in sent[1]
 
 
-async def test_unpaired_tool_calls_get_the_real_400_and_no_retry(
-        registry: ModelRegistry) -> None:
+async def test_unpaired_tool_calls_get_the_real_400_and_no_retry(registry: ModelRegistry) -> None:
     history = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "read", "arguments": "{}"},
+                }
+            ],
+        },
         {"role": "user", "content": "and?"},
     ]
     async with FakeOpenAI([Reply(text="unreachable")]) as server:
@@ -150,7 +180,8 @@ async def test_unpaired_tool_calls_get_the_real_400_and_no_retry(
             await model.complete(request(messages=history))
     assert caught.value.status == 400 and not caught.value.retryable
     assert "must be followed by tool messages responding to each 'tool_call_id'" in str(
-        caught.value)
+        caught.value
+    )
     assert len(server.requests) == 1
 
 
@@ -166,15 +197,18 @@ async def test_401_is_not_retried(registry: ModelRegistry) -> None:
 
 
 async def test_429_with_retry_after_is_honoured(registry: ModelRegistry) -> None:
-    script: list[Step] = [Fail(429, "Rate limit reached", headers={"retry-after": "0.2"}),
-                          Reply(text="ok")]
+    script: list[Step] = [
+        Fail(429, "Rate limit reached", headers={"retry-after": "0.2"}),
+        Reply(text="ok"),
+    ]
     async with FakeOpenAI(script) as server:
         model = registry.resolve("openai:gpt-4o", server.models_config())
         sleeper = SleepRecorder().install(model)
         events = await drain(model, request())
     notices = [e for e in events if isinstance(e, RetryNotice)]
-    assert notices == [RetryNotice(attempt=1, delay_s=0.2,
-                                   reason="rate limited (429), retrying in 0.2 s")]
+    assert notices == [
+        RetryNotice(attempt=1, delay_s=0.2, reason="rate limited (429), retrying in 0.2 s")
+    ]
     assert events.index(notices[0]) == 0
     assert sleeper.delays == [0.2]
     assert len(server.requests) == 2
@@ -182,9 +216,14 @@ async def test_429_with_retry_after_is_honoured(registry: ModelRegistry) -> None
 
 
 async def test_retry_after_ms_and_server_errors_before_output_are_retried(
-        registry: ModelRegistry) -> None:
-    script: list[Step] = [Fail(503, "busy", headers={"retry-after-ms": "30"}), Fail(500),
-                          Break(text=""), Reply(text="finally")]
+    registry: ModelRegistry,
+) -> None:
+    script: list[Step] = [
+        Fail(503, "busy", headers={"retry-after-ms": "30"}),
+        Fail(500),
+        Break(text=""),
+        Reply(text="finally"),
+    ]
     async with FakeOpenAI(script) as server:
         model = registry.resolve("openai:gpt-4o", server.models_config())
         sleeper = SleepRecorder().install(model)
@@ -200,7 +239,8 @@ async def test_retry_after_ms_and_server_errors_before_output_are_retried(
 
 @pytest.mark.parametrize("mode", ["drop", "error_event"])
 async def test_failure_after_streamed_text_is_not_retried(
-        registry: ModelRegistry, mode: str) -> None:
+    registry: ModelRegistry, mode: str
+) -> None:
     async with FakeOpenAI([Break(text="half an ans", mode=mode), Reply(text="never")]) as server:  # type: ignore[arg-type]
         model = registry.resolve("openai:gpt-4o", server.models_config())
         seen = []
@@ -238,7 +278,8 @@ async def test_request_options_map_to_the_wire(registry: ModelRegistry) -> None:
     async with FakeOpenAI([Reply(text="{}"), Reply(text="{}")]) as server:
         config = server.models_config()
         await registry.resolve("openai:gpt-4o", config).complete(
-            request(temperature=0.2, max_tokens=99, response_schema=schema))
+            request(temperature=0.2, max_tokens=99, response_schema=schema)
+        )
         await registry.resolve("openai:o3-mini", config).complete(request(max_tokens=50))
     first, second = (r.json for r in server.requests)
     assert first["temperature"] == 0.2 and first["max_tokens"] == 99

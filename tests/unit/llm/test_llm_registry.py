@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from longhaul.core.config import ModelsConfig, ProviderConfig
+from longhaul.domain.config import ModelsConfig, ProviderConfig
 from longhaul.llm import (
     MissingApiKeyError,
     ModelRegistry,
@@ -23,8 +23,7 @@ from tests.support.llm_fakes import FakeAnthropic, FakeOpenAI, Reply
 HELLO = ModelRequest(model="", messages=[{"role": "user", "content": "hello"}])
 
 
-def test_unknown_provider_is_a_value_error_naming_the_known_ones(
-        registry: ModelRegistry) -> None:
+def test_unknown_provider_is_a_value_error_naming_the_known_ones(registry: ModelRegistry) -> None:
     with pytest.raises(UnknownProviderError, match="unknown provider 'mistral'") as caught:
         registry.resolve("mistral:large")
     assert isinstance(caught.value, ValueError)

@@ -14,16 +14,19 @@ from longhaul.llm.retry import RetryPolicy, is_retryable_status, parse_retry_aft
 NOW = datetime(2015, 10, 21, 7, 27, 55, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("headers", "expected"), [
-    ({"retry-after": "3"}, 3.0),
-    ({"retry-after": "0.2"}, 0.2),
-    ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
-    ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 5.0),
-    ({"retry-after": "Wed, 21 Oct 2015 07:00:00 GMT"}, 0.0),
-    ({"retry-after": "soon"}, None),
-    ({"retry-after-ms": "x", "retry-after": "1"}, 1.0),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after": "0.2"}, 0.2),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 5.0),
+        ({"retry-after": "Wed, 21 Oct 2015 07:00:00 GMT"}, 0.0),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after-ms": "x", "retry-after": "1"}, 1.0),
+        ({}, None),
+    ],
+)
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
     assert parse_retry_after(headers, now=NOW) == expected
 

@@ -40,10 +40,18 @@ class Batch(BaseModel):
 
 
 TOOLS = [
-    ToolSpec(name="bash", parameters={
-        "type": "object", "required": ["command", "timeout_s"], "additionalProperties": False,
-        "properties": {"command": {"type": "string", "minLength": 1},
-                       "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 600}}}),
+    ToolSpec(
+        name="bash",
+        parameters={
+            "type": "object",
+            "required": ["command", "timeout_s"],
+            "additionalProperties": False,
+            "properties": {
+                "command": {"type": "string", "minLength": 1},
+                "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 600},
+            },
+        },
+    ),
     ToolSpec(name="batch_edit", parameters=Batch.model_json_schema()),
     ToolSpec(name="noop"),
 ]
@@ -53,24 +61,26 @@ def validate(schema: dict[str, Any], value: Any) -> None:
     jsonschema.Draft202012Validator(schema).validate(value)
 
 
-async def run_loop(model: ScriptedModel, tools: list[ToolSpec],
-                   **request: Any) -> list[dict[str, Any]]:
+async def run_loop(
+    model: ScriptedModel, tools: list[ToolSpec], **request: Any
+) -> list[dict[str, Any]]:
     """A minimal agent loop: answer each tool call with a canned result until a final text."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "do the thing"}]
     for _ in range(10):
-        response = await model.complete(ModelRequest(model=model.name, messages=messages,
-                                                     tools=tools, **request))
+        response = await model.complete(
+            ModelRequest(model=model.name, messages=messages, tools=tools, **request)
+        )
         messages.append(response.to_message())
         if not response.tool_calls:
             return messages
         for call in response.tool_calls:
-            messages.append({"role": "tool", "tool_call_id": call.id,
-                             "content": f"{call.name} ok"})
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": f"{call.name} ok"})
     raise AssertionError("loop did not finish")
 
 
 async def test_auto_calls_each_tool_once_with_valid_arguments_then_summarises(
-        registry: ModelRegistry) -> None:
+    registry: ModelRegistry,
+) -> None:
     model = registry.resolve("scripted:auto")
     assert isinstance(model, ScriptedModel)
     messages = await run_loop(model, TOOLS)
@@ -101,23 +111,30 @@ async def test_auto_is_deterministic_and_streams_in_chunks() -> None:
 
 
 async def test_auto_answers_structured_requests_with_a_schema_instance(
-        registry: ModelRegistry) -> None:
+    registry: ModelRegistry,
+) -> None:
     schema = Batch.model_json_schema()
     model = registry.resolve("scripted:auto")
-    response = await model.complete(ModelRequest(
-        model="scripted:auto", messages=[{"role": "user", "content": "plan"}],
-        response_schema=schema))
+    response = await model.complete(
+        ModelRequest(
+            model="scripted:auto",
+            messages=[{"role": "user", "content": "plan"}],
+            response_schema=schema,
+        )
+    )
     validate(schema, json.loads(response.content))
 
 
 async def test_auto_without_tools_echoes_the_request(registry: ModelRegistry) -> None:
     response = await registry.resolve("scripted:auto").complete(
-        ModelRequest(model="scripted:auto", messages=[{"role": "user", "content": "ping"}]))
+        ModelRequest(model="scripted:auto", messages=[{"role": "user", "content": "ping"}])
+    )
     assert response.content.endswith("ping") and response.finish_reason == "stop"
 
 
-async def test_file_script_runs_then_reports_exhaustion(tmp_path: Path,
-                                                        registry: ModelRegistry) -> None:
+async def test_file_script_runs_then_reports_exhaustion(
+    tmp_path: Path, registry: ModelRegistry
+) -> None:
     script = tmp_path / "script.yaml"
     script.write_text(
         "- content: let me check\n"
@@ -126,14 +143,17 @@ async def test_file_script_runs_then_reports_exhaustion(tmp_path: Path,
         "      arguments: {command: ls, timeout_s: 5}\n"
         "    - name: noop\n"
         "      arguments: '{not json'\n"
-        "- content: all done\n")
+        "- content: all done\n"
+    )
     model = registry.resolve(f"scripted:{script}")
     assert isinstance(model, ScriptedModel)
     messages = await run_loop(model, TOOLS)
     first = messages[1]
     assert first["content"] == "let me check"
     assert [c["function"]["arguments"] for c in first["tool_calls"]] == [
-        '{"command": "ls", "timeout_s": 5}', "{not json"]
+        '{"command": "ls", "timeout_s": 5}',
+        "{not json",
+    ]
     assert len({c["id"] for c in first["tool_calls"]}) == 2
     assert messages[-1]["content"] == "all done"
     extra = await model.complete(ModelRequest(model=model.name, messages=messages))
@@ -158,8 +178,12 @@ async def test_callables_sync_and_async_returning_turns_or_responses() -> None:
     request = ModelRequest(model="t", messages=[{"role": "user", "content": "x"}])
     response = await ScriptedModel(slow, latency_s=0.01).complete(request)
     assert (response.content, response.finish_reason) == ("1 messages", "length")
-    sync = ScriptedModel(lambda r: {"tool_calls": [{"name": "noop", "id": "call_fixed"}],
-                                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+    sync = ScriptedModel(
+        lambda r: {
+            "tool_calls": [{"name": "noop", "id": "call_fixed"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+        }
+    )
     response = await sync.complete(request)
     assert response.tool_calls[0].id == "call_fixed"
     assert response.tool_calls[0].arguments == "{}"
@@ -175,21 +199,42 @@ def test_schema_sampler_edge_cases() -> None:
         {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 0.001},
         {"type": "integer", "multipleOf": 0.5, "minimum": 3},
         {"type": "number", "multipleOf": 0.1, "minimum": 0.25},
-        {"type": "array", "items": {"type": "integer", "maximum": 0}, "minItems": 4,
-         "uniqueItems": True},
+        {
+            "type": "array",
+            "items": {"type": "integer", "maximum": 0},
+            "minItems": 4,
+            "uniqueItems": True,
+        },
         {"type": "array", "prefixItems": [{"const": "x"}, {"type": "null"}], "minItems": 2},
         {"type": "string", "maxLength": 2},
         {"type": "string", "pattern": r"^v\d+\.\d+\.\d+(-rc\d+)?$"},
         {"type": "string", "format": "date-time"},
         {"type": ["null", "boolean"]},
         {"type": "object", "minProperties": 2, "additionalProperties": {"type": "integer"}},
-        {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
-                   {"properties": {"b": {"enum": [3, 4]}}, "required": ["b"]}]},
-        {"oneOf": [{"type": "object", "properties": {"kind": {"const": "x"}},
-                    "required": ["kind"]}, {"type": "string"}]},
-        {"$defs": {"node": {"type": "object", "properties": {"child": {
-            "anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["child"]}},
-         "$ref": "#/$defs/node"},
+        {
+            "allOf": [
+                {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                {"properties": {"b": {"enum": [3, 4]}}, "required": ["b"]},
+            ]
+        },
+        {
+            "oneOf": [
+                {"type": "object", "properties": {"kind": {"const": "x"}}, "required": ["kind"]},
+                {"type": "string"},
+            ]
+        },
+        {
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {
+                        "child": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}
+                    },
+                    "required": ["child"],
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
     ]
     for schema in cases:
         value = sample_schema(schema)
@@ -243,20 +288,41 @@ def string_schemas(draw: st.DrawFn) -> dict[str, Any]:
         low = draw(st.integers(0, 8))
         return {"type": "string", "minLength": low, "maxLength": low + draw(st.integers(0, 5))}
     if choice == "pattern":
-        return {"type": "string", "pattern": draw(st.sampled_from(
-            [r"^[a-z]+$", r"^\d{3}-\d{4}$", r"^(foo|bar)_[A-Z]\w*$", r"[0-9a-f]{8}",
-             r"^\S+@\S+\.com$", r"^[^\s/]{2,5}(/[a-z]+)*$"]))}
+        return {
+            "type": "string",
+            "pattern": draw(
+                st.sampled_from(
+                    [
+                        r"^[a-z]+$",
+                        r"^\d{3}-\d{4}$",
+                        r"^(foo|bar)_[A-Z]\w*$",
+                        r"[0-9a-f]{8}",
+                        r"^\S+@\S+\.com$",
+                        r"^[^\s/]{2,5}(/[a-z]+)*$",
+                    ]
+                )
+            ),
+        }
     if choice == "format":
         return {"type": "string", "format": draw(st.sampled_from(["date", "email", "uuid"]))}
     if choice == "enum":
-        return {"enum": draw(st.lists(st.text(max_size=4) | st.integers(), min_size=1,
-                                      max_size=4, unique=True))}
+        return {
+            "enum": draw(
+                st.lists(st.text(max_size=4) | st.integers(), min_size=1, max_size=4, unique=True)
+            )
+        }
     return {"type": "string"}
 
 
-leaves: st.SearchStrategy[dict[str, Any]] = (integer_schemas() | number_schemas() | string_schemas()
-          | st.just({"type": "boolean"}) | st.just({"type": "null"}) | st.just({})
-          | st.builds(lambda v: {"const": v}, st.integers() | st.text(max_size=3)))
+leaves: st.SearchStrategy[dict[str, Any]] = (
+    integer_schemas()
+    | number_schemas()
+    | string_schemas()
+    | st.just({"type": "boolean"})
+    | st.just({"type": "null"})
+    | st.just({})
+    | st.builds(lambda v: {"const": v}, st.integers() | st.text(max_size=3))
+)
 
 
 def containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
@@ -264,8 +330,7 @@ def containers(children: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy
     def objects(draw: st.DrawFn) -> dict[str, Any]:
         properties = draw(st.dictionaries(names, children, max_size=4))
         required = [key for key in properties if draw(st.booleans())]
-        schema: dict[str, Any] = {"type": "object", "properties": properties,
-                                  "required": required}
+        schema: dict[str, Any] = {"type": "object", "properties": properties, "required": required}
         if draw(st.booleans()):
             schema["additionalProperties"] = False
         return schema
@@ -297,18 +362,29 @@ def test_auto_asks_a_person_only_when_nothing_else_is_offered() -> None:
     from longhaul.llm.scripted import auto_turn
     from longhaul.llm.types import ChatMessage, ToolSpec
 
-    tools = [ToolSpec(name="ask_human", parameters={"type": "object", "properties": {}}),
-             ToolSpec(name="glob", parameters={"type": "object", "properties": {}})]
-    request = ModelRequest(model="scripted:auto", messages=[{"role": "user", "content": "q"}],
-                           tools=tools)
+    tools = [
+        ToolSpec(name="ask_human", parameters={"type": "object", "properties": {}}),
+        ToolSpec(name="glob", parameters={"type": "object", "properties": {}}),
+    ]
+    request = ModelRequest(
+        model="scripted:auto", messages=[{"role": "user", "content": "q"}], tools=tools
+    )
     first = auto_turn(request)
     assert [c["name"] for c in first["tool_calls"]] == ["glob"]
-    done: list[ChatMessage] = [{"role": "user", "content": "q"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "glob", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]
+    done: list[ChatMessage] = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "glob", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+    ]
     answer = auto_turn(ModelRequest(model="scripted:auto", messages=done, tools=tools))
     assert "tool_calls" not in answer and "a.txt" in answer["content"]
-    only_human = auto_turn(ModelRequest(model="scripted:auto", messages=request.messages,
-                                        tools=tools[:1]))
+    only_human = auto_turn(
+        ModelRequest(model="scripted:auto", messages=request.messages, tools=tools[:1])
+    )
     assert [c["name"] for c in only_human["tool_calls"]] == ["ask_human"]

@@ -16,18 +16,35 @@ async def lines(*items: str) -> AsyncIterator[str]:
 
 
 async def test_sse_events_comments_and_multiline_data() -> None:
-    source = lines(": keep-alive", "event: message_start", 'data: {"a":', "data: 1}", "",
-                   "retry: 10", "data:[DONE]", "", "", "event: tail", "data: last")
+    source = lines(
+        ": keep-alive",
+        "event: message_start",
+        'data: {"a":',
+        "data: 1}",
+        "",
+        "retry: 10",
+        "data:[DONE]",
+        "",
+        "",
+        "event: tail",
+        "data: last",
+    )
     events = [event async for event in iter_sse(source)]
-    assert events == [SSEEvent("message_start", '{"a":\n1}'), SSEEvent("message", "[DONE]"),
-                      SSEEvent("tail", "last")]
+    assert events == [
+        SSEEvent("message_start", '{"a":\n1}'),
+        SSEEvent("message", "[DONE]"),
+        SSEEvent("tail", "last"),
+    ]
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ('{"a": 1}', {"a": 1}),
-    ("", {}),
-    ("  ", {}),
-])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ("", {}),
+        ("  ", {}),
+    ],
+)
 def test_parse_arguments(raw: str, expected: dict[str, int]) -> None:
     assert parse_arguments(raw) == expected
 

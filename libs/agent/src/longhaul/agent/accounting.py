@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from longhaul.core.config import ModelsConfig
-from longhaul.core.events import UsageRecord
+from longhaul.domain.config import ModelsConfig
+from longhaul.domain.events import UsageRecord
 from longhaul.llm.estimate import estimate_usage
 from longhaul.llm.pricing import cost
 from longhaul.llm.types import ModelRequest, ModelResponse, Usage

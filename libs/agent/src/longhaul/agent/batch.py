@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from longhaul.core.events import MessageAppended, TraceEvent
-from longhaul.core.state import TraceState
+from longhaul.domain.events import MessageAppended, TraceEvent
+from longhaul.domain.state import TraceState
 
 _HEAD = object()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 
-from longhaul.core.state import TraceState
+from longhaul.domain.state import TraceState
 
 ContextHook = Callable[[TraceState], str | Awaitable[str | None] | None]
 

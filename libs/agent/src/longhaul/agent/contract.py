@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
 
 import msgspec
-from longhaul.core.events import TraceEvent
+from longhaul.domain.events import TraceEvent
 
 
 class StaleState(Exception):

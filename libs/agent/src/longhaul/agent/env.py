@@ -13,7 +13,7 @@ from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
-from longhaul.core.config import ModelsConfig
+from longhaul.domain.config import ModelsConfig
 
 
 def _utcnow() -> datetime:

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from typing import Any, overload
 
-from longhaul.core.state import Message, TraceState
+from longhaul.domain.state import Message, TraceState
 from longhaul.llm.estimate import estimate_tokens
 from longhaul.llm.prompt import content_text
 from longhaul.llm.types import ChatMessage

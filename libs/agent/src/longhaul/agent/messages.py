@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from longhaul.agent.batch import Batch
 from longhaul.agent.tools.result import ToolResult
-from longhaul.core.events import MessageAppended, ToolCallRecord
-from longhaul.core.state import TraceState
+from longhaul.domain.events import MessageAppended, ToolCallRecord
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import ToolCall
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 from longhaul.agent.tools.registry import ToolRegistry
-from longhaul.core.events import TraceConfig
-from pydantic import BaseModel, ConfigDict, Field
+from longhaul.domain.events import ModelParams, TraceConfig
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a capable autonomous agent working on a long task. Plan with the goal tool, "
@@ -33,9 +34,27 @@ class Preset(BaseModel):
     read_only: bool = False
     max_iterations: int | None = None
     temperature: float | None = None
+    model_params: dict[str, Any] | None = None
+    """Defaults for ``ModelParams`` (temperature, top_p, max_tokens, seed, stop,
+    tool_choice); a trace's own ``model_params`` win field by field."""
     skills: list[str] = Field(default_factory=list)
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     extends: str | None = None
+
+    @field_validator("model_params")
+    @classmethod
+    def _known_params(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                msgspec.convert(value, ModelParams)
+            except msgspec.ValidationError as exc:
+                raise ValueError(f"model_params: {exc}") from exc
+        return value
+
+    def params(self) -> ModelParams | None:
+        return (
+            None if self.model_params is None else msgspec.convert(self.model_params, ModelParams)
+        )
 
     def select_tools(self, tools: ToolRegistry, config: TraceConfig) -> ToolRegistry:
         """The preset's tools, narrowed further by the trace's own ``tools`` / ``read_only``."""

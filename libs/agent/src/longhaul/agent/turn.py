@@ -21,9 +21,9 @@ from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.result import ToolResult
-from longhaul.core.config import PipelineConfig
-from longhaul.core.events import TraceEvent, UsageRecord
-from longhaul.core.state import TraceState
+from longhaul.domain.config import PipelineConfig
+from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, UsageRecord
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall
 
 T = TypeVar("T")
@@ -62,7 +62,9 @@ class Turn:
         self.memory: list[str] = []
         """Volatile prompt text (recalled experiences, notes): after the cacheable prefix."""
         self.max_iterations = state.config.max_iterations or config.max_iterations
+        self.max_continuations = config.max_continuations
         self.temperature = state.config.temperature
+        self.model_params = state.config.model_params or ModelParams()
         self.steps = 0
         self.stop_reason: str | None = None
         self._locals: dict[int, Any] = {}
@@ -116,9 +118,23 @@ class Turn:
             tools=self.tools.specs(),
             system_stable=self.system_prompt,
             cache_system=False,
-            temperature=self.temperature,
             metadata={"trace_id": self.trace_id},
+            **request_params(self.model_params, self.temperature),
         )
+
+
+def request_params(params: ModelParams, temperature: float | None) -> dict[str, Any]:
+    """``ModelParams`` as :class:`ModelRequest` fields (``temperature`` is the legacy
+    top-level setting, used where the params leave it unset)."""
+    choice = params.tool_choice
+    return {
+        "temperature": params.temperature if params.temperature is not None else temperature,
+        "top_p": params.top_p,
+        "max_tokens": params.max_tokens,
+        "seed": params.seed,
+        "stop": params.stop,
+        "tool_choice": {"name": choice.name} if isinstance(choice, NamedTool) else choice,
+    }
 
 
 @dataclass

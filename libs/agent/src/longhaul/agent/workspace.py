@@ -1,6 +1,6 @@
 """The workspace as the engine sees it: bytes by key, nothing about KV or object stores.
 
-The executor implements this over ``longhaul.core.workspace.Workspace`` (JetStream KV with
+The executor implements this over JetStream KV (with
 large values offloaded); tests use a dict. Keys are ``/``-separated
 (``task/<id>/phase/<pid>/output``).
 """

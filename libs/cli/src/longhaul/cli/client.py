@@ -21,8 +21,14 @@ RECONNECT_ATTEMPTS = 5
 class GatewayError(Exception):
     """Something the user should read; ``exit_code`` 2 means the gateway was not reachable."""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str | None = None,
-                 exit_code: int = 1) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str | None = None,
+        exit_code: int = 1,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -68,12 +74,14 @@ class Gateway:
         if response.status_code == 401:
             hint = " (set LONGHAUL_API_KEY or --api-key)"
         return GatewayError(
-            f"{response.status_code} {code}: {message}{hint}", status=response.status_code,
+            f"{response.status_code} {code}: {message}{hint}",
+            status=response.status_code,
             code=code,
         )
 
-    async def call(self, method: str, path: str, *, json_body: Any = None,
-                   params: dict[str, Any] | None = None) -> Any:
+    async def call(
+        self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
         try:
             response = await self._http.request(method, path, json=json_body, params=params)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
@@ -91,8 +99,9 @@ class Gateway:
     async def post(self, path: str, body: Any = None) -> Any:
         return await self.call("POST", path, json_body=body)
 
-    async def events(self, path: str, *, after: int = 0, follow: bool = True
-                     ) -> AsyncIterator[StreamEvent]:
+    async def events(
+        self, path: str, *, after: int = 0, follow: bool = True
+    ) -> AsyncIterator[StreamEvent]:
         """Stream ``path`` (an ``/events`` URL), resuming after drops from the last id seen."""
         last = after
         failures = 0
@@ -114,8 +123,7 @@ class Gateway:
                     raise GatewayError(f"lost the event stream: {exc}") from exc
             await asyncio.sleep(min(0.2 * 2**failures, 5.0))
 
-    async def _stream_once(self, path: str, after: int, follow: bool
-                           ) -> AsyncIterator[StreamEvent]:
+    async def _stream_once(self, path: str, after: int, follow: bool) -> AsyncIterator[StreamEvent]:
         timeout = httpx.Timeout(TIMEOUT_S, read=STREAM_READ_TIMEOUT_S)
         params = {"follow": "true" if follow else "false"}
         headers = {"Last-Event-ID": str(after)}
@@ -135,7 +143,8 @@ class Gateway:
                 if "data" in fields:
                     event_id = fields.get("id")
                     yield StreamEvent(
-                        fields.get("event", "message"), json.loads(fields["data"]),
+                        fields.get("event", "message"),
+                        json.loads(fields["data"]),
                         int(event_id) if event_id else None,
                     )
                 fields = {}

@@ -41,8 +41,10 @@ class Progress:
 
     def line(self) -> Text:
         text = Text.assemble(
-            (f"step {self.steps}", "bold"), f" · {self.tool_calls} tool calls",
-            f" · {self.tokens:,} tokens · {money(self.cost)} · ", (self.activity, "cyan"),
+            (f"step {self.steps}", "bold"),
+            f" · {self.tool_calls} tool calls",
+            f" · {self.tokens:,} tokens · {money(self.cost)} · ",
+            (self.activity, "cyan"),
         )
         if self.thinking:
             text.append("  " + self.thinking[-80:].replace("\n", " "), style="dim")
@@ -118,16 +120,25 @@ class Follower:
         if status == "completed":
             messages = (await self.gateway.get(f"/api/traces/{trace_id}/messages"))["messages"]
             answer = next(
-                (content_text(m["content"]) for m in reversed(messages)
-                 if m["role"] == "assistant" and m.get("content")), "",
+                (
+                    content_text(m["content"])
+                    for m in reversed(messages)
+                    if m["role"] == "assistant" and m.get("content")
+                ),
+                "",
             )
             self.console.print(Panel(escape(answer) or "(no text)", title="answer", expand=False))
         elif status == "waiting":
-            self.console.print(Panel(
-                Group(escape(trace.get("wait_detail") or "the agent needs an answer"),
-                      Text(f'\nreply: longhaul traces reply {trace_id} "…"', style="dim")),
-                title="the agent asks", expand=False,
-            ))
+            self.console.print(
+                Panel(
+                    Group(
+                        escape(trace.get("wait_detail") or "the agent needs an answer"),
+                        Text(f'\nreply: longhaul traces reply {trace_id} "…"', style="dim"),
+                    ),
+                    title="the agent asks",
+                    expand=False,
+                )
+            )
         else:
             reason = trace.get("error") or trace.get("stop_reason") or status
             self.console.print(f"[red]{status}[/red]: {escape(str(reason))}")

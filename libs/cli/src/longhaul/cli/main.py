@@ -55,8 +55,16 @@ def up(
     data_dir, work_dir = prepare_dirs(data_dir)
     try:
         asyncio.run(
-            run_up(host=host, port=port, data_dir=data_dir, work_dir=work_dir,
-                   executors=executors, nats_url=nats_url, nats_port=nats_port, console=console)
+            run_up(
+                host=host,
+                port=port,
+                data_dir=data_dir,
+                work_dir=work_dir,
+                executors=executors,
+                nats_url=nats_url,
+                nats_port=nats_port,
+                console=console,
+            )
         )
     except NatsServerError as exc:
         errors.print(f"[red]error:[/red] {exc}")
@@ -84,17 +92,21 @@ def run(
 
     async def command(gateway: Gateway) -> int:
         return await run_task(
-            gateway, task, model=model, preset=preset, tools=tool or None, name=name,
-            max_iterations=max_iterations, follow=follow,
+            gateway,
+            task,
+            model=model,
+            preset=preset,
+            tools=tool or None,
+            name=name,
+            max_iterations=max_iterations,
+            follow=follow,
         )
 
     execute(ctx, command)
 
 
 @app.command()
-def replay(
-    ctx: typer.Context, trace_id: Annotated[str, typer.Argument(help="trace id")]
-) -> None:
+def replay(ctx: typer.Context, trace_id: Annotated[str, typer.Argument(help="trace id")]) -> None:
     """Print the event timeline of a trace from its log."""
     traces.replay(ctx, trace_id)
 

@@ -12,8 +12,12 @@ from rich.text import Text
 from rich.tree import Tree
 
 STATUS_STYLE = {
-    "running": "cyan", "waiting": "yellow", "completed": "green", "failed": "red",
-    "stopped": "magenta", "planning": "cyan",
+    "running": "cyan",
+    "waiting": "yellow",
+    "completed": "green",
+    "failed": "red",
+    "stopped": "magenta",
+    "planning": "cyan",
 }
 
 
@@ -117,14 +121,16 @@ def traces_table(traces: list[dict[str, Any]]) -> Table:
     table = Table(show_edge=False, header_style="bold")
     for column in ("trace", "status", "name", "msgs", "tokens", "cost", "created"):
         numeric = column in ("msgs", "tokens", "cost")
-        table.add_column(
-            column, justify="right" if numeric else "left", no_wrap=column == "trace"
-        )
+        table.add_column(column, justify="right" if numeric else "left", no_wrap=column == "trace")
     for trace in traces:
         table.add_row(
-            trace["trace_id"], status_text(trace["status"]), escape(trace.get("name") or ""),
-            str(trace.get("last_sequence", 0)), f"{tokens(trace.get('totals', {})):,}",
-            money(trace.get("totals", {}).get("cost", 0.0)), ago(trace.get("created_at", 0.0)),
+            trace["trace_id"],
+            status_text(trace["status"]),
+            escape(trace.get("name") or ""),
+            str(trace.get("last_sequence", 0)),
+            f"{tokens(trace.get('totals', {})):,}",
+            money(trace.get("totals", {}).get("cost", 0.0)),
+            ago(trace.get("created_at", 0.0)),
         )
     return table
 

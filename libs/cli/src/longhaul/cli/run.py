@@ -25,8 +25,13 @@ async def run_task(
     if info.get("offline") and model is None:
         errors.print(f"[yellow]note:[/yellow] {escape(info['notice'])}")
     body: dict[str, Any] = {"messages": [{"role": "user", "content": task}]}
-    for key, value in (("model", model), ("preset", preset), ("tools", tools), ("name", name),
-                       ("max_iterations", max_iterations)):
+    for key, value in (
+        ("model", model),
+        ("preset", preset),
+        ("tools", tools),
+        ("name", name),
+        ("max_iterations", max_iterations),
+    ):
         if value is not None:
             body[key] = value
     accepted = await gateway.post("/api/traces", body)

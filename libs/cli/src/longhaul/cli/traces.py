@@ -44,7 +44,7 @@ def list_traces(
     async def command(gateway: Gateway) -> None:
         page = await gateway.get("/api/traces", status=status or None, parent=parent, limit=limit)
         if not page["traces"]:
-            console.print("no traces yet: start one with longhaul run \"…\"", style="dim")
+            console.print('no traces yet: start one with longhaul run "…"', style="dim")
             return
         console.print(traces_table(page["traces"]))
         if page["next_cursor"]:
@@ -69,8 +69,12 @@ def show(ctx: typer.Context, trace_id: TraceId) -> None:
             ("cost", money(trace["totals"]["cost"])),
             ("parent", trace.get("parent_trace_id") or "-"),
         ]
-        for label, key in (("waiting for", "wait_reason"), ("error", "error"),
-                           ("stop reason", "stop_reason"), ("summary", "summary")):
+        for label, key in (
+            ("waiting for", "wait_reason"),
+            ("error", "error"),
+            ("stop reason", "stop_reason"),
+            ("summary", "summary"),
+        ):
             if trace.get(key):
                 rows.append((label, escape(str(trace[key]))))
         for label, value in rows:
@@ -80,7 +84,8 @@ def show(ctx: typer.Context, trace_id: TraceId) -> None:
             console.print(goal_tree(trace["goal_tree"]["goals"], trace["goal_tree"]["focus"]))
         for sub in trace["sub_traces"]:
             console.print(
-                f"sub-trace {sub['trace_id']} ", status_text(sub["status"]),
+                f"sub-trace {sub['trace_id']} ",
+                status_text(sub["status"]),
                 f" {escape(sub['mode'])}: {escape(sub['task'][:80])}",
             )
 
@@ -161,9 +166,7 @@ def resume(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> Non
 def rewind(
     ctx: typer.Context,
     trace_id: TraceId,
-    after_sequence: Annotated[
-        int, typer.Argument(min=1, help="keep messages up to this sequence")
-    ],
+    after_sequence: Annotated[int, typer.Argument(min=1, help="keep messages up to this sequence")],
     message: Annotated[
         str | None, typer.Option("--message", "-m", help="a new user message")
     ] = None,

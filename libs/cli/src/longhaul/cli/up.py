@@ -15,9 +15,13 @@ import time
 from pathlib import Path
 
 import httpx
+import msgspec
+from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
-from longhaul.core.config import LonghaulConfig, load_config
+from longhaul.core.connection import Connection, connect
 from longhaul.core.nats_server import NatsServer, free_port
+from longhaul.domain.config import LonghaulConfig, load_config
+from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.gateway.main import bind_host
 from longhaul.gateway.routers.info import OFFLINE_NOTICE
 from rich.console import Console
@@ -64,8 +68,47 @@ async def wait_for_gateway(url: str, stop: asyncio.Event) -> bool:
     return False
 
 
-def banner(config: LonghaulConfig, *, gateway_url: str, nats_url: str, embedded: bool,
-           data_dir: Path, executors: int, work_dir: Path, ready: bool) -> Panel:
+class ExitReporter:
+    """Tells the services on ``Names.process_exits`` which incarnation of a child died, so its
+    peers release its leases now rather than at their TTL."""
+
+    def __init__(self, config: LonghaulConfig, nats_url: str) -> None:
+        self.config = config.nats.model_copy(update={"url": nats_url})
+        self.conn: Connection | None = None
+
+    async def __call__(self, spec: ChildSpec, incarnation: str, code: int) -> None:
+        if self.conn is None:
+            self.conn = await connect(self.config, name="longhaul-up")
+        notice = ProcessExited(
+            service=spec.module.split(".")[1],
+            id=spec.env.get("LONGHAUL_EXECUTOR_ID", spec.name),
+            incarnation=incarnation,
+            code=code,
+        )
+        data = msgspec.json.encode(notice)
+        await self.conn.nc.publish(self.conn.names.process_exits, data)
+        await asyncio.wait_for(self.conn.nc.flush(), timeout=2.0)
+        # Also a record, for a successor that was not yet listening (a restarted verifier
+        # finding its predecessor's claim): kept for a minute, far past any redelivery.
+        kv = await self.conn.kv(self.conn.names.leases)
+        await kv.create(dead_key(incarnation), data, msg_ttl=DEAD_RECORD_TTL_S)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            await self.conn.close()
+
+
+def banner(
+    config: LonghaulConfig,
+    *,
+    gateway_url: str,
+    nats_url: str,
+    embedded: bool,
+    data_dir: Path,
+    executors: int,
+    work_dir: Path,
+    ready: bool,
+) -> Panel:
     keyless = not config.gateway.api_keys
     model = f"model:     {config.models.default}"
     lines = [
@@ -84,7 +127,7 @@ def banner(config: LonghaulConfig, *, gateway_url: str, nats_url: str, embedded:
     if not ready:
         log_file = data_dir / "logs" / "gateway.log"
         lines.append(f"[red]the gateway is not ready yet: see {log_file}[/red]")
-    lines.append("try:       longhaul run \"what files are in my workdir?\"   ·   Ctrl-C stops all")
+    lines.append('try:       longhaul run "what files are in my workdir?"   ·   Ctrl-C stops all')
     return Panel.fit("\n".join(lines), title="longhaul up")
 
 
@@ -111,17 +154,19 @@ async def run_up(
 ) -> None:
     config = load_config()
     logs = data_dir / "logs"
-    host = bind_host(config.model_copy(update={
-        "gateway": config.gateway.model_copy(update={"host": host})
-    }))
+    host = bind_host(
+        config.model_copy(update={"gateway": config.gateway.model_copy(update={"host": host})})
+    )
     port = port or free_port(host)
     gateway_url = f"http://{host}:{port}"
     server: NatsServer | None = None
+    embedded: SupervisedNats | None = None
     if nats_url is None:
         server = NatsServer(
             data_dir / "jetstream", port=nats_port, log_file=logs / "nats-server.log"
         )
-        await server.astart()
+        embedded = SupervisedNats(server, on_change=lambda: write_state())
+        await embedded.start()
         nats_url = server.url
     env = {
         **os.environ,
@@ -132,12 +177,22 @@ async def run_up(
     state_file = data_dir / "up.json"
 
     def write_state() -> None:
-        state = {"pid": os.getpid(), "gateway": gateway_url, "nats": nats_url,
-                 "nats_pid": server.pid if server else None, "children": supervisor.pids()}
+        state = {
+            "pid": os.getpid(),
+            "gateway": gateway_url,
+            "nats": nats_url,
+            "nats_pid": server.pid if server else None,
+            "children": supervisor.pids(),
+        }
         state_file.write_text(json.dumps(state, indent=2))
 
+    reporter = ExitReporter(config, nats_url)
     supervisor = Supervisor(
-        service_specs(executors, host, port), base_env=env, log_dir=logs, on_change=write_state
+        service_specs(executors, host, port),
+        base_env=env,
+        log_dir=logs,
+        on_change=write_state,
+        on_exit=reporter,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -147,17 +202,26 @@ async def run_up(
         await supervisor.start()
         ready = await wait_for_gateway(gateway_url, stop)
         if not stop.is_set():
-            console.print(banner(
-                config, gateway_url=gateway_url, nats_url=nats_url, embedded=server is not None,
-                data_dir=data_dir, executors=executors, work_dir=work_dir, ready=ready,
-            ))
+            console.print(
+                banner(
+                    config,
+                    gateway_url=gateway_url,
+                    nats_url=nats_url,
+                    embedded=server is not None,
+                    data_dir=data_dir,
+                    executors=executors,
+                    work_dir=work_dir,
+                    ready=ready,
+                )
+            )
             await stop.wait()
         console.print("stopping…")
     finally:
         # The signal handlers stay installed: a second Ctrl-C must not interrupt the
         # shutdown half-way and leave children behind.
         await supervisor.stop()
-        if server is not None:
-            await server.astop()
+        await reporter.close()
+        if embedded is not None:
+            await embedded.stop()
         state_file.unlink(missing_ok=True)
         console.print("stopped.")

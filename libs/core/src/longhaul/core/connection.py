@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import nats
 from longhaul.core import nats_speedups
-from longhaul.core.config import NatsConfig
-from longhaul.core.names import Names
 from longhaul.core.provision import ProvisionSettings, provision
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.names import Names
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue

@@ -46,7 +46,7 @@ BUSY_FETCH_S = 0.05
 class ConsumerSpec:
     durable: str
     subjects: list[str]
-    ack_wait_s: float = 30.0
+    ack_wait_s: float = 3.0
     max_deliver: int = 20
     concurrency: int = 8
     retry_delay_s: float = 1.0

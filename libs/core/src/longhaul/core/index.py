@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from longhaul.core.connection import Connection
-from longhaul.core.events import Totals
-from longhaul.core.state import TraceState
+from longhaul.domain.events import Totals
+from longhaul.domain.state import TraceState
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 

@@ -171,6 +171,14 @@ class NatsServer:
             self._process.wait(timeout=5)
             self._process = None
 
+    async def wait_exit(self) -> int | None:
+        """Wait until the server process ends (its exit code); None if it was never started
+        or was stopped by us. For a supervisor that restarts a server that died."""
+        process = self._process
+        if process is None:
+            return None
+        return await asyncio.to_thread(process.wait)
+
     async def astart(self) -> NatsServer:
         return await asyncio.to_thread(self.start)
 

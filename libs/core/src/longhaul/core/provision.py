@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from longhaul.core.names import Names
+from longhaul.domain.names import Names
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from longhaul.core.config import LonghaulConfig, load_config
 from longhaul.core.connection import Connection, connect
 from longhaul.core.logs import configure_logging
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
+from longhaul.domain.config import LonghaulConfig, load_config
 
 log = logging.getLogger(__name__)
 

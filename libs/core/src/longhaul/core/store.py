@@ -17,10 +17,10 @@ from typing import TypeVar
 
 import msgspec
 import nats.errors
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
-from longhaul.core.events import Aggregate
-from longhaul.core.state import TaskState, TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
+from longhaul.domain.state import Fold, TaskState, TraceState
 from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
@@ -35,7 +35,7 @@ OFF_LOOP_BYTES = 256 * 1024
 REPLAY_PAGE_TIMEOUT_S = 30.0
 PUBLISH_ATTEMPTS = 3
 
-State = TypeVar("State", TraceState, TaskState)
+State = TypeVar("State", bound=Fold)
 
 
 class ConcurrencyError(Exception):
@@ -54,6 +54,30 @@ class Recorded(msgspec.Struct, frozen=True):
 
     event: ev.Event
     seq: int
+
+
+def stamp(
+    event: ev.Event,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    n: int,
+    *,
+    actor: str | None,
+    causation_id: str | None,
+    correlation_id: str | None,
+) -> ev.Event:
+    """``event`` as the ``n``-th of the aggregate, with the writer's actor and causation
+    (the event's own win): what every store writes."""
+    if event.aggregate != aggregate:
+        raise ValueError(f"{event.type} is not a {aggregate} event")
+    return msgspec.structs.replace(
+        event,
+        aggregate_id=aggregate_id,
+        n=n,
+        actor=event.actor or actor or "",
+        causation_id=event.causation_id or causation_id,
+        correlation_id=event.correlation_id or correlation_id,
+    )
 
 
 class _Page(msgspec.Struct):
@@ -98,15 +122,14 @@ class EventStore:
         recorded: list[Recorded] = []
         position = expected
         for event in events:
-            if event.aggregate != aggregate:
-                raise ValueError(f"{event.type} is not a {aggregate} event")
-            stamped = msgspec.structs.replace(
+            stamped = stamp(
                 event,
-                aggregate_id=aggregate_id,
-                n=position.n + 1,
-                actor=event.actor or actor or "",
-                causation_id=event.causation_id or causation_id,
-                correlation_id=event.correlation_id or correlation_id,
+                aggregate,
+                aggregate_id,
+                position.n + 1,
+                actor=actor,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
             )
             seq = await self._publish(aggregate, aggregate_id, stamped, position.seq)
             recorded.append(Recorded(stamped, seq))
@@ -261,6 +284,19 @@ class EventStore:
         finally:
             await sub.unsubscribe()
 
+    async def exists(self, aggregate: Aggregate, aggregate_id: str) -> bool:
+        """True if the aggregate has any event (one direct get, no replay)."""
+        try:
+            await self.conn.js.get_msg(
+                self.names.stream,
+                seq=1,
+                subject=self.names.aggregate_filter(aggregate, aggregate_id),
+                next=True,
+            )
+        except NotFoundError:
+            return False
+        return True
+
     async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position:
         """The aggregate's current end, from its last stored event."""
         position = Position()
@@ -331,9 +367,7 @@ class EventStore:
             return None
         return state
 
-    async def write_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, state: TraceState | TaskState
-    ) -> None:
+    async def write_snapshot(self, aggregate: Aggregate, aggregate_id: str, state: Fold) -> None:
         """Store the folded state as compressed msgpack; what does not fit a KV value goes to
         the object store with a KV pointer.
 

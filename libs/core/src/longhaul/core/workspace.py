@@ -40,7 +40,7 @@ def _kv_key(key: str) -> str:
     return ".".join(parts)
 
 
-class Workspace:
+class WorkspaceStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 

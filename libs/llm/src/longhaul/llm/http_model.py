@@ -95,8 +95,9 @@ def decode_json(data: str, provider: str) -> Any:
     try:
         return _chunk_decoder.decode(data)
     except msgspec.DecodeError as exc:
-        raise ModelError(f"{provider}: malformed stream chunk: {data[:200]!r}",
-                         retryable=True) from exc
+        raise ModelError(
+            f"{provider}: malformed stream chunk: {data[:200]!r}", retryable=True
+        ) from exc
 
 
 class _RetryLater(Exception):
@@ -171,8 +172,9 @@ class HttpModel(StreamingModel):
                         pass
         except httpx.HTTPError as exc:
             reason = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
-            error = ModelError(f"{self.name}: {reason}: {type(exc).__name__}: {exc}",
-                               retryable=True)
+            error = ModelError(
+                f"{self.name}: {reason}: {type(exc).__name__}: {exc}", retryable=True
+            )
             raise self._after_failure(error, delivered, reason) from exc
         except ModelError as exc:
             failure = self._after_failure(exc, delivered, str(exc))

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import TypeVar
 
-from longhaul.core.config import ModelPrice, ModelsConfig
+from longhaul.domain.config import ModelPrice, ModelsConfig
 from longhaul.llm.types import Usage
 
 log = logging.getLogger(__name__)
@@ -106,10 +106,10 @@ def cost(model_string: str, usage: Usage, config: ModelsConfig | None = None) ->
     fresh = max(usage.prompt_tokens - usage.cache_read_tokens - usage.cache_write_tokens, 0)
     dollars = (
         fresh * price.input
-        + usage.cache_read_tokens * (price.cached_input if price.cached_input is not None
-                                     else price.input)
-        + usage.cache_write_tokens * (price.cache_write if price.cache_write is not None
-                                      else price.input)
+        + usage.cache_read_tokens
+        * (price.cached_input if price.cached_input is not None else price.input)
+        + usage.cache_write_tokens
+        * (price.cache_write if price.cache_write is not None else price.input)
         + usage.completion_tokens * price.output
     )
     return dollars / 1_000_000

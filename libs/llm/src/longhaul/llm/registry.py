@@ -7,6 +7,10 @@ is silent, from ``<NAME>_BASE_URL`` / ``<NAME>_API_KEY`` (``OPENAI_…``, ``ANTH
 ``GEMINI_…``). A custom name maps to a wire format with ``kind``, e.g. ``vllm: {kind: openai,
 base_url: …}`` makes ``vllm:llama-3`` an OpenAI-compatible model.
 
+``local:smollm2`` / ``local:/path/model.gguf`` run llama.cpp's server inside this process
+(:mod:`longhaul.llm.local`, optional extra ``longhaul[local]``) and speak to it through the
+OpenAI codec; ``models.local`` sets threads, context and chat template.
+
 ``scripted:auto`` and ``scripted:<file.yaml>`` take options as a query string:
 ``scripted:auto?latency_ms=50&chunk=4``.
 """
@@ -19,9 +23,10 @@ from pathlib import Path
 from urllib.parse import parse_qs
 
 import httpx
-from longhaul.core.config import ModelsConfig, ProviderConfig
+from longhaul.domain.config import ModelsConfig, ProviderConfig
 from longhaul.llm.http_model import Codec, Endpoint, HttpModel
 from longhaul.llm.limits import CallLimits, RateLimiter
+from longhaul.llm.local import LocalModel, ServerSpec, model_path, require_xllamacpp
 from longhaul.llm.providers.anthropic import AnthropicCodec
 from longhaul.llm.providers.gemini import GeminiCodec
 from longhaul.llm.providers.openai import OpenAICodec
@@ -74,16 +79,18 @@ def _scripted(model_string: str, spec: str) -> ScriptedModel:
     elif Path(source).is_file():
         script = load_script(source)
     else:
-        raise ValueError(f"{model_string}: expected 'scripted:auto' or a script file; "
-                         f"{source!r} is not a file")
+        raise ValueError(
+            f"{model_string}: expected 'scripted:auto' or a script file; {source!r} is not a file"
+        )
     return ScriptedModel(script, name=model_string, latency_s=latency_s, chunk_chars=chunk)
 
 
 class ModelRegistry:
     """Resolves model strings; owns the HTTP clients of the endpoints it created."""
 
-    def __init__(self, config: ModelsConfig | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, config: ModelsConfig | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
         self.config = config or ModelsConfig()
         self._env = env if env is not None else os.environ
         self._endpoints: dict[tuple[str, str], Endpoint] = {}
@@ -93,11 +100,13 @@ class ModelRegistry:
         provider, model = split_model_string(model_string)
         if provider == "scripted":
             return _scripted(model_string, model)
+        if provider == "local":
+            return self._local(model_string, model, config)
         settings = config.providers.get(provider, ProviderConfig())
         kind = settings.kind or provider
         codec_factory = CODECS.get(kind)
         if codec_factory is None:
-            known = sorted({*CODECS, "scripted", *config.providers})
+            known = sorted({*CODECS, "scripted", "local", *config.providers})
             raise UnknownProviderError(
                 f"unknown provider {provider!r} in {model_string!r} "
                 f"(known: {', '.join(known)}; configure others with models.providers.<name>."
@@ -106,14 +115,30 @@ class ModelRegistry:
         endpoint = self._endpoint(provider, kind, settings, codec_factory())
         return HttpModel(model_string, model, endpoint, codec_factory())
 
+    def _local(self, model_string: str, spec: str, config: ModelsConfig) -> Model:
+        require_xllamacpp()  # fail at resolve time with the install hint, not mid-trace
+        server = ServerSpec.from_config(model_path(spec), config.local)
+        settings = config.providers.get("local", ProviderConfig())
+
+        def connect(base_url: str) -> HttpModel:
+            # llama.cpp ignores tool_choice objects: a named choice narrows the tools instead
+            codec = OpenAICodec(named_tool_choice=False)
+            endpoint = self._endpoint(
+                "local", "openai", settings.model_copy(update={"base_url": base_url}), codec
+            )
+            return HttpModel(model_string, spec, endpoint, codec)
+
+        return LocalModel(model_string, server, connect)
+
     def for_role(self, role: str) -> Model:
         """The model configured for ``role`` (planner, verifier, utility …) or the default."""
         return self.resolve(self.config.for_role(role))
 
     def _endpoint(self, name: str, kind: str, settings: ProviderConfig, codec: Codec) -> Endpoint:
         prefix = name.upper().replace("-", "_")
-        base_url = (settings.base_url or self._env.get(f"{prefix}_BASE_URL")
-                    or DEFAULT_BASE_URLS[kind])
+        base_url = (
+            settings.base_url or self._env.get(f"{prefix}_BASE_URL") or DEFAULT_BASE_URLS[kind]
+        )
         secret = settings.api_key.get_secret_value() if settings.api_key else None
         api_key = secret or self._env.get(f"{prefix}_API_KEY")
         if not api_key and kind in KEY_REQUIRED:
@@ -125,10 +150,13 @@ class ModelRegistry:
                 client=httpx.AsyncClient(
                     base_url=base_url,
                     headers=codec.auth_headers(api_key),
-                    timeout=httpx.Timeout(settings.read_timeout_s,
-                                          connect=settings.connect_timeout_s),
-                    limits=httpx.Limits(max_connections=settings.max_concurrency,
-                                        max_keepalive_connections=settings.max_concurrency),
+                    timeout=httpx.Timeout(
+                        settings.read_timeout_s, connect=settings.connect_timeout_s
+                    ),
+                    limits=httpx.Limits(
+                        max_connections=settings.max_concurrency,
+                        max_keepalive_connections=settings.max_concurrency,
+                    ),
                 ),
                 limits=CallLimits(
                     settings.max_concurrency,

@@ -90,7 +90,8 @@ async def complete_json(
             {"role": "assistant", "content": response.content},
             {
                 "role": "user",
-                "content": "Your answer is not valid:\n- " + "\n- ".join(problems)
+                "content": "Your answer is not valid:\n- "
+                + "\n- ".join(problems)
                 + "\nAnswer again with only the corrected JSON.",
             },
         ]

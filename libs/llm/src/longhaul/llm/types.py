@@ -89,6 +89,11 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     cache_system: bool = True
     temperature: float | None = None
     max_tokens: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+    tool_choice: str | dict[str, str] | None = None
+    """``auto``, ``required``, ``none``, or ``{"name": tool}``: the model must call that one."""
     response_schema: dict[str, Any] | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
@@ -148,8 +153,14 @@ Role = Literal["system", "user", "assistant", "tool"]
 class ModelError(Exception):
     """A model call failed for good. ``retryable`` says whether a later attempt may succeed."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 partial_output: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        partial_output: bool = False,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable

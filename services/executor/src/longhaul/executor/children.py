@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import logging
 
-from longhaul.core import events as ev
-from longhaul.core.state import SubtraceInfo, TraceState
-from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import traces
+from longhaul.domain import events as ev
+from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
 from longhaul.executor.metrics import ExecutorMetrics
-from nats.js.errors import NotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,7 @@ def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
         preset=info.preset,
         working_dir=config.working_dir,
         temperature=config.temperature,
+        model_params=config.model_params,
         read_only=config.read_only or info.mode == "explore",
     )
 
@@ -72,23 +73,12 @@ def final_summary(child: TraceState) -> str:
 
 class Children:
     def __init__(
-        self, store: EventStore, *, max_concurrent: int, actor: str, metrics: ExecutorMetrics
+        self, store: EventLog, *, max_concurrent: int, actor: str, metrics: ExecutorMetrics
     ) -> None:
         self.store = store
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
         self.metrics = metrics
-
-    async def _exists(self, trace_id: str) -> bool:
-        conn = self.store.conn
-        try:
-            await conn.js.get_msg(
-                conn.names.stream, seq=1, subject=conn.names.aggregate_filter("trace", trace_id),
-                next=True,
-            )
-        except NotFoundError:
-            return False
-        return True
 
     async def start_queued(self, parent: TraceState) -> list[str]:
         """Create the children the parent is owed, up to the limit; returns the ids started."""
@@ -103,7 +93,7 @@ class Children:
                     active += 1
                 else:
                     queued.append((info, child))
-            elif await self._exists(info.child_trace_id):
+            elif await self.store.exists("trace", info.child_trace_id):
                 active += 1
             else:
                 queued.append((info, None))
@@ -120,19 +110,20 @@ class Children:
         """Create the child, or continue a finished one with the new task."""
         if previous is not None and previous.exists:
             return await append_while(
-                self.store, previous,
+                self.store,
+                previous,
                 ev.RunRequested(messages=[ev.InputMessage(role="user", content=info.task)]),
-                lambda child: child.is_final, actor=self.actor,
+                lambda child: child.is_final,
+                actor=self.actor,
             )
-        try:
-            await self.store.append(
-                "trace", info.child_trace_id, [child_created(parent, info)],
-                expected=Position(), actor=self.actor, causation_id=parent.trace_id,
-                correlation_id=parent.task_id,
-            )
-        except ConcurrencyError:
-            return False  # another replica created it first
-        return True
+        created = await traces(self.store).create(
+            info.child_trace_id,
+            child_created(parent, info),
+            actor=self.actor,
+            causation_id=parent.trace_id,
+            correlation_id=parent.task_id,
+        )
+        return created is not None  # None: another replica created it first
 
     async def on_child_final(self, child: TraceState) -> None:
         """Record the child's end on its parent (once) and start the parent's next child."""
@@ -145,7 +136,10 @@ class Children:
             summary=final_summary(child),
         )
         await append_while(
-            self.store, parent, finished, lambda p: _child_running(p, child.trace_id),
+            self.store,
+            parent,
+            finished,
+            lambda p: _child_running(p, child.trace_id),
             actor=self.actor,
         )
         await self.start_queued(parent)
@@ -167,7 +161,9 @@ class Children:
             child = await self.store.load_trace(info.child_trace_id)
             if child.exists and not child.is_final and not child.stop_requested:
                 await append_while(
-                    self.store, child, ev.StopRequested(reason=reason),
+                    self.store,
+                    child,
+                    ev.StopRequested(reason=reason),
                     lambda c: c.exists and not c.is_final and not c.stop_requested,
                     actor=self.actor,
                 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from longhaul.core.state import TraceState
+from longhaul.domain.state import TraceState
 
 
 class Action(Enum):

@@ -16,13 +16,15 @@ import logging
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
+import msgspec
 import nats.errors
 from longhaul.core.consumer import Fetcher
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
+from longhaul.domain.liveness import ProcessExited
+from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
-from longhaul.executor.engine import AgentTurns
 from longhaul.executor.leases import Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
@@ -51,11 +53,11 @@ class Executor:
         self,
         ctx: ServiceContext,
         settings: ExecutorSettings,
-        engine: AgentTurns,
+        agent: AgentTurns,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
-        self.engine = engine
+        self.agent = agent
         self.store: EventStore = ctx.store
         self.index = TraceIndex(ctx.conn)
         self.metrics = ExecutorMetrics()
@@ -69,7 +71,11 @@ class Executor:
             metrics=self.metrics,
         )
         self.turns = TurnRunner(
-            self.store, self.index, self.leases, engine, self.metrics,
+            self.store,
+            self.index,
+            self.leases,
+            agent,
+            self.metrics,
             TurnSettings(actor=actor, index_interval_s=settings.index_interval_s),
         )
         self.sweeper = Sweeper(
@@ -94,6 +100,10 @@ class Executor:
         sub = await subscribe(self.ctx.conn.js, self.ctx.conn.names, config)
         port = self.settings.metrics_port
         http = self.metrics.serve(port) if port is not None else None
+        await self._reclaim(self.settings.id)
+        exits = await self.ctx.conn.nc.subscribe(
+            self.ctx.conn.names.process_exits, cb=self._on_process_exit
+        )
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
         if presence is not None:
@@ -105,9 +115,11 @@ class Executor:
             await self._drain()
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+            with contextlib.suppress(Exception):
+                await exits.unsubscribe()
             if presence is not None:
                 await presence.release()
-            await self.engine.aclose()
+            await self.agent.aclose()
             if http is not None:
                 await asyncio.to_thread(_stop_http, http)
             log.info("executor %s stopped", self.settings.id)
@@ -115,6 +127,30 @@ class Executor:
     async def _announce(self) -> Lease | None:
         """``executor.<id>`` in ``lh_leases`` while this replica lives (ops and tests)."""
         return await self.leases.acquire(Leases.presence_key(self.settings.id))
+
+    async def _reclaim(self, owner: str, incarnation: str | None = None) -> None:
+        """Release the leases a dead incarnation of ``owner`` held and run those traces now:
+        at start-up our own predecessor's (a restarted process never waits on itself), and a
+        peer's when its supervisor reports it dead."""
+        try:
+            released = await self.leases.release_dead(owner, incarnation=incarnation)
+        except Exception:
+            log.exception("could not release the leases of %s; their TTL will", owner)
+            return
+        for trace_id in released:
+            if not self.wake(trace_id):
+                log.info("no free slot for %s; the sweeper will take it", trace_id)
+        if released:
+            log.info("took over %d trace(s) of a dead %s", len(released), owner)
+
+    async def _on_process_exit(self, msg: Msg) -> None:
+        try:
+            notice = msgspec.json.decode(msg.data, type=ProcessExited)
+        except msgspec.DecodeError:
+            log.warning("ignoring a malformed process-exit notice")
+            return
+        if notice.service == "executor" and notice.incarnation != self.leases.incarnation:
+            self.ctx.spawn(self._reclaim(notice.id, notice.incarnation), name="reclaim")
 
     async def _fetch_loop(self, sub: JetStreamContext.PullSubscription) -> None:
         shutdown = self.ctx.shutdown
@@ -210,19 +246,29 @@ class Executor:
         if attempt < self.settings.poison_attempts:
             log.warning(
                 "handling %s of %s failed (attempt %d): %s",
-                wakeup.event_type, wakeup.trace_id, attempt, reason,
+                wakeup.event_type,
+                wakeup.trace_id,
+                attempt,
+                reason,
             )
             await _settle(msg.nak(delay=min(MAX_RETRY_DELAY_S, 0.25 * 2 ** (attempt - 1))))
             return
         log.error(
             "poison wake-up %s of %s after %d attempts: %s",
-            wakeup.event_type, wakeup.trace_id, attempt, reason, exc_info=exc,
+            wakeup.event_type,
+            wakeup.trace_id,
+            attempt,
+            reason,
+            exc_info=exc,
         )
         self.metrics.poison.inc()
         try:
             parent = await record_poison(
-                self.store, self.index, wakeup.trace_id,
-                f"poison event ({wakeup.event_type}): {reason}", actor=self.actor,
+                self.store,
+                self.index,
+                wakeup.trace_id,
+                f"poison event ({wakeup.event_type}): {reason}",
+                actor=self.actor,
             )
             if parent is not None:
                 await self.children.report_unfoldable(parent, wakeup.trace_id, reason)

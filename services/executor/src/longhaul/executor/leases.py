@@ -7,6 +7,11 @@ with a delete marker conditioned on the same revision, so a holder that lost its
 remove its successor's. nats-py's ``update`` cannot send a TTL, so renewals and releases publish
 to the bucket subject with the headers themselves. The delete marker carries a short TTL too:
 released keys leave nothing behind.
+
+Every lease names its holder's id *and incarnation* (one per process start, set by the
+supervisor in ``LONGHAUL_INCARNATION``): a restarted process releases what its dead predecessor
+held under the same id instead of waiting for the TTL, and a peer told by the supervisor that
+an incarnation died releases that incarnation's leases at once (:meth:`Leases.release_dead`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from collections.abc import Callable
 import msgspec
 import nats.errors
 from longhaul.core.connection import Connection
-from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
+from longhaul.domain.ids import process_incarnation
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,7 @@ MARKER_TTL = "1s"
 class LeaseValue(msgspec.Struct, kw_only=True):
     owner: str
     acquired_at: float
+    incarnation: str = ""
 
 
 class Lease:
@@ -73,7 +80,7 @@ class Lease:
         return True
 
     def _value(self) -> bytes:
-        return msgspec.json.encode(LeaseValue(owner=self.leases.owner, acquired_at=time.time()))
+        return self.leases.value()
 
     async def release(self) -> None:
         """Remove the lease if it is still ours; never raises (the TTL is the fallback)."""
@@ -105,9 +112,12 @@ class Lease:
 
 
 class Leases:
-    def __init__(self, conn: Connection, owner: str, ttl_s: float) -> None:
+    def __init__(
+        self, conn: Connection, owner: str, ttl_s: float, *, incarnation: str | None = None
+    ) -> None:
         self.conn = conn
         self.owner = owner
+        self.incarnation = incarnation or process_incarnation()
         self.ttl_s = float(max(1, round(ttl_s)))
         """Whole seconds: the KV client sends TTLs as integer seconds."""
         self.bucket = conn.names.leases
@@ -127,15 +137,49 @@ class Leases:
     async def acquire(self, key: str) -> Lease | None:
         """Take ``key`` if nobody holds it; None when another holder's lease is live."""
         kv = await self.conn.kv(self.bucket)
-        value = msgspec.json.encode(LeaseValue(owner=self.owner, acquired_at=time.time()))
         started = time.monotonic()
         try:
-            revision = await kv.create(key, value, msg_ttl=self.ttl_s)
+            revision = await kv.create(key, self.value(), msg_ttl=self.ttl_s)
         except KeyWrongLastSequenceError:
             return None
         lease = Lease(self, key, int(revision))
         lease.renewed_at = started
         return lease
+
+    def value(self) -> bytes:
+        return msgspec.json.encode(
+            LeaseValue(owner=self.owner, acquired_at=time.time(), incarnation=self.incarnation)
+        )
+
+    async def release_dead(self, owner: str, *, incarnation: str | None = None) -> list[str]:
+        """Delete the live leases ``owner`` holds under another incarnation than ours (only
+        ``incarnation``'s, when given): that process is dead. Conditional on each lease's
+        revision, so a lease renewed or retaken meanwhile is left alone. Returns the ids of
+        the traces released, for the caller to run them now."""
+        kv = await self.conn.kv(self.bucket)
+        try:
+            keys = await kv.keys()
+        except NoKeysError:
+            return []
+        released = []
+        for key in keys:
+            try:
+                entry = await kv.get(key)
+                held = msgspec.json.decode(entry.value or b"", type=LeaseValue)
+            except (KeyNotFoundError, msgspec.DecodeError):
+                continue
+            if held.owner != owner or held.incarnation == self.incarnation:
+                continue
+            if incarnation is not None and held.incarnation != incarnation:
+                continue
+            try:
+                await self.publish(key, b"", last=int(entry.revision or 0), delete=True)
+            except KeyWrongLastSequenceError:
+                continue
+            log.info("released %s of dead incarnation %s of %s", key, held.incarnation, owner)
+            if key.startswith("trace."):
+                released.append(key.removeprefix("trace."))
+        return released
 
     async def holder(self, key: str) -> str | None:
         """The owner of a live lease on ``key``, if any."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
-from longhaul.executor.engine import AgentTurns, ModelResolver
+from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.executor import Executor
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.tools import load_tools
@@ -28,14 +28,14 @@ def build_executor(
 ) -> Executor:
     """An executor on ``ctx``; ``tools``/``resolve_model`` replace the configured ones
     (in-process benchmarks)."""
-    engine = AgentTurns(
+    agent = AgentTurns(
         ctx.config,
         tools if tools is not None else load_tools(settings.tool_modules),
         workspace=KvWorkspace(ctx.conn),
         working_root=settings.working_root or Path.cwd(),
         resolve_model=resolve_model,
     )
-    return Executor(ctx, settings, engine)
+    return Executor(ctx, settings, agent)
 
 
 async def run(ctx: ServiceContext) -> None:

@@ -40,22 +40,22 @@ class ExecutorMetrics:
             "longhaul_executor_leases_lost", "turns that lost their lease while running", registry=r
         )
         self.poison = Counter(
-            "longhaul_executor_poison_events", "wake-ups terminated after repeated failures",
+            "longhaul_executor_poison_events",
+            "wake-ups terminated after repeated failures",
             registry=r,
         )
         self.handler_errors = Counter(
             "longhaul_executor_handler_errors", "wake-up handlings that raised", registry=r
         )
         self.swept = Counter(
-            "longhaul_executor_swept", "running traces without a lease woken by the sweeper",
+            "longhaul_executor_swept",
+            "running traces without a lease woken by the sweeper",
             registry=r,
         )
         self.subtraces = Counter(
             "longhaul_executor_subtraces_started", "child traces created", registry=r
         )
-        self.active_turns = Gauge(
-            "longhaul_executor_active_turns", "turns running now", registry=r
-        )
+        self.active_turns = Gauge("longhaul_executor_active_turns", "turns running now", registry=r)
 
     def serve(self, port: int) -> WSGIServer:
         """Expose ``/metrics`` on ``port`` from a daemon thread; ``shutdown()`` the returned

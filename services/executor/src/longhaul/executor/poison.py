@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 
 import msgspec
-from longhaul.core import events as ev
 from longhaul.core.index import TraceIndex
-from longhaul.core.state import TraceState
 from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.executor.appends import append_while
 from nats.js.errors import NotFoundError
 
@@ -86,9 +86,7 @@ async def _record_raw(
     if _already_recorded(payload):
         return None
     try:
-        [recorded] = await store.append(
-            "trace", trace_id, [failed], expected=position, actor=actor
-        )
+        [recorded] = await store.append("trace", trace_id, [failed], expected=position, actor=actor)
     except ConcurrencyError:
         return None  # someone else wrote after the broken event; the next attempt re-decides
     previous = await index.get(trace_id)

@@ -1,6 +1,6 @@
 """Executor-only settings, read from ``LONGHAUL_EXECUTOR__*`` (the shared config ignores them).
 
-They live here rather than in ``longhaul.core.config`` because no other service reads them.
+They live here rather than in ``longhaul.domain.config`` because no other service reads them.
 The executor's identity is ``LONGHAUL_EXECUTOR_ID`` (default ``<hostname>-<pid>``), a separate
 variable so a supervisor can name replicas without touching the rest of the configuration.
 """
@@ -26,11 +26,11 @@ class ExecutorSettings(BaseSettings):
     id: str = Field(default_factory=default_executor_id)
     concurrency: int = Field(default=64, ge=1, description="turns run at once by one replica")
     durable: str = Field(default="executor", description="durable consumer name (per namespace)")
-    ack_wait_s: float = Field(default=30.0, gt=0)
+    ack_wait_s: float = Field(default=6.0, gt=0)
     poison_attempts: int = Field(
         default=5, ge=1, description="failed handlings of one event before it is terminated"
     )
-    sweep_interval_s: float = Field(default=5.0, gt=0)
+    sweep_interval_s: float = Field(default=2.0, gt=0)
     index_interval_s: float = Field(
         default=1.0, ge=0, description="minimum time between lh_traces updates during a turn"
     )

@@ -1,58 +1,66 @@
-"""The durable :class:`EventSink`: the engine's events appended to JetStream, in order, with
-the store's optimistic concurrency, then applied to the engine's state.
+"""The durable :class:`EventSink`: the engine's events saved through the trace repository,
+in order, then applied to the engine's state.
 
-Every event is checked against the state *before* it is appended, so an event the fold would
-reject never reaches the log (a bad log would poison the trace for every reader). Messages, the
-bulk of a long trace, get the fold's own O(1) ``TraceState.check_message``; rarer events are
-probed on a copy with ``TraceState.check``. When another writer got in first (a stop request, a
-child's result, a human reply), the state is caught up from the log and the event re-appended
-if it still applies; otherwise :class:`StaleState` ends the turn and the executor replays
-afresh.
+Every event is checked against the state *before* it is appended (the repository's rule: a
+bad log would poison the trace for every reader), with one rule of the executor's own on top
+(:func:`precheck`). When another writer got in first (a stop request, a child's result, a
+human reply), the state is caught up from the log and the event re-appended if it still
+applies; otherwise :class:`StaleState` ends the turn and the executor replays afresh.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
+from typing import Protocol
 
 from longhaul.agent.contract import StaleState
-from longhaul.core import events as ev
-from longhaul.core.state import InvalidTransition, TraceState
-from longhaul.core.store import ConcurrencyError, EventStore, Position
-from longhaul.executor.leases import Lease
+from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import RetryPolicy, traces
+from longhaul.core.store import ConcurrencyError, Recorded
+from longhaul.domain import events as ev
+from longhaul.domain.state import InvalidTransition, TraceState
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.upkeep import TurnUpkeep
 
 log = logging.getLogger(__name__)
 
-MAX_CONFLICT_RETRIES = 16
+RETRY = RetryPolicy(attempts=16)
+"""A turn's events race with every other writer of the trace (children finishing, replies,
+stops): more attempts than a one-off write before the turn gives up as stale."""
 
 
 def precheck(state: TraceState, event: ev.TraceEvent) -> None:
     """Raise :class:`InvalidTransition` if ``event`` could not apply to ``state``."""
-    if isinstance(event, ev.MessageAppended):
-        state.check_message(event)
-        return
-    if isinstance(event, ev.Waiting) and event.reason == "subtraces" and not (
-        state.running_subtraces()
+    if (
+        isinstance(event, ev.Waiting)
+        and event.reason == "subtraces"
+        and not (state.running_subtraces())
     ):
         # The last child finished while the turn decided to wait: nothing would wake it.
         raise InvalidTransition("no sub-trace is running any more", code="conflict")
     state.check(event)
 
 
+class HeldLease(Protocol):
+    """What the sink needs of the turn's lease (:class:`~longhaul.executor.leases.Lease`)."""
+
+    lost: asyncio.Event
+
+
 class TraceSink:
     def __init__(
         self,
-        store: EventStore,
+        store: EventLog,
         state: TraceState,
         *,
         actor: str,
-        lease: Lease,
+        lease: HeldLease,
         metrics: ExecutorMetrics,
         upkeep: TurnUpkeep,
     ) -> None:
-        self.store = store
+        self.repository = traces(store, snapshots=upkeep.snapshots)
         self.state = state
         self.actor = actor
         self.lease = lease
@@ -67,38 +75,47 @@ class TraceSink:
     async def _emit_one(self, event: ev.TraceEvent) -> None:
         state = self.state
         precheck(state, event)
-        for _ in range(MAX_CONFLICT_RETRIES):
-            if self.lease.lost.is_set():
-                raise StaleState(f"lease on trace {state.trace_id} lost")
-            previous = state.version
-            try:
-                [recorded] = await self.store.append(
-                    "trace",
-                    state.trace_id,
-                    [event],
-                    expected=Position(state.stream_seq, state.version),
-                    actor=self.actor,
-                    correlation_id=state.task_id,
-                )
-            except ConcurrencyError:
-                await self._catch_up(event)
-                continue
-            state.apply(recorded.event, recorded.seq)
-            self.appended += 1
-            self.metrics.events.inc()
-            if isinstance(event, ev.MessageAppended) and event.role == "assistant":
-                self.metrics.steps.inc()
-            self.upkeep.after_append(state, previous)
-            return
-        raise StaleState(f"trace {state.trace_id}: too many concurrent writers")
+        conflicted = False
 
-    async def _catch_up(self, event: ev.TraceEvent) -> None:
-        state = self.state
-        applied = await self.store.catch_up("trace", state.trace_id, state)
-        log.info("trace %s moved by %d event(s) under the turn", state.trace_id, applied)
+        def decide(current: TraceState) -> list[ev.Event]:
+            if conflicted:
+                self._recheck(current, event)
+            if self.lease.lost.is_set():
+                raise StaleState(f"lease on trace {current.trace_id} lost")
+            return [event]
+
+        def on_conflict(_: TraceState) -> None:
+            nonlocal conflicted
+            conflicted = True
+
+        try:
+            await self.repository.save(
+                state.trace_id,
+                state,
+                decide,
+                actor=self.actor,
+                correlation_id=state.task_id,
+                retry=RETRY,
+                on_conflict=on_conflict,
+                on_applied=self._applied,
+            )
+        except ConcurrencyError as exc:
+            raise StaleState(f"trace {state.trace_id}: too many concurrent writers") from exc
+
+    def _recheck(self, state: TraceState, event: ev.TraceEvent) -> None:
+        """After a lost race: does the event still apply to the trace as it now is?"""
+        log.info("trace %s moved under the turn", state.trace_id)
         try:
             precheck(state, event)
         except InvalidTransition as exc:
             self.metrics.conflicts.labels(outcome="stale").inc()
             raise StaleState(f"{event.type} no longer applies: {exc}") from exc
         self.metrics.conflicts.labels(outcome="reappended").inc()
+
+    def _applied(self, state: TraceState, recorded: Recorded, previous: int) -> None:
+        self.appended += 1
+        self.metrics.events.inc()
+        event = recorded.event
+        if isinstance(event, ev.MessageAppended) and event.role == "assistant":
+            self.metrics.steps.inc()
+        self.upkeep.after_append(state)

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from longhaul.agent.contract import LiveCallback, LiveUpdate, StaleState, TurnOutcome
-from longhaul.core import events as ev
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import current_trace_id
-from longhaul.core.state import TraceState
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.executor.appends import append_while
 from longhaul.executor.decide import Action, decide
 from longhaul.executor.leases import Lease, Leases
@@ -32,8 +32,8 @@ from longhaul.executor.upkeep import TurnUpkeep
 
 log = logging.getLogger(__name__)
 
-TurnEngine = Callable[[TraceState, TraceSink, LiveCallback], Coroutine[Any, Any, TurnOutcome]]
-"""Runs one engine turn on ``state``, emitting through the sink (``engine.AgentTurns``)."""
+RunTurn = Callable[[TraceState, TraceSink, LiveCallback], Coroutine[Any, Any, TurnOutcome]]
+"""Runs one engine turn on ``state``, emitting through the sink (``agent_turns.AgentTurns``)."""
 
 MAX_ROUNDS = 8
 """Turns one wake-up may run back to back (stale-state restarts, events during a turn)."""
@@ -51,14 +51,14 @@ class TurnRunner:
         store: EventStore,
         index: TraceIndex,
         leases: Leases,
-        engine: TurnEngine,
+        run_turn: RunTurn,
         metrics: ExecutorMetrics,
         settings: TurnSettings,
     ) -> None:
         self.store = store
         self.index = index
         self.leases = leases
-        self.engine = engine
+        self.run_turn = run_turn
         self.metrics = metrics
         self.settings = settings
 
@@ -104,7 +104,9 @@ class TurnRunner:
             return state
         if action is Action.STOP:
             await append_while(
-                self.store, state, ev.Stopped(reason="stop_requested"),
+                self.store,
+                state,
+                ev.Stopped(reason="stop_requested"),
                 lambda s: s.exists and not s.is_final and s.stop_requested,
                 actor=self.settings.actor,
             )
@@ -112,20 +114,22 @@ class TurnRunner:
             return state
         if takeover:
             self.metrics.lease_takeovers.inc()
-        return await self._run_engine(state, lease)
+        return await self._run_agent(state, lease)
 
-    async def _run_engine(self, state: TraceState, lease: Lease) -> TraceState | None:
+    async def _run_agent(self, state: TraceState, lease: Lease) -> TraceState | None:
         upkeep = TurnUpkeep(self.store, self.index, interval_s=self.settings.index_interval_s)
         sink = TraceSink(
-            self.store, state, actor=self.settings.actor, lease=lease, metrics=self.metrics,
+            self.store,
+            state,
+            actor=self.settings.actor,
+            lease=lease,
+            metrics=self.metrics,
             upkeep=upkeep,
         )
         live = LivePublisher(self.store.conn.nc, self.store.conn.names.live(state.trace_id))
         self.metrics.active_turns.inc()
-        turn = asyncio.create_task(self.engine(state, sink, live), name=f"turn-{state.trace_id}")
-        keeper = asyncio.create_task(
-            lease.keep(turn.cancel), name=f"lease-{state.trace_id}"
-        )
+        turn = asyncio.create_task(self.run_turn(state, sink, live), name=f"turn-{state.trace_id}")
+        keeper = asyncio.create_task(lease.keep(turn.cancel), name=f"lease-{state.trace_id}")
         end = "error"
         try:
             end = (await turn).end

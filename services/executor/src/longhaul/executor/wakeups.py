@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.core.names import Names
+from longhaul.domain.names import Names
 from nats.js import JetStreamContext, api
 
 RUN_TYPES = (
@@ -73,6 +73,8 @@ async def subscribe(
     await js.add_consumer(names.stream, config)
     assert config.durable_name is not None
     return await js.pull_subscribe_bind(
-        durable=config.durable_name, stream=names.stream, pending_msgs_limit=-1,
+        durable=config.durable_name,
+        stream=names.stream,
+        pending_msgs_limit=-1,
         pending_bytes_limit=-1,
     )

@@ -1,15 +1,15 @@
-"""The engine's :class:`longhaul.agent.workspace.Workspace` over the shared ``lh_workspace``
+"""The engine's :class:`longhaul.agent.workspace.Workspace` port over the shared ``lh_workspace``
 KV (large values offloaded to the object store by ``longhaul.core.workspace``)."""
 
 from __future__ import annotations
 
 from longhaul.core.connection import Connection
-from longhaul.core.workspace import Workspace
+from longhaul.core.workspace import WorkspaceStore
 
 
 class KvWorkspace:
     def __init__(self, conn: Connection) -> None:
-        self._workspace = Workspace(conn)
+        self._workspace = WorkspaceStore(conn)
 
     async def get(self, key: str) -> bytes | None:
         entry = await self._workspace.get(key)

@@ -9,10 +9,10 @@ The checks that read the store are each bounded by the request's NATS deadline
 
 from __future__ import annotations
 
-from longhaul.core import events as ev
-from longhaul.core.events import Aggregate
-from longhaul.core.ids import is_valid_id
-from longhaul.core.state import TaskState, TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
+from longhaul.domain.ids import is_valid_id
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import not_found
 from longhaul.gateway.runtime import Runtime
@@ -34,7 +34,9 @@ async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str)
     conn = runtime.service.conn
     try:
         stored = await conn.js.get_msg(
-            conn.names.stream, seq=1, subject=conn.names.aggregate_filter(aggregate, aggregate_id),
+            conn.names.stream,
+            seq=1,
+            subject=conn.names.aggregate_filter(aggregate, aggregate_id),
             next=True,
         )
     except NotFoundError:

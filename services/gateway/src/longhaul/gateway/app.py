@@ -9,14 +9,12 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from longhaul.core.config import LonghaulConfig
-from longhaul.core.index import TraceIndex
 from longhaul.core.service import open_context
+from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
-from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.routers import experiences, health, info, trace_events, traces, viewer
 from longhaul.gateway.routers.tasks import tasks_router
@@ -46,10 +44,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = await open_context("gateway", config)
-        runtime.ctx = ctx
-        runtime.index = TraceIndex(ctx.conn)
-        runtime.mirror = runtime.metrics.mirror = IndexMirror(ctx.conn)
-        ctx.spawn(runtime.mirror.run(), name="index-mirror")
+        mirror = runtime.metrics.mirror = runtime.connect(ctx)
+        ctx.spawn(mirror.run(), name="index-mirror")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
         )

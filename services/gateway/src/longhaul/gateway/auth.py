@@ -54,7 +54,7 @@ class KeyRing:
         for secret in keys:
             value = secret.get_secret_value().strip()
             if value.startswith(_HASH_PREFIX):
-                digests.append(bytes.fromhex(value[len(_HASH_PREFIX):]))
+                digests.append(bytes.fromhex(value[len(_HASH_PREFIX) :]))
             elif value:
                 digests.append(_digest(value))
         self._digests = digests
@@ -91,14 +91,17 @@ def authenticate_token(keys: KeyRing, token: str | None, peer: str | None) -> Pr
     if keys.open:
         if not is_loopback(peer):
             raise ApiError(
-                403, "forbidden",
+                403,
+                "forbidden",
                 "this gateway has no API keys and only serves loopback clients; "
                 "set LONGHAUL_API_KEYS to serve others",
             )
         return Principal(LOCAL_OWNER)
     if not token:
         raise ApiError(
-            401, "unauthorized", "missing API key: send Authorization: Bearer <key>",
+            401,
+            "unauthorized",
+            "missing API key: send Authorization: Bearer <key>",
             headers={"WWW-Authenticate": "Bearer"},
         )
     principal = keys.identify(token)
@@ -129,7 +132,9 @@ def enforce_rate_limit(limiter: RateLimiter, principal: Principal) -> None:
     wait = limiter.acquire(principal.owner)
     if wait > 0:
         raise ApiError(
-            429, "rate_limited", f"too many requests; retry in {wait:.1f}s",
+            429,
+            "rate_limited",
+            f"too many requests; retry in {wait:.1f}s",
             details={"retry_after_s": round(wait, 3)},
             headers={"Retry-After": retry_after_header(wait)},
         )
@@ -144,11 +149,14 @@ async def current_principal(
     token = credentials.credentials if credentials else None
     if token is None and request.headers.get("authorization"):
         raise ApiError(
-            401, "unauthorized", "Authorization header must be 'Bearer <key>'",
+            401,
+            "unauthorized",
+            "Authorization header must be 'Bearer <key>'",
             headers={"WWW-Authenticate": "Bearer"},
         )
     check_origin(
-        request.headers.get("origin"), request.headers.get("host"),
+        request.headers.get("origin"),
+        request.headers.get("host"),
         runtime.config.gateway.cors_origins,
     )
     peer = request.client.host if request.client else None

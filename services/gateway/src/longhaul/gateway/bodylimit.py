@@ -101,7 +101,8 @@ class BodyLimitMiddleware:
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = error_response(
-            413, "body_too_large",
+            413,
+            "body_too_large",
             f"request body exceeds {self.max_body_bytes} bytes",
             {"max_body_bytes": self.max_body_bytes},
             headers={"Connection": "close"},

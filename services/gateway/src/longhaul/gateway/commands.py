@@ -1,27 +1,25 @@
-"""The write path: fold, check, append with optimistic concurrency, retry on conflict.
+"""The gateway's writes: each request becomes one event appended through the repository.
 
 A request is accepted only once its event is durably on the log, and only if the fold says it
-can apply: the event is checked against the freshly folded state and appended with
-``expected`` = that state's position. If another writer (an executor finishing a step) got
-there first, the store raises :class:`ConcurrencyError` and the decision is re-made from a
-fresh fold; the retry count is small because the window is one round trip.
+can apply: :meth:`Repository.save` checks the event against the freshly folded state and
+appends it at that state's position. If another writer (an executor finishing a step) got
+there first, the state is caught up and the request decided again; a conflict that outlasts
+the retry policy is a 409 the client may retry.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import random
-from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from collections.abc import Callable
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.events import Aggregate
-from longhaul.core.ids import new_id
 from longhaul.core.index import TraceIndexEntry
-from longhaul.core.state import InvalidTransition, TaskState, TraceState
-from longhaul.core.store import ConcurrencyError, Position, Recorded
+from longhaul.core.repository import Repository, S
+from longhaul.core.store import ConcurrencyError, Recorded
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import InvalidTransition, TaskState, TraceState
 from longhaul.gateway import access
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
@@ -29,7 +27,6 @@ from longhaul.gateway.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-APPEND_ATTEMPTS = 5
 ACTOR = "gateway"
 
 
@@ -44,43 +41,26 @@ def _encodable(event: ev.Event) -> None:
         ) from exc
 
 
-async def _backoff(runtime: Runtime, attempt: int) -> None:
-    """Lost a race: wait a random few milliseconds (growing) so racing writers spread out
-    instead of colliding again on the next round trip."""
-    runtime.metrics.conflicts.inc()
-    await asyncio.sleep(random.uniform(0, 0.005 * (attempt + 1)))
-
-
 def _conflict_exhausted(kind: str, identifier: str) -> ApiError:
     return ApiError(
-        409, "concurrent_update",
+        409,
+        "concurrent_update",
         f"{kind} {identifier} kept changing while this request was applied; retry",
         headers={"Retry-After": "1"},
     )
 
 
-class _Folded(Protocol):
-    """What the write path needs of a fold (:class:`TraceState`, :class:`TaskState`)."""
-
-    version: int
-    stream_seq: int
-
-    def apply(self, event: ev.Event, stream_seq: int = 0) -> None: ...
-
-
-_S = TypeVar("_S", bound=_Folded)
-
-
 async def _append_first(
-    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, event: ev.Event, state: _S
-) -> _S:
-    """Append the creation event of a new aggregate; returns ``state`` with it applied."""
+    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, event: ev.Event, fold: type[S]
+) -> S:
+    """Append the creation event of a new aggregate; returns its fold."""
     _encodable(event)
     async with runtime.nats_call():
-        [recorded] = await runtime.store.append(
-            aggregate, aggregate_id, [event], expected=Position(), actor=ACTOR
+        state = await Repository(runtime.store, aggregate, fold).create(
+            aggregate_id, event, actor=ACTOR
         )
-    state.apply(recorded.event, recorded.seq)
+    if state is None:  # a fresh random id is never taken; if it were, the client retries
+        raise _conflict_exhausted(aggregate, aggregate_id)
     runtime.metrics.appended.labels(event.type).inc()
     return state
 
@@ -89,33 +69,33 @@ async def _append_checked(
     runtime: Runtime,
     aggregate: Aggregate,
     aggregate_id: str,
-    load: Callable[[], Awaitable[_S]],
-    build: Callable[[_S], ev.Event],
-    check: Callable[[_S, ev.Event], None],
-) -> tuple[_S, Recorded]:
-    """Fold, build the event, check it against the fold and append it at the fold's
-    position; a lost race re-folds and decides again. Returns the state after the event."""
-    for attempt in range(APPEND_ATTEMPTS):
-        state = await load()
-        event = build(state)
+    state: S,
+    build: Callable[[S], ev.Event],
+) -> tuple[S, Recorded]:
+    """Build the event from the fold and save it (checked, at the fold's position, re-built
+    on a lost race). Returns the state after the event."""
+
+    def decide(current: S) -> list[ev.Event]:
+        event = build(current)
         try:
-            check(state, event)
+            current.check(event)
         except InvalidTransition as exc:
             raise ApiError.from_transition(exc) from exc
         _encodable(event)
-        try:
-            async with runtime.nats_call():
-                [recorded] = await runtime.store.append(
-                    aggregate, aggregate_id, [event],
-                    expected=Position(state.stream_seq, state.version), actor=ACTOR,
-                )
-        except ConcurrencyError:
-            await _backoff(runtime, attempt)
-            continue
-        state.apply(recorded.event, recorded.seq)
-        runtime.metrics.appended.labels(event.type).inc()
-        return state, recorded
-    raise _conflict_exhausted(aggregate, aggregate_id)
+        return [event]
+
+    def conflicted(_: S) -> None:
+        runtime.metrics.conflicts.inc()
+
+    try:
+        async with runtime.nats_call():
+            [recorded] = await Repository(runtime.store, aggregate, type(state)).save(
+                aggregate_id, state, decide, actor=ACTOR, on_conflict=conflicted
+            )
+    except ConcurrencyError as exc:
+        raise _conflict_exhausted(aggregate, aggregate_id) from exc
+    runtime.metrics.appended.labels(recorded.event.type).inc()
+    return state, recorded
 
 
 async def create_trace(
@@ -123,8 +103,8 @@ async def create_trace(
 ) -> TraceState:
     trace_id = new_id("t")
     event = msgspec.structs.replace(event, owner=principal.owner)
-    state = await _append_first(runtime, "trace", trace_id, event, TraceState())
-    runtime.view.put(TraceIndexEntry.from_state(state))
+    state = await _append_first(runtime, "trace", trace_id, event, TraceState)
+    runtime.mirror.put(TraceIndexEntry.from_state(state))
     runtime.service.spawn(_write_index(runtime, state), name=f"index-{trace_id}")
     return state
 
@@ -134,7 +114,7 @@ async def _write_index(runtime: Runtime, state: TraceState) -> None:
     the listing already sees it through the mirror, so the KV write need not delay it."""
     try:
         async with runtime.nats_call():
-            await runtime.traces.update(state)
+            await runtime.index.update(state)
     except ApiError:
         # The executor's own index update (on its first turn) repairs the entry.
         log.warning("trace %s created but its index entry was not written", state.trace_id)
@@ -147,28 +127,18 @@ async def append_to_trace(
     build: Callable[[TraceState], ev.TraceEvent],
 ) -> tuple[TraceState, Recorded]:
     """Append ``build(state)`` to a trace the caller owns; returns the state after it."""
-    return await _append_checked(
-        runtime, "trace", trace_id,
-        lambda: access.load_trace(runtime, principal, trace_id), build, TraceState.check,
-    )
+    state = await access.load_trace(runtime, principal, trace_id)
+    return await _append_checked(runtime, "trace", trace_id, state, build)
 
 
 async def create_task(runtime: Runtime, principal: Principal, event: ev.TaskCreated) -> TaskState:
     event = msgspec.structs.replace(event, owner=principal.owner)
-    return await _append_first(runtime, "task", new_id("task"), event, TaskState())
-
-
-def _check_task(state: TaskState, event: ev.Event) -> None:
-    """TaskState has no ``check``: probe a deep copy, as TraceState.check does."""
-    probe = msgspec.convert(msgspec.to_builtins(state), TaskState)
-    probe.apply(event)
+    return await _append_first(runtime, "task", new_id("task"), event, TaskState)
 
 
 async def append_to_task(
     runtime: Runtime, principal: Principal, task_id: str, event: ev.TaskEvent
 ) -> tuple[TaskState, Recorded]:
     """Append ``event`` to a task the caller owns; returns the state after it."""
-    return await _append_checked(
-        runtime, "task", task_id,
-        lambda: access.load_task(runtime, principal, task_id), lambda _: event, _check_task,
-    )
+    state = await access.load_task(runtime, principal, task_id)
+    return await _append_checked(runtime, "task", task_id, state, lambda _: event)

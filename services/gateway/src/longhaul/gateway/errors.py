@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from longhaul.core.state import InvalidTransition
+from longhaul.domain.state import InvalidTransition
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -81,7 +81,10 @@ def not_found(kind: str, identifier: str) -> ApiError:
 
 
 def error_response(
-    status: int, code: str, message: str, details: Any = None,
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": details}}

@@ -14,10 +14,11 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
-from longhaul.core.config import ConfigError, LonghaulConfig, load_config
 from longhaul.core.logs import configure_logging
+from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
 from longhaul.gateway.app import create_app
 from longhaul.gateway.auth import KeyRing, is_loopback
+from longhaul.gateway.redact import redact_uvicorn_logs
 from longhaul.gateway.runtime import runtime_of
 
 log = logging.getLogger("longhaul.gateway")
@@ -62,9 +63,8 @@ def bind_host(config: LonghaulConfig) -> str:
     return host
 
 
-def build_server(
-    app: FastAPI, host: str, port: int, *, access_log: bool = False
-) -> GatewayServer:
+def build_server(app: FastAPI, host: str, port: int, *, access_log: bool = False) -> GatewayServer:
+    redact_uvicorn_logs()
     config = uvicorn.Config(
         app,
         host=host,

@@ -72,37 +72,51 @@ class GatewayMetrics:
         self.registry = CollectorRegistry()
         self.mirror: IndexMirror | None = None
         self.requests = Counter(
-            "longhaul_http_requests", "HTTP requests", ["method", "route", "status"],
+            "longhaul_http_requests",
+            "HTTP requests",
+            ["method", "route", "status"],
             registry=self.registry,
         )
         self.latency = Histogram(
-            "longhaul_http_request_duration_seconds", "HTTP request latency (streams: lifetime)",
-            ["method", "route"], registry=self.registry,
+            "longhaul_http_request_duration_seconds",
+            "HTTP request latency (streams: lifetime)",
+            ["method", "route"],
+            registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
         self.appended = Counter(
-            "longhaul_gateway_events_appended", "events the gateway appended", ["type"],
+            "longhaul_gateway_events_appended",
+            "events the gateway appended",
+            ["type"],
             registry=self.registry,
         )
         self.conflicts = Counter(
-            "longhaul_gateway_append_conflicts", "optimistic-concurrency retries",
+            "longhaul_gateway_append_conflicts",
+            "optimistic-concurrency retries",
             registry=self.registry,
         )
         self.streams = Gauge(
-            "longhaul_gateway_open_streams", "open SSE/WebSocket streams", ["kind"],
+            "longhaul_gateway_open_streams",
+            "open SSE/WebSocket streams",
+            ["kind"],
             registry=self.registry,
         )
         self.llm_retries = Counter(
-            "longhaul_llm_retries", "LLM call retries reported by executors",
+            "longhaul_llm_retries",
+            "LLM call retries reported by executors",
             registry=self.registry,
         )
         self.consumer_pending = Gauge(
-            "longhaul_consumer_pending", "messages not yet delivered to a durable consumer",
-            ["consumer"], registry=self.registry,
+            "longhaul_consumer_pending",
+            "messages not yet delivered to a durable consumer",
+            ["consumer"],
+            registry=self.registry,
         )
         self.consumer_ack_pending = Gauge(
-            "longhaul_consumer_ack_pending", "messages delivered but not yet acknowledged",
-            ["consumer"], registry=self.registry,
+            "longhaul_consumer_ack_pending",
+            "messages delivered but not yet acknowledged",
+            ["consumer"],
+            registry=self.registry,
         )
         self.registry.register(_IndexCollector(self))
 
@@ -171,6 +185,10 @@ class RequestObserver:
             self.metrics.latency.labels(method, template).observe(elapsed)
             params = scope.get("path_params") or {}
             access_log.info(
-                "%s %s %d %.1fms", method, scope["path"], status, elapsed * 1000,
+                "%s %s %d %.1fms",
+                method,
+                scope["path"],
+                status,
+                elapsed * 1000,
                 extra={"trace_id": params.get("trace_id"), "task_id": params.get("task_id")},
             )

@@ -51,7 +51,8 @@ class RateLimiter:
     def _evict_full(self, now: float) -> None:
         """Forget buckets that have refilled completely: they hold no information."""
         full = [
-            key for key, bucket in self._buckets.items()
+            key
+            for key, bucket in self._buckets.items()
             if bucket.tokens + (now - bucket.stamp) * self.rate >= self.capacity
         ]
         for key in full:

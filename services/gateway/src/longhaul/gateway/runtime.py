@@ -10,15 +10,22 @@ from dataclasses import dataclass, field
 
 import nats.errors
 from fastapi import FastAPI
-from longhaul.core.config import LonghaulConfig
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
+from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.ratelimit import RateLimiter
+
+RETRY = {"Retry-After": "1"}
+"""While the log is unreachable: the client's NATS reconnects every half second."""
+
+
+def _not_connected() -> ApiError:
+    return ApiError(503, "unavailable", "gateway is not connected to NATS yet", headers=RETRY)
 
 
 @dataclass
@@ -31,13 +38,22 @@ class Runtime:
     draining: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server is asked to stop: live streams end so shutdown is not held up."""
     ctx: ServiceContext | None = None
-    index: TraceIndex | None = None
-    mirror: IndexMirror | None = None
+    _index: TraceIndex | None = field(default=None, init=False)
+    _mirror: IndexMirror | None = field(default=None, init=False)
+
+    def connect(self, ctx: ServiceContext) -> IndexMirror:
+        """Attach the connection and the trace index's two copies: the ``lh_traces`` KV
+        (:attr:`index`, written) and its in-memory mirror (:attr:`mirror`, read by listings);
+        returns the mirror, whose follower the caller runs."""
+        self.ctx = ctx
+        self._index = TraceIndex(ctx.conn)
+        self._mirror = IndexMirror(ctx.conn)
+        return self._mirror
 
     @property
     def service(self) -> ServiceContext:
         if self.ctx is None:
-            raise ApiError(503, "unavailable", "gateway is not connected to NATS yet")
+            raise _not_connected()
         return self.ctx
 
     @property
@@ -45,16 +61,16 @@ class Runtime:
         return self.service.store
 
     @property
-    def traces(self) -> TraceIndex:
-        if self.index is None:
-            raise ApiError(503, "unavailable", "gateway is not connected to NATS yet")
-        return self.index
+    def index(self) -> TraceIndex:
+        if self._index is None:
+            raise _not_connected()
+        return self._index
 
     @property
-    def view(self) -> IndexMirror:
-        if self.mirror is None:
-            raise ApiError(503, "unavailable", "gateway is not connected to NATS yet")
-        return self.mirror
+    def mirror(self) -> IndexMirror:
+        if self._mirror is None:
+            raise _not_connected()
+        return self._mirror
 
     @property
     def deadline_s(self) -> float:
@@ -69,8 +85,10 @@ class Runtime:
                 yield
         except (TimeoutError, nats.errors.Error, OSError) as exc:
             raise ApiError(
-                503, "unavailable", f"event store unavailable: {type(exc).__name__}",
-                headers={"Retry-After": "1"},
+                503,
+                "unavailable",
+                f"event store unavailable: {type(exc).__name__}",
+                headers=RETRY,
             ) from exc
 
 

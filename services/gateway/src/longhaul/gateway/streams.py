@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 import msgspec
 from longhaul.agent.contract import LiveUpdate
-from longhaul.core import events as ev
-from longhaul.core.events import Aggregate
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
 from longhaul.gateway.runtime import Runtime
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -98,7 +98,8 @@ async def aggregate_stream(
             if getter is None:
                 getter = asyncio.ensure_future(queue.get())
             done, _ = await asyncio.wait(
-                {getter, *stoppers}, timeout=runtime.heartbeat_s,
+                {getter, *stoppers},
+                timeout=runtime.heartbeat_s,
                 return_when=asyncio.FIRST_COMPLETED,
             )
             if getter in done:

@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 from longhaul.core.index import TraceIndexEntry
-from longhaul.core.state import Message, TaskState, TraceState
+from longhaul.domain.state import Message, TaskState, TraceState
 from longhaul.gateway.schemas.tasks import PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
     GoalTreeView,
@@ -47,16 +47,23 @@ def trace_view(state: TraceState) -> TraceView:
             focus=goals.focus,
             goals=[
                 GoalView(
-                    id=goal.id, title=goal.title, parent_id=goal.parent_id,
-                    status=goal.status, summary=goal.summary,
+                    id=goal.id,
+                    title=goal.title,
+                    parent_id=goal.parent_id,
+                    status=goal.status,
+                    summary=goal.summary,
                 )
                 for goal in goals.snapshot()
             ],
         ),
         sub_traces=[
             SubTraceView(
-                trace_id=info.child_trace_id, status=info.status, mode=info.mode,
-                task=info.task, summary=info.summary, tool_call_id=info.tool_call_id,
+                trace_id=info.child_trace_id,
+                status=info.status,
+                mode=info.mode,
+                task=info.task,
+                summary=info.summary,
+                tool_call_id=info.tool_call_id,
             )
             for info in state.subtraces.values()
         ],

@@ -7,8 +7,8 @@ needs it.
 
 from __future__ import annotations
 
-from longhaul.core.events import PhaseSpec
-from longhaul.core.state import TaskState
+from longhaul.domain.events import PhaseSpec
+from longhaul.domain.state import TaskState
 
 
 def phase_brief(task: TaskState, spec: PhaseSpec) -> str:

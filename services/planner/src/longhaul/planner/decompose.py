@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.core.events import PhaseSpec
+from longhaul.domain.events import PhaseSpec
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import ChatMessage, Model, ModelError
 from longhaul.planner.fallback import rule_based_plan
@@ -43,8 +43,13 @@ class Decomposition:
     """Why the model's plan was not used, when it was not."""
 
 
-def _prompt(goal: str, options: dict[str, Any], max_phases: int,
-            presets: Collection[str], tools: Collection[str]) -> str:
+def _prompt(
+    goal: str,
+    options: dict[str, Any],
+    max_phases: int,
+    presets: Collection[str],
+    tools: Collection[str],
+) -> str:
     context = options.get("context")
     return (
         f"Goal:\n{goal}\n\n"
@@ -52,8 +57,8 @@ def _prompt(goal: str, options: dict[str, Any], max_phases: int,
         + f"Plan at most {max_phases} phases.\n"
         f"Presets (agent profiles) you may name: {', '.join(presets)}.\n"
         f"Tools you may require: {', '.join(tools)}.\n"
-        "Answer as {\"phases\": [{\"id\", \"name\", \"description\", \"depends_on\", "
-        "\"preset\", \"tools\", \"criteria\"}]}."
+        'Answer as {"phases": [{"id", "name", "description", "depends_on", '
+        '"preset", "tools", "criteria"}]}.'
     )
 
 
@@ -93,8 +98,12 @@ async def decompose(
             return Decomposition(specs, "model")
         conversation += [
             {"role": "assistant", "content": json.dumps(value)},
-            {"role": "user", "content": "The plan has problems:\n- " + "\n- ".join(problems)
-             + "\nAnswer with the complete corrected plan."},
+            {
+                "role": "user",
+                "content": "The plan has problems:\n- "
+                + "\n- ".join(problems)
+                + "\nAnswer with the complete corrected plan.",
+            },
         ]
     note = "; ".join(problems)
     log.warning("planner model gave no usable plan, using rules: %s", note)

@@ -2,8 +2,10 @@
 
 Every wake-up (a new task, a resume request, a step trace ending) calls :meth:`drive`, which
 folds the task's log and decides from that state alone, so redeliveries, crashes and several
-planner replicas are all harmless: each step appends with optimistic concurrency, and a
-conflict only means "re-read and decide again". One step is one decision:
+planner replicas are all harmless: each step saves its events through the task repository
+(checked against the fold, appended at its position) without retrying there, because a
+conflict means "re-read and take the step again" — models may have been asked, so the whole
+step is the decision. One step is one decision:
 
 1. answer a pending resume request (``resumed``);
 2. plan a new task (``plan_created``, or ``task_failed`` for an invalid explicit plan);
@@ -20,17 +22,18 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-import msgspec
-from longhaul.core import events as ev
-from longhaul.core.config import PipelineConfig
 from longhaul.core.connection import Connection
-from longhaul.core.state import TaskState
-from longhaul.core.state.trace import FINAL_STATUSES
-from longhaul.core.store import ConcurrencyError, EventStore, Position
-from longhaul.core.workspace import Workspace
+from longhaul.core.eventlog import EventLog
+from longhaul.core.lru import Lru
+from longhaul.core.repository import ONCE, tasks
+from longhaul.core.store import ConcurrencyError
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
+from longhaul.domain.config import PipelineConfig
+from longhaul.domain.state import TaskState
+from longhaul.domain.state.trace import FINAL_STATUSES
 from longhaul.planner.checkpoints import Checkpoint, Checkpoints
 from longhaul.planner.decompose import decompose
-from longhaul.planner.lru import Lru
 from longhaul.planner.merge import Candidate, merge
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.offload import phase_output_key, store_output, summarise, task_output_key
@@ -62,8 +65,8 @@ REMEMBERED_TRACES = 4096
 @dataclass
 class PlannerDeps:
     conn: Connection
-    store: EventStore
-    workspace: Workspace
+    store: EventLog
+    workspace: WorkspaceStore
     checkpoints: Checkpoints
     models: PlannerModels
     pipeline: PipelineConfig
@@ -76,7 +79,7 @@ class TaskDriver:
         self.deps = deps
         self.store = deps.store
         self.pipeline = deps.pipeline
-        self.tasks: Lru[str, TaskState] = Lru(REMEMBERED_TASKS)
+        self.tasks = tasks(deps.store, cache_size=REMEMBERED_TASKS)
         self.step_tasks: Lru[str, str] = Lru(REMEMBERED_TRACES)
         """Step trace id -> task id, for the traces this replica created."""
 
@@ -87,30 +90,22 @@ class TaskDriver:
     async def drive(self, task_id: str, *, ended: str | None = None) -> None:
         """Run the task's steps until it waits. Callers serialise calls per task. ``ended``
         is a step trace whose final event caused this call (no need to ask its status)."""
-        task = await self._load(task_id)
+        task = await self.tasks.load(task_id)
         for _ in range(MAX_STEPS_PER_WAKE):
             try:
                 if not await self.step(task, ended=ended):
                     break
             except ConcurrencyError:
                 log.info("task %s moved under us; re-reading", task_id)
-                task = await self._load(task_id)
+                task = await self.tasks.load(task_id)
         else:
-            log.error("task %s still busy after %d steps; leaving it for the next wake-up",
-                      task_id, MAX_STEPS_PER_WAKE)
+            log.error(
+                "task %s still busy after %d steps; leaving it for the next wake-up",
+                task_id,
+                MAX_STEPS_PER_WAKE,
+            )
         if task.is_final:
-            self.tasks.pop(task_id)
-
-    async def _load(self, task_id: str) -> TaskState:
-        """The remembered state caught up with the log, or a full replay."""
-        task = self.tasks.get(task_id)
-        if task is None:
-            task = await self.store.load_task(task_id)
-        else:
-            await self.store.catch_up("task", task_id, task)
-        if task.exists:
-            self.tasks.put(task_id, task)
-        return task
+            self.tasks.forget(task_id)
 
     async def step(self, task: TaskState, *, ended: str | None = None) -> bool:
         """Take one step; False when the task waits for something outside the planner."""
@@ -121,8 +116,13 @@ class TaskDriver:
             await self._append(task, events)
             answer = events[-1]
             assert isinstance(answer, ev.Resumed)
-            log.info("task %s resumed from %s: skipped %s, continuing at %s", task.task_id,
-                     answer.source, answer.skipped, answer.resumed_at)
+            log.info(
+                "task %s resumed from %s: skipped %s, continuing at %s",
+                task.task_id,
+                answer.source,
+                answer.skipped,
+                answer.resumed_at,
+            )
             return True
         if task.is_final:
             return False
@@ -143,26 +143,21 @@ class TaskDriver:
         return await self._start_ready(task)
 
     async def _append(self, task: TaskState, events: Sequence[ev.TaskEvent]) -> None:
-        """Append after the state ``task`` shows, and fold the events into it. They are tried
-        on a copy first: an event the fold refuses must never reach the log, where it would
-        make the task unreadable."""
-        probe = msgspec.convert(msgspec.to_builtins(task), TaskState)
-        for event in events:
-            probe.apply(event)
-        recorded = await self.store.append(
-            "task", task.task_id, events,
-            expected=Position(task.stream_seq, task.version), actor="planner",
-        )
-        for item in recorded:
-            task.apply(item.event, item.seq)
+        """Save the step's events after the state ``task`` shows, each checked against the
+        fold first (an event the fold refuses must never reach the log, where it would make
+        the task unreadable), and fold them into it."""
+        await self.tasks.save(task.task_id, task, lambda _: events, actor="planner", retry=ONCE)
 
     # ---------------------------------------------------------------- planning
 
     async def _plan(self, task: TaskState) -> None:
         try:
             plan = await decompose(
-                task.goal, task.options, model=self.deps.models.planner(),
-                max_phases=self.pipeline.max_phases, presets=self.deps.presets,
+                task.goal,
+                task.options,
+                model=self.deps.models.planner(),
+                max_phases=self.pipeline.max_phases,
+                presets=self.deps.presets,
                 tools=self.deps.tools,
             )
         except InvalidPlan as exc:
@@ -183,10 +178,13 @@ class TaskDriver:
             pid: step_trace_ids(task, task.phases[pid].spec, task.phases[pid].attempts + 1)
             for pid in ready
         }
-        await self._append(task, [
-            ev.PhaseStarted(phase_id=pid, trace_ids=ids, attempt=task.phases[pid].attempts + 1)
-            for pid, ids in started.items()
-        ])
+        await self._append(
+            task,
+            [
+                ev.PhaseStarted(phase_id=pid, trace_ids=ids, attempt=task.phases[pid].attempts + 1)
+                for pid, ids in started.items()
+            ],
+        )
         for pid, ids in started.items():
             for index, trace_id in enumerate(ids):
                 self.step_tasks.put(trace_id, task.task_id)
@@ -212,17 +210,22 @@ class TaskDriver:
         outcomes = [await step_outcome(self.store, tid) for tid in phase.trace_ids]
         if any(o.status not in FINAL_STATUSES for o in outcomes):
             return False
-        labels = [c.get("name") or c.get("model") or c.get("preset") or f"#{n}"
-                  for n, c in enumerate(competitors(phase.spec), 1)]
+        labels = [
+            c.get("name") or c.get("model") or c.get("preset") or f"#{n}"
+            for n, c in enumerate(competitors(phase.spec), 1)
+        ]
         candidates = [
-            Candidate(label=str(label), trace_id=o.trace_id, output=o.output,
-                      model=competitors(phase.spec)[n].get("model"))
+            Candidate(
+                label=str(label),
+                trace_id=o.trace_id,
+                output=o.output,
+                model=competitors(phase.spec)[n].get("model"),
+            )
             for n, (label, o) in enumerate(zip(labels, outcomes, strict=True))
             if o.status == "completed"
         ]
         if not candidates:
-            error = "; ".join(f"{o.trace_id} {o.status}: {o.error or 'no error'}"
-                              for o in outcomes)
+            error = "; ".join(f"{o.trace_id} {o.status}: {o.error or 'no error'}" for o in outcomes)
             await self._append(task, [ev.PhaseFailed(phase_id=phase_id, error=error)])
             return True
         result = await merge(phase.spec.merge, phase.spec, candidates, self.deps.models)
@@ -231,15 +234,26 @@ class TaskDriver:
         output = await store_output(self.deps.workspace, key, result.output)
         summary = summarise(output)
         checkpoint = Checkpoint(
-            task_id=task.task_id, phase_id=phase_id, name=phase.spec.name, result_ref=key,
-            summary=summary, trace_id=result.trace_id, task_status=task.status or "running",
+            task_id=task.task_id,
+            phase_id=phase_id,
+            name=phase.spec.name,
+            result_ref=key,
+            summary=summary,
+            trace_id=result.trace_id,
+            task_status=task.status or "running",
         )
         completed = ev.PhaseCompleted(
-            phase_id=phase_id, output_ref=key, summary=summary, trace_id=result.trace_id,
+            phase_id=phase_id,
+            output_ref=key,
+            summary=summary,
+            trace_id=result.trace_id,
         )
         # Either record alone is enough for resume (see resume.py), so they go out together.
-        results = await asyncio.gather(self.deps.checkpoints.save(checkpoint),
-                                       self._append(task, [completed]), return_exceptions=True)
+        results = await asyncio.gather(
+            self.deps.checkpoints.save(checkpoint),
+            self._append(task, [completed]),
+            return_exceptions=True,
+        )
         for outcome in results:
             if isinstance(outcome, BaseException):
                 raise outcome
@@ -251,16 +265,22 @@ class TaskDriver:
         reports = []
         for pid in task.failed_phases():
             phase = task.phases[pid]
-            tails = [(await step_outcome(self.store, tid)).transcript_tail
-                     for tid in phase.trace_ids[:1]]
+            tails = [
+                (await step_outcome(self.store, tid)).transcript_tail for tid in phase.trace_ids[:1]
+            ]
             reports.append(FailureReport(pid, phase.spec.name, phase.error, "".join(tails)))
         model = self.deps.models.planner()
         reflection, conversation = await reflect(task, reports, model)
         kept = completed_ids(task)
         if len(task.replans) < self.pipeline.max_replan_attempts:
             plan = await replan(
-                task, reflection, conversation, model, max_phases=self.pipeline.max_phases,
-                presets=self.deps.presets, tools=self.deps.tools,
+                task,
+                reflection,
+                conversation,
+                model,
+                max_phases=self.pipeline.max_phases,
+                presets=self.deps.presets,
+                tools=self.deps.tools,
             )
             log.info("task %s replanned by %s", task.task_id, plan.source)
             event: ev.TaskEvent = ev.Replanned(

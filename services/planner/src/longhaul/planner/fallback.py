@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from longhaul.core.events import PhaseSpec
+from longhaul.domain.events import PhaseSpec
 
 
 @dataclass(frozen=True)
@@ -25,40 +25,119 @@ class Template:
 
 TEMPLATES = (
     Template(
-        "search", "Search and gather sources",
-        frozenset({"research", "search", "find", "look", "investigate", "gather", "collect",
-                   "explore", "survey", "discover", "browse", "fetch", "scrape", "read",
-                   "learn", "identify", "list"}),
+        "search",
+        "Search and gather sources",
+        frozenset(
+            {
+                "research",
+                "search",
+                "find",
+                "look",
+                "investigate",
+                "gather",
+                "collect",
+                "explore",
+                "survey",
+                "discover",
+                "browse",
+                "fetch",
+                "scrape",
+                "read",
+                "learn",
+                "identify",
+                "list",
+            }
+        ),
         "explore",
         "Find and collect the information, sources and facts needed for the goal. Record "
         "where each finding comes from.",
         ("lists the relevant findings with their sources",),
     ),
     Template(
-        "analyse", "Analyse the findings",
-        frozenset({"analyse", "analyze", "analysis", "compare", "evaluate", "assess", "review",
-                   "examine", "study", "audit", "benchmark", "measure", "diagnose", "rank",
-                   "understand", "check", "verify", "test", "debug"}),
+        "analyse",
+        "Analyse the findings",
+        frozenset(
+            {
+                "analyse",
+                "analyze",
+                "analysis",
+                "compare",
+                "evaluate",
+                "assess",
+                "review",
+                "examine",
+                "study",
+                "audit",
+                "benchmark",
+                "measure",
+                "diagnose",
+                "rank",
+                "understand",
+                "check",
+                "verify",
+                "test",
+                "debug",
+            }
+        ),
         "analyst",
         "Analyse what is known so far: compare, weigh the evidence, and draw conclusions "
         "that serve the goal. State assumptions explicitly.",
         ("states conclusions that follow from the evidence", "names open questions"),
     ),
     Template(
-        "build", "Build the solution",
-        frozenset({"implement", "build", "code", "develop", "fix", "refactor", "program",
-                   "deploy", "migrate", "configure", "install", "automate", "port", "add",
-                   "update", "optimise", "optimize", "make"}),
+        "build",
+        "Build the solution",
+        frozenset(
+            {
+                "implement",
+                "build",
+                "code",
+                "develop",
+                "fix",
+                "refactor",
+                "program",
+                "deploy",
+                "migrate",
+                "configure",
+                "install",
+                "automate",
+                "port",
+                "add",
+                "update",
+                "optimise",
+                "optimize",
+                "make",
+            }
+        ),
         "default",
         "Carry out the changes the goal asks for, check that they work, and report what "
         "was changed and how it was checked.",
         ("the requested change is made and checked",),
     ),
     Template(
-        "write", "Write the result",
-        frozenset({"write", "draft", "report", "summarise", "summarize", "document",
-                   "compose", "create", "produce", "prepare", "present", "explain",
-                   "describe", "publish", "outline", "translate", "plan"}),
+        "write",
+        "Write the result",
+        frozenset(
+            {
+                "write",
+                "draft",
+                "report",
+                "summarise",
+                "summarize",
+                "document",
+                "compose",
+                "create",
+                "produce",
+                "prepare",
+                "present",
+                "explain",
+                "describe",
+                "publish",
+                "outline",
+                "translate",
+                "plan",
+            }
+        ),
         "default",
         "Write the final deliverable for the goal from the earlier results: complete, "
         "well structured and ready to hand over.",

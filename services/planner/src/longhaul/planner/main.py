@@ -6,7 +6,7 @@ from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.core.consumer import run_consumer
 from longhaul.core.service import ServiceContext, run_main
-from longhaul.core.workspace import Workspace
+from longhaul.core.workspace import WorkspaceStore
 from longhaul.llm.registry import ModelRegistry
 from longhaul.planner.checkpoints import Checkpoints
 from longhaul.planner.driver import PlannerDeps, TaskDriver
@@ -19,7 +19,7 @@ def planner_deps(ctx: ServiceContext, registry: ModelRegistry) -> PlannerDeps:
     return PlannerDeps(
         conn=ctx.conn,
         store=ctx.store,
-        workspace=Workspace(ctx.conn),
+        workspace=WorkspaceStore(ctx.conn),
         checkpoints=Checkpoints(ctx.conn, enabled=config.pipeline.checkpoint.enabled),
         models=PlannerModels(registry, config.models),
         pipeline=config.pipeline,

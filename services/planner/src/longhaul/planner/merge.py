@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.core.events import PhaseSpec
+from longhaul.domain.events import PhaseSpec
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import Model, ModelError, ModelRequest
 from longhaul.planner.models import CALL_TIMEOUT_S, PlannerModels
@@ -56,7 +56,7 @@ def _phase_text(spec: PhaseSpec) -> str:
 
 def _numbered(candidates: list[Candidate], skip: int | None = None) -> str:
     return "\n\n".join(
-        f"<candidate number=\"{n}\">\n{_shown(c.output)}\n</candidate>"
+        f'<candidate number="{n}">\n{_shown(c.output)}\n</candidate>'
         for n, c in enumerate(candidates, 1)
         if n - 1 != skip
     )
@@ -96,22 +96,29 @@ BEST_SCHEMA: dict[str, Any] = {
 
 
 async def _best(spec: PhaseSpec, candidates: list[Candidate], judge: Model) -> MergeResult:
-    schema = {**BEST_SCHEMA, "properties": {
-        **BEST_SCHEMA["properties"],
-        "best": {"type": "integer", "minimum": 1, "maximum": len(candidates)},
-    }}
+    schema = {
+        **BEST_SCHEMA,
+        "properties": {
+            **BEST_SCHEMA["properties"],
+            "best": {"type": "integer", "minimum": 1, "maximum": len(candidates)},
+        },
+    }
     prompt = (
         f"{_phase_text(spec)}\n\nSeveral agents did this phase. Pick the candidate that best "
         f"meets the phase and its criteria.\n\n{_numbered(candidates)}\n\n"
         'Answer {"best": <candidate number>, "reason": "..."}.'
     )
     value, _ = await complete_json(
-        judge, [{"role": "user", "content": prompt}], schema, timeout_s=CALL_TIMEOUT_S,
+        judge,
+        [{"role": "user", "content": prompt}],
+        schema,
+        timeout_s=CALL_TIMEOUT_S,
         temperature=0,
     )
     chosen = candidates[value["best"] - 1]
-    return MergeResult(chosen.output, chosen.trace_id,
-                       f"best: judge chose {chosen.label}: {value['reason']}")
+    return MergeResult(
+        chosen.output, chosen.trace_id, f"best: judge chose {chosen.label}: {value['reason']}"
+    )
 
 
 def vote_schema(count: int) -> dict[str, Any]:
@@ -143,14 +150,18 @@ async def _ballot(
     conversation = [
         {"role": "user", "content": _phase_text(spec)},
         {"role": "assistant", "content": _shown(own.output)},
-        {"role": "user", "content": (
-            "Other agents did the same phase. Score each of their answers from 0 to 10 "
-            f"against the phase and its criteria.\n\n{_numbered(candidates, skip=voter)}\n\n"
-            'Answer {"scores": [{"candidate": <number>, "score": <0-10>}]}.'
-        )},
+        {
+            "role": "user",
+            "content": (
+                "Other agents did the same phase. Score each of their answers from 0 to 10 "
+                f"against the phase and its criteria.\n\n{_numbered(candidates, skip=voter)}\n\n"
+                'Answer {"scores": [{"candidate": <number>, "score": <0-10>}]}.'
+            ),
+        },
     ]
-    value, _ = await complete_json(model, conversation, vote_schema(len(candidates)),
-                                   timeout_s=CALL_TIMEOUT_S, temperature=0)
+    value, _ = await complete_json(
+        model, conversation, vote_schema(len(candidates)), timeout_s=CALL_TIMEOUT_S, temperature=0
+    )
     return {
         item["candidate"] - 1: float(item["score"])
         for item in value["scores"]
@@ -158,8 +169,7 @@ async def _ballot(
     }
 
 
-async def _vote(spec: PhaseSpec, candidates: list[Candidate], models: PlannerModels
-                ) -> MergeResult:
+async def _vote(spec: PhaseSpec, candidates: list[Candidate], models: PlannerModels) -> MergeResult:
     role_model = models.config.for_role("planner")
     voters = [(i, models.usable(c.model or role_model)) for i, c in enumerate(candidates)]
     ballots = await asyncio.gather(
@@ -182,8 +192,9 @@ async def _vote(spec: PhaseSpec, candidates: list[Candidate], models: PlannerMod
     winner = max(range(len(candidates)), key=lambda i: (totals[i], -i))
     tally = ", ".join(f"{c.label}={totals[i]:g}" for i, c in enumerate(candidates))
     chosen = candidates[winner]
-    return MergeResult(chosen.output, chosen.trace_id,
-                       f"vote: {chosen.label} won ({tally}; {counted} ballots)")
+    return MergeResult(
+        chosen.output, chosen.trace_id, f"vote: {chosen.label} won ({tally}; {counted} ballots)"
+    )
 
 
 async def _fusion(spec: PhaseSpec, candidates: list[Candidate], model: Model) -> MergeResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from longhaul.core.config import ModelsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import Model
 

@@ -9,7 +9,7 @@ recorded for a phase is the one every reader sees, even if two planner replicas 
 
 from __future__ import annotations
 
-from longhaul.core.workspace import Workspace, WorkspaceConflict
+from longhaul.core.workspace import WorkspaceConflict, WorkspaceStore
 
 SUMMARY_LIMIT = 500
 ELLIPSIS = " …"
@@ -35,7 +35,7 @@ def summarise(text: str, limit: int = SUMMARY_LIMIT) -> str:
     return cut.rstrip() + ELLIPSIS
 
 
-async def store_output(workspace: Workspace, key: str, text: str) -> str:
+async def store_output(workspace: WorkspaceStore, key: str, text: str) -> str:
     """Record ``text`` under ``key`` unless a result is there already; returns the one stored."""
     try:
         await workspace.put(key, text.encode(), expected_revision=0)

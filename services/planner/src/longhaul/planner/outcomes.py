@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.core import events as ev
 from longhaul.core.connection import Connection
-from longhaul.core.store import EventStore
+from longhaul.core.eventlog import EventLog
+from longhaul.domain import events as ev
 from nats.js.errors import NotFoundError
 
 FINAL_EVENTS = {"completed": "completed", "failed": "failed", "stopped": "stopped"}
@@ -58,7 +58,7 @@ def _text(content: object) -> str:
     return ""
 
 
-async def step_outcome(store: EventStore, trace_id: str) -> StepOutcome:
+async def step_outcome(store: EventLog, trace_id: str) -> StepOutcome:
     """A final trace's result: its last assistant answer, or why it did not finish."""
     state = await store.load_trace(trace_id)
     path = state.main_path()

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from longhaul.core.events import PhaseSpec
-from longhaul.core.state import InvalidTransition, validate_phase_graph
+from longhaul.domain.events import PhaseSpec
+from longhaul.domain.state import InvalidTransition, validate_phase_graph
 from longhaul.llm.structured import schema_errors
 
 PHASE_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
@@ -93,4 +93,3 @@ def parse_phases(
 def phases_to_json(specs: list[PhaseSpec]) -> list[dict[str, Any]]:
     """Specs as plain dicts (for prompts that show a plan to a model)."""
     return [msgspec.to_builtins(spec) for spec in specs]
-

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from longhaul.core.events import PhaseSpec
+from longhaul.domain.events import PhaseSpec
 
 MIN_DESCRIPTION_CHARS = 20
 

@@ -15,8 +15,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 import msgspec
-from longhaul.core.events import PhaseSpec
-from longhaul.core.state import TaskState
+from longhaul.domain.events import PhaseSpec
+from longhaul.domain.state import TaskState
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import ChatMessage, Model, ModelError, ModelRequest
 from longhaul.planner.models import CALL_TIMEOUT_S
@@ -68,18 +68,18 @@ def _reflect_prompt(task: TaskState, reports: list[FailureReport]) -> str:
 def rule_reflection(task: TaskState, reports: list[FailureReport]) -> str:
     kept = completed_ids(task)
     return (
-        "; ".join(f"phase {r.phase_id} ({r.name}) failed: {r.error or 'no error given'}"
-                  for r in reports)
+        "; ".join(
+            f"phase {r.phase_id} ({r.name}) failed: {r.error or 'no error given'}" for r in reports
+        )
         + f". Keeping completed phases: {', '.join(kept) or 'none'}."
     )[:REFLECTION_LIMIT]
 
 
-async def reflect(task: TaskState, reports: list[FailureReport], model: Model | None
-                  ) -> tuple[str, list[ChatMessage]]:
+async def reflect(
+    task: TaskState, reports: list[FailureReport], model: Model | None
+) -> tuple[str, list[ChatMessage]]:
     """The reflection, and the conversation so far (the replan continues it)."""
-    conversation: list[ChatMessage] = [
-        {"role": "user", "content": _reflect_prompt(task, reports)}
-    ]
+    conversation: list[ChatMessage] = [{"role": "user", "content": _reflect_prompt(task, reports)}]
     if model is not None:
         request = ModelRequest(model=model.name, messages=conversation)
         try:
@@ -101,9 +101,9 @@ def rule_replan(task: TaskState, reflection: str) -> Replan:
         if pid in kept:
             continue
         original = spec.description.split(EARLIER_FAILURE, 1)[0]
-        phases.append(msgspec.structs.replace(
-            spec, description=f"{original}{EARLIER_FAILURE}{reflection}"
-        ))
+        phases.append(
+            msgspec.structs.replace(spec, description=f"{original}{EARLIER_FAILURE}{reflection}")
+        )
     return Replan(phases, kept, "rules")
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 
-from longhaul.core import events as ev
-from longhaul.core.state import TaskState
+from longhaul.domain import events as ev
+from longhaul.domain.state import TaskState
 from longhaul.planner.checkpoints import Checkpoints
 
 
@@ -32,10 +32,14 @@ async def resume_events(task: TaskState, checkpoints: Checkpoints) -> list[ev.Ta
             done.add(pid)
         elif pid in saved and phase.status == "running":
             checkpoint = saved[pid]
-            events.append(ev.PhaseCompleted(
-                phase_id=pid, output_ref=checkpoint.result_ref, summary=checkpoint.summary,
-                trace_id=checkpoint.trace_id,
-            ))
+            events.append(
+                ev.PhaseCompleted(
+                    phase_id=pid,
+                    output_ref=checkpoint.result_ref,
+                    summary=checkpoint.summary,
+                    trace_id=checkpoint.trace_id,
+                )
+            )
             done.add(pid)
     skipped = [pid for pid in task.order if pid in done]
     confirmed = [pid for pid in skipped if pid in saved]

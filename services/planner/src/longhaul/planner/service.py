@@ -12,8 +12,8 @@ import logging
 
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, Delivery, KeyLocks
-from longhaul.core.events import EventDecodeError
-from longhaul.core.state import InvalidTransition
+from longhaul.domain.events import EventDecodeError
+from longhaul.domain.state import InvalidTransition
 from longhaul.planner.driver import TaskDriver
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,6 @@ def consumer_spec(conn: Connection, *, fetch_timeout_s: float = 1.0) -> Consumer
         durable=DURABLE,
         subjects=[names.type_filter("task", t) for t in TASK_EVENTS]
         + [names.type_filter("trace", t) for t in TRACE_EVENTS],
-        ack_wait_s=60.0,
         fetch_timeout_s=fetch_timeout_s,
     )
 

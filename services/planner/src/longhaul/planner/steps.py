@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from longhaul.core import events as ev
-from longhaul.core.events import PhaseSpec, TraceConfig
-from longhaul.core.state import TaskState
-from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import traces
+from longhaul.domain import events as ev
+from longhaul.domain.events import PhaseSpec, TraceConfig
+from longhaul.domain.state import TaskState
 from longhaul.planner.context import phase_brief
 
 WORKSPACE_TOOL = "workspace_read"
@@ -62,9 +63,7 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def step_trace_created(
-    task: TaskState, spec: PhaseSpec, index: int
-) -> ev.TraceCreated:
+def step_trace_created(task: TaskState, spec: PhaseSpec, index: int) -> ev.TraceCreated:
     competitor = competitors(spec)[index]
     label = competitor.get("name") or competitor.get("model") or competitor.get("preset")
     name = f"{spec.name}" + (f" [{label}]" if spec.competitors else "")
@@ -78,10 +77,6 @@ def step_trace_created(
     )
 
 
-async def ensure_step_trace(store: EventStore, trace_id: str, created: ev.TraceCreated) -> bool:
+async def ensure_step_trace(store: EventLog, trace_id: str, created: ev.TraceCreated) -> bool:
     """Create the trace unless it exists; True if this call created it."""
-    try:
-        await store.append("trace", trace_id, [created], expected=Position(), actor="planner")
-    except ConcurrencyError:
-        return False
-    return True
+    return await traces(store).create(trace_id, created, actor="planner") is not None

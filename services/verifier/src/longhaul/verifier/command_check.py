@@ -14,6 +14,7 @@ import os
 import signal
 from pathlib import Path
 
+from longhaul.agent.tools.childproc import child_env
 from longhaul.verifier.result import CheckResult
 from longhaul.verifier.spec import CommandCheck
 
@@ -43,8 +44,11 @@ class CappedOutput:
 
     def text(self) -> str:
         middle = f"\n[... {self.dropped} bytes omitted ...]\n" if self.dropped else ""
-        return (bytes(self.head).decode(errors="replace") + middle
-                + bytes(self.tail).decode(errors="replace"))
+        return (
+            bytes(self.head).decode(errors="replace")
+            + middle
+            + bytes(self.tail).decode(errors="replace")
+        )
 
 
 def resolve_cwd(check: CommandCheck, working_dir: str | None) -> str | None:
@@ -59,7 +63,8 @@ async def run_command(
 ) -> CheckResult:
     cwd = resolve_cwd(check, working_dir)
     shown = check.command if isinstance(check.command, str) else " ".join(check.command)
-    env = {**os.environ, **check.env, "LONGHAUL_TRACE_ID": trace_id}
+    # Allow-listed, never the verifier's own environment (it holds the service's secrets).
+    env = child_env(Path(cwd or os.getcwd()), {**check.env, "LONGHAUL_TRACE_ID": trace_id})
     common = {
         "stdin": asyncio.subprocess.PIPE,
         "stdout": asyncio.subprocess.PIPE,
@@ -94,8 +99,9 @@ async def run_command(
     return _result(shown, cwd, output.text(), proc.returncode, timed_out, check.timeout_s)
 
 
-def _result(shown: str, cwd: str | None, text: str, code: int | None, timed_out: bool,
-            timeout_s: float) -> CheckResult:
+def _result(
+    shown: str, cwd: str | None, text: str, code: int | None, timed_out: bool, timeout_s: float
+) -> CheckResult:
     header = f"$ {shown}" + (f"   (in {cwd})" if cwd else "")
     if timed_out:
         error = f"command timed out after {timeout_s:g}s"

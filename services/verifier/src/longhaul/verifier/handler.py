@@ -2,9 +2,11 @@
 
 The delivered event is only a wake-up: the trace is re-read, and a request that is no longer
 awaited (answered already by this or another replica, superseded by a new run or a newer
-request, or the trace stopped) is acknowledged without a second answer. The answer is appended
-with optimistic concurrency, so two replicas racing on a redelivered request cannot both
-answer it.
+request, or the trace stopped) is acknowledged without a second answer. The answer is saved
+through the trace repository (checked against the fold, appended at its position, re-decided
+on conflict), so two replicas racing on a redelivered request cannot both answer it. With a
+ledger (``longhaul.verifier.ledger``) the checks themselves run once per request: a redelivery
+finds the running claim or the recorded verdict by the request's key.
 """
 
 from __future__ import annotations
@@ -14,23 +16,28 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig
 from longhaul.core.consumer import Delivery
-from longhaul.core.state import TraceState
-from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import traces
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.command_check import run_command
 from longhaul.verifier.judge_check import run_judge
+from longhaul.verifier.ledger import VerdictLedger
 from longhaul.verifier.result import CheckResult, Verdict, combine
 from longhaul.verifier.schema_check import check_schema
 from longhaul.verifier.spec import InvalidVerificationConfig, JudgeCheck, parse_spec
 
 log = logging.getLogger(__name__)
 
-APPEND_ATTEMPTS = 5
-_SUPERSEDING = (ev.RunRequested, ev.VerificationRequested, ev.VerificationPassed,
-                ev.VerificationFailed)
+_SUPERSEDING = (
+    ev.RunRequested,
+    ev.VerificationRequested,
+    ev.VerificationPassed,
+    ev.VerificationFailed,
+)
 
 
 def awaiting(state: TraceState, attempt: int) -> bool:
@@ -47,17 +54,22 @@ def text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, dict)
-        )
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
 
 
 class Verifier:
-    def __init__(self, store: EventStore, models: ModelRegistry, config: LonghaulConfig) -> None:
+    def __init__(
+        self,
+        store: EventLog,
+        models: ModelRegistry,
+        config: LonghaulConfig,
+        ledger: VerdictLedger | None = None,
+    ) -> None:
         self.store = store
         self.models = models
         self.config = config
+        self.ledger = ledger
 
     async def handle(self, delivery: Delivery) -> None:
         if delivery.event_type != "verification_requested":
@@ -73,12 +85,17 @@ class Verifier:
         if state is None:
             log.info("verification %s/%d already settled", delivery.aggregate_id, request.attempt)
             return
-        verdict = await self.verify(state, request)
+        if self.ledger is None:
+            verdict = await self.verify(state, request)
+        else:
+            key = f"verify.{state.trace_id}.{request.attempt}"
+            verdict = await self.ledger.once(key, lambda: self.verify(state, request))
         answer: ev.TraceEvent = (
             ev.VerificationPassed(attempt=request.attempt, log=verdict.log)
             if verdict.passed
-            else ev.VerificationFailed(attempt=request.attempt, errors=verdict.errors,
-                                       log=verdict.log)
+            else ev.VerificationFailed(
+                attempt=request.attempt, errors=verdict.errors, log=verdict.log
+            )
         )
         await self._append(state, request, answer)
 
@@ -96,21 +113,19 @@ class Verifier:
     async def _append(
         self, state: TraceState, request: ev.VerificationRequested, answer: ev.TraceEvent
     ) -> None:
-        for _ in range(APPEND_ATTEMPTS):
-            try:
-                await self.store.append(
-                    "trace", state.trace_id, [answer],
-                    expected=Position(state.stream_seq, state.version),
-                    actor="verifier", causation_id=request.id,
-                    correlation_id=request.correlation_id,
-                )
-                log.info("verification %s/%d: %s", state.trace_id, request.attempt, answer.type)
-                return
-            except ConcurrencyError:
-                state = await self.store.load_trace(state.trace_id)
-                if not awaiting(state, request.attempt):
-                    return
-        raise ConcurrencyError(f"trace {state.trace_id} kept moving; verdict not recorded")
+        def decide(current: TraceState) -> list[ev.Event]:
+            return [answer] if awaiting(current, request.attempt) else []
+
+        written = await traces(self.store).save(
+            state.trace_id,
+            state,
+            decide,
+            actor="verifier",
+            causation_id=request.id,
+            correlation_id=request.correlation_id,
+        )
+        if written:
+            log.info("verification %s/%d: %s", state.trace_id, request.attempt, answer.type)
 
     async def verify(self, state: TraceState, request: ev.VerificationRequested) -> Verdict:
         """Run every check the config asks for; a config that cannot run fails verification."""
@@ -128,8 +143,14 @@ class Verifier:
             results.append(check_schema(answer, spec.json_schema))
         slow: list[Coroutine[Any, Any, CheckResult]] = []
         if spec.command is not None:
-            slow.append(run_command(spec.command, answer, working_dir=state.config.working_dir,
-                                    trace_id=state.trace_id))
+            slow.append(
+                run_command(
+                    spec.command,
+                    answer,
+                    working_dir=state.config.working_dir,
+                    trace_id=state.trace_id,
+                )
+            )
         if spec.judge is not None:
             slow.append(self._judge(spec.judge, answer, state))
         results += await asyncio.gather(*slow)

@@ -54,8 +54,10 @@ def is_offline(model_string: str) -> bool:
 
 
 def judge_prompt(check: JudgeCheck, answer: str, task: str) -> str:
-    shown = answer if len(answer) <= MAX_ANSWER_CHARS else (
-        answer[:MAX_ANSWER_CHARS] + f"\n[... {len(answer) - MAX_ANSWER_CHARS} chars cut]"
+    shown = (
+        answer
+        if len(answer) <= MAX_ANSWER_CHARS
+        else (answer[:MAX_ANSWER_CHARS] + f"\n[... {len(answer) - MAX_ANSWER_CHARS} chars cut]")
     )
     criteria = "\n".join(f"{n}. {c}" for n, c in enumerate(check.criteria, 1))
     return (
@@ -72,7 +74,9 @@ async def run_judge(
 ) -> CheckResult:
     if is_offline(model.name):
         return CheckResult(
-            "judge", passed=True, skipped=True,
+            "judge",
+            passed=True,
+            skipped=True,
             log=f"skipped: {model.name} is an offline model and cannot judge",
         )
     messages = [{"role": "user", "content": judge_prompt(check, answer, task)}]

@@ -9,6 +9,7 @@ from longhaul.core.consumer import ConsumerSpec, run_consumer
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
+from longhaul.verifier.ledger import VerdictLedger
 
 DURABLE = "verifier"
 
@@ -23,7 +24,8 @@ def consumer_spec(ctx: ServiceContext) -> ConsumerSpec:
 
 async def run(ctx: ServiceContext) -> None:
     async with ModelRegistry(ctx.config.models) as models:
-        verifier = Verifier(ctx.store, models, ctx.config)
+        ledger = VerdictLedger(ctx.conn, ttl_s=ctx.config.store.lease_ttl_s)
+        verifier = Verifier(ctx.store, models, ctx.config, ledger)
         await run_consumer(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
 
 

@@ -23,15 +23,17 @@ class Verdict:
     log: str
 
 
+def _outcome(result: CheckResult) -> str:
+    if result.skipped:
+        return "skipped"
+    return "passed" if result.passed else "failed"
+
+
 def combine(results: list[CheckResult]) -> Verdict:
     """All non-skipped checks must pass; the log has one section per check."""
     errors = [f"{r.name}: {e}" for r in results if not r.skipped and not r.passed for e in r.errors]
     failed = [r for r in results if not r.skipped and not r.passed]
-    sections = [
-        f"== {r.name}: {'skipped' if r.skipped else 'passed' if r.passed else 'failed'}\n{r.log}"
-        .rstrip()
-        for r in results
-    ]
+    sections = [f"== {r.name}: {_outcome(r)}\n{r.log}".rstrip() for r in results]
     if not results:
         sections = ["no verification checks configured"]
     for r in failed:

@@ -13,6 +13,7 @@ from longhaul.agent.guardrail_policy import GuardrailPolicy
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.middleware.defaults import default_middleware
+from longhaul.agent.middleware.framework import with_framework_layers
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.builtin import builtin_tools
@@ -20,8 +21,8 @@ from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.turn import Turn
 from longhaul.agent.workspace import Workspace
-from longhaul.core.config import LonghaulConfig, PipelineConfig
-from longhaul.core.state import TraceState
+from longhaul.domain.config import LonghaulConfig, PipelineConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import Model
 
 
@@ -30,7 +31,8 @@ class Engine:
 
     ``tools`` is the full registry (default: the built-ins); each turn narrows it to the
     trace's preset and ``TraceConfig.tools`` / ``read_only``. ``middleware`` defaults to
-    ``default_middleware(config)``.
+    ``default_middleware(config)``; either way the framework layers are in the chain
+    (``with_framework_layers``).
     """
 
     def __init__(
@@ -45,7 +47,7 @@ class Engine:
         self.config = config or PipelineConfig()
         self.env = env or AgentEnv()
         chosen = middleware if middleware is not None else default_middleware(self.config)
-        self.middleware = list(chosen)
+        self.middleware = with_framework_layers(chosen)
         self._chain = MiddlewareChain(self.middleware)
 
     @classmethod

@@ -4,23 +4,26 @@ from __future__ import annotations
 
 import msgspec
 from longhaul.agent.contract import TurnEnd, TurnOutcome
+from longhaul.agent.engine.answer import is_cut, is_filtered, whole_answer
 from longhaul.agent.messages import tool_message, unfinished
 from longhaul.agent.turn import Turn
-from longhaul.core.events import Completed, Failed, Stopped, VerificationRequested
-from longhaul.core.state import Message
-from longhaul.llm.prompt import content_text
+from longhaul.domain.events import Completed, Failed, Stopped, VerificationRequested
+from longhaul.domain.state import Message
 
 STOP_REQUESTED = "stop_requested"
 MAX_ITERATIONS = "max_iterations"
 
 
 def is_final_answer(message: Message | None) -> bool:
-    """An assistant message without tool calls on the main path: the agent's answer."""
+    """An assistant message without tool calls on the main path, finished by the model (not
+    cut at the length limit, not filtered): the agent's answer."""
     return (
         message is not None
         and message.role == "assistant"
         and not message.tool_calls
         and message.branch_type == "main"
+        and not is_cut(message)
+        and not is_filtered(message)
     )
 
 
@@ -47,7 +50,7 @@ async def finish(turn: Turn, answer: Message) -> TurnOutcome:
     """The final answer completes the trace, or goes to the verifier when one is configured
     (the turn then waits; the verdict wakes the trace, see ``settle``)."""
     state = turn.state
-    text = content_text(answer.content)
+    text = whole_answer(state, answer)
     if state.config.verification is not None:
         await turn.emit(
             [

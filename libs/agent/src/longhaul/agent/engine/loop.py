@@ -12,6 +12,7 @@ emitted before the next action. A crash therefore loses at most the call in flig
 from __future__ import annotations
 
 from longhaul.agent.contract import TurnOutcome
+from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
 from longhaul.agent.engine.endings import (
     MAX_ITERATIONS,
     STOP_REQUESTED,
@@ -27,7 +28,7 @@ from longhaul.agent.engine.tool_calls import innermost, run_tool_calls
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.turn import Step, Turn, elapsed_ms
-from longhaul.core.events import FunctionCall, ToolCallRecord
+from longhaul.domain.events import FunctionCall, ToolCallRecord
 from longhaul.llm.types import ModelError
 
 
@@ -72,6 +73,9 @@ class TurnLoop:
         if state.stop_requested:
             return await stop(turn, STOP_REQUESTED)
         head = state.messages.get(state.head_sequence)
+        cut = await unfinished_answer(turn, head)
+        if cut is not None:
+            return cut
         if is_final_answer(head):
             assert head is not None
             return await finish(turn, head)
@@ -91,6 +95,7 @@ class TurnLoop:
             request=request, response=response, duration_ms=elapsed_ms(turn.env.clock, started)
         )
         await self.chain.after_model(turn, step)
+        refuse_cut_call(step)
         batch = turn.batch()
         calls = [
             ToolCallRecord(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments))
@@ -104,6 +109,7 @@ class TurnLoop:
             cost=step.cost,
             duration_ms=step.duration_ms,
             model=response.model or turn.model.name,
+            finish_reason=response.finish_reason,
             provider_fields=response.provider_fields or None,
         )
         for event in step.events:

@@ -16,8 +16,8 @@ from longhaul.agent.engine.endings import complete, fail, is_final_answer
 from longhaul.agent.messages import tool_message
 from longhaul.agent.tools.result import ToolResult
 from longhaul.agent.turn import Turn
-from longhaul.core.events import VerificationFailed, Waiting
-from longhaul.core.state import SubtraceInfo
+from longhaul.domain.events import VerificationFailed, Waiting
+from longhaul.domain.state import SubtraceInfo
 from longhaul.llm.prompt import content_text
 
 LOG_LIMIT = 8_000

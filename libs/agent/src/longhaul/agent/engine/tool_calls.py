@@ -18,7 +18,7 @@ from longhaul.agent.messages import failure, tool_message
 from longhaul.agent.middleware.base import ToolHandler
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.turn import Step, Turn
-from longhaul.core.events import Waiting
+from longhaul.domain.events import Waiting
 
 
 def innermost(turn: Turn) -> ToolHandler:

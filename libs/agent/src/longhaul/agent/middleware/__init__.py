@@ -6,6 +6,7 @@ from longhaul.agent.middleware.clarification import Clarification
 from longhaul.agent.middleware.context_injection import ContextInjection
 from longhaul.agent.middleware.dangling import DanglingToolCall
 from longhaul.agent.middleware.defaults import DEFAULT_ORDER, default_middleware
+from longhaul.agent.middleware.framework import FRAMEWORK_LAYERS, with_framework_layers
 from longhaul.agent.middleware.guardrail import Guardrail
 from longhaul.agent.middleware.loop_detection import LoopDetection
 from longhaul.agent.middleware.prompt_cache import PromptCache
@@ -18,6 +19,7 @@ from longhaul.agent.middleware.trace_context import TraceContext
 
 __all__ = [
     "DEFAULT_ORDER",
+    "FRAMEWORK_LAYERS",
     "Clarification",
     "ContextInjection",
     "DanglingToolCall",
@@ -35,4 +37,5 @@ __all__ = [
     "ToolSchemaValidation",
     "TraceContext",
     "default_middleware",
+    "with_framework_layers",
 ]

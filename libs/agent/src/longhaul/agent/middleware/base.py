@@ -10,8 +10,14 @@ Six hooks, each optional (the base class passes through):
 - ``after_agent(turn, outcome)`` — once per turn, at the end.
 
 ``request.messages`` starts as a read-only view of the trace's history (``History.messages``),
-shared with it: to change the messages, assign a new sequence (``[*request.messages, extra]``,
-or ``turn.history.extended`` for messages just emitted), and never mutate the dicts.
+shared with it: to change the messages, make a new sequence (``[*request.messages, extra]``,
+or ``turn.history.extended`` for messages just emitted), and never mutate the dicts. A
+``wrap_model_call`` passes ``call_next`` a replaced request (``msgspec.structs.replace``)
+and leaves the one it was given alone, so what an outer layer sees is what it sent;
+``before_model`` edits the request it is given (it returns nothing).
+
+``DanglingToolCall`` and ``ToolErrorHandling`` are framework layers every chain has
+(``framework``): configuration cannot switch them off.
 
 Order: ``before_*`` run in list order, ``after_*`` in reverse, ``wrap_*`` nest with the first
 in the list outermost. Middleware instances are shared across turns and traces: keep per-turn

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
-from longhaul.core.state import TraceState
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import ModelRequest
 
 MARKER = "context"

@@ -8,6 +8,7 @@ happens exactly once however often the turn is retried.
 
 from __future__ import annotations
 
+import msgspec
 from longhaul.agent.messages import tool_message, unfinished
 from longhaul.agent.middleware.base import Middleware, ModelHandler
 from longhaul.agent.turn import Turn
@@ -29,5 +30,6 @@ class DanglingToolCall(Middleware):
                     batch, call, unfinished(turn.state, call, "interrupted", why), synthetic=True
                 )
             await turn.emit(batch)
-            request.messages = turn.history.extended(request.messages, len(pending))
+            messages = turn.history.extended(request.messages, len(pending))
+            request = msgspec.structs.replace(request, messages=messages)
         return await call_next(request)

@@ -3,7 +3,9 @@
 
 Each entry of that list names a middleware (``LoopDetection`` or ``loop_detection``) and may
 switch it off. The enabled entries listed are re-ordered among themselves, in the slots they
-occupy by default, so switching one off or swapping two never moves the others.
+occupy by default, so switching one off or swapping two never moves the others. The framework
+layers (``DanglingToolCall``, ``ToolErrorHandling``: see ``framework``) are pinned: listing
+one is allowed and changes nothing; switching one off is a config error.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.clarification import Clarification
 from longhaul.agent.middleware.context_injection import ContextInjection
 from longhaul.agent.middleware.dangling import DanglingToolCall
+from longhaul.agent.middleware.framework import FRAMEWORK_NAMES
 from longhaul.agent.middleware.guardrail import Guardrail
 from longhaul.agent.middleware.loop_detection import LoopDetection
 from longhaul.agent.middleware.prompt_cache import PromptCache
@@ -24,7 +27,7 @@ from longhaul.agent.middleware.summarization import ContextLimit, Summarization
 from longhaul.agent.middleware.token_usage import TokenUsage
 from longhaul.agent.middleware.tool_errors import ToolErrorHandling
 from longhaul.agent.middleware.trace_context import TraceContext
-from longhaul.core.config import PipelineConfig
+from longhaul.domain.config import PipelineConfig
 
 DEFAULT_ORDER = (
     "TraceContext",
@@ -81,9 +84,15 @@ def default_middleware(
         if name in listed:
             raise ValueError(f"pipeline.middleware: {name} is listed twice")
         listed.append(name)
+        if name in FRAMEWORK_NAMES:
+            if not entry.enabled:
+                raise ValueError(
+                    f"pipeline.middleware: {name} is a framework layer and cannot be switched off"
+                )
+            continue  # pinned in its slot
         if not entry.enabled:
             disabled.add(name)
-    moved = [name for name in listed if name not in disabled]
+    moved = [name for name in listed if name not in disabled and name not in FRAMEWORK_NAMES]
     slots = sorted(order.index(name) for name in moved)
     for slot, name in zip(slots, moved, strict=True):
         order[slot] = name

@@ -20,11 +20,12 @@ import json
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
+import msgspec
 from longhaul.agent.middleware.base import Middleware, ModelHandler
 from longhaul.agent.turn import Step, Turn
-from longhaul.core.config import LoopDetectionConfig
-from longhaul.core.events import LoopStopped, LoopWarned
-from longhaul.core.state import TraceState
+from longhaul.domain.config import LoopDetectionConfig
+from longhaul.domain.events import LoopStopped, LoopWarned
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import ModelRequest, ModelResponse
 
 
@@ -108,5 +109,6 @@ class LoopDetection(Middleware):
         warnings = turn.state.pending_warnings
         if warnings:
             warning = {"role": "user", "content": "\n".join(warnings)}
-            request.messages = [*request.messages, warning]  # a copy: the view is the history
+            messages = [*request.messages, warning]  # a copy: the view is the history
+            request = msgspec.structs.replace(request, messages=messages)
         return await call_next(request)

@@ -9,6 +9,7 @@ with ``cache_control``; other providers get one string with the stable prefix fi
 
 from __future__ import annotations
 
+import msgspec
 from longhaul.agent.middleware.base import Middleware, ModelHandler
 from longhaul.agent.turn import Turn
 from longhaul.llm.types import ModelRequest, ModelResponse
@@ -21,10 +22,10 @@ class PromptCache(Middleware):
         now = turn.env.now().strftime("%Y-%m-%d %H:%M UTC")
         volatile = "\n\n".join([f"Current time: {now}", *turn.memory])
         if turn.config.prompt_cache.enable:
-            request.system_volatile = volatile
-            request.cache_system = True
+            request = msgspec.structs.replace(request, system_volatile=volatile, cache_system=True)
         else:
-            request.system_stable = "\n\n".join(p for p in (request.system_stable, volatile) if p)
-            request.system_volatile = ""
-            request.cache_system = False
+            stable = "\n\n".join(p for p in (request.system_stable, volatile) if p)
+            request = msgspec.structs.replace(
+                request, system_stable=stable, system_volatile="", cache_system=False
+            )
         return await call_next(request)

@@ -27,9 +27,9 @@ from longhaul.agent.accounting import charge
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
-from longhaul.core.config import CompressionConfig
-from longhaul.core.events import Compacted
-from longhaul.core.state import TraceState
+from longhaul.domain.config import CompressionConfig
+from longhaul.domain.events import Compacted
+from longhaul.domain.state import TraceState
 from longhaul.llm.estimate import estimate_tokens
 from longhaul.llm.pricing import context_limit
 from longhaul.llm.types import ModelError, ModelRequest

@@ -13,7 +13,7 @@ from __future__ import annotations
 from longhaul.agent.accounting import charge
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Step, Turn
-from longhaul.core.events import TraceConfig, UsageRecord
+from longhaul.domain.events import TraceConfig, UsageRecord
 from longhaul.llm.types import ModelRequest
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.agent.workdir import resolve_working_dir
+from longhaul.domain.events import ModelParams
 
 
 class TraceContext(Middleware):
@@ -22,6 +23,7 @@ class TraceContext(Middleware):
         turn.temperature = (
             config.temperature if config.temperature is not None else (preset.temperature)
         )
+        turn.model_params = (config.model_params or ModelParams()).over(preset.params())
         parts = [
             config.system_prompt or preset.system_prompt,
             f"Working directory: {turn.working_dir} (file tools take paths relative to it).",

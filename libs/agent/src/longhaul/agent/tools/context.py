@@ -8,8 +8,8 @@ from pathlib import Path
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
-from longhaul.core.events import TraceEvent
-from longhaul.core.state import TraceState
+from longhaul.domain.events import TraceEvent
+from longhaul.domain.state import TraceState
 
 
 @dataclass(slots=True)

@@ -9,8 +9,8 @@ from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.result import ToolResult
-from longhaul.core.events import Goal, GoalChanged
-from longhaul.core.state import GoalTree, InvalidTransition
+from longhaul.domain.events import Goal, GoalChanged
+from longhaul.domain.state import GoalTree, InvalidTransition
 
 
 def _target(ctx: ToolContext, op: str, goal_id: str | None) -> Goal:

@@ -1,13 +1,16 @@
 """The working-directory jail shared by the file tools and the Guardrail.
 
-Three ways out are refused, each with a message that tells the model what to do instead:
-absolute paths, ``..`` components, and symlinks whose target lies outside the root. The check
-resolves symlinks of every existing component, so a link placed inside the jail that points
-at ``/etc`` is caught as well.
+Four ways out are refused, each with a message that tells the model what to do instead:
+absolute paths, ``..`` components, symlinks whose target lies outside the root, and hard
+links. The check resolves symlinks of every existing component, so a link placed inside the
+jail that points at ``/etc`` is caught as well. A hard link has no target to check: a file
+with more than one name may have its other name anywhere (``ln /etc/passwd x``), so every
+multiply-linked file is refused.
 """
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path, PurePosixPath
 
 from longhaul.agent.errors import ToolError
@@ -37,12 +40,28 @@ def jailed(root: Path, path: str) -> Path:
             "working directory",
             code=OUTSIDE,
         )
+    if _hard_linked(resolved):
+        raise ToolError(
+            f"path {path!r} refused: it is a hard link (the file has other names, possibly "
+            "outside the working directory); copy the content into a new file instead",
+            code=OUTSIDE,
+        )
     return resolved
 
 
+def _hard_linked(path: Path) -> bool:
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_nlink > 1
+
+
 def inside(root: Path, candidate: Path) -> bool:
-    """Whether an existing path (e.g. a glob match) really lies in ``root`` after symlinks."""
-    return candidate.resolve().is_relative_to(root.resolve())
+    """Whether an existing path (e.g. a glob match) really lies in ``root`` after symlinks
+    and is not a hard link."""
+    resolved = candidate.resolve()
+    return resolved.is_relative_to(root.resolve()) and not _hard_linked(resolved)
 
 
 def relative(root: Path, path: Path) -> str:

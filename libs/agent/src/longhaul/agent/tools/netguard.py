@@ -17,17 +17,43 @@ from longhaul.agent.errors import ToolError
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+# Forms that carry an IPv4 address inside an IPv6 one: a gateway or the kernel may unwrap them.
+NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT; holds cloud metadata addresses
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address a mapped, 6to4, Teredo or NAT64 address reaches, if it is one."""
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]
+    if any(address in net for net in NAT64):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 def refused_reason(address: IPAddress) -> str | None:
-    """Why ``address`` is not a public unicast address, or ``None`` if it is."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return refused_reason(address.ipv4_mapped)
+    """Why ``address`` is not a global unicast address, or ``None`` if it is.
+
+    ``is_global`` is the allow test (it covers every IANA special-purpose block); the named
+    checks only make the refusal readable. Embedded IPv4 forms are judged by what they reach.
+    """
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = embedded_ipv4(address)
+        if inner is not None:
+            return refused_reason(inner)
     checks = (
         ("loopback", address.is_loopback),
         ("link-local", address.is_link_local),
+        ("shared (100.64.0.0/10)", address in SHARED),
         ("private", address.is_private),
         ("multicast", address.is_multicast),
         ("unspecified", address.is_unspecified),
         ("reserved", address.is_reserved),
+        ("non-global", not address.is_global),
     )
     return next((name for name, hit in checks if hit), None)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.core.events import WaitReason
+from longhaul.domain.events import WaitReason
 
 
 @dataclass(frozen=True, slots=True)

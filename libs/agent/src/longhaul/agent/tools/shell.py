@@ -1,7 +1,9 @@
 """``bash``: one shell command in the working directory, with a timeout and an output cap.
 
 The command runs in its own session (process group) so that a timeout kills everything it
-started — a ``sleep`` in a pipeline, a background server — not only the shell.
+started — a ``sleep`` in a pipeline, a background server — not only the shell; the same group
+dies when the executor does (see :mod:`childproc`). The child's environment is an allow-list:
+no service secret reaches it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import signal
 
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
+from longhaul.agent.tools.childproc import GROUP_GUARD, child_env, terminate_with_parent
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.result import ToolResult
 
@@ -49,8 +52,12 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
     process = await asyncio.create_subprocess_exec(
         "bash",
         "-c",
+        GROUP_GUARD,
+        "longhaul-bash",
         command,
         cwd=ctx.working_dir,
+        env=child_env(ctx.working_dir),
+        preexec_fn=terminate_with_parent,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

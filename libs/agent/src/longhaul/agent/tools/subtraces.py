@@ -13,8 +13,8 @@ from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.result import Deferred
-from longhaul.core.events import SubtraceSpawned
-from longhaul.core.ids import new_id
+from longhaul.domain.events import SubtraceSpawned
+from longhaul.domain.ids import new_id
 
 
 def _spawn(

@@ -14,25 +14,31 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from longhaul.llm.alternation import RoleGroup, group_by_role
 from longhaul.llm.arguments import arguments_object
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import own_provider_fields, prepare_history
 from longhaul.llm.prompt import split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
-from longhaul.llm.turns import Turn, group_turns
 from longhaul.llm.types import ModelError, ModelRequest, StreamEvent, Usage
 
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 EPHEMERAL = {"type": "ephemeral"}
-_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "tool_calls",
-           "max_tokens": "length", "refusal": "content_filter"}
-_RETRYABLE_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error",
-                               "timeout_error"})
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+_RETRYABLE_ERRORS = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
 
 
-def _render(turn: Turn) -> dict[str, Any]:
+def _render(turn: RoleGroup) -> dict[str, Any]:
     if turn.role == "user":
         blocks: list[dict[str, Any]] = []
         for result in turn.tool_results:
@@ -51,8 +57,12 @@ def _render(turn: Turn) -> dict[str, Any]:
     ]
     blocks.extend({"type": "text", "text": text} for text in turn.texts)
     blocks.extend(
-        {"type": "tool_use", "id": call.id, "name": call.name,
-         "input": arguments_object(call.arguments)}
+        {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": arguments_object(call.arguments),
+        }
         for call in turn.tool_calls
     )
     return {"role": "assistant", "content": blocks}
@@ -75,6 +85,16 @@ def _usage(raw: dict[str, Any], usage: Usage | None) -> Usage | None:
     if output is not None:
         usage.completion_tokens = output
     return usage
+
+
+def _tool_choice(choice: str | dict[str, str] | None) -> dict[str, str] | None:
+    """Ours to Anthropic's; ``none`` is its own type there too. (The Messages API has no
+    ``seed``: a seeded request is sent without one.)"""
+    if isinstance(choice, dict):
+        return {"type": "tool", "name": choice["name"]}
+    return {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}.get(
+        choice or ""
+    )
 
 
 @dataclass
@@ -101,7 +121,7 @@ class AnthropicCodec:
         body: dict[str, Any] = {
             "model": model_id,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": [_render(turn) for turn in group_turns(rest)],
+            "messages": [_render(turn) for turn in group_by_role(rest)],
             "stream": True,
         }
         blocks: list[dict[str, Any]] = []
@@ -119,8 +139,15 @@ class AnthropicCodec:
                 | ({"description": tool.description} if tool.description else {})
                 for tool in request.tools
             ]
+            choice = _tool_choice(request.tool_choice)
+            if choice is not None:
+                body["tool_choice"] = choice
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.stop:
+            body["stop_sequences"] = request.stop
         return HttpCall("v1/messages", body)
 
     async def decode(
@@ -141,8 +168,9 @@ class AnthropicCodec:
                 if block.kind == "tool_use":
                     block.tool_index, tools = tools, tools + 1
                     block.start_input = raw.get("input")
-                    yield assembler.tool_call(block.tool_index, id=raw.get("id"),
-                                              name=raw.get("name"))
+                    yield assembler.tool_call(
+                        block.tool_index, id=raw.get("id"), name=raw.get("name")
+                    )
                 elif block.kind in ("thinking", "redacted_thinking"):
                     block.thinking = dict(raw)
                 elif raw.get("text"):
@@ -153,20 +181,25 @@ class AnthropicCodec:
                 dtype = delta.get("type")
                 if dtype == "text_delta" and delta.get("text"):
                     yield assembler.text(delta["text"])
-                elif (dtype == "input_json_delta" and block.kind == "tool_use"
-                      and delta.get("partial_json")):
+                elif (
+                    dtype == "input_json_delta"
+                    and block.kind == "tool_use"
+                    and delta.get("partial_json")
+                ):
                     block.streamed_input = True
                     yield assembler.tool_call(block.tool_index, arguments=delta["partial_json"])
                 elif dtype == "thinking_delta" and block.thinking is not None:
                     block.thinking["thinking"] = block.thinking.get("thinking", "") + delta.get(
-                        "thinking", "")
+                        "thinking", ""
+                    )
                 elif dtype == "signature_delta" and block.thinking is not None:
                     block.thinking["signature"] = delta.get("signature", "")
             elif kind == "content_block_stop":
                 block = blocks.setdefault(data.get("index", 0), _Block(kind="text"))
                 if block.kind == "tool_use" and block.start_input and not block.streamed_input:
-                    yield assembler.tool_call(block.tool_index,
-                                              arguments=json.dumps(block.start_input))
+                    yield assembler.tool_call(
+                        block.tool_index, arguments=json.dumps(block.start_input)
+                    )
             elif kind == "message_delta":
                 stop_reason = data.get("delta", {}).get("stop_reason") or stop_reason
                 usage = _usage(data.get("usage") or {}, usage)

@@ -13,28 +13,32 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+from longhaul.llm.alternation import RoleGroup, group_by_role
 from longhaul.llm.arguments import arguments_object
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import new_call_id, own_provider_fields, prepare_history
 from longhaul.llm.prompt import split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
-from longhaul.llm.turns import Turn, group_turns
 from longhaul.llm.types import ModelError, ModelRequest, StreamEvent, Usage
 
-_FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",
-                       "IMAGE_SAFETY"})
-_RETRYABLE_STATUSES = frozenset({"UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED",
-                                 "DEADLINE_EXCEEDED"})
+_FILTERED = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+_RETRYABLE_STATUSES = frozenset(
+    {"UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED", "DEADLINE_EXCEEDED"}
+)
 
 
-def _render(turn: Turn) -> dict[str, Any]:
+def _render(turn: RoleGroup) -> dict[str, Any]:
     if turn.role == "user":
         parts: list[dict[str, Any]] = [
-            {"functionResponse": {
-                "name": result.name,
-                "response": {"error" if result.is_error else "result": result.content},
-            }}
+            {
+                "functionResponse": {
+                    "name": result.name,
+                    "response": {"error" if result.is_error else "result": result.content},
+                }
+            }
             for result in turn.tool_results
         ]
         parts.extend({"text": text} for text in turn.texts)
@@ -75,6 +79,15 @@ def _finish_reason(reason: str, has_calls: bool) -> str:
     return "content_filter" if reason in _FILTERED else reason.lower()
 
 
+def _calling_config(choice: str | dict[str, str] | None) -> dict[str, Any] | None:
+    """Ours to ``toolConfig.functionCallingConfig``: required is mode ANY, a named tool is
+    ANY restricted to it."""
+    if isinstance(choice, dict):
+        return {"mode": "ANY", "allowedFunctionNames": [choice["name"]]}
+    mode = {"auto": "AUTO", "required": "ANY", "none": "NONE"}.get(choice or "")
+    return {"mode": mode} if mode else None
+
+
 class GeminiCodec:
     provider = "gemini"
 
@@ -86,22 +99,35 @@ class GeminiCodec:
         # Gemini refuses JSON mode together with function calling: then the schema is prose.
         native_schema = request.response_schema is not None and not request.tools
         system = system_prompt(request, leading, instruct_schema=not native_schema)
-        body: dict[str, Any] = {"contents": [_render(turn) for turn in group_turns(rest)]}
+        body: dict[str, Any] = {"contents": [_render(turn) for turn in group_by_role(rest)]}
         if system.text:
             body["systemInstruction"] = {
                 "parts": [{"text": text} for text in (system.stable, system.volatile) if text]
             }
         if request.tools:
-            body["tools"] = [{"functionDeclarations": [
-                {"name": tool.name, "parametersJsonSchema": tool.parameters}
-                | ({"description": tool.description} if tool.description else {})
-                for tool in request.tools
-            ]}]
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {"name": tool.name, "parametersJsonSchema": tool.parameters}
+                        | ({"description": tool.description} if tool.description else {})
+                        for tool in request.tools
+                    ]
+                }
+            ]
+            calling = _calling_config(request.tool_choice)
+            if calling is not None:
+                body["toolConfig"] = {"functionCallingConfig": calling}
         config: dict[str, Any] = {}
         if request.temperature is not None:
             config["temperature"] = request.temperature
         if request.max_tokens is not None:
             config["maxOutputTokens"] = request.max_tokens
+        if request.top_p is not None:
+            config["topP"] = request.top_p
+        if request.seed is not None:
+            config["seed"] = request.seed
+        if request.stop:
+            config["stopSequences"] = request.stop
         if native_schema:
             config["responseMimeType"] = "application/json"
             config["responseJsonSchema"] = request.response_schema
@@ -122,8 +148,10 @@ class GeminiCodec:
             chunk = decode_json(event.data, self.provider)
             if chunk.get("error"):
                 error = chunk["error"]
-                raise ModelError(f"gemini: stream error: {error.get('message', error)}",
-                                 retryable=error.get("status") in _RETRYABLE_STATUSES)
+                raise ModelError(
+                    f"gemini: stream error: {error.get('message', error)}",
+                    retryable=error.get("status") in _RETRYABLE_STATUSES,
+                )
             if chunk.get("usageMetadata"):
                 usage = _usage(chunk["usageMetadata"])
             if chunk.get("promptFeedback", {}).get("blockReason"):
@@ -137,8 +165,7 @@ class GeminiCodec:
                         call_id = new_call_id(assembler.request.messages, calls, name, arguments)
                         if signature:
                             signatures[call_id] = signature
-                        yield assembler.tool_call(calls, id=call_id, name=name,
-                                                  arguments=arguments)
+                        yield assembler.tool_call(calls, id=call_id, name=name, arguments=arguments)
                         calls += 1
                         continue
                     if part.get("text") and not part.get("thought"):

@@ -11,6 +11,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
+from longhaul.llm.arguments import InvalidToolArguments, arguments_object, parse_arguments
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import prepare_history
@@ -22,15 +23,27 @@ _WIRE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 
 
+def _wire_arguments(arguments: Any) -> str:
+    """Valid arguments go back verbatim; text that is not a JSON object (a call cut off by
+    ``max_tokens``) goes back wrapped as one: llama.cpp parses the arguments of every call in
+    the history and answers 500 to the whole request when one does not parse."""
+    if not isinstance(arguments, str):
+        return json.dumps(arguments)
+    try:
+        parse_arguments(arguments)
+    except InvalidToolArguments:
+        return json.dumps(arguments_object(arguments))
+    return arguments
+
+
 def _wire_tool_call(call: dict[str, Any]) -> dict[str, Any]:
     function = call.get("function", {})
-    arguments = function.get("arguments", "{}")
     return {
         "id": call.get("id", ""),
         "type": "function",
         "function": {
             "name": function.get("name", ""),
-            "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+            "arguments": _wire_arguments(function.get("arguments", "{}")),
         },
     }
 
@@ -80,8 +93,22 @@ def _stream_error(error: Any) -> ModelError:
     )
 
 
+def _sampling(body: dict[str, Any], request: ModelRequest) -> None:
+    for key in ("top_p", "seed", "stop"):
+        value = getattr(request, key)
+        if value is not None:
+            body[key] = value
+
+
 class OpenAICodec:
+    """``named_tool_choice=False`` is for servers that only understand the string forms of
+    ``tool_choice`` (llama.cpp ignores an object with a warning): a named choice is sent as
+    ``required`` with only that tool offered, which forces the same call."""
+
     provider = "openai"
+
+    def __init__(self, *, named_tool_choice: bool = True) -> None:
+        self.named_tool_choice = named_tool_choice
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -99,8 +126,10 @@ class OpenAICodec:
         }
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
+            self._tool_choice(body, request)
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        _sampling(body, request)
         if request.max_tokens is not None:
             reasoning = model_id.startswith(_REASONING_PREFIXES)
             body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
@@ -110,6 +139,18 @@ class OpenAICodec:
                 "json_schema": {"name": "response", "schema": request.response_schema},
             }
         return HttpCall("chat/completions", body)
+
+    def _tool_choice(self, body: dict[str, Any], request: ModelRequest) -> None:
+        choice = request.tool_choice
+        if isinstance(choice, dict):
+            name = choice["name"]
+            if self.named_tool_choice:
+                body["tool_choice"] = {"type": "function", "function": {"name": name}}
+            else:
+                body["tools"] = [tool.to_openai() for tool in request.tools if tool.name == name]
+                body["tool_choice"] = "required"
+        elif choice is not None:
+            body["tool_choice"] = choice
 
     async def decode(
         self, events: AsyncIterator[SSEEvent], assembler: ResponseAssembler
@@ -142,7 +183,8 @@ class OpenAICodec:
                         id=call_id,
                         name=function.get("name"),
                         # a few servers send whole calls with arguments as an object
-                        arguments=arguments if isinstance(arguments, str)
+                        arguments=arguments
+                        if isinstance(arguments, str)
                         else json.dumps(arguments),
                     )
                 finish_reason = choice.get("finish_reason") or finish_reason

@@ -122,5 +122,8 @@ class ScriptedModel(StreamingModel):
             for piece in _chunks(call.arguments, self.chunk_chars):
                 yield assembler.tool_call(index, arguments=piece)
         given = response.usage if response.usage != Usage() else None
-        yield assembler.finish(finish_reason=response.finish_reason, usage=given,
-                               provider_fields=response.provider_fields)
+        yield assembler.finish(
+            finish_reason=response.finish_reason,
+            usage=given,
+            provider_fields=response.provider_fields,
+        )

@@ -102,8 +102,13 @@ class SchemaSampler:
             return "object"
         if {"items", "prefixItems", "minItems", "maxItems"} & schema.keys():
             return "array"
-        if {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-            "multipleOf"} & schema.keys():
+        if {
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+        } & schema.keys():
             return "number"
         return "string"
 
@@ -118,8 +123,9 @@ class SchemaSampler:
             sub = properties.get(key, extra if isinstance(extra, dict) else {})
             result[key] = self.sample(sub, 0, key, depth + 1)
         for n in range(max(wanted - len(result), 0)):
-            result[f"extra_{n}"] = self.sample(extra if isinstance(extra, dict) else {}, n,
-                                               "extra", depth + 1)
+            result[f"extra_{n}"] = self.sample(
+                extra if isinstance(extra, dict) else {}, n, "extra", depth + 1
+            )
         return result
 
     def _array(self, schema: dict[str, Any], name: str, depth: int) -> list[Any]:

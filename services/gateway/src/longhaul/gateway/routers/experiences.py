@@ -12,7 +12,7 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from longhaul.core.state import TraceState
+from longhaul.domain.state import TraceState
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.render import content_text
@@ -41,8 +41,11 @@ class Experiences(BaseModel):
 def reflections(state: TraceState) -> list[Experience]:
     return [
         Experience(
-            trace_id=state.trace_id, trace_name=state.name, sequence=message.sequence,
-            content=content_text(message.content), created_at=message.created_at,
+            trace_id=state.trace_id,
+            trace_name=state.name,
+            sequence=message.sequence,
+            content=content_text(message.content),
+            created_at=message.created_at,
         )
         for message in state.all_messages()
         if message.branch_type == "reflection" and message.content
@@ -50,7 +53,8 @@ def reflections(state: TraceState) -> list[Experience]:
 
 
 @router.get(
-    "/experiences", response_model=Experiences,
+    "/experiences",
+    response_model=Experiences,
     summary="Reflections recorded on your most recent traces",
 )
 async def experiences(

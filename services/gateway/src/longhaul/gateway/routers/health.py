@@ -26,7 +26,9 @@ async def healthz() -> Health:
 
 
 @router.get(
-    "/readyz", response_model=Health, summary="NATS connected and the event stream present",
+    "/readyz",
+    response_model=Health,
+    summary="NATS connected and the event stream present",
     responses={503: {"model": Health, "description": "not ready"}},
 )
 async def readyz(request: Request) -> JSONResponse:
@@ -48,7 +50,8 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.get(
-    "/metrics", summary="Prometheus metrics",
+    "/metrics",
+    summary="Prometheus metrics",
     responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
 )
 async def metrics(request: Request) -> Response:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
-from longhaul.core import events as ev
+from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
@@ -20,7 +20,9 @@ def tasks_router(prefix: str) -> APIRouter:
 
     @router.post("", status_code=202, response_model=TaskAccepted, summary="Start a task")
     async def create_task(
-        body: CreateTaskRequest, request: Request, response: Response,
+        body: CreateTaskRequest,
+        request: Request,
+        response: Response,
         principal: CurrentPrincipal,
     ) -> TaskAccepted:
         event = ev.TaskCreated(goal=body.goal, mode=body.mode, options=body.options)
@@ -35,7 +37,9 @@ def tasks_router(prefix: str) -> APIRouter:
         return task_view(await access.load_task(runtime_of(request.app), principal, task_id))
 
     @router.post(
-        "/{task_id}/resume", status_code=202, response_model=TaskAccepted,
+        "/{task_id}/resume",
+        status_code=202,
+        response_model=TaskAccepted,
         summary="Resume a failed or interrupted task from its checkpoints",
     )
     async def resume_task(
@@ -49,7 +53,9 @@ def tasks_router(prefix: str) -> APIRouter:
         )
 
     @router.get(
-        "/{task_id}/events", response_class=StreamingResponse, responses=SSE_DOC,
+        "/{task_id}/events",
+        response_class=StreamingResponse,
+        responses=SSE_DOC,
         summary="Server-sent events of a task (plan, phases, replans, completion)",
     )
     async def task_events(

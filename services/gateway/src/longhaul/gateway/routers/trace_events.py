@@ -21,7 +21,7 @@ from fastapi import (
     WebSocketDisconnect,
 )
 from fastapi.responses import StreamingResponse
-from longhaul.core.events import Aggregate
+from longhaul.domain.events import Aggregate
 from longhaul.gateway import access
 from longhaul.gateway.auth import (
     CurrentPrincipal,
@@ -53,7 +53,8 @@ def resume_point(last_event_id: str | None, after: int | None) -> int:
     if last_event_id is None:
         return after or 0
     value = last_event_id.strip()
-    if not value.isdigit() or len(value) > 19:
+    # Headers arrive latin-1 decoded: "²" (byte 0xB2) is a Unicode digit int() refuses.
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:
         raise ApiError(
             400, "bad_request", "Last-Event-ID must be a stream sequence (a non-negative integer)"
         )
@@ -89,7 +90,10 @@ async def _client_gone(request: Request) -> None:
 
 
 def sse_response(
-    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, start: StreamStart,
+    runtime: Runtime,
+    aggregate: Aggregate,
+    aggregate_id: str,
+    start: StreamStart,
     request: Request,
 ) -> StreamingResponse:
     async def body() -> Any:
@@ -98,8 +102,13 @@ def sse_response(
         try:
             yield b"retry: %d\n\n" % RETRY_MS
             async for item in aggregate_stream(
-                runtime, aggregate, aggregate_id, after=start.after, follow=start.follow,
-                live=start.follow, until=_client_gone(request),
+                runtime,
+                aggregate,
+                aggregate_id,
+                after=start.after,
+                follow=start.follow,
+                live=start.follow,
+                until=_client_gone(request),
             ):
                 yield sse_frame(item)
         finally:
@@ -109,7 +118,9 @@ def sse_response(
 
 
 @router.get(
-    "/api/traces/{trace_id}/events", response_class=StreamingResponse, responses=SSE_DOC,
+    "/api/traces/{trace_id}/events",
+    response_class=StreamingResponse,
+    responses=SSE_DOC,
     summary="Server-sent events of a trace, resumable with Last-Event-ID",
 )
 async def trace_events(
@@ -138,7 +149,8 @@ async def trace_watch(
     await websocket.accept()
     try:
         check_origin(
-            websocket.headers.get("origin"), websocket.headers.get("host"),
+            websocket.headers.get("origin"),
+            websocket.headers.get("host"),
             runtime.config.gateway.cors_origins,
         )
         authorization = websocket.headers.get("authorization", "")
@@ -164,7 +176,12 @@ async def trace_watch(
     gauge.inc()
     try:
         async for item in aggregate_stream(
-            runtime, "trace", trace_id, after=after, follow=True, live=True,
+            runtime,
+            "trace",
+            trace_id,
+            after=after,
+            follow=True,
+            live=True,
             until=client_gone(),
         ):
             await websocket.send_text(ws_frame(item))

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 import msgspec
 from fastapi import APIRouter, Body, Query, Request, Response
-from longhaul.core import events as ev
 from longhaul.core.index import TraceIndexEntry
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
@@ -24,6 +24,7 @@ from longhaul.gateway.schemas.traces import (
     ChatMessage,
     CreateTraceRequest,
     MessagesResponse,
+    ModelParamsBody,
     ReflectRequest,
     ReplyRequest,
     RunRequest,
@@ -72,6 +73,7 @@ async def create_trace(
         max_cost=body.max_cost,
         temperature=body.temperature,
         system_prompt=body.system_prompt,
+        model_params=None if body.model_params is None else _model_params(body.model_params),
     )
     if body.preset:
         config.preset = body.preset
@@ -102,7 +104,7 @@ async def query_owned(
 ) -> tuple[list[TraceIndexEntry], str | None]:
     """The caller's traces from the index mirror, newest first, and the next page's cursor.
     Right after start-up this waits (briefly) for the index watch's first pass."""
-    mirror = runtime.view
+    mirror = runtime.mirror
     if not mirror.ready.is_set():
         try:
             await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
@@ -160,7 +162,8 @@ async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal
 
 
 @router.get(
-    "/{trace_id}/messages", response_model=MessagesResponse,
+    "/{trace_id}/messages",
+    response_model=MessagesResponse,
     summary="Messages on the main path (head back to root) or all branches",
 )
 async def get_messages(
@@ -180,7 +183,9 @@ async def get_messages(
 
 
 @router.post(
-    "/{trace_id}/run", status_code=202, response_model=Accepted,
+    "/{trace_id}/run",
+    status_code=202,
+    response_model=Accepted,
     summary="Continue, rewind (after_sequence) or regenerate",
 )
 async def run_trace(
@@ -193,10 +198,22 @@ async def run_trace(
     body = body or RunRequest()
     inputs = _inputs(body.messages)
     after = body.after_sequence
-    return await _steer(
-        request, principal, trace_id,
-        lambda _: ev.RunRequested(messages=inputs, after_sequence=after),
-    )
+    changes: dict[str, object] = {}
+    if body.model is not None:
+        changes["model"] = body.model
+    if body.model_params is not None:
+        changes["model_params"] = _model_params(body.model_params)
+
+    def build(state: TraceState) -> ev.RunRequested:
+        # the run's config is on its own event, so a replay or a later continue uses it too
+        config = msgspec.structs.replace(state.config, **changes) if changes else None
+        return ev.RunRequested(messages=inputs, after_sequence=after, config=config)
+
+    return await _steer(request, principal, trace_id, build)
+
+
+def _model_params(body: ModelParamsBody) -> ev.ModelParams:
+    return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
 
 
 @router.post("/{trace_id}/stop", status_code=202, response_model=Accepted, summary="Ask to stop")
@@ -205,7 +222,9 @@ async def stop_trace(trace_id: str, request: Request, principal: CurrentPrincipa
 
 
 @router.post(
-    "/{trace_id}/resume", status_code=202, response_model=Accepted,
+    "/{trace_id}/resume",
+    status_code=202,
+    response_model=Accepted,
     summary="Continue a stopped, failed or completed trace from its head",
 )
 async def resume_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
@@ -213,7 +232,9 @@ async def resume_trace(trace_id: str, request: Request, principal: CurrentPrinci
 
 
 @router.post(
-    "/{trace_id}/reply", status_code=202, response_model=Accepted,
+    "/{trace_id}/reply",
+    status_code=202,
+    response_model=Accepted,
     summary="Answer a trace that waits for a human",
 )
 async def reply_trace(
@@ -225,7 +246,9 @@ async def reply_trace(
 
 
 @router.post(
-    "/{trace_id}/reflect", status_code=202, response_model=Accepted,
+    "/{trace_id}/reflect",
+    status_code=202,
+    response_model=Accepted,
     summary="Ask for a reflection (optionally on a focus)",
 )
 async def reflect_trace(
@@ -239,7 +262,9 @@ async def reflect_trace(
 
 
 @router.post(
-    "/{trace_id}/compact", status_code=202, response_model=Accepted,
+    "/{trace_id}/compact",
+    status_code=202,
+    response_model=Accepted,
     summary="Ask for the context to be compacted now",
 )
 async def compact_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:

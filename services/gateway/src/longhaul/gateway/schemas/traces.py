@@ -66,6 +66,27 @@ ChatMessage = Annotated[
 """One message a client supplies; the role decides which fields it may carry."""
 
 
+class NamedToolChoice(Body):
+    name: Name
+
+
+class ModelParamsBody(Body):
+    """Sent with every model call of the trace, mapped per provider (Anthropic
+    ``tool_choice`` {type: auto|any|tool}, Gemini ``toolConfig.functionCallingConfig``).
+    Unknown keys are refused (422)."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="per response")
+    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    stop: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+        default=None, max_length=16
+    )
+    tool_choice: Literal["auto", "required", "none"] | NamedToolChoice | None = Field(
+        default=None, description="auto | required | none | {name}: must call that tool"
+    )
+
+
 class CreateTraceRequest(Body):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
@@ -78,6 +99,7 @@ class CreateTraceRequest(Body):
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     system_prompt: Text | None = None
     name: ShortText | None = None
+    model_params: ModelParamsBody | None = None
 
 
 class RunRequest(Body):
@@ -86,6 +108,12 @@ class RunRequest(Body):
 
     messages: list[ChatMessage] = Field(default_factory=list, max_length=2000)
     after_sequence: Sequence | None = None
+    model: ModelName | None = Field(
+        default=None, description="move the trace to this model from this run on"
+    )
+    model_params: ModelParamsBody | None = Field(
+        default=None, description="replace the trace's model_params from this run on"
+    )
 
 
 class ReplyRequest(Body):
@@ -208,6 +236,7 @@ class MessageView(BaseModel):
     model: str | None = None
     synthetic: bool = False
     error_code: str | None = None
+    finish_reason: str | None = None
     created_at: float = 0.0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.core.events import Aggregate
+from longhaul.domain.events import Aggregate
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,13 @@ class Names:
     @property
     def live_root(self) -> str:
         return f"{self.namespace}lh.live"
+
+    @property
+    def process_exits(self) -> str:
+        """Core NATS subject on which a supervisor reports a child's death
+        (``longhaul.domain.liveness.ProcessExited`` as JSON), so peers release its leases
+        at once."""
+        return f"{self.namespace}lh.sys.exited"
 
     @property
     def traces(self) -> str:

@@ -22,6 +22,19 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{ulid()}"
 
 
+_INCARNATION: list[str] = []
+
+
+def process_incarnation() -> str:
+    """This process's incarnation: ``LONGHAUL_INCARNATION`` when a supervisor set one (it
+    names the incarnation when it reports the process dead), else one made up at first use.
+    Leases and in-flight work carry it, so a successor under the same service id can tell its
+    dead predecessor's holdings from its own."""
+    if not _INCARNATION:
+        _INCARNATION.append(os.environ.get("LONGHAUL_INCARNATION") or new_id("inc"))
+    return _INCARNATION[0]
+
+
 def is_valid_id(value: str, prefix: str | None = None) -> bool:
     """True for ids that are safe to put in a subject: ``[A-Za-z0-9_-]``, 1..128 chars."""
     if not 0 < len(value) <= 128:

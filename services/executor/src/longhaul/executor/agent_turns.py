@@ -18,9 +18,9 @@ from longhaul.agent.env import AgentEnv
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools import ToolRegistry
 from longhaul.agent.workspace import Workspace
-from longhaul.core import events as ev
-from longhaul.core.config import LonghaulConfig
-from longhaul.core.state import TraceState
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import Model
 
@@ -53,9 +53,7 @@ class AgentTurns:
             ),
         )
 
-    async def __call__(
-        self, state: TraceState, sink: EventSink, live: LiveCallback
-    ) -> TurnOutcome:
+    async def __call__(self, state: TraceState, sink: EventSink, live: LiveCallback) -> TurnOutcome:
         models = self.config.models
         try:
             model = self.resolve_model(state.config.model or models.default)

@@ -60,6 +60,22 @@ class ModelPrice(BaseModel):
     cache_write: float | None = None
 
 
+class LocalModelConfig(BaseModel):
+    """``local:`` models: llama.cpp's server started inside each executor process."""
+
+    threads: int = Field(
+        default_factory=lambda: max(1, min(4, os.cpu_count() or 1)),
+        description="CPU threads llama.cpp decodes with",
+    )
+    n_ctx: int = Field(default=8192, description="context window shared by all slots")
+    parallel: int = Field(default=2, description="sequences decoded at once (slots)")
+    chat_template: str | None = Field(
+        default=None,
+        description="path of a Jinja chat template replacing the model's own "
+        "(e.g. a tools-aware one for a model whose template knows no tools)",
+    )
+
+
 class ModelsConfig(BaseModel):
     default: str = Field(default_factory=lambda: os.environ.get("LONGHAUL_MODEL", "scripted:auto"))
     roles: dict[str, str] = Field(
@@ -68,6 +84,7 @@ class ModelsConfig(BaseModel):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     context_limits: dict[str, int] = Field(default_factory=dict)
+    local: LocalModelConfig = Field(default_factory=LocalModelConfig)
 
     def for_role(self, role: str) -> str:
         return self.roles.get(role, self.default)
@@ -145,13 +162,16 @@ class PipelineConfig(BaseModel):
     prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
     middleware: list[MiddlewareEntry] = Field(default_factory=list)
     max_iterations: int = 50
+    max_continuations: int = Field(default=2, ge=0)
+    """Times the model is asked to continue an answer cut at the output length limit before
+    the trace fails ``truncated``."""
     max_concurrent_subtraces: int = 3
     context_injection_every: int = 10
 
 
 class StoreConfig(BaseModel):
     snapshot_every: int = 200
-    lease_ttl_s: float = 30.0
+    lease_ttl_s: float = 5.0
 
 
 class LonghaulConfig(BaseSettings):

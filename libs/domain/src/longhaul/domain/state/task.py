@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.events import PhaseSpec, PhaseStatus, TaskStatus
-from longhaul.core.state.errors import InvalidTransition
+from longhaul.domain import events as ev
+from longhaul.domain.events import PhaseSpec, PhaseStatus, TaskStatus
+from longhaul.domain.state.errors import InvalidTransition
 
 
 def validate_phase_graph(phases: Iterable[PhaseSpec], *, max_phases: int | None = None) -> None:
@@ -115,13 +115,44 @@ class TaskState(msgspec.Struct, kw_only=True):
     def layers(self) -> list[list[str]]:
         return topological_layers([self.phases[pid].spec for pid in self.order])
 
-    def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
+    def check(self, event: ev.Event) -> None:
+        """Raise :class:`InvalidTransition` if ``event`` could not apply; changes nothing."""
         if not self.exists and not isinstance(event, ev.TaskCreated):
             raise InvalidTransition(f"task {event.aggregate_id} does not exist", code="not_found")
         match event:
             case ev.TaskCreated():
                 if self.exists:
                     raise InvalidTransition("task already exists", code="conflict")
+            case ev.PlanCreated():
+                self._require("planning", what="create a plan")
+                validate_phase_graph(event.phases)
+            case ev.PhaseStarted():
+                self._phase(event.phase_id, "pending", "failed", "running")
+            case ev.PhaseCompleted():
+                self._phase(event.phase_id, "running")
+            case ev.PhaseFailed():
+                self._phase(event.phase_id, "running", "pending")
+            case ev.Replanned():
+                self._require("running", what="replan")
+                kept = [self.phases[pid].spec for pid in event.kept if pid in self.phases]
+                validate_phase_graph([*kept, *event.phases])
+            case ev.TaskCompleted():
+                self._require("running", what="complete")
+            case ev.TaskFailed():
+                self._require("planning", "running", what="fail")
+            case ev.ResumeRequested():
+                self._require("planning", "running", "failed", what="resume")
+            case ev.Resumed():
+                self._require("planning", "running", what="record a resume")
+            case _:
+                raise InvalidTransition(f"{event.type} is not a task event", code="wrong_aggregate")
+
+    def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
+        """Apply one event; raises :class:`InvalidTransition` (from :meth:`check`) if it
+        cannot happen."""
+        self.check(event)
+        match event:
+            case ev.TaskCreated():
                 self.task_id = event.aggregate_id
                 self.status = "planning"
                 self.goal = event.goal
@@ -130,43 +161,36 @@ class TaskState(msgspec.Struct, kw_only=True):
                 self.owner = event.owner
                 self.created_at = event.ts
             case ev.PlanCreated():
-                self._require("planning", what="create a plan")
-                validate_phase_graph(event.phases)
                 self._set_phases(event.phases)
                 self.plan_source = event.source
                 self.status = "running"
             case ev.PhaseStarted():
-                phase = self._phase(event.phase_id, "pending", "failed", "running")
+                phase = self.phases[event.phase_id]
                 phase.status = "running"
                 phase.trace_ids = list(event.trace_ids)
                 phase.attempts = event.attempt
             case ev.PhaseCompleted():
-                phase = self._phase(event.phase_id, "running")
+                phase = self.phases[event.phase_id]
                 phase.status = "completed"
                 phase.summary = event.summary
                 phase.output_ref = event.output_ref
             case ev.PhaseFailed():
-                phase = self._phase(event.phase_id, "running", "pending")
+                phase = self.phases[event.phase_id]
                 phase.status = "failed"
                 phase.error = event.error
             case ev.Replanned():
-                self._require("running", what="replan")
                 kept = {pid: self.phases[pid] for pid in event.kept if pid in self.phases}
-                validate_phase_graph([*(p.spec for p in kept.values()), *event.phases])
                 self.phases = kept
                 self.order = list(kept)
                 self._set_phases(event.phases, keep_existing=True)
                 self.replans.append(event.reflection)
             case ev.TaskCompleted():
-                self._require("running", what="complete")
                 self.status = "completed"
                 self.summary = event.summary
             case ev.TaskFailed():
-                self._require("planning", "running", what="fail")
                 self.status = "failed"
                 self.error = event.error
             case ev.ResumeRequested():
-                self._require("planning", "running", "failed", what="resume")
                 self.resumes += 1
                 if self.status == "failed":
                     self.status = "running" if self.order else "planning"
@@ -174,11 +198,8 @@ class TaskState(msgspec.Struct, kw_only=True):
                     for pid in self.failed_phases():
                         self.phases[pid].status = "pending"
             case ev.Resumed():
-                self._require("planning", "running", what="record a resume")
                 self.resumes_handled += 1
                 self.resume_source = event.source
-            case _:
-                raise InvalidTransition(f"{event.type} is not a task event", code="wrong_aggregate")
         self.version = event.n or self.version + 1
         if stream_seq:
             self.stream_seq = stream_seq

@@ -1,4 +1,5 @@
-"""OpenAI-format history regrouped into strictly alternating user/assistant turns.
+"""OpenAI-format history regrouped into strictly alternating user/assistant role groups
+(what the providers' docs call turns; ``longhaul.agent.Turn`` is an executor's run instead).
 
 Anthropic and Gemini both want every tool result of an assistant turn inside the *next* user
 turn, results before any text, and no two turns of the same role in a row. Grouping once here
@@ -33,7 +34,7 @@ class ToolResult:
 
 
 @dataclass
-class Turn:
+class RoleGroup:
     role: Literal["user", "assistant"]
     texts: list[str] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
@@ -61,14 +62,14 @@ def _is_error(message: ChatMessage) -> bool:
     return bool(message.get("error") or message.get("error_code") or message.get("is_error"))
 
 
-def group_turns(messages: Sequence[ChatMessage]) -> list[Turn]:
+def group_by_role(messages: Sequence[ChatMessage]) -> list[RoleGroup]:
     """``messages`` without the leading system messages (see ``prompt.split_system``)."""
-    turns: list[Turn] = []
+    turns: list[RoleGroup] = []
     pending: dict[str, tuple[int, ToolCall]] = {}
 
-    def turn(role: Literal["user", "assistant"]) -> Turn:
+    def turn(role: Literal["user", "assistant"]) -> RoleGroup:
         if not turns or turns[-1].role != role:
-            turns.append(Turn(role=role))
+            turns.append(RoleGroup(role=role))
         return turns[-1]
 
     for message in messages:

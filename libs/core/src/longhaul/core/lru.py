@@ -1,8 +1,8 @@
-"""A bounded least-recently-used map: the planner's memory of tasks it is driving.
+"""A bounded least-recently-used map: what a service remembers to save round trips.
 
-It only ever saves round trips (a folded task state, which task a step trace belongs to);
-anything evicted or never seen is read from the log again, so its size is a speed knob, not a
-correctness one.
+It only ever saves round trips (a folded state a repository caches, which task a step trace
+belongs to); anything evicted or never seen is read from the log again, so its size is a
+speed knob, not a correctness one.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import time
 from typing import Any, ClassVar, Literal
 
 import msgspec
-from longhaul.core.ids import ulid
+from longhaul.domain.ids import ulid
 
 Aggregate = Literal["trace", "task"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
@@ -81,6 +81,40 @@ class UsageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     estimated: bool = False
 
 
+class NamedTool(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``tool_choice: {name}``: the model must call this tool."""
+
+    name: str
+
+
+ToolChoice = Literal["auto", "required", "none"] | NamedTool
+
+
+class ModelParams(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """Sampling and tool-choice settings sent with every model call of a trace; each provider
+    maps them to its wire format. ``None`` leaves the provider's default."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    """Per response (the trace-wide token budget is ``TraceConfig.max_tokens``)."""
+    seed: int | None = None
+    stop: list[str] | None = None
+    tool_choice: ToolChoice | None = None
+
+    def over(self, base: ModelParams | None) -> ModelParams:
+        """These params with ``base``'s filling the fields left unset."""
+        if base is None:
+            return self
+        values = {field: getattr(self, field) for field in self.__struct_fields__}
+        return ModelParams(
+            **{
+                field: getattr(base, field) if value is None else value
+                for field, value in values.items()
+            }
+        )
+
+
 class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What a trace runs with; fixed at creation, overridable per run."""
 
@@ -96,6 +130,7 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     verification: dict[str, Any] | None = None
     system_prompt: str | None = None
     read_only: bool = False
+    model_params: ModelParams | None = None
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -175,6 +210,9 @@ class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_def
     synthetic: bool = False
     """Written by the harness, not the model or a tool (healed tool results, warnings)."""
     error_code: str | None = None
+    finish_reason: str | None = None
+    """How the model ended an assistant message, normalised across providers: ``stop``,
+    ``length``, ``tool_calls``, ``content_filter`` (Anthropic ``refusal``) or the provider's own."""
     provider_fields: dict[str, Any] | None = None
     long_term_memory: str | None = None
     include_output_only_once: bool = False
@@ -376,10 +414,7 @@ AnyEvent = (
     | Resumed
 )
 
-EVENT_TYPES: dict[str, type[Event]] = {
-    cls.__struct_config__.tag: cls
-    for cls in AnyEvent.__args__
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in AnyEvent.__args__}
 TRACE_EVENT_TYPES = frozenset(t for t, c in EVENT_TYPES.items() if c.aggregate == "trace")
 TASK_EVENT_TYPES = frozenset(t for t, c in EVENT_TYPES.items() if c.aggregate == "task")
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from longhaul.core import events as ev
-from longhaul.core.events import TraceConfig, TraceStatus, WaitReason
-from longhaul.core.state.errors import InvalidTransition
-from longhaul.core.state.goals import GoalTree
+from longhaul.domain import events as ev
+from longhaul.domain.events import TraceConfig, TraceStatus, WaitReason
+from longhaul.domain.state.errors import InvalidTransition
+from longhaul.domain.state.goals import GoalTree
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
@@ -33,6 +33,7 @@ class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
     model: str | None = None
     synthetic: bool = False
     error_code: str | None = None
+    finish_reason: str | None = None
     provider_fields: dict[str, Any] | None = None
     long_term_memory: str | None = None
     include_output_only_once: bool = False
@@ -191,22 +192,24 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
         """Apply one event; raises :class:`InvalidTransition` if it cannot happen."""
-        handler = _HANDLERS.get(type(event))
-        if handler is None:
-            raise InvalidTransition(f"{event.type} is not a trace event", code="wrong_aggregate")
-        if not self.exists and not isinstance(event, ev.TraceCreated):
-            raise InvalidTransition(f"trace {event.aggregate_id} does not exist", code="not_found")
-        handler(self, event)
+        self.check(event)
+        _HANDLERS[type(event)](self, event)
         self.version = event.n or self.version + 1
         if stream_seq:
             self.stream_seq = stream_seq
         self.updated_at = event.ts
 
     def check(self, event: ev.Event) -> None:
-        """Raise if ``event`` could not apply, without changing this state."""
-        # Handlers mutate nested containers, so probe a deep copy.
-        probe = msgspec.convert(msgspec.to_builtins(self), TraceState)
-        probe.apply(event)
+        """Raise :class:`InvalidTransition` if ``event`` could not apply; changes nothing.
+
+        Every rule of the fold lives here and handlers only mutate, so a writer checks an
+        event before appending it without copying the state."""
+        checker = _CHECKS.get(type(event))
+        if checker is None:
+            raise InvalidTransition(f"{event.type} is not a trace event", code="wrong_aggregate")
+        if not self.exists and not isinstance(event, ev.TraceCreated):
+            raise InvalidTransition(f"trace {event.aggregate_id} does not exist", code="not_found")
+        checker(self, event)
 
     def check_message(self, event: ev.MessageAppended) -> None:
         """Raise :class:`InvalidTransition` if the message ``event`` could not apply: the
@@ -221,11 +224,33 @@ class TraceState(msgspec.Struct, kw_only=True):
                 f"cannot {what}: trace {self.trace_id} is {self.status}", code="conflict"
             )
 
-    # handlers ----------------------------------------------------------------
+    # checks (pure) -----------------------------------------------------------
 
-    def _on_created(self, event: ev.TraceCreated) -> None:
+    def _check_created(self, event: ev.TraceCreated) -> None:
         if self.exists:
             raise InvalidTransition(f"trace {event.aggregate_id} already exists", code="conflict")
+
+    def _check_run_requested(self, event: ev.RunRequested) -> None:
+        self._require("completed", "failed", "stopped", "waiting", what="run")
+        if self.status == "waiting" and event.after_sequence is None and not event.messages:
+            raise InvalidTransition("trace is waiting; reply or rewind instead", code="conflict")
+        if event.after_sequence is not None:
+            self.safe_cut(event.after_sequence)
+
+    def _check_goal_changed(self, event: ev.GoalChanged) -> None:
+        self._require("running", what="change goals")
+        self.goals.check(event.op, event.goal)
+
+    def _check_nothing(self, event: ev.Event) -> None:
+        """Loop warnings and compaction records apply to any existing trace."""
+
+    def _check_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
+        if event.child_trace_id not in self.subtraces:
+            raise InvalidTransition(f"unknown sub-trace {event.child_trace_id}", code="not_found")
+
+    # handlers (mutate only: :meth:`check` ran first) ---------------------------
+
+    def _on_created(self, event: ev.TraceCreated) -> None:
         self.trace_id = event.aggregate_id
         self.status = "running"
         self.name = event.name
@@ -241,9 +266,6 @@ class TraceState(msgspec.Struct, kw_only=True):
         self._append_inputs(event.messages, event.ts)
 
     def _on_run_requested(self, event: ev.RunRequested) -> None:
-        self._require("completed", "failed", "stopped", "waiting", what="run")
-        if self.status == "waiting" and event.after_sequence is None and not event.messages:
-            raise InvalidTransition("trace is waiting; reply or rewind instead", code="conflict")
         if event.after_sequence is not None:
             self._rewind_to(self.safe_cut(event.after_sequence))
         if event.config is not None:
@@ -313,7 +335,6 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.head_sequence = message.sequence
 
     def _on_message(self, event: ev.MessageAppended) -> None:
-        self.check_message(event)
         self._insert_message(
             Message(
                 sequence=event.sequence,
@@ -331,6 +352,7 @@ class TraceState(msgspec.Struct, kw_only=True):
                 model=event.model,
                 synthetic=event.synthetic,
                 error_code=event.error_code,
+                finish_reason=event.finish_reason,
                 provider_fields=event.provider_fields,
                 long_term_memory=event.long_term_memory,
                 include_output_only_once=event.include_output_only_once,
@@ -357,7 +379,6 @@ class TraceState(msgspec.Struct, kw_only=True):
             self.reflect_focus = None
 
     def _on_goal_changed(self, event: ev.GoalChanged) -> None:
-        self._require("running", what="change goals")
         self.goals.apply(event.op, event.goal, event.at_sequence or self.head_sequence)
 
     def _on_loop_warned(self, event: ev.LoopWarned) -> None:
@@ -370,37 +391,31 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.compact_requested = False
 
     def _on_verification_requested(self, event: ev.VerificationRequested) -> None:
-        self._require("running", what="request verification")
         self.verification.attempts = event.attempt
         self.verification.pending = True
         self._wait("verification", f"attempt {event.attempt}")
 
     def _on_verification_passed(self, event: ev.VerificationPassed) -> None:
-        self._require_wait("verification")
         self.verification.pending = False
         self.verification.passed = True
         self._wake()
 
     def _on_verification_failed(self, event: ev.VerificationFailed) -> None:
-        self._require_wait("verification")
         self.verification.pending = False
         self.verification.failures.append(event)
         self.verification.unconsumed_failure = True
         self._wake()
 
     def _on_waiting(self, event: ev.Waiting) -> None:
-        self._require("running", what="wait")
         self._wait(event.reason, event.detail)
         self.wait_tool_call_id = event.tool_call_id
 
     def _on_human_replied(self, event: ev.HumanReplied) -> None:
-        self._require_wait("human")
         self.human_reply = event.content
         self.status = "running"
         self.wait_reason = None
 
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
-        self._require("running", what="spawn a sub-trace")
         self.subtraces[event.child_trace_id] = SubtraceInfo(
             child_trace_id=event.child_trace_id,
             tool_call_id=event.tool_call_id,
@@ -412,9 +427,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         )
 
     def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
-        info = self.subtraces.get(event.child_trace_id)
-        if info is None:
-            raise InvalidTransition(f"unknown sub-trace {event.child_trace_id}", code="not_found")
+        info = self.subtraces[event.child_trace_id]
         info.status = event.status
         info.summary = event.summary
         if self.wait_reason == "subtraces" and not self.running_subtraces():
@@ -424,37 +437,32 @@ class TraceState(msgspec.Struct, kw_only=True):
         return [info for info in self.subtraces.values() if info.status == "running"]
 
     def _on_stop_requested(self, event: ev.StopRequested) -> None:
-        self._require("running", "waiting", what="stop")
         self.stop_requested = True
 
     def _on_reflect_requested(self, event: ev.ReflectRequested) -> None:
-        self._require_idle_or_running("reflect")
+        self._resume_if_idle()
         self.reflect_requested = True
         self.reflect_focus = event.focus
 
     def _on_compact_requested(self, event: ev.CompactRequested) -> None:
-        self._require_idle_or_running("compact")
+        self._resume_if_idle()
         self.compact_requested = True
 
-    def _require_idle_or_running(self, what: str) -> None:
-        self._require("running", "completed", "failed", "stopped", what=what)
+    def _resume_if_idle(self) -> None:
         if self.status != "running":
             self._reset_run()
 
     def _on_stopped(self, event: ev.Stopped) -> None:
-        self._require("running", "waiting", what="mark stopped")
         self.status = "stopped"
         self.stop_reason = event.reason
         self.stop_requested = False
         self.wait_reason = None
 
     def _on_completed(self, event: ev.Completed) -> None:
-        self._require("running", what="complete")
         self.status = "completed"
         self.summary = event.summary
 
     def _on_failed(self, event: ev.Failed) -> None:
-        self._require("running", "waiting", what="fail")
         self.status = "failed"
         self.error = event.error
         self.stop_reason = event.stop_reason or self.stop_reason
@@ -501,3 +509,47 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.Completed: TraceState._on_completed,
     ev.Failed: TraceState._on_failed,
 }
+
+
+def _requires(*allowed: str, what: str) -> Any:
+    def check(state: TraceState, event: ev.Event) -> None:
+        state._require(*allowed, what=what)
+
+    return check
+
+
+def _requires_wait(reason: str) -> Any:
+    def check(state: TraceState, event: ev.Event) -> None:
+        state._require_wait(reason)
+
+    return check
+
+
+def _requires_idle_or_running(what: str) -> Any:
+    """Reflection and compaction also restart a finished trace (:meth:`_resume_if_idle`)."""
+    return _requires("running", "completed", "failed", "stopped", what=what)
+
+
+_CHECKS: dict[type[ev.Event], Any] = {
+    ev.TraceCreated: TraceState._check_created,
+    ev.RunRequested: TraceState._check_run_requested,
+    ev.MessageAppended: TraceState.check_message,
+    ev.GoalChanged: TraceState._check_goal_changed,
+    ev.LoopWarned: TraceState._check_nothing,
+    ev.LoopStopped: TraceState._check_nothing,
+    ev.Compacted: TraceState._check_nothing,
+    ev.VerificationRequested: _requires("running", what="request verification"),
+    ev.VerificationPassed: _requires_wait("verification"),
+    ev.VerificationFailed: _requires_wait("verification"),
+    ev.Waiting: _requires("running", what="wait"),
+    ev.HumanReplied: _requires_wait("human"),
+    ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
+    ev.SubtraceFinished: TraceState._check_subtrace_finished,
+    ev.StopRequested: _requires("running", "waiting", what="stop"),
+    ev.ReflectRequested: _requires_idle_or_running("reflect"),
+    ev.CompactRequested: _requires_idle_or_running("compact"),
+    ev.Stopped: _requires("running", "waiting", what="mark stopped"),
+    ev.Completed: _requires("running", what="complete"),
+    ev.Failed: _requires("running", "waiting", what="fail"),
+}
+"""The rules of the fold, one per event type (:meth:`TraceState.check`)."""

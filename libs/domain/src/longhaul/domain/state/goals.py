@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-from longhaul.core.events import Goal
-from longhaul.core.state.errors import InvalidTransition
+from longhaul.domain.events import Goal
+from longhaul.domain.state.errors import InvalidTransition
 
 GoalOp = Literal["add", "under", "after", "focus", "done", "abandon"]
 
@@ -30,7 +30,8 @@ class GoalTree(msgspec.Struct, kw_only=True):
         self._apply(op, goal)
         self.log.append(GoalOpRecord(op=op, goal=goal, at_sequence=at_sequence))
 
-    def _apply(self, op: GoalOp, goal: Goal) -> None:
+    def check(self, op: GoalOp, goal: Goal) -> None:
+        """Raise :class:`InvalidTransition` if the op could not apply; changes nothing."""
         if op in ("add", "under", "after"):
             if goal.id in self.goals:
                 raise InvalidTransition(f"goal {goal.id} already exists", code="goal_exists")
@@ -38,15 +39,21 @@ class GoalTree(msgspec.Struct, kw_only=True):
                 raise InvalidTransition(
                     f"unknown parent goal {goal.parent_id}", code="goal_unknown"
                 )
-            self.goals[goal.id] = msgspec.structs.replace(goal)
-            self.order.append(goal.id)
             return
         current = self.goals.get(goal.id)
         if current is None:
             raise InvalidTransition(f"unknown goal {goal.id}", code="goal_unknown")
+        if op == "focus" and current.status in ("done", "abandoned"):
+            raise InvalidTransition(f"goal {goal.id} is {current.status}", code="goal_closed")
+
+    def _apply(self, op: GoalOp, goal: Goal) -> None:
+        self.check(op, goal)
+        if op in ("add", "under", "after"):
+            self.goals[goal.id] = msgspec.structs.replace(goal)
+            self.order.append(goal.id)
+            return
+        current = self.goals[goal.id]
         if op == "focus":
-            if current.status in ("done", "abandoned"):
-                raise InvalidTransition(f"goal {goal.id} is {current.status}", code="goal_closed")
             if self.focus and self.focus in self.goals:
                 previous = self.goals[self.focus]
                 if previous.status == "in_progress":

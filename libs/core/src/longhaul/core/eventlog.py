@@ -1,0 +1,65 @@
+"""``EventLog``: the event store's surface, as the code that reads and writes events sees it.
+
+Implemented by :class:`~longhaul.core.store.EventStore` (JetStream) and by
+:class:`~longhaul.core.memory.MemoryStore` (in memory, for unit tests of what services
+decide). Code typed against this protocol runs on either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, TypeVar
+
+from longhaul.core.store import Position, Recorded
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
+from longhaul.domain.state import Fold, TaskState, TraceState
+
+S = TypeVar("S", bound=Fold)
+
+
+class EventLog(Protocol):
+    snapshot_every: int
+
+    async def append(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        events: Sequence[ev.Event],
+        *,
+        expected: Position,
+        actor: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> list[Recorded]:
+        """Append in order after ``expected``; :class:`ConcurrencyError` if the aggregate
+        moved past it."""
+        ...
+
+    def replay(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
+    ) -> AsyncIterator[Recorded]: ...
+
+    def watch(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
+    ) -> AsyncIterator[Recorded]: ...
+
+    async def exists(self, aggregate: Aggregate, aggregate_id: str) -> bool: ...
+
+    async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position: ...
+
+    async def catch_up(self, aggregate: Aggregate, aggregate_id: str, state: S) -> int: ...
+
+    async def load(self, aggregate: Aggregate, aggregate_id: str, state_type: type[S]) -> S: ...
+
+    async def load_trace(self, trace_id: str) -> TraceState: ...
+
+    async def load_task(self, task_id: str) -> TaskState: ...
+
+    async def read_snapshot(
+        self, aggregate: Aggregate, aggregate_id: str, state_type: type[S]
+    ) -> S | None: ...
+
+    async def write_snapshot(
+        self, aggregate: Aggregate, aggregate_id: str, state: Fold
+    ) -> None: ...

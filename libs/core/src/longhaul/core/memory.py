@@ -1,0 +1,163 @@
+"""``MemoryStore``: the event store's surface in memory, for unit tests of decision logic.
+
+Same rules as :class:`~longhaul.core.store.EventStore`: events are stamped (``aggregate_id``,
+``n``, actor, causation and correlation), encoded and decoded as on the wire, appended only at
+the aggregate's expected position (else :class:`ConcurrencyError`), replayed and watched by
+stream sequence, and folded with snapshots. Conflicts are simulated with :meth:`interleave`:
+another writer's events land just before the next append to that aggregate, as they would when
+a gateway request races an executor turn. Services' wiring, chaos and clusters keep testing
+against a real nats-server; this is for what a service *decides*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import TypeVar
+
+import msgspec
+from longhaul.core.store import ConcurrencyError, Position, Recorded, stamp
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
+from longhaul.domain.state import Fold, TaskState, TraceState
+
+State = TypeVar("State", bound=Fold)
+
+
+class MemoryStore:
+    def __init__(self, *, snapshot_every: int = 200) -> None:
+        self.snapshot_every = snapshot_every
+        self._seq = 0
+        self._logs: dict[tuple[str, str], list[Recorded]] = {}
+        self._payloads: dict[int, bytes] = {}
+        self._snapshots: dict[tuple[str, str], bytes] = {}
+        self._pending: dict[tuple[str, str], list[ev.Event]] = {}
+        self._changed = asyncio.Condition()
+        self.appends = 0
+        """Successful publishes, as the server would count them."""
+        self.conflicts = 0
+        """Appends refused for a stale expected position."""
+
+    # ------------------------------------------------------------------ append
+
+    def interleave(self, aggregate: Aggregate, aggregate_id: str, *events: ev.Event) -> None:
+        """Have another writer append ``events`` right before this store's next append to the
+        aggregate (which then conflicts, as a real race would)."""
+        self._pending.setdefault((aggregate, aggregate_id), []).extend(events)
+
+    async def append(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        events: Sequence[ev.Event],
+        *,
+        expected: Position,
+        actor: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> list[Recorded]:
+        key = (aggregate, aggregate_id)
+        others = self._pending.pop(key, [])
+        if others:
+            await self.append(
+                aggregate, aggregate_id, others, expected=self._end(key), actor="other-writer"
+            )
+        recorded: list[Recorded] = []
+        position = expected
+        for event in events:
+            stamped = stamp(
+                event,
+                aggregate,
+                aggregate_id,
+                position.n + 1,
+                actor=actor,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+            )
+            seq = await self._publish(key, stamped, position.seq)
+            recorded.append(Recorded(self._stored(seq), seq))
+            position = Position(seq, stamped.n)
+        return recorded
+
+    async def _publish(self, key: tuple[str, str], event: ev.Event, expected_seq: int) -> int:
+        log = self._logs.setdefault(key, [])
+        payload = ev.encode(event)
+        if event.n <= len(log):  # the same Nats-Msg-Id: a retry, or another writer's event n
+            same = log[event.n - 1]
+            if self._payloads[same.seq] == payload:
+                return same.seq
+            self.conflicts += 1
+            raise ConcurrencyError(f"{key[0]} {key[1]} event {event.n} was written by another")
+        if self._end(key).seq != expected_seq:
+            self.conflicts += 1
+            raise ConcurrencyError(f"{key[0]} {key[1]} moved past sequence {expected_seq}")
+        self._seq += 1
+        self._payloads[self._seq] = payload
+        log.append(Recorded(ev.decode(payload), self._seq))
+        self.appends += 1
+        async with self._changed:
+            self._changed.notify_all()
+        return self._seq
+
+    def _stored(self, seq: int) -> ev.Event:
+        return ev.decode(self._payloads[seq])
+
+    def _end(self, key: tuple[str, str]) -> Position:
+        log = self._logs.get(key)
+        return Position(log[-1].seq, log[-1].event.n) if log else Position()
+
+    # ------------------------------------------------------------------ read
+
+    async def replay(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
+    ) -> AsyncIterator[Recorded]:
+        for recorded in list(self._logs.get((aggregate, aggregate_id), [])):
+            if recorded.seq > after:
+                yield Recorded(self._stored(recorded.seq), recorded.seq)
+
+    async def watch(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
+    ) -> AsyncIterator[Recorded]:
+        """Events after ``after``, then new ones as they are appended, until cancelled."""
+        key = (aggregate, aggregate_id)
+        seen = after
+        while True:
+            async with self._changed:
+                while self._end(key).seq <= seen:
+                    await self._changed.wait()
+            async for recorded in self.replay(aggregate, aggregate_id, after=seen):
+                seen = recorded.seq
+                yield recorded
+
+    async def exists(self, aggregate: Aggregate, aggregate_id: str) -> bool:
+        return bool(self._logs.get((aggregate, aggregate_id)))
+
+    async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position:
+        return self._end((aggregate, aggregate_id))
+
+    async def catch_up(self, aggregate: Aggregate, aggregate_id: str, state: State) -> int:
+        applied = 0
+        async for recorded in self.replay(aggregate, aggregate_id, after=state.stream_seq):
+            state.apply(recorded.event, recorded.seq)
+            applied += 1
+        return applied
+
+    async def load(self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]) -> State:
+        state = await self.read_snapshot(aggregate, aggregate_id, state_type) or state_type()
+        await self.catch_up(aggregate, aggregate_id, state)
+        return state
+
+    async def load_trace(self, trace_id: str) -> TraceState:
+        return await self.load("trace", trace_id, TraceState)
+
+    async def load_task(self, task_id: str) -> TaskState:
+        return await self.load("task", task_id, TaskState)
+
+    async def read_snapshot(
+        self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]
+    ) -> State | None:
+        packed = self._snapshots.get((aggregate, aggregate_id))
+        return None if packed is None else msgspec.msgpack.decode(packed, type=state_type)
+
+    async def write_snapshot(self, aggregate: Aggregate, aggregate_id: str, state: Fold) -> None:
+        self._snapshots[(aggregate, aggregate_id)] = msgspec.msgpack.encode(state)

@@ -1,0 +1,443 @@
+"""The chaos suite: ``longhaul up`` under load, one process killed at a random point per
+scenario, then every trace and task checked and the recovery time measured.
+
+    python -m tests.chaos.suite                 # make chaos: every scenario, the full table
+    python -m tests.chaos.suite --quick executor verifier
+
+Each scenario starts a fresh ``longhaul up --executors 2`` (embedded nats-server, real
+services), creates traces of recorded tool steps that end in a verification command and
+tasks of two phases made of such traces, waits a random time, then kills one process:
+``kill -9`` of an executor, the planner, the verifier, the gateway or nats-server, or
+``SIGSTOP`` of an executor past the lease TTL (then ``SIGCONT``: the zombie must be fenced).
+
+Reported per scenario: finished / lost (not completed in time) / duplicated (a tool call
+answered twice, a step twice on the path) / unpaired (a tool call without its result) / run
+twice (a step's tool or a trace's verification command executed more than once), and for every
+trace or task that was unfinished at the kill, the time from the killed process being back
+(its replacement spawned by ``longhaul up``) to that aggregate's next event: median and max.
+For SIGSTOP the clock starts at the stop (the process is never "back" before its peers must
+have taken over).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import nats.errors
+from longhaul.core.connection import Connection, connect
+from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.state import TraceState
+
+from tests.integration.executor.scripts import record_steps
+from tests.integration.planner.support import create_task, phase
+from tests.support.stack import create_trace
+
+SCENARIOS = ("executor", "planner", "verifier", "gateway", "nats", "executor-stop")
+TOOLS = "tests.integration.executor.tooling"
+UP_TIMEOUT_S = 90.0
+FINISH_TIMEOUT_S = 240.0
+
+
+@dataclass
+class Workload:
+    traces: int = 8
+    tasks: int = 2
+    steps: int = 12
+    hold_ms: int = 150
+    verify_s: float = 1.0
+    """How long each verification command runs (so a kill can land mid-command)."""
+
+
+@dataclass
+class Row:
+    scenario: str
+    aggregates: int = 0
+    finished: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    unpaired: int = 0
+    run_twice: int = 0
+    affected: int = 0
+    back_after_s: float | None = None
+    next_event_s: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return not (self.lost or self.duplicated or self.unpaired or self.run_twice)
+
+    def timing(self) -> tuple[str, str]:
+        if not self.next_event_s:
+            return "-", "-"
+        return f"{statistics.median(self.next_event_s):.1f}", f"{max(self.next_event_s):.1f}"
+
+
+class Up:
+    """``longhaul up`` as a subprocess in a data dir of its own."""
+
+    def __init__(self, root: Path, env: dict[str, str]) -> None:
+        self.root = root
+        self.env = env
+        self.process: asyncio.subprocess.Process | None = None
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "up.json"
+
+    def state(self) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.state_file.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    async def start(self) -> dict[str, Any]:
+        longhaul = Path(sys.executable).with_name("longhaul")
+        out = os.open(self.root / "up.out", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                str(longhaul),
+                "up",
+                "--port",
+                "0",
+                "--nats-port",
+                "0",
+                "--executors",
+                "2",
+                "--data-dir",
+                str(self.root),
+                env=self.env,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+            )
+        finally:
+            os.close(out)
+        deadline = time.monotonic() + UP_TIMEOUT_S
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            while time.monotonic() < deadline:  # readiness is only observable by asking
+                state = self.state()
+                if state.get("gateway"):
+                    with contextlib.suppress(httpx.HTTPError):
+                        if (await http.get(f"{state['gateway']}/readyz")).status_code == 200:
+                            return state
+                await asyncio.sleep(0.2)
+        raise RuntimeError(f"longhaul up not ready in {UP_TIMEOUT_S}s; see {self.root}/logs")
+
+    def pid_of(self, target: str) -> int | None:
+        state = self.state()
+        if target == "nats":
+            return state.get("nats_pid")
+        return state.get("children", {}).get(target)
+
+    async def stop(self) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout=30)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
+
+
+class Recorder:
+    """Wall-clock time of every event published, per aggregate (a core NATS subscription on
+    the event subjects: it sees each append as it happens)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.times: dict[str, list[float]] = defaultdict(list)
+        self.last_executor = "executor-1"
+        """The ``longhaul up`` child that wrote the latest event: it holds a running trace."""
+
+    async def start(self) -> None:
+        names = self.conn.names
+
+        async def on_event(msg: Any) -> None:
+            with contextlib.suppress(IndexError, ValueError):
+                _, aggregate_id, _ = names.parse_subject(msg.subject)
+                self.times[aggregate_id].append(time.time())
+                actor = msgspec.json.decode(msg.data, type=dict[str, Any]).get("actor", "")
+                if actor.startswith("executor:exec-"):
+                    self.last_executor = "executor-" + actor.removeprefix("executor:exec-")
+
+        await self.conn.nc.subscribe(f"{names.subject_root}.>", cb=on_event)
+
+    def next_after(self, aggregate_id: str, t: float) -> float | None:
+        return next((x for x in self.times.get(aggregate_id, []) if x > t), None)
+
+
+def _lh_free_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+
+
+async def run_scenario(
+    scenario: str, work: Workload, *, seed: int, root: Path, env: dict[str, str] | None = None
+) -> Row:
+    rng = random.Random(seed)
+    row = Row(scenario)
+    up_env = {
+        **_lh_free_env(),
+        "LONGHAUL_EXECUTOR__TOOL_MODULES": TOOLS,
+        "LONGHAUL_LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    up = Up(root, up_env)
+    state = await up.start()
+    conn = await connect(NatsConfig(url=state["nats"]))
+    store = EventStore(conn)
+    recorder = Recorder(conn)
+    await recorder.start()
+    steps_log = root / "steps.jsonl"
+    verify_log = root / "verify.log"
+    steps_log.touch()
+    verify_log.touch()
+    verification = {
+        "command": [
+            "sh",
+            "-c",
+            f'echo "$LONGHAUL_TRACE_ID" >> {verify_log}; sleep {work.verify_s}; cat >/dev/null',
+        ]
+    }
+    try:
+        trace_ids = [
+            await create_trace(
+                store,
+                f"trace {n}",
+                verification=verification,
+                model=record_steps(
+                    root / f"t{n}.yaml", work.steps, steps_log, hold_ms=work.hold_ms
+                ),
+            )
+            for n in range(work.traces)
+        ]
+        task_ids = []
+        for n in range(work.tasks):
+            phases = [
+                phase(
+                    f"p{k}",
+                    *([f"p{k - 1}"] if k else []),
+                    verification=verification,
+                    model=record_steps(
+                        root / f"task{n}-p{k}.yaml",
+                        work.steps // 2,
+                        steps_log,
+                        hold_ms=work.hold_ms,
+                    ),
+                )
+                for k in range(2)
+            ]
+            task_ids.append(await create_task(store, f"task {n}", phases=phases))
+        # A random point of the run: the workload takes ~steps·hold·(traces/2) seconds.
+        expected_s = work.steps * (work.hold_ms / 1000 + 0.05) * 2
+        await asyncio.sleep(rng.uniform(0.2, 0.6) * expected_s)
+        unfinished = [t for t in trace_ids if not (await store.load_trace(t)).is_final]
+        unfinished += [t for t in task_ids if not (await store.load_task(t)).is_final]
+        row.affected = len(unfinished)
+        killed_at, back_at = await _strike(scenario, up, recorder.last_executor, row)
+        await _wait_final(store, trace_ids, task_ids)
+        start = back_at if back_at is not None else killed_at
+        for aggregate_id in unfinished:
+            nxt = recorder.next_after(aggregate_id, killed_at)
+            if nxt is None:
+                row.notes.append(f"{aggregate_id}: no event after the kill")
+                continue
+            row.next_event_s.append(max(0.0, nxt - start))
+        await _check(row, store, trace_ids, task_ids, steps_log, verify_log)
+    except (TimeoutError, nats.errors.Error) as exc:  # the log never came back
+        row.lost = row.affected
+        row.notes.append(f"the log stayed unreachable: {type(exc).__name__}")
+    finally:
+        with contextlib.suppress(TimeoutError, nats.errors.Error):
+            await conn.close()
+        await up.stop()
+    return row
+
+
+async def _strike(
+    scenario: str, up: Up, busy_executor: str, row: Row
+) -> tuple[float, float | None]:
+    """Kill (or stop) the scenario's process; return the kill time and when it was back."""
+    target = {
+        "executor": busy_executor,
+        "executor-stop": busy_executor,
+        "gateway": "gateway",
+        "planner": "planner",
+        "verifier": "verifier",
+        "nats": "nats",
+    }[scenario]
+    pid = up.pid_of(target)
+    assert pid is not None, f"no pid for {target}"
+    if scenario == "executor-stop":
+        ttl = float(up.env.get("LONGHAUL_STORE__LEASE_TTL_S", _default_ttl()))
+        os.kill(pid, signal.SIGSTOP)
+        killed_at = time.time()
+        await asyncio.sleep(ttl + 2)  # the fault itself: stopped past its lease TTL
+        os.kill(pid, signal.SIGCONT)
+        return killed_at, None
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.time()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # up.json is the only record of a restart
+        new = up.pid_of(target)
+        if new is not None and new != pid:
+            row.back_after_s = time.time() - killed_at
+            return killed_at, time.time()
+        await asyncio.sleep(0.05)
+    row.notes.append(f"{target} was not restarted within 60 s")
+    return killed_at, None
+
+
+def _default_ttl() -> float:
+    from longhaul.domain.config import StoreConfig
+
+    return StoreConfig().lease_ttl_s
+
+
+async def _wait_final(store: EventStore, trace_ids: list[str], task_ids: list[str]) -> None:
+    deadline = time.monotonic() + FINISH_TIMEOUT_S
+    pending = set(trace_ids) | set(task_ids)
+    while pending and time.monotonic() < deadline:
+        for aggregate_id in list(pending):
+            with contextlib.suppress(Exception):  # the log may be down for a while
+                loaded = await (
+                    store.load_task(aggregate_id)
+                    if aggregate_id in task_ids
+                    else store.load_trace(aggregate_id)
+                )
+                if loaded.is_final:
+                    pending.discard(aggregate_id)
+        await asyncio.sleep(0.5)
+
+
+async def _check(
+    row: Row,
+    store: EventStore,
+    trace_ids: list[str],
+    task_ids: list[str],
+    steps_log: Path,
+    verify_log: Path,
+) -> None:
+    traces: list[TraceState] = [await store.load_trace(t) for t in trace_ids]
+    for task_id in task_ids:
+        task = await store.load_task(task_id)
+        row.aggregates += 1
+        if task.status == "completed":
+            row.finished += 1
+        else:
+            row.lost += 1
+            row.notes.append(f"task {task_id}: {task.status}")
+        for p in task.phases.values():
+            traces += [await store.load_trace(t) for t in p.trace_ids]
+    for state in traces:
+        if state.trace_id in trace_ids:
+            row.aggregates += 1
+            if state.status == "completed":
+                row.finished += 1
+            else:
+                row.lost += 1
+                row.notes.append(f"trace {state.trace_id}: {state.status} {state.error or ''}")
+        path = state.main_path()
+        answered = Counter(m.tool_call_id for m in state.messages.values() if m.role == "tool")
+        calls = [c.id for m in path if m.tool_calls for c in m.tool_calls]
+        steps = [
+            json.loads(c.function.arguments).get("step")
+            for m in path
+            if m.tool_calls
+            for c in m.tool_calls
+        ]
+        if any(n > 1 for n in answered.values()) or len(steps) != len(set(steps)):
+            row.duplicated += 1
+        if any(call not in answered for call in calls):
+            row.unpaired += 1
+    starts, verified = await asyncio.to_thread(_executions, steps_log, verify_log)
+    attempts = {s.trace_id: s.verification.attempts for s in traces}
+    row.run_twice = sum(1 for n in starts.values() if n > 1) + sum(
+        1 for trace_id, n in verified.items() if n > max(1, attempts.get(trace_id, 1))
+    )
+
+
+def _executions(steps_log: Path, verify_log: Path) -> tuple[Counter[Any], Counter[str]]:
+    """Starts per (trace, step) of the recorded tool; verification command runs per trace."""
+    starts = Counter(
+        (run["trace"], run["step"])
+        for run in map(json.loads, steps_log.read_text().splitlines())
+        if run["phase"] == "start"
+    )
+    return starts, Counter(verify_log.read_text().split())
+
+
+def render(rows: list[Row], title: str) -> str:
+    head = (
+        "| scenario | aggregates | finished | lost | duplicated | unpaired | run twice "
+        "| affected | back after (s) | next event median / max (s) |"
+    )
+    lines = [f"### {title}", "", head, "|" + " --- |" * 10]
+    for r in rows:
+        median, worst = r.timing()
+        back = "-" if r.back_after_s is None else f"{r.back_after_s:.1f}"
+        lines.append(
+            f"| {r.scenario} | {r.aggregates} | {r.finished} | {r.lost} | "
+            f"{r.duplicated} | {r.unpaired} | {r.run_twice} | {r.affected} | {back} | "
+            f"{median} / {worst} |"
+        )
+    for r in rows:
+        lines += [f"- {r.scenario}: {note}" for note in r.notes[:5]]
+    return "\n".join(lines)
+
+
+async def run_suite(scenarios: list[str], work: Workload, seed: int, keep: bool) -> list[Row]:
+    rows = []
+    for n, scenario in enumerate(scenarios):
+        root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{scenario}-"))
+        try:
+            row = await run_scenario(scenario, work, seed=seed + n, root=root)
+        finally:
+            if not keep:
+                shutil.rmtree(root, ignore_errors=True)
+        print(render([row], f"{scenario} (seed {seed + n})"), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenarios", nargs="*", help=f"any of {', '.join(SCENARIOS)} (all)")
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="a smaller workload")
+    parser.add_argument("--keep", action="store_true", help="keep each scenario's data dir")
+    args = parser.parse_args()
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
+    work = Workload(traces=4, tasks=1, steps=8) if args.quick else Workload()
+    rows = asyncio.run(run_suite(list(args.scenarios or SCENARIOS), work, seed, args.keep))
+    print()
+    print(render(rows, f"chaos suite (seed {seed})"))
+    sys.exit(0 if all(r.clean for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()

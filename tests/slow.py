@@ -1,0 +1,40 @@
+"""Which tests are ``slow``: the process-level ones (services, the CLI, a browser, kill -9)
+and the few in-process ones that take seconds. ``pytest -m "not slow"`` is the inner loop
+(unit tests, decision logic over the in-memory store, and the quick real-NATS integration
+tests); ``make test`` runs everything. One list here rather than marks spread over files, so
+the inner loop's budget is kept in one place."""
+
+from __future__ import annotations
+
+SLOW_PATHS = (
+    "tests/chaos/",  # kill -9 of service processes
+    "tests/e2e/",  # headless Chromium
+    "tests/integration/cli/",  # `longhaul` subprocesses over a full stack
+    "tests/integration/gateway/test_openapi.py",  # schemathesis over every route
+    "tests/integration/planner/test_with_executor.py",  # planner + executor processes
+    "tests/integration/planner/test_resume.py",  # planner killed mid-task
+    "tests/integration/verifier/test_verifier.py",  # verifier service and command checks
+    "tests/integration/executor/test_shutdown.py",  # SIGTERM to an executor process
+    "tests/integration/executor/test_leases.py",  # waits out lease TTLs
+    "tests/integration/gateway/test_streams.py",  # SSE/WebSocket heartbeats and reconnects
+    "tests/integration/test_provider_e2e.py",  # provider retries with Retry-After
+    "tests/real_model/",  # a real llama.cpp server generating on the CPU
+)
+
+SLOW_TESTS = frozenset(
+    {
+        "tests/integration/core/test_store.py::test_replay_10000_events",
+        "tests/integration/executor/test_waits.py::"
+        "test_a_reply_that_arrives_while_a_dead_executor_holds_the_lease_is_not_lost",
+        "tests/integration/executor/test_turns.py::test_a_turn_that_loses_its_lease_is_cancelled_at_once",
+        "tests/integration/executor/test_subtraces.py::test_a_parent_with_five_children_across_two_executors",
+        "tests/integration/executor/test_sweeper.py::test_an_orphaned_trace_is_finished_by_the_sweeper",
+        "tests/integration/gateway/test_health.py::test_readyz_is_503_when_nats_goes_away",
+        "tests/unit/agent/test_engine_basics.py::test_the_engine_and_the_providers_never_import_nats",
+        "tests/unit/agent/test_bash.py::test_the_command_tree_dies_with_its_executor",
+    }
+)
+
+
+def is_slow(nodeid: str) -> bool:
+    return nodeid.startswith(SLOW_PATHS) or nodeid.split("[", 1)[0] in SLOW_TESTS

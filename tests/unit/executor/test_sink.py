@@ -1,0 +1,121 @@
+"""The executor's sink over the in-memory store: every event checked before it is appended,
+re-appended after a race it survives, the turn ended (stale) after a race it does not, and
+snapshots taken as the log grows."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+import pytest
+from longhaul.agent.contract import StaleState
+from longhaul.core.connection import Connection
+from longhaul.core.index import TraceIndex
+from longhaul.core.memory import MemoryStore
+from longhaul.core.repository import traces
+from longhaul.domain import events as ev
+from longhaul.domain.state import InvalidTransition, TraceState
+from longhaul.executor.metrics import ExecutorMetrics
+from longhaul.executor.sink import TraceSink
+from longhaul.executor.upkeep import TurnUpkeep
+
+CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
+
+
+class Held:
+    def __init__(self) -> None:
+        self.lost = asyncio.Event()
+
+
+async def sink_on(store: MemoryStore, lease: Held | None = None) -> TraceSink:
+    state = await traces(store).create("t_1", CREATED, actor="test")
+    assert state is not None
+    # The index is written only every interval_s; an infinite one keeps it (and NATS) out.
+    upkeep = TurnUpkeep(store, TraceIndex(cast(Connection, None)), interval_s=float("inf"))
+    return TraceSink(
+        store,
+        state,
+        actor="executor",
+        lease=lease or Held(),
+        metrics=ExecutorMetrics(),
+        upkeep=upkeep,
+    )
+
+
+def message(state: TraceState, text: str) -> ev.MessageAppended:
+    return ev.MessageAppended(
+        sequence=state.last_sequence + 1,
+        parent_sequence=state.head_sequence,
+        role="assistant",
+        content=text,
+    )
+
+
+def conflicts(sink: TraceSink, outcome: str) -> float:
+    value = sink.metrics.registry.get_sample_value(
+        "longhaul_executor_conflicts_total", {"outcome": outcome}
+    )
+    return value or 0.0
+
+
+async def test_events_are_appended_in_order_and_applied() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    await sink.emit([message(sink.state, "a")])
+    await sink.emit([message(sink.state, "b"), ev.Completed(summary="b")])
+    assert sink.appended == 3 and sink.state.status == "completed"
+    stored = await store.load_trace("t_1")
+    assert [m.content for m in stored.main_path()] == ["hi", "a", "b"]
+    written = [r.event async for r in store.replay("trace", "t_1") if r.event.n > 1]
+    assert [e.actor for e in written] == ["executor"] * 3
+
+
+async def test_an_event_the_fold_refuses_never_reaches_the_log() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    with pytest.raises(InvalidTransition):
+        await sink.emit([ev.HumanReplied(content="nobody asked")])
+    with pytest.raises(InvalidTransition):
+        await sink.emit([ev.Waiting(reason="subtraces")])  # no child would ever wake it
+    assert store.appends == 1
+
+
+async def test_a_race_the_event_survives_re_appends_it() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    store.interleave("trace", "t_1", ev.StopRequested(reason="user"))
+    await sink.emit([message(sink.state, "still fine")])
+    assert sink.state.stop_requested and sink.state.messages[2].content == "still fine"
+    assert conflicts(sink, "reappended") == 1 and conflicts(sink, "stale") == 0
+
+
+async def test_a_race_the_event_does_not_survive_ends_the_turn_as_stale() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    store.interleave("trace", "t_1", ev.Stopped(reason="user"))
+    with pytest.raises(StaleState):
+        await sink.emit([message(sink.state, "too late")])
+    assert conflicts(sink, "stale") == 1
+    assert (await store.load_trace("t_1")).last_sequence == 1
+
+
+async def test_a_lost_lease_ends_the_turn_before_anything_is_written() -> None:
+    store = MemoryStore()
+    lease = Held()
+    sink = await sink_on(store, lease)
+    lease.lost.set()
+    with pytest.raises(StaleState):
+        await sink.emit([message(sink.state, "not mine any more")])
+    assert store.appends == 1
+
+
+async def test_snapshots_are_taken_as_the_log_grows() -> None:
+    store = MemoryStore(snapshot_every=5)
+    sink = await sink_on(store)
+    for n in range(12):
+        await sink.emit([message(sink.state, f"m{n}")])
+    await asyncio.sleep(0)  # let the background snapshot task run
+    snapshot = await store.read_snapshot("trace", "t_1", TraceState)
+    # taken in the background from the live state: at least the 5th event, and consistent
+    assert snapshot is not None and snapshot.version >= 5
+    assert snapshot.last_sequence == snapshot.version and snapshot.stream_seq > 0

@@ -1,0 +1,105 @@
+"""The verifier's decisions over the in-memory store: answer an awaited request once, with
+the fold's check, and stay silent for requests that were settled or superseded."""
+
+from __future__ import annotations
+
+from longhaul.core.consumer import Delivery
+from longhaul.core.memory import MemoryStore
+from longhaul.core.store import Position, Recorded
+from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
+from longhaul.llm.registry import ModelRegistry
+from longhaul.verifier.handler import Verifier
+
+SCHEMA = {"json_schema": {"type": "object", "required": ["ok"]}}
+
+
+async def requested(store: MemoryStore, answer: str, trace_id: str = "t_1") -> Recorded:
+    """A trace whose answer (message 2) awaits verification attempt 1; returns the request."""
+    recorded = await store.append(
+        "trace",
+        trace_id,
+        [
+            ev.TraceCreated(
+                messages=[ev.InputMessage(role="user", content="do it")],
+                config=ev.TraceConfig(verification=SCHEMA),
+            ),
+            ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant", content=answer),
+            ev.VerificationRequested(attempt=1, answer_sequence=2),
+        ],
+        expected=Position(),
+    )
+    return recorded[-1]
+
+
+def delivery(request: Recorded) -> Delivery:
+    return Delivery(
+        aggregate="trace",
+        aggregate_id=request.event.aggregate_id,
+        event_type=request.event.type,
+        stream_seq=request.seq,
+        num_delivered=1,
+        data=ev.encode(request.event),
+    )
+
+
+def verifier(store: MemoryStore) -> Verifier:
+    config = LonghaulConfig()
+    return Verifier(store, ModelRegistry(config.models), config)
+
+
+async def verdicts(store: MemoryStore) -> list[ev.Event]:
+    return [
+        r.event
+        async for r in store.replay("trace", "t_1")
+        if isinstance(r.event, ev.VerificationPassed | ev.VerificationFailed)
+    ]
+
+
+async def test_an_awaited_request_is_answered_once() -> None:
+    store = MemoryStore()
+    request = await requested(store, '{"ok": true}')
+    handler = verifier(store)
+    await handler.handle(delivery(request))
+    await handler.handle(delivery(request))  # redelivered: already settled
+    [answer] = await verdicts(store)
+    assert isinstance(answer, ev.VerificationPassed) and answer.attempt == 1
+    assert answer.causation_id == request.event.id and answer.actor == "verifier"
+    assert (await store.load_trace("t_1")).status == "running"
+
+
+async def test_a_failing_answer_gets_the_schema_errors() -> None:
+    store = MemoryStore()
+    request = await requested(store, '{"nope": 1}')
+    await verifier(store).handle(delivery(request))
+    [answer] = await verdicts(store)
+    assert isinstance(answer, ev.VerificationFailed) and "ok" in " ".join(answer.errors)
+
+
+async def test_a_stop_that_lands_while_checking_drops_the_verdict() -> None:
+    store = MemoryStore()
+    request = await requested(store, '{"ok": true}')
+    # the trace is stopped between the verifier's read and its append
+    store.interleave("trace", "t_1", ev.Stopped(reason="user"))
+    await verifier(store).handle(delivery(request))
+    assert await verdicts(store) == []
+    assert (await store.load_trace("t_1")).status == "stopped"
+
+
+async def test_a_superseded_request_is_not_answered() -> None:
+    store = MemoryStore()
+    request = await requested(store, '{"ok": true}')
+    state = await store.load_trace("t_1")
+    await store.append(
+        "trace",
+        "t_1",
+        [
+            ev.VerificationFailed(attempt=1, errors=["judged elsewhere"]),
+            ev.MessageAppended(sequence=3, parent_sequence=2, role="user", content="again"),
+            ev.MessageAppended(sequence=4, parent_sequence=3, role="assistant", content='{"ok":1}'),
+            ev.VerificationRequested(attempt=2, answer_sequence=4),
+        ],
+        expected=Position(state.stream_seq, state.version),
+    )
+    await verifier(store).handle(delivery(request))
+    assert len(await verdicts(store)) == 1
