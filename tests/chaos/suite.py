@@ -249,9 +249,10 @@ async def run_scenario(
                 for k in range(2)
             ]
             task_ids.append(await create_task(store, f"task {n}", phases=phases))
-        # A random point of the run: the workload takes ~steps·hold·(traces/2) seconds.
-        expected_s = work.steps * (work.hold_ms / 1000 + 0.05) * 2
-        await asyncio.sleep(rng.uniform(0.2, 0.6) * expected_s)
+        # A random point of the run, counted in steps taken (not seconds: a fast box would
+        # otherwise finish the whole workload before the strike and leave nothing to recover).
+        total = work.traces * work.steps + work.tasks * 2 * (work.steps // 2)
+        await _wait_steps(steps_log, max(1, int(rng.uniform(0.2, 0.6) * total)))
         unfinished = [t for t in trace_ids if not (await store.load_trace(t)).is_final]
         unfinished += [t for t in task_ids if not (await store.load_task(t)).is_final]
         row.affected = len(unfinished)
@@ -273,6 +274,16 @@ async def run_scenario(
             await conn.close()
         await up.stop()
     return row
+
+
+async def _wait_steps(steps_log: Path, count: int, timeout_s: float = 60.0) -> None:
+    """Return once ``count`` tool steps have been recorded (the workload is under way)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if len(steps_log.read_bytes().splitlines()) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise TimeoutError(f"the workload did not reach {count} steps within {timeout_s:.0f} s")
 
 
 async def _strike(
