@@ -45,6 +45,7 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
 from longhaul.domain.state import TraceState
+from pydantic import SecretStr
 
 from tests.integration.executor.scripts import record_steps
 from tests.integration.planner.support import create_task, phase
@@ -187,6 +188,12 @@ class Recorder:
         return next((x for x in self.times.get(aggregate_id, []) if x > t), None)
 
 
+def admin_config(state: dict[str, Any]) -> NatsConfig:
+    """Connect to ``longhaul up``'s authenticated NATS as its admin user."""
+    credentials = json.loads(Path(state["nats_credentials"]).read_text())
+    return NatsConfig(url=state["nats"], user="admin", password=SecretStr(credentials["admin"]))
+
+
 def _lh_free_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
 
@@ -205,7 +212,7 @@ async def run_scenario(
     }
     up = Up(root, up_env)
     state = await up.start()
-    conn = await connect(NatsConfig(url=state["nats"]))
+    conn = await connect(admin_config(state))
     store = EventStore(conn)
     recorder = Recorder(conn)
     await recorder.start()
@@ -280,7 +287,7 @@ async def _wait_steps(steps_log: Path, count: int, timeout_s: float = 60.0) -> N
     """Return once ``count`` tool steps have been recorded (the workload is under way)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if len(steps_log.read_bytes().splitlines()) >= count:
+        if len((await asyncio.to_thread(steps_log.read_bytes)).splitlines()) >= count:
             return
         await asyncio.sleep(0.02)
     raise TimeoutError(f"the workload did not reach {count} steps within {timeout_s:.0f} s")

@@ -9,6 +9,9 @@ import re
 import signal
 from pathlib import Path
 
+import nats
+import pytest
+
 from tests.integration.cli.harness import LONGHAUL, alive, cli_env, longhaul
 
 START_DEADLINE_S = 90.0
@@ -59,6 +62,18 @@ async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None
         }
         pids = [state["nats_pid"], *state["children"].values()]
         assert all(alive(pid) for pid in pids)
+
+        # The embedded server admits only the users `up` generated, one per service.
+        with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
+            await nats.connect(state["nats"], allow_reconnect=False, connect_timeout=10)
+        credentials = json.loads(await asyncio.to_thread(Path(state["nats_credentials"]).read_text))
+        admin = await nats.connect(
+            state["nats"], user="admin", password=credentials["admin"], allow_reconnect=False
+        )
+        await admin.close()
+        environ = Path(f"/proc/{state['children']['gateway']}/environ")
+        gateway_env = await asyncio.to_thread(environ.read_bytes)
+        assert b"LONGHAUL_NATS__USER=gateway\0" in gateway_env
 
         result = await longhaul("run", "hello", "--tool", "glob", url=url)
         assert result.code == 0, result.output

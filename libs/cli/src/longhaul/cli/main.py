@@ -105,6 +105,23 @@ def run(
     execute(ctx, command)
 
 
+@app.command("nats-auth")
+def nats_auth_files(
+    out: Annotated[Path, typer.Option(help="directory for the generated files")] = Path(
+        "deploy/secrets"
+    ),
+    namespace: Annotated[str, typer.Option(help="the installation's nats.namespace")] = "",
+) -> None:
+    """Write NATS users for a deployment: the server's authorization file and one env file
+    per service (reuses existing passwords in --out)."""
+    from longhaul.core.nats_auth import write_deployment
+    from longhaul.domain.names import Names
+
+    for path in write_deployment(out, Names(namespace)):
+        console.print(f"wrote {path}")
+    console.print("mount nats-auth.conf into nats-server (-c) and give each service its .env")
+
+
 @app.command()
 def replay(ctx: typer.Context, trace_id: Annotated[str, typer.Argument(help="trace id")]) -> None:
     """Print the event timeline of a trace from its log."""

@@ -18,12 +18,15 @@ import httpx
 import msgspec
 from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
+from longhaul.core import nats_auth
 from longhaul.core.connection import Connection, connect
 from longhaul.core.nats_server import NatsServer, free_port
 from longhaul.domain.config import LonghaulConfig, load_config
 from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
+from longhaul.domain.names import Names
 from longhaul.gateway.main import bind_host
 from longhaul.gateway.routers.info import OFFLINE_NOTICE
+from pydantic import SecretStr
 from rich.console import Console
 from rich.panel import Panel
 
@@ -33,18 +36,33 @@ READY_TIMEOUT_S = 60.0
 READY_POLL_S = 0.1
 
 
-def service_specs(executors: int, host: str, port: int) -> list[ChildSpec]:
+def service_specs(
+    executors: int, host: str, port: int, credentials: nats_auth.Credentials | None = None
+) -> list[ChildSpec]:
+    """The children of ``longhaul up``; with ``credentials`` each connects as its own NATS user."""
+
+    def auth(user: str) -> dict[str, str]:
+        return nats_auth.service_env(credentials, user) if credentials else {}
+
     specs = [
         ChildSpec(
             "gateway",
             "longhaul.gateway.main",
-            {"LONGHAUL_GATEWAY__HOST": host, "LONGHAUL_GATEWAY__PORT": str(port)},
+            {
+                "LONGHAUL_GATEWAY__HOST": host,
+                "LONGHAUL_GATEWAY__PORT": str(port),
+                **auth("gateway"),
+            },
         ),
-        ChildSpec("planner", "longhaul.planner.main"),
-        ChildSpec("verifier", "longhaul.verifier.main"),
+        ChildSpec("planner", "longhaul.planner.main", auth("planner")),
+        ChildSpec("verifier", "longhaul.verifier.main", auth("verifier")),
     ]
     specs += [
-        ChildSpec(f"executor-{i}", "longhaul.executor.main", {"LONGHAUL_EXECUTOR_ID": f"exec-{i}"})
+        ChildSpec(
+            f"executor-{i}",
+            "longhaul.executor.main",
+            {"LONGHAUL_EXECUTOR_ID": f"exec-{i}", **auth("executor")},
+        )
         for i in range(1, executors + 1)
     ]
     return specs
@@ -75,6 +93,11 @@ class ExitReporter:
     def __init__(self, config: LonghaulConfig, nats_url: str) -> None:
         self.config = config.nats.model_copy(update={"url": nats_url})
         self.conn: Connection | None = None
+
+    def authenticate(self, credentials: nats_auth.Credentials) -> None:
+        self.config = self.config.model_copy(
+            update={"user": "supervisor", "password": SecretStr(credentials["supervisor"])}
+        )
 
     async def __call__(self, spec: ChildSpec, incarnation: str, code: int) -> None:
         if self.conn is None:
@@ -114,7 +137,13 @@ def banner(
     lines = [
         "[bold]longhaul[/bold] — local development stack",
         f"gateway:   {gateway_url}   (viewer at /, API at /api, docs at /docs)",
-        f"nats:      {nats_url}" + (f"   (embedded, data in {data_dir})" if embedded else ""),
+        f"nats:      {nats_url}"
+        + (
+            f"   (embedded, data in {data_dir}; per-service users, "
+            f"admin password in {data_dir / nats_auth.CREDENTIALS_FILE})"
+            if embedded
+            else ""
+        ),
         f"services:  gateway, planner, verifier, {executors} executor(s); "
         f"logs in {data_dir / 'logs'}",
         f"workdir:   {work_dir}   (where agents read and write files)",
@@ -161,9 +190,16 @@ async def run_up(
     gateway_url = f"http://{host}:{port}"
     server: NatsServer | None = None
     embedded: SupervisedNats | None = None
+    credentials: nats_auth.Credentials | None = None
+    credentials_file: Path | None = None
     if nats_url is None:
+        # The embedded server binds loopback and admits only the users generated here.
+        credentials, credentials_file = nats_auth.load_or_create(data_dir)
         server = NatsServer(
-            data_dir / "jetstream", port=nats_port, log_file=logs / "nats-server.log"
+            data_dir / "jetstream",
+            port=nats_port,
+            log_file=logs / "nats-server.log",
+            authorization=nats_auth.authorization_block(credentials, Names(config.nats.namespace)),
         )
         embedded = SupervisedNats(server, on_change=lambda: write_state())
         await embedded.start()
@@ -182,13 +218,16 @@ async def run_up(
             "gateway": gateway_url,
             "nats": nats_url,
             "nats_pid": server.pid if server else None,
+            "nats_credentials": str(credentials_file) if credentials_file else None,
             "children": supervisor.pids(),
         }
         state_file.write_text(json.dumps(state, indent=2))
 
     reporter = ExitReporter(config, nats_url)
+    if credentials is not None:
+        reporter.authenticate(credentials)
     supervisor = Supervisor(
-        service_specs(executors, host, port),
+        service_specs(executors, host, port, credentials),
         base_env=env,
         log_dir=logs,
         on_change=write_state,

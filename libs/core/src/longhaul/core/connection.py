@@ -59,6 +59,8 @@ async def connect(
         config.url,
         name=name,
         user_credentials=config.credentials,
+        user=config.user,
+        password=config.password.get_secret_value() if config.password else None,
         connect_timeout=config.connect_timeout_s,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,

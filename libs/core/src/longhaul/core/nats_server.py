@@ -21,6 +21,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from longhaul.core.nats_auth import write_private
+
 
 class NatsServerError(RuntimeError):
     """The server could not start: binary missing, port taken, or it never became ready."""
@@ -74,6 +76,7 @@ class NatsServer:
         max_payload: int = 8 * 1024 * 1024,
         ready_timeout_s: float = 15.0,
         log_file: Path | str | None = None,
+        authorization: str | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
@@ -82,6 +85,7 @@ class NatsServer:
         self.max_payload = max_payload
         self.ready_timeout_s = ready_timeout_s
         self.log_file = Path(log_file) if log_file else None
+        self.authorization = authorization
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -101,9 +105,12 @@ class NatsServer:
             )
         self.store_dir.mkdir(parents=True, exist_ok=True)
         config = self.store_dir / "nats-server.conf"
-        config.write_text(
+        # Owner-only: with authorization it holds every service's password.
+        write_private(
+            config,
             f"max_payload: {self.max_payload}\n"
             f"jetstream {{ store_dir: {str(self.store_dir.resolve())!r} }}\n"
+            + (self.authorization or ""),
         )
         args = [
             str(binary),

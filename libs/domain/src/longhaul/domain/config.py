@@ -24,7 +24,9 @@ from pydantic_settings import (
 
 class NatsConfig(BaseModel):
     url: str = "nats://127.0.0.1:4222"
-    credentials: str | None = None
+    credentials: str | None = Field(default=None, description="a .creds file (NKEY/JWT)")
+    user: str | None = Field(default=None, description="user/password auth (`longhaul up`)")
+    password: SecretStr | None = None
     replicas: int = Field(default=1, ge=1, le=5)
     namespace: str = Field(default="", description="prefix for stream/bucket names (tests)")
     connect_timeout_s: float = 5.0

@@ -1,0 +1,158 @@
+"""An authenticated nats-server as ``longhaul up`` runs it, tried as an attacker would: no
+credentials, a wrong password, and a service's real credentials used to forge events that
+service never writes. Each refusal is observed on the server's own answer (the client's error
+callback) and on the stream, which must not hold the forged event."""
+
+from __future__ import annotations
+
+import asyncio
+import stat
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import msgspec
+import nats
+import pytest
+from longhaul.core import nats_auth
+from longhaul.core.connection import Connection, connect
+from longhaul.core.nats_server import NatsServer
+from longhaul.core.provision import ProvisionSettings
+from longhaul.domain import events as ev
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.names import Names
+from longhaul.domain.permissions import ADMIN_USER, WRITES
+from nats.js.errors import NotFoundError
+from pydantic import SecretStr
+
+DEADLINE_S = 10.0
+NAMES = Names()
+
+
+@pytest.fixture(scope="module")
+def credentials_and_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, str]]:
+    root = tmp_path_factory.mktemp("nats-auth")
+    credentials, _ = nats_auth.load_or_create(root)
+    block = nats_auth.authorization_block(credentials, NAMES)
+    with NatsServer(root / "js", port=0, authorization=block) as server:
+        yield credentials, server.url
+
+
+def as_user(url: str, credentials: dict, user: str) -> NatsConfig:
+    return NatsConfig(url=url, user=user, password=SecretStr(credentials[user]))
+
+
+@pytest.fixture
+async def admin(credentials_and_url: tuple[dict, str]) -> AsyncIterator[Connection]:
+    credentials, url = credentials_and_url
+    conn = await connect(
+        as_user(url, credentials, ADMIN_USER), provision_settings=ProvisionSettings()
+    )
+    yield conn
+    await conn.close()
+
+
+class Refusals:
+    """Collects the server's permission errors for one client connection."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self.arrived = asyncio.Event()
+
+    async def on_error(self, exc: Exception) -> None:
+        self.errors.append(str(exc))
+        self.arrived.set()
+
+
+async def connect_raw(url: str, credentials: dict, user: str, refusals: Refusals) -> nats.NATS:
+    return await nats.connect(
+        url,
+        user=user,
+        password=credentials[user],
+        error_cb=refusals.on_error,
+        allow_reconnect=False,
+        connect_timeout=DEADLINE_S,
+    )
+
+
+def event_bytes(kind: type[ev.Event], aggregate_id: str) -> bytes:
+    """A minimal payload: a permission check looks at the subject only."""
+    return msgspec.json.encode({"type": kind.__struct_config__.tag, "aggregate_id": aggregate_id})
+
+
+async def test_a_client_without_credentials_is_refused(
+    credentials_and_url: tuple[dict, str],
+) -> None:
+    _, url = credentials_and_url
+    with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
+        await nats.connect(url, allow_reconnect=False, connect_timeout=DEADLINE_S)
+
+
+async def test_a_wrong_password_is_refused(credentials_and_url: tuple[dict, str]) -> None:
+    credentials, url = credentials_and_url
+    with pytest.raises(nats.errors.Error, match=r"(?i)authorization"):
+        await nats.connect(
+            url,
+            user="gateway",
+            password=credentials["gateway"] + "x",
+            allow_reconnect=False,
+            connect_timeout=DEADLINE_S,
+        )
+
+
+@pytest.mark.parametrize(
+    ("user", "forged"),
+    [
+        ("gateway", ev.Completed),
+        ("gateway", ev.MessageAppended),
+        ("gateway", ev.VerificationPassed),
+        ("verifier", ev.Completed),
+        ("planner", ev.MessageAppended),
+        ("executor", ev.VerificationPassed),
+        ("executor", ev.TaskCompleted),
+        ("supervisor", ev.TraceCreated),
+    ],
+)
+async def test_a_service_cannot_publish_events_it_never_writes(
+    credentials_and_url: tuple[dict, str],
+    admin: Connection,
+    user: str,
+    forged: type[ev.Event],
+) -> None:
+    credentials, url = credentials_and_url
+    refusals = Refusals()
+    nc = await connect_raw(url, credentials, user, refusals)
+    aggregate_id = f"forged-{user}"
+    subject = NAMES.subject(forged.aggregate, aggregate_id, str(forged.__struct_config__.tag))
+    try:
+        await nc.publish(subject, event_bytes(forged, aggregate_id))
+        await nc.flush(timeout=int(DEADLINE_S))
+        await asyncio.wait_for(refusals.arrived.wait(), timeout=DEADLINE_S)
+    finally:
+        await nc.close()
+    assert any("permissions violation" in e.lower() and subject in e for e in refusals.errors)
+    with pytest.raises(NotFoundError):
+        await admin.js.get_last_msg(NAMES.stream, subject)
+
+
+@pytest.mark.parametrize("user", ["gateway", "planner", "executor", "verifier"])
+async def test_a_service_can_publish_every_event_it_writes(
+    credentials_and_url: tuple[dict, str], admin: Connection, user: str
+) -> None:
+    credentials, url = credentials_and_url
+    conn = await connect(as_user(url, credentials, user))
+    try:
+        for kind in WRITES[user]:  # type: ignore[index]
+            aggregate_id = f"allowed-{user}"
+            subject = NAMES.subject(kind.aggregate, aggregate_id, str(kind.__struct_config__.tag))
+            ack = await conn.js.publish(subject, event_bytes(kind, aggregate_id))
+            assert ack.stream == NAMES.stream
+    finally:
+        await conn.close()
+
+
+def test_credentials_are_owner_only_and_survive_a_restart(tmp_path: Path) -> None:
+    first, path = nats_auth.load_or_create(tmp_path)
+    again, _ = nats_auth.load_or_create(tmp_path)
+    assert again == first
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(set(first.values())) == len(first)  # one password per user

@@ -1,0 +1,55 @@
+"""The NATS publish permissions (``longhaul.domain.permissions.WRITES``) match the code: every
+event class a service's source constructs is in its list, and nothing more is. A service that
+starts writing a new event fails here, not with a permissions violation under ``longhaul up``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from longhaul.domain import events as ev
+from longhaul.domain.permissions import WRITES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The source each service runs: the executor runs the agent loop of libs/agent.
+SOURCES = {
+    "gateway": ["services/gateway/src"],
+    "planner": ["services/planner/src"],
+    "verifier": ["services/verifier/src"],
+    "executor": ["services/executor/src", "libs/agent/src"],
+}
+
+EVENT_CLASSES = {
+    cls.__name__
+    for cls in vars(ev).values()
+    if isinstance(cls, type)
+    and issubclass(cls, (ev.TraceEvent, ev.TaskEvent))
+    and cls.__struct_config__.tag is not None
+}
+
+
+def constructed_events(directories: list[str]) -> set[str]:
+    found: set[str] = set()
+    for directory in directories:
+        for path in (ROOT / directory).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in EVENT_CLASSES:
+                    found.add(name)
+    return found
+
+
+@pytest.mark.parametrize("service", sorted(SOURCES))
+def test_a_service_may_publish_exactly_the_events_it_writes(service: str) -> None:
+    allowed = {cls.__name__ for cls in WRITES[service]}  # type: ignore[index]
+    written = constructed_events(SOURCES[service])
+    assert written == allowed, (
+        f"{service} writes {sorted(written - allowed)} without permission"
+        f" and is allowed {sorted(allowed - written)} it never writes:"
+        " update longhaul.domain.permissions.WRITES"
+    )
