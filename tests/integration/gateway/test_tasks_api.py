@@ -98,9 +98,46 @@ async def test_task_input_is_validated(client: httpx.AsyncClient) -> None:
         {},
         {"goal": ""},
         {"goal": "g", "mode": "Bad Mode"},
+        {"goal": "g", "mode": "team"},
         {"goal": 3},
         {"goal": "g", "extra": 1},
     ):
         response = await client.post("/api/tasks", json=body)
         assert response.status_code == 422, body
         assert response.json()["error"]["code"] == "invalid_request"
+
+
+async def test_a_competitive_phase_shows_how_its_result_was_chosen(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    task_id = (await client.post("/api/tasks", json={"goal": "g"})).json()["task_id"]
+    record = ev.MergeRecord(
+        strategy="vote",
+        method="vote",
+        candidates=[
+            ev.MergeCandidate(label="alpha", trace_id="t_a", status="completed", score=8),
+            ev.MergeCandidate(label="beta", trace_id="t_b", status="completed", score=17),
+            ev.MergeCandidate(label="gamma", trace_id="t_c", status="failed"),
+        ],
+        winner="t_b",
+        reason="vote: beta won (alpha=8, beta=17; 2 ballots)",
+    )
+    await planner_appends(
+        store,
+        task_id,
+        ev.PlanCreated(phases=[ev.PhaseSpec(id="race", name="race", merge="vote")]),
+        ev.PhaseStarted(phase_id="race", trace_ids=["t_a", "t_b", "t_c"]),
+        ev.PhaseCompleted(phase_id="race", trace_id="t_b", merge=record),
+    )
+    [phase] = (await client.get(f"/api/tasks/{task_id}")).json()["phases"]
+    assert phase["merge"] == {
+        "strategy": "vote",
+        "method": "vote",
+        "candidates": [
+            {"label": "alpha", "trace_id": "t_a", "status": "completed", "score": 8.0},
+            {"label": "beta", "trace_id": "t_b", "status": "completed", "score": 17.0},
+            {"label": "gamma", "trace_id": "t_c", "status": "failed", "score": None},
+        ],
+        "winner": "t_b",
+        "reason": "vote: beta won (alpha=8, beta=17; 2 ballots)",
+    }

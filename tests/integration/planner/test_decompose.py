@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from longhaul.core.store import EventStore
+from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelError, ModelRequest
 from longhaul.planner.decompose import Decomposition, decompose
@@ -23,6 +24,7 @@ from tests.integration.planner.support import (
     task_events,
     wait_task,
 )
+from tests.support.llm_fakes import FakeOpenAI, Reply
 
 PRESETS = ["default", "explore", "analyst"]
 TOOLS = ["read", "bash", "webfetch", "workspace_read"]
@@ -58,10 +60,13 @@ class Recorder:
         return ScriptedModel(self, name="scripted:recorder")
 
 
-async def plan(recorder: Recorder | None, goal: str = "ship it", **options: Any) -> Decomposition:
+async def plan(
+    recorder: Recorder | None, goal: str = "ship it", mode: str = "plan", **options: Any
+) -> Decomposition:
     return await decompose(
         goal,
         options,
+        mode=mode,
         model=recorder.model() if recorder else None,
         max_phases=10,
         presets=PRESETS,
@@ -152,3 +157,52 @@ async def test_planner_service_plans_with_the_planner_role_model(
     created = [e for e in await task_events(store, task_id) if isinstance(e, ev.PlanCreated)]
     assert created[0].source == "model"
     assert [p.id for p in created[0].phases] == ["a", "b"]
+
+
+async def test_compete_mode_asks_the_model_for_competitors_and_uses_them() -> None:
+    race = {
+        **good_phase("b", "a"),
+        "competitors": [
+            {"name": "careful", "preset": "analyst"},
+            {"name": "fast", "preset": "default"},
+        ],
+        "merge": "vote",
+    }
+    recorder = Recorder({"phases": [good_phase("a"), race]})
+    result = await plan(recorder, mode="compete")
+    prompt = recorder.requests[0].messages[0]["content"]
+    assert "Competitive mode" in prompt and '"competitors", "merge"' in prompt
+    assert result.source == "model"
+    [_, raced] = result.phases
+    assert [c["name"] for c in raced.competitors] == ["careful", "fast"]
+    assert raced.merge == "vote"
+
+
+async def test_plan_mode_does_not_offer_competitors() -> None:
+    recorder = Recorder({"phases": [good_phase("a")]})
+    await plan(recorder)
+    prompt = recorder.requests[0].messages[0]["content"]
+    assert "Competitive mode" not in prompt and "competitors" not in prompt
+
+
+async def test_the_planner_service_plans_in_the_task_mode(
+    store: EventStore, make_config: ConfigFactory
+) -> None:
+    answer = json.dumps({"phases": [good_phase("a")]})
+    async with FakeOpenAI(script=[Reply(text=answer)]) as provider:
+        config = make_config()
+        config.models = provider.models_config().model_copy(
+            update={"default": "scripted:auto", "roles": {"planner": "openai:fake-model"}}
+        )
+        task_id = new_id("task")
+        await store.append(
+            "task",
+            task_id,
+            [ev.TaskCreated(goal="write the report", mode="compete")],
+            expected=Position(),
+            actor="test",
+        )
+        async with planner_service(config):
+            await wait_task(store, task_id, lambda t: t.status == "running")
+    [request] = provider.requests
+    assert "Competitive mode" in json.dumps(request.json["messages"])

@@ -85,6 +85,13 @@ async def test_best_lets_a_judge_pick(
     assert output == "answer from beta"
     done = completed_event(await task_events(store, task.task_id))
     assert done.trace_id == task.phases["race"].trace_ids[1]
+    # The decision is on the log, not only in planner.log.
+    assert done.merge is not None
+    assert (done.merge.strategy, done.merge.method) == ("best", "judge")
+    assert done.merge.winner == done.trace_id and "most complete" in done.merge.reason
+    assert [c.label for c in done.merge.candidates] == NAMES
+    assert [c.trace_id for c in done.merge.candidates] == task.phases["race"].trace_ids
+    assert task.phases["race"].merge == done.merge
 
 
 async def test_vote_sums_the_scores_competitors_give_each_other(
@@ -102,6 +109,8 @@ async def test_vote_sums_the_scores_competitors_give_each_other(
     assert output == "answer from beta"  # alpha 8, beta 17, gamma 6
     done = completed_event(await task_events(store, task.task_id))
     assert done.trace_id == task.phases["race"].trace_ids[1]
+    assert done.merge is not None and done.merge.method == "vote"
+    assert [c.score for c in done.merge.candidates] == [8, 17, 6]
 
 
 async def test_fusion_merges_all_candidates(
@@ -112,7 +121,10 @@ async def test_fusion_merges_all_candidates(
         conn, store, make_config(roles={"planner": fuser}), competitive("fusion")
     )
     assert output == "alpha's intro with beta's data and gamma's summary"
-    assert completed_event(await task_events(store, task.task_id)).trace_id is None
+    done = completed_event(await task_events(store, task.task_id))
+    assert done.trace_id is None
+    assert done.merge is not None and done.merge.method == "fusion"
+    assert done.merge.winner is None and len(done.merge.candidates) == 3
 
 
 async def test_without_a_model_the_first_successful_result_wins(
@@ -129,6 +141,11 @@ async def test_without_a_model_the_first_successful_result_wins(
         )
         assert task.status == "completed"
         assert output == "answer from beta", merge
+        done = completed_event(await task_events(store, task.task_id))
+        assert done.merge is not None
+        assert (done.merge.strategy, done.merge.method) == (merge, "first")
+        assert [c.status for c in done.merge.candidates] == ["failed", "completed", "completed"]
+        assert done.merge.winner == task.phases["race"].trace_ids[1]
 
 
 async def test_a_phase_fails_only_when_every_competitor_failed(

@@ -340,11 +340,37 @@ class PhaseStarted(TaskEvent, tag="phase_started", kw_only=True, omit_defaults=T
     attempt: int = 1
 
 
+class MergeCandidate(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One competitor of a competitive phase as the merge saw it."""
+
+    label: str
+    trace_id: str
+    status: str
+    """The step trace's final status: only ``completed`` ones are candidates."""
+    score: float | None = None
+    """Its vote total (``vote`` only)."""
+
+
+class MergeRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """How a competitive phase's result was chosen, kept on the log with the result."""
+
+    strategy: str
+    """What the phase asked for: ``best``, ``vote``, ``fusion`` or ``first``."""
+    method: str
+    """What decided: ``judge``, ``vote``, ``fusion``, or ``first`` (asked for, or a fallback)."""
+    candidates: list[MergeCandidate] = msgspec.field(default_factory=list)
+    winner: str | None = None
+    """The chosen step trace; ``None`` for a fusion of several."""
+    reason: str = ""
+
+
 class PhaseCompleted(TaskEvent, tag="phase_completed", kw_only=True, omit_defaults=True):
     phase_id: str
     output_ref: str = ""
     summary: str = ""
     trace_id: str | None = None
+    merge: MergeRecord | None = None
+    """Set for a competitive phase."""
 
 
 class PhaseFailed(TaskEvent, tag="phase_failed", kw_only=True, omit_defaults=True):

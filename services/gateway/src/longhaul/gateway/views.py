@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.state import Message, TaskState, TraceState
-from longhaul.gateway.schemas.tasks import PhaseView, TaskView
+from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
     GoalTreeView,
     GoalView,
@@ -105,6 +105,9 @@ def task_view(state: TaskState) -> TaskView:
                 summary=phase.summary,
                 output_ref=phase.output_ref,
                 error=phase.error,
+                merge=MergeView.model_validate(msgspec.to_builtins(phase.merge))
+                if phase.merge
+                else None,
             )
             for pid, phase in ((pid, state.phases[pid]) for pid in state.order)
         ],

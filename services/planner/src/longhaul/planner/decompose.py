@@ -43,22 +43,33 @@ class Decomposition:
     """Why the model's plan was not used, when it was not."""
 
 
+COMPETE = """Competitive mode: where the quality of a phase's result matters most (analysis,
+design, writing — not mechanical gathering), give that phase 2 or 3 "competitors", each
+{"name", "preset"} or {"name", "model"}, differing in approach, and a "merge" strategy: "best"
+(a judge picks one), "vote" (competitors score each other) or "fusion" (one result combining
+all). Competitors cost a full run each: use them only where they pay off."""
+
+
 def _prompt(
     goal: str,
     options: dict[str, Any],
+    mode: str,
     max_phases: int,
     presets: Collection[str],
     tools: Collection[str],
 ) -> str:
     context = options.get("context")
+    fields = '"id", "name", "description", "depends_on", "preset", "tools", "criteria"'
+    if mode == "compete":
+        fields += ', "competitors", "merge"'
     return (
         f"Goal:\n{goal}\n\n"
         + (f"Context:\n{context}\n\n" if context else "")
         + f"Plan at most {max_phases} phases.\n"
         f"Presets (agent profiles) you may name: {', '.join(presets)}.\n"
         f"Tools you may require: {', '.join(tools)}.\n"
-        'Answer as {"phases": [{"id", "name", "description", "depends_on", '
-        '"preset", "tools", "criteria"}]}.'
+        + (f"{COMPETE}\n" if mode == "compete" else "")
+        + f'Answer as {{"phases": [{{{fields}}}]}}.'
     )
 
 
@@ -66,6 +77,7 @@ async def decompose(
     goal: str,
     options: dict[str, Any],
     *,
+    mode: str = "plan",
     model: Model | None,
     max_phases: int,
     presets: Collection[str],
@@ -77,7 +89,7 @@ async def decompose(
     if model is None:
         return Decomposition(rule_based_plan(goal), "rules", "planner model is offline")
     conversation: list[ChatMessage] = [
-        {"role": "user", "content": _prompt(goal, options, max_phases, presets, tools)}
+        {"role": "user", "content": _prompt(goal, options, mode, max_phases, presets, tools)}
     ]
     schema = plan_schema(max_phases)
     problems: list[str] = []

@@ -34,7 +34,7 @@ from longhaul.domain.state import TaskState
 from longhaul.domain.state.trace import FINAL_STATUSES
 from longhaul.planner.checkpoints import Checkpoint, Checkpoints
 from longhaul.planner.decompose import decompose
-from longhaul.planner.merge import Candidate, merge
+from longhaul.planner.merge import Candidate, merge, merge_record
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.offload import phase_output_key, store_output, summarise, task_output_key
 from longhaul.planner.outcomes import step_outcome, task_id_of_trace, trace_status
@@ -155,6 +155,7 @@ class TaskDriver:
             plan = await decompose(
                 task.goal,
                 task.options,
+                mode=task.mode,
                 model=self.deps.models.planner(),
                 max_phases=self.pipeline.max_phases,
                 presets=self.deps.presets,
@@ -211,12 +212,12 @@ class TaskDriver:
         if any(o.status not in FINAL_STATUSES for o in outcomes):
             return False
         labels = [
-            c.get("name") or c.get("model") or c.get("preset") or f"#{n}"
+            str(c.get("name") or c.get("model") or c.get("preset") or f"#{n}")
             for n, c in enumerate(competitors(phase.spec), 1)
         ]
         candidates = [
             Candidate(
-                label=str(label),
+                label=label,
                 trace_id=o.trace_id,
                 output=o.output,
                 model=competitors(phase.spec)[n].get("model"),
@@ -229,7 +230,6 @@ class TaskDriver:
             await self._append(task, [ev.PhaseFailed(phase_id=phase_id, error=error)])
             return True
         result = await merge(phase.spec.merge, phase.spec, candidates, self.deps.models)
-        log.info("task %s phase %s: %s", task.task_id, phase_id, result.note)
         key = phase_output_key(task.task_id, phase_id)
         output = await store_output(self.deps.workspace, key, result.output)
         summary = summarise(output)
@@ -247,6 +247,13 @@ class TaskDriver:
             output_ref=key,
             summary=summary,
             trace_id=result.trace_id,
+            merge=merge_record(
+                phase.spec.merge,
+                [(label, o.trace_id, o.status) for label, o in zip(labels, outcomes, strict=True)],
+                result,
+            )
+            if phase.spec.competitors
+            else None,
         )
         # Either record alone is enough for resume (see resume.py), so they go out together.
         results = await asyncio.gather(

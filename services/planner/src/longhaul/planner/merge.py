@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.domain.events import PhaseSpec
+from longhaul.domain.events import MergeCandidate, MergeRecord, PhaseSpec
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import Model, ModelError, ModelRequest
 from longhaul.planner.models import CALL_TIMEOUT_S, PlannerModels
@@ -39,6 +40,10 @@ class MergeResult:
     trace_id: str | None
     """The chosen candidate's trace; ``None`` for a fusion of several."""
     note: str
+    method: str = "first"
+    """What decided: ``judge``, ``vote``, ``fusion`` or ``first``."""
+    scores: dict[str, float] | None = None
+    """Vote totals by candidate trace."""
 
 
 def _shown(text: str) -> str:
@@ -59,6 +64,26 @@ def _numbered(candidates: list[Candidate], skip: int | None = None) -> str:
         f'<candidate number="{n}">\n{_shown(c.output)}\n</candidate>'
         for n, c in enumerate(candidates, 1)
         if n - 1 != skip
+    )
+
+
+def merge_record(
+    strategy: str, competitors: Sequence[tuple[str, str, str]], result: MergeResult
+) -> MergeRecord:
+    """The decision as it goes on the log: every competitor ``(label, trace_id, status)``,
+    its score where there was a vote, the winner and why."""
+    scores = result.scores or {}
+    return MergeRecord(
+        strategy=strategy,
+        method=result.method,
+        candidates=[
+            MergeCandidate(
+                label=label, trace_id=trace_id, status=status, score=scores.get(trace_id)
+            )
+            for label, trace_id, status in competitors
+        ],
+        winner=result.trace_id,
+        reason=result.note,
     )
 
 
@@ -117,7 +142,10 @@ async def _best(spec: PhaseSpec, candidates: list[Candidate], judge: Model) -> M
     )
     chosen = candidates[value["best"] - 1]
     return MergeResult(
-        chosen.output, chosen.trace_id, f"best: judge chose {chosen.label}: {value['reason']}"
+        chosen.output,
+        chosen.trace_id,
+        f"best: judge chose {chosen.label}: {value['reason']}",
+        method="judge",
     )
 
 
@@ -193,7 +221,11 @@ async def _vote(spec: PhaseSpec, candidates: list[Candidate], models: PlannerMod
     tally = ", ".join(f"{c.label}={totals[i]:g}" for i, c in enumerate(candidates))
     chosen = candidates[winner]
     return MergeResult(
-        chosen.output, chosen.trace_id, f"vote: {chosen.label} won ({tally}; {counted} ballots)"
+        chosen.output,
+        chosen.trace_id,
+        f"vote: {chosen.label} won ({tally}; {counted} ballots)",
+        method="vote",
+        scores={c.trace_id: totals[i] for i, c in enumerate(candidates)},
     )
 
 
@@ -207,4 +239,6 @@ async def _fusion(spec: PhaseSpec, candidates: list[Candidate], model: Model) ->
     response = await asyncio.wait_for(model.complete(request), timeout=CALL_TIMEOUT_S)
     if not response.content.strip():
         return first(candidates, "fusion: empty merge, first successful")
-    return MergeResult(response.content, None, f"fusion of {len(candidates)} candidates")
+    return MergeResult(
+        response.content, None, f"fusion of {len(candidates)} candidates", method="fusion"
+    )

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import msgspec
 from longhaul.domain import events as ev
-from longhaul.domain.events import PhaseSpec, PhaseStatus, TaskStatus
+from longhaul.domain.events import MergeRecord, PhaseSpec, PhaseStatus, TaskStatus
 from longhaul.domain.state.errors import InvalidTransition
 
 
@@ -58,6 +58,7 @@ class PhaseState(msgspec.Struct, kw_only=True):
     summary: str = ""
     output_ref: str = ""
     error: str = ""
+    merge: MergeRecord | None = None
 
 
 class TaskState(msgspec.Struct, kw_only=True):
@@ -174,6 +175,7 @@ class TaskState(msgspec.Struct, kw_only=True):
                 phase.status = "completed"
                 phase.summary = event.summary
                 phase.output_ref = event.output_ref
+                phase.merge = event.merge
             case ev.PhaseFailed():
                 phase = self.phases[event.phase_id]
                 phase.status = "failed"

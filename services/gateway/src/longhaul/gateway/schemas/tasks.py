@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any, Literal
 
 from longhaul.gateway.schemas.common import Body, Text
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field
 
 
 class CreateTaskRequest(Body):
     goal: Text = Field(min_length=1)
-    mode: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z_]{0,31}$")] = "plan"
+    mode: Literal["plan", "compete"] = Field(
+        default="plan",
+        description="compete: the model planner gives phases where quality matters most "
+        "several competitors and a merge strategy",
+    )
     options: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -18,6 +22,23 @@ class TaskAccepted(BaseModel):
     task_id: str
     status: str
     event_id: int
+
+
+class MergeCandidateView(BaseModel):
+    label: str
+    trace_id: str
+    status: str
+    score: float | None = Field(default=None, description="vote total (vote only)")
+
+
+class MergeView(BaseModel):
+    """How a competitive phase's result was chosen."""
+
+    strategy: str = Field(description="what the phase asked for: best, vote, fusion or first")
+    method: str = Field(description="what decided: judge, vote, fusion or first (a fallback)")
+    candidates: list[MergeCandidateView] = Field(default_factory=list)
+    winner: str | None = Field(default=None, description="the chosen step trace; none for fusion")
+    reason: str = ""
 
 
 class PhaseView(BaseModel):
@@ -31,6 +52,7 @@ class PhaseView(BaseModel):
     summary: str = ""
     output_ref: str = ""
     error: str = ""
+    merge: MergeView | None = None
 
 
 class TaskView(BaseModel):
