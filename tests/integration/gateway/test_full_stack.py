@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, SseEvent, sse_events, user_message
 from tests.support.stack import InProcessExecutor
 
@@ -204,3 +205,59 @@ async def test_dropped_stream_resumes_without_gap_or_duplicate(
         stored = [int(e.id or 0) async for e in sse_events(response)]
     assert ids == stored
     assert rest[-1].event == "completed"
+
+
+@pytest.mark.usefixtures("executor")
+async def test_a_child_waiting_for_a_person_shows_on_its_parent_and_in_its_stream(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    # Turn N answers a request holding N assistant messages: the child starts at 0 (asks),
+    # the parent starts at 2 (delegates).
+    model = write_script(
+        tmp_path / "tree.yaml",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "which colour?"}}]},
+            {"content": "child done"},
+            {"tool_calls": [{"name": "agent", "arguments": {"task": "ask which colour"}}]},
+            {"content": "parent done"},
+        ],
+    )
+    history = [
+        user_message("get ready"),
+        {"role": "assistant", "content": "ready"},
+        user_message("still ready?"),
+        {"role": "assistant", "content": "yes"},
+        user_message("find out the colour"),
+    ]
+    created = await client.post("/api/traces", json={"messages": history, "model": model})
+    parent = created.json()["trace_id"]
+    notices: list[dict[str, Any]] = []
+    async with (
+        asyncio.timeout(DEADLINE_S),
+        client.stream("GET", f"/api/traces/{parent}/events") as response,
+    ):
+        async for event in sse_events(response):
+            if event.event == "subtree":
+                notices.append(event.json())
+                if notices[-1]["waiting_below"]:
+                    break
+    [waiting] = notices[-1]["waiting_below"]
+    assert waiting["reason"] == "human" and waiting["parent_trace_id"] == parent
+    child = waiting["trace_id"]
+
+    view = (await client.get(f"/api/traces/{parent}")).json()
+    assert view["status"] == "waiting" and view["wait_reason"] == "subtraces"
+    [sub] = view["sub_traces"]
+    assert (sub["trace_id"], sub["status"], sub["wait_reason"]) == (child, "waiting", "human")
+    assert [w["trace_id"] for w in view["waiting_below"]] == [child]
+    [listed] = [
+        t for t in (await client.get("/api/traces")).json()["traces"] if t["trace_id"] == parent
+    ]
+    assert [w["trace_id"] for w in listed["waiting_below"]] == [child]
+
+    reply = await client.post(f"/api/traces/{child}/reply", json={"content": "blue"})
+    assert reply.status_code == 202
+    events = await follow_until(client, parent, is_final)
+    assert events[-1].event == "completed"
+    done = (await client.get(f"/api/traces/{parent}")).json()
+    assert done["waiting_below"] == [] and done["sub_traces"][0]["status"] == "completed"

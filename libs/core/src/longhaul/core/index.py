@@ -32,6 +32,8 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     totals: Totals = msgspec.field(default_factory=Totals)
     error: str | None = None
     stop_reason: str | None = None
+    wait_reason: str | None = None
+    """What a ``waiting`` trace waits for (human, verification, subtraces…)."""
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -51,6 +53,7 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
             totals=state.totals,
             error=state.error,
             stop_reason=state.stop_reason,
+            wait_reason=state.wait_reason if state.status == "waiting" else None,
             created_at=state.created_at,
             updated_at=state.updated_at,
         )

@@ -20,6 +20,8 @@ from nats.js.kv import KV_DEL, KV_PURGE
 log = logging.getLogger(__name__)
 
 MAX_PARENT_DEPTH = 16
+MAX_SUBTREE = 500
+"""Descendants visited when looking for waits below a trace (a root's limit is far lower)."""
 RESYNC_S = 300.0
 """The watch is an ordered consumer; re-creating it periodically bounds how long a consumer
 silently lost across a server restart could leave the mirror stale."""
@@ -29,6 +31,7 @@ class IndexMirror:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.entries: dict[str, TraceIndexEntry] = {}
+        self._children: dict[str, set[str]] = {}
         self.ready = asyncio.Event()
         self._changed = asyncio.Condition()
 
@@ -37,6 +40,34 @@ class IndexMirror:
         current = self.entries.get(entry.trace_id)
         if current is None or entry.last_event_seq >= current.last_event_seq:
             self.entries[entry.trace_id] = entry
+            if entry.parent_trace_id is not None:
+                self._children.setdefault(entry.parent_trace_id, set()).add(entry.trace_id)
+
+    def _remove(self, trace_id: str) -> None:
+        entry = self.entries.pop(trace_id, None)
+        if entry is not None and entry.parent_trace_id is not None:
+            self._children.get(entry.parent_trace_id, set()).discard(trace_id)
+
+    def waiting_below(self, trace_id: str) -> list[TraceIndexEntry]:
+        """Descendants of ``trace_id`` waiting on something outside the tree (a person, a
+        verifier), nearest first. A parent waiting on its children is implied by them, so
+        ``subtraces`` waits are not listed: this is what to look at to unblock the tree."""
+        found: list[TraceIndexEntry] = []
+        seen: set[str] = set()
+        frontier = [trace_id]
+        while frontier and len(seen) < MAX_SUBTREE:
+            below: list[str] = []
+            for current in frontier:
+                for child_id in sorted(self._children.get(current, ())):
+                    child = self.entries.get(child_id)
+                    if child is None or child_id in seen:
+                        continue
+                    seen.add(child_id)
+                    below.append(child_id)
+                    if child.status == "waiting" and child.wait_reason != "subtraces":
+                        found.append(child)
+            frontier = below
+        return found
 
     async def wait_until(self, predicate: Callable[[IndexMirror], bool]) -> None:
         """Wait until the mirror satisfies ``predicate``: lets a caller that wrote the index
@@ -70,7 +101,7 @@ class IndexMirror:
                 if item is None:
                     self.ready.set()
                 elif item.operation in (KV_DEL, KV_PURGE):
-                    self.entries.pop(item.key, None)
+                    self._remove(item.key)
                 else:
                     try:
                         self.put(msgspec.json.decode(item.value or b"", type=TraceIndexEntry))

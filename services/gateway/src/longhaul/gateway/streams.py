@@ -1,11 +1,12 @@
 """Live streams of an aggregate's events, shared by SSE and WebSocket.
 
-Three sources are merged into one ordered-enough sequence: the aggregate's stored events
+Four sources are merged into one ordered-enough sequence: the aggregate's stored events
 (an ordered consumer from ``after`` onward: no gap, no duplicate, whatever the reconnect
 point), the trace's live token deltas (core NATS, not persisted, carrying no id so they never
-move a client's resume point), and heartbeats when both are quiet, which also reveal a
-vanished client. A stream ends when the client goes away, when the gateway drains for
-shutdown, or (``follow=False``) once the stored events are exhausted.
+move a client's resume point), ``subtree`` notices when the set of descendants waiting on a
+person or a verifier changes (from the index mirror; no id either), and heartbeats when all
+are quiet, which also reveal a vanished client. A stream ends when the client goes away, when
+the gateway drains for shutdown, or (``follow=False``) once the stored events are exhausted.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import msgspec
 from longhaul.agent.contract import LiveUpdate
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
+from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -33,7 +36,7 @@ QUEUE_SIZE = 1024
 
 @dataclass(frozen=True)
 class Item:
-    kind: Literal["event", "live", "heartbeat", "error", "end"]
+    kind: Literal["event", "live", "subtree", "heartbeat", "error", "end"]
     data: bytes = b"{}"
     seq: int | None = None
     type: str = ""
@@ -84,11 +87,42 @@ async def aggregate_stream(
             await queue.put(Item("error", message))
         await queue.put(_END)
 
+    def waits_key(mirror: IndexMirror) -> list[tuple[str, str | None]]:
+        return [(e.trace_id, e.wait_reason) for e in mirror.waiting_below(aggregate_id)]
+
+    async def subtree() -> None:
+        """A notice whenever the waits below this trace change (and at once if any exist)."""
+        mirror = runtime.mirror
+        shown: list[tuple[str, str | None]] = []
+        while True:
+            waits = mirror.waiting_below(aggregate_id)
+            key = [(e.trace_id, e.wait_reason) for e in waits]
+            if key != shown:
+                body = {
+                    "waiting_below": [
+                        {
+                            "trace_id": e.trace_id,
+                            "parent_trace_id": e.parent_trace_id,
+                            "name": e.name,
+                            "reason": e.wait_reason,
+                        }
+                        for e in waits
+                    ]
+                }
+                await queue.put(Item("subtree", msgspec.json.encode(body)))
+                shown = key
+            await mirror.wait_until(partial(_differs, waits_key, shown))
+
     if live and aggregate == "trace":
         subscription = await runtime.service.conn.nc.subscribe(
             runtime.service.conn.names.live(aggregate_id), cb=on_live
         )
     pump_task = asyncio.create_task(pump(), name=f"stream-{aggregate_id}")
+    subtree_task = (
+        asyncio.create_task(subtree(), name=f"subtree-{aggregate_id}")
+        if follow and aggregate == "trace"
+        else None
+    )
     stoppers: set[asyncio.Future[Any]] = {asyncio.ensure_future(runtime.draining.wait())}
     if until is not None:
         stoppers.add(asyncio.ensure_future(until))
@@ -115,13 +149,23 @@ async def aggregate_stream(
             else:
                 yield Item("heartbeat", msgspec.json.encode({"ts": round(time.time(), 3)}))
     finally:
-        for future in (getter, pump_task, *stoppers):
+        for future in (getter, pump_task, subtree_task, *stoppers):
             if future is not None:
                 future.cancel()
-        await asyncio.gather(pump_task, return_exceptions=True)
+        await asyncio.gather(
+            pump_task, *([subtree_task] if subtree_task else []), return_exceptions=True
+        )
         if subscription is not None:
             with contextlib.suppress(Exception):
                 await subscription.unsubscribe()
+
+
+def _differs(
+    key: Callable[[IndexMirror], list[tuple[str, str | None]]],
+    shown: list[tuple[str, str | None]],
+    mirror: IndexMirror,
+) -> bool:
+    return key(mirror) != shown
 
 
 def sse_frame(item: Item) -> bytes:

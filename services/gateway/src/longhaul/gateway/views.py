@@ -7,6 +7,8 @@ from typing import Any
 import msgspec
 from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.state import Message, TaskState, TraceState
+from longhaul.domain.state.trace import SubtraceInfo
+from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
     GoalTreeView,
@@ -16,28 +18,60 @@ from longhaul.gateway.schemas.traces import (
     TotalsView,
     TraceSummary,
     TraceView,
+    WaitingBelowView,
 )
 
-_SUMMARY_FIELDS = tuple(TraceSummary.model_fields)
+_SUMMARY_FIELDS = tuple(f for f in TraceSummary.model_fields if f != "waiting_below")
 
 
-def _summary_fields(entry: TraceIndexEntry) -> dict[str, Any]:
-    """The :class:`TraceSummary` part of a view: the index entry's fields of the same names."""
+def _summary_fields(entry: TraceIndexEntry, mirror: IndexMirror) -> dict[str, Any]:
+    """The :class:`TraceSummary` part of a view: the index entry's fields of the same names,
+    and the waits below it from the index mirror."""
     fields = {name: getattr(entry, name) for name in _SUMMARY_FIELDS}
     fields["totals"] = TotalsView(**msgspec.to_builtins(entry.totals))
+    fields["waiting_below"] = waiting_below(mirror, entry.trace_id)
     return fields
 
 
-def summary_of(entry: TraceIndexEntry) -> TraceSummary:
-    return TraceSummary(**_summary_fields(entry))
+def waiting_below(mirror: IndexMirror, trace_id: str) -> list[WaitingBelowView]:
+    return [
+        WaitingBelowView(
+            trace_id=e.trace_id,
+            parent_trace_id=e.parent_trace_id,
+            name=e.name,
+            reason=e.wait_reason,
+        )
+        for e in mirror.waiting_below(trace_id)
+    ]
 
 
-def trace_view(state: TraceState) -> TraceView:
+def summary_of(entry: TraceIndexEntry, mirror: IndexMirror) -> TraceSummary:
+    return TraceSummary(**_summary_fields(entry, mirror))
+
+
+def _child_view(info: SubtraceInfo, mirror: IndexMirror) -> SubTraceView:
+    """A child as its parent recorded it, with its current status from the index while the
+    parent's log still says it runs (a child waiting for a person is not "running")."""
+    status, wait_reason = info.status, None
+    live = mirror.entries.get(info.child_trace_id)
+    if info.status == "running" and live is not None:
+        status, wait_reason = live.status, live.wait_reason
+    return SubTraceView(
+        trace_id=info.child_trace_id,
+        status=status,
+        wait_reason=wait_reason,
+        mode=info.mode,
+        task=info.task,
+        summary=info.summary,
+        tool_call_id=info.tool_call_id,
+    )
+
+
+def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
     goals = state.goals
     return TraceView(
-        **_summary_fields(TraceIndexEntry.from_state(state)),
+        **_summary_fields(TraceIndexEntry.from_state(state), mirror),
         summary=state.summary,
-        wait_reason=state.wait_reason,
         wait_detail=state.wait_detail,
         model=state.config.model,
         preset=state.config.preset,
@@ -56,17 +90,7 @@ def trace_view(state: TraceState) -> TraceView:
                 for goal in goals.snapshot()
             ],
         ),
-        sub_traces=[
-            SubTraceView(
-                trace_id=info.child_trace_id,
-                status=info.status,
-                mode=info.mode,
-                task=info.task,
-                summary=info.summary,
-                tool_call_id=info.tool_call_id,
-            )
-            for info in state.subtraces.values()
-        ],
+        sub_traces=[_child_view(info, mirror) for info in state.subtraces.values()],
     )
 
 

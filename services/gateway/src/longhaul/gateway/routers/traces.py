@@ -126,7 +126,9 @@ async def _list(
     entries, next_cursor = await query_owned(
         runtime, principal, statuses=statuses, parent=parent, cursor=cursor, limit=limit
     )
-    return TraceList(traces=[summary_of(e) for e in entries], next_cursor=next_cursor)
+    return TraceList(
+        traces=[summary_of(e, runtime.mirror) for e in entries], next_cursor=next_cursor
+    )
 
 
 @router.get("", response_model=TraceList, summary="List your traces, newest first")
@@ -158,7 +160,8 @@ async def running_traces(
     "/{trace_id}", response_model=TraceView, summary="A trace with goal tree and sub-traces"
 )
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
-    return trace_view(await access.load_trace(runtime_of(request.app), principal, trace_id))
+    runtime = runtime_of(request.app)
+    return trace_view(await access.load_trace(runtime, principal, trace_id), runtime.mirror)
 
 
 @router.get(

@@ -157,11 +157,21 @@ class GoalTreeView(BaseModel):
 
 class SubTraceView(BaseModel):
     trace_id: str
-    status: str
+    status: str = Field(description="the child's current status (waiting included)")
+    wait_reason: str | None = None
     mode: str
     task: str = ""
     summary: str = ""
     tool_call_id: str
+
+
+class WaitingBelowView(BaseModel):
+    """A descendant waiting on something outside the tree: where to look to unblock it."""
+
+    trace_id: str
+    parent_trace_id: str | None = None
+    name: str | None = None
+    reason: str | None = Field(default=None, description="human, verification, …")
 
 
 class TraceSummary(BaseModel):
@@ -176,13 +186,20 @@ class TraceSummary(BaseModel):
     totals: TotalsView = Field(default_factory=TotalsView)
     error: str | None = None
     stop_reason: str | None = None
+    wait_reason: str | None = Field(
+        default=None, description="what a waiting trace waits for: human, verification, subtraces"
+    )
+    waiting_below: list[WaitingBelowView] = Field(
+        default_factory=list,
+        description="descendants waiting on a person or a verifier (a root shows that help is "
+        "needed somewhere below it)",
+    )
     created_at: float = 0.0
     updated_at: float = 0.0
 
 
 class TraceView(TraceSummary):
     summary: str | None = None
-    wait_reason: str | None = None
     wait_detail: str = ""
     model: str | None = None
     preset: str = "default"
