@@ -26,7 +26,7 @@ EVENT_CLASSES = {
     for cls in vars(ev).values()
     if isinstance(cls, type)
     and issubclass(cls, (ev.TraceEvent, ev.TaskEvent))
-    and cls.__struct_config__.tag is not None
+    and cls not in (ev.TraceEvent, ev.TaskEvent)
 }
 
 

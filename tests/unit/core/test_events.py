@@ -40,3 +40,16 @@ def test_every_event_type_round_trips() -> None:
 def test_malformed_payloads_raise_one_typed_error(payload: bytes) -> None:
     with pytest.raises(ev.EventDecodeError):
         ev.decode(payload)
+
+
+def test_every_event_class_can_be_decoded() -> None:
+    """A new event missing from the decoder's union would make every log holding it
+    unreadable."""
+    concrete = {
+        cls
+        for cls in vars(ev).values()
+        if isinstance(cls, type)
+        and issubclass(cls, (ev.TraceEvent, ev.TaskEvent))
+        and cls not in (ev.TraceEvent, ev.TaskEvent)
+    }
+    assert concrete == set(ev.EVENT_TYPES.values())

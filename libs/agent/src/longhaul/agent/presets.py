@@ -38,6 +38,9 @@ class Preset(BaseModel):
     """Defaults for ``ModelParams`` (temperature, top_p, max_tokens, seed, stop,
     tool_choice); a trace's own ``model_params`` win field by field."""
     skills: list[str] = Field(default_factory=list)
+    approval_tools: list[str] | None = None
+    """Tools whose calls wait for a person's decision (``["*"]``: all); a trace's own
+    ``approval`` replaces this list."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     extends: str | None = None
 

@@ -18,6 +18,8 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 FINAL = frozenset({"completed", "failed", "stopped"})
+PERSON = frozenset({"human", "approval"})
+"""Waits only a person ends: following stops there."""
 EXIT_CODES = {"completed": 0, "waiting": 0, "failed": 1, "stopped": 1}
 
 
@@ -84,7 +86,7 @@ class Follower:
             self.console.print(f"[yellow]retrying the model call:[/yellow] {notice}")
 
     async def follow(self, trace_id: str, *, after: int = 0, history_until: int = 0) -> str:
-        """Print events from ``after`` until the trace ends or waits for a human; returns the
+        """Print events from ``after`` until the trace ends or waits for a person; returns the
         status it ended in. Final events up to ``history_until`` belong to earlier runs."""
         path = f"/api/traces/{trace_id}/events"
         with self._status() as live:
@@ -105,7 +107,7 @@ class Follower:
                 current = (item.id or 0) > history_until
                 if item.event in FINAL and current:
                     return item.event
-                if item.event == "waiting" and item.data.get("reason") == "human" and current:
+                if item.event == "waiting" and item.data.get("reason") in PERSON and current:
                     return "waiting"
         raise GatewayError("the event stream ended before the trace did")
 
@@ -128,6 +130,24 @@ class Follower:
                 "",
             )
             self.console.print(Panel(escape(answer) or "(no text)", title="answer", expand=False))
+        elif status == "waiting" and trace.get("wait_reason") == "approval":
+            calls = [
+                f"{p['tool_call_id']}: {escape(p['name'])}({escape(p['arguments'][:200])})"
+                for p in trace.get("pending_approvals", [])
+            ]
+            self.console.print(
+                Panel(
+                    Group(
+                        *calls,
+                        Text(
+                            f"\nlonghaul traces approve|deny {trace_id} <call id> [--reason …]",
+                            style="dim",
+                        ),
+                    ),
+                    title="tool calls wait for approval",
+                    expand=False,
+                )
+            )
         elif status == "waiting":
             self.console.print(
                 Panel(

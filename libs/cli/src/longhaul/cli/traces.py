@@ -82,11 +82,21 @@ def show(ctx: typer.Context, trace_id: TraceId) -> None:
         console.print(Panel(grid, title=trace_id, expand=False))
         if trace["goal_tree"]["goals"]:
             console.print(goal_tree(trace["goal_tree"]["goals"], trace["goal_tree"]["focus"]))
+        for pending in trace.get("pending_approvals", []):
+            console.print(
+                f"[yellow]needs approval[/yellow] {pending['tool_call_id']} "
+                f"{escape(pending['name'])}({escape(pending['arguments'][:200])})  "
+                f"[dim]longhaul traces approve|deny {trace_id} {pending['tool_call_id']}[/dim]"
+            )
         for sub in trace["sub_traces"]:
             console.print(
                 f"sub-trace {sub['trace_id']} ",
                 status_text(sub["status"]),
                 f" {escape(sub['mode'])}: {escape(sub['task'][:80])}",
+            )
+        for below in trace.get("waiting_below", []):
+            console.print(
+                f"[yellow]waiting below[/yellow] {below['trace_id']} for {below['reason']}"
             )
 
     execute(ctx, command)
@@ -126,7 +136,7 @@ def watch(ctx: typer.Context, trace_id: TraceId) -> None:
     async def command(gateway: Gateway) -> int:
         trace = await gateway.get(f"/api/traces/{trace_id}")
         follower = Follower(gateway, console)
-        if trace["status"] in FINAL or trace["wait_reason"] == "human":
+        if trace["status"] in FINAL or trace["wait_reason"] in ("human", "approval"):
             async for item in gateway.events(f"/api/traces/{trace_id}/events", follow=False):
                 console.print(describe(item.event, item.data))
             return await follower.conclude(trace_id, trace["status"])
@@ -189,6 +199,36 @@ def reply(
 ) -> None:
     """Answer a trace that waits for a human."""
     _steer(ctx, trace_id, "reply", {"content": text}, follow)
+
+
+CallId = Annotated[str, typer.Argument(help="the pending tool call's id (see `traces show`)")]
+Reason = Annotated[str | None, typer.Option("--reason", help="told to the model")]
+
+
+@app.command("approve")
+def approve(
+    ctx: typer.Context,
+    trace_id: TraceId,
+    tool_call_id: CallId,
+    reason: Reason = None,
+    follow: Follow = False,
+) -> None:
+    """Let one tool call that waits for approval run."""
+    body = {"tool_call_id": tool_call_id, "approved": True, "reason": reason}
+    _steer(ctx, trace_id, "approve", body, follow)
+
+
+@app.command("deny")
+def deny(
+    ctx: typer.Context,
+    trace_id: TraceId,
+    tool_call_id: CallId,
+    reason: Reason = None,
+    follow: Follow = False,
+) -> None:
+    """Refuse one tool call that waits for approval; the model is told, with the reason."""
+    body = {"tool_call_id": tool_call_id, "approved": False, "reason": reason}
+    _steer(ctx, trace_id, "approve", body, follow)
 
 
 def replay(ctx: typer.Context, trace_id: str) -> None:

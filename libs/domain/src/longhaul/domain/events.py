@@ -18,7 +18,7 @@ Aggregate = Literal["trace", "task"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
 TaskStatus = Literal["planning", "running", "completed", "failed"]
 PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
-WaitReason = Literal["human", "verification", "subtraces"]
+WaitReason = Literal["human", "verification", "subtraces", "approval"]
 
 
 class EventDecodeError(ValueError):
@@ -131,6 +131,9 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     system_prompt: str | None = None
     read_only: bool = False
     model_params: ModelParams | None = None
+    approval: list[str] | None = None
+    """Tools whose calls wait for a person's decision (``["*"]``: every tool but
+    ``ask_human``); ``None``: the preset's list."""
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -265,6 +268,16 @@ class Waiting(TraceEvent, tag="waiting", kw_only=True, omit_defaults=True):
     reason: WaitReason
     detail: str = ""
     tool_call_id: str | None = None
+    pending_calls: list[str] = msgspec.field(default_factory=list)
+    """``approval``: the tool calls that wait for a decision."""
+
+
+class ToolDecided(TraceEvent, tag="tool_decided", kw_only=True, omit_defaults=True):
+    """A person approved or denied one tool call that waited for approval."""
+
+    tool_call_id: str
+    approved: bool
+    reason: str = ""
 
 
 class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=True):
@@ -420,6 +433,7 @@ AnyEvent = (
     | VerificationFailed
     | Waiting
     | HumanReplied
+    | ToolDecided
     | SubtraceSpawned
     | SubtraceFinished
     | StopRequested

@@ -28,6 +28,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.TraceCreated,
         ev.RunRequested,
         ev.HumanReplied,
+        ev.ToolDecided,
         ev.StopRequested,
         ev.ReflectRequested,
         ev.CompactRequested,

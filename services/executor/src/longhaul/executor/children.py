@@ -29,7 +29,7 @@ SUMMARY_LIMIT = 4000
 
 def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
     """The child runs the parent's model in the spawned preset; explore children are
-    read-only."""
+    read-only; the parent's approval list holds for the child too."""
     config = parent.config
     return ev.TraceConfig(
         model=config.model,
@@ -38,6 +38,7 @@ def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
         temperature=config.temperature,
         model_params=config.model_params,
         read_only=config.read_only or info.mode == "explore",
+        approval=config.approval,
     )
 
 

@@ -15,6 +15,7 @@ RUN_TYPES = (
     "trace_created",
     "run_requested",
     "human_replied",
+    "tool_decided",
     "verification_passed",
     "verification_failed",
     "stop_requested",

@@ -14,6 +14,7 @@ from longhaul.gateway.schemas.traces import (
     GoalTreeView,
     GoalView,
     MessageView,
+    PendingCallView,
     SubTraceView,
     TotalsView,
     TraceSummary,
@@ -72,6 +73,13 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
         summary=state.summary,
+        pending_approvals=[
+            PendingCallView(
+                tool_call_id=call.id, name=call.function.name, arguments=call.function.arguments
+            )
+            for call in state.unanswered_tool_calls()
+            if call.id in state.approval_pending
+        ],
         wait_detail=state.wait_detail,
         model=state.config.model,
         preset=state.config.preset,

@@ -24,12 +24,12 @@ from longhaul.agent.engine.endings import (
 from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
 from longhaul.agent.engine.settle import settle
-from longhaul.agent.engine.tool_calls import innermost, run_tool_calls
+from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_calls
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.turn import Step, Turn, elapsed_ms
 from longhaul.domain.events import FunctionCall, ToolCallRecord
-from longhaul.llm.types import ModelError
+from longhaul.llm.types import ModelError, ToolCall
 
 
 class TurnLoop:
@@ -62,11 +62,26 @@ class TurnLoop:
         if state.stop_requested:
             return await stop(turn, STOP_REQUESTED)
         outcome = await settle(turn)
+        if outcome is None:
+            outcome = await self._decided_calls()
         if state.reflect_requested and outcome is None:
             await reflect(turn)
         while outcome is None:
             outcome = await self._step()
         return outcome
+
+    async def _decided_calls(self) -> TurnOutcome | None:
+        """Calls that waited for approval and now have a decision go through the chain again:
+        the approval gate runs the approved ones and answers the denied ones."""
+        state = self.turn.state
+        decided = [
+            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
+            for call in state.unanswered_tool_calls()
+            if call.id in state.tool_decisions
+        ]
+        if not decided:
+            return None
+        return await run_calls(self.turn, decided, self.call_tool)
 
     async def _step(self) -> TurnOutcome | None:
         turn, state = self.turn, self.turn.state

@@ -9,6 +9,8 @@ issues it again later. After the last call, a pending deferral becomes ``Waiting
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from longhaul.agent.contract import LiveUpdate, TurnOutcome
 from longhaul.agent.engine.attachments import store_attachments
 from longhaul.agent.engine.endings import STOP_REQUESTED, stop
@@ -19,6 +21,7 @@ from longhaul.agent.middleware.base import ToolHandler
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.turn import Step, Turn
 from longhaul.domain.events import Waiting
+from longhaul.llm.types import ToolCall
 
 
 def innermost(turn: Turn) -> ToolHandler:
@@ -40,17 +43,29 @@ class _Wait:
         self.reason = first.reason
         self.details = [first.detail]
         self.tool_call_id = call_id if first.reason == "human" else None
+        self.calls = [call_id]
 
     def joins(self, other: Deferred) -> bool:
         return other.reason == self.reason and other.reason != "human"
 
 
 async def run_tool_calls(turn: Turn, step: Step, handler: ToolHandler) -> TurnOutcome | None:
+    return await run_calls(turn, step.calls, handler, step.answered)
+
+
+async def run_calls(
+    turn: Turn,
+    calls: Sequence[ToolCall],
+    handler: ToolHandler,
+    answered: Mapping[str, ToolResult] | None = None,
+) -> TurnOutcome | None:
+    """Run ``calls`` in order (``answered`` ones get their preset answer); a ``Waiting`` outcome
+    when any was deferred."""
     wait: _Wait | None = None
-    for call in step.calls:
+    for call in calls:
         if turn.state.stop_requested:
             return await stop(turn, STOP_REQUESTED)
-        preset = step.answered.get(call.id)
+        preset = (answered or {}).get(call.id)
         if preset is not None:
             batch = turn.batch()
             tool_message(batch, call, preset, synthetic=True)
@@ -66,6 +81,7 @@ async def run_tool_calls(turn: Turn, step: Step, handler: ToolHandler) -> TurnOu
                     wait = _Wait(reply, call.id)
                 else:
                     wait.details.append(reply.detail)
+                    wait.calls.append(call.id)
                 await turn.notify(
                     LiveUpdate(
                         kind="tool_end",
@@ -87,7 +103,10 @@ async def run_tool_calls(turn: Turn, step: Step, handler: ToolHandler) -> TurnOu
     await turn.emit(
         [
             Waiting(
-                reason=wait.reason, detail=", ".join(wait.details), tool_call_id=wait.tool_call_id
+                reason=wait.reason,
+                detail=", ".join(wait.details),
+                tool_call_id=wait.tool_call_id,
+                pending_calls=wait.calls if wait.reason == "approval" else [],
             )
         ]
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from longhaul.agent.guardrail_policy import GuardrailPolicy
+from longhaul.agent.middleware.approval import ToolApproval
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.clarification import Clarification
 from longhaul.agent.middleware.context_injection import ContextInjection
@@ -42,6 +43,7 @@ DEFAULT_ORDER = (
     "SubagentLimit",
     "LoopDetection",
     "Clarification",
+    "ToolApproval",
 )
 
 
@@ -71,6 +73,7 @@ def default_middleware(
         "SubagentLimit": SubagentLimit(),
         "LoopDetection": LoopDetection(),
         "Clarification": Clarification(),
+        "ToolApproval": ToolApproval(),
     }
     by_key = {normalise(name): name for name in DEFAULT_ORDER}
     order = list(DEFAULT_ORDER)

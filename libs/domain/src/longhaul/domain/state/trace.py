@@ -107,6 +107,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     wait_detail: str = ""
     wait_tool_call_id: str | None = None
     human_reply: str | None = None
+    approval_pending: list[str] = msgspec.field(default_factory=list)
+    """Tool calls still waiting for a decision (``wait_reason == "approval"``)."""
+    tool_decisions: dict[str, ev.ToolDecided] = msgspec.field(default_factory=dict)
     stop_requested: bool = False
     reflect_focus: str | None = None
     reflect_requested: bool = False
@@ -284,6 +287,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.wait_detail = ""
         self.wait_tool_call_id = None
         self.human_reply = None
+        self.approval_pending = []
         self.verification = VerificationState()
 
     def _append_inputs(self, messages: list[ev.InputMessage], ts: float) -> None:
@@ -409,6 +413,24 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _on_waiting(self, event: ev.Waiting) -> None:
         self._wait(event.reason, event.detail)
         self.wait_tool_call_id = event.tool_call_id
+        if event.reason == "approval":
+            self.approval_pending = list(event.pending_calls)
+
+    def _check_tool_decided(self, event: ev.ToolDecided) -> None:
+        self._require_wait("approval")
+        if event.tool_call_id not in self.approval_pending:
+            waiting = ", ".join(self.approval_pending) or "none"
+            raise InvalidTransition(
+                f"tool call {event.tool_call_id} of trace {self.trace_id} does not wait for "
+                f"approval (waiting: {waiting})",
+                code="conflict",
+            )
+
+    def _on_tool_decided(self, event: ev.ToolDecided) -> None:
+        self.tool_decisions[event.tool_call_id] = event
+        self.approval_pending.remove(event.tool_call_id)
+        if not self.approval_pending:
+            self._wake()
 
     def _on_human_replied(self, event: ev.HumanReplied) -> None:
         self.human_reply = event.content
@@ -457,6 +479,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.stop_reason = event.reason
         self.stop_requested = False
         self.wait_reason = None
+        self.approval_pending = []
 
     def _on_completed(self, event: ev.Completed) -> None:
         self.status = "completed"
@@ -500,6 +523,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.VerificationFailed: TraceState._on_verification_failed,
     ev.Waiting: TraceState._on_waiting,
     ev.HumanReplied: TraceState._on_human_replied,
+    ev.ToolDecided: TraceState._on_tool_decided,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
     ev.StopRequested: TraceState._on_stop_requested,
@@ -543,6 +567,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.VerificationFailed: _requires_wait("verification"),
     ev.Waiting: _requires("running", what="wait"),
     ev.HumanReplied: _requires_wait("human"),
+    ev.ToolDecided: TraceState._check_tool_decided,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
     ev.StopRequested: _requires("running", "waiting", what="stop"),

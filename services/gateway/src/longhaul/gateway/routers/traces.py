@@ -21,6 +21,8 @@ from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.traces import (
     Accepted,
+    ApprovalBody,
+    ApproveRequest,
     ChatMessage,
     CreateTraceRequest,
     MessagesResponse,
@@ -74,6 +76,7 @@ async def create_trace(
         temperature=body.temperature,
         system_prompt=body.system_prompt,
         model_params=None if body.model_params is None else _model_params(body.model_params),
+        approval=_approval(body.approval),
     )
     if body.preset:
         config.preset = body.preset
@@ -82,6 +85,12 @@ async def create_trace(
     state = await commands.create_trace(runtime_of(request.app), principal, event)
     response.headers["Location"] = f"/api/traces/{state.trace_id}"
     return _accepted(state, state.stream_seq)
+
+
+def _approval(body: ApprovalBody | None) -> list[str] | None:
+    if body is None:
+        return None
+    return ["*"] if body.tools == "*" else list(body.tools)
 
 
 def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
@@ -245,6 +254,28 @@ async def reply_trace(
 ) -> Accepted:
     return await _steer(
         request, principal, trace_id, lambda _: ev.HumanReplied(content=body.content)
+    )
+
+
+@router.post(
+    "/{trace_id}/approve",
+    status_code=202,
+    response_model=Accepted,
+    summary="Approve or deny one tool call that waits for approval",
+)
+async def approve_call(
+    trace_id: str, body: ApproveRequest, request: Request, principal: CurrentPrincipal
+) -> Accepted:
+    """Each pending call needs its own decision; the trace runs again after the last one.
+    A call that is not pending (unknown, already decided, or the trace does not wait for
+    approval) is a 409."""
+    return await _steer(
+        request,
+        principal,
+        trace_id,
+        lambda _: ev.ToolDecided(
+            tool_call_id=body.tool_call_id, approved=body.approved, reason=body.reason or ""
+        ),
     )
 
 

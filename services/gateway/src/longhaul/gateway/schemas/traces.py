@@ -87,6 +87,12 @@ class ModelParamsBody(Body):
     )
 
 
+class ApprovalBody(Body):
+    tools: list[Name] | Literal["*"] = Field(
+        description='tools whose calls wait for a person\'s decision; "*": every tool'
+    )
+
+
 class CreateTraceRequest(Body):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
@@ -100,6 +106,11 @@ class CreateTraceRequest(Body):
     system_prompt: Text | None = None
     name: ShortText | None = None
     model_params: ModelParamsBody | None = None
+    approval: ApprovalBody | None = Field(
+        default=None,
+        description="calls to these tools wait for POST /api/traces/{id}/approve "
+        "(default: the preset's list, usually none); children inherit it",
+    )
 
 
 class RunRequest(Body):
@@ -118,6 +129,20 @@ class RunRequest(Body):
 
 class ReplyRequest(Body):
     content: Text = Field(min_length=1)
+
+
+class ApproveRequest(Body):
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    approved: bool
+    reason: Text | None = Field(default=None, description="shown to the model when denied")
+
+
+class PendingCallView(BaseModel):
+    """A tool call waiting for a person's decision."""
+
+    tool_call_id: str
+    name: str
+    arguments: str
 
 
 class ReflectRequest(Body):
@@ -201,6 +226,9 @@ class TraceSummary(BaseModel):
 class TraceView(TraceSummary):
     summary: str | None = None
     wait_detail: str = ""
+    pending_approvals: list[PendingCallView] = Field(
+        default_factory=list, description="calls waiting for POST …/approve (wait_reason approval)"
+    )
     model: str | None = None
     preset: str = "default"
     runs: int = 0

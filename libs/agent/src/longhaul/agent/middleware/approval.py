@@ -1,0 +1,50 @@
+"""ToolApproval (wrap_tool_call, innermost framework layer): calls to the tools a trace (or its
+preset) lists under ``approval`` wait for a person.
+
+A call without a decision is deferred: the engine emits ``Waiting(reason="approval",
+pending_calls=[…])`` after the model turn's other calls and the turn ends. ``ToolDecided``
+events (``POST /api/traces/{id}/approve``) record each decision; once every pending call has
+one the trace runs again, and the engine sends each decided call through the chain once more:
+approved ones run, denied ones answer the model with the refusal and its reason. The gate is a
+framework layer because a configuration that silently dropped it would run what a person was
+promised to see first.
+"""
+
+from __future__ import annotations
+
+from longhaul.agent.invocation import ToolInvocation
+from longhaul.agent.messages import failure
+from longhaul.agent.middleware.base import Middleware, ToolHandler
+from longhaul.agent.middleware.clarification import ASK_HUMAN
+from longhaul.agent.tools.result import Deferred, ToolReply
+from longhaul.agent.turn import Turn
+
+EVERY_TOOL = "*"
+
+
+def needs_approval(turn: Turn, tool_name: str) -> bool:
+    listed = turn.state.config.approval
+    if listed is None:
+        listed = turn.preset.approval_tools
+    if not listed or tool_name == ASK_HUMAN:
+        return False
+    return EVERY_TOOL in listed or tool_name in listed
+
+
+class ToolApproval(Middleware):
+    async def wrap_tool_call(
+        self, turn: Turn, invocation: ToolInvocation, call_next: ToolHandler
+    ) -> ToolReply:
+        if invocation.tool is None or not needs_approval(turn, invocation.name):
+            return await call_next(invocation)
+        decision = turn.state.tool_decisions.get(invocation.call.id)
+        if decision is None:
+            return Deferred("approval", detail=invocation.call.id)
+        if decision.approved:
+            return await call_next(invocation)
+        why = f": {decision.reason}" if decision.reason else ""
+        return failure(
+            "tool_denied",
+            f"A person denied this {invocation.name} call{why}. Do not call it again unless "
+            "asked to; continue another way or explain what you could not do.",
+        )

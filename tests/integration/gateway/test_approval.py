@@ -1,0 +1,114 @@
+"""Tool approval through the stack: a gateway, executor processes and nats-server. The wait is
+on the log, so it survives kill -9 of the executor holding the trace; the decision comes through
+the API, and a decision that does not fit the trace is refused without touching the log."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.integration.executor.scripts import write_script
+from tests.integration.gateway.harness import sse_events, user_message
+from tests.support.stack import ExecutorProcess
+
+DEADLINE_S = 60
+
+
+async def wait_status(client: httpx.AsyncClient, trace_id: str, *statuses: str) -> dict[str, Any]:
+    """Follow the trace's events until its view shows one of ``statuses``."""
+    async with (
+        asyncio.timeout(DEADLINE_S),
+        client.stream("GET", f"/api/traces/{trace_id}/events") as response,
+    ):
+        async for event in sse_events(response):
+            if event.id is None and event.event != "heartbeat":
+                continue
+            view = (await client.get(f"/api/traces/{trace_id}")).json()
+            if view["status"] in statuses:
+                return dict(view)
+    raise AssertionError("stream ended early")
+
+
+def two_commands(tmp_path: Path) -> str:
+    return write_script(
+        tmp_path / "approve.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"id": "c_keep", "name": "bash", "arguments": {"command": "echo kept > a.txt"}},
+                    {"id": "c_drop", "name": "bash", "arguments": {"command": "echo no > b.txt"}},
+                ]
+            },
+            {"content": "did what was allowed"},
+        ],
+    )
+
+
+async def test_an_approval_wait_survives_kill_9_and_decisions_are_honoured(
+    client: httpx.AsyncClient, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"LONGHAUL_EXECUTOR__WORKING_ROOT": str(work)}
+    body = {
+        "messages": [user_message("write two files")],
+        "model": two_commands(tmp_path),
+        "approval": {"tools": ["bash"]},
+    }
+    async with ExecutorProcess(nats_url, namespace, "exec-approve-1", env=env) as first:
+        trace_id = (await client.post("/api/traces", json=body)).json()["trace_id"]
+        view = await wait_status(client, trace_id, "waiting")
+        assert view["wait_reason"] == "approval"
+        pending = {p["tool_call_id"]: p for p in view["pending_approvals"]}
+        assert set(pending) == {"c_keep", "c_drop"}
+        assert pending["c_keep"]["name"] == "bash" and "a.txt" in pending["c_keep"]["arguments"]
+        await first.kill()  # kill -9 of the executor that made the trace wait
+    assert not (work / "a.txt").exists() and not (work / "b.txt").exists()
+
+    async with ExecutorProcess(nats_url, namespace, "exec-approve-2", env=env):
+        denied = await client.post(
+            f"/api/traces/{trace_id}/approve",
+            json={"tool_call_id": "c_drop", "approved": False, "reason": "keep b clean"},
+        )
+        assert denied.status_code == 202
+        assert (await client.get(f"/api/traces/{trace_id}")).json()["status"] == "waiting"
+        again = await client.post(
+            f"/api/traces/{trace_id}/approve", json={"tool_call_id": "c_drop", "approved": True}
+        )
+        assert again.status_code == 409  # decided already: nothing appended
+        approved = await client.post(
+            f"/api/traces/{trace_id}/approve", json={"tool_call_id": "c_keep", "approved": True}
+        )
+        assert approved.status_code == 202
+        done = await wait_status(client, trace_id, "completed", "failed", "stopped")
+    assert done["status"] == "completed", done
+    assert (work / "a.txt").read_text().strip() == "kept"
+    assert not (work / "b.txt").exists()
+    messages = (await client.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    results = {m["tool_call_id"]: str(m["content"]) for m in messages if m["role"] == "tool"}
+    assert "denied" in results["c_drop"] and "keep b clean" in results["c_drop"]
+
+
+async def test_decisions_that_do_not_fit_are_refused(client: httpx.AsyncClient) -> None:
+    trace_id = (await client.post("/api/traces", json={"messages": [user_message("hi")]})).json()[
+        "trace_id"
+    ]
+    not_waiting = await client.post(
+        f"/api/traces/{trace_id}/approve", json={"tool_call_id": "c_1", "approved": True}
+    )
+    assert not_waiting.status_code == 409
+    for bad in ({}, {"tool_call_id": "c_1"}, {"tool_call_id": "", "approved": True}):
+        response = await client.post(f"/api/traces/{trace_id}/approve", json=bad)
+        assert response.status_code == 422, bad
+    unknown = await client.post(
+        "/api/traces/t_nope/approve", json={"tool_call_id": "c_1", "approved": True}
+    )
+    assert unknown.status_code == 404
+    wrong_approval = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("hi")], "approval": {"tools": "bash"}},
+    )
+    assert wrong_approval.status_code == 422
