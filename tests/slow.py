@@ -19,6 +19,7 @@ SLOW_PATHS = (
     "tests/integration/gateway/test_streams.py",  # SSE/WebSocket heartbeats and reconnects
     "tests/integration/test_provider_e2e.py",  # provider retries with Retry-After
     "tests/real_model/",  # a real llama.cpp server generating on the CPU
+    "tests/integration/gateway/test_approval.py",  # executor processes, one killed -9
 )
 
 SLOW_TESTS = frozenset(
