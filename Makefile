@@ -35,13 +35,13 @@ test: sync browser
 	$(VENV)/bin/python -m pytest -q $(ARGS)
 
 lint: sync
-	$(VENV)/bin/ruff check libs services tests bench
-	$(VENV)/bin/ruff format --check libs services tests bench
+	$(VENV)/bin/ruff check libs services tests bench examples
+	$(VENV)/bin/ruff format --check libs services tests bench examples
 	$(MAKE) --no-print-directory lint-types
 
 lint-types: sync
 	$(VENV)/bin/mypy libs/domain/src libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
-	$(VENV)/bin/mypy tests bench
+	$(VENV)/bin/mypy tests bench examples
 
 bench: sync
 	$(VENV)/bin/python -m bench $(ARGS)

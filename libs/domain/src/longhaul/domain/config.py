@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -147,8 +147,18 @@ class PromptCacheConfig(BaseModel):
 
 
 class MiddlewareEntry(BaseModel):
+    """A built-in (by ``name``: switch off or reorder) or an operator's own middleware
+    (``use``: ``package.module:Class`` or an entry point of the ``longhaul.middleware``
+    group), placed ``before`` or ``after`` another middleware and built with ``options``."""
+
+    model_config = ConfigDict(extra="forbid")
+
     name: str
     enabled: bool = True
+    use: str | None = None
+    before: str | None = None
+    after: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class PipelineConfig(BaseModel):

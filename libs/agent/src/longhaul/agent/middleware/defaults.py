@@ -1,11 +1,12 @@
-"""``default_middleware(config)``: the twelve built-ins in DESIGN.md §5 order, adjusted by
-``PipelineConfig.middleware``.
+"""``default_middleware(config)``: the built-ins in docs/ARCHITECTURE.md §5 order, adjusted by
+``PipelineConfig.middleware``, plus the operator's own middleware.
 
-Each entry of that list names a middleware (``LoopDetection`` or ``loop_detection``) and may
+Each entry of that list names a built-in (``LoopDetection`` or ``loop_detection``) and may
 switch it off. The enabled entries listed are re-ordered among themselves, in the slots they
 occupy by default, so switching one off or swapping two never moves the others. The framework
-layers (``DanglingToolCall``, ``ToolErrorHandling``: see ``framework``) are pinned: listing
-one is allowed and changes nothing; switching one off is a config error.
+layers (``DanglingToolCall``, ``ToolErrorHandling``, ``ToolApproval``: see ``framework``) are
+pinned: listing one is allowed and changes nothing; switching one off is a config error. An
+entry with ``use`` is an operator's middleware, placed by ``before``/``after`` (``operator``).
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from __future__ import annotations
 import re
 
 from longhaul.agent.guardrail_policy import GuardrailPolicy
+from longhaul.agent.middleware import operator
 from longhaul.agent.middleware.approval import ToolApproval
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.clarification import Clarification
 from longhaul.agent.middleware.context_injection import ContextInjection
 from longhaul.agent.middleware.dangling import DanglingToolCall
-from longhaul.agent.middleware.framework import FRAMEWORK_NAMES
+from longhaul.agent.middleware.framework import FRAMEWORK_LAYERS, FRAMEWORK_NAMES
 from longhaul.agent.middleware.guardrail import Guardrail
 from longhaul.agent.middleware.loop_detection import LoopDetection
+from longhaul.agent.middleware.operator import place
 from longhaul.agent.middleware.prompt_cache import PromptCache
 from longhaul.agent.middleware.schema_validation import ToolSchemaValidation
 from longhaul.agent.middleware.subagent_limit import SubagentLimit
@@ -29,6 +32,8 @@ from longhaul.agent.middleware.token_usage import TokenUsage
 from longhaul.agent.middleware.tool_errors import ToolErrorHandling
 from longhaul.agent.middleware.trace_context import TraceContext
 from longhaul.domain.config import PipelineConfig
+
+OUTER_NAMES = frozenset(layer.config_name() for layer in FRAMEWORK_LAYERS)
 
 DEFAULT_ORDER = (
     "TraceContext",
@@ -79,7 +84,13 @@ def default_middleware(
     order = list(DEFAULT_ORDER)
     disabled: set[str] = set()
     listed: list[str] = []
-    for entry in config.middleware:
+    builtin_entries = [entry for entry in config.middleware if entry.use is None]
+    for entry in builtin_entries:
+        if entry.before or entry.after or entry.options:
+            raise ValueError(
+                f"pipeline.middleware[{entry.name}]: before/after/options are for operator "
+                "middleware (with use: module:Class); built-ins are reordered by listing them"
+            )
         name = by_key.get(normalise(entry.name))
         if name is None:
             known = ", ".join(DEFAULT_ORDER)
@@ -99,4 +110,14 @@ def default_middleware(
     slots = sorted(order.index(name) for name in moved)
     for slot, name in zip(slots, moved, strict=True):
         order[slot] = name
-    return [built[name] for name in order if name not in disabled]
+    chain = [(name, built[name]) for name in order if name not in disabled]
+    for entry in config.middleware:
+        if entry.use is not None and entry.enabled:
+            place(
+                chain,
+                entry,
+                operator.build(entry),
+                outer=frozenset(n for n in FRAMEWORK_NAMES if n in OUTER_NAMES),
+                inner=frozenset(n for n in FRAMEWORK_NAMES if n not in OUTER_NAMES),
+            )
+    return [middleware for _, middleware in chain]
