@@ -18,6 +18,7 @@ from longhaul.gateway import commands
 from longhaul.gateway.auth import KeyRing, Principal
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.metrics import GatewayMetrics
+from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.runtime import Runtime
 
@@ -30,6 +31,7 @@ def runtime(store: MemoryStore) -> Runtime:
         config=config,
         keys=KeyRing([]),
         limiter=RateLimiter(0),
+        quota=ActiveQuota(None),
         metrics=GatewayMetrics(),
         heartbeat_s=15.0,
     )

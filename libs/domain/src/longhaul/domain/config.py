@@ -109,6 +109,12 @@ class GatewayConfig(BaseModel):
     )
     max_body_bytes: int = 1_048_576
     rate_limit_per_minute: int = 600
+    max_active_traces_per_key: int | None = Field(
+        default=None,
+        ge=1,
+        description="traces one API key may have running or waiting at once (None: no cap); "
+        "beyond it starting a run answers 429 with Retry-After",
+    )
     cors_origins: list[str] = Field(default_factory=list)
 
     @field_validator("api_keys", mode="before")

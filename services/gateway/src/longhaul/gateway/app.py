@@ -15,6 +15,7 @@ from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
+from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.routers import experiences, health, info, trace_events, traces, viewer
 from longhaul.gateway.routers.tasks import tasks_router
@@ -37,6 +38,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         config=config,
         keys=KeyRing(gateway.api_keys),
         limiter=RateLimiter(gateway.rate_limit_per_minute),
+        quota=ActiveQuota(gateway.max_active_traces_per_key),
         metrics=GatewayMetrics(),
         heartbeat_s=heartbeat_s,
     )

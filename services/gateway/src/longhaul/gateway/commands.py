@@ -103,8 +103,9 @@ async def create_trace(
 ) -> TraceState:
     trace_id = new_id("t")
     event = msgspec.structs.replace(event, owner=principal.owner)
-    state = await _append_first(runtime, "trace", trace_id, event, TraceState)
-    runtime.mirror.put(TraceIndexEntry.from_state(state))
+    async with runtime.quota.starting(runtime.mirror, principal.owner):
+        state = await _append_first(runtime, "trace", trace_id, event, TraceState)
+        runtime.mirror.put(TraceIndexEntry.from_state(state))
     runtime.service.spawn(_write_index(runtime, state), name=f"index-{trace_id}")
     return state
 
@@ -128,7 +129,13 @@ async def append_to_trace(
 ) -> tuple[TraceState, Recorded]:
     """Append ``build(state)`` to a trace the caller owns; returns the state after it."""
     state = await access.load_trace(runtime, principal, trace_id)
-    return await _append_checked(runtime, "trace", trace_id, state, build)
+    if not state.is_final:
+        return await _append_checked(runtime, "trace", trace_id, state, build)
+    # A request on an ended trace starts a new run: it counts against the key's cap.
+    async with runtime.quota.starting(runtime.mirror, principal.owner):
+        state, recorded = await _append_checked(runtime, "trace", trace_id, state, build)
+        runtime.mirror.put(TraceIndexEntry.from_state(state))
+    return state, recorded
 
 
 async def create_task(runtime: Runtime, principal: Principal, event: ev.TaskCreated) -> TaskState:

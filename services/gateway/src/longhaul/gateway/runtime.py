@@ -18,6 +18,7 @@ from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.mirror import IndexMirror
+from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 
 RETRY = {"Retry-After": "1"}
@@ -33,6 +34,7 @@ class Runtime:
     config: LonghaulConfig
     keys: KeyRing
     limiter: RateLimiter
+    quota: ActiveQuota
     metrics: GatewayMetrics
     heartbeat_s: float
     draining: asyncio.Event = field(default_factory=asyncio.Event)
