@@ -40,6 +40,7 @@ from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.events import Aggregate
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.fold import apply_or_skip
 from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.types import Model
@@ -438,7 +439,7 @@ async def fold_until(
     try:
         async with asyncio.timeout(within):
             async for recorded in store.watch(aggregate, aggregate_id):
-                state.apply(recorded.event, recorded.seq)
+                apply_or_skip(state, recorded.event, recorded.seq)
                 if predicate(state):
                     return state
     except TimeoutError:

@@ -4,7 +4,8 @@
 ``record`` appends one JSON line per execution (start and end, with the idempotency key, the
 executor's pid and wall-clock times) to the file named in its arguments, so a test can check
 "at most twice, same key" and "never two executors at once" across processes. ``gate`` (in
-process only) parks a tool call until the test opens the gate.
+process only) parks a tool call until the test opens the gate. ``CrashOnMarker`` is a
+middleware with a bug, for poison wake-ups.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import json
 import os
 import time
 
+from longhaul.agent import Middleware
 from longhaul.agent.tools import Tool, ToolContext, tool
+from longhaul.agent.turn import Turn
 
 GATES: dict[str, asyncio.Event] = {}
 ENTERED: dict[str, asyncio.Event] = {}
@@ -55,3 +58,13 @@ async def gate(name: str) -> str:
 
 
 TOOLS: list[Tool] = [record, gate]
+
+
+class CrashOnMarker(Middleware):
+    """An operator middleware with a bug: every turn of a trace whose first message holds
+    ``crash-me`` raises, so its wake-ups are poison (the executor must fail that trace only)."""
+
+    async def before_agent(self, turn: Turn) -> None:
+        first = turn.state.messages.get(1)
+        if first is not None and "crash-me" in str(first.content):
+            raise RuntimeError("a bug in an operator's middleware")

@@ -34,6 +34,8 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     stop_reason: str | None = None
     wait_reason: str | None = None
     """What a ``waiting`` trace waits for (human, verification, subtraces…)."""
+    faults: int = 0
+    """Events of its log the fold had to skip (see ``longhaul.domain.state.faults``)."""
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -54,6 +56,7 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
             error=state.error,
             stop_reason=state.stop_reason,
             wait_reason=state.wait_reason if state.status == "waiting" else None,
+            faults=len(state.faults),
             created_at=state.created_at,
             updated_at=state.updated_at,
         )

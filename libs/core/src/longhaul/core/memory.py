@@ -20,6 +20,7 @@ from longhaul.core.store import ConcurrencyError, Position, Recorded, stamp
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
+from longhaul.domain.state.fold import apply_or_skip
 
 State = TypeVar("State", bound=Fold)
 
@@ -138,7 +139,7 @@ class MemoryStore:
     async def catch_up(self, aggregate: Aggregate, aggregate_id: str, state: State) -> int:
         applied = 0
         async for recorded in self.replay(aggregate, aggregate_id, after=state.stream_seq):
-            state.apply(recorded.event, recorded.seq)
+            apply_or_skip(state, recorded.event, recorded.seq)
             applied += 1
         return applied
 

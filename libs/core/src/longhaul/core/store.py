@@ -10,6 +10,7 @@ writers produced event ``n``: that is a conflict, not a success.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -21,6 +22,8 @@ from longhaul.core.connection import Connection
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
+from longhaul.domain.state.faults import Fault, Unreadable
+from longhaul.domain.state.fold import apply_or_skip
 from nats.aio.msg import Msg
 from nats.js import api
 from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
@@ -82,7 +85,7 @@ def stamp(
 
 class _Page(msgspec.Struct):
     last_seq: int
-    events: list[ev.Event] = msgspec.field(default_factory=list)
+    events: list[ev.Event | Unreadable] = msgspec.field(default_factory=list)
     seqs: list[int] = msgspec.field(default_factory=list)
 
 
@@ -206,6 +209,9 @@ class EventStore:
         while True:
             page = await self._direct_page(subject, after, with_headers=True)
             for event, seq in zip(page.events, page.seqs, strict=True):
+                if isinstance(event, Unreadable):
+                    log.warning("skipping unreadable event %d of %s: %s", seq, subject, event.error)
+                    continue
                 yield Recorded(event, seq)
             if len(page.events) < REPLAY_PAGE:
                 return
@@ -232,14 +238,13 @@ class EventStore:
                     page.last_seq = int(headers.get("Nats-Last-Sequence", after))
                 finished.set_result(None if ok else f"{status} {headers.get('Description', '')}")
                 return
+            seq = int(headers.get("Nats-Sequence", 0) or 0) if with_headers else 0
             try:
                 page.events.append(ev.decode(msg.data))
-                if with_headers:
-                    page.seqs.append(int(headers["Nats-Sequence"]))
-            except (ev.EventDecodeError, KeyError, ValueError) as exc:
-                finished.set_exception(
-                    exc if isinstance(exc, ev.EventDecodeError) else ev.EventDecodeError(str(exc))
-                )
+            except ev.EventDecodeError as exc:  # a fault for the fold, not a failed read
+                page.events.append(Unreadable(error=str(exc)[:500], stream_seq=seq))
+            if with_headers:
+                page.seqs.append(seq)
 
         inbox = self.conn.nc.new_inbox()
         sub = await self.conn.nc.subscribe(inbox, cb=on_message)
@@ -280,7 +285,13 @@ class EventStore:
         )
         try:
             async for msg in sub.messages:
-                yield Recorded(ev.decode(msg.data), msg.metadata.sequence.stream)
+                seq = msg.metadata.sequence.stream
+                try:
+                    event = ev.decode(msg.data)
+                except ev.EventDecodeError as exc:
+                    log.warning("skipping unreadable event %d of %s: %s", seq, subject, exc)
+                    continue
+                yield Recorded(event, seq)
         finally:
             await sub.unsubscribe()
 
@@ -326,14 +337,37 @@ class EventStore:
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
         applied = 0
         while True:
-            page = await self._direct_page(subject, state.stream_seq, with_headers=False)
-            for event in page.events:
-                state.apply(event)
+            after = state.stream_seq
+            page = await self._direct_page(subject, after, with_headers=False)
+            faults = [
+                (index, fault)
+                for index, event in enumerate(page.events)
+                if (fault := apply_or_skip(state, event)) is not None
+            ]
+            if faults:
+                await self._locate(subject, after, faults)
+                for _, fault in faults:
+                    log.warning(
+                        "%s %s: skipped event %d: %s",
+                        aggregate,
+                        aggregate_id,
+                        fault.stream_seq,
+                        fault.error,
+                    )
             if page.events:
                 state.stream_seq = page.last_seq
             applied += len(page.events)
             if len(page.events) < REPLAY_PAGE:
                 return applied
+
+    async def _locate(self, subject: str, after: int, faults: list[tuple[int, Fault]]) -> None:
+        """Fill in the stream sequences of faults found in a header-less page (rare: reading
+        the page again with headers is cheaper than always carrying them)."""
+        with contextlib.suppress(Exception):  # diagnostics only: the fold is already right
+            seqs = (await self._direct_page(subject, after, with_headers=True)).seqs
+            for index, fault in faults:
+                if index < len(seqs):
+                    fault.stream_seq = seqs[index]
 
     def _snapshot_key(self, aggregate: Aggregate, aggregate_id: str) -> str:
         return f"{aggregate}.{aggregate_id}"

@@ -145,17 +145,6 @@ class Children:
         )
         await self.start_queued(parent)
 
-    async def report_unfoldable(self, parent_id: str, child_id: str, error: str) -> None:
-        """Tell a parent its child failed when the child's own log cannot be folded."""
-        parent = await self.store.load_trace(parent_id)
-        finished = ev.SubtraceFinished(
-            child_trace_id=child_id, status="failed", summary=f"failed: {error}"[:SUMMARY_LIMIT]
-        )
-        await append_while(
-            self.store, parent, finished, lambda p: _child_running(p, child_id), actor=self.actor
-        )
-        await self.start_queued(parent)
-
     async def stop_children(self, parent: TraceState, reason: str) -> None:
         """Ask the parent's running children to stop (a finished parent has no use for them)."""
         for info in parent.running_subtraces():

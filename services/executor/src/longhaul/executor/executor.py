@@ -263,15 +263,13 @@ class Executor:
         )
         self.metrics.poison.inc()
         try:
-            parent = await record_poison(
+            await record_poison(
                 self.store,
                 self.index,
                 wakeup.trace_id,
                 f"poison event ({wakeup.event_type}): {reason}",
                 actor=self.actor,
             )
-            if parent is not None:
-                await self.children.report_unfoldable(parent, wakeup.trace_id, reason)
         except Exception:
             log.exception("could not record the poison failure on %s", wakeup.trace_id)
         await _settle(msg.term())

@@ -100,7 +100,8 @@ class TurnRunner:
         state = await self.store.load_trace(trace_id)
         action = decide(state)
         if action is Action.NOTHING:
-            await self.index.update(state)  # a stale entry would keep the sweeper coming back
+            if state.exists:  # a stale entry would keep the sweeper coming back
+                await self.index.update(state)
             return state
         if action is Action.STOP:
             await append_while(

@@ -41,7 +41,10 @@ async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str)
         )
     except NotFoundError:
         return None
-    return ev.decode(stored.data or b"")
+    try:
+        return ev.decode(stored.data or b"")
+    except ev.EventDecodeError:  # an unreadable first event: no creation to check against
+        return None
 
 
 async def resolve_owner(

@@ -47,6 +47,11 @@ class _IndexCollector(Collector):
             "longhaul_trace_tokens", "tokens used by indexed traces", labels=["kind"]
         )
         cost = GaugeMetricFamily("longhaul_trace_cost_usd", "cost of indexed traces (USD)")
+        faulty = GaugeMetricFamily(
+            "longhaul_traces_with_faults",
+            "indexed traces whose log holds events the fold skipped (undecodable or impossible)",
+        )
+        faulty_count = 0
         by_status: Tally[str] = Tally()
         sums = {"prompt": 0, "completion": 0, "cache_read": 0, "cache_write": 0}
         total_cost = 0.0
@@ -57,14 +62,17 @@ class _IndexCollector(Collector):
             sums["cache_read"] += entry.totals.cache_read_tokens
             sums["cache_write"] += entry.totals.cache_write_tokens
             total_cost += entry.totals.cost
+            faulty_count += entry.faults > 0
         for status in ("running", "waiting", "completed", "failed", "stopped"):
             traces.add_metric([status], by_status.get(status, 0))
         for kind, value in sums.items():
             tokens.add_metric([kind], value)
         cost.add_metric([], total_cost)
+        faulty.add_metric([], faulty_count)
         yield traces
         yield tokens
         yield cost
+        yield faulty
 
 
 class GatewayMetrics:

@@ -11,6 +11,7 @@ from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
+    FaultView,
     GoalTreeView,
     GoalView,
     MessageView,
@@ -73,6 +74,9 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
         summary=state.summary,
+        fault_log=[
+            FaultView(stream_seq=f.stream_seq, type=f.type, error=f.error) for f in state.faults
+        ],
         pending_approvals=[
             PendingCallView(
                 tool_call_id=call.id, name=call.function.name, arguments=call.function.arguments
@@ -121,6 +125,9 @@ def message_view(message: Message) -> dict[str, Any]:
 
 def task_view(state: TaskState) -> TaskView:
     return TaskView(
+        fault_log=[
+            FaultView(stream_seq=f.stream_seq, type=f.type, error=f.error) for f in state.faults
+        ],
         task_id=state.task_id,
         status=state.status or "planning",
         goal=state.goal,

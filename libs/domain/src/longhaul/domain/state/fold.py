@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from longhaul.domain import events as ev
+from longhaul.domain.state.faults import Fault, Unreadable, fault_of
 
 
 @runtime_checkable
@@ -35,3 +36,23 @@ class Fold(Protocol):
     def check(self, event: ev.Event) -> None:
         """Raise :class:`InvalidTransition` if ``event`` could not apply; changes nothing."""
         ...
+
+    def skip(self, fault: Fault) -> None:
+        """Record an event that could not apply and step over it (``faults``)."""
+        ...
+
+
+def apply_or_skip(state: Fold, item: ev.Event | Unreadable, stream_seq: int = 0) -> Fault | None:
+    """What every reader of a stored log does with each item: apply it, or, when it does not
+    decode or cannot apply, record it as a fault and go on (returned, for metrics and logs).
+    Writers use :meth:`Fold.check` and :meth:`Fold.apply` and never write what fails."""
+    if not isinstance(item, Unreadable):
+        try:
+            state.apply(item, stream_seq)
+            return None
+        except Exception as exc:
+            fault = fault_of(item, exc, stream_seq)
+    else:
+        fault = fault_of(item, None, stream_seq)
+    state.skip(fault)
+    return fault

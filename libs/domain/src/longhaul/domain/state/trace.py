@@ -12,6 +12,7 @@ import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import TraceConfig, TraceStatus, WaitReason
 from longhaul.domain.state.errors import InvalidTransition
+from longhaul.domain.state.faults import MAX_FAULTS, Fault, next_version
 from longhaul.domain.state.goals import GoalTree
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
@@ -118,6 +119,8 @@ class TraceState(msgspec.Struct, kw_only=True):
     verification: VerificationState = msgspec.field(default_factory=VerificationState)
     subtraces: dict[str, SubtraceInfo] = msgspec.field(default_factory=dict)
     runs: int = 0
+    faults: list[Fault] = msgspec.field(default_factory=list)
+    """Events of the log this fold skipped (see ``faults``)."""
 
     version: int = 0
     """``n`` of the last applied event."""
@@ -192,6 +195,12 @@ class TraceState(msgspec.Struct, kw_only=True):
         return [seq for seq, msg in self.messages.items() if msg.parent_sequence == sequence]
 
     # ------------------------------------------------------------------ fold
+
+    def skip(self, fault: Fault) -> None:
+        self.faults = [*self.faults, fault][-MAX_FAULTS:]
+        self.version = next_version(self.version, fault)
+        if fault.stream_seq:
+            self.stream_seq = fault.stream_seq
 
     def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
         """Apply one event; raises :class:`InvalidTransition` if it cannot happen."""

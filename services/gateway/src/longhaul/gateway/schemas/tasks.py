@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from longhaul.gateway.schemas.common import Body, Text
+from longhaul.gateway.schemas.traces import FaultView
 from pydantic import BaseModel, Field
 
 
@@ -76,3 +77,6 @@ class TaskView(BaseModel):
     created_at: float = 0.0
     updated_at: float = 0.0
     event_id: int = 0
+    fault_log: list[FaultView] = Field(
+        default_factory=list, description="events of its log that were skipped (latest 50)"
+    )

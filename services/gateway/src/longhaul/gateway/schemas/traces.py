@@ -199,6 +199,14 @@ class WaitingBelowView(BaseModel):
     reason: str | None = Field(default=None, description="human, verification, …")
 
 
+class FaultView(BaseModel):
+    """An event of the log that could not apply: skipped by every reader, kept here."""
+
+    stream_seq: int = Field(default=0, description="position in the stream (0: unknown)")
+    type: str = Field(default="", description="event type, empty if it did not decode")
+    error: str
+
+
 class TraceSummary(BaseModel):
     trace_id: str
     status: str
@@ -211,6 +219,7 @@ class TraceSummary(BaseModel):
     totals: TotalsView = Field(default_factory=TotalsView)
     error: str | None = None
     stop_reason: str | None = None
+    faults: int = Field(default=0, description="events of its log that were skipped")
     wait_reason: str | None = Field(
         default=None, description="what a waiting trace waits for: human, verification, subtraces"
     )
@@ -226,6 +235,9 @@ class TraceSummary(BaseModel):
 class TraceView(TraceSummary):
     summary: str | None = None
     wait_detail: str = ""
+    fault_log: list[FaultView] = Field(
+        default_factory=list, description="the skipped events, latest 50"
+    )
     pending_approvals: list[PendingCallView] = Field(
         default_factory=list, description="calls waiting for POST …/approve (wait_reason approval)"
     )
