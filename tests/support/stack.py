@@ -28,7 +28,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import msgspec
 from longhaul.agent.tools import ToolRegistry
@@ -40,7 +40,7 @@ from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.events import Aggregate
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
-from longhaul.domain.state.fold import apply_or_skip
+from longhaul.domain.state.fold import Fold, apply_or_skip
 from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.types import Model
@@ -417,11 +417,7 @@ def waiting(state: TraceState) -> bool:
     return state.status == "waiting"
 
 
-class _Fold(Protocol):
-    def apply(self, event: ev.Event, stream_seq: int = 0) -> None: ...
-
-
-F = TypeVar("F", bound=_Fold)
+F = TypeVar("F", bound=Fold)
 
 
 async def fold_until(

@@ -11,7 +11,6 @@ from longhaul.core.connection import Connection
 from longhaul.core.provision import ProvisionSettings, provision
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.events import EventDecodeError
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 
@@ -210,14 +209,24 @@ async def test_fold_of_interleaved_aggregates_ends_at_its_own_last_sequence(
         assert state.messages[5].content == f"{trace_id} 5"
 
 
-async def test_malformed_event_in_stream_raises_typed_error(
+async def test_a_malformed_event_is_skipped_by_reads_and_recorded_as_a_fault(
     store: EventStore, conn: Connection
 ) -> None:
     trace_id = new_id("t")
-    await conn.js.publish(conn.names.subject("trace", trace_id, "trace_created"), b"{broken")
-    with pytest.raises(EventDecodeError):
-        async for _ in store.replay("trace", trace_id):
-            pass
+    await store.append(
+        "trace",
+        trace_id,
+        [ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])],
+        expected=Position(),
+    )
+    ack = await conn.js.publish(conn.names.subject("trace", trace_id, "completed"), b"{broken")
+    replayed = [r.event.type async for r in store.replay("trace", trace_id)]
+    assert replayed == ["trace_created"]
+    state = await store.load_trace(trace_id)
+    assert state.status == "running" and state.stream_seq == ack.seq
+    [fault] = state.faults
+    assert fault.stream_seq == ack.seq and fault.type == "" and "malformed" in fault.error
+    assert state.version == 2  # the skipped event still counts: no later append reuses its n
 
 
 async def test_provisioning_is_idempotent(conn: Connection) -> None:
