@@ -3,6 +3,7 @@ the CLI and the run viewer) a gateway with an executor behind it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
 
 from tests.slow import is_slow
+from tests.support.env import SCRIPTED_DIR_VAR
 from tests.support.nats import nats_server_url, unique_namespace
 
 if TYPE_CHECKING:
@@ -25,6 +27,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def scripted_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Scripts a test writes under its ``tmp_path`` are the only ``scripted:<file>`` models
+    services may read (``models.scripted_dir``), in-process and in subprocesses alike."""
+    root = tmp_path_factory.getbasetemp()
+    previous = os.environ.get(SCRIPTED_DIR_VAR)
+    os.environ[SCRIPTED_DIR_VAR] = str(root)
+    yield root
+    if previous is None:
+        os.environ.pop(SCRIPTED_DIR_VAR, None)
+    else:
+        os.environ[SCRIPTED_DIR_VAR] = previous
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,7 @@ from pydantic import SecretStr
 
 from tests.integration.executor.scripts import record_steps
 from tests.integration.planner.support import create_task, phase
+from tests.support.env import SCRIPTED_DIR_VAR, service_env
 from tests.support.stack import create_trace
 
 SCENARIOS = ("executor", "planner", "verifier", "gateway", "nats", "executor-stop")
@@ -194,17 +195,14 @@ def admin_config(state: dict[str, Any]) -> NatsConfig:
     return NatsConfig(url=state["nats"], user="admin", password=SecretStr(credentials["admin"]))
 
 
-def _lh_free_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
-
-
 async def run_scenario(
     scenario: str, work: Workload, *, seed: int, root: Path, env: dict[str, str] | None = None
 ) -> Row:
     rng = random.Random(seed)
     row = Row(scenario)
     up_env = {
-        **_lh_free_env(),
+        **service_env(),
+        SCRIPTED_DIR_VAR: str(root),  # the workload's scripts are written under root
         "LONGHAUL_EXECUTOR__TOOL_MODULES": TOOLS,
         "LONGHAUL_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",

@@ -45,6 +45,8 @@ from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.types import Model
 
+from tests.support.env import service_env as base_service_env
+
 T = TypeVar("T")
 
 READY_TIMEOUT_S = 30.0
@@ -108,7 +110,7 @@ def executor_env(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment of an executor subprocess (inherits ours, minus stray LONGHAUL_*)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    env = base_service_env()
     env.update(
         {
             "LONGHAUL_NATS__URL": nats_url,

@@ -9,6 +9,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.env import service_env as base_service_env
+
 LONGHAUL = str(Path(sys.executable).parent / "longhaul")
 
 
@@ -25,7 +27,7 @@ class Result:
 
 def cli_env(**extra: str) -> dict[str, str]:
     """Our environment minus any LONGHAUL_* the developer has set, wide enough not to wrap."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    env = base_service_env()
     env.update({"COLUMNS": "200", "PYTHONUNBUFFERED": "1"}, **extra)
     return env
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -220,3 +223,30 @@ async def test_gateway_survives_garbage(
     assert (await shared_client.get("/healthz")).status_code == 200
     assert (await shared_client.post("/api/traces", json=CREATE)).status_code == 202
     assert await stored_events(shared_store) == before + 1
+
+
+async def test_a_script_outside_the_operators_directory_is_a_422_that_quotes_nothing(
+    shared_client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    outside = Path(tempfile.mkdtemp(prefix="lh-not-scripts-"))  # not under the session root
+    secret = outside / "secret.yaml"
+    secret.write_text("- content: the launch code is 0000\n")
+    try:
+        for model in (f"scripted:{secret}", "scripted:../../../../etc/passwd"):
+            response = await shared_client.post(
+                "/api/traces", json={"messages": [user_message("hi")], "model": model}
+            )
+            assert response.status_code == 422, model
+            error = response.json()["error"]
+            assert error["code"] == "invalid_model"
+            assert "launch code" not in error["message"] and "root:" not in error["message"]
+    finally:
+        shutil.rmtree(outside)
+    # a script inside it (the session's temp root) is accepted, with options
+    script = tmp_path / "ok.yaml"
+    script.write_text("- content: hi\n")
+    accepted = await shared_client.post(
+        "/api/traces",
+        json={"messages": [user_message("hi")], "model": f"scripted:{script}?latency_ms=5"},
+    )
+    assert accepted.status_code == 202, accepted.text

@@ -5,7 +5,6 @@ exact control over which phase succeeds, fails or stays running."""
 from __future__ import annotations
 
 import asyncio
-import os
 import tempfile
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from longhaul.domain.state import TaskState
 from longhaul.planner.main import run as run_planner
 from longhaul.verifier.main import run as run_verifier
 
+from tests.support.env import service_env as base_service_env
 from tests.support.stack import ServiceProcess, fold_until
 
 # ------------------------------------------------------------------------------ tasks
@@ -164,7 +164,7 @@ def verifier_service(config: LonghaulConfig) -> InProcessService:
 
 def service_env(config: LonghaulConfig, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for a service subprocess reproducing ``config``'s relevant settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    env = base_service_env()
     pipeline = config.pipeline
     env.update(
         {

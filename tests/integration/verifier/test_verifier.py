@@ -19,6 +19,7 @@ from longhaul.domain.config import LonghaulConfig, ModelsConfig
 from longhaul.verifier.handler import Verifier
 
 from tests.integration.verifier.conftest import verdict, verdicts, waiting_trace
+from tests.support.env import service_env as base_service_env
 
 Start = Callable[..., Awaitable[None]]
 SCHEMA = {
@@ -293,7 +294,7 @@ async def test_replicas_share_the_work_and_answer_each_request_once(
 async def test_service_main_runs_as_a_process(
     store: EventStore, verifier_config: LonghaulConfig, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LONGHAUL_")}
+    env = base_service_env()
     env.update(
         {
             "LONGHAUL_NATS__URL": verifier_config.nats.url,

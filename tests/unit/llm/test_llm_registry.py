@@ -90,7 +90,36 @@ def test_scripted_strings(registry: ModelRegistry, tmp_path: Path) -> None:
     assert isinstance(auto, ScriptedModel)
     assert (auto.latency_s, auto.chunk_chars) == (0.025, 3)
     assert isinstance(registry.resolve(f"scripted:{script}"), ScriptedModel)
-    with pytest.raises(ValueError, match="not a file"):
+    with pytest.raises(ValueError, match="no such script"):
         registry.resolve("scripted:missing.yaml")
     with pytest.raises(ValueError, match="bad option"):
         registry.resolve("scripted:auto?latency_ms=soon")
+
+
+def test_script_files_are_read_only_from_the_operators_directory(tmp_path: Path) -> None:
+    allowed = tmp_path / "scripts"
+    allowed.mkdir()
+    (allowed / "ok.yaml").write_text("- content: hi\n")
+    secret = tmp_path / "secret.yaml"
+    secret.write_text("- content: the launch code is 0000\n")
+    (allowed / "link.yaml").symlink_to(secret)
+    inside = ModelRegistry(ModelsConfig(scripted_dir=allowed))
+    assert isinstance(inside.resolve("scripted:ok.yaml"), ScriptedModel)
+    assert isinstance(inside.resolve(f"scripted:{allowed / 'ok.yaml'}"), ScriptedModel)
+    for outside in (str(secret), "../secret.yaml", "link.yaml", "/etc/passwd"):
+        with pytest.raises(ValueError, match=r"no such script in models\.scripted_dir") as raised:
+            inside.resolve(f"scripted:{outside}")
+        assert "launch code" not in str(raised.value)
+    with pytest.raises(ValueError, match="script files are disabled"):
+        ModelRegistry(ModelsConfig(scripted_dir=None)).resolve(f"scripted:{allowed / 'ok.yaml'}")
+    assert isinstance(
+        ModelRegistry(ModelsConfig(scripted_dir=None)).resolve("scripted:auto"), ScriptedModel
+    )
+
+
+def test_a_broken_script_is_reported_without_its_content(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("- content: fine\n- {password: hunter2\n")
+    registry = ModelRegistry(ModelsConfig(scripted_dir=tmp_path))
+    with pytest.raises(ValueError, match=r"not a valid YAML/JSON script at line") as raised:
+        registry.resolve("scripted:bad.yaml")
+    assert "hunter2" not in str(raised.value) and raised.value.__cause__ is None

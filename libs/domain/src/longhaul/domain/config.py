@@ -87,6 +87,11 @@ class ModelsConfig(BaseModel):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     context_limits: dict[str, int] = Field(default_factory=dict)
     local: LocalModelConfig = Field(default_factory=LocalModelConfig)
+    scripted_dir: Path | None = Field(
+        default_factory=lambda: _env_path("LONGHAUL_MODELS__SCRIPTED_DIR"),
+        description="the only directory scripted:<file> models are read from (unset: none; "
+        "scripted:auto needs no file)",
+    )
 
     def for_role(self, role: str) -> str:
         return self.roles.get(role, self.default)
@@ -94,6 +99,11 @@ class ModelsConfig(BaseModel):
     @property
     def is_offline_default(self) -> bool:
         return self.default.startswith("scripted:")
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value) if value else None
 
 
 def _split_csv(value: str) -> list[str]:

@@ -31,7 +31,7 @@ from longhaul.llm.providers.anthropic import AnthropicCodec
 from longhaul.llm.providers.gemini import GeminiCodec
 from longhaul.llm.providers.openai import OpenAICodec
 from longhaul.llm.retry import RetryPolicy
-from longhaul.llm.scripted import ScriptedModel, auto_turn, load_script
+from longhaul.llm.scripted import ScriptedModel, ScriptFn, auto_turn, load_script
 from longhaul.llm.types import Model
 
 CODECS: dict[str, Callable[[], Codec]] = {
@@ -66,7 +66,36 @@ def split_model_string(model_string: str) -> tuple[str, str]:
     return provider, model
 
 
-def _scripted(model_string: str, spec: str) -> ScriptedModel:
+BUILTIN_SCRIPTS = frozenset({"auto"})
+
+
+def scripted_path(model_string: str, source: str, scripted_dir: Path | None) -> Path:
+    """The script file ``scripted:<source>`` names, if it lies inside ``scripted_dir``.
+
+    Clients choose model strings, so a path is only ever read from the directory the operator
+    set (``models.scripted_dir``), and errors never quote the file."""
+    if scripted_dir is None:
+        raise ValueError(
+            f"{model_string}: script files are disabled (set models.scripted_dir, "
+            "LONGHAUL_MODELS__SCRIPTED_DIR, to allow scripted:<file> from that directory)"
+        )
+    root = scripted_dir.resolve()
+    path = (root / source).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        raise ValueError(f"{model_string}: no such script in models.scripted_dir")
+    return path
+
+
+def check_model_string(model_string: str, config: ModelsConfig) -> None:
+    """What a gateway can refuse before a run starts (422): a malformed string, or a script
+    outside ``models.scripted_dir``. Provider reachability is the run's business."""
+    provider, spec = split_model_string(model_string)
+    source = spec.partition("?")[0]
+    if provider == "scripted" and source not in BUILTIN_SCRIPTS:
+        scripted_path(model_string, source, config.scripted_dir)
+
+
+def _scripted(model_string: str, spec: str, scripted_dir: Path | None) -> ScriptedModel:
     source, _, query = spec.partition("?")
     options = {key: values[-1] for key, values in parse_qs(query).items()}
     try:
@@ -75,13 +104,9 @@ def _scripted(model_string: str, spec: str) -> ScriptedModel:
     except ValueError as exc:
         raise ValueError(f"{model_string}: bad option: {exc}") from exc
     if source == "auto":
-        script = auto_turn
-    elif Path(source).is_file():
-        script = load_script(source)
+        script: ScriptFn = auto_turn
     else:
-        raise ValueError(
-            f"{model_string}: expected 'scripted:auto' or a script file; {source!r} is not a file"
-        )
+        script = load_script(scripted_path(model_string, source, scripted_dir))
     return ScriptedModel(script, name=model_string, latency_s=latency_s, chunk_chars=chunk)
 
 
@@ -99,7 +124,7 @@ class ModelRegistry:
         config = config or self.config
         provider, model = split_model_string(model_string)
         if provider == "scripted":
-            return _scripted(model_string, model)
+            return _scripted(model_string, model, config.scripted_dir)
         if provider == "local":
             return self._local(model_string, model, config)
         settings = config.providers.get(provider, ProviderConfig())

@@ -61,7 +61,13 @@ class TurnScript:
 
 def load_script(path: str | Path) -> TurnScript:
     """A YAML or JSON file holding a list of turns."""
-    data = yaml.safe_load(Path(path).read_text())
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        # The parser's message quotes the offending line: never hand file content back.
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"{Path(path).name}: not a valid YAML/JSON script{where}") from None
     if not isinstance(data, list):
         raise ValueError(f"{path}: a script is a list of turns, got {type(data).__name__}")
     return TurnScript(data)

@@ -35,6 +35,7 @@ from longhaul.gateway.schemas.traces import (
     TraceView,
 )
 from longhaul.gateway.views import message_view, summary_of, trace_view
+from longhaul.llm.registry import check_model_string
 
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 
@@ -66,6 +67,7 @@ async def _steer(
 async def create_trace(
     body: CreateTraceRequest, principal: CurrentPrincipal, request: Request, response: Response
 ) -> Accepted:
+    _check_model(request, body.model)
     config = ev.TraceConfig(
         model=body.model,
         tools=body.tools,
@@ -85,6 +87,16 @@ async def create_trace(
     state = await commands.create_trace(runtime_of(request.app), principal, event)
     response.headers["Location"] = f"/api/traces/{state.trace_id}"
     return _accepted(state, state.stream_seq)
+
+
+def _check_model(request: Request, model: str | None) -> None:
+    """Refuse a model string no run could use (a script outside models.scripted_dir…)."""
+    if model is None:
+        return
+    try:
+        check_model_string(model, runtime_of(request.app).config.models)
+    except ValueError as exc:
+        raise ApiError(422, "invalid_model", str(exc)) from None
 
 
 def _approval(body: ApprovalBody | None) -> list[str] | None:
@@ -208,6 +220,7 @@ async def run_trace(
 ) -> Accepted:
     """No body is a plain continue, like ``{}``."""
     body = body or RunRequest()
+    _check_model(request, body.model)
     inputs = _inputs(body.messages)
     after = body.after_sequence
     changes: dict[str, object] = {}
