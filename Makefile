@@ -21,8 +21,9 @@ sync: $(VENV)/.synced
 run: sync
 	$(VENV)/bin/longhaul up $(ARGS)
 
-# The run-viewer e2e test drives Debian's chromium; install it when we can (root + apt),
-# otherwise that one test skips and says why.
+# The run-viewer e2e tests drive Debian's chromium through Playwright (no browser download);
+# install it when we can (root + apt),
+# otherwise those tests skip and say why.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \

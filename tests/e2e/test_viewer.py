@@ -1,85 +1,358 @@
-"""The run viewer in headless Chromium: it lists traces, shows a trace's main path with its
-tool calls, and follows a new run live over SSE."""
+"""The run viewer in headless Chromium (Debian's, driven by Playwright — no browser download):
+the trace list, a trace's branches after a rewind, a rewind started from the page, live
+tokens, a reply to a waiting trace, a task's phase DAG, and a key-protected gateway.
+
+One browser per module; each test gets a fresh context (its own sessionStorage)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import asyncio
+import shutil
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.index import TraceIndex
+from longhaul.core.store import EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.config import NatsConfig
+from playwright.async_api import Browser, Page, async_playwright, expect
 
-from tests.e2e.cdp import chromium, find_chromium
-from tests.integration.gateway.harness import RunningGateway
+from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 
-CHROMIUM = find_chromium()
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason="chromium is not installed (Debian: apt-get install -y chromium); "
-    "the run-viewer browser test needs it",
+    "the run-viewer browser tests need it",
 )
+WAIT_MS = 20_000
+expect.set_options(timeout=WAIT_MS)
 
 
-async def test_viewer_page_is_static_and_safe(stack: RunningGateway) -> None:
+@pytest.fixture(scope="module")
+async def browser() -> AsyncIterator[Browser]:
+    assert CHROMIUM is not None
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+@pytest.fixture
+async def page(browser: Browser) -> AsyncIterator[Page]:
+    context = await browser.new_context()
+    opened = await context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield opened
+    finally:
+        await context.close()
+    assert errors == [], f"uncaught errors in the page: {errors}"
+
+
+async def until(http: httpx.AsyncClient, trace_id: str, *names: str, after: int = 0) -> None:
+    """Wait (bounded) for one of the named events on the trace's SSE stream after ``after``."""
+    async with asyncio.timeout(30):
+        async with http.stream(
+            "GET", f"/api/traces/{trace_id}/events", params={"after": after}
+        ) as events:
+            async for line in events.aiter_lines():
+                if line.startswith("event: ") and line[7:] in names:
+                    return
+
+
+async def start(http: httpx.AsyncClient, text: str, **body: Any) -> str:
+    response = await http.post(
+        "/api/traces", json={"messages": [{"role": "user", "content": text}], **body}
+    )
+    assert response.status_code == 202, response.text
+    return str(response.json()["trace_id"])
+
+
+def message(page: Page, sequence: int) -> Any:
+    return page.locator(f'[data-testid="message"][data-sequence="{sequence}"]')
+
+
+async def test_viewer_assets_are_static_modules_and_safe(stack: RunningGateway) -> None:
     async with httpx.AsyncClient(base_url=stack.url) as http:
         page = await http.get("/")
-        script = await http.get("/viewer.js")
+        app = await http.get("/ui/app.js")
+        css = await http.get("/ui/viewer.css")
+        missing = await http.get("/ui/..%2Fapp.py")
+        modules = [
+            (await http.get(f"/ui/{name}")).text
+            for name in ("api.js", "dom.js", "sse.js", "tree.js", "trace.js", "list.js")
+        ]
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert '<script src="/viewer.js">' in page.text
+    assert '<script type="module" src="/ui/app.js">' in page.text
     assert "script-src 'self'" in page.headers["content-security-policy"]
-    assert script.headers["content-type"].startswith("text/javascript")
-    assert "innerHTML" not in script.text  # everything is rendered with textContent
+    assert app.headers["content-type"].startswith("text/javascript")
+    assert css.headers["content-type"].startswith("text/css")
+    assert missing.status_code == 404
+    for text in [app.text, *modules]:
+        assert "innerHTML" not in text  # everything is rendered with textContent
+    assert "localStorage" not in modules[0]  # the key is kept for the session only
 
 
-async def test_viewer_lists_shows_and_follows_live(stack: RunningGateway, tmp_path: Path) -> None:
-    assert CHROMIUM is not None
+async def test_list_filters_searches_nests_and_updates(
+    stack: RunningGateway, store: EventStore, page: Page
+) -> None:
     async with stack.client() as http:
-        done = (
-            await http.post(
-                "/api/traces",
-                json={
-                    "messages": [{"role": "user", "content": "find the files"}],
-                    "model": "scripted:auto",
-                    "tools": ["glob"],
-                    "name": "earlier run",
-                },
-            )
-        ).json()["trace_id"]
-        async with http.stream("GET", f"/api/traces/{done}/events") as events:
-            async for line in events.aiter_lines():
-                if line == "event: completed":
-                    break
+        alpha = await start(http, "alpha", model="scripted:auto", tools=[], name="alpha one")
+        beta = await start(http, "beta", model="scripted:auto", tools=[], name="beta two")
+        asks = await start(http, "ask", model="scripted:auto", tools=["ask_human"], name="gamma")
+        await until(http, alpha, "completed")
+        await until(http, beta, "completed")
+        await until(http, asks, "waiting")
+    child = "t_child" + alpha[2:14]
+    created = ev.TraceCreated(
+        messages=[ev.InputMessage(role="user", content="sub")],
+        parent_trace_id=alpha,
+        name="alpha's helper",
+        config=ev.TraceConfig(model="scripted:auto", tools=[]),
+    )
+    await store.append("trace", child, [created], expected=Position())
+    await TraceIndex(store.conn).update(await store.load_trace(child))
 
-    async with chromium(CHROMIUM, tmp_path / "profile") as browser:
-        page = await browser.open(f"{stack.url}/#{done}")
-        await page.wait_for(
-            "[...document.querySelectorAll('#trace-list li')].some(li => "
-            f"li.dataset.traceId === '{done}' && li.textContent.includes('earlier run'))"
-        )
-        await page.wait_for("document.querySelectorAll('#messages .msg').length >= 4")
-        texts = await page.evaluate(
-            "[...document.querySelectorAll('#messages .msg')].map(m => m.textContent)"
-        )
-        assert "find the files" in texts[0]
-        assert any("→ glob(" in text for text in texts)
-        assert await page.evaluate("document.getElementById('trace-meta').textContent")
-        assert "completed" in await page.evaluate(
-            "document.getElementById('trace-meta').textContent"
-        )
+    await page.goto(stack.url + "/")
+    rows = page.locator('[data-testid="trace-row"]')
+    await expect(rows).to_have_count(4)
+    # the sub-trace is nested under its parent, not listed at the top level
+    parent_row = page.locator(f'[data-testid="trace-row"][data-trace-id="{alpha}"]')
+    await expect(
+        parent_row.locator(f'[data-testid="children"] [data-trace-id="{child}"]')
+    ).to_contain_text("alpha's helper")
+    await expect(parent_row.locator(".row-line").first).to_contain_text("(2 traces)")
+    # newest first
+    top = page.locator('[data-testid="trace-list"] > ul > [data-testid="trace-row"]')
+    assert await top.evaluate_all("rows => rows.map(r => r.dataset.traceId)") == [
+        asks,
+        beta,
+        alpha,
+    ]
 
-        # Start a run from the page: it opens it and fills in live over SSE.
-        await page.evaluate("""
-            document.getElementById('new-task').value = 'live one';
-            document.getElementById('new-trace').requestSubmit();
-        """)
-        await page.wait_for(
-            "[...document.querySelectorAll('#messages .msg.user')]"
-            ".some(m => m.textContent.includes('live one'))"
+    await page.select_option('[data-testid="status-filter"]', "waiting")
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_have_attribute("data-trace-id", asks)
+    await expect(rows.first).to_contain_text("waiting (human)")
+
+    await page.select_option('[data-testid="status-filter"]', "")
+    await page.fill('[data-testid="search"]', "BETA")
+    await expect(rows).to_have_count(1)
+    await expect(rows.first).to_have_attribute("data-trace-id", beta)
+
+    # live: a trace started elsewhere shows up without a reload
+    await page.fill('[data-testid="search"]', "")
+    await expect(rows).to_have_count(4)
+    async with stack.client() as http:
+        later = await start(http, "later", model="scripted:auto", tools=[], name="started later")
+    await expect(page.locator(f'[data-trace-id="{later}"]')).to_contain_text("started later")
+
+
+async def test_trace_with_a_rewind_switches_between_readable_branches(
+    stack: RunningGateway, page: Page
+) -> None:
+    async with stack.client() as http:
+        trace = await start(http, "find the files", model="scripted:auto", tools=["glob"])
+        await until(http, trace, "completed")
+        rewound = await http.post(
+            f"/api/traces/{trace}/run",
+            json={"after_sequence": 1, "messages": [{"role": "user", "content": "not those"}]},
         )
-        # The executor's steps arrive over SSE and the page re-renders the main path.
-        await page.wait_for("document.querySelectorAll('#messages .msg.tool').length >= 2")
-        live_id = await page.evaluate("location.hash.slice(1)")
-        assert live_id.startswith("t_") and live_id != done
-        async with stack.client() as http:
-            path = (await http.get(f"/api/traces/{live_id}/messages")).json()["messages"]
-        assert path[0]["content"] == "live one"
-        assert page.errors() == []
+        assert rewound.status_code == 202
+        await until(http, trace, "completed", after=rewound.json()["event_id"])
+        path = (await http.get(f"/api/traces/{trace}/messages")).json()["messages"]
+    new_branch = path[1]["sequence"]
+    assert path[1]["parent_sequence"] == 1 and new_branch > 4
+
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    # the main path: the new branch, with a switch where the old one forks off
+    await expect(message(page, new_branch)).to_contain_text("not those")
+    await expect(message(page, 2)).to_have_count(0)
+    switch = page.locator('[data-testid="branch-switch"]')
+    await expect(switch).to_have_count(1)
+    await expect(switch).to_have_attribute("data-count", "2")
+    await expect(switch).to_have_attribute("data-index", "1")
+
+    # the older branch stays readable: its tool call paired with the result
+    await switch.locator("button.prev").click()
+    old = message(page, 2)
+    await expect(old).to_have_attribute("data-on-main", "false")
+    await expect(old.locator('[data-testid="tool-call"]')).to_contain_text("glob")
+    await expect(old.locator('[data-testid="message"][data-role="tool"]')).to_have_count(1)
+    await expect(message(page, 4)).to_contain_text("All tools were called")
+    await expect(message(page, new_branch)).to_have_count(0)
+
+    await page.locator('[data-testid="branch-switch"] button.next').click()
+    await expect(message(page, new_branch)).to_have_attribute("data-on-main", "true")
+    await expect(message(page, 2)).to_have_count(0)
+    # side panels are there, the timeline lists the model and tool calls of the shown path
+    await expect(page.locator('[data-testid="goal-tree"]')).to_be_visible()
+    await expect(page.locator('[data-testid="subtraces"]')).to_be_visible()
+    steps = page.locator('[data-testid="timeline"] li')
+    await expect(steps.first).to_have_attribute("data-kind", "model")
+    await expect(page.locator('[data-testid="totals"]')).to_contain_text("completion tokens")
+
+
+async def test_a_rewind_started_from_the_page(stack: RunningGateway, page: Page) -> None:
+    async with stack.client() as http:
+        trace = await start(http, "first try", model="scripted:auto", tools=[])
+        await until(http, trace, "completed")
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    await expect(message(page, 2)).to_contain_text("Last request: first try")
+    await message(page, 1).locator('[data-testid="rewind"]').click()
+    await expect(page.locator('[data-testid="rewind-note"]')).to_contain_text("#1")
+    await page.fill('[data-testid="composer"]', "second try")
+    await page.click('[data-testid="send"]')
+
+    answer = page.locator('[data-testid="message"][data-role="assistant"]')
+    await expect(answer).to_contain_text("Last request: second try")
+    await expect(page.locator('[data-testid="branch-switch"]')).to_have_count(1)
+    async with stack.client() as http:
+        path = (await http.get(f"/api/traces/{trace}/messages")).json()["messages"]
+    assert [m["content"] for m in path if m["role"] == "user"] == ["first try", "second try"]
+    assert path[1]["parent_sequence"] == 1 and path[1]["sequence"] == 3
+
+
+async def test_live_tokens_arrive_while_the_answer_is_written(
+    stack: RunningGateway, page: Page
+) -> None:
+    async with stack.client() as http:
+        trace = await start(http, "hello", model="scripted:auto", tools=[])
+        await until(http, trace, "completed")
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    await expect(message(page, 2)).to_be_visible()
+    await expect(page.locator('[data-testid="trace-page"]')).to_have_attribute(
+        "data-stream", "open"
+    )
+    # record every text the live box shows, however briefly
+    await page.evaluate("""() => {
+        window.__live = [];
+        const box = document.querySelector('[data-testid="live"]');
+        new MutationObserver((records) => {
+            for (const r of records)
+                for (const n of r.addedNodes) window.__live.push(n.textContent);
+        }).observe(box, { childList: true, subtree: true, characterData: true });
+    }""")
+    await page.fill('[data-testid="composer"]', "stream this")
+    await page.click('[data-testid="send"]')
+    await expect(message(page, 4)).to_contain_text("Last request: stream this")
+    final = await message(page, 4).locator("pre.content").text_content()
+    seen = [text for text in await page.evaluate("window.__live") if text]
+    assert seen, "no token delta reached the page"
+    longest = max(seen, key=len)
+    assert final is not None and longest and final.startswith(longest)
+    await expect(page.locator('[data-testid="live"]')).to_be_hidden()
+
+
+async def test_reply_to_a_trace_waiting_for_a_person(stack: RunningGateway, page: Page) -> None:
+    async with stack.client() as http:
+        trace = await start(http, "ask me", model="scripted:auto", tools=["ask_human"])
+        await until(http, trace, "waiting")
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    await expect(page.locator('[data-testid="wait"]')).to_contain_text("human")
+    await page.fill('[data-testid="composer"]', "the answer is blue")
+    await page.click('[data-testid="reply"]')
+    await expect(
+        page.locator('[data-testid="trace-title"] + .meta [data-testid="status"]')
+    ).to_have_text("completed")
+    await expect(page.locator('[data-testid="message"][data-role="tool"]')).to_contain_text(
+        "the answer is blue"
+    )
+    # the controls go to the API, which decides: a refusal shows its message
+    async with stack.client() as http:
+        refused = await http.post(f"/api/traces/{trace}/stop")
+    assert refused.status_code == 409
+    await page.locator('[data-testid="stop"]').click()
+    await expect(page.locator('[data-testid="error"]')).to_have_text(
+        refused.json()["error"]["message"]
+    )
+
+
+async def test_task_page_draws_the_phase_dag_and_resumes(
+    stack: RunningGateway, store: EventStore, page: Page
+) -> None:
+    async with stack.client() as http:
+        task = (await http.post("/api/tasks", json={"goal": "ship the report"})).json()["task_id"]
+    state = await store.load_task(task)
+    await store.append(
+        "task",
+        task,
+        [
+            ev.PlanCreated(
+                phases=[
+                    ev.PhaseSpec(id="gather", name="gather"),
+                    ev.PhaseSpec(id="draft", name="draft", depends_on=["gather"]),
+                    ev.PhaseSpec(id="figures", name="figures", depends_on=["gather"]),
+                    ev.PhaseSpec(id="merge", name="merge", depends_on=["draft", "figures"]),
+                ]
+            ),
+            ev.PhaseStarted(phase_id="gather", trace_ids=["t_step_gather"]),
+            ev.PhaseCompleted(phase_id="gather", summary="found 3 sources"),
+            ev.PhaseStarted(phase_id="draft", trace_ids=["t_step_draft"]),
+            ev.PhaseFailed(phase_id="draft", error="draft step failed"),
+            ev.TaskFailed(error="phase draft failed"),
+        ],
+        expected=Position(state.stream_seq, state.version),
+        actor="planner:test",
+    )
+    await page.goto(f"{stack.url}/#/tasks/{task}")
+    phases = page.locator('[data-testid="phase"]')
+    await expect(phases).to_have_count(4)
+    statuses = await phases.evaluate_all(
+        "ps => Object.fromEntries(ps.map(p => [p.dataset.phaseId, p.dataset.status]))"
+    )
+    assert statuses == {
+        "gather": "completed",
+        "draft": "failed",
+        "figures": "pending",
+        "merge": "pending",
+    }
+    depth = await phases.evaluate_all(
+        "ps => Object.fromEntries(ps.map(p => [p.dataset.phaseId, "
+        "p.closest('.dag-col').dataset.depth]))"
+    )
+    assert depth == {"gather": "0", "draft": "1", "figures": "1", "merge": "2"}
+    await expect(
+        page.locator('[data-phase-id="gather"] [data-testid="step-trace"]')
+    ).to_have_attribute("href", "#/traces/t_step_gather")
+    await page.click('[data-testid="resume-task"]')
+    async with asyncio.timeout(10):
+        while True:
+            async with stack.client() as http:
+                view = (await http.get(f"/api/tasks/{task}")).json()
+            if view["resumes"] == 1:
+                break
+            await asyncio.sleep(0.05)
+
+
+async def test_a_key_protected_gateway(nats_config: NatsConfig, page: Page) -> None:
+    config = gateway_config(nats_config, api_keys=["viewer-key-1"])
+    async with serve_gateway(config) as gateway:
+        async with gateway.client("viewer-key-1") as http:
+            trace = await start(http, "guarded", name="guarded run")
+        await page.goto(gateway.url + "/")
+        await expect(page.locator('[data-testid="error"]')).not_to_be_empty()
+        await expect(page.locator('[data-testid="trace-row"]')).to_have_count(0)
+        await page.fill("#api-key", "viewer-key-1")
+        await page.press("#api-key", "Enter")
+        await page.locator("#api-key").dispatch_event("change")
+        await expect(page.locator(f'[data-trace-id="{trace}"]')).to_contain_text("guarded run")
+        await page.click(f'[data-trace-id="{trace}"] a.trace-name')
+        await expect(message(page, 1)).to_contain_text("guarded")
+        await expect(page.locator('[data-testid="trace-page"]')).to_have_attribute(
+            "data-stream", "open"
+        )
+        assert "viewer-key-1" not in page.url
+        stored = await page.evaluate(
+            "[sessionStorage.getItem('longhaul.apiKey'), localStorage.length]"
+        )
+        assert stored == ["viewer-key-1", 0]

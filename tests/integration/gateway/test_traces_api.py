@@ -268,6 +268,22 @@ async def test_listing_filters_and_pages(
     assert {t["trace_id"] for t in running} == set(ids[1:])
 
 
+async def test_listing_searches_names_case_insensitively(client: httpx.AsyncClient) -> None:
+    alpha = await create(client, "Refactor the Parser")
+    await create(client, "write docs")
+    beta = await create(client, "parser benchmarks")
+    found = (await client.get("/api/traces", params={"q": "PARSER"})).json()["traces"]
+    assert [t["trace_id"] for t in found] == [beta, alpha]
+    paged = (await client.get("/api/traces", params={"q": "parser", "limit": 1})).json()
+    assert [t["trace_id"] for t in paged["traces"]] == [beta]
+    rest = (
+        await client.get("/api/traces", params={"q": "parser", "cursor": paged["next_cursor"]})
+    ).json()
+    assert [t["trace_id"] for t in rest["traces"]] == [alpha]
+    none = (await client.get("/api/traces", params={"q": "nothing like it"})).json()
+    assert none["traces"] == []
+
+
 async def test_parent_filter_lists_sub_traces(
     client: httpx.AsyncClient, store: EventStore, gateway: RunningGateway
 ) -> None:

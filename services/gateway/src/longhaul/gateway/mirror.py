@@ -134,17 +134,23 @@ class IndexMirror:
         parent: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
+        text: str | None = None,
     ) -> tuple[list[TraceIndexEntry], str | None]:
         """The caller's entries, newest first (trace ids are time-ordered ULIDs).
+
+        ``text`` keeps the entries whose name (or id) contains it, case-insensitively.
 
         ``cursor`` is the last trace id of the previous page; the next cursor is None on the
         last page.
         """
         page: list[TraceIndexEntry] = []
+        needle = (text or "").strip().casefold()
         for entry in self._newest_first(cursor):
             if statuses is not None and entry.status not in statuses:
                 continue
             if parent is not None and entry.parent_trace_id != parent:
+                continue
+            if needle and needle not in f"{entry.name or ''}\n{entry.trace_id}".casefold():
                 continue
             if self.owner_of(entry) != owner:
                 continue

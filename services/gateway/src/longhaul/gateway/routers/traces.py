@@ -122,6 +122,7 @@ async def query_owned(
     statuses: frozenset[str] | None = None,
     parent: str | None = None,
     cursor: str | None = None,
+    text: str | None = None,
 ) -> tuple[list[TraceIndexEntry], str | None]:
     """The caller's traces from the index mirror, newest first, and the next page's cursor.
     Right after start-up this waits (briefly) for the index watch's first pass."""
@@ -132,7 +133,12 @@ async def query_owned(
         except TimeoutError as exc:
             raise ApiError(503, "unavailable", "trace index is still loading") from exc
     return mirror.query(
-        owner=principal.owner, statuses=statuses, parent=parent, cursor=cursor, limit=limit
+        owner=principal.owner,
+        statuses=statuses,
+        parent=parent,
+        cursor=cursor,
+        limit=limit,
+        text=text,
     )
 
 
@@ -143,9 +149,16 @@ async def _list(
     parent: str | None,
     limit: int,
     cursor: str | None,
+    text: str | None = None,
 ) -> TraceList:
     entries, next_cursor = await query_owned(
-        runtime, principal, statuses=statuses, parent=parent, cursor=cursor, limit=limit
+        runtime,
+        principal,
+        statuses=statuses,
+        parent=parent,
+        cursor=cursor,
+        limit=limit,
+        text=text,
     )
     return TraceList(
         traces=[summary_of(e, runtime.mirror) for e in entries], next_cursor=next_cursor
@@ -160,9 +173,13 @@ async def list_traces(
     parent: Annotated[str | None, Query(max_length=128)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=128)] = None,
+    q: Annotated[
+        str | None,
+        Query(max_length=200, description="only traces whose name or id contains this text"),
+    ] = None,
 ) -> TraceList:
     statuses = frozenset(status) if status else None
-    return await _list(runtime_of(request.app), principal, statuses, parent, limit, cursor)
+    return await _list(runtime_of(request.app), principal, statuses, parent, limit, cursor, q)
 
 
 @router.get("/running", response_model=TraceList, summary="Your traces that are running")

@@ -1,6 +1,8 @@
-"""The run viewer: one static page and its script, served from the package (no build step).
+"""The run viewer: a static page, its ES modules and stylesheet, served from the package
+(no build step).
 
-Only these fixed files are served — no path parameter, so nothing can be traversed.
+Only the files listed in :data:`_ASSETS` are served: the name is looked up in that fixed
+table, so nothing can be traversed.
 """
 
 from __future__ import annotations
@@ -9,19 +11,27 @@ from importlib.resources import files
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
+from longhaul.gateway.errors import ApiError
 
 router = APIRouter(include_in_schema=False)
 
 _STATIC = files("longhaul.gateway") / "static"
 _PAGE = (_STATIC / "index.html").read_bytes()
-_SCRIPT = (_STATIC / "viewer.js").read_bytes()
+_TYPES = {".js": "text/javascript", ".css": "text/css"}
+_ASSETS: dict[str, tuple[bytes, str]] = {
+    item.name: (item.read_bytes(), _TYPES[suffix])
+    for item in (_STATIC / "ui").iterdir()
+    for suffix in ("." + item.name.rpartition(".")[2],)
+    if suffix in _TYPES
+}
 _HEADERS = {
     "Cache-Control": "no-cache",
     "Content-Security-Policy": (
-        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "default-src 'self'; script-src 'self'; style-src 'self'; "
         "connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
 }
 
 
@@ -30,6 +40,10 @@ async def viewer() -> HTMLResponse:
     return HTMLResponse(_PAGE, headers=_HEADERS)
 
 
-@router.get("/viewer.js")
-async def viewer_script() -> Response:
-    return Response(_SCRIPT, media_type="text/javascript", headers=_HEADERS)
+@router.get("/ui/{name}")
+async def viewer_asset(name: str) -> Response:
+    asset = _ASSETS.get(name)
+    if asset is None:
+        raise ApiError(404, "not_found", "no such viewer file")
+    body, media_type = asset
+    return Response(body, media_type=media_type, headers=_HEADERS)

@@ -1,0 +1,111 @@
+// Tasks: the phase DAG (columns by dependency depth) with statuses, merges and replans,
+// links to each phase's step traces, and resume. The task list is built from the step
+// traces the caller can list, plus a form to start a task and a box to open one by id.
+import { api, enc, post } from "./api.js";
+import { act, el, showError, statusBadge } from "./dom.js";
+
+const POLL_MS = 2000;
+
+export function depths(phases) {
+  const byId = new Map(phases.map((p) => [p.id, p]));
+  const memo = new Map();
+  const depth = (id, seen) => {
+    if (memo.has(id)) return memo.get(id);
+    const p = byId.get(id);
+    if (!p || seen.has(id)) return 0;
+    seen.add(id);
+    const d = 1 + Math.max(-1, ...p.depends_on.map((dep) => depth(dep, seen)));
+    memo.set(id, d);
+    return d;
+  };
+  for (const p of phases) depth(p.id, new Set());
+  return memo;
+}
+
+export function taskPage(root, taskId) {
+  const base = "/api/tasks/" + enc(taskId);
+  const s = { timer: null, gone: false };
+  const view = el("div", { class: "task-page" });
+  root.replaceChildren(view);
+
+  async function load() {
+    clearTimeout(s.timer);
+    try {
+      const task = await api(base);
+      if (s.gone) return;
+      render(task);
+      if (!["completed", "failed"].includes(task.status)) s.timer = setTimeout(load, POLL_MS);
+      else s.timer = setTimeout(load, POLL_MS * 5);
+    } catch (err) { showError(err); if (!s.gone) s.timer = setTimeout(load, POLL_MS * 2); }
+  }
+
+  function render(task) {
+    const d = depths(task.phases);
+    const columns = [];
+    for (const p of task.phases) {
+      const col = d.get(p.id) || 0;
+      (columns[col] = columns[col] || []).push(p);
+    }
+    const names = new Map(task.phases.map((p) => [p.id, p.name || p.id]));
+    const dag = el("div", { class: "dag", "data-testid": "dag" }, columns.map((list, i) => el("div", { class: "dag-col", dataset: { depth: i } },
+      el("div", { class: "meta", text: "layer " + (i + 1) }),
+      (list || []).map((p) => el("div", { class: "phase " + p.status, "data-testid": "phase", dataset: { phaseId: p.id, status: p.status } },
+        el("div", { class: "phase-head" }, el("strong", { text: p.name || p.id }), " ", statusBadge(p.status)),
+        p.depends_on.length ? el("div", { class: "meta deps", text: "after " + p.depends_on.map((x) => names.get(x) || x).join(", ") }) : null,
+        p.description ? el("div", { class: "desc", text: p.description }) : null,
+        p.attempts > 1 ? el("div", { class: "meta", text: p.attempts + " attempts" }) : null,
+        p.trace_ids.length ? el("div", { class: "steps" }, "steps: ", p.trace_ids.map((t) => el("a", { href: "#/traces/" + t, "data-testid": "step-trace", text: t + " " }))) : null,
+        p.merge ? el("div", { class: "merge" }, "merge " + p.merge.strategy + " by " + p.merge.method + (p.merge.winner ? ", winner " + p.merge.winner : ""),
+          el("ul", {}, p.merge.candidates.map((c) => el("li", {}, c.label + " ", el("a", { href: "#/traces/" + c.trace_id, text: c.trace_id }), " " + c.status + (c.score !== null && c.score !== undefined ? " score " + c.score : "")))),
+          p.merge.reason ? el("div", { class: "meta", text: p.merge.reason }) : null) : null,
+        p.summary ? el("div", { class: "meta", text: p.summary.slice(0, 300) }) : null,
+        p.error ? el("div", { class: "error-box", text: p.error }) : null)))));
+    view.replaceChildren(
+      el("h2", { "data-testid": "task-title", text: task.goal }),
+      el("div", { class: "meta" }, statusBadge(task.status), " " + task.task_id + " · mode " + task.mode +
+        (task.resumes ? " · resumes " + task.resumes_handled + "/" + task.resumes + (task.resume_source ? " from " + task.resume_source : "") : "")),
+      el("div", { class: "buttons" }, el("button", { type: "button", "data-testid": "resume-task",
+        onclick: () => act(async () => { await post(base + "/resume"); load(); }), text: "Resume" })),
+      task.error ? el("div", { class: "error-box", text: task.error }) : null,
+      task.phases.length ? dag : el("div", { class: "meta", text: "planning…" }),
+      task.replans.length ? el("section", { class: "panel" }, el("h3", { text: "Replans" }), el("ol", {}, task.replans.map((r) => el("li", { text: r })))) : null,
+      task.summary ? el("section", { class: "panel" }, el("h3", { text: "Result" }), el("pre", { text: task.summary })) : null);
+  }
+
+  load();
+  return () => { s.gone = true; clearTimeout(s.timer); };
+}
+
+export function taskListPage(root) {
+  const s = { gone: false, timer: null };
+  const goal = el("textarea", { "data-testid": "new-task-goal", placeholder: "A goal for a planned task…" });
+  const mode = el("select", {}, el("option", { value: "plan", text: "plan" }), el("option", { value: "compete", text: "compete" }));
+  const open = el("input", { type: "text", placeholder: "open a task by id", "data-testid": "open-task" });
+  const list = el("ul", { class: "task-list", "data-testid": "task-list" });
+  root.replaceChildren(el("div", { class: "list-page" },
+    el("form", { class: "new-run", onsubmit: (e) => { e.preventDefault(); act(async () => {
+      const accepted = await post("/api/tasks", { goal: goal.value.trim(), mode: mode.value });
+      location.hash = "#/tasks/" + accepted.task_id; }); } },
+      goal, mode, el("button", { type: "submit", text: "Start task" })),
+    el("form", { onsubmit: (e) => { e.preventDefault(); if (open.value.trim()) location.hash = "#/tasks/" + open.value.trim(); } }, open),
+    el("h3", { text: "Tasks with step traces" }), list));
+
+  async function load() {
+    try {
+      const data = await api("/api/traces?limit=500");
+      if (s.gone) return;
+      const tasks = new Map();
+      for (const t of data.traces) {
+        if (!t.task_id) continue;
+        const entry = tasks.get(t.task_id) || { id: t.task_id, steps: 0, statuses: new Set() };
+        entry.steps += 1; entry.statuses.add(t.status);
+        tasks.set(t.task_id, entry);
+      }
+      list.replaceChildren(...[...tasks.values()].map((t) => el("li", { dataset: { taskId: t.id } },
+        el("a", { href: "#/tasks/" + t.id, text: t.id }), el("span", { class: "meta", text: " " + t.steps + " step traces: " + [...t.statuses].join(", ") }))));
+    } catch (err) { showError(err); }
+    if (!s.gone) s.timer = setTimeout(load, 5000);
+  }
+  load();
+  return () => { s.gone = true; clearTimeout(s.timer); };
+}

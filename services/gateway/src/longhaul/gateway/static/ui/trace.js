@@ -1,0 +1,213 @@
+// The trace page: the message tree (main path, branch switches, tool calls paired with their
+// results), live token deltas over SSE, the controls, and the side panels.
+import { api, enc, post } from "./api.js";
+import { act, contentText, el, fmtCost, foldable, showError, statusBadge } from "./dom.js";
+import { goalPanel, subtracePanel, timelinePanel, totalsPanel } from "./panels.js";
+import { follow } from "./sse.js";
+import { buildTree, displayPath, resultsByCall } from "./tree.js";
+
+const ACTIVE = new Set(["running", "waiting"]);
+
+export function tracePage(root, traceId) {
+  const base = "/api/traces/" + enc(traceId);
+  const s = { trace: null, messages: [], choice: {}, live: "", liveTool: "", rewindAfter: null, timer: null, gone: false };
+  const header = el("div", { class: "trace-head" });
+  const messages = el("div", { class: "messages", "data-testid": "messages" });
+  const live = el("div", { class: "msg assistant live", "data-testid": "live", hidden: true });
+  const controls = el("div", { class: "controls" });
+  const side = el("aside", { class: "side" });
+  const page = el("div", { class: "trace-page", "data-testid": "trace-page", dataset: { traceId } },
+    el("div", { class: "trace-main" }, header, messages, live, controls), side);
+  root.replaceChildren(page);
+
+  async function refresh() {
+    s.timer = null;
+    try {
+      const [trace, all] = await Promise.all([api(base), api(base + "/messages?mode=all")]);
+      if (s.gone) return;
+      s.trace = trace;
+      s.messages = all.messages;
+      if (trace.status !== "running") { s.live = ""; s.liveTool = ""; }
+      render();
+    } catch (err) { showError(err); }
+  }
+  const soon = () => { if (!s.timer) s.timer = setTimeout(refresh, 120); };
+
+  function render() {
+    const t = s.trace;
+    const tree = buildTree(s.messages, t.head_sequence);
+    const rows = displayPath(tree, s.choice);
+    renderHeader(t);
+    renderMessages(rows);
+    renderLive();
+    renderControls(t);
+    side.replaceChildren(totalsPanel(t), goalPanel(t), subtracePanel(t), timelinePanel(rows));
+  }
+
+  function renderHeader(t) {
+    const tt = t.totals || {};
+    header.replaceChildren(
+      el("h2", { "data-testid": "trace-title", text: t.name || t.trace_id }),
+      el("div", { class: "meta" },
+        statusBadge(t.status, t.status === "waiting" ? t.wait_reason : null), " ",
+        el("span", { text: t.trace_id }), " · ", el("span", { text: (tt.prompt_tokens + tt.completion_tokens) + " tokens · " + fmtCost(tt.cost) }),
+        t.model ? " · " + t.model : "",
+        t.parent_trace_id ? el("span", {}, " · parent ", el("a", { href: "#/traces/" + t.parent_trace_id, text: t.parent_trace_id })) : null,
+        t.task_id ? el("span", {}, " · task ", el("a", { href: "#/tasks/" + t.task_id, text: t.task_id })) : null),
+      t.status === "waiting" ? el("div", { class: "wait", "data-testid": "wait" },
+        "Waiting for " + (t.wait_reason || "something") + (t.wait_detail ? ": " + t.wait_detail : "")) : null,
+      t.error ? el("div", { class: "error-box", text: "error: " + t.error + (t.stop_reason ? " (" + t.stop_reason + ")" : "") }) : null,
+      !t.error && t.stop_reason ? el("div", { class: "meta", text: "stop reason: " + t.stop_reason }) : null,
+      t.summary && t.status === "completed" ? el("div", { class: "summary" }, el("strong", { text: "Answer: " }), foldable(t.summary)) : null);
+  }
+
+  function renderMessages(rows) {
+    const results = resultsByCall(rows);
+    const paired = new Set();
+    const out = [];
+    for (const row of rows) {
+      const m = row.message;
+      if (m.role === "tool" && paired.has(m.sequence)) continue;
+      out.push(messageBox(row, results, paired));
+    }
+    messages.replaceChildren(...out);
+  }
+
+  function messageBox(row, results, paired) {
+    const m = row.message;
+    const box = el("div", {
+      class: "msg " + m.role + (row.onMain ? "" : " off-main") + (m.synthetic ? " synthetic" : ""),
+      id: "m" + m.sequence, "data-testid": "message",
+      dataset: { sequence: m.sequence, role: m.role, parentSequence: m.parent_sequence ?? "", onMain: row.onMain ? "true" : "false" },
+    });
+    const head = el("div", { class: "msg-head" },
+      el("span", { class: "role", text: m.role + " #" + m.sequence }),
+      m.branch_type !== "main" ? el("span", { class: "tag", text: m.branch_type }) : null,
+      m.duration_ms ? el("span", { class: "meta", text: " " + m.duration_ms + " ms" }) : null,
+      m.usage ? el("span", { class: "meta", text: " " + m.usage.prompt_tokens + "→" + m.usage.completion_tokens + " tok" }) : null,
+      m.finish_reason && m.finish_reason !== "stop" && m.finish_reason !== "tool_calls" ? el("span", { class: "tag warn", text: m.finish_reason }) : null);
+    if (row.alternatives.length > 1) head.append(branchSwitch(row));
+    head.append(messageActions(m));
+    box.append(head);
+    const text = contentText(m.content);
+    if (text) box.append(foldable(text, "content"));
+    for (const call of m.tool_calls || []) {
+      const result = results.get(call.id);
+      if (result) paired.add(result.sequence);
+      box.append(el("div", { class: "tool-call", "data-testid": "tool-call", dataset: { callId: call.id } },
+        el("div", { class: "call-sig" }, "→ ", el("strong", { text: call.function.name })),
+        foldable(prettyArgs(call.function.arguments), "args"),
+        result ? toolResult(result) : el("div", { class: "meta pending", text: "… no result yet" })));
+    }
+    for (const sideMsg of row.side) {
+      box.append(el("details", { class: "side-branch", "data-testid": "side-branch" },
+        el("summary", { text: sideMsg.branch_type + " #" + sideMsg.sequence }), foldable(contentText(sideMsg.content))));
+    }
+    return box;
+  }
+
+  function toolResult(m) {
+    return el("div", { class: "msg tool", "data-testid": "message", id: "m" + m.sequence, dataset: { sequence: m.sequence, role: "tool" } },
+      el("div", { class: "msg-head" }, el("span", { class: "role", text: "result #" + m.sequence }),
+        m.error_code ? el("span", { class: "tag warn", text: m.error_code }) : null,
+        m.duration_ms ? el("span", { class: "meta", text: " " + m.duration_ms + " ms" }) : null),
+      foldable(contentText(m.content), "content"));
+  }
+
+  function branchSwitch(row) {
+    const parent = row.message.parent_sequence ?? 0;
+    const go = (delta) => () => {
+      const next = row.alternatives[(row.index + delta + row.alternatives.length) % row.alternatives.length];
+      s.choice[parent] = next.sequence;
+      render();
+    };
+    return el("span", { class: "branch-switch", "data-testid": "branch-switch", dataset: { index: row.index, count: row.alternatives.length } },
+      el("button", { type: "button", class: "prev", title: "previous branch", onclick: go(-1), text: "‹" }),
+      el("span", { text: " branch " + (row.index + 1) + "/" + row.alternatives.length + (row.onMain ? " (main)" : "") + " " }),
+      el("button", { type: "button", class: "next", title: "next branch", onclick: go(1), text: "›" }));
+  }
+
+  function messageActions(m) {
+    const box = el("span", { class: "actions" });
+    box.append(el("button", { type: "button", "data-testid": "rewind", title: "continue from this message (new messages hang under it)",
+      onclick: () => { s.rewindAfter = m.sequence; renderControls(s.trace); controls.querySelector("textarea").focus(); }, text: "rewind here" }));
+    if (m.role === "assistant" && m.parent_sequence) {
+      box.append(el("button", { type: "button", "data-testid": "regenerate", title: "ask the model again for this message",
+        onclick: () => act(async () => { await post(base + "/run", { after_sequence: m.parent_sequence }); soon(); }), text: "regenerate" }));
+    }
+    return box;
+  }
+
+  function renderLive() {
+    live.hidden = !(s.live || s.liveTool);
+    live.replaceChildren(el("div", { class: "role", text: "assistant (writing…)" }),
+      el("pre", { class: "content", text: s.live }), s.liveTool ? el("div", { class: "meta", text: s.liveTool }) : null);
+  }
+
+  function renderControls(t) {
+    const waitingHuman = t.status === "waiting" && t.wait_reason === "human";
+    const text = el("textarea", { "data-testid": "composer", placeholder: waitingHuman ? "Your answer…" : "Message to the agent (optional when rewinding)" });
+    const send = async () => {
+      const content = text.value.trim();
+      const messagesIn = content ? [{ role: "user", content }] : [];
+      await act(async () => {
+        if (s.rewindAfter !== null) {
+          await post(base + "/run", { messages: messagesIn, after_sequence: s.rewindAfter });
+          s.rewindAfter = null; s.choice = {};
+        } else {
+          await post(base + "/run", { messages: messagesIn });
+        }
+        text.value = "";
+        soon();
+      });
+    };
+    const rows = [];
+    if (s.rewindAfter !== null) {
+      rows.push(el("div", { class: "rewind-note", "data-testid": "rewind-note" }, "Rewinding: new messages will follow #" + s.rewindAfter + " ",
+        el("button", { type: "button", onclick: () => { s.rewindAfter = null; renderControls(s.trace); }, text: "cancel" })));
+    }
+    for (const call of t.pending_approvals || []) {
+      const decide = (approved) => () => act(async () => { await post(base + "/approve", { tool_call_id: call.tool_call_id, approved }); soon(); });
+      rows.push(el("div", { class: "approval", "data-testid": "approval" }, "Approve ", el("code", { text: call.name + "(" + call.arguments + ")" }), "? ",
+        el("button", { type: "button", "data-testid": "approve", onclick: decide(true), text: "approve" }),
+        el("button", { type: "button", "data-testid": "deny", onclick: decide(false), text: "deny" })));
+    }
+    const buttons = el("div", { class: "buttons" });
+    if (waitingHuman && s.rewindAfter === null) {
+      buttons.append(el("button", { type: "button", class: "primary", "data-testid": "reply", onclick: () => act(async () => {
+        await post(base + "/reply", { content: text.value }); text.value = ""; soon(); }), text: "Reply" }));
+    } else {
+      buttons.append(el("button", { type: "button", class: "primary", "data-testid": "send", onclick: send, text: s.rewindAfter !== null ? "Rewind" : "Send / continue" }));
+    }
+    buttons.append(
+      el("button", { type: "button", "data-testid": "stop", class: ACTIVE.has(t.status) ? "danger" : "", onclick: () => act(async () => { await post(base + "/stop"); soon(); }), text: "Stop" }),
+      el("button", { type: "button", "data-testid": "resume", onclick: () => act(async () => { await post(base + "/resume"); soon(); }), text: "Resume" }),
+      el("button", { type: "button", "data-testid": "reflect", onclick: () => act(async () => { await post(base + "/reflect", text.value.trim() ? { focus: text.value.trim() } : {}); soon(); }), text: "Reflect" }),
+      el("button", { type: "button", "data-testid": "compact", onclick: () => act(async () => { await post(base + "/compact"); soon(); }), text: "Compact" }));
+    const keep = controls.querySelector("textarea");
+    if (keep) text.value = keep.value;
+    const focused = keep && document.activeElement === keep;
+    controls.replaceChildren(...rows, text, buttons);
+    if (focused) text.focus();
+  }
+
+  function onEvent(name, data) {
+    if (name === "heartbeat") return;
+    if (name === "live") {
+      const update = JSON.parse(data);
+      if (update.kind === "delta") { s.live += update.text || ""; renderLive(); }
+      else if (update.kind === "tool_start") { s.liveTool = "running " + update.tool + "…"; renderLive(); }
+      return;
+    }
+    if (name === "message_appended") { s.live = ""; s.liveTool = ""; renderLive(); }
+    soon();
+  }
+
+  refresh();
+  const stop = follow(base + "/events", onEvent, showError, () => { page.dataset.stream = "open"; });
+  return () => { s.gone = true; stop(); if (s.timer) clearTimeout(s.timer); };
+}
+
+function prettyArgs(raw) {
+  try { return JSON.stringify(JSON.parse(raw), null, 2); } catch { return raw; }
+}

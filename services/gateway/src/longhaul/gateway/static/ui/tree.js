@@ -1,0 +1,67 @@
+// The message tree of a trace (pure functions, no DOM). Messages carry parent_sequence;
+// the main path runs from head_sequence back to the root. Where a rewind or a regenerate
+// hung a second child under a message, that message's children are alternatives; the view
+// follows the main path unless the reader switched to another alternative.
+
+export function buildTree(messages, headSequence) {
+  const bySeq = new Map(messages.map((m) => [m.sequence, m]));
+  const children = new Map();
+  for (const m of messages) {
+    const key = m.parent_sequence ?? 0;
+    if (!children.has(key)) children.set(key, []);
+    children.get(key).push(m);
+  }
+  for (const list of children.values()) list.sort((a, b) => a.sequence - b.sequence);
+  const main = new Set();
+  for (let seq = headSequence; seq && bySeq.has(seq); seq = bySeq.get(seq).parent_sequence) main.add(seq);
+  return { bySeq, children, main, head: headSequence };
+}
+
+// Side branches (reflections) hang aside; every other child is an alternative continuation.
+export const isSide = (m) => m.branch_type === "reflection";
+
+// The displayed path: [{message, alternatives, index, side}] where alternatives are the
+// continuations of the same parent (length > 1 → a branch switch) and side the reflections
+// hanging under it. `choice` maps a parent sequence to the chosen child sequence.
+export function displayPath(tree, choice) {
+  const rows = [];
+  let parent = 0;
+  for (let guard = 0; guard < 100000; guard++) {
+    const all = tree.children.get(parent) || [];
+    const options = all.filter((m) => !isSide(m));
+    if (!options.length) break;
+    let picked = options.find((m) => m.sequence === choice[parent]);
+    if (!picked) picked = options.find((m) => tree.main.has(m.sequence));
+    if (!picked) picked = newestLeafward(tree, options);
+    const side = (tree.children.get(picked.sequence) || []).filter(isSide);
+    rows.push({ message: picked, alternatives: options, index: options.indexOf(picked), side,
+                onMain: tree.main.has(picked.sequence) });
+    parent = picked.sequence;
+  }
+  return rows;
+}
+
+// Off the main path, follow the newest continuation.
+function newestLeafward(tree, options) { return options[options.length - 1]; }
+
+// Tool results by the call they answer, on the displayed path.
+export function resultsByCall(rows) {
+  const found = new Map();
+  for (const { message } of rows) if (message.role === "tool" && message.tool_call_id) found.set(message.tool_call_id, message);
+  return found;
+}
+
+// Model and tool calls on the displayed path with their durations, in order.
+export function timeline(rows) {
+  const names = new Map();
+  const steps = [];
+  for (const { message: m } of rows) {
+    for (const call of m.tool_calls || []) names.set(call.id, call.function.name);
+    if (m.role === "assistant" && !m.synthetic) {
+      steps.push({ kind: "model", label: "model" + (m.model ? " " + m.model : ""), sequence: m.sequence, ms: m.duration_ms || 0 });
+    } else if (m.role === "tool") {
+      steps.push({ kind: "tool", label: names.get(m.tool_call_id) || m.name || "tool", sequence: m.sequence, ms: m.duration_ms || 0 });
+    }
+  }
+  return steps;
+}
