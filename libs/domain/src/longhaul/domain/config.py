@@ -118,6 +118,12 @@ class GatewayConfig(BaseModel):
         validate_default=True,
     )
     max_body_bytes: int = 1_048_576
+    max_upload_bytes: int = Field(
+        default=25 * 1024 * 1024, ge=1, description="one POST …/files request (all its files)"
+    )
+    upload_quota_bytes_per_key: int = Field(
+        default=1024**3, ge=0, description="bytes one API key may upload in total"
+    )
     rate_limit_per_minute: int = 600
     max_active_traces_per_key: int | None = Field(
         default=None,

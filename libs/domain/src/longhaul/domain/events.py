@@ -284,6 +284,23 @@ class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=
     content: str
 
 
+class FileUploaded(TraceEvent, tag="file_uploaded", kw_only=True, omit_defaults=True):
+    """A client put a file in the trace's working directory; its bytes wait in the workspace
+    under ``key`` until the executor writes them there before the next model call."""
+
+    name: str
+    size: int
+    sha256: str
+    key: str
+    media_type: str = "application/octet-stream"
+
+
+class FilesDelivered(TraceEvent, tag="files_delivered", kw_only=True, omit_defaults=True):
+    """The executor wrote these uploads into the working directory and told the model."""
+
+    names: list[str]
+
+
 class SubtraceSpawned(TraceEvent, tag="subtrace_spawned", kw_only=True, omit_defaults=True):
     child_trace_id: str
     tool_call_id: str
@@ -433,6 +450,8 @@ AnyEvent = (
     | VerificationFailed
     | Waiting
     | HumanReplied
+    | FileUploaded
+    | FilesDelivered
     | ToolDecided
     | SubtraceSpawned
     | SubtraceFinished

@@ -17,7 +17,15 @@ from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
-from longhaul.gateway.routers import experiences, health, info, trace_events, traces, viewer
+from longhaul.gateway.routers import (
+    experiences,
+    files,
+    health,
+    info,
+    trace_events,
+    traces,
+    viewer,
+)
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
 from nats.aio.subscription import Subscription
@@ -71,6 +79,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     install_error_handlers(app)
     for router in (
         traces.router,
+        files.router,
         trace_events.router,
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
@@ -82,7 +91,11 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         app.include_router(router)
     # Added last is outermost: the observer sees every response (413s and CORS refusals
     # included); the body limit runs before routing.
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=gateway.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=gateway.max_body_bytes,
+        max_upload_bytes=gateway.max_upload_bytes,
+    )
     if gateway.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -24,17 +24,31 @@ DRAIN_BYTES = 16 * 1024 * 1024
 DRAIN_TIMEOUT_S = 5.0
 
 
+UPLOAD_SUFFIX = "/files"
+
+
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    """``max_body_bytes`` for every request but file uploads (``POST …/files``), which may
+    carry ``max_upload_bytes``."""
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int = 0) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.max_upload_bytes = max_upload_bytes
         self.drain_bytes = max(DRAIN_BYTES, 2 * max_body_bytes)
+
+    def _limit(self, scope: Scope) -> int:
+        upload = scope.get("method") == "POST" and str(scope.get("path", "")).endswith(
+            UPLOAD_SUFFIX
+        )
+        return self.max_upload_bytes if upload and self.max_upload_bytes else self.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        limit = self._limit(scope)
         declared = headers.get("content-length")
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         if declared is None and not chunked:
@@ -46,10 +60,10 @@ class BodyLimitMiddleware:
                     scope, receive, send
                 )
                 return
-            if int(declared) > self.max_body_bytes:
+            if int(declared) > limit:
                 if int(declared) <= self.drain_bytes:
                     await self._drain(receive, 0)
-                await self._too_large(scope, receive, send)
+                await self._too_large(scope, receive, send, limit)
                 return
         chunks: list[bytes] = []
         size = 0
@@ -59,10 +73,10 @@ class BodyLimitMiddleware:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size > limit:
                 if message.get("more_body", False):
                     await self._drain(receive, size)
-                await self._too_large(scope, receive, send)
+                await self._too_large(scope, receive, send, limit)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -99,12 +113,12 @@ class BodyLimitMiddleware:
                     if not message.get("more_body", False):
                         return
 
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
         response = error_response(
             413,
             "body_too_large",
-            f"request body exceeds {self.max_body_bytes} bytes",
-            {"max_body_bytes": self.max_body_bytes},
+            f"request body exceeds {limit} bytes",
+            {"max_body_bytes": limit},
             headers={"Connection": "close"},
         )
         await response(scope, receive, send)

@@ -25,6 +25,7 @@ from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
 from longhaul.agent.engine.settle import settle
 from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_calls
+from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.turn import Step, Turn, elapsed_ms
@@ -96,6 +97,7 @@ class TurnLoop:
             return await finish(turn, head)
         if turn.steps >= turn.max_iterations:
             return await stop(turn, MAX_ITERATIONS, end="max_iterations")
+        await deliver_uploads(turn)
         request = turn.request()
         await self.chain.before_model(turn, request)
         if turn.stop_reason is not None:

@@ -15,6 +15,9 @@ from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.faults import MAX_FAULTS, Fault, next_version
 from longhaul.domain.state.goals import GoalTree
 
+MAX_PENDING_UPLOADS = 50
+"""Files a trace may hold for its next turn (more is a 409: let it run first)."""
+
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
 
@@ -108,6 +111,8 @@ class TraceState(msgspec.Struct, kw_only=True):
     wait_detail: str = ""
     wait_tool_call_id: str | None = None
     human_reply: str | None = None
+    uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
+    """Files uploaded but not yet written into the working directory (latest per name)."""
     approval_pending: list[str] = msgspec.field(default_factory=list)
     """Tool calls still waiting for a decision (``wait_reason == "approval"``)."""
     tool_decisions: dict[str, ev.ToolDecided] = msgspec.field(default_factory=dict)
@@ -435,6 +440,22 @@ class TraceState(msgspec.Struct, kw_only=True):
                 code="conflict",
             )
 
+    def _check_file_uploaded(self, event: ev.FileUploaded) -> None:
+        if len(self.uploads_pending) >= MAX_PENDING_UPLOADS:
+            raise InvalidTransition(
+                f"trace {self.trace_id} already has {MAX_PENDING_UPLOADS} files waiting for "
+                "its next turn",
+                code="conflict",
+            )
+
+    def _on_file_uploaded(self, event: ev.FileUploaded) -> None:
+        others = [u for u in self.uploads_pending if u.name != event.name]
+        self.uploads_pending = [*others, event]
+
+    def _on_files_delivered(self, event: ev.FilesDelivered) -> None:
+        delivered = set(event.names)
+        self.uploads_pending = [u for u in self.uploads_pending if u.name not in delivered]
+
     def _on_tool_decided(self, event: ev.ToolDecided) -> None:
         self.tool_decisions[event.tool_call_id] = event
         self.approval_pending.remove(event.tool_call_id)
@@ -533,6 +554,8 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.Waiting: TraceState._on_waiting,
     ev.HumanReplied: TraceState._on_human_replied,
     ev.ToolDecided: TraceState._on_tool_decided,
+    ev.FileUploaded: TraceState._on_file_uploaded,
+    ev.FilesDelivered: TraceState._on_files_delivered,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
     ev.StopRequested: TraceState._on_stop_requested,
@@ -577,6 +600,8 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.Waiting: _requires("running", what="wait"),
     ev.HumanReplied: _requires_wait("human"),
     ev.ToolDecided: TraceState._check_tool_decided,
+    ev.FileUploaded: TraceState._check_file_uploaded,
+    ev.FilesDelivered: TraceState._check_nothing,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
     ev.StopRequested: _requires("running", "waiting", what="stop"),

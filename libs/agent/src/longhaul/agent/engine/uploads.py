@@ -1,0 +1,72 @@
+"""Files a client uploaded reach the working directory before the next model call.
+
+The gateway keeps an upload's bytes in the workspace and records ``FileUploaded``; here they
+are written into the trace's working directory and the model is told, in one batch with
+``FilesDelivered`` (so a crash never tells twice or loses one). The write goes to a temporary
+file in the directory and is renamed over the name, so a symlink or hard link planted under
+that name by a tool is replaced, never followed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+
+from longhaul.agent.turn import Turn
+from longhaul.domain.events import FilesDelivered, FileUploaded
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def _write(directory: Path, name: str, data: bytes) -> None:
+    if Path(name).name != name or name.startswith("."):
+        raise ValueError(f"unsafe upload name {name!r}")
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".upload-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, directory / name)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+async def deliver_uploads(turn: Turn) -> None:
+    """Write pending uploads and tell the model, unless a tool call is still unanswered (a
+    message between a call and its result would break the conversation)."""
+    pending = turn.state.uploads_pending
+    if not pending or turn.state.unanswered_tool_calls():
+        return
+    delivered: list[FileUploaded] = []
+    problems: list[str] = []
+    workspace = turn.env.workspace
+    for upload in list(pending):
+        data = await workspace.get(upload.key) if workspace is not None else None
+        if data is None:
+            problems.append(f"{upload.name} (its content was not found)")
+            continue
+        try:
+            await asyncio.to_thread(_write, turn.working_dir, upload.name, data)
+        except (OSError, ValueError) as exc:
+            problems.append(f"{upload.name} ({exc})")
+            continue
+        delivered.append(upload)
+    lines = []
+    if delivered:
+        files = ", ".join(f"{u.name} ({_size(u.size)})" for u in delivered)
+        lines.append(f"Files uploaded to your working directory: {files}.")
+    if problems:
+        lines.append("These uploads could not be delivered: " + "; ".join(problems) + ".")
+    batch = turn.batch()
+    batch.message("user", content="\n".join(lines), synthetic=True)
+    batch.add(FilesDelivered(names=[u.name for u in pending]))
+    await turn.emit(batch)

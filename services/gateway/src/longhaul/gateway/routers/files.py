@@ -1,0 +1,142 @@
+"""``POST /api/traces/{id}/files``: put files in a trace's working directory.
+
+The bytes go to the workspace (KV, large ones to the object store) under their digest and a
+``file_uploaded`` event per file goes on the trace; the executor writes them into the working
+directory and tells the model before its next call. Names are plain file names (no paths, no
+leading dot); a request is bounded by ``gateway.max_upload_bytes`` and a key's total by
+``gateway.upload_quota_bytes_per_key``; a refused request writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from functools import partial
+from typing import Annotated
+
+from fastapi import APIRouter, File, Request, UploadFile
+from longhaul.core.workspace import WorkspaceConflict, WorkspaceStore
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
+from longhaul.domain.state.trace import MAX_PENDING_UPLOADS
+from longhaul.gateway import access, commands
+from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.runtime import Runtime, runtime_of
+from pydantic import BaseModel
+
+router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+MAX_FILES = 20
+QUOTA_ATTEMPTS = 8
+
+
+class UploadedFile(BaseModel):
+    name: str
+    size: int
+    sha256: str
+
+
+class FilesAccepted(BaseModel):
+    trace_id: str
+    files: list[UploadedFile]
+    event_id: int
+
+
+def _same(event: ev.FileUploaded, _state: TraceState) -> ev.TraceEvent:
+    return event
+
+
+def _name(upload: UploadFile) -> str:
+    name = upload.filename or ""
+    if not SAFE_NAME.fullmatch(name) or ".." in name:
+        raise ApiError(
+            422,
+            "invalid_file_name",
+            f"file name {name[:64]!r} is not allowed: letters, digits, . _ - only, no path, "
+            "not starting with a dot (max 128)",
+        )
+    return name
+
+
+async def _charge(runtime: Runtime, owner: str, size: int) -> None:
+    """Add ``size`` to the key's uploaded bytes (compare-and-set), or 413 over the quota."""
+    quota = runtime.config.gateway.upload_quota_bytes_per_key
+    workspace = WorkspaceStore(runtime.service.conn)
+    key = f"quota/uploads/{owner}"
+    for _ in range(QUOTA_ATTEMPTS):
+        entry = await workspace.get(key)
+        used = int(entry.value) if entry is not None else 0
+        if used + size > quota:
+            raise ApiError(
+                413,
+                "upload_quota_exceeded",
+                f"this key has uploaded {used} bytes of its {quota}; this request adds {size}",
+                details={"used": used, "quota": quota},
+            )
+        try:
+            await workspace.put(
+                key, str(used + size).encode(), expected_revision=entry.revision if entry else 0
+            )
+            return
+        except WorkspaceConflict:
+            continue
+    raise ApiError(409, "concurrent_update", "the upload quota kept changing; retry")
+
+
+@router.post(
+    "/{trace_id}/files",
+    status_code=202,
+    response_model=FilesAccepted,
+    summary="Upload files into the trace's working directory (multipart field 'files')",
+)
+async def upload_files(
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    files: Annotated[list[UploadFile], File(description="one or more files")],
+) -> FilesAccepted:
+    runtime = runtime_of(request.app)
+    state = await access.load_trace(runtime, principal, trace_id)
+    if not files or len(files) > MAX_FILES:
+        raise ApiError(422, "invalid_request", f"send 1 to {MAX_FILES} files")
+    if len(state.uploads_pending) + len(files) > MAX_PENDING_UPLOADS:
+        raise ApiError(
+            409,
+            "conflict",
+            f"the trace already holds {len(state.uploads_pending)} files for its next turn "
+            f"(at most {MAX_PENDING_UPLOADS}): let it run first",
+        )
+    contents = [(_name(upload), await upload.read()) for upload in files]
+    names = [name for name, _ in contents]
+    if len(set(names)) != len(names):
+        raise ApiError(422, "invalid_request", "each file name may appear once per request")
+    async with runtime.nats_call():
+        await _charge(runtime, principal.owner, sum(len(data) for _, data in contents))
+        workspace = WorkspaceStore(runtime.service.conn)
+        uploaded: list[ev.FileUploaded] = []
+        for (name, data), upload in zip(contents, files, strict=True):
+            digest = hashlib.sha256(data).hexdigest()
+            key = f"uploads/{trace_id}/{digest}"
+            await workspace.put(key, data)
+            uploaded.append(
+                ev.FileUploaded(
+                    name=name,
+                    size=len(data),
+                    sha256=digest,
+                    key=key,
+                    media_type=upload.content_type or "application/octet-stream",
+                )
+            )
+    event_id = 0
+    for event in uploaded:
+        _, recorded = await commands.append_to_trace(
+            runtime, principal, trace_id, partial(_same, event)
+        )
+        event_id = recorded.seq
+    return FilesAccepted(
+        trace_id=trace_id,
+        files=[UploadedFile(name=u.name, size=u.size, sha256=u.sha256) for u in uploaded],
+        event_id=event_id,
+    )
