@@ -18,8 +18,10 @@ $(VENV)/.synced: pyproject.toml uv.lock $(wildcard libs/*/pyproject.toml service
 
 sync: $(VENV)/.synced
 
+# Without a configured model, make run uses scripted:demo: an offline agent that plans, reads
+# and writes files in the workdir and delegates to a sub-agent (scripted:auto stays for tests).
 run: sync
-	$(VENV)/bin/longhaul up $(ARGS)
+	LONGHAUL_MODEL="$${LONGHAUL_MODEL:-scripted:demo}" $(VENV)/bin/longhaul up $(ARGS)
 
 # The run-viewer e2e tests drive Debian's chromium through Playwright (no browser download);
 # install it when we can (root + apt),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from longhaul.llm import (
+    ChatMessage,
     ModelRegistry,
     ModelRequest,
     ModelResponse,
@@ -21,7 +22,7 @@ from longhaul.llm import (
     ToolSpec,
     parse_arguments,
 )
-from longhaul.llm.scripted import EXHAUSTED, sample_schema
+from longhaul.llm.scripted import EXHAUSTED, auto_turn, demo_turn, sample_schema
 from pydantic import BaseModel, Field
 
 from tests.unit.llm.conftest import drain
@@ -359,9 +360,6 @@ def test_samples_validate_against_generated_schemas(schema: dict[str, Any]) -> N
 
 
 def test_auto_asks_a_person_only_when_nothing_else_is_offered() -> None:
-    from longhaul.llm.scripted import auto_turn
-    from longhaul.llm.types import ChatMessage, ToolSpec
-
     tools = [
         ToolSpec(name="ask_human", parameters={"type": "object", "properties": {}}),
         ToolSpec(name="glob", parameters={"type": "object", "properties": {}}),
@@ -388,3 +386,49 @@ def test_auto_asks_a_person_only_when_nothing_else_is_offered() -> None:
         ModelRequest(model="scripted:auto", messages=request.messages, tools=tools[:1])
     )
     assert [c["name"] for c in only_human["tool_calls"]] == ["ask_human"]
+
+
+def _tool_reply(call: dict[str, Any], output: str) -> list[ChatMessage]:
+    call_id = f"c_{call['name']}"
+    assistant: ChatMessage = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+            }
+        ],
+    }
+    return [assistant, {"role": "tool", "tool_call_id": call_id, "content": output}]
+
+
+def test_demo_without_sub_agents_writes_and_answers_without_delegating() -> None:
+    tools = [ToolSpec(name=name) for name in ("goal", "glob", "read", "write")]
+    messages: list[ChatMessage] = [{"role": "user", "content": "tidy up"}]
+    names: list[str] = []
+    for _ in range(10):
+        turn = demo_turn(ModelRequest(model="scripted:demo", messages=messages, tools=tools))
+        calls = turn.get("tool_calls") or []
+        if not calls:
+            break
+        names += [call["name"] for call in calls]
+        for call in calls:
+            output = "a.txt" if call["name"] == "glob" else "ok"
+            messages += _tool_reply(call, output)
+    assert "agent" not in names and names.count("write") == 1
+    assert turn["content"].startswith("Done.") and "sub-agent" not in turn["content"]
+
+
+def test_demo_falls_back_to_auto_for_structured_output_and_missing_tools() -> None:
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    structured = ModelRequest(
+        model="scripted:demo",
+        messages=[{"role": "user", "content": "judge"}],
+        tools=[],
+        response_schema=schema,
+    )
+    assert demo_turn(structured) == auto_turn(structured)
+    bare = ModelRequest(model="scripted:demo", messages=[{"role": "user", "content": "hi"}])
+    assert demo_turn(bare) == auto_turn(bare)

@@ -11,7 +11,8 @@ base_url: …}`` makes ``vllm:llama-3`` an OpenAI-compatible model.
 (:mod:`longhaul.llm.local`, optional extra ``longhaul[local]``) and speak to it through the
 OpenAI codec; ``models.local`` sets threads, context and chat template.
 
-``scripted:auto`` and ``scripted:<file.yaml>`` take options as a query string:
+``scripted:demo`` is an offline agent worth watching (plans, reads, writes, delegates).
+``scripted:auto``, ``scripted:demo`` and ``scripted:<file.yaml>`` take options as a query string:
 ``scripted:auto?latency_ms=50&chunk=4``.
 """
 
@@ -31,7 +32,7 @@ from longhaul.llm.providers.anthropic import AnthropicCodec
 from longhaul.llm.providers.gemini import GeminiCodec
 from longhaul.llm.providers.openai import OpenAICodec
 from longhaul.llm.retry import RetryPolicy
-from longhaul.llm.scripted import ScriptedModel, ScriptFn, auto_turn, load_script
+from longhaul.llm.scripted import ScriptedModel, ScriptFn, auto_turn, demo_turn, load_script
 from longhaul.llm.types import Model
 
 CODECS: dict[str, Callable[[], Codec]] = {
@@ -66,7 +67,9 @@ def split_model_string(model_string: str) -> tuple[str, str]:
     return provider, model
 
 
-BUILTIN_SCRIPTS = frozenset({"auto"})
+BUILTIN_SCRIPTS = frozenset({"auto", "demo"})
+DEMO_LATENCY_MS = 300
+"""scripted:demo pauses before each turn (unless latency_ms says otherwise): a run to watch."""
 
 
 def scripted_path(model_string: str, source: str, scripted_dir: Path | None) -> Path:
@@ -99,12 +102,15 @@ def _scripted(model_string: str, spec: str, scripted_dir: Path | None) -> Script
     source, _, query = spec.partition("?")
     options = {key: values[-1] for key, values in parse_qs(query).items()}
     try:
-        latency_s = float(options.get("latency_ms", 0)) / 1000
+        default_latency = DEMO_LATENCY_MS if source == "demo" else 0
+        latency_s = float(options.get("latency_ms", default_latency)) / 1000
         chunk = int(options.get("chunk", 8))
     except ValueError as exc:
         raise ValueError(f"{model_string}: bad option: {exc}") from exc
     if source == "auto":
         script: ScriptFn = auto_turn
+    elif source == "demo":
+        script = demo_turn
     else:
         script = load_script(scripted_path(model_string, source, scripted_dir))
     return ScriptedModel(script, name=model_string, latency_s=latency_s, chunk_chars=chunk)

@@ -1,6 +1,7 @@
 """The offline ``scripted:`` provider."""
 
 from longhaul.llm.scripted.auto import auto_turn
+from longhaul.llm.scripted.demo import demo_turn
 from longhaul.llm.scripted.model import (
     EXHAUSTED,
     ScriptedModel,
@@ -18,6 +19,7 @@ __all__ = [
     "Turn",
     "TurnScript",
     "auto_turn",
+    "demo_turn",
     "load_script",
     "sample_schema",
 ]

