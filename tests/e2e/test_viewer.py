@@ -277,7 +277,7 @@ async def test_reply_to_a_trace_waiting_for_a_person(stack: RunningGateway, page
     )
 
 
-async def test_task_page_draws_the_phase_dag_and_resumes(
+async def test_task_list_and_page_draw_the_phase_dag_and_resume(
     stack: RunningGateway, store: EventStore, page: Page
 ) -> None:
     async with stack.client() as http:
@@ -304,7 +304,12 @@ async def test_task_page_draws_the_phase_dag_and_resumes(
         expected=Position(state.stream_seq, state.version),
         actor="planner:test",
     )
-    await page.goto(f"{stack.url}/#/tasks/{task}")
+    await page.goto(f"{stack.url}/#/tasks")
+    row = page.locator(f'[data-testid="task-row"][data-task-id="{task}"]')
+    await expect(row).to_have_attribute("data-status", "failed")
+    await expect(row).to_contain_text("1/4 phases")
+    await row.locator("a").click()
+    await expect(page.locator('[data-testid="task-title"]')).to_have_text("ship the report")
     phases = page.locator('[data-testid="phase"]')
     await expect(phases).to_have_count(4)
     statuses = await phases.evaluate_all(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 
 
 async def planner_appends(store: EventStore, task_id: str, *events: ev.TaskEvent) -> None:
@@ -141,3 +142,38 @@ async def test_a_competitive_phase_shows_how_its_result_was_chosen(
         "winner": "t_b",
         "reason": "vote: beta won (alpha=8, beta=17; 2 ballots)",
     }
+
+
+async def test_task_list_is_the_callers_newest_first_with_paging(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    foreign = new_id("task")
+    await store.append(
+        "task", foreign, [ev.TaskCreated(goal="not yours", owner="k_other")], expected=Position()
+    )
+    ids = [
+        (await client.post("/api/tasks", json={"goal": f"goal {n}"})).json()["task_id"]
+        for n in range(3)
+    ]
+    await planner_appends(
+        store,
+        ids[0],
+        ev.PlanCreated(phases=[ev.PhaseSpec(id="a", name="a"), ev.PhaseSpec(id="b", name="b")]),
+        ev.PhaseStarted(phase_id="a"),
+        ev.PhaseCompleted(phase_id="a"),
+    )
+    listed = (await client.get("/api/tasks")).json()
+    assert [t["task_id"] for t in listed["tasks"]] == ids[::-1]
+    assert listed["next_cursor"] is None
+    oldest = listed["tasks"][-1]
+    assert (oldest["goal"], oldest["status"], oldest["phases"], oldest["phases_completed"]) == (
+        "goal 0",
+        "running",
+        2,
+        1,
+    )
+    first = (await client.get("/api/v1/tasks?limit=2")).json()
+    rest = (await client.get(f"/api/tasks?limit=2&cursor={first['next_cursor']}")).json()
+    assert [t["task_id"] for t in first["tasks"] + rest["tasks"]] == ids[::-1]
+    assert rest["next_cursor"] is None
+    assert foreign not in {t["task_id"] for t in listed["tasks"]}

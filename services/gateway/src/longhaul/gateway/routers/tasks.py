@@ -3,16 +3,36 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
-from longhaul.gateway.runtime import runtime_of
-from longhaul.gateway.schemas.tasks import CreateTaskRequest, TaskAccepted, TaskView
+from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.schemas.tasks import (
+    CreateTaskRequest,
+    TaskAccepted,
+    TaskList,
+    TaskSummary,
+    TaskView,
+)
 from longhaul.gateway.views import task_view
+
+
+async def _task_ids(runtime: Runtime) -> list[str]:
+    """Every task id in the stream, newest first (ids are time-ordered): the subjects of the
+    ``task_created`` events, as the stream reports them (one request, no payloads)."""
+    conn = runtime.service.conn
+    async with runtime.nats_call():
+        info = await conn.js.stream_info(
+            conn.names.stream, subjects_filter=conn.names.type_filter("task", "task_created")
+        )
+    subjects = info.state.subjects or {}
+    return sorted((subject.split(".")[-2] for subject in subjects), reverse=True)
 
 
 def tasks_router(prefix: str) -> APIRouter:
@@ -31,6 +51,43 @@ def tasks_router(prefix: str) -> APIRouter:
         return TaskAccepted(
             task_id=state.task_id, status=state.status or "planning", event_id=state.stream_seq
         )
+
+    @router.get("", response_model=TaskList, summary="List your tasks, newest first")
+    async def list_tasks(
+        request: Request,
+        principal: CurrentPrincipal,
+        limit: Annotated[int, Query(ge=1, le=100)] = 20,
+        cursor: Annotated[str | None, Query(max_length=128)] = None,
+    ) -> TaskList:
+        runtime = runtime_of(request.app)
+        page: list[TaskSummary] = []
+        for task_id in await _task_ids(runtime):
+            if cursor is not None and task_id >= cursor:
+                continue
+            async with runtime.nats_call():
+                created = await access.first_event(runtime, "task", task_id)
+            if not isinstance(created, ev.TaskCreated) or created.owner != principal.owner:
+                continue
+            if len(page) == limit:
+                return TaskList(tasks=page, next_cursor=page[-1].task_id)
+            async with runtime.nats_call():
+                state = await runtime.store.load_task(task_id)
+            page.append(
+                TaskSummary(
+                    task_id=task_id,
+                    status=state.status or "planning",
+                    goal=state.goal,
+                    mode=state.mode,
+                    phases=len(state.order),
+                    phases_completed=sum(
+                        1 for phase in state.phases.values() if phase.status == "completed"
+                    ),
+                    error=state.error,
+                    created_at=state.created_at,
+                    updated_at=state.updated_at,
+                )
+            )
+        return TaskList(tasks=page)
 
     @router.get("/{task_id}", response_model=TaskView, summary="A task with its phases")
     async def get_task(task_id: str, request: Request, principal: CurrentPrincipal) -> TaskView:

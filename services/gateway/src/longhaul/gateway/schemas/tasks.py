@@ -80,3 +80,22 @@ class TaskView(BaseModel):
     fault_log: list[FaultView] = Field(
         default_factory=list, description="events of its log that were skipped (latest 50)"
     )
+
+
+class TaskSummary(BaseModel):
+    task_id: str
+    status: str
+    goal: str
+    mode: str
+    phases: int = Field(default=0, description="phases in the current plan")
+    phases_completed: int = 0
+    error: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskSummary]
+    next_cursor: str | None = Field(
+        default=None, description="pass as ?cursor= for the next (older) page; null on the last"
+    )

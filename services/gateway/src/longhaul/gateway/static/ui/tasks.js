@@ -1,8 +1,8 @@
 // Tasks: the phase DAG (columns by dependency depth) with statuses, merges and replans,
-// links to each phase's step traces, and resume. The task list is built from the step
-// traces the caller can list, plus a form to start a task and a box to open one by id.
+// links to each phase's step traces, and resume. The task list (GET /api/tasks) with a form
+// to start a task.
 import { api, enc, post } from "./api.js";
-import { act, el, showError, statusBadge } from "./dom.js";
+import { act, el, fmtTime, showError, statusBadge } from "./dom.js";
 
 const POLL_MS = 2000;
 
@@ -77,32 +77,35 @@ export function taskPage(root, taskId) {
 }
 
 export function taskListPage(root) {
-  const s = { gone: false, timer: null };
+  const s = { gone: false, timer: null, pages: [null], page: 0 };
   const goal = el("textarea", { "data-testid": "new-task-goal", placeholder: "A goal for a planned task…" });
   const mode = el("select", {}, el("option", { value: "plan", text: "plan" }), el("option", { value: "compete", text: "compete" }));
-  const open = el("input", { type: "text", placeholder: "open a task by id", "data-testid": "open-task" });
   const list = el("ul", { class: "task-list", "data-testid": "task-list" });
+  const pager = el("div", { class: "pager" });
   root.replaceChildren(el("div", { class: "list-page" },
     el("form", { class: "new-run", onsubmit: (e) => { e.preventDefault(); act(async () => {
       const accepted = await post("/api/tasks", { goal: goal.value.trim(), mode: mode.value });
       location.hash = "#/tasks/" + accepted.task_id; }); } },
       goal, mode, el("button", { type: "submit", text: "Start task" })),
-    el("form", { onsubmit: (e) => { e.preventDefault(); if (open.value.trim()) location.hash = "#/tasks/" + open.value.trim(); } }, open),
-    el("h3", { text: "Tasks with step traces" }), list));
+    list, pager));
 
   async function load() {
+    clearTimeout(s.timer);
     try {
-      const data = await api("/api/traces?limit=500");
+      const query = new URLSearchParams({ limit: "20" });
+      if (s.pages[s.page]) query.set("cursor", s.pages[s.page]);
+      const data = await api("/api/tasks?" + query);
       if (s.gone) return;
-      const tasks = new Map();
-      for (const t of data.traces) {
-        if (!t.task_id) continue;
-        const entry = tasks.get(t.task_id) || { id: t.task_id, steps: 0, statuses: new Set() };
-        entry.steps += 1; entry.statuses.add(t.status);
-        tasks.set(t.task_id, entry);
-      }
-      list.replaceChildren(...[...tasks.values()].map((t) => el("li", { dataset: { taskId: t.id } },
-        el("a", { href: "#/tasks/" + t.id, text: t.id }), el("span", { class: "meta", text: " " + t.steps + " step traces: " + [...t.statuses].join(", ") }))));
+      s.pages[s.page + 1] = data.next_cursor;
+      list.replaceChildren(...data.tasks.map((t) => el("li", { class: "task-row", "data-testid": "task-row", dataset: { taskId: t.task_id, status: t.status } },
+        statusBadge(t.status), " ", el("a", { href: "#/tasks/" + t.task_id, text: t.goal || t.task_id }),
+        el("span", { class: "meta", text: " " + t.mode + " · " + t.phases_completed + "/" + t.phases + " phases · " + fmtTime(t.created_at) }),
+        t.error ? el("div", { class: "error-box", text: t.error }) : null)));
+      if (!data.tasks.length) list.replaceChildren(el("li", { class: "meta", text: "no tasks" }));
+      pager.replaceChildren(
+        el("button", { type: "button", disabled: s.page === 0, onclick: () => { s.page -= 1; load(); }, text: "‹ newer" }),
+        el("span", { class: "meta", text: " page " + (s.page + 1) + " " }),
+        el("button", { type: "button", disabled: !data.next_cursor, onclick: () => { s.page += 1; load(); }, text: "older ›" }));
     } catch (err) { showError(err); }
     if (!s.gone) s.timer = setTimeout(load, 5000);
   }
