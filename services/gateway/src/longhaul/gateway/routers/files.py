@@ -1,7 +1,7 @@
 """``POST /api/traces/{id}/files``: put files in a trace's working directory.
 
 The bytes go to the workspace (KV, large ones to the object store) under their digest and a
-``file_uploaded`` event per file goes on the trace; the executor writes them into the working
+``file_uploaded`` event per file goes on the trace (a name sent twice: the last wins); the executor writes them into the working
 directory and tells the model before its next call. Names are plain file names (no paths, no
 leading dot); a request is bounded by ``gateway.max_upload_bytes`` and a key's total by
 ``gateway.upload_quota_bytes_per_key``; a refused request writes nothing.
@@ -95,7 +95,7 @@ async def upload_files(
     trace_id: str,
     request: Request,
     principal: CurrentPrincipal,
-    files: Annotated[list[UploadFile], File(description="one or more files")],
+    files: Annotated[list[UploadFile], File(description="one or more files", min_length=1)],
 ) -> FilesAccepted:
     runtime = runtime_of(request.app)
     state = await access.load_trace(runtime, principal, trace_id)
@@ -109,9 +109,6 @@ async def upload_files(
             f"(at most {MAX_PENDING_UPLOADS}): let it run first",
         )
     contents = [(_name(upload), await upload.read()) for upload in files]
-    names = [name for name, _ in contents]
-    if len(set(names)) != len(names):
-        raise ApiError(422, "invalid_request", "each file name may appear once per request")
     async with runtime.nats_call():
         await _charge(runtime, principal.owner, sum(len(data) for _, data in contents))
         workspace = WorkspaceStore(runtime.service.conn)

@@ -18,7 +18,7 @@ Name = Annotated[
 ]
 ModelName = Annotated[
     str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@+?=&-]{0,199}$"),
+    StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}:[A-Za-z0-9_.:/@+?=&-]{1,199}$"),
     Field(description="provider:model, e.g. openai:gpt-4o-mini, scripted:auto"),
 ]
 Text = Annotated[str, StringConstraints(max_length=200_000)]
