@@ -1,10 +1,11 @@
 """``POST /api/traces/{id}/files``: put files in a trace's working directory.
 
 The bytes go to the workspace (KV, large ones to the object store) under their digest and a
-``file_uploaded`` event per file goes on the trace (a name sent twice: the last wins); the executor writes them into the working
-directory and tells the model before its next call. Names are plain file names (no paths, no
-leading dot); a request is bounded by ``gateway.max_upload_bytes`` and a key's total by
-``gateway.upload_quota_bytes_per_key``; a refused request writes nothing.
+``file_uploaded`` event per file goes on the trace (a name sent twice: the last wins); the
+executor writes them into the working directory and tells the model before its next call.
+Names are plain file names (no paths, no leading dot); a request is bounded by
+``gateway.max_upload_bytes`` and a key's total by ``gateway.upload_quota_bytes_per_key``; a
+refused request writes nothing.
 """
 
 from __future__ import annotations
