@@ -326,6 +326,10 @@ async def test_task_list_and_page_draw_the_phase_dag_and_resume(
         "p.closest('.dag-col').dataset.depth]))"
     )
     assert depth == {"gather": "0", "draft": "1", "figures": "1", "merge": "2"}
+    edges = await page.locator('[data-testid="dag"] path.edge').evaluate_all(
+        "es => es.map(e => e.dataset.from + '>' + e.dataset.to).sort()"
+    )
+    assert edges == ["draft>merge", "figures>merge", "gather>draft", "gather>figures"]
     await expect(
         page.locator('[data-phase-id="gather"] [data-testid="step-trace"]')
     ).to_have_attribute("href", "#/traces/t_step_gather")

@@ -92,6 +92,12 @@ def _files(listing: str) -> list[str]:
     ]
 
 
+def _report(agent_result: str) -> str:
+    """A sub-agent's summary without the tool's "Sub-agent <id> (…):" heading."""
+    head, sep, rest = agent_result.partition("\n")
+    return rest.strip() if sep and head.startswith("Sub-agent") else agent_result.strip()
+
+
 def _subagent_turn(task: str, recent: Sequence[ChatMessage]) -> dict[str, Any]:
     if not any(name == "read" for name, _ in _calls(recent)):
         return {
@@ -99,7 +105,8 @@ def _subagent_turn(task: str, recent: Sequence[ChatMessage]) -> dict[str, Any]:
             "tool_calls": [_call("read", path=RESULT_FILE)],
         }
     text = _result_of(recent, "read")
-    lines = [line for line in text.splitlines() if line.strip()]
+    # read numbers its lines ("     1\t# title"): report the text, not the numbers
+    lines = [line.partition("\t")[2] or line for line in text.splitlines() if line.strip()]
     return {
         "content": f"Checked {RESULT_FILE}: {len(lines)} non-empty lines; "
         f"it starts with {lines[0].strip()[:80]!r}."
@@ -175,17 +182,17 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
         name == "goal" and args.get("goal_id") == last_goal and args.get("op") == "done"
         for name, args in done
     ):
-        check = _result_of(recent, "agent") if delegate else f"wrote {RESULT_FILE}"
+        check = _report(_result_of(recent, "agent")) if delegate else f"wrote {RESULT_FILE}"
         return {
             "content": "Marking the plan done.",
             "tool_calls": [_call("goal", op="done", goal_id=last_goal, summary=check[:200])],
         }
-    check = _result_of(recent, "agent")
+    check = _report(_result_of(recent, "agent"))
     return {
         "content": (
             f"Done. I listed the working directory ({len(files)} file(s)), read "
             f"{min(len(files), MAX_READS)} of them, wrote {RESULT_FILE} with the list"
-            + (f", and a sub-agent checked it: {check.strip()[:300]}" if delegate else "")
+            + (f", and a sub-agent checked it: {check[:300].rstrip('.')}" if delegate else "")
             + "."
         )
     }

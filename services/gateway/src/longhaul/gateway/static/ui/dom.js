@@ -17,6 +17,12 @@ export function el(tag, attrs, ...children) {
   return node;
 }
 
+// replaceChildren without the nulls of conditional parts (which it would print as "null").
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  return node;
+}
+
 export function showError(err) {
   const box = document.getElementById("error");
   box.textContent = err ? String(err.message || err) : "";

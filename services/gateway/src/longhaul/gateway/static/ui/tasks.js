@@ -2,7 +2,7 @@
 // links to each phase's step traces, and resume. The task list (GET /api/tasks) with a form
 // to start a task.
 import { api, enc, post } from "./api.js";
-import { act, el, fmtTime, showError, statusBadge } from "./dom.js";
+import { act, fill, el, fmtTime, showError, statusBadge } from "./dom.js";
 
 const POLL_MS = 2000;
 
@@ -60,7 +60,7 @@ export function taskPage(root, taskId) {
           p.merge.reason ? el("div", { class: "meta", text: p.merge.reason }) : null) : null,
         p.summary ? el("div", { class: "meta", text: p.summary.slice(0, 300) }) : null,
         p.error ? el("div", { class: "error-box", text: p.error }) : null)))));
-    view.replaceChildren(
+    fill(view, 
       el("h2", { "data-testid": "task-title", text: task.goal }),
       el("div", { class: "meta" }, statusBadge(task.status), " " + task.task_id + " · mode " + task.mode +
         (task.resumes ? " · resumes " + task.resumes_handled + "/" + task.resumes + (task.resume_source ? " from " + task.resume_source : "") : "")),
@@ -70,10 +70,41 @@ export function taskPage(root, taskId) {
       task.phases.length ? dag : el("div", { class: "meta", text: "planning…" }),
       task.replans.length ? el("section", { class: "panel" }, el("h3", { text: "Replans" }), el("ol", {}, task.replans.map((r) => el("li", { text: r })))) : null,
       task.summary ? el("section", { class: "panel" }, el("h3", { text: "Result" }), el("pre", { text: task.summary })) : null);
+    if (task.phases.length) drawEdges(dag, task.phases);
   }
 
   load();
   return () => { s.gone = true; clearTimeout(s.timer); };
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+
+// Dependency edges as an SVG layer under the phase boxes: from the right edge of a phase to
+// the left edge of each phase that depends on it.
+function drawEdges(dag, phases) {
+  const box = dag.getBoundingClientRect();
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "edges");
+  svg.setAttribute("width", String(dag.scrollWidth));
+  svg.setAttribute("height", String(dag.scrollHeight));
+  const at = (id) => dag.querySelector(`[data-phase-id="${CSS.escape(id)}"]`);
+  for (const p of phases) {
+    const to = at(p.id);
+    for (const dep of p.depends_on) {
+      const from = at(dep);
+      if (!from || !to) continue;
+      const a = from.getBoundingClientRect(), b = to.getBoundingClientRect();
+      const x1 = a.right - box.left + dag.scrollLeft, y1 = a.top + a.height / 2 - box.top;
+      const x2 = b.left - box.left + dag.scrollLeft, y2 = b.top + b.height / 2 - box.top;
+      const path = document.createElementNS(SVG, "path");
+      const mid = (x1 + x2) / 2;
+      path.setAttribute("d", `M${x1},${y1} C${mid},${y1} ${mid},${y2} ${x2},${y2}`);
+      path.setAttribute("class", "edge " + (p.status || ""));
+      path.dataset.from = dep; path.dataset.to = p.id;
+      svg.append(path);
+    }
+  }
+  dag.prepend(svg);
 }
 
 export function taskListPage(root) {

@@ -1,7 +1,7 @@
 // The trace page: the message tree (main path, branch switches, tool calls paired with their
 // results), live token deltas over SSE, the controls, and the side panels.
 import { api, enc, post } from "./api.js";
-import { act, contentText, el, fmtCost, foldable, showError, statusBadge } from "./dom.js";
+import { act, fill, contentText, el, fmtCost, foldable, showError, statusBadge } from "./dom.js";
 import { goalPanel, subtracePanel, timelinePanel, totalsPanel } from "./panels.js";
 import { follow } from "./sse.js";
 import { buildTree, displayPath, resultsByCall } from "./tree.js";
@@ -46,7 +46,7 @@ export function tracePage(root, traceId) {
 
   function renderHeader(t) {
     const tt = t.totals || {};
-    header.replaceChildren(
+    fill(header, 
       el("h2", { "data-testid": "trace-title", text: t.name || t.trace_id }),
       el("div", { class: "meta" },
         statusBadge(t.status, t.status === "waiting" ? t.wait_reason : null), " ",
@@ -140,7 +140,7 @@ export function tracePage(root, traceId) {
 
   function renderLive() {
     live.hidden = !(s.live || s.liveTool);
-    live.replaceChildren(el("div", { class: "role", text: "assistant (writing…)" }),
+    fill(live, el("div", { class: "role", text: "assistant (writing…)" }),
       el("pre", { class: "content", text: s.live }), s.liveTool ? el("div", { class: "meta", text: s.liveTool }) : null);
   }
 
