@@ -261,3 +261,21 @@ async def test_a_child_waiting_for_a_person_shows_on_its_parent_and_in_its_strea
     assert events[-1].event == "completed"
     done = (await client.get(f"/api/traces/{parent}")).json()
     assert done["waiting_below"] == [] and done["sub_traces"][0]["status"] == "completed"
+
+
+@pytest.mark.usefixtures("executor")
+async def test_the_context_the_model_saw_is_recorded_and_served(client: httpx.AsyncClient) -> None:
+    created = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("list files")], "tools": ["glob", "read"]},
+    )
+    trace_id = created.json()["trace_id"]
+    await follow_until(client, trace_id, is_final)
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    summary = view["context"]
+    assert summary["preset"] == "default" and sorted(summary["tools"]) == ["glob", "read"]
+    full = (await client.get(f"/api/traces/{trace_id}/context")).json()
+    assert full["hash"] == summary["hash"]
+    assert "Working directory:" in full["system_prompt"]
+    schemas = {tool["name"]: tool["parameters"] for tool in full["tools"]}
+    assert set(schemas) == {"glob", "read"} and schemas["read"]["type"] == "object"

@@ -95,7 +95,8 @@ async def test_attachments_go_to_the_workspace(tmp_path: Path) -> None:
     engine = make_engine(tmp_path, tools=ToolRegistry([plot]), workspace=workspace)
     await engine.run_turn(state, sink, model=model)
     key = "trace/t_test/attachments/p1/chart_png"
-    assert workspace.data == {key: b"\x89PNG"}
+    attachments = {k: v for k, v in workspace.data.items() if not k.startswith("context/")}
+    assert attachments == {key: b"\x89PNG"}
     [result] = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
     assert str(result.content) == (
         f"drawn\n\nattachment chart.png (image/png, 4 bytes): read it with workspace_read key={key}"

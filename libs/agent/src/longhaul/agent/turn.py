@@ -24,7 +24,7 @@ from longhaul.agent.tools.result import ToolResult
 from longhaul.domain.config import PipelineConfig
 from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, UsageRecord
 from longhaul.domain.state import TraceState
-from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall
+from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, ToolSpec
 
 T = TypeVar("T")
 
@@ -55,6 +55,8 @@ class Turn:
         self.all_tools = tools
         # Resolved by TraceContext (before_agent); these defaults hold without it.
         self.tools = tools
+        self.tool_specs: list[ToolSpec] | None = None
+        """The schemas shown to the model when a recorded context fixes them (``run_context``)."""
         self.preset: Preset = env.presets.get(state.config.preset)
         self.skills: SkillIndex = env.skills
         self.working_dir: Path = env.working_root
@@ -115,7 +117,7 @@ class Turn:
         return ModelRequest(
             model=self.model.name,
             messages=self.history.messages(),
-            tools=self.tools.specs(),
+            tools=self.tool_specs if self.tool_specs is not None else self.tools.specs(),
             system_stable=self.system_prompt,
             cache_system=False,
             metadata={"trace_id": self.trace_id},

@@ -284,6 +284,18 @@ class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=
     content: str
 
 
+class ContextRecorded(TraceEvent, tag="context_recorded", kw_only=True, omit_defaults=True):
+    """What the model is shown from now on: the system prompt, tool schemas, preset, skills and
+    parameters, stored once in the workspace under ``context/<hash>`` (content-addressed) and
+    reused by every later turn and run until a run request changes the config."""
+
+    hash: str
+    preset: str
+    model: str | None = None
+    tools: list[str] = msgspec.field(default_factory=list)
+    skills: list[str] = msgspec.field(default_factory=list)
+
+
 class FileUploaded(TraceEvent, tag="file_uploaded", kw_only=True, omit_defaults=True):
     """A client put a file in the trace's working directory; its bytes wait in the workspace
     under ``key`` until the executor writes them there before the next model call."""
@@ -452,6 +464,7 @@ AnyEvent = (
     | HumanReplied
     | FileUploaded
     | FilesDelivered
+    | ContextRecorded
     | ToolDecided
     | SubtraceSpawned
     | SubtraceFinished

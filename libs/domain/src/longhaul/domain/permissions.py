@@ -59,6 +59,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.VerificationRequested,
         ev.Waiting,
         ev.FilesDelivered,
+        ev.ContextRecorded,
         ev.SubtraceSpawned,
         ev.SubtraceFinished,
         ev.StopRequested,

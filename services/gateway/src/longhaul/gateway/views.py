@@ -11,6 +11,7 @@ from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
+    ContextView,
     FaultView,
     GoalTreeView,
     GoalView,
@@ -74,6 +75,9 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
         summary=state.summary,
+        context=ContextView.model_validate(msgspec.to_builtins(state.context))
+        if state.context
+        else None,
         fault_log=[
             FaultView(stream_seq=f.stream_seq, type=f.type, error=f.error) for f in state.faults
         ],

@@ -1,9 +1,10 @@
 """TraceContext (before_agent): the trace's preset, tools, skills, working directory and
-system prompt, resolved once per turn."""
+system prompt, resolved once per turn, then pinned to what the trace recorded (``run_context``)."""
 
 from __future__ import annotations
 
 from longhaul.agent.middleware.base import Middleware
+from longhaul.agent.run_context import pin_context
 from longhaul.agent.turn import Turn
 from longhaul.agent.workdir import resolve_working_dir
 from longhaul.domain.events import ModelParams
@@ -31,3 +32,4 @@ class TraceContext(Middleware):
         if "skill" in turn.tools:
             parts.append(turn.skills.render())
         turn.system_prompt = "\n\n".join(part for part in parts if part)
+        await pin_context(turn)

@@ -111,6 +111,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     wait_detail: str = ""
     wait_tool_call_id: str | None = None
     human_reply: str | None = None
+    context: ev.ContextRecorded | None = None
+    """The recorded context the model is shown; ``None`` until the first turn records it and
+    again after a run request that changes the config."""
     uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
     """Files uploaded but not yet written into the working directory (latest per name)."""
     approval_pending: list[str] = msgspec.field(default_factory=list)
@@ -287,6 +290,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             self._rewind_to(self.safe_cut(event.after_sequence))
         if event.config is not None:
             self.config = event.config
+            self.context = None  # a changed config is recorded afresh by the next turn
         self._reset_run()
         self._append_inputs(event.messages, event.ts)
 
@@ -452,6 +456,9 @@ class TraceState(msgspec.Struct, kw_only=True):
         others = [u for u in self.uploads_pending if u.name != event.name]
         self.uploads_pending = [*others, event]
 
+    def _on_context_recorded(self, event: ev.ContextRecorded) -> None:
+        self.context = event
+
     def _on_files_delivered(self, event: ev.FilesDelivered) -> None:
         delivered = set(event.names)
         self.uploads_pending = [u for u in self.uploads_pending if u.name not in delivered]
@@ -556,6 +563,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.ToolDecided: TraceState._on_tool_decided,
     ev.FileUploaded: TraceState._on_file_uploaded,
     ev.FilesDelivered: TraceState._on_files_delivered,
+    ev.ContextRecorded: TraceState._on_context_recorded,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
     ev.StopRequested: TraceState._on_stop_requested,
@@ -602,6 +610,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.ToolDecided: TraceState._check_tool_decided,
     ev.FileUploaded: TraceState._check_file_uploaded,
     ev.FilesDelivered: TraceState._check_nothing,
+    ev.ContextRecorded: TraceState._check_nothing,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
     ev.StopRequested: _requires("running", "waiting", what="stop"),

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from fastapi import APIRouter, Body, Query, Request, Response
 from longhaul.core.index import TraceIndexEntry
+from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
@@ -200,6 +201,25 @@ async def running_traces(
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
     runtime = runtime_of(request.app)
     return trace_view(await access.load_trace(runtime, principal, trace_id), runtime.mirror)
+
+
+@router.get(
+    "/{trace_id}/context",
+    summary="The recorded context: system prompt, tool schemas, preset, skills, parameters",
+)
+async def get_context(
+    trace_id: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    runtime = runtime_of(request.app)
+    state = await access.load_trace(runtime, principal, trace_id)
+    if state.context is None:
+        raise ApiError(404, "not_found", f"trace {trace_id} has not recorded a context yet")
+    async with runtime.nats_call():
+        entry = await WorkspaceStore(runtime.service.conn).get(f"context/{state.context.hash}")
+    if entry is None:
+        raise ApiError(404, "not_found", f"context {state.context.hash} is not stored")
+    body: dict[str, Any] = msgspec.json.decode(entry.value)
+    return {"hash": state.context.hash, **body}
 
 
 @router.get(

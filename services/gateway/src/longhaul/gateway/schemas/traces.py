@@ -199,6 +199,16 @@ class WaitingBelowView(BaseModel):
     reason: str | None = Field(default=None, description="human, verification, …")
 
 
+class ContextView(BaseModel):
+    """What the model is shown (GET …/context has the prompt and tool schemas themselves)."""
+
+    hash: str
+    preset: str
+    model: str | None = None
+    tools: list[str] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list)
+
+
 class FaultView(BaseModel):
     """An event of the log that could not apply: skipped by every reader, kept here."""
 
@@ -237,6 +247,9 @@ class TraceView(TraceSummary):
     wait_detail: str = ""
     fault_log: list[FaultView] = Field(
         default_factory=list, description="the skipped events, latest 50"
+    )
+    context: ContextView | None = Field(
+        default=None, description="the recorded context the model is shown (after a first turn)"
     )
     pending_approvals: list[PendingCallView] = Field(
         default_factory=list, description="calls waiting for POST …/approve (wait_reason approval)"
