@@ -215,15 +215,18 @@ async def run_scenario(
     recorder = Recorder(conn)
     await recorder.start()
     steps_log = root / "steps.jsonl"
-    verify_log = root / "verify.log"
+    # The check runs sandboxed: it can write only in its cwd, where it keeps its log.
+    verify_log = root / "verify" / "verify.log"
     steps_log.touch()
+    verify_log.parent.mkdir(exist_ok=True)
     verify_log.touch()
     verification = {
         "command": [
             "sh",
             "-c",
-            f'echo "$LONGHAUL_TRACE_ID" >> {verify_log}; sleep {work.verify_s}; cat >/dev/null',
-        ]
+            f'echo "$LONGHAUL_TRACE_ID" >> verify.log; sleep {work.verify_s}; cat >/dev/null',
+        ],
+        "cwd": str(verify_log.parent),
     }
     try:
         trace_ids = [

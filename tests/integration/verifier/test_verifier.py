@@ -19,6 +19,7 @@ from longhaul.domain.config import LonghaulConfig, ModelsConfig
 from longhaul.verifier.handler import Verifier
 
 from tests.integration.verifier.conftest import verdict, verdicts, waiting_trace
+from tests.support import procs
 from tests.support.env import service_env as base_service_env
 
 Start = Callable[..., Awaitable[None]]
@@ -30,7 +31,7 @@ SCHEMA = {
 
 
 def py(code: str) -> str:
-    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
+    return f"python3 -c {shlex.quote(code)}"
 
 
 async def test_json_schema_pass_and_fail(store: EventStore, run_verifier: Start) -> None:
@@ -94,16 +95,19 @@ async def exits_within(pid: int, seconds: float) -> bool:
 async def test_command_timeout_kills_the_process_group(
     store: EventStore, run_verifier: Start, tmp_path: Path
 ) -> None:
-    sleeper = py("import os, time; open('pid', 'w').write(str(os.getpid())); time.sleep(60)")
+    sleeper = procs.marker()
     # The shell starts a grandchild; a timeout must kill it too, not only the shell.
     await run_verifier()
     trace_id = await waiting_trace(
-        store, "x", {"command": f"{sleeper} & wait", "timeout_s": 1}, working_dir=str(tmp_path)
+        store,
+        "x",
+        {"command": f"{shlex.join(sleeper)} & wait", "timeout_s": 4},
+        working_dir=str(tmp_path),
     )
+    (pid,) = await procs.wait_for_host_pids(sleeper, 1)
     failed = await verdict(store, trace_id)
     assert isinstance(failed, ev.VerificationFailed)
-    assert failed.errors == ["command: command timed out after 1s"]
-    pid = int((tmp_path / "pid").read_text())
+    assert failed.errors == ["command: command timed out after 4s"]
     assert await exits_within(pid, 5)
 
 
@@ -233,8 +237,8 @@ async def test_racing_replicas_run_the_command_once(
     store: EventStore, make_verifier: Callable[..., Verifier], tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
-    command = ["sh", "-c", f"echo run >> {runs}; sleep 0.5; cat >/dev/null"]
-    trace_id = await waiting_trace(store, "x", {"command": command})
+    command = ["sh", "-c", "echo run >> runs; sleep 0.5; cat >/dev/null"]
+    trace_id = await waiting_trace(store, "x", {"command": command}, working_dir=str(tmp_path))
     delivery = await delivery_of(store, trace_id)
     first, second = make_verifier(), make_verifier()
     # The second finds the first's claim by the request's key and takes its verdict.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import signal
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -13,6 +13,7 @@ from longhaul.agent.errors import ToolError
 from longhaul.agent.tools import ToolResult, ToolSettings
 from longhaul.agent.tools.shell import bash
 
+from tests.support import procs
 from tests.unit.agent.support import tool_context
 
 
@@ -23,25 +24,18 @@ async def test_runs_in_the_working_directory_and_reports_exit_code(tmp_path: Pat
     assert result.error_code == "nonzero_exit"
 
 
-def _killed(pid: int) -> bool:
-    """Dead, a zombie, or with SIGKILL already pending: no timing involved."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-    sigkill = 1 << (signal.SIGKILL - 1)
-    pending = int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)
-    return fields["State"].split()[0] in ("Z", "X") or bool(pending & sigkill)
-
-
 async def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
-    command = "sleep 30 & echo $! > child.pid; sleep 30"
+    marker = procs.marker()
+    command = f"{shlex.join(marker)} & {shlex.join(marker)}"
+    call = asyncio.ensure_future(
+        bash.run(tool_context(tmp_path), {"command": command, "timeout_s": 5})
+    )
+    pids = await procs.wait_for_host_pids(marker, 2)
     with pytest.raises(ToolError) as timed_out:
-        await bash.run(tool_context(tmp_path), {"command": command, "timeout_s": 0.5})
+        await call
     assert timed_out.value.code == "timeout"
     assert "killed" in str(timed_out.value)
-    assert _killed(int((tmp_path / "child.pid").read_text()))
+    assert all(procs.killed(pid) for pid in pids)
 
 
 async def test_output_is_capped_and_the_rest_counted(tmp_path: Path) -> None:
@@ -59,26 +53,25 @@ async def test_output_is_capped_and_the_rest_counted(tmp_path: Path) -> None:
 _EXECUTOR = """
 import asyncio, sys
 from pathlib import Path
+from tests.support import procs
 from tests.unit.agent.support import tool_context
 from longhaul.agent.tools.shell import bash
-command = "echo $$ > shell.pid; sleep 60 & echo $! > bg.pid; sleep 60; touch finished"
+marker = sys.argv[2]
+command = f"sleep {marker} & sleep {marker}; touch finished"
 asyncio.run(bash.run(tool_context(Path(sys.argv[1])), {"command": command}))
 """
 
 
 async def test_the_command_tree_dies_with_its_executor(tmp_path: Path) -> None:
+    marker = procs.marker()
     executor = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _EXECUTOR, str(tmp_path), cwd=Path(__file__).parents[3]
+        sys.executable, "-c", _EXECUTOR, str(tmp_path), marker[1], cwd=Path(__file__).parents[3]
     )
-    pids = [tmp_path / "shell.pid", tmp_path / "bg.pid"]
-    deadline = time.monotonic() + 30
-    while not all(p.exists() and p.read_text().strip() for p in pids):
-        assert executor.returncode is None and time.monotonic() < deadline
-        await asyncio.sleep(0.05)
+    pids = await procs.wait_for_host_pids(marker, 2, deadline_s=30)
     executor.kill()
     await executor.wait()
     deadline = time.monotonic() + 10
-    while not all(_killed(int(p.read_text())) for p in pids):
+    while not all(procs.killed(pid) for pid in pids):
         assert time.monotonic() < deadline, "the command outlived its executor"
         await asyncio.sleep(0.05)
     assert not (tmp_path / "finished").exists()

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from longhaul.agent.errors import ToolError
-from longhaul.agent.tools import ToolResult
+from longhaul.agent.tools import ToolResult, ToolSettings
 from longhaul.agent.tools.files import edit, glob, grep, read, write
 from longhaul.agent.tools.shell import bash
+from longhaul.domain.config import SandboxConfig
 
 from tests.unit.agent.support import tool_context
 
@@ -91,8 +92,13 @@ async def test_write_then_edit_round_trip(jail: Path) -> None:
 
 
 async def test_a_hard_link_made_with_bash_cannot_be_read(jail: Path) -> None:
-    # S5: the link is made from inside (bash), then read with the file tool.
-    made = await bash.run(tool_context(jail), {"command": "ln ../secret.txt mine.txt"})
+    # S5: the link is made from inside (bash), then read with the file tool. The sandbox
+    # does not let bash see ../secret.txt at all; unconfined (sandbox.mode: none, the
+    # operator's opt-out) it can make the link, and the file tool still refuses it.
+    unconfined = ToolSettings(sandbox=SandboxConfig(mode="none"))
+    made = await bash.run(
+        tool_context(jail, settings=unconfined), {"command": "ln ../secret.txt mine.txt"}
+    )
     assert isinstance(made, ToolResult) and made.error_code is None
     with pytest.raises(ToolError) as refused:
         await read.run(tool_context(jail), {"path": "mine.txt"})

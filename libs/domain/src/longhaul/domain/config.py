@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
@@ -203,6 +203,27 @@ class PipelineConfig(BaseModel):
     context_injection_every: int = 10
 
 
+class SandboxConfig(BaseModel):
+    """How tool processes (``bash``, the verifier's command check) are confined.
+
+    ``auto`` uses bubblewrap when it works here and otherwise refuses to run them; ``bwrap``
+    insists on it; ``none`` runs them unconfined (an explicit operator opt-out). The limits
+    apply in every mode (``setrlimit``; the kernel exempts root from ``max_processes``).
+    """
+
+    mode: Literal["auto", "bwrap", "none"] = "auto"
+    network: bool = False
+    """Share the host's network with tool processes (off: only a private loopback)."""
+    cpu_s: int = Field(default=600, ge=1, description="CPU seconds per process")
+    memory_mb: int = Field(default=4096, ge=16, description="address space per process")
+    max_processes: int = Field(default=1024, ge=8)
+    file_mb: int = Field(default=1024, ge=1, description="largest file a process may write")
+    read_only: list[str] = Field(
+        default_factory=list,
+        description="extra host paths tool processes may read (e.g. a toolchain in /opt)",
+    )
+
+
 class StoreConfig(BaseModel):
     snapshot_every: int = 200
     lease_ttl_s: float = 5.0
@@ -220,6 +241,7 @@ class LonghaulConfig(BaseSettings):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
     data_dir: Path = Path(".longhaul")
 

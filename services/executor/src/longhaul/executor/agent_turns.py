@@ -16,7 +16,8 @@ from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.presets import PresetCatalog
-from longhaul.agent.tools import ToolRegistry
+from longhaul.agent.tools import ToolRegistry, ToolSettings
+from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workspace import Workspace
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
@@ -49,9 +50,11 @@ class AgentTurns:
                 presets=PresetCatalog(config.presets),
                 workspace=workspace,
                 working_root=working_root,
+                tool_settings=ToolSettings(sandbox=config.sandbox),
                 models=config.models,
             ),
         )
+        log.info("bash: %s", Sandbox(config.sandbox).describe())
 
     async def __call__(self, state: TraceState, sink: EventSink, live: LiveCallback) -> TurnOutcome:
         models = self.config.models

@@ -3,7 +3,10 @@
 The answer is fed on stdin (and its trace id in ``LONGHAUL_TRACE_ID``), the exit code decides,
 and stdout+stderr are captured into one log capped at ``output_cap`` bytes (head and tail are
 kept: the end of a test run is where the failures are summarised). The command runs in its own
-process group so a timeout kills everything it started.
+process group so a timeout kills everything it started, confined by the same sandbox as
+``bash`` (:mod:`longhaul.agent.tools.sandbox`): it sees the system read-only and its working
+directory (and ``cwd``) read-write, nothing else; without a sandbox it is refused unless the
+operator set ``sandbox.mode: none``.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 from longhaul.agent.tools.childproc import child_env
+from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable
 from longhaul.verifier.result import CheckResult
 from longhaul.verifier.spec import CommandCheck
 
@@ -59,25 +65,52 @@ def resolve_cwd(check: CommandCheck, working_dir: str | None) -> str | None:
 
 
 async def run_command(
-    check: CommandCheck, answer: str, *, working_dir: str | None, trace_id: str
+    check: CommandCheck,
+    answer: str,
+    *,
+    working_dir: str | None,
+    trace_id: str,
+    sandbox: Sandbox | None = None,
 ) -> CheckResult:
+    sandbox = sandbox or Sandbox()
     cwd = resolve_cwd(check, working_dir)
     shown = check.command if isinstance(check.command, str) else " ".join(check.command)
+    scratch = None
+    if cwd is None and sandbox.confined:
+        # No directory of its own: an empty scratch one, never the verifier's.
+        scratch = tempfile.mkdtemp(prefix="longhaul-check-")
+    try:
+        return await _run(check, answer, cwd or scratch, working_dir, shown, trace_id, sandbox)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _run(
+    check: CommandCheck,
+    answer: str,
+    cwd: str | None,
+    working_dir: str | None,
+    shown: str,
+    trace_id: str,
+    sandbox: Sandbox,
+) -> CheckResult:
     # Allow-listed, never the verifier's own environment (it holds the service's secrets).
     env = child_env(Path(cwd or os.getcwd()), {**check.env, "LONGHAUL_TRACE_ID": trace_id})
-    common = {
-        "stdin": asyncio.subprocess.PIPE,
-        "stdout": asyncio.subprocess.PIPE,
-        "stderr": asyncio.subprocess.STDOUT,
-        "cwd": cwd,
-        "env": env,
-        "start_new_session": True,
-    }
     try:
-        if isinstance(check.command, str):
-            proc = await asyncio.create_subprocess_shell(check.command, **common)  # type: ignore[arg-type]
-        else:
-            proc = await asyncio.create_subprocess_exec(*check.command, **common)  # type: ignore[arg-type]
+        argv = _confined(check, cwd, working_dir, env, sandbox)
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=sandbox.preexec,
+        )
+    except SandboxUnavailable as exc:
+        return CheckResult("command", passed=False, errors=[str(exc)], log=str(exc))
     except OSError as exc:
         message = f"could not start {shown!r} in {cwd or 'the current directory'}: {exc}"
         return CheckResult("command", passed=False, errors=[message], log=message)
@@ -97,6 +130,24 @@ async def run_command(
         if proc.returncode is None:
             await _kill(proc)
     return _result(shown, cwd, output.text(), proc.returncode, timed_out, check.timeout_s)
+
+
+def _confined(
+    check: CommandCheck,
+    cwd: str | None,
+    working_dir: str | None,
+    env: dict[str, str],
+    sandbox: Sandbox,
+) -> list[str]:
+    """The command line, wrapped in the sandbox: the trace's working directory and ``cwd``
+    read-write, run in ``cwd``."""
+    argv = ["/bin/sh", "-c", check.command] if isinstance(check.command, str) else check.command
+    if cwd is None:
+        return sandbox.command(argv, working_dir=Path.cwd(), env=env)
+    if not os.path.isdir(cwd):
+        raise FileNotFoundError(f"no such directory: {cwd!r}")
+    home = Path(working_dir) if working_dir and os.path.isdir(working_dir) else Path(cwd)
+    return sandbox.command(argv, working_dir=home, cwd=Path(cwd), writable=[Path(cwd)], env=env)
 
 
 def _result(

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any
 
+from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.core.consumer import Delivery
 from longhaul.core.eventlog import EventLog
 from longhaul.core.repository import traces
@@ -70,6 +71,7 @@ class Verifier:
         self.models = models
         self.config = config
         self.ledger = ledger
+        self.sandbox = Sandbox(config.sandbox)
 
     async def handle(self, delivery: Delivery) -> None:
         if delivery.event_type != "verification_requested":
@@ -149,6 +151,7 @@ class Verifier:
                     answer,
                     working_dir=state.config.working_dir,
                     trace_id=state.trace_id,
+                    sandbox=self.sandbox,
                 )
             )
         if spec.judge is not None:

@@ -5,11 +5,15 @@ Replicas share one durable consumer (competing consumers) on ``verification_requ
 
 from __future__ import annotations
 
+import logging
+
 from longhaul.core.consumer import ConsumerSpec, run_consumer
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
 from longhaul.verifier.ledger import VerdictLedger
+
+log = logging.getLogger(__name__)
 
 DURABLE = "verifier"
 
@@ -26,6 +30,7 @@ async def run(ctx: ServiceContext) -> None:
     async with ModelRegistry(ctx.config.models) as models:
         ledger = VerdictLedger(ctx.conn, ttl_s=ctx.config.store.lease_ttl_s)
         verifier = Verifier(ctx.store, models, ctx.config, ledger)
+        log.info("command checks: %s", verifier.sandbox.describe())
         await run_consumer(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
 
 

@@ -70,7 +70,7 @@ class Engine:
             skills=SkillIndex.load(skill_dirs),
             workspace=workspace,
             working_root=working_root or config.data_dir / "work",
-            tool_settings=tool_settings or ToolSettings(),
+            tool_settings=tool_settings or ToolSettings(sandbox=config.sandbox),
             models=config.models,
             context_hooks=context_hooks or ContextHooks(),
         )

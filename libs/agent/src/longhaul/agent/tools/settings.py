@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from longhaul.domain.config import SandboxConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,3 +20,5 @@ class ToolSettings:
     webfetch_allow_private: bool = False
     """Allow loopback, private and link-local targets (a local dev server, a lab network)."""
     max_explore_tasks: int = 8
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    """How ``bash`` is confined (see :mod:`longhaul.agent.tools.sandbox`)."""

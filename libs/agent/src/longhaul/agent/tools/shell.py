@@ -3,7 +3,9 @@
 The command runs in its own session (process group) so that a timeout kills everything it
 started — a ``sleep`` in a pipeline, a background server — not only the shell; the same group
 dies when the executor does (see :mod:`childproc`). The child's environment is an allow-list:
-no service secret reaches it.
+no service secret reaches it. It runs confined by :mod:`sandbox` (bubblewrap): read-only system
+directories, its working directory, no network unless configured, resource limits; with no
+sandbox available it is refused unless the operator set ``sandbox.mode: none``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import signal
 
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
-from longhaul.agent.tools.childproc import GROUP_GUARD, child_env, terminate_with_parent
+from longhaul.agent.tools.childproc import GROUP_GUARD, child_env
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.result import ToolResult
+from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable
 
 _CHUNK = 65_536
 
@@ -49,15 +52,24 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
     settings = ctx.settings
     timeout = min(timeout_s or settings.bash_timeout_s, settings.bash_max_timeout_s)
     ctx.working_dir.mkdir(parents=True, exist_ok=True)
+    sandbox = Sandbox(settings.sandbox)
+    env = child_env(ctx.working_dir)
+    # Unconfined, the guarding shell kills the command's group when the executor dies; in
+    # the sandbox the PID namespace does that (it ends with bwrap, which dies with us).
+    shell = (
+        ["bash", "-c", command]
+        if sandbox.confined
+        else ["bash", "-c", GROUP_GUARD, "longhaul-bash", command]
+    )
+    try:
+        argv = sandbox.command(shell, working_dir=ctx.working_dir, env=env)
+    except SandboxUnavailable as exc:
+        raise ToolError(str(exc), code="sandbox_unavailable") from None
     process = await asyncio.create_subprocess_exec(
-        "bash",
-        "-c",
-        GROUP_GUARD,
-        "longhaul-bash",
-        command,
+        *argv,
         cwd=ctx.working_dir,
-        env=child_env(ctx.working_dir),
-        preexec_fn=terminate_with_parent,
+        env=env,
+        preexec_fn=sandbox.preexec,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
