@@ -19,7 +19,12 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
 from playwright.async_api import Browser, Page, async_playwright, expect
 
-from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    append_as_executor,
+    gateway_config,
+    serve_gateway,
+)
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -365,3 +370,35 @@ async def test_a_key_protected_gateway(nats_config: NatsConfig, page: Page) -> N
             "[sessionStorage.getItem('longhaul.apiKey'), localStorage.length]"
         )
         assert stored == ["viewer-key-1", 0]
+
+
+async def test_a_compacted_range_is_folded_where_it_hangs(
+    nats_config: NatsConfig, store: EventStore, page: Page
+) -> None:
+    def message_event(sequence: int, parent: int, role: str, text: str, **extra: Any) -> Any:
+        return ev.MessageAppended(
+            sequence=sequence, parent_sequence=parent, role=role, content=text, **extra
+        )
+
+    # no executor: the trace stays running while this test writes its messages
+    async with serve_gateway(gateway_config(nats_config)) as gateway:
+        async with gateway.client() as http:
+            trace = await start(http, "long job")
+        await append_as_executor(
+            store,
+            trace,
+            message_event(2, 1, "assistant", "first steps"),
+            message_event(3, 2, "user", "more work"),
+            message_event(4, 3, "assistant", "old detail"),
+            message_event(5, 2, "user", "summary of #3-#4", branch_type="compression"),
+            message_event(6, 5, "assistant", "carrying on"),
+        )
+        await page.goto(f"{gateway.url}/#/traces/{trace}")
+        await expect(message(page, 6)).to_contain_text("carrying on")
+        summary = message(page, 5)
+        await expect(page.locator('[data-testid="branch-switch"]')).to_have_count(0)
+        folded = summary.locator('[data-testid="compacted-range"]')
+        await expect(folded).to_contain_text("#3\u2013#4 (2 messages)")
+        await expect(folded.get_by_text("old detail")).to_be_hidden()
+        await folded.locator("summary").click()
+        await expect(folded.get_by_text("old detail")).to_be_visible()

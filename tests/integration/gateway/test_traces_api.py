@@ -150,6 +150,12 @@ async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
     ]
     run = (await events_of(store, trace_id))[-1]
     assert isinstance(run, ev.RunRequested) and run.after_sequence == 1
+    # a viewer that has messages up to 1 asks for the rest only, from every branch
+    newer = (await client.get(f"/api/traces/{trace_id}/messages?mode=all&after=1")).json()
+    assert [m["sequence"] for m in newer["messages"]] == [2, 3]
+    assert newer["head_sequence"] == 3
+    newest = (await client.get(f"/api/traces/{trace_id}/messages?after=2")).json()
+    assert [m["sequence"] for m in newest["messages"]] == [3]
 
 
 async def test_continue_and_regenerate(client: httpx.AsyncClient, store: EventStore) -> None:

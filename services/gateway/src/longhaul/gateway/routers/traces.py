@@ -232,9 +232,20 @@ async def get_messages(
     request: Request,
     principal: CurrentPrincipal,
     mode: Literal["main_path", "all"] = "main_path",
+    after: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=2**63 - 1,
+            description="only messages with a higher sequence (a client that has the "
+            "earlier ones: sequences are never reused and messages never change)",
+        ),
+    ] = 0,
 ) -> Response:
     state = await access.load_trace(runtime_of(request.app), principal, trace_id)
     messages = state.main_path() if mode == "main_path" else state.all_messages()
+    if after:
+        messages = [m for m in messages if m.sequence > after]
     body = {
         "mode": mode,
         "head_sequence": state.head_sequence,

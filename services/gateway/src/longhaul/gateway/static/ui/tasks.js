@@ -59,6 +59,7 @@ export function taskPage(root, taskId) {
           el("ul", {}, p.merge.candidates.map((c) => el("li", {}, c.label + " ", el("a", { href: "#/traces/" + c.trace_id, text: c.trace_id }), " " + c.status + (c.score !== null && c.score !== undefined ? " score " + c.score : "")))),
           p.merge.reason ? el("div", { class: "meta", text: p.merge.reason }) : null) : null,
         p.summary ? el("div", { class: "meta", text: p.summary.slice(0, 300) }) : null,
+        p.output_ref ? el("div", { class: "meta", "data-testid": "output-ref", text: "output " + p.output_ref }) : null,
         p.error ? el("div", { class: "error-box", text: p.error }) : null)))));
     fill(view, 
       el("h2", { "data-testid": "task-title", text: task.goal }),

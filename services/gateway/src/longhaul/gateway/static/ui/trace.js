@@ -23,10 +23,14 @@ export function tracePage(root, traceId) {
   async function refresh() {
     s.timer = null;
     try {
-      const [trace, all] = await Promise.all([api(base), api(base + "/messages?mode=all")]);
+      // messages never change once appended: fetch only the ones after the newest we hold
+      const after = s.messages.length ? s.messages[s.messages.length - 1].sequence : 0;
+      const [trace, fresh] = await Promise.all([api(base), api(base + "/messages?mode=all&after=" + after)]);
       if (s.gone) return;
       s.trace = trace;
-      s.messages = all.messages;
+      const known = new Set(s.messages.map((m) => m.sequence));
+      s.messages = s.messages.concat(fresh.messages.filter((m) => !known.has(m.sequence)))
+        .sort((a, b) => a.sequence - b.sequence);
       if (trace.status !== "running") { s.live = ""; s.liveTool = ""; }
       render();
     } catch (err) { showError(err); }
@@ -98,6 +102,13 @@ export function tracePage(root, traceId) {
         el("div", { class: "call-sig" }, "→ ", el("strong", { text: call.function.name })),
         foldable(prettyArgs(call.function.arguments), "args"),
         result ? toolResult(result) : el("div", { class: "meta pending", text: "… no result yet" })));
+    }
+    for (const range of row.compacted || []) {
+      box.append(el("details", { class: "side-branch compacted", "data-testid": "compacted-range" },
+        el("summary", { text: "compacted: #" + range[0].sequence + "–#" + range[range.length - 1].sequence + " (" + range.length + " messages)" }),
+        range.map((r) => el("div", { class: "msg " + r.role, dataset: { sequence: r.sequence, role: r.role } },
+          el("div", { class: "role", text: r.role + " #" + r.sequence }), foldable(contentText(r.content) ||
+            (r.tool_calls || []).map((c) => "→ " + c.function.name + "(" + c.function.arguments + ")").join("\n"))))));
     }
     for (const sideMsg of row.side) {
       box.append(el("details", { class: "side-branch", "data-testid": "side-branch" },

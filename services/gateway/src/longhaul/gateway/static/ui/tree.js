@@ -34,11 +34,27 @@ export function displayPath(tree, choice) {
     if (!picked) picked = options.find((m) => tree.main.has(m.sequence));
     if (!picked) picked = newestLeafward(tree, options);
     const side = (tree.children.get(picked.sequence) || []).filter(isSide);
-    rows.push({ message: picked, alternatives: options, index: options.indexOf(picked), side,
-                onMain: tree.main.has(picked.sequence) });
+    // A compaction summary replaces a range that stays in the tree as its sibling: that
+    // range is shown folded where it hangs, not offered as a branch.
+    const compacted = picked.branch_type === "compression" ? options.filter((m) => m !== picked) : [];
+    const alternatives = compacted.length ? [picked] : options;
+    rows.push({ message: picked, alternatives, index: alternatives.indexOf(picked), side,
+                compacted: compacted.map((m) => chainFrom(tree, m)), onMain: tree.main.has(picked.sequence) });
     parent = picked.sequence;
   }
   return rows;
+}
+
+// The messages of a branch from ``start`` on (newest continuation at each fork).
+function chainFrom(tree, start) {
+  const chain = [start];
+  for (let at = start; chain.length < 10000;) {
+    const next = (tree.children.get(at.sequence) || []).filter((m) => !isSide(m));
+    if (!next.length) break;
+    at = next[next.length - 1];
+    chain.push(at);
+  }
+  return chain;
 }
 
 // Off the main path, follow the newest continuation.
