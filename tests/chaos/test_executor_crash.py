@@ -72,3 +72,33 @@ async def test_kill_9_mid_trace_and_a_second_executor_finishes_it(
     assert_never_concurrent(runs, {victim_pid: killed_at})
     survivor_pids = {run["pid"] for run in runs} - {victim_pid}
     assert survivor_pids, f"{context}: the survivor ran no step"
+
+
+async def test_kill_9_mid_run_hands_out_no_fresh_iteration_budget(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    """max_iterations 5, the executor killed -9 after the 2nd model call: the survivor takes
+    over with what the log says was used, so the run calls the model 5 times in all."""
+    log = tmp_path / "calls.jsonl"
+    model = record_steps(tmp_path / "steps.yaml", STEPS, log, hold_ms=200)
+    async with executor_processes(nats_url, namespace, 2, env=TOOLS) as procs:
+        by_actor = {f"executor:{p.executor_id}": p for p in procs}
+        trace_id = await create_trace(store, "thirty steps", model=model, max_iterations=5)
+
+        def second_call(state: TraceState) -> bool:
+            return sum(1 for m in state.main_path() if m.role == "assistant") >= 2
+
+        await wait_for_trace(store, trace_id, second_call, within=60)
+        last = [r.event async for r in store.replay("trace", trace_id)][-1]
+        victim = by_actor[last.actor]
+        await victim.kill()  # mid-tool: the record call holds 200 ms
+        state = await wait_for_trace(store, trace_id, within=60)
+    assert state.status == "stopped" and state.stop_reason == "max_iterations"
+    events = [r.event async for r in store.replay("trace", trace_id)]
+    calls = [m for m in state.all_messages() if m.role == "assistant" and not m.synthetic]
+    assert len(calls) == 5
+    [stopped] = [e for e in events if isinstance(e, ev.Stopped)]
+    assert stopped.used is not None and stopped.used.iterations == 5
+    assert stopped.actor != last.actor  # the survivor stopped it
+    assert state.unanswered_tool_calls() == []
+    assert len({run["step"] for run in executions(log) if run["phase"] == "start"}) <= 5

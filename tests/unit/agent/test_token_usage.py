@@ -65,8 +65,10 @@ async def test_token_budget_stops_before_running_more_tools(tmp_path: Path) -> N
     state = new_state(config=ev.TraceConfig(max_tokens=2000))
     sink = MemorySink(state)
     outcome = await make_engine(tmp_path).run_turn(state, sink, model=model)
-    assert outcome.end == "stopped" and outcome.stop_reason == "token_budget"
-    assert state.stop_reason == "token_budget" and len(script.requests) == 2
+    assert outcome.end == "stopped" and outcome.stop_reason == "max_tokens"
+    assert state.stop_reason == "max_tokens" and len(script.requests) == 2
+    stopped = sink.of_type(ev.Stopped)[-1]
+    assert stopped.used == ev.RunUsage(iterations=2, tokens=2400)
     tools = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
     assert [m.error_code for m in tools] == [None, "not_run"]
 
@@ -77,7 +79,7 @@ async def test_cost_budget(tmp_path: Path) -> None:
     outcome = await make_engine(tmp_path, models=PRICED).run_turn(
         state, MemorySink(state), model=model
     )
-    assert outcome.stop_reason == "cost_budget" and state.status == "stopped"
+    assert outcome.stop_reason == "max_cost" and state.status == "stopped"
 
 
 async def test_a_final_answer_over_budget_still_completes(tmp_path: Path) -> None:
@@ -87,12 +89,25 @@ async def test_a_final_answer_over_budget_still_completes(tmp_path: Path) -> Non
     assert outcome.end == "completed"
 
 
-async def test_a_trace_already_over_budget_does_not_call_the_model(tmp_path: Path) -> None:
+async def test_a_run_already_over_budget_does_not_call_the_model(tmp_path: Path) -> None:
     model, _ = scripted(step(calls(call("glob", {"pattern": "*"}))))
     state = new_state(config=ev.TraceConfig(max_tokens=1000))
     await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
-    assert state.status == "stopped"
-    await MemorySink(state).emit([ev.RunRequested(messages=[])])
+    assert state.status == "stopped" and state.stop_reason == "max_tokens"
+    # A new turn of the same run (a takeover, a wake-up) gets no fresh budget.
+    state.status = "running"
     idle, idle_script = scripted()
     outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=idle)
-    assert outcome.stop_reason == "token_budget" and idle_script.requests == []
+    assert outcome.stop_reason == "max_tokens" and idle_script.requests == []
+
+
+async def test_a_new_run_starts_a_new_budget(tmp_path: Path) -> None:
+    model, _ = scripted(step(calls(call("glob", {"pattern": "*"}))))
+    state = new_state(config=ev.TraceConfig(max_tokens=1000))
+    await make_engine(tmp_path).run_turn(state, MemorySink(state), model=model)
+    assert state.stop_reason == "max_tokens" and state.run_usage.tokens == 1200
+    await MemorySink(state).emit([ev.RunRequested(messages=[])])
+    assert state.run_usage == ev.RunUsage()
+    again, again_script = scripted(step(answer("done")))
+    outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=again)
+    assert outcome.end == "completed" and len(again_script.requests) == 1

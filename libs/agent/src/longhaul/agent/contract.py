@@ -51,15 +51,15 @@ TurnEnd = Literal[
     "waiting",  # verification, human or children: the turn ends, the lease is released
     "stopped",  # stop request, loop detection or a budget (see stop_reason)
     "failed",  # unrecoverable error or verification exhausted
-    "max_iterations",  # the turn's iteration budget ran out: the engine already emitted
-    # ``Stopped(reason="max_iterations")``; a ``run_requested`` continues the trace
+    "max_iterations",  # the run's iteration budget ran out: the engine already emitted
+    # ``Stopped(reason="max_iterations")``; a ``run_requested`` starts a new run (and budget)
 ]
 
 
 class TurnOutcome(msgspec.Struct, kw_only=True):
     """How a turn ended. ``steps``: model calls made in this turn. ``stop_reason``: for
     ``stopped`` / ``max_iterations`` / ``failed`` the reason recorded on the trace
-    (``stop_requested``, ``loop_detected``, ``token_budget``, ``cost_budget``,
+    (``stop_requested``, ``loop_detected``, ``max_tokens``, ``max_cost``,
     ``max_iterations``, ``model_error``, ``verification_failed``, ``config_error``)."""
 
     end: TurnEnd

@@ -196,6 +196,7 @@ class PipelineConfig(BaseModel):
     prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
     middleware: list[MiddlewareEntry] = Field(default_factory=list)
     max_iterations: int = 50
+    """Model calls per run (a trace's or preset's own value wins)."""
     max_continuations: int = Field(default=2, ge=0)
     """Times the model is asked to continue an answer cut at the output length limit before
     the trace fails ``truncated``."""

@@ -154,6 +154,18 @@ class Totals(msgspec.Struct, kw_only=True):
     duration_ms: int = 0
 
 
+class RunUsage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What the current run used so far (the budgets ``max_iterations`` / ``max_tokens`` /
+    ``max_cost`` count this): model calls of the ReAct loop, prompt + completion tokens and
+    cost, children's included (reported by ``subtrace_finished``). Folded from the log: reset
+    by the request that starts a run (create, continue, rewind, regenerate), never by a wait,
+    a crash or a takeover."""
+
+    iterations: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+
+
 class PhaseSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     name: str
@@ -328,6 +340,10 @@ class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_d
     child_trace_id: str
     status: TraceStatus
     summary: str = ""
+    tokens: int = 0
+    """Prompt + completion tokens of the child's run, its own children's included: they
+    count toward the parent's (and so the root's) ``max_tokens``."""
+    cost: float = 0.0
 
 
 class StopRequested(TraceEvent, tag="stop_requested", kw_only=True, omit_defaults=True):
@@ -344,6 +360,9 @@ class CompactRequested(TraceEvent, tag="compact_requested", kw_only=True, omit_d
 
 class Stopped(TraceEvent, tag="stopped", kw_only=True, omit_defaults=True):
     reason: str = "user"
+    used: RunUsage | None = None
+    """For a budget stop (``max_iterations`` / ``max_tokens`` / ``max_cost``): what the run
+    used."""
 
 
 class Completed(TraceEvent, tag="completed", kw_only=True, omit_defaults=True):

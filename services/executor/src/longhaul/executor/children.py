@@ -27,11 +27,20 @@ log = logging.getLogger(__name__)
 SUMMARY_LIMIT = 4000
 
 
+def remaining(limit: float | None, used: float) -> float | None:
+    return None if limit is None else max(limit - used, 0)
+
+
 def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
     """The child runs the parent's model in the spawned preset; explore children are
-    read-only; the parent's approval list holds for the child too."""
+    read-only; the parent's approval list holds for the child too, and so does what is left
+    of the parent's run budget for tokens and cost (the child's usage is added to the
+    parent's run when it finishes, so a root limit is not escaped by delegating)."""
     config = parent.config
+    tokens = remaining(config.max_tokens, parent.run_usage.tokens)
     return ev.TraceConfig(
+        max_tokens=None if tokens is None else int(tokens),
+        max_cost=remaining(config.max_cost, parent.run_usage.cost),
         model=config.model,
         preset=info.preset,
         working_dir=config.working_dir,
@@ -135,6 +144,8 @@ class Children:
             child_trace_id=child.trace_id,
             status=child.status or "failed",
             summary=final_summary(child),
+            tokens=child.run_usage.tokens,
+            cost=child.run_usage.cost,
         )
         await append_while(
             self.store,

@@ -11,12 +11,14 @@ from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
+    BudgetView,
     ContextView,
     FaultView,
     GoalTreeView,
     GoalView,
     MessageView,
     PendingCallView,
+    RunUsageView,
     SubTraceView,
     TotalsView,
     TraceSummary,
@@ -92,6 +94,16 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
         model=state.config.model,
         preset=state.config.preset,
         runs=state.runs,
+        run_usage=RunUsageView(
+            iterations=state.run_usage.iterations,
+            tokens=state.run_usage.tokens,
+            cost=state.run_usage.cost,
+        ),
+        budget=BudgetView(
+            max_iterations=state.config.max_iterations,
+            max_tokens=state.config.max_tokens,
+            max_cost=state.config.max_cost,
+        ),
         event_id=state.stream_seq,
         goal_tree=GoalTreeView(
             focus=goals.focus,

@@ -12,6 +12,9 @@ from longhaul.domain.state import Message
 
 STOP_REQUESTED = "stop_requested"
 MAX_ITERATIONS = "max_iterations"
+MAX_TOKENS = "max_tokens"
+MAX_COST = "max_cost"
+BUDGET_REASONS = frozenset({MAX_ITERATIONS, MAX_TOKENS, MAX_COST})
 
 
 def is_final_answer(message: Message | None) -> bool:
@@ -36,7 +39,8 @@ async def stop(turn: Turn, reason: str, *, end: TurnEnd = "stopped") -> TurnOutc
         for call in state.unanswered_tool_calls():
             why = f"Not finished: the trace stopped ({reason})"
             tool_message(batch, call, unfinished(state, call, "not_run", why), synthetic=True)
-    batch.add(Stopped(reason=reason))
+    used = msgspec.structs.replace(state.run_usage) if reason in BUDGET_REASONS else None
+    batch.add(Stopped(reason=reason, used=used))
     await turn.emit(batch)
     return TurnOutcome(end=end, steps=turn.steps, stop_reason=reason)
 

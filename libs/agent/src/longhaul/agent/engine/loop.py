@@ -95,7 +95,7 @@ class TurnLoop:
         if is_final_answer(head):
             assert head is not None
             return await finish(turn, head)
-        if turn.steps >= turn.max_iterations:
+        if state.run_usage.iterations >= turn.max_iterations:
             return await stop(turn, MAX_ITERATIONS, end="max_iterations")
         await deliver_uploads(turn)
         request = turn.request()

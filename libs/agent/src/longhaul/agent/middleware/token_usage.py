@@ -1,16 +1,19 @@
 """TokenUsage (before_model + after_model): usage and cost onto each assistant message, and
-the trace's budgets.
+the run's token and cost budgets.
 
-``TraceConfig.max_tokens`` bounds prompt + completion tokens summed over the trace,
-``max_cost`` its dollars. A step that would start over budget does not call the model; a
-response that crosses a budget is recorded (it was paid for) and its tool calls are not run —
-the trace stops with ``token_budget`` / ``cost_budget``. A final answer that crosses a budget
+``TraceConfig.max_tokens`` bounds prompt + completion tokens summed over the run,
+``max_cost`` its dollars (``TraceState.run_usage``, folded from the log: a wait, a crash or a
+takeover never hands out a fresh budget; children's usage counts once they report it). A step
+that would start over budget does not call the model; a response that crosses a budget is
+recorded (it was paid for) and its tool calls are not run — the trace stops with
+``max_tokens`` / ``max_cost`` and what the run used. A final answer that crosses a budget
 still completes: the work is done.
 """
 
 from __future__ import annotations
 
 from longhaul.agent.accounting import charge
+from longhaul.agent.engine.endings import MAX_COST, MAX_TOKENS
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Step, Turn
 from longhaul.domain.events import TraceConfig, UsageRecord
@@ -19,9 +22,9 @@ from longhaul.llm.types import ModelRequest
 
 def over_budget(config: TraceConfig, tokens: int, cost: float) -> str | None:
     if config.max_tokens is not None and tokens >= config.max_tokens:
-        return "token_budget"
+        return MAX_TOKENS
     if config.max_cost is not None and cost >= config.max_cost:
-        return "cost_budget"
+        return MAX_COST
     return None
 
 
@@ -31,10 +34,8 @@ def _tokens(usage: UsageRecord | None) -> int:
 
 class TokenUsage(Middleware):
     async def before_model(self, turn: Turn, request: ModelRequest) -> None:
-        totals = turn.state.totals
-        reason = over_budget(
-            turn.state.config, totals.prompt_tokens + totals.completion_tokens, totals.cost
-        )
+        used = turn.state.run_usage
+        reason = over_budget(turn.state.config, used.tokens, used.cost)
         if reason:
             turn.stop(reason)
 
@@ -44,11 +45,9 @@ class TokenUsage(Middleware):
         )
         if not step.calls:
             return
-        totals = turn.state.totals
+        used = turn.state.run_usage
         reason = over_budget(
-            turn.state.config,
-            totals.prompt_tokens + totals.completion_tokens + _tokens(step.usage),
-            totals.cost + step.cost,
+            turn.state.config, used.tokens + _tokens(step.usage), used.cost + step.cost
         )
         if reason:
             turn.stop(reason)

@@ -103,6 +103,8 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     goals: GoalTree = msgspec.field(default_factory=GoalTree)
     totals: ev.Totals = msgspec.field(default_factory=ev.Totals)
+    run_usage: ev.RunUsage = msgspec.field(default_factory=ev.RunUsage)
+    """What the current run used: the budgets count this (reset only by a new run)."""
     error: str | None = None
     stop_reason: str | None = None
     summary: str | None = None
@@ -297,6 +299,7 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _reset_run(self) -> None:
         self.status = "running"
         self.runs += 1
+        self.run_usage = ev.RunUsage()
         self.error = None
         self.stop_reason = None
         self.summary = None
@@ -389,6 +392,12 @@ class TraceState(msgspec.Struct, kw_only=True):
             totals.cache_write_tokens += event.usage.cache_write_tokens
         totals.cost += event.cost
         totals.duration_ms += event.duration_ms
+        run = self.run_usage
+        if event.usage is not None:
+            run.tokens += event.usage.prompt_tokens + event.usage.completion_tokens
+        run.cost += event.cost
+        if event.role == "assistant" and event.branch_type == "main" and not event.synthetic:
+            run.iterations += 1
         if event.role == "assistant":
             self.pending_warnings = []
         if event.role == "user" and self.verification.unconsumed_failure:
@@ -489,6 +498,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         info = self.subtraces[event.child_trace_id]
         info.status = event.status
         info.summary = event.summary
+        self.run_usage.tokens += event.tokens
+        self.run_usage.cost += event.cost
         if self.wait_reason == "subtraces" and not self.running_subtraces():
             self._wake()
 

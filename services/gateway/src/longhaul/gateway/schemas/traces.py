@@ -167,6 +167,18 @@ class TotalsView(BaseModel):
     duration_ms: int = 0
 
 
+class RunUsageView(BaseModel):
+    iterations: int = Field(default=0, description="model calls of the current run")
+    tokens: int = Field(default=0, description="prompt + completion, children's included")
+    cost: float = 0.0
+
+
+class BudgetView(BaseModel):
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+
+
 class GoalView(BaseModel):
     id: str
     title: str
@@ -257,6 +269,12 @@ class TraceView(TraceSummary):
     model: str | None = None
     preset: str = "default"
     runs: int = 0
+    run_usage: RunUsageView = Field(
+        default_factory=RunUsageView,
+        description="what the current run used (budgets count over the run: since the "
+        "request that started it, across waits, crashes and takeovers)",
+    )
+    budget: BudgetView = Field(default_factory=BudgetView, description="the trace's own limits")
     event_id: int = Field(description="stream sequence of the last event folded into this view")
     goal_tree: GoalTreeView = Field(default_factory=GoalTreeView)
     sub_traces: list[SubTraceView] = Field(default_factory=list)
