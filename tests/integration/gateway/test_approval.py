@@ -85,8 +85,9 @@ async def test_an_approval_wait_survives_kill_9_and_decisions_are_honoured(
         assert approved.status_code == 202
         done = await wait_status(client, trace_id, "completed", "failed", "stopped")
     assert done["status"] == "completed", done
-    assert (work / "a.txt").read_text().strip() == "kept"
-    assert not (work / "b.txt").exists()
+    (home,) = (work / "keys").glob(f"*/{trace_id}")  # the key's own directory for it
+    assert (home / "a.txt").read_text().strip() == "kept"
+    assert not (home / "b.txt").exists()
     messages = (await client.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
     results = {m["tool_call_id"]: str(m["content"]) for m in messages if m["role"] == "tool"}
     assert "denied" in results["c_drop"] and "keep b clean" in results["c_drop"]

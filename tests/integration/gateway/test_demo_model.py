@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import httpx
+from longhaul.gateway.auth import LOCAL_OWNER
 from longhaul.llm.scripted.demo import RESULT_FILE
 
 from tests.integration.gateway.harness import RunningGateway
@@ -14,45 +16,55 @@ from tests.integration.gateway.harness import RunningGateway
 DEADLINE_S = 60
 
 
+async def until_ended(http: httpx.AsyncClient, trace_id: str, after: int = 0) -> None:
+    headers = {"Last-Event-ID": str(after)} if after else {}
+    async with asyncio.timeout(DEADLINE_S):
+        url = f"/api/traces/{trace_id}/events"
+        async with http.stream("GET", url, headers=headers) as events:
+            async for line in events.aiter_lines():
+                if line in ("event: completed", "event: failed"):
+                    return
+
+
 async def test_demo_model_plans_reads_writes_delegates_and_reports(
     stack: RunningGateway, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
-    (work / "notes.txt").write_text("buy milk\ncall Ada\n")
-    (work / "todo.md").write_text("# todo\n- ship the viewer\n")
+    ask = {"role": "user", "content": "what is in my workdir?"}
     async with stack.client() as http:
+        # Each trace works in a directory of its own (below its key's): a first run makes it,
+        # the user's files go there, and the question is asked again.
         created = await http.post(
-            "/api/traces",
-            json={
-                "messages": [{"role": "user", "content": "what is in my workdir?"}],
-                "model": "scripted:demo?latency_ms=0",
-            },
+            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
         )
         trace_id = created.json()["trace_id"]
-        async with asyncio.timeout(DEADLINE_S):
-            async with http.stream("GET", f"/api/traces/{trace_id}/events") as events:
-                async for line in events.aiter_lines():
-                    if line in ("event: completed", "event: failed"):
-                        break
+        await until_ended(http, trace_id)
+        home = work / "keys" / LOCAL_OWNER / trace_id
+        (home / "notes.txt").write_text("buy milk\ncall Ada\n")
+        (home / "todo.md").write_text("# todo\n- ship the viewer\n")
+        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ask]})
+        assert again.status_code == 202, again.text
+        await until_ended(http, trace_id, after=again.json()["event_id"])
         trace = (await http.get(f"/api/traces/{trace_id}")).json()
         path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+        last_ask = max(i for i, m in enumerate(path) if m["role"] == "user")
+        path = path[last_ask:]
 
     assert trace["status"] == "completed", trace
     goals = trace["goal_tree"]["goals"]
-    assert [g["title"] for g in goals] == [
+    assert [g["title"] for g in goals][-3:] == [
         "Survey the working directory",
         "Write a short result file",
         "Have a sub-agent check the result",
     ]
-    assert {g["status"] for g in goals} == {"done"}
+    assert {g["status"] for g in goals[-3:]} == {"done"}
     calls = [c["function"]["name"] for m in path for c in m.get("tool_calls") or []]
     assert calls.index("goal") < calls.index("glob") < calls.index("read")
     assert calls.index("read") < calls.index("write") < calls.index("agent")
-    written = (work / RESULT_FILE).read_text()
+    written = (home / RESULT_FILE).read_text()
     assert "notes.txt" in written and "todo.md" in written
     # the sub-agent ran as a child trace, read the file and reported
-    (child,) = trace["sub_traces"]
+    child = trace["sub_traces"][-1]
     assert child["status"] == "completed"
     assert f"Checked {RESULT_FILE}" in child["summary"]
     answer = path[-1]

@@ -87,7 +87,7 @@ async def test_working_dir_outside_the_root_fails_clearly(tmp_path: Path) -> Non
     run = AgentRun(tmp_path / "root", trace_config=ev.TraceConfig(working_dir="/etc"))
     outcome = await run.turn()
     assert outcome.end == "failed" and outcome.stop_reason == "config_error"
-    assert "outside the executor's working root" in str(run.state.error)
+    assert "outside this trace's working directory" in str(run.state.error)
     assert run.script.requests == []
 
 

@@ -1,27 +1,71 @@
-"""Where a trace works: ``config.working_dir`` resolved inside the executor's working root."""
+"""Where a trace works: below the working root, in its API key's own directory.
+
+A trace filed under an owner (every trace a client made through the gateway, its sub-traces
+and a task's step traces) works in ``<root>/keys/<owner>/<scope>``: ``owner`` is the key's
+stable, non-secret id (``k_`` + a digest prefix, never the key), ``scope`` the task's id for a
+task's phases, else the id of the top-most trace, so a task's phases and a trace's sub-traces
+share one directory and no key ever sees another's. ``config.working_dir`` is resolved inside
+that directory. A trace with no owner (written to the log directly, not through the gateway)
+works in the root itself, as before keys had directories.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Protocol
 
 from longhaul.agent.errors import TurnConfigError
 
+KEYS_DIR = "keys"
+_SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
 
 class WorkingDirError(TurnConfigError):
-    """The trace asks for a directory outside the working root."""
+    """The trace asks for a directory outside the directory it may use."""
 
 
-def resolve_working_dir(root: Path, requested: str | None) -> Path:
-    """``root`` itself by default (sub-traces share their parent's directory); a relative
-    ``requested`` lives under it; an absolute one must already be inside it."""
-    base = root.resolve()
+class Placed(Protocol):
+    """What decides a trace's directory (a ``TraceState`` has it)."""
+
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def owner(self) -> str | None: ...
+    @property
+    def task_id(self) -> str | None: ...
+    @property
+    def root_trace_id(self) -> str | None: ...
+
+
+def trace_home(root: Path, trace: Placed) -> Path:
+    """The directory a trace's working directory must lie in (not created)."""
+    if not trace.owner:
+        return root
+    scope = trace.task_id or trace.root_trace_id or trace.trace_id
+    for part in (trace.owner, scope):
+        if not _SAFE.fullmatch(part):
+            raise WorkingDirError(f"cannot place a working directory under {part!r}")
+    return root / KEYS_DIR / trace.owner / scope
+
+
+def resolve_working_dir(root: Path, requested: str | None, home: Path | None = None) -> Path:
+    """``home`` (default ``root``) itself by default; a relative ``requested`` lives under
+    it; an absolute one must already be inside it. The directory is created."""
+    base = (home or root).resolve()
     if not requested:
         target = base
     else:
         target = (base / requested).resolve()
         if not target.is_relative_to(base):
             raise WorkingDirError(
-                f"working_dir {requested!r} is outside the executor's working root {base}"
+                f"working_dir {requested!r} is outside this trace's working directory {base}"
             )
     target.mkdir(parents=True, exist_ok=True)
     return target
+
+
+def trace_working_dir(root: Path, trace: Placed, requested: str | None) -> Path:
+    """The trace's working directory (created): ``requested`` inside its key's home."""
+    home = trace_home(root.resolve(), trace)
+    return resolve_working_dir(root, requested, home)

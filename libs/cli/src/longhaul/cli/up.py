@@ -209,6 +209,7 @@ async def run_up(
         "LONGHAUL_NATS__URL": nats_url,
         "LONGHAUL_DATA_DIR": str(data_dir),
         "LONGHAUL_EXECUTOR__WORKING_ROOT": str(work_dir),
+        "LONGHAUL_WORKING_ROOT": str(work_dir),  # the verifier finds traces' directories
     }
     state_file = data_dir / "up.json"
 

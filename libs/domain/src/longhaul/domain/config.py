@@ -243,6 +243,11 @@ class LonghaulConfig(BaseSettings):
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    working_root: Path | None = Field(
+        default=None,
+        description="where traces work, each key in its own keys/<key id>/ (executor and "
+        "verifier; default: the current directory)",
+    )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
     data_dir: Path = Path(".longhaul")
 

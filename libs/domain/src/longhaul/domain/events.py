@@ -198,6 +198,8 @@ class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=
     parent_tool_call_id: str | None = None
     task_id: str | None = None
     phase_id: str | None = None
+    root_trace_id: str | None = None
+    """A sub-trace's top-most ancestor (unset on a root trace): its files live there."""
 
 
 class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):

@@ -63,6 +63,7 @@ def child_created(parent: TraceState, info: SubtraceInfo) -> ev.TraceCreated:
         parent_tool_call_id=info.tool_call_id,
         task_id=parent.task_id,
         phase_id=parent.phase_id,
+        root_trace_id=parent.root_trace_id or parent.trace_id,
     )
 
 

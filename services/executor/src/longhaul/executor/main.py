@@ -32,7 +32,7 @@ def build_executor(
         ctx.config,
         tools if tools is not None else load_tools(settings.tool_modules),
         workspace=KvWorkspace(ctx.conn),
-        working_root=settings.working_root or Path.cwd(),
+        working_root=settings.working_root or ctx.config.working_root or Path.cwd(),
         resolve_model=resolve_model,
     )
     return Executor(ctx, settings, agent)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 from longhaul.agent.tools.sandbox import Sandbox
+from longhaul.agent.workdir import WorkingDirError, trace_working_dir
 from longhaul.core.consumer import Delivery
 from longhaul.core.eventlog import EventLog
 from longhaul.core.repository import traces
@@ -145,11 +147,16 @@ class Verifier:
             results.append(check_schema(answer, spec.json_schema))
         slow: list[Coroutine[Any, Any, CheckResult]] = []
         if spec.command is not None:
+            try:
+                working_dir = self.working_dir(state)
+            except WorkingDirError as exc:
+                message = f"command: {exc}"
+                return Verdict(passed=False, errors=[message], log=message)
             slow.append(
                 run_command(
                     spec.command,
                     answer,
-                    working_dir=state.config.working_dir,
+                    working_dir=working_dir,
                     trace_id=state.trace_id,
                     sandbox=self.sandbox,
                 )
@@ -158,6 +165,14 @@ class Verifier:
             slow.append(self._judge(spec.judge, answer, state))
         results += await asyncio.gather(*slow)
         return combine(results)
+
+    def working_dir(self, state: TraceState) -> str | None:
+        """The trace's own working directory, as the executor places it (in its key's
+        directory below the working root); a trace with no owner names its own."""
+        if not state.owner:
+            return state.config.working_dir
+        root = self.config.working_root or Path.cwd()
+        return str(trace_working_dir(root, state, state.config.working_dir))
 
     async def _judge(self, check: JudgeCheck, answer: str, state: TraceState) -> CheckResult:
         model_string = check.model or self.config.models.for_role("verifier")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.run_context import pin_context
 from longhaul.agent.turn import Turn
-from longhaul.agent.workdir import resolve_working_dir
+from longhaul.agent.workdir import trace_working_dir
 from longhaul.domain.events import ModelParams
 
 
@@ -17,7 +17,7 @@ class TraceContext(Middleware):
         turn.preset = preset
         turn.tools = preset.select_tools(turn.all_tools, config)
         turn.skills = turn.env.skills.only([*preset.skills, *config.skills])
-        turn.working_dir = resolve_working_dir(turn.env.working_root, config.working_dir)
+        turn.working_dir = trace_working_dir(turn.env.working_root, turn.state, config.working_dir)
         turn.max_iterations = (
             config.max_iterations or preset.max_iterations or turn.config.max_iterations
         )

@@ -93,6 +93,7 @@ class TraceState(msgspec.Struct, kw_only=True):
     parent_tool_call_id: str | None = None
     task_id: str | None = None
     phase_id: str | None = None
+    root_trace_id: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -283,6 +284,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.parent_tool_call_id = event.parent_tool_call_id
         self.task_id = event.task_id
         self.phase_id = event.phase_id
+        self.root_trace_id = event.root_trace_id
         self.created_at = event.ts
         self.runs = 1
         self._append_inputs(event.messages, event.ts)
