@@ -29,6 +29,7 @@ async def waiting_trace(
     method: dict[str, Any] | None = None,
     working_dir: str | None = None,
     task: str = "do the thing",
+    owner: str | None = None,
 ) -> str:
     """A trace whose answer (message 2) awaits verification attempt 1."""
     trace_id = new_id("t")
@@ -39,6 +40,7 @@ async def waiting_trace(
             ev.TraceCreated(
                 messages=[ev.InputMessage(role="user", content=task)],
                 config=ev.TraceConfig(verification=verification, working_dir=working_dir),
+                owner=owner,
             ),
             ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant", content=answer),
             ev.VerificationRequested(attempt=1, answer_sequence=2, method=method),

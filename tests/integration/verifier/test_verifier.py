@@ -325,3 +325,32 @@ async def test_service_main_runs_as_a_process(
         process.terminate()
         code = await asyncio.wait_for(process.wait(), timeout=20)
     assert code == 0, (tmp_path / "verifier.log").read_text()
+
+
+async def test_command_runs_in_its_key_s_directory_and_cannot_reach_another_key_s(
+    store: EventStore,
+    make_verifier: Callable[..., Verifier],
+    verifier_config: LonghaulConfig,
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    theirs = work / "keys" / "k_bbbb" / "t_theirs"
+    theirs.mkdir(parents=True)
+    (theirs / "secret.txt").write_text("B-SECRET")
+    verifier = make_verifier(verifier_config.model_copy(update={"working_root": work}))
+    snoop = f"pwd; cat ../../k_bbbb/t_theirs/secret.txt {theirs}/secret.txt; ls {work}; true"
+    trace_id = await waiting_trace(store, "x", {"command": snoop}, owner="k_aaaa")
+    await verifier.handle(await delivery_of(store, trace_id))
+    passed = await verdict(store, trace_id)
+    assert isinstance(passed, ev.VerificationPassed)
+    assert str(work / "keys" / "k_aaaa" / trace_id) in passed.log
+    assert "B-SECRET" not in passed.log
+    # Naming the other key's directory as the working directory is refused outright.
+    named = await waiting_trace(
+        store, "x", {"command": "cat secret.txt"}, owner="k_aaaa", working_dir=str(theirs)
+    )
+    await verifier.handle(await delivery_of(store, named))
+    refused = await verdict(store, named)
+    assert isinstance(refused, ev.VerificationFailed)
+    assert "outside this trace's working directory" in refused.errors[0]
+    assert "B-SECRET" not in refused.log
