@@ -402,3 +402,33 @@ async def test_a_compacted_range_is_folded_where_it_hangs(
         await expect(folded.get_by_text("old detail")).to_be_hidden()
         await folded.locator("summary").click()
         await expect(folded.get_by_text("old detail")).to_be_visible()
+
+
+async def test_regenerate_and_approve_from_the_page(stack: RunningGateway, page: Page) -> None:
+    async with stack.client() as http:
+        trace = await start(
+            http,
+            "list the files",
+            model="scripted:auto",
+            tools=["glob"],
+            approval={"tools": ["glob"]},
+        )
+        await until(http, trace, "waiting")
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    approval = page.locator('[data-testid="approval"]')
+    await expect(approval).to_contain_text("glob")
+    await expect(page.locator('[data-testid="wait"]')).to_contain_text("approval")
+    await approval.locator('[data-testid="approve"]').click()
+    await expect(
+        page.locator('[data-testid="trace-title"] + .meta [data-testid="status"]')
+    ).to_have_text("completed")
+    await expect(message(page, 4)).to_contain_text("All tools were called")
+    await expect(approval).to_have_count(0)
+
+    # regenerate the last answer: a second answer hangs under the same tool result
+    await message(page, 4).locator('[data-testid="regenerate"]').click()
+    switch = message(page, 5).locator('[data-testid="branch-switch"]')
+    await expect(switch).to_have_attribute("data-count", "2")
+    await expect(message(page, 5)).to_contain_text("All tools were called")
+    await switch.locator("button.prev").click()
+    await expect(message(page, 4)).to_have_attribute("data-on-main", "false")

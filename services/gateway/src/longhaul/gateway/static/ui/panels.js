@@ -54,11 +54,18 @@ export function subtracePanel(trace) {
       below.map((w) => el("a", { href: "#/traces/" + w.trace_id, text: (w.name || w.trace_id) + " (" + w.reason + ") " }))) : null);
 }
 
+const TIMELINE_MAX = 300;
+
 export function timelinePanel(rows) {
-  const steps = timeline(rows);
-  const longest = Math.max(1, ...steps.map((s) => s.ms));
+  const all = timeline(rows);
+  const longest = Math.max(1, ...all.map((s) => s.ms));
+  // a long run shows its latest steps, plus the slowest one if it is older
+  let steps = all.slice(-TIMELINE_MAX);
+  const slowest = all.reduce((a, b) => (b.ms > a.ms ? b : a), all[0] || null);
+  if (slowest && !steps.includes(slowest)) steps = [slowest, ...steps];
   return el("section", { class: "panel", "data-testid": "timeline" },
     el("h3", { text: "Timeline" }),
+    all.length > steps.length ? el("div", { class: "meta", text: (all.length - steps.length) + " earlier calls not shown" }) : null,
     steps.length ? el("ol", { class: "timeline" }, steps.map((s) => el("li", { class: "step " + s.kind, dataset: { sequence: s.sequence, kind: s.kind, ms: s.ms } },
       el("a", { href: "#m" + s.sequence, class: "step-label", text: s.label }),
       el("span", { class: "bar" }, el("span", { class: "fill", style: "width:" + Math.max(1, Math.round(100 * s.ms / longest)) + "%" })),

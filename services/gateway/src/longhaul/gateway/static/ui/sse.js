@@ -2,9 +2,10 @@
 // resumes after a dropped connection from the last event id, as EventSource would.
 import { authHeaders } from "./api.js";
 
-export function follow(path, onEvent, onError, onOpen) {
+// ``from``: the stream sequence already seen (e.g. the event_id of a view just loaded).
+export function follow(path, onEvent, onError, onOpen, from) {
   const abort = new AbortController();
-  let lastEventId = 0;
+  let lastEventId = from || 0;
   (async () => {
     while (!abort.signal.aborted) {
       try {

@@ -10,7 +10,7 @@ const ACTIVE = new Set(["running", "waiting"]);
 
 export function tracePage(root, traceId) {
   const base = "/api/traces/" + enc(traceId);
-  const s = { trace: null, messages: [], choice: {}, live: "", liveTool: "", rewindAfter: null, timer: null, gone: false };
+  const s = { trace: null, messages: [], choice: {}, live: "", liveTool: "", rewindAfter: null, busy: false, again: false, gone: false, boxes: new Map() };
   const header = el("div", { class: "trace-head" });
   const messages = el("div", { class: "messages", "data-testid": "messages" });
   const live = el("div", { class: "msg assistant live", "data-testid": "live", hidden: true });
@@ -20,8 +20,11 @@ export function tracePage(root, traceId) {
     el("div", { class: "trace-main" }, header, messages, live, controls), side);
   root.replaceChildren(page);
 
+  // One refresh at a time; events arriving meanwhile ask for one more after it (no timers:
+  // a burst of events costs at most two fetches).
   async function refresh() {
-    s.timer = null;
+    if (s.busy) { s.again = true; return; }
+    s.busy = true;
     try {
       // messages never change once appended: fetch only the ones after the newest we hold
       const after = s.messages.length ? s.messages[s.messages.length - 1].sequence : 0;
@@ -33,9 +36,12 @@ export function tracePage(root, traceId) {
         .sort((a, b) => a.sequence - b.sequence);
       if (trace.status !== "running") { s.live = ""; s.liveTool = ""; }
       render();
-    } catch (err) { showError(err); }
+    } catch (err) { showError(err); } finally {
+      s.busy = false;
+      if (s.again && !s.gone) { s.again = false; refresh(); }
+    }
   }
-  const soon = () => { if (!s.timer) s.timer = setTimeout(refresh, 120); };
+  const soon = () => { refresh(); };
 
   function render() {
     const t = s.trace;
@@ -69,12 +75,27 @@ export function tracePage(root, traceId) {
     const results = resultsByCall(rows);
     const paired = new Set();
     const out = [];
+    const cache = new Map();
     for (const row of rows) {
       const m = row.message;
       if (m.role === "tool" && paired.has(m.sequence)) continue;
-      out.push(messageBox(row, results, paired));
+      // a message box is rebuilt only when what it shows changed (long traces stay fast)
+      const key = signature(row, results);
+      let box = s.boxes.get(key);
+      if (box) for (const call of m.tool_calls || []) { const r = results.get(call.id); if (r) paired.add(r.sequence); }
+      else box = messageBox(row, results, paired);
+      cache.set(key, box);
+      out.push(box);
     }
-    messages.replaceChildren(...out);
+    s.boxes = cache;
+    reconcile(messages, out);
+  }
+
+  function signature(row, results) {
+    const m = row.message;
+    return [m.sequence, row.onMain, row.index, row.alternatives.map((a) => a.sequence).join(","),
+      (m.tool_calls || []).map((c) => (results.get(c.id) || {}).sequence || "-").join(","),
+      row.side.map((x) => x.sequence).join(","), (row.compacted || []).map((c) => c.length).join(",")].join("|");
   }
 
   function messageBox(row, results, paired) {
@@ -214,9 +235,23 @@ export function tracePage(root, traceId) {
     soon();
   }
 
-  refresh();
-  const stop = follow(base + "/events", onEvent, showError, () => { page.dataset.stream = "open"; });
-  return () => { s.gone = true; stop(); if (s.timer) clearTimeout(s.timer); };
+  // Load the page, then follow the events after the loaded view (no replay of old ones).
+  let stop = null;
+  refresh().then(() => {
+    if (s.gone) return;
+    stop = follow(base + "/events", onEvent, showError, () => { page.dataset.stream = "open"; },
+                  s.trace ? s.trace.event_id : 0);
+  });
+  return () => { s.gone = true; if (stop) stop(); };
+}
+
+// Put ``nodes`` into ``parent`` in order, touching only what differs: an unchanged prefix (a
+// long trace's history) is neither detached nor restyled when a message arrives.
+function reconcile(parent, nodes) {
+  for (let i = 0; i < nodes.length; i++) {
+    if (parent.children[i] !== nodes[i]) parent.insertBefore(nodes[i], parent.children[i] || null);
+  }
+  while (parent.children.length > nodes.length) parent.lastElementChild.remove();
 }
 
 function prettyArgs(raw) {
