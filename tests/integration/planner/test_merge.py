@@ -160,3 +160,55 @@ async def test_a_phase_fails_only_when_every_competitor_failed(
     assert task.status == "failed"
     [failed] = [e for e in await task_events(store, task.task_id) if isinstance(e, ev.PhaseFailed)]
     assert failed.error.count("failed: no luck") == 3
+
+
+def most_traces_running(events: list[ev.Event]) -> int:
+    """The most step traces the task log ever shows running at once (every competitor)."""
+    running: dict[str, int] = {}
+    most = 0
+    for event in events:
+        if isinstance(event, ev.PhaseStarted):
+            running[event.phase_id] = len(event.trace_ids)
+        elif isinstance(event, ev.PhaseCompleted | ev.PhaseFailed):
+            running.pop(event.phase_id, None)
+        most = max(most, sum(running.values()))
+    return most
+
+
+def pair(pid: str) -> dict[str, Any]:
+    return phase(
+        pid,
+        merge="first",
+        competitors=[{"name": n, "preset": "default"} for n in ("alpha", "beta")],
+    )
+
+
+async def test_competitors_count_against_the_budget_of_running_traces(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    # Three independent phases of two competitors each, a budget of four running traces:
+    # two phases at once (4 traces), never all three (6).
+    task, _ = await run_task(
+        conn, store, make_config(max_concurrent_phases=4), [pair("x"), pair("y"), pair("z")]
+    )
+    assert task.status == "completed", task.error
+    events = await task_events(store, task.task_id)
+    assert most_traces_running(events) == 4
+    first_started = [e.phase_id for e in events if isinstance(e, ev.PhaseStarted)][:2]
+    assert first_started == ["x", "y"]
+
+
+async def test_a_phase_with_more_competitors_than_the_budget_runs_alone(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    task, _ = await run_task(
+        conn,
+        store,
+        make_config(max_concurrent_phases=2),
+        [competitive("first"), phase("after")],
+    )
+    assert task.status == "completed"
+    events = await task_events(store, task.task_id)
+    started = [e for e in events if isinstance(e, ev.PhaseStarted)]
+    assert [(e.phase_id, len(e.trace_ids)) for e in started] == [("race", 3), ("after", 1)]
+    assert most_traces_running(events) == 3

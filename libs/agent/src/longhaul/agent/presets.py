@@ -38,6 +38,9 @@ class Preset(BaseModel):
     """Defaults for ``ModelParams`` (temperature, top_p, max_tokens, seed, stop,
     tool_choice); a trace's own ``model_params`` win field by field."""
     skills: list[str] = Field(default_factory=list)
+    allow_nesting: bool = False
+    """A sub-trace running this preset keeps ``agent`` / ``evaluate`` (within the depth and
+    descendant limits); otherwise sub-agents never get them."""
     approval_tools: list[str] | None = None
     """Tools whose calls wait for a person's decision (``["*"]``: all); a trace's own
     ``approval`` replaces this list."""
@@ -59,16 +62,24 @@ class Preset(BaseModel):
             None if self.model_params is None else msgspec.convert(self.model_params, ModelParams)
         )
 
-    def select_tools(self, tools: ToolRegistry, config: TraceConfig) -> ToolRegistry:
-        """The preset's tools, narrowed further by the trace's own ``tools`` / ``read_only``."""
+    def select_tools(
+        self, tools: ToolRegistry, config: TraceConfig, *, child: bool = False
+    ) -> ToolRegistry:
+        """The preset's tools, narrowed further by the trace's own ``tools`` / ``read_only``;
+        a ``child`` (sub-trace) loses ``agent`` / ``evaluate`` unless ``allow_nesting``."""
         chosen = tools if self.allowed_tools is None else tools.only(self.allowed_tools)
         chosen = chosen.without(self.denied_tools)
+        if child and not self.allow_nesting:
+            chosen = chosen.without(NESTING_TOOLS)
         if config.tools is not None:
             chosen = chosen.only(config.tools)
         if self.read_only or config.read_only:
             chosen = chosen.read_only()
         return chosen
 
+
+NESTING_TOOLS = ["agent", "evaluate"]
+"""Tools that start sub-traces: a sub-trace gets them only if its preset allows nesting."""
 
 READ_ONLY_TOOLS = ["read", "glob", "grep", "webfetch", "skill", "workspace_read"]
 

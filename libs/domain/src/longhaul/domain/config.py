@@ -183,6 +183,15 @@ class MiddlewareEntry(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class DelegationConfig(BaseModel):
+    """Bounds on sub-agents (``agent`` / ``evaluate``), counted on the log."""
+
+    max_depth: int = Field(default=2, ge=1)
+    """Levels of sub-traces below a root (a trace at this depth cannot delegate)."""
+    max_descendants: int = Field(default=50, ge=1)
+    """Sub-traces a root may have in all, at every level."""
+
+
 class PipelineConfig(BaseModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     max_concurrent_phases: int = 3
@@ -201,6 +210,7 @@ class PipelineConfig(BaseModel):
     """Times the model is asked to continue an answer cut at the output length limit before
     the trace fails ``truncated``."""
     max_concurrent_subtraces: int = 3
+    delegation: DelegationConfig = Field(default_factory=DelegationConfig)
     context_injection_every: int = 10
 
 

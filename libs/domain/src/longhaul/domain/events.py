@@ -200,6 +200,11 @@ class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=
     phase_id: str | None = None
     root_trace_id: str | None = None
     """A sub-trace's top-most ancestor (unset on a root trace): its files live there."""
+    depth: int = 0
+    """Sub-trace level: 0 for a root, its parent's + 1 for a child."""
+    max_descendants: int | None = None
+    """A child's share of its root's descendant limit (what was left when it was created);
+    ``None``: the configured limit (a root)."""
 
 
 class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):
@@ -346,6 +351,8 @@ class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_d
     """Prompt + completion tokens of the child's run, its own children's included: they
     count toward the parent's (and so the root's) ``max_tokens``."""
     cost: float = 0.0
+    descendants: int = 0
+    """Sub-traces the child itself has (every level): they count toward the root's limit."""
 
 
 class StopRequested(TraceEvent, tag="stop_requested", kw_only=True, omit_defaults=True):

@@ -50,7 +50,11 @@ class AgentTurns:
                 presets=PresetCatalog(config.presets),
                 workspace=workspace,
                 working_root=working_root,
-                tool_settings=ToolSettings(sandbox=config.sandbox),
+                tool_settings=ToolSettings(
+                    sandbox=config.sandbox,
+                    max_delegation_depth=config.pipeline.delegation.max_depth,
+                    max_descendants=config.pipeline.delegation.max_descendants,
+                ),
                 models=config.models,
             ),
         )

@@ -51,7 +51,14 @@ def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
     )
 
 
-def child_created(parent: TraceState, info: SubtraceInfo) -> ev.TraceCreated:
+def child_allowance(parent: TraceState, limit: int) -> int:
+    """The child's share of the root's descendant limit: what the parent has left once its
+    children so far (this one included) are counted."""
+    allowed = limit if parent.max_descendants is None else parent.max_descendants
+    return max(allowed - parent.descendants, 0)
+
+
+def child_created(parent: TraceState, info: SubtraceInfo, limit: int = 50) -> ev.TraceCreated:
     label = parent.name or parent.trace_id
     return ev.TraceCreated(
         messages=[ev.InputMessage(role="user", content=info.task)],
@@ -64,6 +71,8 @@ def child_created(parent: TraceState, info: SubtraceInfo) -> ev.TraceCreated:
         task_id=parent.task_id,
         phase_id=parent.phase_id,
         root_trace_id=parent.root_trace_id or parent.trace_id,
+        depth=parent.depth + 1,
+        max_descendants=child_allowance(parent, limit),
     )
 
 
@@ -84,9 +93,16 @@ def final_summary(child: TraceState) -> str:
 
 class Children:
     def __init__(
-        self, store: EventLog, *, max_concurrent: int, actor: str, metrics: ExecutorMetrics
+        self,
+        store: EventLog,
+        *,
+        max_concurrent: int,
+        actor: str,
+        metrics: ExecutorMetrics,
+        max_descendants: int = 50,
     ) -> None:
         self.store = store
+        self.max_descendants = max_descendants
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
         self.metrics = metrics
@@ -129,7 +145,7 @@ class Children:
             )
         created = await traces(self.store).create(
             info.child_trace_id,
-            child_created(parent, info),
+            child_created(parent, info, self.max_descendants),
             actor=self.actor,
             causation_id=parent.trace_id,
             correlation_id=parent.task_id,
@@ -147,6 +163,7 @@ class Children:
             summary=final_summary(child),
             tokens=child.run_usage.tokens,
             cost=child.run_usage.cost,
+            descendants=child.descendants,
         )
         await append_while(
             self.store,

@@ -67,6 +67,7 @@ class Executor:
         self.children = Children(
             self.store,
             max_concurrent=ctx.config.pipeline.max_concurrent_subtraces,
+            max_descendants=ctx.config.pipeline.delegation.max_descendants,
             actor=actor,
             metrics=self.metrics,
         )

@@ -12,7 +12,8 @@ step is the decision. One step is one decision:
 3. settle a running phase whose step traces all ended (``phase_completed`` / ``phase_failed``);
 4. recover from failed phases once nothing else runs (``replanned`` or ``task_failed``);
 5. finish (``task_completed``) when every phase completed;
-6. start ready phases up to ``max_concurrent_phases`` (``phase_started``, then their traces).
+6. start ready phases while their step traces (one per competitor) fit the budget of
+   ``max_concurrent_phases`` running traces (``phase_started``, then their traces).
 """
 
 from __future__ import annotations
@@ -170,9 +171,23 @@ class TaskDriver:
 
     # ---------------------------------------------------------------- scheduling
 
+    def _fitting(self, task: TaskState) -> list[str]:
+        """Ready phases, in plan order, whose step traces fit the budget of running traces
+        (``max_concurrent_phases``): each competitor of a phase is one trace. A phase with more
+        competitors than the whole budget starts alone, once nothing else runs."""
+        budget = self.pipeline.max_concurrent_phases
+        used = sum(len(task.phases[pid].trace_ids) for pid in task.running_phases())
+        chosen: list[str] = []
+        for pid in task.ready_phases():
+            cost = len(competitors(task.phases[pid].spec))
+            if used + cost > budget and (used or chosen):
+                break
+            chosen.append(pid)
+            used += cost
+        return chosen
+
     async def _start_ready(self, task: TaskState) -> bool:
-        slots = self.pipeline.max_concurrent_phases - len(task.running_phases())
-        ready = task.ready_phases()[: max(0, slots)]
+        ready = self._fitting(task)
         if not ready:
             return False
         started = {

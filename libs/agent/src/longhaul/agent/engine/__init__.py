@@ -70,7 +70,12 @@ class Engine:
             skills=SkillIndex.load(skill_dirs),
             workspace=workspace,
             working_root=working_root or config.data_dir / "work",
-            tool_settings=tool_settings or ToolSettings(sandbox=config.sandbox),
+            tool_settings=tool_settings
+            or ToolSettings(
+                sandbox=config.sandbox,
+                max_delegation_depth=config.pipeline.delegation.max_depth,
+                max_descendants=config.pipeline.delegation.max_descendants,
+            ),
             models=config.models,
             context_hooks=context_hooks or ContextHooks(),
         )

@@ -15,7 +15,8 @@ class TraceContext(Middleware):
         config = turn.state.config
         preset = turn.env.presets.get(config.preset)
         turn.preset = preset
-        turn.tools = preset.select_tools(turn.all_tools, config)
+        child = turn.state.parent_trace_id is not None
+        turn.tools = preset.select_tools(turn.all_tools, config, child=child)
         turn.skills = turn.env.skills.only([*preset.skills, *config.skills])
         turn.working_dir = trace_working_dir(turn.env.working_root, turn.state, config.working_dir)
         turn.max_iterations = (

@@ -20,5 +20,9 @@ class ToolSettings:
     webfetch_allow_private: bool = False
     """Allow loopback, private and link-local targets (a local dev server, a lab network)."""
     max_explore_tasks: int = 8
+    max_delegation_depth: int = 2
+    """Levels of sub-traces below a root (``pipeline.delegation.max_depth``)."""
+    max_descendants: int = 50
+    """Sub-traces per root, every level (``pipeline.delegation.max_descendants``)."""
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     """How ``bash`` is confined (see :mod:`longhaul.agent.tools.sandbox`)."""

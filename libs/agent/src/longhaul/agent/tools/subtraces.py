@@ -39,6 +39,28 @@ def _spawn(
     return child
 
 
+def _check_limits(ctx: ToolContext, new: int) -> None:
+    """Refuse ``new`` sub-traces beyond the depth or descendant limit (both on the log: the
+    trace's ``depth`` and its share of the root's limit, set when it was created)."""
+    state, settings = ctx.state, ctx.settings
+    if state.depth >= settings.max_delegation_depth:
+        raise ToolError(
+            f"delegation refused: this trace is already {state.depth} level(s) below its root "
+            f"and sub-agents nest at most {settings.max_delegation_depth} deep; do the work "
+            "yourself",
+            code="delegation_limit",
+        )
+    allowed = settings.max_descendants if state.max_descendants is None else state.max_descendants
+    if state.descendants + new > allowed:
+        left = max(allowed - state.descendants, 0)
+        raise ToolError(
+            f"delegation refused: {new} more sub-agent(s) would exceed the limit of "
+            f"{settings.max_descendants} sub-traces per root ({left} left here); do the work "
+            "yourself or with fewer sub-agents",
+            code="delegation_limit",
+        )
+
+
 def _continuable(ctx: ToolContext, child: str) -> None:
     info = ctx.state.subtraces.get(child)
     if info is None:
@@ -76,6 +98,8 @@ async def agent(
             raise ToolError("delegate needs a task", code="schema_mismatch")
         if continue_from:
             _continuable(ctx, continue_from)
+        else:
+            _check_limits(ctx, 1)
         child = _spawn(
             ctx, mode="delegate", task=task, preset=preset or "default", continue_from=continue_from
         )
@@ -85,6 +109,7 @@ async def agent(
     limit = ctx.settings.max_explore_tasks
     if len(tasks) > limit:
         raise ToolError(f"explore takes at most {limit} tasks", code="tool_call_invalid")
+    _check_limits(ctx, len(tasks))
     children = [_spawn(ctx, mode="explore", task=item, preset="explore") for item in tasks]
     return Deferred("subtraces", detail=", ".join(children))
 
@@ -102,6 +127,8 @@ async def evaluate(
     """
     if continue_from:
         _continuable(ctx, continue_from)
+    else:
+        _check_limits(ctx, 1)
     checklist = "\n".join(f"- {item}" for item in criteria)
     task = (
         f"Evaluate the following against each criterion; report pass/fail per criterion "

@@ -71,6 +71,8 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     continue_from: str | None = None
     goal_id: str | None = None
     """The parent's goal in focus when the child was spawned (the child's ``parent_goal_id``)."""
+    descendants: int = 0
+    """The child's own sub-traces, as its ``subtrace_finished`` reported them."""
 
 
 class VerificationState(msgspec.Struct, kw_only=True):
@@ -94,6 +96,10 @@ class TraceState(msgspec.Struct, kw_only=True):
     task_id: str | None = None
     phase_id: str | None = None
     root_trace_id: str | None = None
+    depth: int = 0
+    """Sub-trace level: 0 for a root."""
+    max_descendants: int | None = None
+    """This trace's share of its root's descendant limit (``None``: the configured one)."""
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -285,6 +291,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.task_id = event.task_id
         self.phase_id = event.phase_id
         self.root_trace_id = event.root_trace_id
+        self.depth = event.depth
+        self.max_descendants = event.max_descendants
         self.created_at = event.ts
         self.runs = 1
         self._append_inputs(event.messages, event.ts)
@@ -500,10 +508,17 @@ class TraceState(msgspec.Struct, kw_only=True):
         info = self.subtraces[event.child_trace_id]
         info.status = event.status
         info.summary = event.summary
+        info.descendants = event.descendants
         self.run_usage.tokens += event.tokens
         self.run_usage.cost += event.cost
         if self.wait_reason == "subtraces" and not self.running_subtraces():
             self._wake()
+
+    @property
+    def descendants(self) -> int:
+        """Sub-traces below this trace at every level, as far as its log knows: its own, plus
+        what finished children reported of theirs."""
+        return len(self.subtraces) + sum(info.descendants for info in self.subtraces.values())
 
     def running_subtraces(self) -> list[SubtraceInfo]:
         return [info for info in self.subtraces.values() if info.status == "running"]
