@@ -71,10 +71,16 @@ async def run_command(
     working_dir: str | None,
     trace_id: str,
     sandbox: Sandbox | None = None,
+    confined_to_working_dir: bool = False,
 ) -> CheckResult:
+    """``confined_to_working_dir`` (a trace filed under a key): ``cwd`` must lie inside the
+    trace's working directory, the only directory the command may see."""
     sandbox = sandbox or Sandbox()
     cwd = resolve_cwd(check, working_dir)
     shown = check.command if isinstance(check.command, str) else " ".join(check.command)
+    if confined_to_working_dir and not _inside(cwd, working_dir):
+        message = f"cwd {check.cwd!r} is outside the trace's working directory"
+        return CheckResult("command", passed=False, errors=[message], log=message)
     scratch = None
     if cwd is None and sandbox.confined:
         # No directory of its own: an empty scratch one, never the verifier's.
@@ -84,6 +90,12 @@ async def run_command(
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _inside(cwd: str | None, working_dir: str | None) -> bool:
+    if cwd is None or working_dir is None:
+        return False
+    return Path(cwd).resolve().is_relative_to(Path(working_dir).resolve())
 
 
 async def _run(

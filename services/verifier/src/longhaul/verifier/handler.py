@@ -159,6 +159,7 @@ class Verifier:
                     working_dir=working_dir,
                     trace_id=state.trace_id,
                     sandbox=self.sandbox,
+                    confined_to_working_dir=bool(state.owner),
                 )
             )
         if spec.judge is not None:
