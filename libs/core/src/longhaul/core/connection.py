@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import nats
 from longhaul.core import nats_speedups
 from longhaul.core.provision import ProvisionSettings, provision
+from longhaul.core.transient import retry_transient
 from longhaul.domain.config import NatsConfig
 from longhaul.domain.names import Names
 from nats.aio.client import Client
@@ -56,7 +57,7 @@ async def connect(
         log.warning("nats error: %s", exc)
 
     nc = await nats.connect(
-        config.url,
+        config.servers,
         name=name,
         user_credentials=config.credentials,
         user=config.user,
@@ -69,5 +70,8 @@ async def connect(
     js = nc.jetstream(timeout=config.request_timeout_s)
     names = Names(config.namespace)
     if provision_settings is not None:
-        await provision(js, names, provision_settings)
+        # A cluster that just started (or lost its meta leader) answers "not now" for a while.
+        await retry_transient(
+            lambda: provision(js, names, provision_settings), what="provisioning JetStream"
+        )
     return Connection(nc=nc, js=js, names=names)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.transient import BrokerUnavailable, retry_transient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
@@ -195,10 +196,18 @@ async def _handle(
     heartbeat = asyncio.create_task(_keep_alive(msg, spec.ack_wait_s / 3))
     try:
         async with locks.hold(key(delivery)):
-            await handler(delivery)
+            await retry_transient(
+                lambda: handler(delivery),
+                what=f"{spec.durable}: {delivery.event_type} of {delivery.aggregate_id}",
+            )
     except asyncio.CancelledError:
         heartbeat.cancel()
         raise
+    except BrokerUnavailable as exc:  # the broker's trouble: never a step toward giving up
+        heartbeat.cancel()
+        log.warning("%s; handing %s back", exc, delivery.aggregate_id)
+        await _settle(msg.nak(delay=30.0))
+        return
     except Exception:
         heartbeat.cancel()
         final = delivery.num_delivered >= spec.max_deliver

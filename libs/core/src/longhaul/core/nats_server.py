@@ -18,6 +18,7 @@ import sys
 import sysconfig
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -63,6 +64,25 @@ def _port_in_use(host: str, port: int) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class ClusterMember:
+    """This server's place in a JetStream cluster: its name, its route port and its peers'."""
+
+    name: str
+    port: int
+    peers: tuple[int, ...]
+    cluster: str = "longhaul"
+    host: str = "127.0.0.1"
+
+    def config(self) -> str:
+        routes = ", ".join(f'"nats-route://{self.host}:{p}"' for p in self.peers)
+        return (
+            f'server_name: "{self.name}"\n'
+            f'cluster {{ name: "{self.cluster}", listen: "{self.host}:{self.port}", '
+            f"routes: [{routes}] }}\n"
+        )
+
+
 class NatsServer:
     """One supervised ``nats-server -js`` process."""
 
@@ -77,6 +97,7 @@ class NatsServer:
         ready_timeout_s: float = 15.0,
         log_file: Path | str | None = None,
         authorization: str | None = None,
+        cluster: ClusterMember | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
@@ -86,6 +107,7 @@ class NatsServer:
         self.ready_timeout_s = ready_timeout_s
         self.log_file = Path(log_file) if log_file else None
         self.authorization = authorization
+        self.cluster = cluster
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -110,6 +132,7 @@ class NatsServer:
             config,
             f"max_payload: {self.max_payload}\n"
             f"jetstream {{ store_dir: {str(self.store_dir.resolve())!r} }}\n"
+            + (self.cluster.config() if self.cluster else "")
             + (self.authorization or ""),
         )
         args = [

@@ -23,7 +23,10 @@ from pydantic_settings import (
 
 
 class NatsConfig(BaseModel):
-    url: str = "nats://127.0.0.1:4222"
+    url: str = Field(
+        default="nats://127.0.0.1:4222",
+        description="one server, or several seeds of a cluster separated by commas",
+    )
     credentials: str | None = Field(default=None, description="a .creds file (NKEY/JWT)")
     user: str | None = Field(default=None, description="user/password auth (`longhaul up`)")
     password: SecretStr | None = None
@@ -31,6 +34,11 @@ class NatsConfig(BaseModel):
     namespace: str = Field(default="", description="prefix for stream/bucket names (tests)")
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 5.0
+
+    @property
+    def servers(self) -> list[str]:
+        """The seed URLs (a client reconnects to any member of the cluster it learns)."""
+        return [url.strip() for url in self.url.split(",") if url.strip()]
 
 
 class ProviderConfig(BaseModel):

@@ -22,6 +22,7 @@ from longhaul.core.consumer import Fetcher
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
+from longhaul.core.transient import BrokerUnavailable, retry_transient
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
@@ -217,7 +218,11 @@ class Executor:
             return
         heartbeat = asyncio.create_task(_keep_alive(msg, self.settings.ack_wait_s / 3))
         try:
-            await self._dispatch(wakeup, redelivered=msg.metadata.num_delivered > 1)
+            redelivered = msg.metadata.num_delivered > 1
+            await retry_transient(
+                lambda: self._dispatch(wakeup, redelivered=redelivered),
+                what=f"{wakeup.event_type} of {wakeup.trace_id}",
+            )
         except asyncio.CancelledError:
             await _settle(msg.nak())  # shutting down: another replica takes it now
             raise
@@ -242,6 +247,10 @@ class Executor:
 
     async def _failed(self, msg: Msg, wakeup: Wakeup, exc: Exception) -> None:
         self.metrics.handler_errors.inc()
+        if isinstance(exc, BrokerUnavailable):  # the broker's trouble, not the event's
+            log.warning("%s; handing the wake-up back", exc)
+            await _settle(msg.nak(delay=MAX_RETRY_DELAY_S))
+            return
         attempt = msg.metadata.num_delivered
         reason = f"{type(exc).__name__}: {exc}"
         if attempt < self.settings.poison_attempts:

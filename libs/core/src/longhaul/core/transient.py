@@ -1,0 +1,80 @@
+"""Broker trouble is not poison.
+
+While a JetStream stream elects a leader, a node restarts or the client reconnects, requests
+time out, find no responders or get "no response from stream". Such an error says nothing
+about the event being handled: the handler is retried in place (the message kept in progress)
+with backoff until the broker answers, and only when it stays down past ``TRANSIENT_RETRY_S``
+is the delivery given up — still without being counted as a poison attempt by the caller.
+Errors that come from the event itself (it cannot be decided, a bug) stay poison candidates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import nats.errors
+import nats.js.errors
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+TRANSIENT_RETRY_S = 120.0
+BACKOFF_MIN_S = 0.1
+BACKOFF_MAX_S = 5.0
+
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    ConnectionError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.FlushTimeoutError,
+    nats.errors.NoServersError,
+    nats.js.errors.NoStreamResponseError,
+    nats.js.errors.ServiceUnavailableError,
+    nats.js.errors.FetchTimeoutError,
+)
+
+# JetStream API errors that mean "not now" (no quorum, no leader yet), not "never".
+_TRANSIENT_API_CODES = frozenset({10008, 10076})  # JS temporarily unavailable; cluster not active
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, _TRANSIENT):
+        return True
+    if isinstance(exc, nats.js.errors.APIError):
+        return exc.code == 503 or exc.err_code in _TRANSIENT_API_CODES
+    return False
+
+
+class BrokerUnavailable(Exception):
+    """The broker stayed unreachable for the whole retry window."""
+
+
+async def retry_transient(
+    work: Callable[[], Awaitable[T]], *, what: str, within_s: float = TRANSIENT_RETRY_S
+) -> T:
+    """Run ``work``; on a transient broker error run it again after a jittered backoff, until
+    ``within_s`` has passed (then :class:`BrokerUnavailable`). Other errors propagate."""
+    deadline = time.monotonic() + within_s
+    delay = BACKOFF_MIN_S
+    while True:
+        try:
+            return await work()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise BrokerUnavailable(f"{what}: broker unavailable: {exc!r}") from exc
+            log.warning("%s: transient broker error, retrying in %.2fs: %r", what, delay, exc)
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))
+            delay = min(BACKOFF_MAX_S, delay * 2)

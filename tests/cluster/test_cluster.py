@@ -1,0 +1,160 @@
+"""A replicated JetStream cluster loses a node without losing a step.
+
+Three nats-server processes from the wheel, clustered on loopback; the log provisioned with
+three replicas; two executor processes and a planner connected through all three seed URLs.
+Mid-run the stream's leader is killed with ``kill -9`` (and restarted), then another node;
+every trace and the task must finish with no lost, duplicated or unpaired message and no step
+run twice, the services reconnecting on their own. Leader elections surface to clients as
+"no response from stream" and timeouts: those are retried in place, never counted as poison.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from longhaul.core.connection import connect
+from longhaul.core.nats_server import ClusterMember, NatsServer, free_port
+from longhaul.core.provision import ProvisionSettings
+from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
+
+from tests.chaos.suite import Row, _check, render
+from tests.integration.executor.scripts import record_steps
+from tests.integration.planner.support import create_task, phase, planner_service
+from tests.support.nats import unique_namespace
+from tests.support.stack import ExecutorProcess, create_trace, test_config
+
+pytestmark = pytest.mark.cluster
+
+TRACES = 20
+STEPS = 6
+FINISH_S = 240.0
+
+
+@contextlib.contextmanager
+def three_nodes(root: Path) -> Iterator[list[NatsServer]]:
+    routes = [free_port() for _ in range(3)]
+    servers = [
+        NatsServer(
+            root / f"n{i}",
+            port=0,
+            log_file=root / f"n{i}.log",
+            cluster=ClusterMember(
+                name=f"n{i}", port=routes[i], peers=tuple(p for p in routes if p != routes[i])
+            ),
+        )
+        for i in range(3)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+async def wait_for_steps(log: Path, count: int, within: float = 90.0) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if len((await asyncio.to_thread(log.read_bytes)).splitlines()) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"fewer than {count} steps within {within:.0f} s")
+
+
+async def stream_leader(store: EventStore) -> str:
+    """The server name leading the event stream, once there is one."""
+    async with asyncio.timeout(60):
+        while True:
+            with contextlib.suppress(Exception):
+                info = await store.conn.js.stream_info(store.conn.names.stream)
+                if info.cluster is not None and info.cluster.leader:
+                    return str(info.cluster.leader)
+            await asyncio.sleep(0.1)
+
+
+async def test_killing_the_leader_and_another_node_loses_nothing(tmp_path: Path) -> None:
+    with three_nodes(tmp_path) as nodes:
+        root = tmp_path
+        urls = ",".join(server.url for server in nodes)
+        namespace = unique_namespace()
+        nats = NatsConfig(url=urls, namespace=namespace, replicas=3)
+        conn = await connect(nats, provision_settings=ProvisionSettings(replicas=3))
+        store = EventStore(conn)
+        steps_log = root / "steps.jsonl"
+        steps_log.touch()
+        (root / "verify.log").touch()  # no verification here: nothing may run twice
+        env = {
+            "LONGHAUL_NATS__URL": urls,
+            "LONGHAUL_NATS__REPLICAS": "3",
+            "LONGHAUL_EXECUTOR__TOOL_MODULES": "tests.integration.executor.tooling",
+            "LONGHAUL_EXECUTOR__WORKING_ROOT": str(root / "work"),
+            # Strict: two failed handlings make a poison event, so an election's errors would
+            # fail traces if they counted.
+            "LONGHAUL_EXECUTOR__POISON_ATTEMPTS": "2",
+        }
+        config = test_config(urls, namespace)
+        config.nats = nats
+        executors = [
+            ExecutorProcess(urls, namespace, f"exec-c{i}", env=env, log_dir=root) for i in range(2)
+        ]
+        try:
+            await asyncio.gather(*(e.start() for e in executors))
+            async with planner_service(config):
+                traces = [
+                    await create_trace(
+                        store,
+                        f"trace {n}",
+                        model=record_steps(root / f"t{n}.yaml", STEPS, steps_log, hold_ms=100),
+                    )
+                    for n in range(TRACES)
+                ]
+                phases = [
+                    phase(
+                        f"p{k}",
+                        *([f"p{k - 1}"] if k else []),
+                        model=record_steps(root / f"p{k}.yaml", 3, steps_log, hold_ms=100),
+                    )
+                    for k in range(2)
+                ]
+                task = await create_task(store, "clustered task", phases=phases)
+                total = TRACES * STEPS + 2 * 3
+
+                await wait_for_steps(steps_log, total // 4)
+                leader = await stream_leader(store)
+                victim = next(s for s in nodes if s.cluster and s.cluster.name == leader)
+                victim.kill()  # kill -9 of the stream's leader
+                await wait_for_steps(steps_log, total // 2)
+                victim.start()
+                other = next(s for s in nodes if s is not victim)
+                other.kill()  # then another node
+                await wait_for_steps(steps_log, 3 * total // 4)
+                other.start()
+
+                row = Row("cluster")
+                deadline = time.monotonic() + FINISH_S
+                pending = {("trace", t) for t in traces} | {("task", task)}
+                while pending and time.monotonic() < deadline:
+                    for kind, aggregate_id in list(pending):
+                        with contextlib.suppress(Exception):  # a node may still be electing
+                            state = await (
+                                store.load_trace(aggregate_id)
+                                if kind == "trace"
+                                else store.load_task(aggregate_id)
+                            )
+                            if state.is_final:
+                                pending.discard((kind, aggregate_id))
+                    await asyncio.sleep(0.2)
+                await _check(row, store, traces, [task], steps_log, root / "verify.log")
+        finally:
+            await asyncio.gather(*(e.__aexit__(None, None, None) for e in executors))
+            await conn.close()
+    print(render([row], "cluster: leader and another node killed"))
+    assert row.aggregates == TRACES + 1, render([row], "cluster")
+    assert row.clean and row.finished == row.aggregates, render([row], "cluster")
