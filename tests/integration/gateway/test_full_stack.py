@@ -279,3 +279,31 @@ async def test_the_context_the_model_saw_is_recorded_and_served(client: httpx.As
     assert "Working directory:" in full["system_prompt"]
     schemas = {tool["name"]: tool["parameters"] for tool in full["tools"]}
     assert set(schemas) == {"glob", "read"} and schemas["read"]["type"] == "object"
+
+
+@pytest.mark.usefixtures("executor")
+async def test_a_budget_stop_shows_what_the_run_used(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    glob = {"name": "glob", "arguments": {"pattern": "*"}, "id": "g"}
+    model = write_script(
+        tmp_path / "globs.yaml",
+        [
+            {"tool_calls": [{**glob, "id": f"g{n}"}], "usage": {"prompt_tokens": 10}}
+            for n in range(5)
+        ],
+    )
+    created = await client.post(
+        "/api/traces",
+        json={"messages": [user_message("look")], "model": model, "max_iterations": 2},
+    )
+    trace_id = created.json()["trace_id"]
+    events = await follow_until(client, trace_id, is_final)
+    assert events[-1].event == "stopped"
+    stopped = events[-1].json()
+    assert stopped["reason"] == "max_iterations"
+    assert (stopped["used"]["iterations"], stopped["used"]["tokens"]) == (2, 20)
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    assert view["stop_reason"] == "max_iterations"
+    assert view["run_usage"] == {"iterations": 2, "tokens": 20, "cost": 0.0}
+    assert view["budget"] == {"max_iterations": 2, "max_tokens": None, "max_cost": None}
