@@ -109,3 +109,15 @@ async def test_api_key_from_environment(nats_config: NatsConfig, with_key: bool)
         assert result.code == 0, result.output
     else:
         assert result.code == 1 and "401" in result.stderr and "LONGHAUL_API_KEY" in result.stderr
+
+
+async def test_replay_names_a_delegate_sub_trace_mode(stack: RunningGateway) -> None:
+    result = await longhaul("run", "survey", "--model", "scripted:demo?latency_ms=0", url=stack.url)
+    assert result.code == 0, result.output
+    trace_id = trace_id_in(result.stdout)
+    replay = await longhaul("replay", trace_id, url=stack.url)
+    assert replay.code == 0, replay.output
+    spawned = [line for line in replay.stdout.splitlines() if "sub-trace" in line]
+    assert spawned, replay.stdout
+    assert "(None)" not in replay.stdout and "None" not in "".join(spawned), replay.stdout
+    assert any("(delegate" in line for line in spawned), replay.stdout

@@ -250,3 +250,39 @@ async def test_a_script_outside_the_operators_directory_is_a_422_that_quotes_not
         json={"messages": [user_message("hi")], "model": f"scripted:{script}?latency_ms=5"},
     )
     assert accepted.status_code == 202, accepted.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("DELETE", "/api/traces", {"GET", "POST"}),
+        ("PUT", "/api/tasks", {"GET", "POST"}),
+        ("POST", "/healthz", {"GET"}),
+        ("DELETE", "/api/traces/t_x/stop", {"POST"}),
+    ],
+)
+async def test_405_names_the_allowed_methods(
+    shared_client: httpx.AsyncClient, method: str, path: str, allowed: set[str]
+) -> None:
+    response = await shared_client.request(method, path)
+    error = assert_error(response, 405, "method_not_allowed")
+    assert {m.strip() for m in response.headers["allow"].split(",")} >= allowed
+    assert "HEAD" not in allowed or "GET" in response.headers["allow"]
+    assert error["message"].rstrip().endswith(response.headers["allow"]), error
+    for name in allowed:
+        assert name in error["message"], error
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "scripted:auto?latency_ms=50",
+        "scripted:auto?latency_ms=12.5&chunk=4",
+        "scripted:demo?latency_ms=0",
+    ],
+)
+async def test_documented_scripted_options_are_accepted(
+    shared_client: httpx.AsyncClient, model: str
+) -> None:
+    response = await shared_client.post("/api/traces", json={**CREATE, "model": model})
+    assert response.status_code == 202, response.text

@@ -84,7 +84,12 @@ def describe(event: str, data: dict[str, Any]) -> str:
         case "human_replied":
             return f"human replied: {escape(clip(data.get('content', '')))}"
         case "subtrace_spawned":
-            return f"sub-trace {data.get('child_trace_id')} ({data.get('mode')})"
+            # The event omits its defaults: no mode on the wire means a delegate.
+            mode = data.get("mode") or "delegate"
+            task = data.get("task") or ""
+            return f"sub-trace {data.get('child_trace_id')} ({mode})" + (
+                f": {escape(clip(task))}" if task else ""
+            )
         case "subtrace_finished":
             return f"sub-trace {data.get('child_trace_id')} {data.get('status')}"
         case "completed":

@@ -113,15 +113,23 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     return error_response(422, "invalid_request", "request does not match the schema", details)
 
 
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
 def _allowed_methods(request: Request) -> str:
-    """Every method some route serves at this path. Starlette's own ``Allow`` names only the
-    first route that matched the path, which is wrong when GET and POST are separate routes."""
-    methods: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches({**request.scope, "method": "_"})
-        if match != Match.NONE:
-            methods.update(getattr(route, "methods", None) or ())
-    return ", ".join(sorted(methods))
+    """Every method some route serves at this path, found by asking the routes whether they
+    would fully match the path with each method. Starlette's own ``Allow`` names only the first
+    route that matched the path (wrong when GET and POST are separate routes), and FastAPI's
+    included routers carry no ``methods`` of their own, so reading attributes finds nothing."""
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.routes
+        )
+    ]
+    return ", ".join(allowed)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -132,7 +140,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         message = f"no route {request.method} {request.url.path}"
     elif exc.status_code == 405:
         headers["Allow"] = _allowed_methods(request)
-        message = f"{request.method} is not allowed here; use {headers['Allow']}"
+        message = f"{request.method} is not allowed here; allowed: {headers['Allow'] or 'none'}"
     else:
         message = str(exc.detail)
     return error_response(exc.status_code, code, message, None, headers or None)
