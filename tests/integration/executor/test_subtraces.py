@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.core.store import EventStore
+from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 
 from tests.integration.executor.scripts import write_script
-from tests.support.stack import create_trace, executor_processes, wait_for_trace
+from tests.support.stack import (
+    InProcessExecutor,
+    create_trace,
+    executor_processes,
+    wait_for_trace,
+)
 
 LIMIT = 2
 
@@ -62,3 +68,49 @@ async def test_a_parent_with_five_children_across_two_executors(
     for start, _ in spans:
         alive = sum(1 for s, e in spans if s <= start < e)
         assert alive <= LIMIT
+
+
+async def test_a_keyed_trace_and_its_sub_traces_share_one_directory_in_the_key_s(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    # Children answer turns 0-1 (write, report); the parent starts with two assistant
+    # messages, so it delegates (turn 2), reads what the child wrote (3) and answers (4).
+    write = {"name": "write", "arguments": {"path": "from-child.txt", "content": "CHILD-WROTE"}}
+    model = write_script(
+        tmp_path / "share.yaml",
+        [
+            {"tool_calls": [write]},
+            {"content": "child wrote it"},
+            {
+                "tool_calls": [
+                    {"name": "agent", "arguments": {"mode": "delegate", "task": "write it"}}
+                ]
+            },
+            {"tool_calls": [{"name": "read", "arguments": {"path": "from-child.txt"}}]},
+            {"content": "parent done"},
+        ],
+    )
+    turns = [("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"), ("user", "go")]
+    parent = new_id("t")
+    await store.append(
+        "trace",
+        parent,
+        [
+            ev.TraceCreated(
+                messages=[ev.InputMessage(role=role, content=text) for role, text in turns],
+                config=ev.TraceConfig(model=model),
+                owner="k_share",
+            )
+        ],
+        expected=Position(),
+    )
+    async with InProcessExecutor(nats_url, namespace, settings={"working_root": work}):
+        state = await wait_for_trace(store, parent, within=60)
+    assert state.status == "completed", state.error
+    (child_id,) = state.subtraces
+    child = await store.load_trace(child_id)
+    assert child.owner == "k_share" and child.root_trace_id == parent
+    assert (work / "keys" / "k_share" / parent / "from-child.txt").read_text() == "CHILD-WROTE"
+    read = [m for m in state.main_path() if m.role == "tool"][-1]
+    assert "CHILD-WROTE" in str(read.content)
