@@ -91,14 +91,20 @@ async def test_a_keyed_trace_and_its_sub_traces_share_one_directory_in_the_key_s
             {"content": "parent done"},
         ],
     )
-    turns = [("user", "a"), ("assistant", "b"), ("user", "c"), ("assistant", "d"), ("user", "go")]
+    turns = [
+        ev.InputMessage(role="user", content="a"),
+        ev.InputMessage(role="assistant", content="b"),
+        ev.InputMessage(role="user", content="c"),
+        ev.InputMessage(role="assistant", content="d"),
+        ev.InputMessage(role="user", content="go"),
+    ]
     parent = new_id("t")
     await store.append(
         "trace",
         parent,
         [
             ev.TraceCreated(
-                messages=[ev.InputMessage(role=role, content=text) for role, text in turns],
+                messages=turns,
                 config=ev.TraceConfig(model=model),
                 owner="k_share",
             )
