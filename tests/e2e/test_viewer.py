@@ -272,6 +272,10 @@ async def test_reply_to_a_trace_waiting_for_a_person(stack: RunningGateway, page
     await expect(page.locator('[data-testid="message"][data-role="tool"]')).to_contain_text(
         "the answer is blue"
     )
+    # the timeline counts the wait for the person as the ask_human step's time
+    asked = page.locator('[data-testid="timeline"] li[data-kind="tool"]')
+    await expect(asked).to_contain_text("ask_human")
+    assert int(await asked.get_attribute("data-ms") or 0) > 0
     # the controls go to the API, which decides: a refusal shows its message
     async with stack.client() as http:
         refused = await http.post(f"/api/traces/{trace}/stop")

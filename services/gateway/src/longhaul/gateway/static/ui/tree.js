@@ -68,15 +68,19 @@ export function resultsByCall(rows) {
 }
 
 // Model and tool calls on the displayed path with their durations, in order.
+// A tool that recorded no duration (a sub-agent or a person answered it later) counts the
+// time from the call to its result, so a long wait stands out like a slow call.
 export function timeline(rows) {
-  const names = new Map();
+  const calls = new Map();
   const steps = [];
   for (const { message: m } of rows) {
-    for (const call of m.tool_calls || []) names.set(call.id, call.function.name);
+    for (const call of m.tool_calls || []) calls.set(call.id, { name: call.function.name, at: m.created_at });
     if (m.role === "assistant" && !m.synthetic) {
       steps.push({ kind: "model", label: "model" + (m.model ? " " + m.model : ""), sequence: m.sequence, ms: m.duration_ms || 0 });
     } else if (m.role === "tool") {
-      steps.push({ kind: "tool", label: names.get(m.tool_call_id) || m.name || "tool", sequence: m.sequence, ms: m.duration_ms || 0 });
+      const call = calls.get(m.tool_call_id) || {};
+      const waited = call.at && m.created_at ? Math.max(0, Math.round((m.created_at - call.at) * 1000)) : 0;
+      steps.push({ kind: "tool", label: call.name || m.name || "tool", sequence: m.sequence, ms: m.duration_ms || waited });
     }
   }
   return steps;
