@@ -63,6 +63,7 @@ async def big_state(tokens: int) -> tuple[TraceState, MemorySink]:
     state = new_state("the task")
     sink = MemorySink(state)
     await add_tool_round(sink, "r1", "x" * (tokens * CHARS_PER_TOKEN))
+    await add_tool_round(sink, "r2", "the group in progress")
     return state, sink
 
 
@@ -87,17 +88,20 @@ async def test_level_two_summary_replaces_the_history(
     compacted = sink.of_type(ev.Compacted)
     if not compresses:
         assert compacted == [] and utility_script.requests == []
-        assert len(script.requests[0].messages) == 3
+        assert len(script.requests[0].messages) == 5
         return
     [event] = compacted
     summary = state.messages[event.summary_sequence]
     assert event.range == (2, 3) and event.level == 2
     assert summary.branch_type == "compression" and summary.parent_sequence == 1
     assert "SUMMARY: read a big file" in str(summary.content)
-    assert state.path == [1, event.summary_sequence, state.head_sequence]
+    # The tool group in progress (r2) is kept verbatim under the summary.
+    s = event.summary_sequence
+    assert state.path == [1, s, s + 1, s + 2, state.head_sequence]
     sent = script.requests[0].messages
-    assert [m["role"] for m in sent] == ["user", "user"]
+    assert [m["role"] for m in sent] == ["user", "user", "assistant", "tool"]
     assert sent[0]["content"] == "the task" and "SUMMARY" in sent[1]["content"]
+    assert sent[2]["tool_calls"][0]["id"] == "r2" and sent[3]["content"] == "the group in progress"
     # The summariser saw the whole conversation plus the instruction, and no tools.
     asked = utility_script.requests[0]
     assert len(asked.messages) == 4 and asked.tools == []
@@ -132,7 +136,7 @@ async def test_unavailable_summariser_is_skipped_with_a_warning(
         outcome = await engine.run_turn(state, sink, model=model, utility_model=utility)
     assert outcome.end == "completed" and state.summary == "done anyway"
     assert not sink.of_type(ev.Compacted)
-    assert len(script.requests[0].messages) == 3
+    assert len(script.requests[0].messages) == 5
     assert any("compaction skipped" in record.message for record in caplog.records)
 
 

@@ -7,10 +7,13 @@ forces level 2.
 
 Level 1 (request only, nothing persisted): messages of completed goals are left out, an
 assistant message always together with its tool results, the last tool group always kept.
-Level 2 (persisted): the utility model summarises everything after the task's opening
-messages; the summary is appended with ``branch_type="compression"`` under the last opening
-message, so the fold makes it the new head and the covered range falls off the main path;
-``Compacted`` records the range. If the summariser fails the step goes on uncompressed and a
+Level 2 (persisted): the utility model summarises what the model has already acted on, between
+the task's opening messages and the kept tail (``kept_tail``: the tool group in progress and a
+client message the model has not answered yet, never summarised away); the summary is appended
+with ``branch_type="compression"`` under the last opening message and the kept tail is
+appended again under it verbatim, so the fold makes the copy's end the new head and the
+covered range falls off the main path; ``Compacted`` records the range. If the summariser
+fails the step goes on uncompressed and a
 warning is logged and shown on the live stream.
 
 Estimates are incremental (see ``History``): no step re-tokenises the history.
@@ -70,6 +73,28 @@ def opening_length(state: TraceState) -> int:
             continue
         return count + 1 if role == "user" else count
     return count
+
+
+def kept_tail(state: TraceState, opening: int) -> int:
+    """First path position compaction keeps verbatim: the tool group in progress (the last
+    assistant message with tool calls and its results, which the model has not seen yet) and,
+    before it, the newest client messages the model has not acted on beyond that group. Only
+    what precedes it is summarised."""
+    path = state.path
+    start = len(path)
+    while start > opening and state.messages[path[start - 1]].role == "tool":
+        start -= 1
+    if start < len(path):  # trailing tool results: keep their assistant message too
+        if start > opening and state.messages[path[start - 1]].role == "assistant":
+            start -= 1
+        else:
+            start = len(path)  # orphaned results: nothing sensible to keep
+    while start > opening:
+        message = state.messages[path[start - 1]]
+        if message.role != "user" or message.branch_type == "compression":
+            break
+        start -= 1
+    return start
 
 
 def without_completed_goals(state: TraceState, last_assistant: int) -> list[int] | None:
@@ -137,13 +162,15 @@ class Summarization(Middleware):
     async def _summarise(self, turn: Turn) -> bool:
         state = turn.state
         opening = opening_length(state)
-        covered = state.path[opening:]
+        keep = kept_tail(state, opening)
+        covered = state.path[opening:keep]
+        tail = [state.messages[seq] for seq in state.path[keep:]]
         memo = turn.local(self, _Memo)
         if memo.summariser_failed or all(
             state.messages[seq].branch_type == "compression" for seq in covered
         ):
             return False  # nothing new to summarise (or no summariser this turn)
-        conversation = turn.history.complete_messages()
+        conversation = turn.history.at(list(range(keep)))
         request = ModelRequest(
             model=turn.utility_model.name,
             messages=[*conversation, {"role": "user", "content": SUMMARY_INSTRUCTION}],
@@ -172,6 +199,21 @@ class Summarization(Middleware):
             cost=cost,
             model=response.model or turn.utility_model.name,
         )
+        for message in tail:  # verbatim, under the summary (usage stays with the original)
+            batch.message(
+                message.role,
+                content=message.content,
+                tool_calls=message.tool_calls,
+                tool_call_id=message.tool_call_id,
+                name=message.name,
+                goal_id=message.goal_id,
+                synthetic=message.synthetic,
+                error_code=message.error_code,
+                finish_reason=message.finish_reason,
+                provider_fields=message.provider_fields,
+                long_term_memory=message.long_term_memory,
+                include_output_only_once=message.include_output_only_once,
+            )
         batch.add(Compacted(summary_sequence=summary.sequence, range=(first, last), level=2))
         await turn.emit(batch)
         log.info("trace %s: compacted messages %d-%d", turn.trace_id, first, last)
