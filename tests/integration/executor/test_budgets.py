@@ -112,3 +112,41 @@ async def test_a_childs_tokens_count_against_the_roots_max_tokens(
     assert stopped.used == ev.RunUsage(iterations=2, tokens=1400)
     children = [await store.load_trace(child) for child in state.subtraces]
     assert [child.config.max_tokens for child in children] == [900, 200]
+
+
+async def test_children_running_side_by_side_cannot_together_escape_the_roots_max_tokens(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    # Children (from turn 0) glob for 200 tokens a call; each alone may spend the root's
+    # 1000. The root starts with five assistant messages: it explores with turn 5.
+    explore = {"name": "agent", "arguments": {"mode": "explore", "tasks": ["a", "b"]}}
+    model = write_script(
+        tmp_path / "pair.yaml",
+        [
+            *(
+                turn((200, 0), tool_calls=[{"name": "glob", "arguments": {"pattern": f"*{n}"}}])
+                for n in range(5)
+            ),
+            turn((1, 0), tool_calls=[explore]),
+            turn((1, 0), content="root done"),
+        ],
+    )
+    history: list[ev.InputMessage] = []
+    for n in range(5):
+        history += [
+            ev.InputMessage(role="user", content=f"ready {n}?"),
+            ev.InputMessage(role="assistant", content="ready"),
+        ]
+    history.append(ev.InputMessage(role="user", content="explore two questions"))
+    async with InProcessExecutor(nats_url, namespace):
+        root_id = await create_trace(store, history, model=model, max_tokens=1000)
+        root = await wait_for_trace(store, root_id, within=60)
+    children = [await store.load_trace(child) for child in root.subtraces]
+    spent = sum(child.run_usage.tokens for child in children)
+    # Each child checks the root's tree before every call, so together they stop once the
+    # root's 1000 is used (plus at most the call each had in flight); alone each could
+    # have spent 1000.
+    assert spent <= 1000 + 2 * 200, spent
+    assert [child.stop_reason for child in children] == ["max_tokens", "max_tokens"]
+    assert root.status == "stopped" and root.stop_reason == "max_tokens"
+    assert root.run_usage.tokens == spent + 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,6 +14,11 @@ from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
 from longhaul.domain.config import ModelsConfig
+from longhaul.domain.state import TraceState
+
+AncestorBudget = Callable[[TraceState], Awaitable[str | None]]
+"""For a sub-trace: ``max_tokens`` / ``max_cost`` if an ancestor's run budget is used up,
+counting the usage of every descendant still running (the executor reads it from the log)."""
 
 
 def _utcnow() -> datetime:
@@ -40,3 +45,4 @@ class AgentEnv:
     context_hooks: ContextHooks = field(default_factory=ContextHooks)
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], datetime] = _utcnow
+    ancestor_budget: AncestorBudget | None = None

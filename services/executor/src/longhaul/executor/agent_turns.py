@@ -14,7 +14,7 @@ from pathlib import Path
 
 from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine import Engine
-from longhaul.agent.env import AgentEnv
+from longhaul.agent.env import AgentEnv, AncestorBudget
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools import ToolRegistry, ToolSettings
 from longhaul.agent.tools.sandbox import Sandbox
@@ -39,6 +39,7 @@ class AgentTurns:
         workspace: Workspace | None,
         working_root: Path,
         resolve_model: ModelResolver | None = None,
+        ancestor_budget: AncestorBudget | None = None,
     ) -> None:
         self.config = config
         self._registry = ModelRegistry(config.models)
@@ -56,6 +57,7 @@ class AgentTurns:
                     max_descendants=config.pipeline.delegation.max_descendants,
                 ),
                 models=config.models,
+                ancestor_budget=ancestor_budget,
             ),
         )
         log.info("bash: %s", Sandbox(config.sandbox).describe())

@@ -8,11 +8,13 @@ Configuration: the shared ``LONGHAUL_*`` settings (``LONGHAUL_NATS__URL``,
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
+from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.executor import Executor
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.tools import load_tools
@@ -34,6 +36,7 @@ def build_executor(
         workspace=KvWorkspace(ctx.conn),
         working_root=settings.working_root or ctx.config.working_root or Path.cwd(),
         resolve_model=resolve_model,
+        ancestor_budget=partial(ancestor_over_budget, ctx.store),
     )
     return Executor(ctx, settings, agent)
 

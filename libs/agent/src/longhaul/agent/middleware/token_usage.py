@@ -7,7 +7,9 @@ takeover never hands out a fresh budget; children's usage counts once they repor
 that would start over budget does not call the model; a response that crosses a budget is
 recorded (it was paid for) and its tool calls are not run — the trace stops with
 ``max_tokens`` / ``max_cost`` and what the run used. A final answer that crosses a budget
-still completes: the work is done.
+still completes: the work is done. A sub-trace also checks its ancestors before each model
+call (``AgentEnv.ancestor_budget``: their run usage plus every running descendant's), so
+children running side by side cannot together escape a root's limit.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class TokenUsage(Middleware):
     async def before_model(self, turn: Turn, request: ModelRequest) -> None:
         used = turn.state.run_usage
         reason = over_budget(turn.state.config, used.tokens, used.cost)
+        check_ancestors = turn.env.ancestor_budget
+        if reason is None and check_ancestors is not None and turn.state.parent_trace_id:
+            reason = await check_ancestors(turn.state)
         if reason:
             turn.stop(reason)
 
