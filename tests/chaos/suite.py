@@ -200,10 +200,27 @@ async def run_scenario(
 ) -> Row:
     rng = random.Random(seed)
     row = Row(scenario)
+    steps_log = root / "steps.jsonl"
+    # The check runs sandboxed: it can write only in its cwd, where it keeps its log. It is the
+    # operator's (verifier.commands); each trace names it.
+    verify_log = root / "verify" / "verify.log"
+    steps_log.touch()
+    verify_log.parent.mkdir(exist_ok=True)
+    verify_log.touch()
+    check = {
+        "command": [
+            "sh",
+            "-c",
+            f'echo "$LONGHAUL_TRACE_ID" >> verify.log; sleep {work.verify_s}; cat >/dev/null',
+        ],
+        "cwd": str(verify_log.parent),
+    }
+    verification = {"check": "chaos"}
     up_env = {
         **service_env(),
         SCRIPTED_DIR_VAR: str(root),  # the workload's scripts are written under root
         "LONGHAUL_EXECUTOR__TOOL_MODULES": TOOLS,
+        "LONGHAUL_VERIFIER__COMMANDS": json.dumps({"chaos": check}),
         "LONGHAUL_LOG_LEVEL": "INFO",
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
@@ -214,20 +231,6 @@ async def run_scenario(
     store = EventStore(conn)
     recorder = Recorder(conn)
     await recorder.start()
-    steps_log = root / "steps.jsonl"
-    # The check runs sandboxed: it can write only in its cwd, where it keeps its log.
-    verify_log = root / "verify" / "verify.log"
-    steps_log.touch()
-    verify_log.parent.mkdir(exist_ok=True)
-    verify_log.touch()
-    verification = {
-        "command": [
-            "sh",
-            "-c",
-            f'echo "$LONGHAUL_TRACE_ID" >> verify.log; sleep {work.verify_s}; cat >/dev/null',
-        ],
-        "cwd": str(verify_log.parent),
-    }
     try:
         trace_ids = [
             await create_trace(

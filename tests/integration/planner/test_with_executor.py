@@ -18,6 +18,8 @@ from longhaul.domain.config import (
     ModelsConfig,
     PipelineConfig,
     VerificationConfig,
+    VerifierCommand,
+    VerifierConfig,
 )
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TaskState
@@ -59,11 +61,19 @@ def bash(command: str) -> dict[str, Any]:
 
 @pytest.fixture
 def stack_config(nats_url: str, namespace: str) -> Any:
-    def factory(*, max_reinjections: int = 1, **pipeline: Any) -> LonghaulConfig:
+    def factory(
+        *, max_reinjections: int = 1, checks: dict[str, str] | None = None, **pipeline: Any
+    ) -> LonghaulConfig:
         return stack_test_config(
             nats_url,
             namespace,
             models=ModelsConfig(default="scripted:auto"),
+            verifier=VerifierConfig(
+                commands={
+                    name: VerifierCommand(command=command)
+                    for name, command in (checks or {}).items()
+                }
+            ),
             pipeline=PipelineConfig(
                 verification=VerificationConfig(max_reinjections=max_reinjections), **pipeline
             ),
@@ -136,12 +146,12 @@ async def test_phase_failing_once_is_replanned_keeping_earlier_outputs(
             f"p{n}",
             *([f"p{n - 1}"] if n > 1 else []),
             model=script(tmp_path / f"p{n}.yaml", answer(f"result of p{n}")),
-            **({"verification": {"command": check}} if n == 3 else {}),
+            **({"verification": {"check": "p3_marker"}} if n == 3 else {}),
         )
         for n in range(1, 5)
     ]
     workspace = WorkspaceStore(store.conn)
-    config = stack_config(max_reinjections=0)
+    config = stack_config(max_reinjections=0, checks={"p3_marker": check})
     strict = InProcessExecutor(
         nats_url, namespace, "exec-strict", config=config, settings={"working_root": tmp_path}
     )
@@ -172,10 +182,11 @@ async def test_verification_failure_is_reinjected_then_passes(
 ) -> None:
     check = "python3 -c \"import sys; sys.exit(0 if sys.stdin.read().strip() == 'second' else 1)\""
     model = script(tmp_path / "v.yaml", answer("first"), answer("second"))
-    async with planner_service(stack_config()), verifier_service(stack_config()):
+    config = stack_config(checks={"second": check})
+    async with planner_service(config), verifier_service(config):
         task_id = await create_task(
             store,
-            phases=[phase("v", model=model, verification={"command": check})],
+            phases=[phase("v", model=model, verification={"check": "second"})],
             working_dir=str(tmp_path),
         )
         task = await wait_task(store, task_id)

@@ -12,7 +12,13 @@ from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, run_consumer
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
+from longhaul.domain.config import (
+    LonghaulConfig,
+    ModelsConfig,
+    NatsConfig,
+    VerifierCommand,
+    VerifierConfig,
+)
 from longhaul.domain.ids import new_id
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
@@ -68,7 +74,27 @@ async def verdicts(store: EventStore, trace_id: str) -> list[ev.Event]:
 
 @pytest.fixture
 def verifier_config(nats_config: NatsConfig) -> LonghaulConfig:
-    return LonghaulConfig(nats=nats_config, models=ModelsConfig(default="scripted:auto"))
+    return LonghaulConfig(
+        nats=nats_config, models=ModelsConfig(default="scripted:auto"), verifier=VerifierConfig()
+    )
+
+
+Checks = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def checks(verifier_config: LonghaulConfig) -> Checks:
+    """``checks(command, **fields)`` configures an operator command check (in
+    ``verifier.commands`` of ``verifier_config`` and every copy of it) and returns the
+    verification config a trace names it by: ``{"check": "<name>"}``."""
+    commands = verifier_config.verifier.commands
+
+    def register(command: str | list[str], **fields: Any) -> dict[str, Any]:
+        name = f"check{len(commands) + 1}"
+        commands[name] = VerifierCommand(command=command, **fields)
+        return {"check": name}
+
+    return register
 
 
 @pytest.fixture

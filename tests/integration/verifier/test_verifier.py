@@ -18,7 +18,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, ModelsConfig
 from longhaul.verifier.handler import Verifier
 
-from tests.integration.verifier.conftest import verdict, verdicts, waiting_trace
+from tests.integration.verifier.conftest import Checks, verdict, verdicts, waiting_trace
 from tests.support import procs
 from tests.support.env import service_env as base_service_env
 
@@ -54,7 +54,7 @@ async def test_json_schema_pass_and_fail(store: EventStore, run_verifier: Start)
 
 
 async def test_command_runs_in_working_dir_with_answer_on_stdin(
-    store: EventStore, run_verifier: Start, tmp_path: Path
+    store: EventStore, run_verifier: Start, tmp_path: Path, checks: Checks
 ) -> None:
     (tmp_path / "expected.txt").write_text("42")
     check = py(
@@ -62,8 +62,8 @@ async def test_command_runs_in_working_dir_with_answer_on_stdin(
         "print('got', got); sys.exit(0 if got == want else 3)"
     )
     await run_verifier()
-    ok = await waiting_trace(store, "42", {"command": check}, working_dir=str(tmp_path))
-    wrong = await waiting_trace(store, "41", {"command": check}, working_dir=str(tmp_path))
+    ok = await waiting_trace(store, "42", checks(check), working_dir=str(tmp_path))
+    wrong = await waiting_trace(store, "41", checks(check), working_dir=str(tmp_path))
     passed = await verdict(store, ok)
     assert isinstance(passed, ev.VerificationPassed)
     assert "got 42" in passed.log and "[exit code 0]" in passed.log
@@ -93,7 +93,7 @@ async def exits_within(pid: int, seconds: float) -> bool:
 
 
 async def test_command_timeout_kills_the_process_group(
-    store: EventStore, run_verifier: Start, tmp_path: Path
+    store: EventStore, run_verifier: Start, tmp_path: Path, checks: Checks
 ) -> None:
     sleeper = procs.marker()
     # The shell starts a grandchild; a timeout must kill it too, not only the shell.
@@ -101,7 +101,7 @@ async def test_command_timeout_kills_the_process_group(
     trace_id = await waiting_trace(
         store,
         "x",
-        {"command": f"{shlex.join(sleeper)} & wait", "timeout_s": 4},
+        checks(f"{shlex.join(sleeper)} & wait", timeout_s=4),
         working_dir=str(tmp_path),
     )
     (pid,) = await procs.wait_for_host_pids(sleeper, 1)
@@ -112,11 +112,11 @@ async def test_command_timeout_kills_the_process_group(
 
 
 async def test_command_output_is_capped_keeping_head_and_tail(
-    store: EventStore, run_verifier: Start
+    store: EventStore, run_verifier: Start, checks: Checks
 ) -> None:
     command = py("print('HEAD'); print('x' * 200000); print('TAIL')")
     await run_verifier()
-    trace_id = await waiting_trace(store, "", {"command": command, "output_cap": 1000})
+    trace_id = await waiting_trace(store, "", checks(command, output_cap=1000))
     passed = await verdict(store, trace_id)
     assert isinstance(passed, ev.VerificationPassed)
     assert "HEAD" in passed.log and "TAIL" in passed.log and "bytes omitted" in passed.log
@@ -124,10 +124,10 @@ async def test_command_output_is_capped_keeping_head_and_tail(
 
 
 async def test_missing_working_dir_fails_with_reason(
-    store: EventStore, run_verifier: Start
+    store: EventStore, run_verifier: Start, checks: Checks
 ) -> None:
     await run_verifier()
-    trace_id = await waiting_trace(store, "x", {"command": "true"}, working_dir="/nonexistent/dir")
+    trace_id = await waiting_trace(store, "x", checks("true"), working_dir="/nonexistent/dir")
     failed = await verdict(store, trace_id)
     assert isinstance(failed, ev.VerificationFailed)
     assert "could not start" in failed.errors[0] and "/nonexistent/dir" in failed.errors[0]
@@ -180,10 +180,12 @@ async def test_offline_judge_is_skipped_not_invented(
     assert "skipped" in passed.log and "offline" in passed.log
 
 
-async def test_all_configured_checks_must_pass(store: EventStore, run_verifier: Start) -> None:
+async def test_all_configured_checks_must_pass(
+    store: EventStore, run_verifier: Start, checks: Checks
+) -> None:
     await run_verifier()
     trace_id = await waiting_trace(
-        store, '{"title": "t", "score": 1}', {"json_schema": SCHEMA, "command": "exit 1"}
+        store, '{"title": "t", "score": 1}', {"json_schema": SCHEMA, **checks("exit 1")}
     )
     failed = await verdict(store, trace_id)
     assert isinstance(failed, ev.VerificationFailed)
@@ -192,19 +194,52 @@ async def test_all_configured_checks_must_pass(store: EventStore, run_verifier: 
 
 
 async def test_request_method_overrides_trace_config(
-    store: EventStore, run_verifier: Start
+    store: EventStore, run_verifier: Start, checks: Checks
 ) -> None:
     await run_verifier()
-    trace_id = await waiting_trace(store, "x", {"command": "exit 1"}, method={"command": "true"})
+    trace_id = await waiting_trace(store, "x", checks("exit 1"), method=checks("true"))
     assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
+
+
+async def test_a_raw_command_on_the_log_is_refused_and_never_runs(
+    store: EventStore, run_verifier: Start, tmp_path: Path
+) -> None:
+    """A client's command that reached the log anyway (a forged or old event) fails
+    verification saying why, and nothing runs: commands are the operator's."""
+    await run_verifier()
+    planted = tmp_path / "ran"
+    raw = await waiting_trace(
+        store, "x", {"command": f"touch {planted}", "cwd": "/"}, working_dir=str(tmp_path)
+    )
+    failed = await verdict(store, raw)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert "verification.command: commands are the operator's" in failed.errors[0]
+    assert "verification.cwd" in failed.errors[0]
+    assert not planted.exists()
+    in_request = await waiting_trace(store, "x", None, method={"command": f"touch {planted}"})
+    assert isinstance(await verdict(store, in_request), ev.VerificationFailed)
+    assert not planted.exists()
+
+
+async def test_an_unknown_check_fails_verification_naming_the_known_ones(
+    store: EventStore, run_verifier: Start, checks: Checks
+) -> None:
+    checks("true")
+    await run_verifier()
+    trace_id = await waiting_trace(store, "x", {"check": "nope"})
+    failed = await verdict(store, trace_id)
+    assert isinstance(failed, ev.VerificationFailed)
+    assert failed.errors == [
+        "invalid verification config: verification.check: no check named 'nope' (known: check1)"
+    ]
 
 
 async def test_invalid_config_fails_verification(store: EventStore, run_verifier: Start) -> None:
     await run_verifier()
-    trace_id = await waiting_trace(store, "x", {"command": 7})
+    trace_id = await waiting_trace(store, "x", {"json_schema": 7})
     failed = await verdict(store, trace_id)
     assert isinstance(failed, ev.VerificationFailed)
-    assert failed.errors[0].startswith("invalid verification config: command")
+    assert failed.errors[0].startswith("invalid verification config: json_schema")
 
 
 async def delivery_of(store: EventStore, trace_id: str) -> Delivery:
@@ -222,9 +257,9 @@ async def delivery_of(store: EventStore, trace_id: str) -> Delivery:
 
 
 async def test_redelivered_request_is_answered_once(
-    store: EventStore, make_verifier: Callable[..., Verifier]
+    store: EventStore, make_verifier: Callable[..., Verifier], checks: Checks
 ) -> None:
-    trace_id = await waiting_trace(store, "x", {"command": "true"})
+    trace_id = await waiting_trace(store, "x", checks("true"))
     delivery = await delivery_of(store, trace_id)
     first, second = make_verifier(), make_verifier()
     # Two replicas racing on the same delivery, then a late redelivery.
@@ -234,11 +269,11 @@ async def test_redelivered_request_is_answered_once(
 
 
 async def test_racing_replicas_run_the_command_once(
-    store: EventStore, make_verifier: Callable[..., Verifier], tmp_path: Path
+    store: EventStore, make_verifier: Callable[..., Verifier], tmp_path: Path, checks: Checks
 ) -> None:
     runs = tmp_path / "runs"
     command = ["sh", "-c", "echo run >> runs; sleep 0.5; cat >/dev/null"]
-    trace_id = await waiting_trace(store, "x", {"command": command}, working_dir=str(tmp_path))
+    trace_id = await waiting_trace(store, "x", checks(command), working_dir=str(tmp_path))
     delivery = await delivery_of(store, trace_id)
     first, second = make_verifier(), make_verifier()
     # The second finds the first's claim by the request's key and takes its verdict.
@@ -248,9 +283,9 @@ async def test_racing_replicas_run_the_command_once(
 
 
 async def test_superseded_request_gets_no_answer(
-    store: EventStore, make_verifier: Callable[..., Verifier]
+    store: EventStore, make_verifier: Callable[..., Verifier], checks: Checks
 ) -> None:
-    trace_id = await waiting_trace(store, "x", {"command": "true"})
+    trace_id = await waiting_trace(store, "x", checks("true"))
     stale = await delivery_of(store, trace_id)
     state = await store.load_trace(trace_id)
     # The user stops the trace and reruns it; it asks again for attempt 1 on a new answer.
@@ -270,7 +305,7 @@ async def test_superseded_request_gets_no_answer(
 
 
 async def test_poison_event_does_not_stop_the_service(
-    store: EventStore, conn: Connection, run_verifier: Start
+    store: EventStore, conn: Connection, run_verifier: Start, checks: Checks
 ) -> None:
     await run_verifier()
     subject = conn.names.subject("trace", "t_poison", "verification_requested")
@@ -279,16 +314,16 @@ async def test_poison_event_does_not_stop_the_service(
     await conn.js.publish(
         conn.names.subject("trace", "t_poison2", "verification_requested"), wrong_type
     )
-    trace_id = await waiting_trace(store, "x", {"command": "true"})
+    trace_id = await waiting_trace(store, "x", checks("true"))
     assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
 
 
 async def test_replicas_share_the_work_and_answer_each_request_once(
-    store: EventStore, run_verifier: Start
+    store: EventStore, run_verifier: Start, checks: Checks
 ) -> None:
     await run_verifier()
     await run_verifier()
-    traces = [await waiting_trace(store, str(n), {"command": "true"}) for n in range(12)]
+    traces = [await waiting_trace(store, str(n), checks("true")) for n in range(12)]
     for trace_id in traces:
         assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
     for trace_id in traces:
@@ -304,6 +339,10 @@ async def test_service_main_runs_as_a_process(
             "LONGHAUL_NATS__URL": verifier_config.nats.url,
             "LONGHAUL_NATS__NAMESPACE": verifier_config.nats.namespace,
             "LONGHAUL_MODELS__DEFAULT": "scripted:auto",
+            "LONGHAUL_VERIFIER__COMMANDS": json.dumps(
+                {"answer_is_two": {"command": py("import json, sys; json.load(sys.stdin)")}}
+            ),
+            "LONGHAUL_SANDBOX__MODE": os.environ.get("LONGHAUL_SANDBOX__MODE", "auto"),
         }
     )
     log = os.open(tmp_path / "verifier.log", os.O_WRONLY | os.O_CREAT, 0o644)
@@ -319,8 +358,14 @@ async def test_service_main_runs_as_a_process(
     finally:
         os.close(log)
     try:
-        trace_id = await waiting_trace(store, '{"title": "t", "score": 2}', {"json_schema": SCHEMA})
-        assert isinstance(await verdict(store, trace_id), ev.VerificationPassed)
+        trace_id = await waiting_trace(
+            store,
+            '{"title": "t", "score": 2}',
+            {"json_schema": SCHEMA, "check": "answer_is_two"},
+        )
+        passed = await verdict(store, trace_id)
+        assert isinstance(passed, ev.VerificationPassed)
+        assert "== command: passed" in passed.log
     finally:
         process.terminate()
         code = await asyncio.wait_for(process.wait(), timeout=20)
@@ -332,6 +377,7 @@ async def test_command_runs_in_its_key_s_directory_and_cannot_reach_another_key_
     make_verifier: Callable[..., Verifier],
     verifier_config: LonghaulConfig,
     tmp_path: Path,
+    checks: Checks,
 ) -> None:
     work = tmp_path / "work"
     theirs = work / "keys" / "k_bbbb" / "t_theirs"
@@ -339,7 +385,7 @@ async def test_command_runs_in_its_key_s_directory_and_cannot_reach_another_key_
     (theirs / "secret.txt").write_text("B-SECRET")
     verifier = make_verifier(verifier_config.model_copy(update={"working_root": work}))
     snoop = f"pwd; cat ../../k_bbbb/t_theirs/secret.txt {theirs}/secret.txt; ls {work}; true"
-    trace_id = await waiting_trace(store, "x", {"command": snoop}, owner="k_aaaa")
+    trace_id = await waiting_trace(store, "x", checks(snoop), owner="k_aaaa")
     await verifier.handle(await delivery_of(store, trace_id))
     passed = await verdict(store, trace_id)
     assert isinstance(passed, ev.VerificationPassed)
@@ -347,7 +393,7 @@ async def test_command_runs_in_its_key_s_directory_and_cannot_reach_another_key_
     assert "B-SECRET" not in passed.log
     # Naming the other key's directory as the working directory is refused outright.
     named = await waiting_trace(
-        store, "x", {"command": "cat secret.txt"}, owner="k_aaaa", working_dir=str(theirs)
+        store, "x", checks("cat secret.txt"), owner="k_aaaa", working_dir=str(theirs)
     )
     await verifier.handle(await delivery_of(store, named))
     refused = await verdict(store, named)

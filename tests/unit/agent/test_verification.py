@@ -10,7 +10,7 @@ from longhaul.domain.state import TraceState
 
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 
-METHOD = {"kind": "command", "command": "pytest"}
+METHOD = {"check": "pytest"}
 
 
 def verified_state() -> TraceState:

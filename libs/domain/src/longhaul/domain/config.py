@@ -243,6 +243,25 @@ class SandboxConfig(BaseModel):
     )
 
 
+class VerifierCommand(BaseModel):
+    """One command check the operator allows clients to name (``{"check": "<name>"}``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | list[str] = Field(min_length=1)
+    """A shell command line (``/bin/sh -c``) or an argv list; the answer arrives on stdin."""
+    cwd: str | None = None
+    """Relative: below the trace's working directory (the default); absolute: as given."""
+    timeout_s: float = Field(default=300.0, gt=0, le=86400)
+    output_cap: int = Field(default=64 * 1024, ge=256)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class VerifierConfig(BaseModel):
+    commands: dict[str, VerifierCommand] = Field(default_factory=dict)
+    """The command checks clients may name; a client never supplies a command."""
+
+
 class StoreConfig(BaseModel):
     snapshot_every: int = 200
     lease_ttl_s: float = 5.0
@@ -261,6 +280,7 @@ class LonghaulConfig(BaseSettings):
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     working_root: Path | None = Field(
         default=None,
         description="where traces work, each key in its own keys/<key id>/ (executor and "

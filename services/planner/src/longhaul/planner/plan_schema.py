@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 from longhaul.domain.events import PhaseSpec
 from longhaul.domain.state import InvalidTransition, validate_phase_graph
+from longhaul.domain.verification import verification_errors
 from longhaul.llm.structured import schema_errors
 
 PHASE_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_-]{0,47}$"
@@ -77,6 +78,14 @@ def parse_phases(
     ``max_phases``."""
     kept = kept or []
     errors = schema_errors({"phases": raw}, plan_schema(max(1, max_phases - len(kept))))
+    if not errors:
+        # Commands are the operator's: a phase (the client's or a planner model's) may only
+        # name a configured check.
+        errors = [
+            f"phases/{index}/{error}"
+            for index, item in enumerate(raw)
+            for error in verification_errors(item.get("verification"))
+        ]
     if errors:
         raise InvalidPlan("; ".join(errors))
     try:

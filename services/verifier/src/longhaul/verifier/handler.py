@@ -135,7 +135,7 @@ class Verifier:
         """Run every check the config asks for; a config that cannot run fails verification."""
         config = request.method if request.method is not None else state.config.verification
         try:
-            spec = parse_spec(config)
+            spec = parse_spec(config, self.config.verifier.commands)
         except InvalidVerificationConfig as exc:
             message = f"invalid verification config: {exc}"
             return Verdict(passed=False, errors=[message], log=message)

@@ -4,19 +4,26 @@
 One dict can ask for several checks at once; all of them must pass::
 
     {"json_schema": {...}}                                  # the answer is JSON matching it
-    {"command": "pytest -q", "timeout_s": 300, "output_cap": 65536, "cwd": "sub/dir"}
+    {"check": "tests"}                # the operator's command check verifier.commands["tests"]
     {"judge": {"criteria": [...], "rubric": "...", "model": "...", "pass_score": 7}}
     {"criteria": [...]}                                     # shorthand for a judge
+
+A raw command (``command``, ``cwd``, ``env``, ``timeout_s``, ``output_cap``) is refused: the
+commands are the operator's (:mod:`longhaul.domain.verification`), so a config carrying one
+that reached the log anyway fails verification without running anything.
 
 Keys this service does not know (e.g. the executor's ``max_reinjections``) are ignored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
+from longhaul.domain.config import VerifierCommand
+from longhaul.domain.verification import verification_errors
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTPUT_CAP = 64 * 1024
@@ -28,16 +35,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "json_schema": {"type": "object"},
-        "command": {
-            "anyOf": [
-                {"type": "string", "minLength": 1},
-                {**_STRINGS, "minItems": 1},
-            ]
-        },
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
-        "output_cap": {"type": "integer", "minimum": 256},
-        "cwd": {"type": "string"},
-        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "check": {"type": "string", "minLength": 1},
         "criteria": _STRINGS,
         "judge": {
             "anyOf": [
@@ -85,10 +83,17 @@ class VerificationSpec:
     judge: JudgeCheck | None = None
 
 
-def parse_spec(config: dict[str, Any] | None) -> VerificationSpec:
-    """The checks ``config`` asks for; raises :class:`InvalidVerificationConfig`."""
+def parse_spec(
+    config: dict[str, Any] | None, commands: Mapping[str, VerifierCommand] | None = None
+) -> VerificationSpec:
+    """The checks ``config`` asks for, its ``check`` looked up in the operator's
+    ``commands``; raises :class:`InvalidVerificationConfig`."""
     if not config:
         return VerificationSpec()
+    commands = commands or {}
+    refused = verification_errors(config, commands)
+    if refused:
+        raise InvalidVerificationConfig("; ".join(refused))
     try:
         jsonschema.validate(config, CONFIG_SCHEMA)
         if "json_schema" in config:
@@ -99,13 +104,14 @@ def parse_spec(config: dict[str, Any] | None) -> VerificationSpec:
     except jsonschema.SchemaError as exc:
         raise InvalidVerificationConfig(f"json_schema is not a schema: {exc.message}") from exc
     command = None
-    if "command" in config:
+    if "check" in config:
+        operator = commands[config["check"]]
         command = CommandCheck(
-            command=config["command"],
-            timeout_s=float(config.get("timeout_s", DEFAULT_TIMEOUT_S)),
-            output_cap=int(config.get("output_cap", DEFAULT_OUTPUT_CAP)),
-            cwd=config.get("cwd"),
-            env=dict(config.get("env", {})),
+            command=operator.command,
+            timeout_s=operator.timeout_s,
+            output_cap=operator.output_cap,
+            cwd=operator.cwd,
+            env=dict(operator.env),
         )
     return VerificationSpec(
         json_schema=config.get("json_schema"), command=command, judge=_judge(config)

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from longhaul.domain import events as ev
+from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
-from longhaul.gateway.errors import ERROR_RESPONSES
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.tasks import (
@@ -35,6 +36,22 @@ async def _task_ids(runtime: Runtime) -> list[str]:
     return sorted((subject.split(".")[-2] for subject in subjects), reverse=True)
 
 
+def _check_phases(request: Request, options: dict[str, Any]) -> None:
+    """Phases given by the client may name operator checks, never carry commands (422)."""
+    phases = options.get("phases")
+    if not isinstance(phases, list):
+        return
+    checks = runtime_of(request.app).config.verifier.commands
+    errors = [
+        f"options.phases[{index}].{error}"
+        for index, phase in enumerate(phases)
+        if isinstance(phase, dict)
+        for error in verification_errors(phase.get("verification"), checks)
+    ]
+    if errors:
+        raise ApiError(422, "invalid_verification", "; ".join(errors))
+
+
 def tasks_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -45,6 +62,7 @@ def tasks_router(prefix: str) -> APIRouter:
         response: Response,
         principal: CurrentPrincipal,
     ) -> TaskAccepted:
+        _check_phases(request, body.options)
         event = ev.TaskCreated(goal=body.goal, mode=body.mode, options=body.options)
         state = await commands.create_task(runtime_of(request.app), principal, event)
         response.headers["Location"] = f"{prefix}/{state.task_id}"
