@@ -16,6 +16,7 @@ from longhaul.core.index import TraceIndexEntry
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
+from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
@@ -34,6 +35,7 @@ from longhaul.gateway.schemas.traces import (
     TraceList,
     TraceStatusName,
     TraceView,
+    VerificationBody,
 )
 from longhaul.gateway.views import message_view, summary_of, trace_view
 from longhaul.llm.registry import check_model_string
@@ -69,6 +71,7 @@ async def create_trace(
     body: CreateTraceRequest, principal: CurrentPrincipal, request: Request, response: Response
 ) -> Accepted:
     _check_model(request, body.model)
+    verification = _verification(request, body.verification)
     config = ev.TraceConfig(
         model=body.model,
         tools=body.tools,
@@ -80,6 +83,7 @@ async def create_trace(
         system_prompt=body.system_prompt,
         model_params=None if body.model_params is None else _model_params(body.model_params),
         approval=_approval(body.approval),
+        verification=verification,
     )
     if body.preset:
         config.preset = body.preset
@@ -98,6 +102,17 @@ def _check_model(request: Request, model: str | None) -> None:
         check_model_string(model, runtime_of(request.app).config.models)
     except ValueError as exc:
         raise ApiError(422, "invalid_model", str(exc)) from None
+
+
+def _verification(request: Request, body: VerificationBody | None) -> dict[str, Any] | None:
+    """The trace's verification config; a check the operator did not configure is 422."""
+    if body is None:
+        return None
+    config = body.model_dump(exclude_none=True)
+    errors = verification_errors(config, runtime_of(request.app).config.verifier.commands)
+    if errors:
+        raise ApiError(422, "invalid_verification", "; ".join(errors))
+    return config or None
 
 
 def _approval(body: ApprovalBody | None) -> list[str] | None:

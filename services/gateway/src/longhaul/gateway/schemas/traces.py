@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from longhaul.domain.verification import verification_errors
 from longhaul.gateway.schemas.common import (
     Body,
     Input,
@@ -15,7 +16,7 @@ from longhaul.gateway.schemas.common import (
     Text,
     TokenCount,
 )
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
 
@@ -93,6 +94,29 @@ class ApprovalBody(Body):
     )
 
 
+class VerificationBody(Body):
+    """Checks a proposed final answer must pass (all of them), with the failure re-injected
+    up to ``pipeline.verification.max_reinjections`` times before the trace fails. Commands
+    are the operator's: ``check`` names one of ``verifier.commands``; a raw ``command`` is
+    refused (422)."""
+
+    check: Name | None = Field(default=None, description="an operator-configured command check")
+    json_schema: dict[str, Any] | None = Field(
+        default=None, description="the answer must be JSON matching this schema"
+    )
+    criteria: list[Text] | None = Field(
+        default=None, max_length=64, description="a model judge scores the answer against these"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_commands(cls, data: Any) -> Any:
+        errors = verification_errors(data) if isinstance(data, dict) else []
+        if errors:
+            raise ValueError("; ".join(errors))
+        return data
+
+
 class CreateTraceRequest(Body):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
@@ -110,6 +134,9 @@ class CreateTraceRequest(Body):
         default=None,
         description="calls to these tools wait for POST /api/traces/{id}/approve "
         "(default: the preset's list, usually none); children inherit it",
+    )
+    verification: VerificationBody | None = Field(
+        default=None, description='verify the final answer, e.g. {"check": "tests"}'
     )
 
 
