@@ -401,10 +401,11 @@ async def test_command_runs_in_its_key_s_directory_and_cannot_reach_another_key_
     assert "outside this trace's working directory" in refused.errors[0]
     assert "B-SECRET" not in refused.log
 
-    # Nor as the command's cwd (only the trace's own directory is ever bound into the sandbox).
+    # Nor as the command's cwd, even the operator's (only the trace's own directory is ever
+    # bound into the sandbox).
     for cwd in (str(theirs), "../../k_bbbb/t_theirs", "/"):
         escaping = await waiting_trace(
-            store, "x", {"command": "cat secret.txt", "cwd": cwd}, owner="k_aaaa"
+            store, "x", checks("cat secret.txt", cwd=cwd), owner="k_aaaa"
         )
         await verifier.handle(await delivery_of(store, escaping))
         refused = await verdict(store, escaping)

@@ -251,7 +251,8 @@ class VerifierCommand(BaseModel):
     command: str | list[str] = Field(min_length=1)
     """A shell command line (``/bin/sh -c``) or an argv list; the answer arrives on stdin."""
     cwd: str | None = None
-    """Relative: below the trace's working directory (the default); absolute: as given."""
+    """Relative to the trace's working directory (the default); a keyed trace's check must
+    stay inside that directory."""
     timeout_s: float = Field(default=300.0, gt=0, le=86400)
     output_cap: int = Field(default=64 * 1024, ge=256)
     env: dict[str, str] = Field(default_factory=dict)
