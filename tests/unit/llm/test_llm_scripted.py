@@ -432,3 +432,19 @@ def test_demo_falls_back_to_auto_for_structured_output_and_missing_tools() -> No
     assert demo_turn(structured) == auto_turn(structured)
     bare = ModelRequest(model="scripted:demo", messages=[{"role": "user", "content": "hi"}])
     assert demo_turn(bare) == auto_turn(bare)
+
+
+def test_demo_in_an_empty_workdir_says_there_was_nothing_to_read() -> None:
+    tools = [ToolSpec(name=name) for name in ("goal", "glob", "read", "write")]
+    messages: list[ChatMessage] = [{"role": "user", "content": "look around"}]
+    names: list[str] = []
+    for _ in range(10):
+        turn = demo_turn(ModelRequest(model="scripted:demo", messages=messages, tools=tools))
+        calls = turn.get("tool_calls") or []
+        if not calls:
+            break
+        names += [call["name"] for call in calls]
+        for call in calls:
+            messages += _tool_reply(call, "no matches" if call["name"] == "glob" else "ok")
+    assert "read" not in names and "write" in names
+    assert turn["content"].startswith("Done. The working directory had no files yet")

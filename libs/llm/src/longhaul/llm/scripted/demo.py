@@ -190,8 +190,13 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
     check = _report(_result_of(recent, "agent"))
     return {
         "content": (
-            f"Done. I listed the working directory ({len(files)} file(s)), read "
-            f"{min(len(files), MAX_READS)} of them, wrote {RESULT_FILE} with the list"
+            (
+                f"Done. I listed the working directory ({len(files)} file(s)), read "
+                f"{min(len(files), MAX_READS)} of them, wrote {RESULT_FILE} with the list"
+                if files
+                else f"Done. The working directory had no files yet; I wrote {RESULT_FILE} "
+                "saying so"
+            )
             + (f", and a sub-agent checked it: {check[:300].rstrip('.')}" if delegate else "")
             + "."
         )
