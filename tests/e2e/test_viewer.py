@@ -299,7 +299,12 @@ async def test_task_list_and_page_draw_the_phase_dag_and_resume(
             ev.PlanCreated(
                 phases=[
                     ev.PhaseSpec(id="gather", name="gather"),
-                    ev.PhaseSpec(id="draft", name="draft", depends_on=["gather"]),
+                    ev.PhaseSpec(
+                        id="draft",
+                        name="draft",
+                        depends_on=["gather"],
+                        competitors=[{"label": "a"}, {"label": "b"}],
+                    ),
                     ev.PhaseSpec(id="figures", name="figures", depends_on=["gather"]),
                     ev.PhaseSpec(id="merge", name="merge", depends_on=["draft", "figures"]),
                 ]
@@ -342,6 +347,9 @@ async def test_task_list_and_page_draw_the_phase_dag_and_resume(
     await expect(
         page.locator('[data-phase-id="gather"] [data-testid="step-trace"]')
     ).to_have_attribute("href", "#/traces/t_step_gather")
+    await expect(page.locator('[data-phase-id="draft"] [data-testid="competitors"]')).to_have_text(
+        "2 competitors, merge: best"
+    )
     await page.click('[data-testid="resume-task"]')
     async with asyncio.timeout(10):
         while True:

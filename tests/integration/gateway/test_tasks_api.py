@@ -126,7 +126,16 @@ async def test_a_competitive_phase_shows_how_its_result_was_chosen(
     await planner_appends(
         store,
         task_id,
-        ev.PlanCreated(phases=[ev.PhaseSpec(id="race", name="race", merge="vote")]),
+        ev.PlanCreated(
+            phases=[
+                ev.PhaseSpec(
+                    id="race",
+                    name="race",
+                    merge="vote",
+                    competitors=[{"label": "alpha"}, {"label": "beta"}, {"label": "gamma"}],
+                )
+            ]
+        ),
         ev.PhaseStarted(phase_id="race", trace_ids=["t_a", "t_b", "t_c"]),
         ev.PhaseCompleted(phase_id="race", trace_id="t_b", merge=record),
     )
@@ -142,6 +151,8 @@ async def test_a_competitive_phase_shows_how_its_result_was_chosen(
         "winner": "t_b",
         "reason": "vote: beta won (alpha=8, beta=17; 2 ballots)",
     }
+    # the plan's side: how many competitors and which strategy, before any result
+    assert (phase["competitors"], phase["merge_strategy"]) == (3, "vote")
 
 
 async def test_task_list_is_the_callers_newest_first_with_paging(

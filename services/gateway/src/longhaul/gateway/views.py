@@ -163,6 +163,8 @@ def task_view(state: TaskState) -> TaskView:
                 merge=MergeView.model_validate(msgspec.to_builtins(phase.merge))
                 if phase.merge
                 else None,
+                competitors=len(phase.spec.competitors),
+                merge_strategy=phase.spec.merge if phase.spec.competitors else None,
             )
             for pid, phase in ((pid, state.phases[pid]) for pid in state.order)
         ],

@@ -54,6 +54,12 @@ class PhaseView(BaseModel):
     output_ref: str = ""
     error: str = ""
     merge: MergeView | None = None
+    competitors: int = Field(
+        default=0, description="competing step traces the plan gives this phase (0: one step)"
+    )
+    merge_strategy: str | None = Field(
+        default=None, description="how a competitive phase's result will be chosen"
+    )
 
 
 class TaskView(BaseModel):

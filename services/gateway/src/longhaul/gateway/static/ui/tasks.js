@@ -54,6 +54,7 @@ export function taskPage(root, taskId) {
         p.depends_on.length ? el("div", { class: "meta deps", text: "after " + p.depends_on.map((x) => names.get(x) || x).join(", ") }) : null,
         p.description ? el("div", { class: "desc", text: p.description }) : null,
         p.attempts > 1 ? el("div", { class: "meta", text: p.attempts + " attempts" }) : null,
+        p.competitors ? el("div", { class: "meta", "data-testid": "competitors", text: p.competitors + " competitors, merge: " + p.merge_strategy }) : null,
         p.trace_ids.length ? el("div", { class: "steps" }, "steps: ", p.trace_ids.map((t) => el("a", { href: "#/traces/" + t, "data-testid": "step-trace", text: t + " " }))) : null,
         p.merge ? el("div", { class: "merge" }, "merge " + p.merge.strategy + " by " + p.merge.method + (p.merge.winner ? ", winner " + p.merge.winner : ""),
           el("ul", {}, p.merge.candidates.map((c) => el("li", {}, c.label + " ", el("a", { href: "#/traces/" + c.trace_id, text: c.trace_id }), " " + c.status + (c.score !== null && c.score !== undefined ? " score " + c.score : "")))),
