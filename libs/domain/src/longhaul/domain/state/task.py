@@ -123,6 +123,11 @@ class TaskState(msgspec.Struct, kw_only=True):
         """Raise :class:`InvalidTransition` if ``event`` could not apply; changes nothing."""
         if not self.exists and not isinstance(event, ev.TaskCreated):
             raise InvalidTransition(f"task {event.aggregate_id} does not exist", code="not_found")
+        if event.aggregate_id and self.task_id and event.aggregate_id != self.task_id:
+            # Stored on this task's subject but naming another: forged or misrouted.
+            raise InvalidTransition(
+                f"event of {event.aggregate_id} in task {self.task_id}", code="wrong_aggregate"
+            )
         match event:
             case ev.TaskCreated():
                 if self.exists:

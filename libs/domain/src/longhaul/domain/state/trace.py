@@ -238,6 +238,11 @@ class TraceState(msgspec.Struct, kw_only=True):
             raise InvalidTransition(f"{event.type} is not a trace event", code="wrong_aggregate")
         if not self.exists and not isinstance(event, ev.TraceCreated):
             raise InvalidTransition(f"trace {event.aggregate_id} does not exist", code="not_found")
+        if event.aggregate_id and self.trace_id and event.aggregate_id != self.trace_id:
+            # Stored on this trace's subject but naming another: forged or misrouted.
+            raise InvalidTransition(
+                f"event of {event.aggregate_id} in trace {self.trace_id}", code="wrong_aggregate"
+            )
         checker(self, event)
 
     def check_message(self, event: ev.MessageAppended) -> None:
