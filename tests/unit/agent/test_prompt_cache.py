@@ -1,4 +1,4 @@
-"""PromptCache: stable system block (cacheable) + volatile block (time, memory)."""
+"""PromptCache: a stable system prompt (cacheable) and volatile context after the conversation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from pathlib import Path
 from longhaul.agent import Middleware, Turn, default_middleware
 from longhaul.domain import events as ev
 from longhaul.domain.config import PipelineConfig, PromptCacheConfig
+from longhaul.llm import ModelRegistry
 
+from tests.support.llm_fakes import Call, FakeOpenAI, Reply
 from tests.unit.agent.support import (
     MemorySink,
     answer,
@@ -54,3 +56,28 @@ async def test_disabled_cache_sends_one_uncached_block(tmp_path: Path) -> None:
     [request] = script.requests
     assert request.cache_system is False and request.system_volatile == ""
     assert request.system_stable.endswith("Current time: 2030-01-02 12:00 UTC")
+
+
+async def test_the_wire_prefix_survives_a_minute_boundary_and_the_note_comes_last(
+    tmp_path: Path,
+) -> None:
+    """Two steps a minute apart (12:59 then 13:00 would change the hour; 12:00 → 12:01 must
+    not change a byte of the cached prefix): on the OpenAI wire the system message and every
+    earlier message are identical, and the volatile note is the last message."""
+    clock = iter([NOON, NOON.replace(minute=1)])
+    script = [Reply(tool_calls=[Call("glob", {"pattern": "*"})])]
+    async with FakeOpenAI(script=script, default=Reply(text="done")) as fake:
+        registry = ModelRegistry(fake.models_config())
+        model = registry.resolve("openai:fake-model")
+        state = new_state(config=ev.TraceConfig(system_prompt="You are terse."))
+        engine = make_engine(tmp_path, now=lambda: next(clock))
+        await engine.run_turn(state, MemorySink(state), model=model)
+        await registry.aclose()
+    first, second = (r.json for r in fake.requests)
+    assert second["messages"][: len(first["messages"]) - 1] == first["messages"][:-1]
+    assert first["messages"][-1] == {
+        "role": "user",
+        "content": "<context>\nCurrent time: 2030-01-02 12:00 UTC\n</context>",
+    }
+    assert second["messages"][-1] == first["messages"][-1]  # same hour, same note
+    assert first["prompt_cache_key"] == second["prompt_cache_key"] == state.trace_id

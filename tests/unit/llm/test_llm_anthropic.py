@@ -86,17 +86,24 @@ async def test_request_shape_passes_the_strict_fake(registry: ModelRegistry) -> 
     assert sent.headers["anthropic-version"] == "2023-06-01"
     body = sent.json
     assert body["max_tokens"] == 4096
+    # Only stable text in the system prompt; breakpoints on tools, system and the last two
+    # user turns (Anthropic's maximum of 4); the volatile note after all of them.
     assert body["system"] == [
         {
             "type": "text",
             "text": "STABLE RULES\n\nYou are careful.",
             "cache_control": {"type": "ephemeral"},
         },
-        {"type": "text", "text": "TIME"},
     ]
     assert body["tools"] == [
-        {"name": "search", "description": "web search", "input_schema": TOOLS[0].parameters}
+        {
+            "name": "search",
+            "description": "web search",
+            "input_schema": TOOLS[0].parameters,
+            "cache_control": {"type": "ephemeral"},
+        }
     ]
+    assert body["messages"][0]["content"][-1]["cache_control"] == {"type": "ephemeral"}
     assistant, grouped = body["messages"][1], body["messages"][2]
     first_id, second_id = (block["id"] for block in assistant["content"][1:])
     assert first_id.startswith("toolu_") and second_id.startswith("toolu_")
@@ -111,7 +118,8 @@ async def test_request_shape_passes_the_strict_fake(registry: ModelRegistry) -> 
                 "is_error": True,
             },
             {"type": "tool_result", "tool_use_id": second_id, "content": "b is blue"},
-            {"type": "text", "text": "be brief"},
+            {"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "<context>\nTIME\n</context>"},
         ],
     }
     response = events[-1].response  # type: ignore[union-attr]
@@ -244,7 +252,8 @@ async def test_response_schema_becomes_an_instruction(registry: ModelRegistry) -
         await model.complete(request(response_schema=schema, max_tokens=200))
     body = server.requests[0].json
     assert body["max_tokens"] == 200
-    assert '"verdict"' in body["system"][-1]["text"]
+    last = body["messages"][-1]["content"][-1]["text"]  # after the conversation, uncached
+    assert '"verdict"' in last and last.startswith("<context>")
 
 
 async def test_consecutive_calls_reuse_one_connection(registry: ModelRegistry) -> None:

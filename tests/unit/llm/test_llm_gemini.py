@@ -53,8 +53,11 @@ async def test_text_stream_system_instruction_and_usage(registry: ModelRegistry)
     assert sent.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
     assert sent.query == {"alt": "sse"} and sent.headers["x-goog-api-key"] == "test-key"
     body = sent.json
-    assert body["systemInstruction"] == {"parts": [{"text": "RULES"}, {"text": "NOW"}]}
-    assert body["contents"] == [{"role": "user", "parts": [{"text": "hi"}]}]
+    # Stable instruction only; the volatile note after the conversation.
+    assert body["systemInstruction"] == {"parts": [{"text": "RULES"}]}
+    assert body["contents"] == [
+        {"role": "user", "parts": [{"text": "hi"}, {"text": "<context>\nNOW\n</context>"}]}
+    ]
     assert body["tools"][0]["functionDeclarations"][0]["name"] == "lookup"
     assert body["generationConfig"] == {"temperature": 0.1}
 
@@ -164,4 +167,4 @@ async def test_native_json_mode_only_without_tools(registry: ModelRegistry) -> N
         "responseJsonSchema": schema,
     }
     assert "generationConfig" not in with_tools
-    assert '"n"' in with_tools["systemInstruction"]["parts"][-1]["text"]
+    assert '"n"' in with_tools["contents"][-1]["parts"][-1]["text"]

@@ -64,8 +64,10 @@ async def test_text_streams_as_deltas_and_usage_maps_cached_tokens(registry: Mod
     body = server.requests[0].json
     assert body["model"] == "gpt-4o"
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
-    assert body["messages"][0] == {"role": "system", "content": "STABLE\n\nNOW"}
+    # The system prompt is stable; the volatile note comes after the conversation.
+    assert body["messages"][0] == {"role": "system", "content": "STABLE"}
     assert body["messages"][1] == {"role": "user", "content": "hi"}
+    assert body["messages"][-1] == {"role": "user", "content": "<context>\nNOW\n</context>"}
 
 
 async def test_tool_call_arguments_split_across_many_chunks(registry: ModelRegistry) -> None:

@@ -1,8 +1,10 @@
 """The provider-neutral parts of a prompt: text of a message, the system prompt.
 
-The system prompt is always stable text first (``system_stable``, then any system messages the
-conversation starts with), volatile text last: providers cache prompt prefixes, so anything
-that changes per turn (time, memory) must come after everything that does not.
+Providers cache prompt prefixes, in the order tools → system → messages. So the system prompt
+holds only stable text (``system_stable``, then any system messages the conversation starts
+with) and volatile text (time, recalled memory, reminders) goes after the whole conversation,
+at the end of the last user turn (:func:`context_note`): a new minute or a new memory never
+invalidates the cached history.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ def system_prompt(
     if instruct_schema and request.response_schema is not None:
         volatile.append(schema_instruction(request.response_schema))
     return SystemPrompt(stable=_join([request.system_stable, *leading]), volatile=_join(volatile))
+
+
+def context_note(volatile: str) -> str:
+    """Volatile context as the codecs append it after the conversation."""
+    return f"<context>\n{volatile}\n</context>"
 
 
 def schema_instruction(schema: dict[str, Any]) -> str:

@@ -1,10 +1,12 @@
-"""PromptCache (wrap_model_call): the system prompt as a stable block plus a volatile one.
+"""PromptCache (wrap_model_call): a stable system prompt, and volatile context after it all.
 
-Providers cache prompt prefixes; the stable block (preset prompt, working directory, skills)
-is byte-identical across a trace's steps, and everything that changes per step (the time,
-recalled memory) goes into ``system_volatile`` after it. Anthropic marks the stable block
-with ``cache_control``; other providers get one string with the stable prefix first. With
-``prompt_cache.enable`` off, both are sent as one uncached block.
+Providers cache prompt prefixes (tools → system → messages); the stable system prompt (preset
+prompt, working directory, skills) is byte-identical across a trace's steps and runs, and what
+changes (the time, to the hour; recalled memory) goes into ``system_volatile``, which every codec
+places after the conversation (``longhaul.llm.prompt.context_note``), so it never invalidates the
+cached history. Anthropic gets rolling ``cache_control`` breakpoints (tools, system, the last two
+user turns); OpenAI a per-trace ``prompt_cache_key``. With ``prompt_cache.enable`` off,
+everything is sent as one uncached system prompt.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ class PromptCache(Middleware):
     async def wrap_model_call(
         self, turn: Turn, request: ModelRequest, call_next: ModelHandler
     ) -> ModelResponse:
-        now = turn.env.now().strftime("%Y-%m-%d %H:%M UTC")
+        now = turn.env.now().strftime("%Y-%m-%d %H:00 UTC")  # to the hour: a stable note
         volatile = "\n\n".join([f"Current time: {now}", *turn.memory])
         if turn.config.prompt_cache.enable:
             request = msgspec.structs.replace(request, system_volatile=volatile, cache_system=True)

@@ -19,7 +19,7 @@ from longhaul.llm.arguments import arguments_object
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import own_provider_fields, prepare_history
-from longhaul.llm.prompt import split_system, system_prompt
+from longhaul.llm.prompt import context_note, split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
 from longhaul.llm.types import ModelError, ModelRequest, StreamEvent, Usage
 
@@ -36,6 +36,29 @@ _FINISH = {
 _RETRYABLE_ERRORS = frozenset(
     {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
 )
+
+
+HISTORY_BREAKPOINTS = 2
+"""Rolling breakpoints on the last user turns: this request writes the newest, the next
+request (one turn longer) reads it. With tools and system that is Anthropic's maximum of 4."""
+
+
+def _breakpoints(body: dict[str, Any]) -> None:
+    """``cache_control`` on the last tool, the system prompt and the last user turns."""
+    if body.get("tools"):
+        body["tools"][-1]["cache_control"] = EPHEMERAL
+    if body.get("system"):
+        body["system"][-1]["cache_control"] = EPHEMERAL
+    users = [m for m in body["messages"] if m["role"] == "user" and m["content"]]
+    for message in users[-HISTORY_BREAKPOINTS:]:
+        message["content"][-1]["cache_control"] = EPHEMERAL
+
+
+def _append_user_text(messages: list[dict[str, Any]], text: str) -> None:
+    if messages and messages[-1]["role"] == "user":
+        messages[-1]["content"].append({"type": "text", "text": text})
+    else:
+        messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
 
 
 def _render(turn: RoleGroup) -> dict[str, Any]:
@@ -118,21 +141,15 @@ class AnthropicCodec:
     def build(self, model_id: str, request: ModelRequest) -> HttpCall:
         leading, rest = split_system(prepare_history(request.messages, self.provider))
         system = system_prompt(request, leading, instruct_schema=True)
+        messages = [_render(turn) for turn in group_by_role(rest)]
         body: dict[str, Any] = {
             "model": model_id,
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": [_render(turn) for turn in group_by_role(rest)],
+            "messages": messages,
             "stream": True,
         }
-        blocks: list[dict[str, Any]] = []
         if system.stable:
-            blocks.append({"type": "text", "text": system.stable})
-            if request.cache_system:
-                blocks[0]["cache_control"] = EPHEMERAL
-        if system.volatile:
-            blocks.append({"type": "text", "text": system.volatile})
-        if blocks:
-            body["system"] = blocks
+            body["system"] = [{"type": "text", "text": system.stable}]
         if request.tools:
             body["tools"] = [
                 {"name": tool.name, "input_schema": tool.parameters}
@@ -142,6 +159,10 @@ class AnthropicCodec:
             choice = _tool_choice(request.tool_choice)
             if choice is not None:
                 body["tool_choice"] = choice
+        if request.cache_system:
+            _breakpoints(body)
+        if system.volatile:  # after every breakpoint: it never invalidates a cached prefix
+            _append_user_text(messages, context_note(system.volatile))
         if request.temperature is not None:
             body["temperature"] = request.temperature
         if request.top_p is not None:

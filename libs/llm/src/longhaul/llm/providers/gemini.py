@@ -18,7 +18,7 @@ from longhaul.llm.arguments import arguments_object
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import new_call_id, own_provider_fields, prepare_history
-from longhaul.llm.prompt import split_system, system_prompt
+from longhaul.llm.prompt import context_note, split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
 from longhaul.llm.types import ModelError, ModelRequest, StreamEvent, Usage
 
@@ -99,11 +99,16 @@ class GeminiCodec:
         # Gemini refuses JSON mode together with function calling: then the schema is prose.
         native_schema = request.response_schema is not None and not request.tools
         system = system_prompt(request, leading, instruct_schema=not native_schema)
-        body: dict[str, Any] = {"contents": [_render(turn) for turn in group_by_role(rest)]}
-        if system.text:
-            body["systemInstruction"] = {
-                "parts": [{"text": text} for text in (system.stable, system.volatile) if text]
-            }
+        contents = [_render(turn) for turn in group_by_role(rest)]
+        body: dict[str, Any] = {"contents": contents}
+        if system.stable:
+            body["systemInstruction"] = {"parts": [{"text": system.stable}]}
+        if system.volatile:  # after the conversation, so the cached prefix stays the same
+            note = {"text": context_note(system.volatile)}
+            if contents and contents[-1].get("role") == "user":
+                contents[-1]["parts"].append(note)
+            else:
+                contents.append({"role": "user", "parts": [note]})
         if request.tools:
             body["tools"] = [
                 {

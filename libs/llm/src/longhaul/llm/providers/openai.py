@@ -15,7 +15,7 @@ from longhaul.llm.arguments import InvalidToolArguments, arguments_object, parse
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import prepare_history
-from longhaul.llm.prompt import split_system, system_prompt
+from longhaul.llm.prompt import context_note, split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
 from longhaul.llm.types import ChatMessage, ModelError, ModelRequest, StreamEvent, Usage
 
@@ -103,12 +103,14 @@ def _sampling(body: dict[str, Any], request: ModelRequest) -> None:
 class OpenAICodec:
     """``named_tool_choice=False`` is for servers that only understand the string forms of
     ``tool_choice`` (llama.cpp ignores an object with a warning): a named choice is sent as
-    ``required`` with only that tool offered, which forces the same call."""
+    ``required`` with only that tool offered, which forces the same call. ``prompt_cache_key``
+    sends the trace id as OpenAI's cache-routing key (servers that do not know it ignore it)."""
 
     provider = "openai"
 
-    def __init__(self, *, named_tool_choice: bool = True) -> None:
+    def __init__(self, *, named_tool_choice: bool = True, prompt_cache_key: bool = True) -> None:
         self.named_tool_choice = named_tool_choice
+        self.prompt_cache_key = prompt_cache_key
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -116,14 +118,19 @@ class OpenAICodec:
     def build(self, model_id: str, request: ModelRequest) -> HttpCall:
         leading, rest = split_system(prepare_history(request.messages, self.provider))
         system = system_prompt(request, leading)
-        messages = [{"role": "system", "content": system.text}] if system.text else []
+        messages = [{"role": "system", "content": system.stable}] if system.stable else []
         messages.extend(_wire_message(message) for message in rest)
+        if system.volatile:  # after the conversation: the cached prefix stays byte-identical
+            messages.append({"role": "user", "content": context_note(system.volatile)})
         body: dict[str, Any] = {
             "model": model_id,
             "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        trace_id = request.metadata.get("trace_id")
+        if self.prompt_cache_key and trace_id:
+            body["prompt_cache_key"] = str(trace_id)  # routes a trace's calls to one cache
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
             self._tool_choice(body, request)
