@@ -231,15 +231,33 @@ async def test_a_script_outside_the_operators_directory_is_a_422_that_quotes_not
     outside = Path(tempfile.mkdtemp(prefix="lh-not-scripts-"))  # not under the session root
     secret = outside / "secret.yaml"
     secret.write_text("- content: the launch code is 0000\n")
+    link = tmp_path / "link.yaml"  # inside the directory, pointing out of it
+    link.symlink_to(secret)
+    models = (f"scripted:{secret}", "scripted:../../../../etc/passwd", f"scripted:{link}")
+    created = await shared_client.post("/api/traces", json={"messages": [user_message("hi")]})
+    trace_id = created.json()["trace_id"]
     try:
-        for model in (f"scripted:{secret}", "scripted:../../../../etc/passwd"):
-            response = await shared_client.post(
-                "/api/traces", json={"messages": [user_message("hi")], "model": model}
-            )
-            assert response.status_code == 422, model
-            error = response.json()["error"]
-            assert error["code"] == "invalid_model"
-            assert "launch code" not in error["message"] and "root:" not in error["message"]
+        for model in models:
+            phase = {"id": "p", "name": "p", "description": "d"}
+            attempts = [
+                ("/api/traces", {"messages": [user_message("hi")], "model": model}),
+                (f"/api/traces/{trace_id}/run", {"messages": [user_message("hi")], "model": model}),
+                ("/api/tasks", {"goal": "g", "options": {"model": model}}),
+                ("/api/tasks", {"goal": "g", "options": {"phases": [{**phase, "model": model}]}}),
+                (
+                    "/api/tasks",
+                    {
+                        "goal": "g",
+                        "options": {"phases": [{**phase, "competitors": [{"model": model}]}]},
+                    },
+                ),
+            ]
+            for path, body in attempts:
+                response = await shared_client.post(path, json=body)
+                assert response.status_code == 422, (path, model, response.text)
+                error = response.json()["error"]
+                assert error["code"] == "invalid_model"
+                assert "launch code" not in response.text and "root:" not in response.text
     finally:
         shutil.rmtree(outside)
     # a script inside it (the session's temp root) is accepted, with options

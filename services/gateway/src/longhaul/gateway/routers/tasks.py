@@ -22,6 +22,7 @@ from longhaul.gateway.schemas.tasks import (
     TaskView,
 )
 from longhaul.gateway.views import task_view
+from longhaul.llm.registry import check_model_string
 
 
 async def _task_ids(runtime: Runtime) -> list[str]:
@@ -37,19 +38,41 @@ async def _task_ids(runtime: Runtime) -> list[str]:
 
 
 def _check_phases(request: Request, options: dict[str, Any]) -> None:
-    """Phases given by the client may name operator checks, never carry commands (422)."""
+    """Phases given by the client may name operator checks, never carry commands, and name
+    only models a run could use (no script outside models.scripted_dir): else 422."""
+    config = runtime_of(request.app).config
     phases = options.get("phases")
-    if not isinstance(phases, list):
-        return
-    checks = runtime_of(request.app).config.verifier.commands
+    phases = (
+        [phase for phase in phases if isinstance(phase, dict)] if isinstance(phases, list) else []
+    )
     errors = [
         f"options.phases[{index}].{error}"
         for index, phase in enumerate(phases)
-        if isinstance(phase, dict)
-        for error in verification_errors(phase.get("verification"), checks)
+        for error in verification_errors(phase.get("verification"), config.verifier.commands)
     ]
     if errors:
         raise ApiError(422, "invalid_verification", "; ".join(errors))
+    for model in _models(options, phases):
+        try:
+            check_model_string(model, config.models)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_model", str(exc)) from None
+
+
+def _models(options: dict[str, Any], phases: list[dict[str, Any]]) -> list[str]:
+    """Every model string a task's options name: the task's, its phases', their
+    competitors' and their judges'."""
+    found: list[Any] = [options.get("model")]
+    for phase in phases:
+        found.append(phase.get("model"))
+        competitors = phase.get("competitors")
+        if isinstance(competitors, list):
+            found += [c.get("model") for c in competitors if isinstance(c, dict)]
+        verification = phase.get("verification")
+        judge = verification.get("judge") if isinstance(verification, dict) else None
+        if isinstance(judge, dict):
+            found.append(judge.get("model"))
+    return [model for model in found if isinstance(model, str)]
 
 
 def tasks_router(prefix: str) -> APIRouter:
