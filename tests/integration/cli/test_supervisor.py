@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import time
 from pathlib import Path
 
 from longhaul.cli.supervisor import ChildSpec, Supervisor
+from longhaul.domain.config import CONFIG_ERROR_EXIT
 
 from tests.integration.cli.harness import alive
 
@@ -65,3 +67,23 @@ async def test_stop_kills_a_child_that_ignores_sigterm(tmp_path: Path) -> None:
         await supervisor.stop()
     assert time.monotonic() - started >= 0.5
     assert not alive(pid)
+
+
+async def test_a_child_refusing_its_configuration_is_not_restarted(tmp_path: Path) -> None:
+    (tmp_path / "refuser.py").write_text(f"raise SystemExit({CONFIG_ERROR_EXIT})\n")
+    spawns: list[float] = []
+    supervisor = Supervisor(
+        [ChildSpec("refuser", "refuser", {"PYTHONPATH": str(tmp_path)})],
+        log_dir=tmp_path / "logs",
+        on_change=lambda: spawns.append(time.monotonic()),
+    )
+    await supervisor.start()
+    try:
+        async with asyncio.timeout(20):
+            await supervisor.refused.wait()
+        # A restart would come 0.5 s after the exit: give it twice that to show up.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.Event().wait(), timeout=1.0)
+    finally:
+        await supervisor.stop()
+    assert supervisor.refused_by == "refuser" and len(spawns) == 1

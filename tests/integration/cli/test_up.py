@@ -7,10 +7,12 @@ import asyncio
 import json
 import re
 import signal
+import sys
 from pathlib import Path
 
 import nats
 import pytest
+from longhaul.domain.config import CONFIG_ERROR_EXIT
 
 from tests.integration.cli.harness import LONGHAUL, alive, cli_env, longhaul
 
@@ -90,3 +92,42 @@ async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None
     assert [pid for pid in pids if alive(pid)] == []
     assert not (data_dir / "up.json").exists()
     assert (data_dir / "logs" / "gateway.log").stat().st_size > 0
+
+
+BAD_CONFIG = "pipeline:\n  middleware:\n    - {name: AuditLog}\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [LONGHAUL, "up", "--port", "0", "--nats-port", "0"],
+        *[
+            [sys.executable, "-m", f"longhaul.{service}.main"]
+            for service in ("executor", "gateway", "planner", "verifier")
+        ],
+    ],
+    ids=["up", "executor", "gateway", "planner", "verifier"],
+)
+async def test_a_bad_config_stops_before_anything_starts(
+    tmp_path: Path, command: list[str]
+) -> None:
+    config = tmp_path / "longhaul.yaml"
+    config.write_text(BAD_CONFIG)
+    data_dir = tmp_path / "data"
+    args = [*command, "--data-dir", str(data_dir)] if command[1] == "up" else command
+    env = cli_env(
+        LONGHAUL_CONFIG=str(config),
+        LONGHAUL_NATS__URL="nats://127.0.0.1:9",  # nothing there: it must not get that far
+    )
+    process = await asyncio.create_subprocess_exec(
+        *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(STOP_DEADLINE_S):
+        stdout, stderr = await process.communicate()
+    output = (stdout + stderr).decode()
+    assert process.returncode == CONFIG_ERROR_EXIT, output
+    assert "pipeline.middleware" in output and "AuditLog" in output, output
+    assert "Traceback" not in output, output
+    if command[1] == "up":  # no embedded server, no service was started
+        assert not (data_dir / "up.json").exists()
+        assert not (data_dir / "jetstream").exists()

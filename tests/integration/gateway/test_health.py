@@ -25,6 +25,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
+from tests.support.stack import InProcessExecutor
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -35,11 +36,39 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return out
 
 
-async def test_healthz_and_readyz(client: httpx.AsyncClient) -> None:
+READY_DEADLINE_S = 30.0
+
+
+async def readyz_until(client: httpx.AsyncClient, status: int) -> httpx.Response:
+    """Ask ``/readyz`` until it answers ``status`` (readiness is only observable by asking;
+    the gateway caches its look at the executors for a second or two)."""
+    async with asyncio.timeout(READY_DEADLINE_S):
+        while (response := await client.get("/readyz")).status_code != status:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
+    return response
+
+
+async def test_readyz_waits_for_an_executor_consuming(
+    client: httpx.AsyncClient, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
     assert (await client.get("/healthz")).json()["status"] == "ok"
-    ready = await client.get("/readyz")
-    assert ready.status_code == 200
-    assert ready.json() == {"status": "ok", "checks": {"nats": "ok", "stream": "ok"}}
+    unready = await client.get("/readyz")
+    assert unready.status_code == 503, unready.text
+    body = unready.json()
+    assert body["status"] == "unavailable"
+    assert body["checks"]["nats"] == "ok" and body["checks"]["stream"] == "ok"
+    assert "no executor" in body["checks"]["executors"], body
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-ready", settings={"working_root": tmp_path}
+    ):
+        ready = await readyz_until(client, 200)
+        assert ready.json() == {
+            "status": "ok",
+            "checks": {"nats": "ok", "stream": "ok", "executors": "ok"},
+        }
+    # A stopped executor deletes its presence: not ready again.
+    gone = await readyz_until(client, 503)
+    assert "no executor" in gone.json()["checks"]["executors"]
 
 
 async def test_readyz_is_503_when_nats_goes_away() -> None:
@@ -48,7 +77,7 @@ async def test_readyz_is_503_when_nats_goes_away() -> None:
         try:
             config = gateway_config(NatsConfig(url=server.url, request_timeout_s=1))
             async with serve_gateway(config) as running, running.client() as http:
-                assert (await http.get("/readyz")).status_code == 200
+                assert (await http.get("/readyz")).json()["checks"]["nats"] == "ok"
                 await asyncio.to_thread(server.stop)
                 response = await http.get("/readyz")
                 assert response.status_code == 503

@@ -15,6 +15,8 @@ from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.run import run_task
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import NatsServerError
+from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError
+from rich.markup import escape
 
 app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM agents.")
 app.add_typer(traces.app, name="traces")
@@ -69,6 +71,9 @@ def up(
     except NatsServerError as exc:
         errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    except ConfigError as exc:
+        errors.print(f"[red]invalid configuration:[/red] {escape(str(exc))}")
+        raise typer.Exit(CONFIG_ERROR_EXIT) from None
 
 
 @app.command()

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from longhaul.domain.config import CONFIG_ERROR_EXIT
 from longhaul.domain.ids import new_id
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,9 @@ class Supervisor:
         self._on_change = on_change
         self._on_exit = on_exit
         self._stopping = asyncio.Event()
+        self.refused = asyncio.Event()
+        """Set when a child refused its configuration (``CONFIG_ERROR_EXIT``): not restarted."""
+        self.refused_by: str | None = None
         self._watchers: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -121,6 +125,11 @@ class Supervisor:
             assert child.process is not None
             code = await child.process.wait()
             if self._stopping.is_set():
+                return
+            if code == CONFIG_ERROR_EXIT:  # the same configuration would fail the same way
+                log.error("%s refused its configuration; see its log", child.spec.name)
+                self.refused_by = self.refused_by or child.spec.name
+                self.refused.set()
                 return
             delay, child.restarts = restart_delay(child.restarts, child.started_at)
             log.warning("%s exited with %s; restarting in %.1fs", child.spec.name, code, delay)

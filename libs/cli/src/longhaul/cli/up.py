@@ -16,12 +16,13 @@ from pathlib import Path
 
 import httpx
 import msgspec
+from longhaul.agent.config_check import check_config
 from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
 from longhaul.core import nats_auth
 from longhaul.core.connection import Connection, connect
 from longhaul.core.nats_server import NatsServer, free_port
-from longhaul.domain.config import LonghaulConfig, load_config
+from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
 from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.domain.names import Names
 from longhaul.gateway.main import bind_host
@@ -181,7 +182,10 @@ async def run_up(
     nats_port: int,
     console: Console,
 ) -> None:
+    """Raises :class:`ConfigError` (naming the key) before starting anything when the
+    configuration is bad, and after stopping everything when a service refused its own."""
     config = load_config()
+    check_config(config)
     logs = data_dir / "logs"
     host = bind_host(
         config.model_copy(update={"gateway": config.gateway.model_copy(update={"host": host})})
@@ -238,6 +242,12 @@ async def run_up(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+
+    async def stop_on_refusal() -> None:
+        await supervisor.refused.wait()
+        stop.set()
+
+    refusal = asyncio.create_task(stop_on_refusal())
     try:
         await supervisor.start()
         ready = await wait_for_gateway(gateway_url, stop)
@@ -259,9 +269,13 @@ async def run_up(
     finally:
         # The signal handlers stay installed: a second Ctrl-C must not interrupt the
         # shutdown half-way and leave children behind.
+        refusal.cancel()
         await supervisor.stop()
         await reporter.close()
         if embedded is not None:
             await embedded.stop()
         state_file.unlink(missing_ok=True)
         console.print("stopped.")
+    if supervisor.refused_by is not None:
+        name = supervisor.refused_by
+        raise ConfigError(f"{name} refused its configuration: see {logs / (name + '.log')}")

@@ -17,7 +17,7 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.logs import configure_logging
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import LonghaulConfig, load_config
+from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,23 @@ async def serve(
         log.info("%s stopped", name)
 
 
-def run_main(name: str, run: Callable[[ServiceContext], Coroutine[Any, Any, None]]) -> None:
-    """Entry point body for ``longhaul-<service>`` commands."""
+def run_main(
+    name: str,
+    run: Callable[[ServiceContext], Coroutine[Any, Any, None]],
+    check: Callable[[LonghaulConfig], None] | None = None,
+) -> None:
+    """Entry point body for ``longhaul-<service>`` commands. The configuration is loaded and
+    ``check``-ed before anything starts: a bad one exits with ``CONFIG_ERROR_EXIT`` and a
+    message naming the key (a supervisor does not restart it)."""
     configure_logging(name)
     try:
-        asyncio.run(serve(name, run))
+        config = load_config()
+        if check is not None:
+            check(config)
+    except ConfigError as exc:
+        log.error("%s: invalid configuration: %s", name, exc)
+        raise SystemExit(CONFIG_ERROR_EXIT) from None
+    try:
+        asyncio.run(serve(name, run, config))
     except KeyboardInterrupt:
         pass

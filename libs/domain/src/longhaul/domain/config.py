@@ -310,6 +310,11 @@ class ConfigError(Exception):
     """The configuration file or environment is invalid; the message says where."""
 
 
+CONFIG_ERROR_EXIT = 78
+"""Exit status of a process refusing its configuration (``EX_CONFIG``): a supervisor does not
+restart it, since the same configuration would fail the same way."""
+
+
 def load_config(**overrides: Any) -> LonghaulConfig:
     """Load config from file and environment; ``overrides`` win over both."""
     path = os.environ.get("LONGHAUL_CONFIG")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
@@ -46,7 +47,7 @@ async def run(ctx: ServiceContext) -> None:
 
 
 def main() -> None:
-    run_main("executor", run)
+    run_main("executor", run, check=check_config)
 
 
 if __name__ == "__main__":

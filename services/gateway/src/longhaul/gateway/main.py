@@ -14,8 +14,9 @@ from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
+from longhaul.agent.config_check import check_config
 from longhaul.core.logs import configure_logging
-from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
+from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
 from longhaul.gateway.app import create_app
 from longhaul.gateway.auth import KeyRing, is_loopback
 from longhaul.gateway.redact import redact_uvicorn_logs
@@ -83,9 +84,10 @@ def main() -> None:
     configure_logging("gateway")
     try:
         config = load_config()
+        check_config(config)
     except ConfigError as exc:
-        log.error("invalid configuration: %s", exc)
-        raise SystemExit(2) from exc
+        log.error("gateway: invalid configuration: %s", exc)
+        raise SystemExit(CONFIG_ERROR_EXIT) from None
     host = bind_host(config)
     if KeyRing(config.gateway.api_keys).open:
         log.warning(

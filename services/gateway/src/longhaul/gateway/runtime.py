@@ -40,6 +40,8 @@ class Runtime:
     draining: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server is asked to stop: live streams end so shutdown is not held up."""
     ctx: ServiceContext | None = None
+    executors_checked: tuple[float, str] | None = None
+    """``/readyz``'s last look at the executors (monotonic time, result), reused briefly."""
     _index: TraceIndex | None = field(default=None, init=False)
     _mirror: IndexMirror | None = field(default=None, init=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from longhaul.agent.config_check import check_config
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.core.consumer import run_consumer
@@ -35,7 +36,7 @@ async def run(ctx: ServiceContext) -> None:
 
 
 def main() -> None:
-    run_main("planner", run)
+    run_main("planner", run, check=check_config)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from longhaul.agent.config_check import check_config
 from longhaul.core.consumer import ConsumerSpec, run_consumer
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
@@ -35,7 +36,7 @@ async def run(ctx: ServiceContext) -> None:
 
 
 def main() -> None:
-    run_main("verifier", run)
+    run_main("verifier", run, check=check_config)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,56 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from longhaul.gateway.runtime import runtime_of
+from longhaul.core.connection import Connection
+from longhaul.gateway.runtime import Runtime, runtime_of
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 router = APIRouter(tags=["health"])
 
 READY_TIMEOUT_S = 2.0
+EXECUTORS_CACHE_S = 1.5
+"""How long a look at the executors' presence keys is reused: probes may come often."""
+PRESENCE_FILTER = "executor.>"
+"""Each executor holds ``executor.<id>`` in ``lh_leases`` (TTL, renewed) once its durable
+consumer is bound, and deletes it when it stops: a present key is an executor consuming."""
+
+
+async def _any_presence(conn: Connection) -> bool:
+    """Whether any live ``executor.<id>`` key is in ``lh_leases``: a watch delivers each
+    key's latest entry (deleted ones skipped), then ``None``."""
+    kv = await conn.kv(conn.names.leases)
+    watcher = await kv.watch(PRESENCE_FILTER, ignore_deletes=True, meta_only=True)
+    try:
+        while True:
+            entry = await watcher.updates(timeout=READY_TIMEOUT_S)
+            if entry is None:
+                return False
+            if entry.operation is None:
+                return True
+    finally:
+        with contextlib.suppress(Exception):
+            await watcher.stop()
+
+
+async def _executors(runtime: Runtime, conn: Connection) -> str:
+    """``ok`` while at least one executor is consuming, else the reason (cached briefly)."""
+    now = time.monotonic()
+    cached = runtime.executors_checked
+    if cached is not None and now - cached[0] < EXECUTORS_CACHE_S:
+        return cached[1]
+    try:
+        present = await asyncio.wait_for(_any_presence(conn), READY_TIMEOUT_S)
+        result = "ok" if present else "none consuming: no executor is running"
+    except Exception as exc:  # any failure means "not ready", with the reason
+        result = f"unknown: {type(exc).__name__}"
+    runtime.executors_checked = (now, result)
+    return result
 
 
 class Health(BaseModel):
@@ -28,12 +68,12 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
-    summary="NATS connected and the event stream present",
+    summary="NATS connected, the event stream present and an executor consuming",
     responses={503: {"model": Health, "description": "not ready"}},
 )
 async def readyz(request: Request) -> JSONResponse:
     runtime = runtime_of(request.app)
-    checks = {"nats": "down", "stream": "unknown"}
+    checks = {"nats": "down", "stream": "unknown", "executors": "unknown"}
     ctx = runtime.ctx
     if ctx is not None and ctx.conn.nc.is_connected:
         checks["nats"] = "ok"
@@ -44,6 +84,7 @@ async def readyz(request: Request) -> JSONResponse:
             checks["stream"] = "ok"
         except Exception as exc:  # any failure means "not ready", with the reason
             checks["stream"] = f"missing: {type(exc).__name__}"
+        checks["executors"] = await _executors(runtime, ctx.conn)
     ready = all(value == "ok" for value in checks.values())
     body = Health(status="ok" if ready else "unavailable", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)

@@ -1,0 +1,28 @@
+"""Configuration checked once, before anything starts (``longhaul up`` and every service).
+
+What the executor would only find when it builds its middleware chain (an unknown or
+misplaced ``pipeline.middleware`` entry, an operator class that does not load, a model string
+that is not ``provider:model``) is found here, so a bad config stops the process with a
+message naming the key instead of crash-looping behind a healthy-looking gateway.
+"""
+
+from __future__ import annotations
+
+from longhaul.agent.middleware import default_middleware
+from longhaul.domain.config import ConfigError, LonghaulConfig
+from longhaul.llm.registry import split_model_string
+
+
+def check_config(config: LonghaulConfig) -> None:
+    """Raise :class:`ConfigError` naming the first bad key."""
+    try:
+        default_middleware(config.pipeline)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    models = [("models.default", config.models.default)]
+    models += [(f"models.roles.{role}", model) for role, model in config.models.roles.items()]
+    for key, model in models:
+        try:
+            split_model_string(model)
+        except ValueError as exc:
+            raise ConfigError(f"{key}: {exc}") from exc
