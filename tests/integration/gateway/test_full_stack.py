@@ -307,3 +307,42 @@ async def test_a_budget_stop_shows_what_the_run_used(
     assert view["stop_reason"] == "max_iterations"
     assert view["run_usage"] == {"iterations": 2, "tokens": 20, "cost": 0.0}
     assert view["budget"] == {"max_iterations": 2, "max_tokens": None, "max_cost": None}
+
+
+@pytest.mark.usefixtures("executor")
+async def test_client_tools_are_handed_to_the_client_and_its_results_used(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    model = write_script(
+        tmp_path / "client.yaml",
+        [
+            {"tool_calls": [{"id": "c_1", "name": "glob", "arguments": {"pattern": "*.md"}}]},
+            {"content": "you have one file"},
+        ],
+    )
+    body = {
+        "messages": [user_message("what is in my folder?")],
+        "model": model,
+        "auto_execute_tools": False,
+    }
+    trace_id = (await client.post("/api/traces", json=body)).json()["trace_id"]
+    await follow_until(client, trace_id, lambda e, d: e == "waiting")
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    assert view["wait_reason"] == "client_tools"
+    assert [(p["tool_call_id"], p["name"]) for p in view["pending_client_calls"]] == [
+        ("c_1", "glob")
+    ]
+    wrong = await client.post(
+        f"/api/traces/{trace_id}/tool_results",
+        json={"results": [{"tool_call_id": "c_9", "content": "x"}]},
+    )
+    assert wrong.status_code == 409
+    posted = await client.post(
+        f"/api/traces/{trace_id}/tool_results",
+        json={"results": [{"tool_call_id": "c_1", "content": "README.md (on the client)"}]},
+    )
+    assert posted.status_code == 202
+    events = await follow_until(client, trace_id, is_final, after=posted.json()["event_id"])
+    assert events[-1].event == "completed"
+    [result] = [m for m in await main_path(client, trace_id) if m["role"] == "tool"]
+    assert result["content"] == "README.md (on the client)"

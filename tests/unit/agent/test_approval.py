@@ -118,3 +118,34 @@ def test_the_gate_cannot_be_switched_off_and_is_innermost() -> None:
             PipelineConfig(middleware=[MiddlewareEntry(name="ToolApproval", enabled=False)])
         )
     assert isinstance(default_middleware()[-1], ToolApproval)
+
+
+async def test_with_auto_execute_off_the_client_runs_every_call(tmp_path: Path) -> None:
+    (tmp_path / "secret.txt").write_text("server side")
+    engine = make_engine(tmp_path)
+    model, _ = scripted(
+        calls(
+            call("read", {"path": "secret.txt"}, id="c1"),
+            call("glob", {"pattern": "*"}, id="c2"),
+        )
+    )
+    state = new_state("use my tools", config=ev.TraceConfig(auto_execute_tools=False))
+    sink = MemorySink(state)
+    outcome = await engine.run_turn(state, sink, model=model)
+    [waiting] = sink.of_type(ev.Waiting)
+    assert outcome.end == "waiting"
+    assert (waiting.reason, waiting.pending_calls) == ("client_tools", ["c1", "c2"])
+    results = [ev.ClientToolResult(tool_call_id="c1", content="client side")]
+    await sink.emit([ev.ToolResultsPosted(results=results)])
+    assert state.status == "waiting" and state.client_pending == ["c2"]
+    with pytest.raises(InvalidTransition):  # answered already
+        state.check(ev.ToolResultsPosted(results=results))
+    failed = [ev.ClientToolResult(tool_call_id="c2", content="no such dir", is_error=True)]
+    await sink.emit([ev.ToolResultsPosted(results=failed)])
+    model2, script2 = scripted(answer("done"))
+    assert (await engine.run_turn(state, sink, model=model2)).end == "completed"
+    sent = {
+        m["tool_call_id"]: m["content"] for m in script2.requests[0].messages if m["role"] == "tool"
+    }
+    assert sent["c1"] == "client side"  # the server never read its own file
+    assert "no such dir" in sent["c2"]

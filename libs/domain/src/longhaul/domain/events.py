@@ -18,7 +18,7 @@ Aggregate = Literal["trace", "task"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
 TaskStatus = Literal["planning", "running", "completed", "failed"]
 PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
-WaitReason = Literal["human", "verification", "subtraces", "approval"]
+WaitReason = Literal["human", "verification", "subtraces", "approval", "client_tools"]
 
 
 class EventDecodeError(ValueError):
@@ -134,6 +134,8 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     approval: list[str] | None = None
     """Tools whose calls wait for a person's decision (``["*"]``: every tool but
     ``ask_human``); ``None``: the preset's list."""
+    auto_execute_tools: bool = True
+    """False: the client runs every tool call and posts the results (``client_tools`` wait)."""
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -288,7 +290,19 @@ class Waiting(TraceEvent, tag="waiting", kw_only=True, omit_defaults=True):
     detail: str = ""
     tool_call_id: str | None = None
     pending_calls: list[str] = msgspec.field(default_factory=list)
-    """``approval``: the tool calls that wait for a decision."""
+    """``approval`` / ``client_tools``: the tool calls that wait for a decision / a result."""
+
+
+class ClientToolResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    tool_call_id: str
+    content: str
+    is_error: bool = False
+
+
+class ToolResultsPosted(TraceEvent, tag="tool_results_posted", kw_only=True, omit_defaults=True):
+    """The client ran tool calls a trace handed to it (``auto_execute_tools: false``)."""
+
+    results: list[ClientToolResult]
 
 
 class ToolDecided(TraceEvent, tag="tool_decided", kw_only=True, omit_defaults=True):
@@ -494,6 +508,7 @@ AnyEvent = (
     | FilesDelivered
     | ContextRecorded
     | ToolDecided
+    | ToolResultsPosted
     | SubtraceSpawned
     | SubtraceFinished
     | StopRequested

@@ -29,6 +29,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.RunRequested,
         ev.HumanReplied,
         ev.ToolDecided,
+        ev.ToolResultsPosted,
         ev.FileUploaded,
         ev.StopRequested,
         ev.ReflectRequested,

@@ -16,6 +16,7 @@ RUN_TYPES = (
     "run_requested",
     "human_replied",
     "tool_decided",
+    "tool_results_posted",
     "verification_passed",
     "verification_failed",
     "stop_requested",

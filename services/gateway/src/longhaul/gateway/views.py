@@ -83,6 +83,13 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
         fault_log=[
             FaultView(stream_seq=f.stream_seq, type=f.type, error=f.error) for f in state.faults
         ],
+        pending_client_calls=[
+            PendingCallView(
+                tool_call_id=call.id, name=call.function.name, arguments=call.function.arguments
+            )
+            for call in state.unanswered_tool_calls()
+            if call.id in state.client_pending
+        ],
         pending_approvals=[
             PendingCallView(
                 tool_call_id=call.id, name=call.function.name, arguments=call.function.arguments

@@ -78,7 +78,7 @@ class TurnLoop:
         decided = [
             ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
             for call in state.unanswered_tool_calls()
-            if call.id in state.tool_decisions
+            if call.id in state.tool_decisions or call.id in state.client_results
         ]
         if not decided:
             return None

@@ -106,7 +106,7 @@ async def run_calls(
                 reason=wait.reason,
                 detail=", ".join(wait.details),
                 tool_call_id=wait.tool_call_id,
-                pending_calls=wait.calls if wait.reason == "approval" else [],
+                pending_calls=wait.calls if wait.reason in ("approval", "client_tools") else [],
             )
         ]
     )

@@ -5,7 +5,9 @@ A call without a decision is deferred: the engine emits ``Waiting(reason="approv
 pending_calls=[…])`` after the model turn's other calls and the turn ends. ``ToolDecided``
 events (``POST /api/traces/{id}/approve``) record each decision; once every pending call has
 one the trace runs again, and the engine sends each decided call through the chain once more:
-approved ones run, denied ones answer the model with the refusal and its reason. The gate is a
+approved ones run, denied ones answer the model with the refusal and its reason. With
+``auto_execute_tools: false`` no call runs here at all: each is handed to the client (a
+``client_tools`` wait) and the result it posts is the call's answer. The gate is a
 framework layer because a configuration that silently dropped it would run what a person was
 promised to see first.
 """
@@ -16,7 +18,7 @@ from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.messages import failure
 from longhaul.agent.middleware.base import Middleware, ToolHandler
 from longhaul.agent.middleware.clarification import ASK_HUMAN
-from longhaul.agent.tools.result import Deferred, ToolReply
+from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.turn import Turn
 
 EVERY_TOOL = "*"
@@ -31,10 +33,22 @@ def needs_approval(turn: Turn, tool_name: str) -> bool:
     return EVERY_TOOL in listed or tool_name in listed
 
 
+def _client_result(turn: Turn, invocation: ToolInvocation) -> ToolReply:
+    """``auto_execute_tools: false``: the client runs the call; its posted result is the answer."""
+    posted = turn.state.client_results.get(invocation.call.id)
+    if posted is None:
+        return Deferred("client_tools", detail=invocation.call.id)
+    return ToolResult(
+        output=posted.content, error_code="client_tool_error" if posted.is_error else None
+    )
+
+
 class ToolApproval(Middleware):
     async def wrap_tool_call(
         self, turn: Turn, invocation: ToolInvocation, call_next: ToolHandler
     ) -> ToolReply:
+        if not turn.state.config.auto_execute_tools and invocation.name != ASK_HUMAN:
+            return _client_result(turn, invocation)
         if invocation.tool is None or not needs_approval(turn, invocation.name):
             return await call_next(invocation)
         decision = turn.state.tool_decisions.get(invocation.call.id)

@@ -128,6 +128,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     approval_pending: list[str] = msgspec.field(default_factory=list)
     """Tool calls still waiting for a decision (``wait_reason == "approval"``)."""
     tool_decisions: dict[str, ev.ToolDecided] = msgspec.field(default_factory=dict)
+    client_pending: list[str] = msgspec.field(default_factory=list)
+    """Tool calls handed to the client, still without a result (``client_tools``)."""
+    client_results: dict[str, ev.ClientToolResult] = msgspec.field(default_factory=dict)
     stop_requested: bool = False
     reflect_focus: str | None = None
     reflect_requested: bool = False
@@ -324,6 +327,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.wait_tool_call_id = None
         self.human_reply = None
         self.approval_pending = []
+        self.client_pending = []
         self.verification = VerificationState()
 
     def _append_inputs(self, messages: list[ev.InputMessage], ts: float) -> None:
@@ -457,6 +461,27 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.wait_tool_call_id = event.tool_call_id
         if event.reason == "approval":
             self.approval_pending = list(event.pending_calls)
+        elif event.reason == "client_tools":
+            self.client_pending = list(event.pending_calls)
+
+    def _check_tool_results(self, event: ev.ToolResultsPosted) -> None:
+        self._require_wait("client_tools")
+        ids = [result.tool_call_id for result in event.results]
+        unknown = [i for i in ids if i not in self.client_pending]
+        if unknown or len(set(ids)) != len(ids) or not ids:
+            waiting = ", ".join(self.client_pending) or "none"
+            raise InvalidTransition(
+                f"results for {', '.join(unknown) or 'repeated or no calls'} do not match the "
+                f"calls trace {self.trace_id} waits for ({waiting})",
+                code="conflict",
+            )
+
+    def _on_tool_results(self, event: ev.ToolResultsPosted) -> None:
+        for result in event.results:
+            self.client_results[result.tool_call_id] = result
+            self.client_pending.remove(result.tool_call_id)
+        if not self.client_pending:
+            self._wake()
 
     def _check_tool_decided(self, event: ev.ToolDecided) -> None:
         self._require_wait("approval")
@@ -594,6 +619,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.Waiting: TraceState._on_waiting,
     ev.HumanReplied: TraceState._on_human_replied,
     ev.ToolDecided: TraceState._on_tool_decided,
+    ev.ToolResultsPosted: TraceState._on_tool_results,
     ev.FileUploaded: TraceState._on_file_uploaded,
     ev.FilesDelivered: TraceState._on_files_delivered,
     ev.ContextRecorded: TraceState._on_context_recorded,
@@ -641,6 +667,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.Waiting: _requires("running", what="wait"),
     ev.HumanReplied: _requires_wait("human"),
     ev.ToolDecided: TraceState._check_tool_decided,
+    ev.ToolResultsPosted: TraceState._check_tool_results,
     ev.FileUploaded: TraceState._check_file_uploaded,
     ev.FilesDelivered: TraceState._check_nothing,
     ev.ContextRecorded: TraceState._check_nothing,

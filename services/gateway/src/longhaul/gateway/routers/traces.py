@@ -32,6 +32,7 @@ from longhaul.gateway.schemas.traces import (
     ReflectRequest,
     ReplyRequest,
     RunRequest,
+    ToolResultsRequest,
     TraceList,
     TraceStatusName,
     TraceView,
@@ -83,6 +84,7 @@ async def create_trace(
         system_prompt=body.system_prompt,
         model_params=None if body.model_params is None else _model_params(body.model_params),
         approval=_approval(body.approval),
+        auto_execute_tools=body.auto_execute_tools,
         verification=verification,
     )
     if body.preset:
@@ -352,6 +354,27 @@ async def approve_call(
         lambda _: ev.ToolDecided(
             tool_call_id=body.tool_call_id, approved=body.approved, reason=body.reason or ""
         ),
+    )
+
+
+@router.post(
+    "/{trace_id}/tool_results",
+    status_code=202,
+    response_model=Accepted,
+    summary="Post the results of tool calls the trace handed to the client",
+)
+async def post_tool_results(
+    trace_id: str, body: ToolResultsRequest, request: Request, principal: CurrentPrincipal
+) -> Accepted:
+    """For a trace created with ``auto_execute_tools: false``: results for calls it waits on
+    (any subset; the trace runs again once every pending call has one). A call it does not wait
+    on, or one answered already, is a 409 and nothing is written."""
+    results = [
+        ev.ClientToolResult(tool_call_id=r.tool_call_id, content=r.content, is_error=r.is_error)
+        for r in body.results
+    ]
+    return await _steer(
+        request, principal, trace_id, lambda _: ev.ToolResultsPosted(results=results)
     )
 
 

@@ -130,6 +130,11 @@ class CreateTraceRequest(Body):
     system_prompt: Text | None = None
     name: ShortText | None = None
     model_params: ModelParamsBody | None = None
+    auto_execute_tools: bool = Field(
+        default=True,
+        description="false: every tool call waits for the client, which runs it and posts "
+        "the result to POST /api/traces/{id}/tool_results",
+    )
     approval: ApprovalBody | None = Field(
         default=None,
         description="calls to these tools wait for POST /api/traces/{id}/approve "
@@ -162,6 +167,16 @@ class ApproveRequest(Body):
     tool_call_id: str = Field(min_length=1, max_length=128)
     approved: bool
     reason: Text | None = Field(default=None, description="shown to the model when denied")
+
+
+class ToolResultBody(Body):
+    tool_call_id: str = Field(min_length=1, max_length=128)
+    content: Text
+    is_error: bool = False
+
+
+class ToolResultsRequest(Body):
+    results: list[ToolResultBody] = Field(min_length=1, max_length=64)
 
 
 class PendingCallView(BaseModel):
@@ -289,6 +304,10 @@ class TraceView(TraceSummary):
     )
     context: ContextView | None = Field(
         default=None, description="the recorded context the model is shown (after a first turn)"
+    )
+    pending_client_calls: list[PendingCallView] = Field(
+        default_factory=list,
+        description="calls waiting for POST …/tool_results (wait_reason client_tools)",
     )
     pending_approvals: list[PendingCallView] = Field(
         default_factory=list, description="calls waiting for POST …/approve (wait_reason approval)"
