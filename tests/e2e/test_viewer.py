@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -387,7 +387,13 @@ async def test_a_key_protected_gateway(nats_config: NatsConfig, page: Page) -> N
 async def test_a_compacted_range_is_folded_where_it_hangs(
     nats_config: NatsConfig, store: EventStore, page: Page
 ) -> None:
-    def message_event(sequence: int, parent: int, role: str, text: str, **extra: Any) -> Any:
+    def message_event(
+        sequence: int,
+        parent: int,
+        role: Literal["system", "user", "assistant", "tool"],
+        text: str,
+        **extra: Any,
+    ) -> Any:
         return ev.MessageAppended(
             sequence=sequence, parent_sequence=parent, role=role, content=text, **extra
         )
