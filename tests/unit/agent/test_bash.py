@@ -45,8 +45,11 @@ async def test_output_is_capped_and_the_rest_counted(tmp_path: Path) -> None:
         {"command": "head -c 5000 /dev/zero | tr '\\0' a"},
     )
     assert isinstance(result, ToolResult)
-    assert result.output.startswith("a" * 1000 + "\n… output truncated: 4000 more bytes")
-    assert result.output.endswith("[exit code 0]")
+    # Head and tail around the true size (no workspace here, so no reference), exit code last.
+    assert result.output.startswith("a" * 200 + "\n… [output is 5000 bytes in all; 4600 bytes")
+    assert "could not be stored" in result.output
+    assert result.output.endswith("] …\n" + "a" * 200 + "\n[exit code 0]")
+    assert len(result.output) <= 1000
 
 
 # An executor stand-in: runs one bash call and is then killed -9 while it runs.

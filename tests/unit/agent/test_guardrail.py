@@ -64,7 +64,8 @@ def test_allow_list_mode() -> None:
 def test_output_cap() -> None:
     policy = GuardrailPolicy(output_cap=10)
     assert policy.cap("short") == "short"
-    assert policy.cap("x" * 25) == "x" * 10 + "\n… 15 more characters cut by the output cap"
+    text = "x" * 20 + "[exit 0]"  # the end (a tool's own notices, its exit code) survives
+    assert policy.cap(text) == "x" * 8 + "\n… 18 characters of 28 cut by the output cap …\n" + "0]"
 
 
 async def test_denied_bash_never_runs(tmp_path: Path) -> None:

@@ -28,6 +28,10 @@ _SEPARATORS = re.compile(r"\|\||&&|[;|&\n()]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
+CAP_TAIL = 2_000
+"""Characters of an over-long tool output kept from its end by :meth:`GuardrailPolicy.cap`."""
+
+
 @dataclass(frozen=True)
 class GuardrailPolicy:
     """``allow_commands``: allow-list mode — every simple command's program must be listed
@@ -64,7 +68,15 @@ class GuardrailPolicy:
         return None
 
     def cap(self, text: str) -> str:
+        """At most ``output_cap`` characters: the head and the last ``CAP_TAIL`` characters
+        (where a tool's own notices and exit code are) around a notice."""
         if len(text) <= self.output_cap:
             return text
-        cut = len(text) - self.output_cap
-        return text[: self.output_cap] + f"\n… {cut} more characters cut by the output cap"
+        tail = min(CAP_TAIL, self.output_cap // 4)
+        head = self.output_cap - tail
+        cut = len(text) - head - tail
+        return (
+            text[:head]
+            + f"\n… {cut} characters of {len(text)} cut by the output cap …\n"
+            + text[len(text) - tail :]
+        )

@@ -12,7 +12,10 @@ class ToolSettings:
     bash_timeout_s: float = 120.0
     bash_max_timeout_s: float = 600.0
     output_cap: int = 30_000
-    """Characters of tool output kept (bash captures at most this many bytes too)."""
+    """Characters of tool output the model sees; beyond it, head and tail plus a reference
+    to the whole output in the workspace (see :mod:`longhaul.agent.tools.offload`)."""
+    capture_max_bytes: int = 64 * 1024 * 1024
+    """Bytes of one ``bash`` command's output kept (and stored); the rest is only counted."""
     read_max_lines: int = 2_000
     grep_max_results: int = 200
     webfetch_timeout_s: float = 20.0

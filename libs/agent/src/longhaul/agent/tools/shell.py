@@ -1,4 +1,5 @@
-"""``bash``: one shell command in the working directory, with a timeout and an output cap.
+"""``bash``: one shell command in the working directory, with a timeout and an output cap
+(beyond it, the whole output is stored and the model sees head, tail and a reference).
 
 The command runs in its own session (process group) so that a timeout kills everything it
 started — a ``sleep`` in a pipeline, a background server — not only the shell; the same group
@@ -19,6 +20,7 @@ from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.childproc import GROUP_GUARD, child_env
 from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import ToolResult
 from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable
 
@@ -76,7 +78,7 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
         start_new_session=True,
     )
     assert process.stdout is not None
-    reader = asyncio.ensure_future(_capture(process.stdout, settings.output_cap))
+    reader = asyncio.ensure_future(_capture(process.stdout, settings.capture_max_bytes))
     try:
         await asyncio.wait_for(asyncio.shield(process.wait()), timeout)
     except TimeoutError:
@@ -95,9 +97,9 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
         raise
     _kill_group(process)  # background children left behind hold the pipe open otherwise
     kept, total = await reader
-    output = kept.decode("utf-8", errors="replace")
-    if total > len(kept):
-        output += f"\n… output truncated: {total - len(kept)} more bytes not shown"
+    # Over the cap: the whole output to the workspace, head and tail (with the true size and
+    # where the rest is) to the model, the exit code always last.
+    output = await fit_output(ctx, kept, total)
     code = process.returncode
     return ToolResult(
         output=f"{output}\n[exit code {code}]" if output else f"[exit code {code}]",

@@ -9,12 +9,15 @@ from longhaul.agent.tools.result import ToolResult
 
 
 @tool(read_only=True)
-async def workspace_read(ctx: ToolContext, key: str, offset: int = 0) -> ToolResult:
-    """Read a shared workspace entry as text.
+async def workspace_read(
+    ctx: ToolContext, key: str, offset: int = 0, length: int | None = None
+) -> ToolResult:
+    """Read a shared workspace entry as text (a stored large tool output, a phase result…).
 
     Args:
-        key: the workspace key, e.g. task/<id>/phase/<pid>/output.
+        key: the workspace key, e.g. outputs/<trace>/<call> or task/<id>/phase/<pid>/output.
         offset: character offset to start from (for long entries).
+        length: characters to read (at most the output cap, which is also the default).
     """
     if ctx.workspace is None:
         raise ToolError("no workspace is attached to this trace", code="not_available")
@@ -23,10 +26,16 @@ async def workspace_read(ctx: ToolContext, key: str, offset: int = 0) -> ToolRes
         raise ToolError(f"workspace key {key!r} does not exist", code="not_found")
     text = value.decode("utf-8", errors="replace")
     cap = ctx.settings.output_cap
-    chunk = text[offset : offset + cap]
+    if offset < 0 or (length is not None and length < 1):
+        raise ToolError("offset must be >= 0 and length >= 1", code="invalid_arguments")
+    size = min(length or cap, cap)
+    chunk = text[offset : offset + size]
     rest = len(text) - offset - len(chunk)
     if rest > 0:
-        chunk += f"\n… {rest} more characters (continue with offset={offset + len(chunk)})"
+        chunk += (
+            f"\n… {rest} more characters of {len(text)} "
+            f"(continue with offset={offset + len(chunk)})"
+        )
     return ToolResult(
         output=chunk,
         title=f"workspace {key}",

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+from longhaul.agent.tools.offload import output_key
 from longhaul.core.index import TraceIndexEntry
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
@@ -218,6 +220,28 @@ async def running_traces(
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
     runtime = runtime_of(request.app)
     return trace_view(await access.load_trace(runtime, principal, trace_id), runtime.mirror)
+
+
+@router.get(
+    "/{trace_id}/outputs/{tool_call_id}",
+    summary="The whole output of a tool call whose result the model saw cut (head and tail)",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+)
+async def get_output(
+    trace_id: str, tool_call_id: str, request: Request, principal: CurrentPrincipal
+) -> PlainTextResponse:
+    runtime = runtime_of(request.app)
+    state = await access.load_trace(runtime, principal, trace_id)
+    if not any(
+        m.role == "tool" and m.tool_call_id == tool_call_id for m in state.messages.values()
+    ):
+        raise ApiError(404, "not_found", f"trace {trace_id} has no result of that tool call")
+    async with runtime.nats_call():
+        entry = await WorkspaceStore(runtime.service.conn).get(output_key(trace_id, tool_call_id))
+    if entry is None:
+        raise ApiError(404, "not_found", "that tool call's output was shown whole; none stored")
+    return PlainTextResponse(entry.value.decode("utf-8", errors="replace"))
 
 
 @router.get(

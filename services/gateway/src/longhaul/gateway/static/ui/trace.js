@@ -1,6 +1,6 @@
 // The trace page: the message tree (main path, branch switches, tool calls paired with their
 // results), live token deltas over SSE, the controls, and the side panels.
-import { api, enc, post } from "./api.js";
+import { api, authHeaders, enc, post } from "./api.js";
 import { act, fill, contentText, el, fmtCost, foldable, showError, statusBadge } from "./dom.js";
 import { goalPanel, subtracePanel, timelinePanel, totalsPanel } from "./panels.js";
 import { follow } from "./sse.js";
@@ -139,11 +139,22 @@ export function tracePage(root, traceId) {
   }
 
   function toolResult(m) {
+    const text = contentText(m.content);
+    let body = foldable(text, "content");
+    // An output the model saw cut (head and tail) is stored whole: offer to show it.
+    const stored = m.tool_call_id && text.includes("workspace_read(key='outputs/");
+    const whole = stored ? el("button", { class: "small", "data-testid": "whole-output", text: "whole output",
+      onclick: (e) => act(async () => {
+        const r = await fetch(base + "/outputs/" + enc(m.tool_call_id), { headers: authHeaders() });
+        if (!r.ok) throw new Error("whole output: HTTP " + r.status);
+        const full = foldable(await r.text(), "content");
+        body.replaceWith(full); body = full; e.target.remove();
+      }) }) : null;
     return el("div", { class: "msg tool", "data-testid": "message", id: "m" + m.sequence, dataset: { sequence: m.sequence, role: "tool" } },
       el("div", { class: "msg-head" }, el("span", { class: "role", text: "result #" + m.sequence }),
         m.error_code ? el("span", { class: "tag warn", text: m.error_code }) : null,
-        m.duration_ms ? el("span", { class: "meta", text: " " + m.duration_ms + " ms" }) : null),
-      foldable(contentText(m.content), "content"));
+        m.duration_ms ? el("span", { class: "meta", text: " " + m.duration_ms + " ms" }) : null, whole),
+      body);
   }
 
   function branchSwitch(row) {
