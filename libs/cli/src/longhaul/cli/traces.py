@@ -214,8 +214,7 @@ def approve(
     follow: Follow = False,
 ) -> None:
     """Let one tool call that waits for approval run."""
-    body = {"tool_call_id": tool_call_id, "approved": True, "reason": reason}
-    _steer(ctx, trace_id, "approve", body, follow)
+    _decide(ctx, trace_id, tool_call_id, approved=True, reason=reason, follow=follow)
 
 
 @app.command("deny")
@@ -227,7 +226,19 @@ def deny(
     follow: Follow = False,
 ) -> None:
     """Refuse one tool call that waits for approval; the model is told, with the reason."""
-    body = {"tool_call_id": tool_call_id, "approved": False, "reason": reason}
+    _decide(ctx, trace_id, tool_call_id, approved=False, reason=reason, follow=follow)
+
+
+def _decide(
+    ctx: typer.Context,
+    trace_id: str,
+    tool_call_id: str,
+    *,
+    approved: bool,
+    reason: str | None,
+    follow: bool,
+) -> None:
+    body = {"tool_call_id": tool_call_id, "approved": approved, "reason": reason}
     _steer(ctx, trace_id, "approve", body, follow)
 
 

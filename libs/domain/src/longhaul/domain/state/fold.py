@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from longhaul.domain import events as ev
-from longhaul.domain.state.faults import Fault, Unreadable, fault_of
+from longhaul.domain.state.faults import MAX_FAULTS, Fault, Unreadable, fault_of, next_version
 
 
 @runtime_checkable
@@ -22,6 +22,8 @@ class Fold(Protocol):
     """``n`` of the last applied event (0 for an aggregate that does not exist yet)."""
     stream_seq: int
     """Stream sequence of the last applied event: the optimistic-concurrency token."""
+    faults: list[Fault]
+    """Events of the log the fold skipped (``faults``)."""
 
     @property
     def exists(self) -> bool: ...
@@ -37,10 +39,6 @@ class Fold(Protocol):
         """Raise :class:`InvalidTransition` if ``event`` could not apply; changes nothing."""
         ...
 
-    def skip(self, fault: Fault) -> None:
-        """Record an event that could not apply and step over it (``faults``)."""
-        ...
-
 
 def apply_or_skip(state: Fold, item: ev.Event | Unreadable, stream_seq: int = 0) -> Fault | None:
     """What every reader of a stored log does with each item: apply it, or, when it does not
@@ -54,5 +52,8 @@ def apply_or_skip(state: Fold, item: ev.Event | Unreadable, stream_seq: int = 0)
             fault = fault_of(item, exc, stream_seq)
     else:
         fault = fault_of(item, None, stream_seq)
-    state.skip(fault)
+    state.faults = [*state.faults, fault][-MAX_FAULTS:]
+    state.version = next_version(state.version, fault)
+    if fault.stream_seq:
+        state.stream_seq = fault.stream_seq
     return fault

@@ -8,7 +8,7 @@ import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import MergeRecord, PhaseSpec, PhaseStatus, TaskStatus
 from longhaul.domain.state.errors import InvalidTransition
-from longhaul.domain.state.faults import MAX_FAULTS, Fault, next_version
+from longhaul.domain.state.faults import Fault
 
 
 def validate_phase_graph(phases: Iterable[PhaseSpec], *, max_phases: int | None = None) -> None:
@@ -155,12 +155,6 @@ class TaskState(msgspec.Struct, kw_only=True):
                 self._require("planning", "running", what="record a resume")
             case _:
                 raise InvalidTransition(f"{event.type} is not a task event", code="wrong_aggregate")
-
-    def skip(self, fault: Fault) -> None:
-        self.faults = [*self.faults, fault][-MAX_FAULTS:]
-        self.version = next_version(self.version, fault)
-        if fault.stream_seq:
-            self.stream_seq = fault.stream_seq
 
     def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
         """Apply one event; raises :class:`InvalidTransition` (from :meth:`check`) if it

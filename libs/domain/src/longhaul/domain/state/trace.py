@@ -12,7 +12,7 @@ import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import TraceConfig, TraceStatus, WaitReason
 from longhaul.domain.state.errors import InvalidTransition
-from longhaul.domain.state.faults import MAX_FAULTS, Fault, next_version
+from longhaul.domain.state.faults import Fault
 from longhaul.domain.state.goals import GoalTree
 
 MAX_PENDING_UPLOADS = 50
@@ -215,12 +215,6 @@ class TraceState(msgspec.Struct, kw_only=True):
         return [seq for seq, msg in self.messages.items() if msg.parent_sequence == sequence]
 
     # ------------------------------------------------------------------ fold
-
-    def skip(self, fault: Fault) -> None:
-        self.faults = [*self.faults, fault][-MAX_FAULTS:]
-        self.version = next_version(self.version, fault)
-        if fault.stream_seq:
-            self.stream_seq = fault.stream_seq
 
     def apply(self, event: ev.Event, stream_seq: int = 0) -> None:
         """Apply one event; raises :class:`InvalidTransition` if it cannot happen."""
