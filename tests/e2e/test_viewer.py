@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -19,6 +20,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
 from playwright.async_api import Browser, Page, async_playwright, expect
 
+from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (
     RunningGateway,
     append_as_executor,
@@ -450,3 +452,29 @@ async def test_regenerate_and_approve_from_the_page(stack: RunningGateway, page:
     await expect(message(page, 5)).to_contain_text("All tools were called")
     await switch.locator("button.prev").click()
     await expect(message(page, 4)).to_have_attribute("data-on-main", "false")
+
+
+async def test_a_cut_tool_output_is_shown_whole_on_request(
+    stack: RunningGateway, page: Page, tmp_path: Path
+) -> None:
+    command = {"command": "seq 1 200000"}
+    model = write_script(
+        tmp_path / "seq.yaml",
+        [
+            {"tool_calls": [{"id": "c0", "name": "bash", "arguments": command}]},
+            {"content": "counted"},
+        ],
+    )
+    async with stack.client() as http:
+        trace = await start(http, "count", model=model)
+        await until(http, trace, "completed", "failed")
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    result = page.locator('[data-testid="message"][data-role="tool"]')
+    await expect(result).to_contain_text("bytes in all")
+    await expect(result).not_to_contain_text("150000")  # the model saw head and tail only
+    button = page.locator('[data-testid="whole-output"]')
+    await expect(button).to_have_count(1)
+    await button.click()
+    await expect(button).to_have_count(0)
+    await expect(result).to_contain_text("150000")
+    await expect(result).not_to_contain_text("bytes in all")
