@@ -126,7 +126,8 @@ async def test_openai_tool_call_streamed_in_fragments_runs_and_the_answer_comes_
     assert json.loads(wire[at]["tool_calls"][0]["function"]["arguments"]) == arguments
     assert wire[at + 1]["role"] == "tool" and wire[at + 1]["tool_call_id"] == call_id
     assert wire[at + 1]["content"] == result.content
-    assert at + 2 == len(wire)  # nothing after the result: the model answers it next
+    # after the result only the volatile context note (time, memory), never cached
+    assert at + 3 == len(wire) and wire[-1]["content"].startswith("<context>")
 
 
 async def test_anthropic_two_parallel_tool_calls_run_and_their_results_are_grouped(
@@ -256,8 +257,9 @@ async def test_an_answer_cut_at_the_length_limit_is_continued_and_completes_whol
     # the model saw its cut part followed by the request to continue
     assert fake.rejected == [], refused(fake.rejected)
     wire = fake.requests[1].json["messages"]
-    assert (wire[-2]["role"], wire[-2]["content"]) == ("assistant", parts[0])
-    assert wire[-1]["role"] == "user" and "Continue exactly" in str(wire[-1]["content"])
+    assert wire[-1]["content"].startswith("<context>")  # the volatile note comes last
+    assert (wire[-3]["role"], wire[-3]["content"]) == ("assistant", parts[0])
+    assert wire[-2]["role"] == "user" and "Continue exactly" in str(wire[-2]["content"])
 
 
 async def test_an_answer_still_cut_after_the_continuations_fails_truncated(

@@ -15,6 +15,7 @@ from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
+from longhaul.gateway.openapi import configured_openapi
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.routers import (
@@ -76,6 +77,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.openapi = configured_openapi(app, config.verifier.commands)  # type: ignore[method-assign]
     install_error_handlers(app)
     for router in (
         traces.router,

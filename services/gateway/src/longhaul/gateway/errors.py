@@ -164,3 +164,12 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     if status in (400, 401, 403, 404, 409, 413, 422, 429, 503)
 }
 """Documented on every API route so the OpenAPI document lists the error shape."""
+
+JSON_ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {
+        "description": response["description"],
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+    }
+    for status, response in ERROR_RESPONSES.items()
+}
+"""The same, for routes whose own answer is not JSON (errors still are)."""

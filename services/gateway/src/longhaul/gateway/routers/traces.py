@@ -21,7 +21,7 @@ from longhaul.domain.state import TraceState
 from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
-from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.traces import (
     Accepted,
@@ -226,7 +226,10 @@ async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal
     "/{trace_id}/outputs/{tool_call_id}",
     summary="The whole output of a tool call whose result the model saw cut (head and tail)",
     response_class=PlainTextResponse,
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **JSON_ERROR_RESPONSES,
+    },
 )
 async def get_output(
     trace_id: str, tool_call_id: str, request: Request, principal: CurrentPrincipal
