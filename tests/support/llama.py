@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from longhaul.agent.tools.childproc import terminate_with_parent
 
 TEMPLATE = Path(__file__).with_name("tools_template.jinja")
 PREFILL = "<tool_call>\n"
@@ -80,6 +81,8 @@ class LlamaProcess:
             stderr=log,
             start_new_session=True,
             cwd=Path(__file__).parents[2],
+            # a test run killed from outside must not leave a llama.cpp server behind
+            preexec_fn=terminate_with_parent,
         )
         log.close()
         assert self._process.stdout is not None
