@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import nats
 from longhaul.core import nats_speedups
@@ -53,20 +57,26 @@ async def connect(
     """Connect, and provision the JetStream resources when ``provision_settings`` is given."""
     nats_speedups.install()
 
+    # A server that is not up yet is waited for (the client retries); a refusal that retrying
+    # cannot fix (TLS, credentials) ends the first connect at once with a clear error.
+    refused: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc)
+        if not refused.done() and _needs_a_person(exc):
+            refused.set_result(exc)
 
-    nc = await nats.connect(
-        config.servers,
-        name=name,
-        user_credentials=config.credentials,
-        user=config.user,
-        password=config.password.get_secret_value() if config.password else None,
-        connect_timeout=config.connect_timeout_s,
-        max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
-        error_cb=on_error,
-    )
+    connecting: asyncio.Future[Client] = asyncio.ensure_future(_open(config, name, on_error))
+    waiting: set[asyncio.Future[Any]] = {connecting, refused}
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if not connecting.done():
+        connecting.cancel()
+        await asyncio.gather(connecting, return_exceptions=True)
+        raise NatsConnectError(_explain(config, refused.result()))
+    try:
+        nc = connecting.result()
+    except (ssl.SSLError, OSError, nats.errors.Error) as exc:
+        raise NatsConnectError(_explain(config, exc)) from exc
     js = nc.jetstream(timeout=config.request_timeout_s)
     names = Names(config.namespace)
     if provision_settings is not None:
@@ -75,3 +85,57 @@ async def connect(
             lambda: provision(js, names, provision_settings), what="provisioning JetStream"
         )
     return Connection(nc=nc, js=js, names=names)
+
+
+class NatsConnectError(ConnectionError):
+    """The first connection failed for a reason a person must fix (address, TLS, credentials);
+    the message says which setting to look at."""
+
+
+def tls_context(config: NatsConfig) -> ssl.SSLContext | None:
+    """A client TLS context from ``nats.tls_*`` (None when no TLS setting is given)."""
+    if not (
+        config.tls_ca or config.tls_cert or any(u.startswith("tls://") for u in config.servers)
+    ):
+        return None
+    context = ssl.create_default_context(cafile=str(config.tls_ca) if config.tls_ca else None)
+    if config.tls_cert:
+        context.load_cert_chain(
+            str(config.tls_cert), str(config.tls_key) if config.tls_key else None
+        )
+    return context
+
+
+def _needs_a_person(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, ssl.SSLError) or "authorization" in text or "certificate" in text
+
+
+def _explain(config: NatsConfig, exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ssl.SSLError) or "CERTIFICATE" in text.upper():
+        hint = "check nats.tls_ca (the CA the server's certificate is signed by), tls_cert, tls_key"
+    elif "authorization" in text.lower():
+        hint = "check nats.user/password, token, nkeys_seed or credentials"
+    else:
+        hint = "check nats.url and that the server is running"
+    return f"cannot connect to NATS at {config.url}: {text} ({hint})"
+
+
+async def _open(
+    config: NatsConfig, name: str, on_error: Callable[[Exception], Awaitable[None]]
+) -> Client:
+    return await nats.connect(
+        config.servers,
+        name=name,
+        user_credentials=config.credentials,
+        user=config.user,
+        password=config.password.get_secret_value() if config.password else None,
+        token=config.token.get_secret_value() if config.token else None,
+        nkeys_seed=str(config.nkeys_seed) if config.nkeys_seed else None,
+        tls=tls_context(config),
+        connect_timeout=config.connect_timeout_s,
+        max_reconnect_attempts=-1,
+        reconnect_time_wait=0.5,
+        error_cb=on_error,
+    )

@@ -83,6 +83,25 @@ class ClusterMember:
         )
 
 
+@dataclass(frozen=True)
+class ServerTls:
+    """TLS for client connections: the server's certificate and key, and with ``ca`` and
+    ``verify`` a required client certificate signed by that CA (mutual TLS)."""
+
+    cert: Path
+    key: Path
+    ca: Path | None = None
+    verify: bool = False
+
+    def config(self) -> str:
+        lines = [f"cert_file: {str(self.cert)!r}", f"key_file: {str(self.key)!r}"]
+        if self.ca is not None:
+            lines.append(f"ca_file: {str(self.ca)!r}")
+        if self.verify:
+            lines.append("verify: true")
+        return "tls {\n  " + "\n  ".join(lines) + "\n}\n"
+
+
 class NatsServer:
     """One supervised ``nats-server -js`` process."""
 
@@ -98,6 +117,7 @@ class NatsServer:
         log_file: Path | str | None = None,
         authorization: str | None = None,
         cluster: ClusterMember | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self.store_dir = Path(store_dir)
         self.host = host
@@ -108,6 +128,7 @@ class NatsServer:
         self.log_file = Path(log_file) if log_file else None
         self.authorization = authorization
         self.cluster = cluster
+        self.tls = tls
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -133,6 +154,7 @@ class NatsServer:
             f"max_payload: {self.max_payload}\n"
             f"jetstream {{ store_dir: {str(self.store_dir.resolve())!r} }}\n"
             + (self.cluster.config() if self.cluster else "")
+            + (self.tls.config() if self.tls else "")
             + (self.authorization or ""),
         )
         args = [

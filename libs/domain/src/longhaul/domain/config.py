@@ -30,6 +30,11 @@ class NatsConfig(BaseModel):
     credentials: str | None = Field(default=None, description="a .creds file (NKEY/JWT)")
     user: str | None = Field(default=None, description="user/password auth (`longhaul up`)")
     password: SecretStr | None = None
+    token: SecretStr | None = Field(default=None, description="token auth")
+    nkeys_seed: Path | None = Field(default=None, description="an NKey seed file")
+    tls_ca: Path | None = Field(default=None, description="CA bundle the server is checked with")
+    tls_cert: Path | None = Field(default=None, description="client certificate (mutual TLS)")
+    tls_key: Path | None = Field(default=None, description="client certificate's private key")
     replicas: int = Field(default=1, ge=1, le=5)
     namespace: str = Field(default="", description="prefix for stream/bucket names (tests)")
     connect_timeout_s: float = 5.0
