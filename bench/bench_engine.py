@@ -82,7 +82,7 @@ def script(steps: int) -> Callable[[ModelRequest], ModelResponse]:
         index = next(counter)
         if index == steps:
             return ModelResponse(content="done", usage=usage)
-        call = ToolCall(id=f"call_{index}", name="note", arguments=f'{{"index": {index}}}')
+        call = ToolCall.of(id=f"call_{index}", name="note", arguments=f'{{"index": {index}}}')
         return ModelResponse(tool_calls=[call], usage=usage)
 
     return turn

@@ -76,7 +76,7 @@ def instant_model(steps: int) -> Model:
         usage = Usage(prompt_tokens=10, completion_tokens=5)
         if n >= steps:
             return ModelResponse(content="done", usage=usage)
-        call = ToolCall(id=f"call_{n}", name="noop", arguments=f'{{"n": {n}}}')
+        call = ToolCall.of(id=f"call_{n}", name="noop", arguments=f'{{"n": {n}}}')
         return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls")
 
     return ScriptedModel(script, name="scripted:bench")

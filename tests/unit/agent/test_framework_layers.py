@@ -53,9 +53,7 @@ async def test_a_bare_middleware_list_still_heals_and_catches_tool_errors(tmp_pa
             sequence=2,
             parent_sequence=1,
             role="assistant",
-            tool_calls=[
-                ev.ToolCallRecord(id="g1", function=ev.FunctionCall(name="glob", arguments="{}"))
-            ],
+            tool_calls=[ev.ToolCall.of(id="g1", name="glob", arguments="{}")],
             n=run.state.version + 1,
         )
     )

@@ -160,7 +160,7 @@ async def test_extended_never_reuses_a_view_whose_one_time_output_was_since_repl
     batch.message(
         "assistant",
         content="",
-        tool_calls=[ev.ToolCallRecord(id="c1", function=ev.FunctionCall(name="read"))],
+        tool_calls=[ev.ToolCall.of(id="c1", name="read")],
     )
     batch.message(
         "tool",

@@ -83,7 +83,7 @@ async def test_a_child_still_running_means_waiting_again(tmp_path: Path) -> None
                 sequence=2,
                 parent_sequence=1,
                 role="assistant",
-                tool_calls=[ev.ToolCallRecord(id="d1", function=ev.FunctionCall(name="agent"))],
+                tool_calls=[ev.ToolCall.of(id="d1", name="agent")],
             ),
             ev.SubtraceSpawned(child_trace_id="t_child", tool_call_id="d1", task="x"),
         ]

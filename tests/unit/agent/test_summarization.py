@@ -43,7 +43,7 @@ def test_should_compress(tokens: int, limit: int, expected: bool) -> None:
 
 async def add_tool_round(sink: MemorySink, call_id: str, output: str, goal: str | None = None):
     state = sink.state
-    record = ev.ToolCallRecord(id=call_id, function=ev.FunctionCall(name="read"))
+    record = ev.ToolCall.of(id=call_id, name="read")
     n = state.last_sequence
     await sink.emit(
         [

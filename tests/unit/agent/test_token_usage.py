@@ -41,7 +41,7 @@ async def test_usage_cost_duration_and_model_on_the_assistant_message(tmp_path: 
     engine = make_engine(tmp_path, models=PRICED, clock=clock)
     await engine.run_turn(state, sink, model=model)
     message = state.messages[state.head_sequence]
-    assert message.usage == ev.UsageRecord(
+    assert message.usage == ev.Usage(
         prompt_tokens=1000, completion_tokens=200, cache_read_tokens=400
     )
     # 600 fresh at $2 + 400 cached at $1 + 200 out at $10, per million.

@@ -13,7 +13,7 @@ def test_every_event_type_round_trips() -> None:
             sequence=2,
             parent_sequence=1,
             role="assistant",
-            tool_calls=[ev.ToolCallRecord(id="c", function=ev.FunctionCall(name="read"))],
+            tool_calls=[ev.ToolCall.of(id="c", name="read")],
         ),
         ev.Compacted(summary_sequence=9, range=(2, 8)),
         ev.PlanCreated(phases=[ev.PhaseSpec(id="a", name="A")]),

@@ -9,8 +9,8 @@ from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 
 
-def call(call_id: str, name: str = "read") -> ev.ToolCallRecord:
-    return ev.ToolCallRecord(id=call_id, function=ev.FunctionCall(name=name, arguments="{}"))
+def call(call_id: str, name: str = "read") -> ev.ToolCall:
+    return ev.ToolCall.of(id=call_id, name=name, arguments="{}")
 
 
 class Builder:
@@ -131,7 +131,7 @@ def test_goal_tree_rebuilt_as_of_the_cut() -> None:
 
 def test_counters_accumulate_usage_cost_and_duration() -> None:
     b = Builder()
-    usage = ev.UsageRecord(prompt_tokens=100, completion_tokens=20, cache_read_tokens=50)
+    usage = ev.Usage(prompt_tokens=100, completion_tokens=20, cache_read_tokens=50)
     b.message("assistant", "a", usage=usage, cost=0.01, duration_ms=300)
     b.message("user", "more")
     b.message("assistant", "b", usage=usage, cost=0.02, duration_ms=200)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from longhaul.domain.config import ModelsConfig
-from longhaul.domain.events import UsageRecord
 from longhaul.llm.estimate import estimate_usage
 from longhaul.llm.pricing import cost
 from longhaul.llm.types import ModelRequest, ModelResponse, Usage
@@ -14,19 +13,9 @@ def usage_of(request: ModelRequest, response: ModelResponse) -> Usage:
     return response.usage if response.usage != Usage() else estimate_usage(request, response)
 
 
-def record(usage: Usage) -> UsageRecord:
-    return UsageRecord(
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        estimated=usage.estimated,
-    )
-
-
 def charge(
     model: str, request: ModelRequest, response: ModelResponse, models: ModelsConfig | None
-) -> tuple[UsageRecord, float]:
+) -> tuple[Usage, float]:
     """``(usage, cost)`` of one call, ready for ``MessageAppended``."""
     usage = usage_of(request, response)
-    return record(usage), cost(response.model or model, usage, models)
+    return usage, cost(response.model or model, usage, models)

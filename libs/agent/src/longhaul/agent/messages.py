@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from longhaul.agent.batch import Batch
 from longhaul.agent.tools.result import ToolResult
-from longhaul.domain.events import MessageAppended, ToolCallRecord
+from longhaul.domain.events import MessageAppended
+from longhaul.domain.messages import ToolCall
 from longhaul.domain.state import TraceState
-from longhaul.llm.types import ToolCall
 
 
 def error_text(code: str, message: str) -> str:
@@ -20,18 +20,17 @@ def failure(code: str, message: str) -> ToolResult:
 
 def tool_message(
     batch: Batch,
-    call: ToolCall | ToolCallRecord,
+    call: ToolCall,
     result: ToolResult,
     *,
     synthetic: bool = False,
     extra: str = "",
 ) -> MessageAppended:
-    call_id, name = _identify(call)
     return batch.message(
         "tool",
         content=result.output + extra,
-        tool_call_id=call_id,
-        name=name,
+        tool_call_id=call.id,
+        name=call.name,
         error_code=result.error_code,
         long_term_memory=result.long_term_memory,
         include_output_only_once=result.include_output_only_once,
@@ -39,13 +38,7 @@ def tool_message(
     )
 
 
-def _identify(call: ToolCall | ToolCallRecord) -> tuple[str, str]:
-    if isinstance(call, ToolCall):
-        return call.id, call.name
-    return call.id, call.function.name
-
-
-def unfinished(state: TraceState, call: ToolCallRecord, code: str, why: str) -> ToolResult:
+def unfinished(state: TraceState, call: ToolCall, code: str, why: str) -> ToolResult:
     """The answer for a call that will not get its real result (a crash, a stop).
 
     A call that already started sub-traces says which, and how to pick them up with

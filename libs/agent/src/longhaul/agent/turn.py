@@ -22,7 +22,7 @@ from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.result import ToolResult
 from longhaul.domain.config import PipelineConfig
-from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, UsageRecord
+from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, Usage
 from longhaul.domain.state import TraceState
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, ToolSpec
 
@@ -151,7 +151,7 @@ class Step:
     request: ModelRequest
     response: ModelResponse
     duration_ms: int
-    usage: UsageRecord | None = None
+    usage: Usage | None = None
     cost: float = 0.0
     events: list[TraceEvent] = field(default_factory=list)
     answered: dict[str, ToolResult] = field(default_factory=dict)

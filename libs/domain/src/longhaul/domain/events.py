@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 from longhaul.domain.ids import ulid
+from longhaul.domain.messages import ToolCall, Usage
 
 Aggregate = Literal["trace", "task"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
@@ -50,35 +51,14 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
 # ---------------------------------------------------------------- shared payload structs
 
 
-class FunctionCall(msgspec.Struct, kw_only=True):
-    name: str
-    arguments: str = "{}"
-
-
-class ToolCallRecord(msgspec.Struct, kw_only=True):
-    """A tool call as stored: OpenAI shape."""
-
-    id: str
-    function: FunctionCall
-    type: str = "function"
-
-
 class InputMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A message supplied by a client or a parent (OpenAI chat format)."""
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
-    tool_calls: list[ToolCallRecord] | None = None
+    tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
-
-
-class UsageRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    estimated: bool = False
 
 
 class NamedTool(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -222,12 +202,12 @@ class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_def
     parent_sequence: int | None
     role: Literal["system", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
-    tool_calls: list[ToolCallRecord] | None = None
+    tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
     goal_id: str | None = None
     branch_type: Literal["main", "compression", "reflection"] = "main"
-    usage: UsageRecord | None = None
+    usage: Usage | None = None
     cost: float = 0.0
     duration_ms: int = 0
     model: str | None = None
@@ -240,6 +220,26 @@ class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_def
     provider_fields: dict[str, Any] | None = None
     long_term_memory: str | None = None
     include_output_only_once: bool = False
+
+    @property
+    def created_at(self) -> float:
+        return self.ts
+
+    def to_openai(self) -> dict[str, Any]:
+        """The chat-format dict a model request carries."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None and self.role == "tool":
+            out["name"] = self.name
+        if self.provider_fields:
+            out["provider_fields"] = self.provider_fields
+        return out
+
+    def tool_call_ids(self) -> list[str]:
+        return [call.id for call in self.tool_calls or []]
 
 
 class GoalChanged(TraceEvent, tag="goal_changed", kw_only=True, omit_defaults=True):

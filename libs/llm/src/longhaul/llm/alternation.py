@@ -49,7 +49,7 @@ def _tool_calls(message: ChatMessage) -> list[ToolCall]:
         function = raw.get("function", {})
         arguments = function.get("arguments", "{}")
         calls.append(
-            ToolCall(
+            ToolCall.of(
                 id=str(raw.get("id", "")),
                 name=str(function.get("name", "")),
                 arguments=arguments if isinstance(arguments, str) else str(arguments),

@@ -70,7 +70,7 @@ class ResponseAssembler:
             pending = self._calls[index]
             arguments = "".join(pending.arguments) or "{}"
             call_id = pending.id or new_call_id(self.request.messages, ordinal, pending.name)
-            calls.append(ToolCall(id=call_id, name=pending.name, arguments=arguments))
+            calls.append(ToolCall.of(id=call_id, name=pending.name, arguments=arguments))
         response = ModelResponse(
             content="".join(self._text),
             tool_calls=calls,

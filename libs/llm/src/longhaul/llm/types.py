@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import msgspec
+from longhaul.domain.messages import ToolCall, Usage
 
 ChatMessage = dict[str, Any]
 """One OpenAI-format message: ``{"role", "content", "tool_calls"?, "tool_call_id"?, "name"?}``."""
@@ -34,40 +35,6 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
                 "description": self.description,
                 "parameters": self.parameters,
             },
-        }
-
-
-class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Token counts of one call. ``estimated`` marks counts we computed ourselves."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    estimated: bool = False
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
-            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
-            estimated=self.estimated or other.estimated,
-        )
-
-
-class ToolCall(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A complete tool call in OpenAI shape; ``arguments`` is the raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str = "{}"
-
-    def to_openai(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "type": "function",
-            "function": {"name": self.name, "arguments": self.arguments},
         }
 
 

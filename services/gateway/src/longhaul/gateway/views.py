@@ -101,11 +101,7 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
         model=state.config.model,
         preset=state.config.preset,
         runs=state.runs,
-        run_usage=RunUsageView(
-            iterations=state.run_usage.iterations,
-            tokens=state.run_usage.tokens,
-            cost=state.run_usage.cost,
-        ),
+        run_usage=RunUsageView.model_validate(msgspec.structs.asdict(state.run_usage)),
         budget=BudgetView(
             max_iterations=state.config.max_iterations,
             max_tokens=state.config.max_tokens,
@@ -129,20 +125,18 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
     )
 
 
-_MESSAGE_FIELDS = tuple(MessageView.model_fields)
+_MESSAGE_DEFAULTS = {
+    name: field.get_default(call_default_factory=True)
+    for name, field in MessageView.model_fields.items()
+}
 
 
 def message_view(message: Message) -> dict[str, Any]:
     """A :class:`MessageView`-shaped dict, built without pydantic: a long trace's messages
     are encoded straight from the fold (the route returns them with msgspec)."""
     data = msgspec.to_builtins(message)
-    view = {name: data.get(name) for name in _MESSAGE_FIELDS}
-    view["parent_sequence"] = message.parent_sequence
-    view["branch_type"] = message.branch_type
-    view["cost"] = message.cost
-    view["duration_ms"] = message.duration_ms
-    view["synthetic"] = message.synthetic
-    view["created_at"] = message.created_at
+    view = {name: data.get(name, default) for name, default in _MESSAGE_DEFAULTS.items()}
+    view["created_at"] = message.ts
     return view
 
 

@@ -29,8 +29,7 @@ from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.turn import Step, Turn, elapsed_ms
-from longhaul.domain.events import FunctionCall, ToolCallRecord
-from longhaul.llm.types import ModelError, ToolCall
+from longhaul.llm.types import ModelError
 
 
 class TurnLoop:
@@ -76,7 +75,7 @@ class TurnLoop:
         the approval gate runs the approved ones and answers the denied ones."""
         state = self.turn.state
         decided = [
-            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments)
+            call
             for call in state.unanswered_tool_calls()
             if call.id in state.tool_decisions or call.id in state.client_results
         ]
@@ -114,10 +113,7 @@ class TurnLoop:
         await self.chain.after_model(turn, step)
         refuse_cut_call(step)
         batch = turn.batch()
-        calls = [
-            ToolCallRecord(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments))
-            for c in response.tool_calls
-        ]
+        calls = list(response.tool_calls)
         batch.message(
             "assistant",
             content=response.content if response.content or not calls else None,

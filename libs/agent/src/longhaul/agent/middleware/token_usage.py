@@ -18,7 +18,7 @@ from longhaul.agent.accounting import charge
 from longhaul.agent.engine.endings import MAX_COST, MAX_TOKENS
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Step, Turn
-from longhaul.domain.events import TraceConfig, UsageRecord
+from longhaul.domain.events import TraceConfig, Usage
 from longhaul.llm.types import ModelRequest
 
 
@@ -30,7 +30,7 @@ def over_budget(config: TraceConfig, tokens: int, cost: float) -> str | None:
     return None
 
 
-def _tokens(usage: UsageRecord | None) -> int:
+def _tokens(usage: Usage | None) -> int:
     return usage.prompt_tokens + usage.completion_tokens if usage else 0
 
 

@@ -21,43 +21,8 @@ MAX_PENDING_UPLOADS = 50
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
 
-class Message(msgspec.Struct, kw_only=True, omit_defaults=True):
-    sequence: int
-    parent_sequence: int | None
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-    tool_calls: list[ev.ToolCallRecord] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-    goal_id: str | None = None
-    branch_type: str = "main"
-    usage: ev.UsageRecord | None = None
-    cost: float = 0.0
-    duration_ms: int = 0
-    model: str | None = None
-    synthetic: bool = False
-    error_code: str | None = None
-    finish_reason: str | None = None
-    provider_fields: dict[str, Any] | None = None
-    long_term_memory: str | None = None
-    include_output_only_once: bool = False
-    created_at: float = 0.0
-
-    def to_openai(self) -> dict[str, Any]:
-        """The chat-format dict a model request carries."""
-        out: dict[str, Any] = {"role": self.role, "content": self.content}
-        if self.tool_calls:
-            out["tool_calls"] = [msgspec.to_builtins(call) for call in self.tool_calls]
-        if self.tool_call_id is not None:
-            out["tool_call_id"] = self.tool_call_id
-        if self.name is not None and self.role == "tool":
-            out["name"] = self.name
-        if self.provider_fields:
-            out["provider_fields"] = self.provider_fields
-        return out
-
-    def tool_call_ids(self) -> list[str]:
-        return [call.id for call in self.tool_calls or []]
+Message = ev.MessageAppended
+"""A message of the tree is the event that recorded it (client input is folded into one)."""
 
 
 class SubtraceInfo(msgspec.Struct, kw_only=True):
@@ -173,7 +138,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         chain.reverse()
         return chain
 
-    def unanswered_tool_calls(self, upto: int | None = None) -> list[ev.ToolCallRecord]:
+    def unanswered_tool_calls(self, upto: int | None = None) -> list[ev.ToolCall]:
         """Calls of the last assistant ``tool_calls`` message on the path to ``upto`` (default
         head) that have no tool result after it on that path."""
         current = self.head_sequence if upto is None else upto
@@ -328,6 +293,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         for item in messages:
             self._add_message(
                 Message(
+                    id="",
+                    ts=ts,
                     sequence=self.last_sequence + 1,
                     parent_sequence=self.head_sequence or None,
                     role=item.role,
@@ -336,7 +303,6 @@ class TraceState(msgspec.Struct, kw_only=True):
                     tool_call_id=item.tool_call_id,
                     name=item.name,
                     goal_id=self.goals.focus,
-                    created_at=ts,
                 )
             )
 
@@ -373,30 +339,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.head_sequence = message.sequence
 
     def _on_message(self, event: ev.MessageAppended) -> None:
-        self._insert_message(
-            Message(
-                sequence=event.sequence,
-                parent_sequence=event.parent_sequence,
-                role=event.role,
-                content=event.content,
-                tool_calls=event.tool_calls,
-                tool_call_id=event.tool_call_id,
-                name=event.name,
-                goal_id=event.goal_id,
-                branch_type=event.branch_type,
-                usage=event.usage,
-                cost=event.cost,
-                duration_ms=event.duration_ms,
-                model=event.model,
-                synthetic=event.synthetic,
-                error_code=event.error_code,
-                finish_reason=event.finish_reason,
-                provider_fields=event.provider_fields,
-                long_term_memory=event.long_term_memory,
-                include_output_only_once=event.include_output_only_once,
-                created_at=event.ts,
-            )
-        )
+        self._insert_message(event)
         totals = self.totals
         if event.usage is not None:
             totals.prompt_tokens += event.usage.prompt_tokens

@@ -82,7 +82,7 @@ def _to_response(result: ScriptResult, request: ModelRequest) -> ModelResponse:
         arguments = call.get("arguments", {})
         raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
         call_id = call.get("id") or new_call_id(request.messages, n, call["name"], raw)
-        calls.append(ToolCall(id=call_id, name=call["name"], arguments=raw))
+        calls.append(ToolCall.of(id=call_id, name=call["name"], arguments=raw))
     return ModelResponse(
         content=turn.get("content") or "",
         tool_calls=calls,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import msgspec
+from longhaul.domain import events as ev
 from longhaul.domain.verification import verification_errors
 from longhaul.gateway.schemas.common import (
     Body,
@@ -16,6 +18,7 @@ from longhaul.gateway.schemas.common import (
     Text,
     TokenCount,
 )
+from longhaul.gateway.schemas.derived import view_of
 from pydantic import BaseModel, Field, model_validator
 
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
@@ -209,10 +212,29 @@ class TotalsView(BaseModel):
     duration_ms: int = 0
 
 
-class RunUsageView(BaseModel):
-    iterations: int = Field(default=0, description="model calls of the current run")
-    tokens: int = Field(default=0, description="prompt + completion, children's included")
-    cost: float = 0.0
+if TYPE_CHECKING:  # derived at runtime; mypy sees a model of unknown fields
+
+    class RunUsageView(BaseModel): ...
+
+    class MessageView(BaseModel): ...
+
+else:
+    RunUsageView = view_of(ev.RunUsage)
+    # a message of the tree: the ``message_appended`` payload (client input folds into the
+    # same shape) with ``created_at`` for its time
+    MessageView = view_of(
+        ev.MessageAppended,
+        name="MessageView",
+        exclude=frozenset(
+            {
+                *(field.name for field in msgspec.structs.fields(ev.Event)),
+                "provider_fields",
+                "long_term_memory",
+                "include_output_only_once",
+            }
+        ),
+        extra={"created_at": (float, 0.0)},
+    )
 
 
 class BudgetView(BaseModel):
@@ -331,47 +353,6 @@ class TraceList(BaseModel):
     next_cursor: str | None = Field(
         default=None, description="pass as ?cursor= for the next page; null on the last"
     )
-
-
-class UsageView(BaseModel):
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    estimated: bool = False
-
-
-class FunctionCallView(BaseModel):
-    name: str
-    arguments: str
-
-
-class ToolCallView(BaseModel):
-    """A stored tool call, as the model produced it (no input constraints apply)."""
-
-    id: str
-    type: str = "function"
-    function: FunctionCallView
-
-
-class MessageView(BaseModel):
-    sequence: int
-    parent_sequence: int | None
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-    tool_calls: list[ToolCallView] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
-    goal_id: str | None = None
-    branch_type: str = "main"
-    usage: UsageView | None = None
-    cost: float = 0.0
-    duration_ms: int = 0
-    model: str | None = None
-    synthetic: bool = False
-    error_code: str | None = None
-    finish_reason: str | None = None
-    created_at: float = 0.0
 
 
 class MessagesResponse(BaseModel):

@@ -1,0 +1,61 @@
+"""The parts of a message every layer shares: one tool-call type and one usage type.
+
+A tool call keeps the OpenAI shape it is stored in (``{"id", "type", "function": {"name",
+"arguments"}}``) from the provider's parser through the event log to the API, so nothing
+converts it on the way; ``name`` and ``arguments`` read through to the function part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class FunctionCall(msgspec.Struct, kw_only=True):
+    name: str
+    arguments: str = "{}"
+    """The raw JSON text the model produced (kept verbatim even when it does not parse)."""
+
+
+class ToolCall(msgspec.Struct, kw_only=True):
+    """A tool call in OpenAI shape."""
+
+    id: str
+    function: FunctionCall
+    type: str = "function"
+
+    @classmethod
+    def of(cls, id: str, name: str, arguments: str = "{}") -> ToolCall:
+        return cls(id=id, function=FunctionCall(name=name, arguments=arguments))
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    @property
+    def arguments(self) -> str:
+        return self.function.arguments
+
+    def to_openai(self) -> dict[str, Any]:
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
+
+
+class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Token counts of one model call. ``estimated`` marks counts we computed ourselves."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: bool = False
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            estimated=self.estimated or other.estimated,
+        )
