@@ -8,19 +8,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.agent.planning.rules import rule_based_plan
+from longhaul.agent.planning.schema import InvalidPlan, plan_schema
+from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelError, ModelRequest
 from longhaul.planner.decompose import Decomposition, decompose
-from longhaul.planner.fallback import rule_based_plan
-from longhaul.planner.plan_schema import InvalidPlan, plan_schema
 
 from tests.integration.planner.conftest import ConfigFactory
 from tests.integration.planner.support import (
+    StepCompleter,
     create_task,
+    max_running,
     planner_service,
+    position,
     task_events,
     wait_task,
 )
@@ -206,3 +210,22 @@ async def test_the_planner_service_plans_in_the_task_mode(
             await wait_task(store, task_id, lambda t: t.status == "running")
     [request] = provider.requests
     assert "Competitive mode" in json.dumps(request.json["messages"])
+
+
+async def test_the_design_example_goal_gathers_both_products_at_once_then_compares(
+    conn: Connection, store: EventStore, make_config: ConfigFactory
+) -> None:
+    """The design's example goal, with the planner model offline: one gather phase per
+    product, running side by side, then the comparison built on both."""
+    async with StepCompleter(conn, store), planner_service(make_config()):
+        task_id = await create_task(store, "分析飞书和钉钉的竞品对比")
+        task = await wait_task(store, task_id)
+    assert task.status == "completed" and task.plan_source == "rules"
+    assert task.order == ["gather-1", "gather-2", "compare"]
+    assert [task.phases[p].spec.name for p in task.order[:2]] == ["Gather: 飞书", "Gather: 钉钉"]
+    events = await task_events(store, task_id)
+    assert max_running(events) == 2
+    for gather in ("gather-1", "gather-2"):
+        assert position(events, ev.PhaseCompleted, gather) < position(
+            events, ev.PhaseStarted, "compare"
+        )

@@ -4,7 +4,7 @@ checks but never carry a command (issue 17 item 4)."""
 from __future__ import annotations
 
 import pytest
-from longhaul.planner.plan_schema import InvalidPlan, parse_phases
+from longhaul.agent.planning.schema import InvalidPlan, parse_phases
 
 
 def phases(verification: object) -> list[dict[str, object]]:

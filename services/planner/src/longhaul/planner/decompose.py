@@ -14,13 +14,13 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from longhaul.agent.planning.quality import plan_issues
+from longhaul.agent.planning.rules import rule_based_plan
+from longhaul.agent.planning.schema import InvalidPlan, parse_phases, plan_schema
 from longhaul.domain.events import PhaseSpec
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import ChatMessage, Model, ModelError
-from longhaul.planner.fallback import rule_based_plan
 from longhaul.planner.models import CALL_TIMEOUT_S
-from longhaul.planner.plan_schema import InvalidPlan, parse_phases, plan_schema
-from longhaul.planner.quality import plan_issues
 
 log = logging.getLogger(__name__)
 

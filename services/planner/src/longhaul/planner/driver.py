@@ -23,6 +23,7 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from longhaul.agent.planning.schema import InvalidPlan
 from longhaul.core.connection import Connection
 from longhaul.core.eventlog import EventLog
 from longhaul.core.lru import Lru
@@ -39,7 +40,6 @@ from longhaul.planner.merge import Candidate, merge, merge_record
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.offload import phase_output_key, store_output, summarise, task_output_key
 from longhaul.planner.outcomes import step_outcome, task_id_of_trace, trace_status
-from longhaul.planner.plan_schema import InvalidPlan
 from longhaul.planner.replan import (
     SINGLE_AGENT_ID,
     FailureReport,

@@ -15,13 +15,13 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 import msgspec
+from longhaul.agent.planning.quality import plan_issues
+from longhaul.agent.planning.schema import InvalidPlan, parse_phases, phases_to_json, plan_schema
 from longhaul.domain.events import PhaseSpec
 from longhaul.domain.state import TaskState
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import ChatMessage, Model, ModelError, ModelRequest
 from longhaul.planner.models import CALL_TIMEOUT_S
-from longhaul.planner.plan_schema import InvalidPlan, parse_phases, phases_to_json, plan_schema
-from longhaul.planner.quality import plan_issues
 
 log = logging.getLogger(__name__)
 
