@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,9 +74,12 @@ async def verdicts(store: EventStore, trace_id: str) -> list[ev.Event]:
 
 
 @pytest.fixture
-def verifier_config(nats_config: NatsConfig) -> LonghaulConfig:
+def verifier_config(nats_config: NatsConfig, tmp_path: Path) -> LonghaulConfig:
     return LonghaulConfig(
-        nats=nats_config, models=ModelsConfig(default="scripted:auto"), verifier=VerifierConfig()
+        nats=nats_config,
+        models=ModelsConfig(default="scripted:auto"),
+        verifier=VerifierConfig(),
+        data_dir=tmp_path / "data",
     )
 
 

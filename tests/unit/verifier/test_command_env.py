@@ -17,7 +17,9 @@ async def test_no_service_secret_reaches_the_command(
     check = CommandCheck(
         command="env", timeout_s=10, output_cap=10_000, cwd=None, env={"MINE": "operator"}
     )
-    result = await run_command(check, "answer", working_dir=str(tmp_path), trace_id="t1")
+    result = await run_command(
+        check, "answer", working_dir=str(tmp_path), trace_id="t1", spool=tmp_path / "spool"
+    )
     assert result.passed
     assert "canary" not in result.log
     assert "MINE=operator" in result.log and "LONGHAUL_TRACE_ID=t1" in result.log

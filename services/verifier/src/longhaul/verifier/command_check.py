@@ -1,9 +1,9 @@
 """Run a command (e.g. the project's tests) in the trace's working directory.
 
 The answer is fed on stdin (and its trace id in ``LONGHAUL_TRACE_ID``), the exit code decides,
-and stdout+stderr are captured into one log capped at ``output_cap`` bytes (head and tail are
-kept: the end of a test run is where the failures are summarised). The command runs in its own
-process group so a timeout kills everything it started, confined by the same sandbox as
+and stdout+stderr are captured into one log capped at ``output_cap`` bytes
+(:mod:`longhaul.verifier.execute`, run by a keeper process that outlives a verifier crash:
+:mod:`longhaul.verifier.durable`). The command is confined by the same sandbox as
 ``bash`` (:mod:`longhaul.agent.tools.sandbox`): it sees the system read-only and its working
 directory (and ``cwd``) read-write, nothing else; without a sandbox it is refused unless the
 operator set ``sandbox.mode: none``.
@@ -11,50 +11,16 @@ operator set ``sandbox.mode: none``.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import shutil
-import signal
 import tempfile
 from pathlib import Path
 
 from longhaul.agent.tools.childproc import child_env
 from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable
+from longhaul.verifier.durable import Job, run_once
 from longhaul.verifier.result import CheckResult
 from longhaul.verifier.spec import CommandCheck
-
-READ_CHUNK = 64 * 1024
-KILL_GRACE_S = 5.0
-
-
-class CappedOutput:
-    """Keeps the first and last ``cap // 2`` bytes of a stream and counts what it dropped."""
-
-    def __init__(self, cap: int) -> None:
-        self.half = max(1, cap // 2)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
-
-    def feed(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > self.half:
-            excess = len(self.tail) - self.half
-            self.dropped += excess
-            del self.tail[:excess]
-
-    def text(self) -> str:
-        middle = f"\n[... {self.dropped} bytes omitted ...]\n" if self.dropped else ""
-        return (
-            bytes(self.head).decode(errors="replace")
-            + middle
-            + bytes(self.tail).decode(errors="replace")
-        )
 
 
 def resolve_cwd(check: CommandCheck, working_dir: str | None) -> str | None:
@@ -70,11 +36,14 @@ async def run_command(
     *,
     working_dir: str | None,
     trace_id: str,
+    spool: Path,
     sandbox: Sandbox | None = None,
     confined_to_working_dir: bool = False,
 ) -> CheckResult:
-    """``confined_to_working_dir`` (a trace filed under a key): ``cwd`` must lie inside the
-    trace's working directory, the only directory the command may see."""
+    """``spool``: the request's own directory, where the command's keeper leaves its result
+    (:mod:`longhaul.verifier.durable`). ``confined_to_working_dir`` (a trace filed under a
+    key): ``cwd`` must lie inside the trace's working directory, the only directory the
+    command may see."""
     sandbox = sandbox or Sandbox()
     cwd = resolve_cwd(check, working_dir)
     shown = check.command if isinstance(check.command, str) else " ".join(check.command)
@@ -86,7 +55,9 @@ async def run_command(
         # No directory of its own: an empty scratch one, never the verifier's.
         scratch = tempfile.mkdtemp(prefix="longhaul-check-")
     try:
-        return await _run(check, answer, cwd or scratch, working_dir, shown, trace_id, sandbox)
+        return await _run(
+            check, answer, cwd or scratch, working_dir, shown, trace_id, sandbox, spool
+        )
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -106,42 +77,30 @@ async def _run(
     shown: str,
     trace_id: str,
     sandbox: Sandbox,
+    spool: Path,
 ) -> CheckResult:
     # Allow-listed, never the verifier's own environment (it holds the service's secrets).
     env = child_env(Path(cwd or os.getcwd()), {**check.env, "LONGHAUL_TRACE_ID": trace_id})
     try:
         argv = _confined(check, cwd, working_dir, env, sandbox)
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-            preexec_fn=sandbox.preexec,
-        )
     except SandboxUnavailable as exc:
         return CheckResult("command", passed=False, errors=[str(exc)], log=str(exc))
     except OSError as exc:
         message = f"could not start {shown!r} in {cwd or 'the current directory'}: {exc}"
         return CheckResult("command", passed=False, errors=[message], log=message)
-    output = CappedOutput(check.output_cap)
-    feeder = asyncio.create_task(_feed(proc, answer.encode()))
-    reader = asyncio.create_task(_read(proc, output))
-    timed_out = False
-    try:
-        await asyncio.wait_for(asyncio.gather(reader, proc.wait()), timeout=check.timeout_s)
-    except TimeoutError:
-        timed_out = True
-        await _kill(proc)
-    finally:
-        feeder.cancel()
-        reader.cancel()
-        await asyncio.gather(feeder, reader, return_exceptions=True)
-        if proc.returncode is None:
-            await _kill(proc)
-    return _result(shown, cwd, output.text(), proc.returncode, timed_out, check.timeout_s)
+    job = Job(
+        argv=argv,
+        cwd=cwd,
+        env=env,
+        timeout_s=check.timeout_s,
+        output_cap=check.output_cap,
+        sandbox=sandbox.config.model_dump(mode="json"),
+    )
+    outcome = await run_once(spool, job, answer.encode())
+    if outcome.error is not None:
+        message = f"{shown!r}: {outcome.error}"
+        return CheckResult("command", passed=False, errors=[message], log=message)
+    return _result(shown, cwd, outcome.text, outcome.code, outcome.timed_out, check.timeout_s)
 
 
 def _confined(
@@ -175,25 +134,3 @@ def _result(
     footer = f"[{error}]" if error else "[exit code 0]"
     log = "\n".join(part for part in (header, text.rstrip(), footer) if part)
     return CheckResult("command", passed=not error, errors=[error] if error else [], log=log)
-
-
-async def _feed(proc: asyncio.subprocess.Process, data: bytes) -> None:
-    assert proc.stdin is not None
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        if data:
-            proc.stdin.write(data)
-            await proc.stdin.drain()
-        proc.stdin.close()
-
-
-async def _read(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(READ_CHUNK):
-        output.feed(chunk)
-
-
-async def _kill(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(proc.wait(), timeout=KILL_GRACE_S)

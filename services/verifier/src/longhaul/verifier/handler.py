@@ -6,7 +6,9 @@ request, or the trace stopped) is acknowledged without a second answer. The answ
 through the trace repository (checked against the fold, appended at its position, re-decided
 on conflict), so two replicas racing on a redelivered request cannot both answer it. With a
 ledger (``longhaul.verifier.ledger``) the checks themselves run once per request: a redelivery
-finds the running claim or the recorded verdict by the request's key.
+finds the running claim or the recorded verdict by the request's key; a command check whose
+verifier died mid-run is found still running, or finished, by its keeper
+(``longhaul.verifier.durable``) and never started twice.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TraceState
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.command_check import run_command
+from longhaul.verifier.durable import discard, spool_for
 from longhaul.verifier.judge_check import run_judge
 from longhaul.verifier.ledger import VerdictLedger
 from longhaul.verifier.result import CheckResult, Verdict, combine
@@ -53,6 +56,16 @@ def awaiting(state: TraceState, attempt: int) -> bool:
     )
 
 
+def request_key(state: TraceState, request: ev.VerificationRequested) -> str:
+    """Names one verification request across redeliveries and replicas."""
+    return f"verify.{state.trace_id}.{request.attempt}"
+
+
+def runs_dir(config: LonghaulConfig) -> Path:
+    """Where the keepers of verification commands leave their results."""
+    return (config.data_dir / "verifier-runs").resolve()
+
+
 def text_of(content: object) -> str:
     if isinstance(content, str):
         return content
@@ -74,6 +87,7 @@ class Verifier:
         self.config = config
         self.ledger = ledger
         self.sandbox = Sandbox(config.sandbox)
+        self.runs_dir = runs_dir(config)
 
     async def handle(self, delivery: Delivery) -> None:
         if delivery.event_type != "verification_requested":
@@ -89,10 +103,10 @@ class Verifier:
         if state is None:
             log.info("verification %s/%d already settled", delivery.aggregate_id, request.attempt)
             return
+        key = request_key(state, request)
         if self.ledger is None:
             verdict = await self.verify(state, request)
         else:
-            key = f"verify.{state.trace_id}.{request.attempt}"
             verdict = await self.ledger.once(key, lambda: self.verify(state, request))
         answer: ev.TraceEvent = (
             ev.VerificationPassed(attempt=request.attempt, log=verdict.log)
@@ -102,6 +116,7 @@ class Verifier:
             )
         )
         await self._append(state, request, answer)
+        await asyncio.to_thread(discard, spool_for(self.runs_dir, key))
 
     async def _awaiting_state(
         self, delivery: Delivery, request: ev.VerificationRequested
@@ -158,6 +173,7 @@ class Verifier:
                     answer,
                     working_dir=working_dir,
                     trace_id=state.trace_id,
+                    spool=spool_for(self.runs_dir, request_key(state, request)),
                     sandbox=self.sandbox,
                     confined_to_working_dir=bool(state.owner),
                 )

@@ -5,9 +5,9 @@ the key runs the checks, renewing the claim (short TTL) while they run, then wri
 under the same key. A redelivered request (a short acknowledgement wait brings it back within
 seconds of a consumer's death) finds the key: a verdict is reused as is; a live claim is waited
 for; a claim whose holder died (recorded dead by its supervisor, or its TTL run out) is claimed
-again — then,
-and only then, an interrupted command runs a second time (its first run's result died with the
-process that read it).
+again, and the new
+holder finds the dead one's command still running, or finished, through its keeper
+(:mod:`longhaul.verifier.durable`): the command itself is never started twice.
 """
 
 from __future__ import annotations

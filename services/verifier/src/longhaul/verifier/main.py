@@ -5,12 +5,14 @@ Replicas share one durable consumer (competing consumers) on ``verification_requ
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from longhaul.agent.config_check import check_config
 from longhaul.core.consumer import ConsumerSpec, run_consumer
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
+from longhaul.verifier.durable import prune
 from longhaul.verifier.handler import Verifier
 from longhaul.verifier.ledger import VerdictLedger
 
@@ -31,6 +33,9 @@ async def run(ctx: ServiceContext) -> None:
     async with ModelRegistry(ctx.config.models) as models:
         ledger = VerdictLedger(ctx.conn, ttl_s=ctx.config.store.lease_ttl_s)
         verifier = Verifier(ctx.store, models, ctx.config, ledger)
+        pruned = await asyncio.to_thread(prune, verifier.runs_dir)
+        if pruned:
+            log.info("removed %d stale verification spools", pruned)
         log.info("command checks: %s", verifier.sandbox.describe())
         await run_consumer(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
 

@@ -152,19 +152,23 @@ class Sandbox:
 
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""
-        terminate_with_parent()
-        c = self.config
-        mb = 1024 * 1024
-        limits = (
-            (resource.RLIMIT_CPU, c.cpu_s, c.cpu_s + 5),
-            (resource.RLIMIT_AS, c.memory_mb * mb, c.memory_mb * mb),
-            (resource.RLIMIT_NPROC, c.max_processes, c.max_processes),
-            (resource.RLIMIT_FSIZE, c.file_mb * mb, c.file_mb * mb),
-            (resource.RLIMIT_CORE, 0, 0),
-        )
-        for which, soft, hard in limits:
-            _, current_hard = resource.getrlimit(which)
-            if current_hard != resource.RLIM_INFINITY:
-                hard = min(hard, current_hard)
-                soft = min(soft, hard)
-            resource.setrlimit(which, (soft, hard))
+        limit_child(self.config)
+
+
+def limit_child(c: SandboxConfig) -> None:
+    """Make this (forked, not yet exec'd) child die with its parent and apply ``c``'s limits."""
+    terminate_with_parent()
+    mb = 1024 * 1024
+    limits = (
+        (resource.RLIMIT_CPU, c.cpu_s, c.cpu_s + 5),
+        (resource.RLIMIT_AS, c.memory_mb * mb, c.memory_mb * mb),
+        (resource.RLIMIT_NPROC, c.max_processes, c.max_processes),
+        (resource.RLIMIT_FSIZE, c.file_mb * mb, c.file_mb * mb),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+    for which, soft, hard in limits:
+        _, current_hard = resource.getrlimit(which)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+            soft = min(soft, hard)
+        resource.setrlimit(which, (soft, hard))
