@@ -90,6 +90,8 @@ async def test_traces_are_isolated_between_keys(keyed: RunningGateway, store: Ev
         task = (await alice.post("/api/tasks", json={"goal": "g"})).json()["task_id"]
         assert (await bob.get(f"/api/tasks/{task}")).status_code == 404
         assert (await bob.post(f"/api/tasks/{task}/resume")).status_code == 404
+        for review in ({"approved": False}, {"approved": True, "phases": [{"id": "x"}]}):
+            assert (await bob.post(f"/api/tasks/{task}/plan", json=review)).status_code == 404
     assert len([r async for r in store.replay("trace", trace_id)]) == 1
 
 

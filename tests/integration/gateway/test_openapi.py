@@ -38,6 +38,7 @@ DOCUMENTED = {
     ("post", "/api/tasks"),
     ("get", "/api/tasks/{task_id}"),
     ("post", "/api/tasks/{task_id}/resume"),
+    ("post", "/api/tasks/{task_id}/plan"),
     ("get", "/api/tasks/{task_id}/events"),
     ("post", "/api/v1/tasks"),
     ("get", "/api/v1/tasks/{task_id}"),

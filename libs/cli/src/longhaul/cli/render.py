@@ -18,6 +18,8 @@ STATUS_STYLE = {
     "failed": "red",
     "stopped": "magenta",
     "planning": "cyan",
+    "awaiting_review": "yellow",
+    "cancelled": "magenta",
 }
 
 

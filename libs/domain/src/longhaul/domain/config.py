@@ -211,6 +211,9 @@ class PipelineConfig(BaseModel):
     max_phases: int = 10
     max_replan_attempts: int = 2
     single_agent_fallback: bool = False
+    plan_review: bool = False
+    """Tasks wait in ``awaiting_review`` for a person to approve, edit or refuse their plan
+    (a task's own ``review`` wins)."""
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)

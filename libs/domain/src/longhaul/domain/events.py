@@ -17,7 +17,7 @@ from longhaul.domain.messages import ToolCall, Usage
 
 Aggregate = Literal["trace", "task"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
-TaskStatus = Literal["planning", "running", "completed", "failed"]
+TaskStatus = Literal["planning", "awaiting_review", "running", "completed", "failed", "cancelled"]
 PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
 WaitReason = Literal["human", "verification", "subtraces", "approval", "client_tools"]
 
@@ -411,11 +411,24 @@ class TaskCreated(TaskEvent, tag="task_created", kw_only=True, omit_defaults=Tru
     mode: str = "plan"
     options: dict[str, Any] = msgspec.field(default_factory=dict)
     owner: str | None = None
+    review: bool | None = None
+    """Wait for a person to approve the plan (``None``: the planner's ``pipeline.plan_review``)."""
 
 
 class PlanCreated(TaskEvent, tag="plan_created", kw_only=True, omit_defaults=True):
     phases: list[PhaseSpec]
     source: str = "model"
+    review: bool = False
+    """Proposed for review: the task waits in ``awaiting_review`` for ``plan_reviewed``."""
+
+
+class PlanReviewed(TaskEvent, tag="plan_reviewed", kw_only=True, omit_defaults=True):
+    """A person's answer to a proposed plan: run it, run an edited plan (``phases``, checked
+    like a model's plan before it is appended), or refuse it (the task ends ``cancelled``)."""
+
+    approved: bool
+    phases: list[PhaseSpec] | None = None
+    reason: str = ""
 
 
 class PhaseStarted(TaskEvent, tag="phase_started", kw_only=True, omit_defaults=True):
@@ -519,6 +532,7 @@ AnyEvent = (
     | Failed
     | TaskCreated
     | PlanCreated
+    | PlanReviewed
     | PhaseStarted
     | PhaseCompleted
     | PhaseFailed

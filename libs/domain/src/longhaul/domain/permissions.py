@@ -35,6 +35,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.ReflectRequested,
         ev.CompactRequested,
         ev.TaskCreated,
+        ev.PlanReviewed,
         ev.ResumeRequested,
     ),
     "planner": (

@@ -155,6 +155,10 @@ def task_view(state: TaskState) -> TaskView:
                 name=phase.spec.name,
                 description=phase.spec.description,
                 depends_on=list(phase.spec.depends_on),
+                preset=phase.spec.preset,
+                tools=phase.spec.tools,
+                criteria=list(phase.spec.criteria),
+                model=phase.spec.model,
                 status=phase.status,
                 trace_ids=list(phase.trace_ids),
                 attempts=phase.attempts,
@@ -169,6 +173,8 @@ def task_view(state: TaskState) -> TaskView:
             )
             for pid, phase in ((pid, state.phases[pid]) for pid in state.order)
         ],
+        plan_source=state.plan_source,
+        review_reason=state.review_reason,
         replans=list(state.replans),
         resumes=state.resumes,
         resumes_handled=state.resumes_handled,

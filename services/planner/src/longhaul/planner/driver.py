@@ -8,7 +8,9 @@ conflict means "re-read and take the step again" — models may have been asked,
 step is the decision. One step is one decision:
 
 1. answer a pending resume request (``resumed``);
-2. plan a new task (``plan_created``, or ``task_failed`` for an invalid explicit plan);
+2. plan a new task (``plan_created``, or ``task_failed`` for an invalid explicit plan); a plan
+   proposed for review waits for ``plan_reviewed`` (the gateway's, checked there like a model's
+   plan), which the fold turns into the running plan or a cancelled task;
 3. settle a running phase whose step traces all ended (``phase_completed`` / ``phase_failed``);
 4. recover from failed phases once nothing else runs (``replanned`` or ``task_failed``);
 5. finish (``task_completed``) when every phase completed;
@@ -130,6 +132,8 @@ class TaskDriver:
         if task.status == "planning":
             await self._plan(task)
             return True
+        if task.status == "awaiting_review":
+            return False  # a plan_reviewed event wakes it
         for phase_id in task.running_phases():
             if await self._settle(task, phase_id, ended):
                 return True
@@ -167,7 +171,10 @@ class TaskDriver:
             return
         if plan.note:
             log.info("task %s planned by %s: %s", task.task_id, plan.source, plan.note)
-        await self._append(task, [ev.PlanCreated(phases=plan.phases, source=plan.source)])
+        review = self.pipeline.plan_review if task.review is None else task.review
+        await self._append(
+            task, [ev.PlanCreated(phases=plan.phases, source=plan.source, review=review)]
+        )
 
     # ---------------------------------------------------------------- scheduling
 

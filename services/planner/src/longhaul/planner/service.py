@@ -1,9 +1,9 @@
 """The planner's wake-ups: which events reach it and how they map to tasks.
 
-It reacts to ``task_created`` and ``resume_requested`` on tasks, and to the final events
-(``completed``, ``failed``, ``stopped``) of traces; a trace that runs no task phase is
-acknowledged and ignored. Work on one task is serialised inside a replica; replicas share one
-durable consumer and settle races through the task log's optimistic concurrency.
+It reacts to ``task_created``, ``plan_reviewed`` and ``resume_requested`` on tasks, and to
+the final events (``completed``, ``failed``, ``stopped``) of traces; a trace that runs no task
+phase is acknowledged and ignored. Work on one task is serialised inside a replica; replicas
+share one durable consumer and settle races through the task log's optimistic concurrency.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from longhaul.planner.driver import TaskDriver
 log = logging.getLogger(__name__)
 
 DURABLE = "planner"
-TASK_EVENTS = ("task_created", "resume_requested")
+TASK_EVENTS = ("task_created", "plan_reviewed", "resume_requested")
 TRACE_EVENTS = ("completed", "failed", "stopped")
 
 

@@ -68,6 +68,10 @@ class TaskState(msgspec.Struct, kw_only=True):
     goal: str = ""
     mode: str = "plan"
     options: dict[str, object] = msgspec.field(default_factory=dict)
+    review: bool | None = None
+    """Asked for with the task; ``None``: the planner's configured default."""
+    review_reason: str = ""
+    """What the reviewer said (with an edit or a refusal)."""
     owner: str | None = None
     phases: dict[str, PhaseState] = msgspec.field(default_factory=dict)
     order: list[str] = msgspec.field(default_factory=list)
@@ -92,7 +96,7 @@ class TaskState(msgspec.Struct, kw_only=True):
 
     @property
     def is_final(self) -> bool:
-        return self.status in ("completed", "failed")
+        return self.status in ("completed", "failed", "cancelled")
 
     def ready_phases(self) -> list[str]:
         """Pending phases whose dependencies all completed, in plan order."""
@@ -135,6 +139,14 @@ class TaskState(msgspec.Struct, kw_only=True):
             case ev.PlanCreated():
                 self._require("planning", what="create a plan")
                 validate_phase_graph(event.phases)
+            case ev.PlanReviewed():
+                self._require("awaiting_review", what="review the plan")
+                if event.phases is not None:
+                    if not event.approved:
+                        raise InvalidTransition(
+                            "a refused plan carries no phases", code="invalid_plan"
+                        )
+                    validate_phase_graph(event.phases)
             case ev.PhaseStarted():
                 self._phase(event.phase_id, "pending", "failed", "running")
             case ev.PhaseCompleted():
@@ -168,11 +180,22 @@ class TaskState(msgspec.Struct, kw_only=True):
                 self.mode = event.mode
                 self.options = event.options
                 self.owner = event.owner
+                self.review = event.review
                 self.created_at = event.ts
             case ev.PlanCreated():
                 self._set_phases(event.phases)
                 self.plan_source = event.source
-                self.status = "running"
+                self.status = "awaiting_review" if event.review else "running"
+            case ev.PlanReviewed():
+                self.review_reason = event.reason
+                if not event.approved:
+                    self.status = "cancelled"
+                    self.error = f"plan refused: {event.reason or 'no reason given'}"
+                else:
+                    if event.phases is not None:
+                        self._set_phases(event.phases)
+                        self.plan_source = "review"
+                    self.status = "running"
             case ev.PhaseStarted():
                 phase = self.phases[event.phase_id]
                 phase.status = "running"

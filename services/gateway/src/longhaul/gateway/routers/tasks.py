@@ -7,7 +7,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
+from longhaul.agent.planning.quality import plan_issues
+from longhaul.agent.planning.schema import InvalidPlan, parse_phases
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.domain import events as ev
+from longhaul.domain.events import PhaseSpec
 from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
@@ -15,7 +20,9 @@ from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.tasks import (
+    ApprovePlan,
     CreateTaskRequest,
+    ReviewPlanRequest,
     TaskAccepted,
     TaskList,
     TaskSummary,
@@ -59,6 +66,26 @@ def _check_phases(request: Request, options: dict[str, Any]) -> None:
             raise ApiError(422, "invalid_model", str(exc)) from None
 
 
+def _reviewed_phases(request: Request, goal: str, raw: list[dict[str, Any]]) -> list[PhaseSpec]:
+    """An edited plan passes every check a model's plan passes (schema, graph, operator
+    checks and models, the quality self-check), else 422 ``invalid_plan`` listing them."""
+    _check_phases(request, {"phases": raw})
+    config = runtime_of(request.app).config
+    try:
+        specs = parse_phases(raw, max_phases=config.pipeline.max_phases)
+    except InvalidPlan as exc:
+        raise ApiError(422, "invalid_plan", str(exc)) from None
+    issues = plan_issues(
+        specs,
+        goal,
+        presets=PresetCatalog(config.presets).names(),
+        tools=builtin_tools().names(),
+    )
+    if issues:
+        raise ApiError(422, "invalid_plan", "; ".join(issues), {"issues": issues})
+    return specs
+
+
 def _models(options: dict[str, Any], phases: list[dict[str, Any]]) -> list[str]:
     """Every model string a task's options name: the task's, its phases', their
     competitors' and their judges'."""
@@ -86,7 +113,9 @@ def tasks_router(prefix: str) -> APIRouter:
         principal: CurrentPrincipal,
     ) -> TaskAccepted:
         _check_phases(request, body.options)
-        event = ev.TaskCreated(goal=body.goal, mode=body.mode, options=body.options)
+        event = ev.TaskCreated(
+            goal=body.goal, mode=body.mode, options=body.options, review=body.review
+        )
         state = await commands.create_task(runtime_of(request.app), principal, event)
         response.headers["Location"] = f"{prefix}/{state.task_id}"
         return TaskAccepted(
@@ -145,6 +174,32 @@ def tasks_router(prefix: str) -> APIRouter:
     ) -> TaskAccepted:
         state, recorded = await commands.append_to_task(
             runtime_of(request.app), principal, task_id, ev.ResumeRequested()
+        )
+        return TaskAccepted(
+            task_id=task_id, status=state.status or "planning", event_id=recorded.seq
+        )
+
+    @router.post(
+        "/{task_id}/plan",
+        status_code=202,
+        response_model=TaskAccepted,
+        summary="Approve, edit or refuse a plan waiting for review (status awaiting_review)",
+    )
+    async def review_plan(
+        task_id: str, body: ReviewPlanRequest, request: Request, principal: CurrentPrincipal
+    ) -> TaskAccepted:
+        runtime = runtime_of(request.app)
+        task = await access.load_task(runtime, principal, task_id)  # another key's: 404
+        if task.status != "awaiting_review":
+            raise ApiError(409, "conflict", f"task {task_id} is {task.status}, not awaiting_review")
+        phases = None
+        if isinstance(body, ApprovePlan) and body.phases is not None:
+            phases = _reviewed_phases(request, task.goal, body.phases)
+        state, recorded = await commands.append_to_task(
+            runtime,
+            principal,
+            task_id,
+            ev.PlanReviewed(approved=body.approved, phases=phases, reason=body.reason),
         )
         return TaskAccepted(
             task_id=task_id, status=state.status or "planning", event_id=recorded.seq

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from longhaul.gateway.schemas.common import Body, Text
+from longhaul.gateway.schemas.common import Body, ShortText, Text
 from longhaul.gateway.schemas.traces import FaultView
 from pydantic import BaseModel, Field
 
@@ -17,6 +17,35 @@ class CreateTaskRequest(Body):
         "several competitors and a merge strategy",
     )
     options: dict[str, Any] = Field(default_factory=dict)
+    review: bool | None = Field(
+        default=None,
+        description="wait in awaiting_review for POST /plan before running the plan "
+        "(default: the configured pipeline.plan_review)",
+    )
+
+
+class ApprovePlan(Body):
+    """Run the proposed plan, or the edited one given as ``phases``."""
+
+    approved: Literal[True]
+    phases: list[dict[str, Any]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="the edited plan (same shape and checks as options.phases and a model's "
+        "plan; 422 invalid_plan lists the problems)",
+    )
+    reason: ShortText = ""
+
+
+class RefusePlan(Body):
+    """Refuse the plan: the task ends ``cancelled``."""
+
+    approved: Literal[False]
+    reason: ShortText = ""
+
+
+ReviewPlanRequest = ApprovePlan | RefusePlan
 
 
 class TaskAccepted(BaseModel):
@@ -47,6 +76,10 @@ class PhaseView(BaseModel):
     name: str
     description: str = ""
     depends_on: list[str] = Field(default_factory=list)
+    preset: str = "default"
+    tools: list[str] | None = None
+    criteria: list[str] = Field(default_factory=list)
+    model: str | None = None
     status: str
     trace_ids: list[str] = Field(default_factory=list)
     attempts: int = 0
@@ -68,6 +101,10 @@ class TaskView(BaseModel):
     goal: str
     mode: str
     phases: list[PhaseView] = Field(default_factory=list)
+    plan_source: str = Field(
+        default="", description="who made the plan: model, rules, options or review (edited)"
+    )
+    review_reason: str = Field(default="", description="what the reviewer said")
     replans: list[str] = Field(default_factory=list)
     resumes: int = Field(default=0, description="resume requests accepted")
     resumes_handled: int = Field(
