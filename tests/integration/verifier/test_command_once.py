@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import msgspec
+from longhaul.agent.tools.sandbox import rlimits
 from longhaul.domain.config import SandboxConfig
 from longhaul.verifier.durable import INTERRUPTED, Job, run_once
 
@@ -33,7 +34,7 @@ def job(workdir: Path) -> Job:
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         timeout_s=60,
         output_cap=10_000,
-        sandbox=SandboxConfig(mode="none").model_dump(mode="json"),
+        limits=rlimits(SandboxConfig()),
     )
 
 

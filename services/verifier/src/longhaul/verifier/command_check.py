@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from longhaul.agent.tools.childproc import child_env
-from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable
+from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable, rlimits
 from longhaul.verifier.durable import Job, run_once
 from longhaul.verifier.result import CheckResult
 from longhaul.verifier.spec import CommandCheck
@@ -94,7 +94,7 @@ async def _run(
         env=env,
         timeout_s=check.timeout_s,
         output_cap=check.output_cap,
-        sandbox=sandbox.config.model_dump(mode="json"),
+        limits=rlimits(sandbox.config),
     )
     outcome = await run_once(spool, job, answer.encode())
     if outcome.error is not None:

@@ -28,7 +28,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import msgspec
 from longhaul.agent.tools.childproc import child_env
@@ -55,8 +55,8 @@ class Job(msgspec.Struct, kw_only=True):
     env: dict[str, str]
     timeout_s: float
     output_cap: int
-    sandbox: dict[str, Any]
-    """The :class:`~longhaul.domain.config.SandboxConfig` limits, as JSON."""
+    limits: list[tuple[int, int, int]]
+    """``(resource, soft, hard)`` rlimits of the command (the sandbox config's)."""
 
 
 class Outcome(msgspec.Struct, kw_only=True, omit_defaults=True):

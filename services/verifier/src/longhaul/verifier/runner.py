@@ -1,6 +1,7 @@
 """``python -m longhaul.verifier.runner <spool>``: keeps one verification command.
 
-The verifier starts this keeper in a session of its own, so a ``kill -9`` of the verifier
+It imports nothing heavy (a verification waits for its start). The verifier starts this
+keeper in a session of its own, so a ``kill -9`` of the verifier
 neither kills the command nor loses what it printed: the keeper runs the command (confined,
 limited, dying with the keeper), captures its capped output and writes ``result.json`` into
 the spool. A verifier that picks the request up again finds the running keeper by its lock or
@@ -16,8 +17,7 @@ import sys
 from pathlib import Path
 
 import msgspec
-from longhaul.agent.tools.sandbox import limit_child
-from longhaul.domain.config import SandboxConfig
+from longhaul.agent.tools.childproc import limit_child
 from longhaul.verifier.durable import STARTED, Job, Outcome, write_atomically
 from longhaul.verifier.execute import execute
 
@@ -26,7 +26,6 @@ def main() -> None:
     spool = Path(sys.argv[1])
     job = msgspec.json.decode((spool / Job.FILE).read_bytes(), type=Job)
     answer = (spool / Job.STDIN).read_bytes()
-    limits = SandboxConfig.model_validate(job.sandbox)
     write_atomically(spool / STARTED, b"")  # from here on, the command may have had effects
     try:
         finished = asyncio.run(
@@ -37,7 +36,7 @@ def main() -> None:
                 env=job.env,
                 timeout_s=job.timeout_s,
                 output_cap=job.output_cap,
-                preexec=functools.partial(limit_child, limits),
+                preexec=functools.partial(limit_child, job.limits),
             )
         )
     except OSError as exc:

@@ -6,15 +6,10 @@ import msgspec
 from longhaul.agent.contract import TurnEnd, TurnOutcome
 from longhaul.agent.engine.answer import is_cut, is_filtered, whole_answer
 from longhaul.agent.messages import tool_message, unfinished
+from longhaul.agent.stop_reasons import BUDGET_REASONS
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import Completed, Failed, Stopped, VerificationRequested
 from longhaul.domain.state import Message
-
-STOP_REQUESTED = "stop_requested"
-MAX_ITERATIONS = "max_iterations"
-MAX_TOKENS = "max_tokens"
-MAX_COST = "max_cost"
-BUDGET_REASONS = frozenset({MAX_ITERATIONS, MAX_TOKENS, MAX_COST})
 
 
 def is_final_answer(message: Message | None) -> bool:

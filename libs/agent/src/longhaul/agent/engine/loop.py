@@ -13,14 +13,7 @@ from __future__ import annotations
 
 from longhaul.agent.contract import TurnOutcome
 from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
-from longhaul.agent.engine.endings import (
-    MAX_ITERATIONS,
-    STOP_REQUESTED,
-    fail,
-    finish,
-    is_final_answer,
-    stop,
-)
+from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
 from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
 from longhaul.agent.engine.settle import settle
@@ -28,6 +21,7 @@ from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_call
 from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
+from longhaul.agent.stop_reasons import MAX_ITERATIONS, STOP_REQUESTED
 from longhaul.agent.turn import Step, Turn, elapsed_ms
 from longhaul.llm.types import ModelError
 

@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 
 from longhaul.agent.contract import LiveUpdate, TurnOutcome
 from longhaul.agent.engine.attachments import store_attachments
-from longhaul.agent.engine.endings import STOP_REQUESTED, stop
+from longhaul.agent.engine.endings import stop
 from longhaul.agent.errors import ToolError
 from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.messages import failure, tool_message
 from longhaul.agent.middleware.base import ToolHandler
+from longhaul.agent.stop_reasons import STOP_REQUESTED
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.turn import Step, Turn
 from longhaul.domain.events import Waiting

@@ -15,8 +15,8 @@ children running side by side cannot together escape a root's limit.
 from __future__ import annotations
 
 from longhaul.agent.accounting import charge
-from longhaul.agent.engine.endings import MAX_COST, MAX_TOKENS
 from longhaul.agent.middleware.base import Middleware
+from longhaul.agent.stop_reasons import MAX_COST, MAX_TOKENS
 from longhaul.agent.turn import Step, Turn
 from longhaul.domain.events import TraceConfig, Usage
 from longhaul.llm.types import ModelRequest

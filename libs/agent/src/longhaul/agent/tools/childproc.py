@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 ALLOWED_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM")
@@ -35,6 +36,18 @@ def terminate_with_parent() -> None:
     libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
     if os.getppid() == 1:  # the parent died before prctl took effect
         os._exit(137)
+
+
+def limit_child(limits: Sequence[tuple[int, int, int]]) -> None:
+    """``preexec_fn``: die with the parent, then apply ``(resource, soft, hard)`` limits (never
+    above a hard limit this process already has)."""
+    terminate_with_parent()
+    for which, soft, hard in limits:
+        _, current_hard = resource.getrlimit(which)
+        if current_hard != resource.RLIM_INFINITY:
+            hard = min(hard, current_hard)
+            soft = min(soft, hard)
+        resource.setrlimit(which, (soft, hard))
 
 
 # bash runs the command in a child of its own and waits for it, so that the parent-death

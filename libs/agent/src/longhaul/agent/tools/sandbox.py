@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from longhaul.agent.tools.childproc import terminate_with_parent
+from longhaul.agent.tools.childproc import limit_child
 from longhaul.domain.config import SandboxConfig
 
 # What programs need from /etc: the dynamic linker's cache, `alternatives` (Debian's
@@ -152,23 +152,16 @@ class Sandbox:
 
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""
-        limit_child(self.config)
+        limit_child(rlimits(self.config))
 
 
-def limit_child(c: SandboxConfig) -> None:
-    """Make this (forked, not yet exec'd) child die with its parent and apply ``c``'s limits."""
-    terminate_with_parent()
+def rlimits(c: SandboxConfig) -> list[tuple[int, int, int]]:
+    """``(resource, soft, hard)`` for every limit ``c`` sets on a tool process."""
     mb = 1024 * 1024
-    limits = (
+    return [
         (resource.RLIMIT_CPU, c.cpu_s, c.cpu_s + 5),
         (resource.RLIMIT_AS, c.memory_mb * mb, c.memory_mb * mb),
         (resource.RLIMIT_NPROC, c.max_processes, c.max_processes),
         (resource.RLIMIT_FSIZE, c.file_mb * mb, c.file_mb * mb),
         (resource.RLIMIT_CORE, 0, 0),
-    )
-    for which, soft, hard in limits:
-        _, current_hard = resource.getrlimit(which)
-        if current_hard != resource.RLIM_INFINITY:
-            hard = min(hard, current_hard)
-            soft = min(soft, hard)
-        resource.setrlimit(which, (soft, hard))
+    ]
