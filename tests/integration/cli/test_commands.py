@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -121,3 +122,32 @@ async def test_replay_names_a_delegate_sub_trace_mode(stack: RunningGateway) -> 
     assert spawned, replay.stdout
     assert "(None)" not in replay.stdout and "None" not in "".join(spawned), replay.stdout
     assert any("(delegate" in line for line in spawned), replay.stdout
+
+
+async def test_experiences_ls_show_export_import(stack: RunningGateway, tmp_path: Path) -> None:
+    async with stack.client() as http:
+        made = await http.post(
+            "/api/experiences",
+            json={
+                "category": "environment",
+                "content": "The CI box has no network.",
+                "tags": {"intent": ["build"]},
+            },
+        )
+    item = made.json()
+    listed = await longhaul("experiences", "ls", "--tag", "build", url=stack.url)
+    assert listed.code == 0 and item["id"] in listed.stdout and "environment" in listed.stdout
+    shown = await longhaul("experiences", "show", item["id"], url=stack.url)
+    assert shown.code == 0 and "The CI box has no network." in shown.stdout
+    missing = await longhaul("experiences", "show", "ex_nothere", url=stack.url)
+    assert missing.code == 1 and "404" in missing.stderr
+    file = tmp_path / "experiences.md"
+    exported = await longhaul("experiences", "export", "-o", str(file), url=stack.url)
+    assert exported.code == 0 and f"id: {item['id']}" in file.read_text()
+    file.write_text(file.read_text().replace("no network", "no network at all"))
+    imported = await longhaul("experiences", "import", str(file), url=stack.url)
+    assert imported.code == 0 and item["id"] in imported.stdout
+    shown = await longhaul("experiences", "show", item["id"], url=stack.url)
+    assert "no network at all" in shown.stdout
+    to_stdout = await longhaul("experiences", "export", url=stack.url)
+    assert to_stdout.stdout == file.read_text()

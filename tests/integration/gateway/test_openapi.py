@@ -44,6 +44,13 @@ DOCUMENTED = {
     ("get", "/api/v1/tasks/{task_id}"),
     ("post", "/api/v1/tasks/{task_id}/resume"),
     ("get", "/api/experiences"),
+    ("post", "/api/experiences"),
+    ("get", "/api/experiences/export"),
+    ("post", "/api/experiences/import"),
+    ("get", "/api/experiences/{experience_id}"),
+    ("patch", "/api/experiences/{experience_id}"),
+    ("delete", "/api/experiences/{experience_id}"),
+    ("get", "/api/skills"),
     ("get", "/api/info"),
     ("get", "/healthz"),
     ("get", "/readyz"),
@@ -87,9 +94,11 @@ async def test_schemathesis_finds_no_server_error(
         "all",
         # endless streams (test_streams) and binary multipart uploads, which the fuzzer
         # types as JSON (test_uploads), and /readyz, whose 503 without an executor is its
-        # contract (test_health); one regex: a repeated option keeps only the last
+        # contract (test_health), and the experience import, a markdown file whose grammar a
+        # JSON schema cannot state (test_experiences_api); one regex: a repeated option keeps
+        # only the last
         "--exclude-path-regex",
-        "/(events|files|readyz)$",
+        "/(events|files|readyz|import)$",
         "--max-examples",
         "15",
         "--seed",

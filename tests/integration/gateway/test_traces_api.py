@@ -308,32 +308,6 @@ async def test_parent_filter_lists_sub_traces(
     assert (await client.get(f"/api/traces/{child}")).status_code == 200
 
 
-async def test_experiences_lists_recorded_reflections(
-    client: httpx.AsyncClient, store: EventStore
-) -> None:
-    trace_id = await create(client, "plan", name="reflective")
-    await append_as_executor(store, trace_id, assistant(2, "done"), ev.Completed())
-    await create(client, "no reflection here")
-    reflect = await client.post(f"/api/traces/{trace_id}/reflect", json={"focus": "cost"})
-    assert reflect.status_code == 202
-    await append_as_executor(
-        store,
-        trace_id,
-        ev.MessageAppended(
-            sequence=3,
-            parent_sequence=2,
-            role="assistant",
-            content="cheaper tools first",
-            branch_type="reflection",
-        ),
-    )
-    body = (await client.get("/api/experiences")).json()
-    assert body["traces_scanned"] == 2
-    assert [
-        (e["trace_id"], e["sequence"], e["content"], e["trace_name"]) for e in body["experiences"]
-    ] == [(trace_id, 3, "cheaper tools first", "reflective")]
-
-
 async def test_run_without_a_body_continues(client: httpx.AsyncClient, store: EventStore) -> None:
     trace_id = await create(client)
     await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed())

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from longhaul.agent import Engine
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, MiddlewareEntry, PipelineConfig
+from longhaul.domain.config import LonghaulConfig, MemoryConfig, MiddlewareEntry, PipelineConfig
 
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 
@@ -15,12 +15,14 @@ async def test_presets_pipeline_and_paths_come_from_the_config(tmp_path: Path) -
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "triage.md").write_text("# Triage bugs\n…")
+    (skills / "web.md").write_text("# Our own web rules\n…")
     config = LonghaulConfig(
+        memory=MemoryConfig(skills_dir=skills),
         presets={"triager": {"extends": "analyst", "system_prompt": "Triage."}},
         pipeline=PipelineConfig(middleware=[MiddlewareEntry(name="PromptCache", enabled=False)]),
         data_dir=tmp_path / "data",
     )
-    engine = Engine.from_config(config, skill_dirs=[skills])
+    engine = Engine.from_config(config)
     assert "PromptCache" not in [m.config_name() for m in engine.middleware]
     model, script = scripted(answer("ok"))
     state = new_state(config=ev.TraceConfig(preset="triager"))
@@ -28,6 +30,8 @@ async def test_presets_pipeline_and_paths_come_from_the_config(tmp_path: Path) -
     request = script.requests[0]
     assert request.system_stable.startswith("Triage.")
     assert "- triage: Triage bugs" in request.system_stable
+    assert "- web: Our own web rules" in request.system_stable  # the project's wins
+    assert "- planning: Plan long work" in request.system_stable  # built-ins ship
     assert str(tmp_path / "data" / "work") in request.system_stable
     assert "bash" not in [spec.name for spec in request.tools]
     assert make_engine(tmp_path).config == PipelineConfig()

@@ -14,6 +14,8 @@ from longhaul.agent import (
     ToolResult,
     tool,
 )
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.skills import BUILTIN_SKILLS_DIR, skill_dirs
 from longhaul.agent.tools.skill import skill
 from longhaul.agent.tools.workspace_read import workspace_read
 from longhaul.domain import events as ev
@@ -124,3 +126,41 @@ async def test_tool_context_carries_the_idempotency_key(tmp_path: Path) -> None:
         state, MemorySink(state), model=model
     )
     assert PAYMENTS == ["t_test:call_9"]
+
+
+@pytest.mark.parametrize(
+    ("trace_skills", "expected"),
+    [
+        (["deploy"], ["deploy"]),  # the trace's own list first
+        ([], ["code-review"]),  # then the preset's
+    ],
+)
+async def test_skills_follow_trace_then_preset_then_all(
+    tmp_path: Path, trace_skills: list[str], expected: list[str]
+) -> None:
+    index = SkillIndex.load([skills_dir(tmp_path), BUILTIN_SKILLS_DIR])
+    presets = PresetCatalog({"reviewer": {"skills": ["code-review"]}})
+    engine = make_engine(tmp_path, skills=index, presets=presets, workspace=MemoryWorkspace())
+    for preset, wanted in (("reviewer", expected), ("default", trace_skills or index.names())):
+        model, script = scripted(answer("ok"))
+        state = new_state(config=ev.TraceConfig(preset=preset, skills=trace_skills))
+        await engine.run_turn(state, MemorySink(state), model=model)
+        prompt = script.requests[0].system_stable
+        listed = [line[2:].split(":")[0] for line in prompt.splitlines() if line.startswith("- ")]
+        assert listed == wanted
+        assert state.context is not None and state.context.skills == wanted
+
+
+def test_builtin_skills_ship_and_a_project_skill_overrides_one(tmp_path: Path) -> None:
+    builtin = SkillIndex.load(skill_dirs())
+    assert {"planning", "research", "web"} <= set(builtin.names())
+    assert all(skill.builtin for skill in builtin.all())
+    assert "goal add" in (builtin.get("planning") or pytest.fail()).body()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "planning.md").write_text("# Our planning\nUse the tracker.")
+    index = SkillIndex.load(skill_dirs(project))
+    overridden = index.get("planning")
+    assert overridden is not None and not overridden.builtin
+    assert overridden.body() == "# Our planning\nUse the tracker."
+    assert set(index.names()) == set(builtin.names())

@@ -4,6 +4,9 @@ A skill is ``<dir>/<name>.md`` or ``<dir>/<name>/SKILL.md``, optionally opening 
 matter block (``---`` / ``name: …`` / ``description: …`` / ``---``). Only names and one-line
 descriptions go into the system prompt; the body is read when the model asks for it, which
 keeps dozens of skills affordable.
+
+longhaul ships ``planning``, ``research`` and ``web`` (``builtin_skills/``); a project's own
+directory (``memory.skills_dir``) comes first, so its skills override those by name.
 """
 
 from __future__ import annotations
@@ -12,12 +15,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+BUILTIN_SKILLS_DIR = Path(__file__).parent / "builtin_skills"
+
+
+def skill_dirs(project: Path | None = None) -> list[Path]:
+    """Where skills are looked up, first match wins: the project's directory, the built-ins."""
+    return [*([project] if project is not None else []), BUILTIN_SKILLS_DIR]
+
 
 @dataclass(frozen=True, slots=True)
 class Skill:
     name: str
     description: str
     path: Path
+
+    @property
+    def builtin(self) -> bool:
+        return self.path.is_relative_to(BUILTIN_SKILLS_DIR)
 
     def body(self) -> str:
         return _split_front_matter(self.path.read_text(encoding="utf-8"))[1]
@@ -73,6 +87,9 @@ class SkillIndex:
 
     def names(self) -> list[str]:
         return list(self._skills)
+
+    def all(self) -> list[Skill]:
+        return list(self._skills.values())
 
     def only(self, names: Iterable[str]) -> SkillIndex:
         """The subset a preset or trace asked for; an empty request means all of them."""

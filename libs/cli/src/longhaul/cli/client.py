@@ -79,18 +79,28 @@ class Gateway:
             code=code,
         )
 
-    async def call(
-        self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None
-    ) -> Any:
+    async def _send(self, method: str, path: str, **request: Any) -> httpx.Response:
         try:
-            response = await self._http.request(method, path, json=json_body, params=params)
+            response = await self._http.request(method, path, **request)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
         except httpx.TimeoutException as exc:
             raise GatewayError(f"the gateway at {self.url} did not answer in time") from exc
         if response.status_code >= 400:
             raise self._refusal(response)
+        return response
+
+    async def call(
+        self, method: str, path: str, *, json_body: Any = None, params: dict[str, Any] | None = None
+    ) -> Any:
+        response = await self._send(method, path, json=json_body, params=params)
         return response.json()
+
+    async def text(self, method: str, path: str, *, content: str | None = None) -> str:
+        """A call whose body and answer are text (markdown), not JSON."""
+        headers = {"Content-Type": "text/markdown"} if content is not None else None
+        response = await self._send(method, path, content=content, headers=headers)
+        return response.text
 
     async def get(self, path: str, **params: Any) -> Any:
         present = {key: value for key, value in params.items() if value is not None}

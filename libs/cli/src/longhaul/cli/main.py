@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli import tasks, traces
+from longhaul.cli import experiences, tasks, traces
 from longhaul.cli.client import DEFAULT_URL, Gateway
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.run import run_task
@@ -21,6 +21,7 @@ from rich.markup import escape
 app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM agents.")
 app.add_typer(traces.app, name="traces")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(experiences.app, name="experiences")
 
 
 @app.callback()

@@ -106,6 +106,7 @@ async def provision(
             history=max(5, settings.workspace_history),
             description="shared workspace",
         ),
+        kv_stream_config(names.experiences, settings, description="experiences, per API key"),
     ]
     for config in buckets:
         await ensure_stream(js, config)

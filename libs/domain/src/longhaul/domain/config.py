@@ -271,6 +271,27 @@ class VerifierConfig(BaseModel):
     """The command checks clients may name; a client never supplies a command."""
 
 
+class MemoryConfig(BaseModel):
+    """Experiences (``longhaul.domain.experiences``) and skills."""
+
+    categories: list[str] = Field(
+        default_factory=lambda: ["tool_usage", "logic_flow", "environment"],
+        min_length=1,
+        description="the categories an experience may have",
+    )
+    recall: bool = Field(
+        default=True,
+        description="new traces start with the top matching experiences of their key "
+        "(a trace's or preset's `experiences: false` turns it off)",
+    )
+    top_k: int = Field(default=3, ge=1, le=20, description="experiences shown to a new trace")
+    skills_dir: Path | None = Field(
+        default=None,
+        description="project skills (<name>.md or <name>/SKILL.md); they override the "
+        "built-in skills of the same name",
+    )
+
+
 class StoreConfig(BaseModel):
     snapshot_every: int = 200
     lease_ttl_s: float = 5.0
@@ -290,6 +311,7 @@ class LonghaulConfig(BaseSettings):
     store: StoreConfig = Field(default_factory=StoreConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
     working_root: Path | None = Field(
         default=None,
         description="where traces work, each key in its own keys/<key id>/ (executor and "

@@ -353,6 +353,8 @@ class SubtraceSpawned(TraceEvent, tag="subtrace_spawned", kw_only=True, omit_def
     task: str = ""
     preset: str = "default"
     continue_from: str | None = None
+    skills: list[str] = msgspec.field(default_factory=list)
+    """The skills the child gets (empty: its preset's)."""
 
 
 class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_defaults=True):

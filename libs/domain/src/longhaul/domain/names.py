@@ -58,6 +58,10 @@ class Names:
         return self._bucket("lh_workspace")
 
     @property
+    def experiences(self) -> str:
+        return self._bucket("lh_experiences")
+
+    @property
     def artifacts(self) -> str:
         return self._bucket("lh_artifacts")
 

@@ -16,6 +16,7 @@ from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv, AncestorBudget
 from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools import ToolRegistry, ToolSettings
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workspace import Workspace
@@ -49,6 +50,7 @@ class AgentTurns:
             config=config.pipeline,
             env=AgentEnv(
                 presets=PresetCatalog(config.presets),
+                skills=SkillIndex.load(skill_dirs(config.memory.skills_dir)),
                 workspace=workspace,
                 working_root=working_root,
                 tool_settings=ToolSettings(

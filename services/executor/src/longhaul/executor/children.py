@@ -43,6 +43,7 @@ def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
         max_cost=remaining(config.max_cost, parent.run_usage.cost),
         model=config.model,
         preset=info.preset,
+        skills=info.skills,
         working_dir=config.working_dir,
         temperature=config.temperature,
         model_params=config.model_params,

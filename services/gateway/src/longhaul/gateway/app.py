@@ -23,6 +23,7 @@ from longhaul.gateway.routers import (
     files,
     health,
     info,
+    skills,
     trace_events,
     traces,
     viewer,
@@ -77,7 +78,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    app.openapi = configured_openapi(app, config.verifier.commands)  # type: ignore[method-assign]
+    app.openapi = configured_openapi(app, config.verifier.commands, config.memory.categories)  # type: ignore[method-assign]
     install_error_handlers(app)
     for router in (
         traces.router,
@@ -87,6 +88,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         tasks_router("/api/v1/tasks"),
         info.router,
         experiences.router,
+        skills.router,
         health.router,
         viewer.router,
     ):

@@ -2,7 +2,8 @@
 
 The verification checks a client may name are the operator's (``verifier.commands``), so the
 schema lists exactly those names: a client (or a fuzzer) reading the document never has to
-guess, and a name outside the list is schema-invalid, not only refused.
+guess, and a name outside the list is schema-invalid, not only refused. The same holds for
+the experience categories (``memory.categories``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,12 @@ from fastapi.openapi.utils import get_openapi
 VERIFICATION_SCHEMA = "VerificationBody"
 
 
-def configured_openapi(app: FastAPI, checks: Collection[str]) -> Callable[[], dict[str, Any]]:
+EXPERIENCE_BODIES = ("CreateExperience", "PatchExperience")
+
+
+def configured_openapi(
+    app: FastAPI, checks: Collection[str], categories: Collection[str] = ()
+) -> Callable[[], dict[str, Any]]:
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = get_openapi(
@@ -25,7 +31,17 @@ def configured_openapi(app: FastAPI, checks: Collection[str]) -> Callable[[], di
                 description=app.description,
                 routes=app.routes,
             )
-            body = document.get("components", {}).get("schemas", {}).get(VERIFICATION_SCHEMA)
+            schemas = document.get("components", {}).get("schemas", {})
+            for name in EXPERIENCE_BODIES:
+                if categories and name in schemas:
+                    enum = {"type": "string", "enum": sorted(categories)}
+                    field = schemas[name]["properties"]["category"]
+                    if "anyOf" in field:
+                        field["anyOf"] = [enum, {"type": "null"}]
+                    else:
+                        field.update(enum)
+                        field.pop("pattern", None)
+            body = schemas.get(VERIFICATION_SCHEMA)
             if body is not None:
                 if checks:
                     body["properties"]["check"] = {

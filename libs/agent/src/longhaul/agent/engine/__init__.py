@@ -15,7 +15,7 @@ from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.middleware.defaults import default_middleware
 from longhaul.agent.middleware.framework import with_framework_layers
 from longhaul.agent.presets import PresetCatalog
-from longhaul.agent.skills import SkillIndex
+from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.settings import ToolSettings
@@ -58,16 +58,16 @@ class Engine:
         tools: ToolRegistry | None = None,
         working_root: Path | None = None,
         workspace: Workspace | None = None,
-        skill_dirs: Sequence[Path | str] = (),
         tool_settings: ToolSettings | None = None,
         guardrail: GuardrailPolicy | None = None,
         context_hooks: ContextHooks | None = None,
     ) -> Engine:
-        """The engine a service runs: pipeline settings, user presets and model prices /
-        context limits from ``config``; the rest from the arguments."""
+        """The engine a service runs: pipeline settings, user presets, skills (``memory.
+        skills_dir`` over the built-ins) and model
+        prices / context limits from ``config``; the rest from the arguments."""
         env = AgentEnv(
             presets=PresetCatalog(config.presets),
-            skills=SkillIndex.load(skill_dirs),
+            skills=SkillIndex.load(skill_dirs(config.memory.skills_dir)),
             workspace=workspace,
             working_root=working_root or config.data_dir / "work",
             tool_settings=tool_settings

@@ -17,7 +17,9 @@ class TraceContext(Middleware):
         turn.preset = preset
         child = turn.state.parent_trace_id is not None
         turn.tools = preset.select_tools(turn.all_tools, config, child=child)
-        turn.skills = turn.env.skills.only([*preset.skills, *config.skills])
+        # The trace's own list (POST /api/traces, agent(skills=…)) first, then the preset's,
+        # then every skill.
+        turn.skills = turn.env.skills.only(config.skills or preset.skills)
         turn.working_dir = trace_working_dir(turn.env.working_root, turn.state, config.working_dir)
         turn.max_iterations = (
             config.max_iterations or preset.max_iterations or turn.config.max_iterations

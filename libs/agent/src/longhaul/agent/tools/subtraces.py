@@ -24,6 +24,7 @@ def _spawn(
     task: str,
     preset: str,
     continue_from: str | None = None,
+    skills: list[str] | None = None,
 ) -> str:
     child = continue_from or new_id("t")
     ctx.record(
@@ -34,6 +35,7 @@ def _spawn(
             task=task,
             preset=preset,
             continue_from=continue_from,
+            skills=skills or [],
         )
     )
     return child
@@ -81,6 +83,7 @@ async def agent(
     tasks: list[str] | None = None,
     preset: str | None = None,
     continue_from: str | None = None,
+    skills: list[str] | None = None,
 ) -> Deferred:
     """Hand work to sub-agents and wait for their summaries.
 
@@ -92,6 +95,7 @@ async def agent(
         preset: preset of a delegated sub-agent (default: default).
         continue_from: id of a finished sub-trace to continue with ``task`` instead of
             starting a new one.
+        skills: skills the sub-agent(s) get, by name (default: their preset's, else all).
     """
     if mode == "delegate":
         if not task:
@@ -101,7 +105,12 @@ async def agent(
         else:
             _check_limits(ctx, 1)
         child = _spawn(
-            ctx, mode="delegate", task=task, preset=preset or "default", continue_from=continue_from
+            ctx,
+            mode="delegate",
+            task=task,
+            preset=preset or "default",
+            continue_from=continue_from,
+            skills=skills,
         )
         return Deferred("subtraces", detail=child)
     if not tasks:
@@ -110,7 +119,9 @@ async def agent(
     if len(tasks) > limit:
         raise ToolError(f"explore takes at most {limit} tasks", code="tool_call_invalid")
     _check_limits(ctx, len(tasks))
-    children = [_spawn(ctx, mode="explore", task=item, preset="explore") for item in tasks]
+    children = [
+        _spawn(ctx, mode="explore", task=item, preset="explore", skills=skills) for item in tasks
+    ]
     return Deferred("subtraces", detail=", ".join(children))
 
 

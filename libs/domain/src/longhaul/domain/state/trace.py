@@ -34,6 +34,7 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     summary: str = ""
     preset: str = "default"
     continue_from: str | None = None
+    skills: list[str] = msgspec.field(default_factory=list)
     goal_id: str | None = None
     """The parent's goal in focus when the child was spawned (the child's ``parent_goal_id``)."""
     descendants: int = 0
@@ -468,6 +469,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             task=event.task,
             preset=event.preset,
             continue_from=event.continue_from,
+            skills=event.skills,
             goal_id=self.goals.focus,
         )
 

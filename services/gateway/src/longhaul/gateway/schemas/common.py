@@ -35,6 +35,9 @@ def _integral(value: Any) -> Any:
 Iterations = Annotated[int, Field(ge=1, le=100_000), BeforeValidator(_integral)]
 TokenCount = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(_integral)]
 Sequence = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(_integral)]
+Counter = Annotated[int, Field(ge=0, le=2**31), BeforeValidator(_integral)]
+ResponseTokens = Annotated[int, Field(ge=1, le=1_000_000), BeforeValidator(_integral)]
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1), BeforeValidator(_integral)]
 
 
 class Input(BaseModel):

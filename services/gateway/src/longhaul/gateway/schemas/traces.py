@@ -13,6 +13,8 @@ from longhaul.gateway.schemas.common import (
     Iterations,
     ModelName,
     Name,
+    ResponseTokens,
+    Seed,
     Sequence,
     ShortText,
     Text,
@@ -81,8 +83,8 @@ class ModelParamsBody(Body):
 
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    max_tokens: int | None = Field(default=None, ge=1, le=1_000_000, description="per response")
-    seed: int | None = Field(default=None, ge=0, le=2**32 - 1)
+    max_tokens: ResponseTokens | None = Field(default=None, description="per response")
+    seed: Seed | None = None
     stop: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
         default=None, max_length=16
     )

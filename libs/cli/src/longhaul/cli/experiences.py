@@ -1,0 +1,104 @@
+"""``longhaul experiences …``: what your agents learned, and the markdown file that carries it
+between deployments (``export`` writes it, ``import`` reads it back)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from longhaul.cli.client import Gateway
+from longhaul.cli.context import console, execute
+from rich.markup import escape
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, help="List, show, export and import experiences.")
+
+Output = Annotated[
+    Path | None, typer.Option("--output", "-o", help="write the file here (default: stdout)")
+]
+
+
+@app.command("ls")
+def list_experiences(
+    ctx: typer.Context,
+    tag: Annotated[str | None, typer.Option(help="an intent or state tag")] = None,
+    category: Annotated[str | None, typer.Option(help="tool_usage, logic_flow, …")] = None,
+    text: Annotated[str | None, typer.Option("--text", "-q", help="text in the content")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
+) -> None:
+    """Your experiences, newest first."""
+
+    async def command(gateway: Gateway) -> None:
+        page = await gateway.get(
+            "/api/experiences", tag=tag, category=category, q=text, limit=limit
+        )
+        if not page["experiences"]:
+            console.print("no experiences yet: reflect on a trace to record some", style="dim")
+            return
+        table = Table("id", "category", "intent", "state", "+/-", "content")
+        for item in page["experiences"]:
+            metrics = item["metrics"]
+            table.add_row(
+                item["id"],
+                item["category"],
+                ", ".join(item["tags"]["intent"]),
+                ", ".join(item["tags"]["state"]),
+                f"{metrics['helpful']}/{metrics['harmful']}",
+                escape(item["content"].splitlines()[0][:80]),
+            )
+        console.print(table)
+        if page["next_cursor"]:
+            console.print(f"more: --limit {limit * 2}", style="dim")
+
+    execute(ctx, command)
+
+
+@app.command("show")
+def show(ctx: typer.Context, experience_id: Annotated[str, typer.Argument(help="ex_…")]) -> None:
+    """One experience with its tags, counters and source trace."""
+
+    async def command(gateway: Gateway) -> None:
+        item = await gateway.get(f"/api/experiences/{experience_id}")
+        metrics = item["metrics"]
+        console.print(f"[bold]{item['id']}[/bold] ({item['category']})")
+        console.print(f"intent: {', '.join(item['tags']['intent']) or '-'}")
+        console.print(f"state:  {', '.join(item['tags']['state']) or '-'}")
+        console.print(f"helpful {metrics['helpful']}, harmful {metrics['harmful']}")
+        console.print(f"from {item['trace_id'] or '-'} at {item['created_at']}")
+        console.print()
+        console.print(escape(item["content"]))
+
+    execute(ctx, command)
+
+
+@app.command("export")
+def export(ctx: typer.Context, output: Output = None) -> None:
+    """Write your experiences as one markdown file."""
+
+    async def command(gateway: Gateway) -> None:
+        text = await gateway.text("GET", "/api/experiences/export")
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            output.write_text(text, encoding="utf-8")
+            console.print(f"wrote {output}", style="dim")
+
+    execute(ctx, command)
+
+
+@app.command("import")
+def import_file(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="a markdown file")],
+) -> None:
+    """Read an exported (or hand-written) file back; the same ids are replaced."""
+
+    async def command(gateway: Gateway) -> None:
+        text = await gateway.text(
+            "POST", "/api/experiences/import", content=path.read_text(encoding="utf-8")
+        )
+        console.print(text)
+
+    execute(ctx, command)
