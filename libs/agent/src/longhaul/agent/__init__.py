@@ -9,8 +9,9 @@ not import the whole engine.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from longhaul.agent.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from longhaul.agent.context_hooks import ContextHooks
@@ -81,10 +82,4 @@ _HOME = {
 }
 __all__ = sorted(_HOME)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOME)

@@ -6,8 +6,9 @@ process that only starts children) does not import every tool.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from longhaul.agent.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from longhaul.agent.tools.base import Tool, tool
@@ -32,10 +33,4 @@ _HOME = {
 }
 __all__ = sorted(_HOME)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _HOME)
