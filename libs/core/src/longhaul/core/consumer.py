@@ -6,7 +6,8 @@ delay when it raises (redelivery is harmless), and terms messages that can never
 (a subject that is not an event subject). While a handler runs, its message is kept alive with
 ``in_progress`` so a long model call or command is not redelivered to another replica midway.
 Deliveries with the same key (by default the aggregate id) are handled one at a time in a
-replica, which keeps optimistic-concurrency retries rare.
+replica, which keeps optimistic-concurrency retries rare. Each handling is a consumer span
+continuing the trace context the message's headers carry (``longhaul.core.telemetry``).
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.telemetry import context_of, tracer
 from longhaul.core.transient import BrokerUnavailable, retry_transient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind
 
 log = logging.getLogger(__name__)
 
@@ -196,10 +201,11 @@ async def _handle(
     heartbeat = asyncio.create_task(_keep_alive(msg, spec.ack_wait_s / 3))
     try:
         async with locks.hold(key(delivery)):
-            await retry_transient(
-                lambda: handler(delivery),
-                what=f"{spec.durable}: {delivery.event_type} of {delivery.aggregate_id}",
-            )
+            with _process_span(spec, msg, delivery):
+                await retry_transient(
+                    lambda: handler(delivery),
+                    what=f"{spec.durable}: {delivery.event_type} of {delivery.aggregate_id}",
+                )
     except asyncio.CancelledError:
         heartbeat.cancel()
         raise
@@ -224,6 +230,25 @@ async def _handle(
         return
     heartbeat.cancel()
     await _settle(msg.ack())
+
+
+def _process_span(spec: ConsumerSpec, msg: Msg, delivery: Delivery) -> AbstractContextManager[Span]:
+    """A consumer span for one handling, continuing the trace context in the message's
+    headers (the writer's span), so what the handler appends continues it too."""
+    return tracer().start_as_current_span(
+        f"process {delivery.event_type}",
+        context=context_of(msg.headers) or Context(),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "nats",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": msg.subject,
+            "messaging.consumer.group.name": spec.durable,
+            "messaging.message.delivery_count": delivery.num_delivered,
+            "longhaul.event.type": delivery.event_type,
+            f"longhaul.{delivery.aggregate}.id": delivery.aggregate_id,
+        },
+    )
 
 
 async def _keep_alive(msg: Msg, every_s: float) -> None:

@@ -17,6 +17,7 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.logs import configure_logging
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
+from longhaul.core.telemetry import tracing
 from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,8 @@ def run_main(
 ) -> None:
     """Entry point body for ``longhaul-<service>`` commands. The configuration is loaded and
     ``check``-ed before anything starts: a bad one exits with ``CONFIG_ERROR_EXIT`` and a
-    message naming the key (a supervisor does not restart it)."""
+    message naming the key (a supervisor does not restart it). Spans are exported while it
+    runs when the ``OTEL_*`` variables ask for it (``longhaul.core.telemetry``)."""
     configure_logging(name)
     try:
         config = load_config()
@@ -119,6 +121,7 @@ def run_main(
         log.error("%s: invalid configuration: %s", name, exc)
         raise SystemExit(CONFIG_ERROR_EXIT) from None
     try:
-        asyncio.run(serve(name, run, config))
+        with tracing(name):
+            asyncio.run(serve(name, run, config))
     except KeyboardInterrupt:
         pass

@@ -4,7 +4,8 @@ Append rule (DESIGN.md §3): each event is published with
 ``Nats-Expected-Last-Subject-Sequence`` (the stream sequence of the aggregate's last event) on
 the aggregate's wildcard subject, and ``Nats-Msg-Id: <id>:<n>`` so a retried publish is
 de-duplicated by the server. A duplicate ack whose stored payload differs from ours means two
-writers produced event ``n``: that is a conflict, not a success.
+writers produced event ``n``: that is a conflict, not a success. The event's
+``trace_context`` travels as headers too (``traceparent``…, see ``longhaul.core.telemetry``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TypeVar
 import msgspec
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.telemetry import carrier_headers, current_carrier
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
@@ -69,8 +71,8 @@ def stamp(
     causation_id: str | None,
     correlation_id: str | None,
 ) -> ev.Event:
-    """``event`` as the ``n``-th of the aggregate, with the writer's actor and causation
-    (the event's own win): what every store writes."""
+    """``event`` as the ``n``-th of the aggregate, with the writer's actor, causation and
+    current span (the event's own win): what every store writes."""
     if event.aggregate != aggregate:
         raise ValueError(f"{event.type} is not a {aggregate} event")
     return msgspec.structs.replace(
@@ -80,6 +82,7 @@ def stamp(
         actor=event.actor or actor or "",
         causation_id=event.causation_id or causation_id,
         correlation_id=event.correlation_id or correlation_id,
+        trace_context=event.trace_context or current_carrier(),
     )
 
 
@@ -149,6 +152,7 @@ class EventStore:
             "Nats-Expected-Last-Subject-Sequence-Subject": self.names.aggregate_filter(
                 aggregate, aggregate_id
             ),
+            **carrier_headers(event.trace_context),
         }
         subject = self.names.subject(aggregate, aggregate_id, event.type)
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):

@@ -1,9 +1,9 @@
 """The event catalog: every domain event of DESIGN.md §4 as one msgspec tagged union.
 
 Events are encoded as JSON. The envelope (``id``, ``type``, ``aggregate_id``, ``n``, ``ts``,
-``causation_id``, ``correlation_id``, ``actor``) is filled by the writer; ``n`` and
-``aggregate_id`` are stamped by the event store at append time so callers build events from
-payload fields only.
+``causation_id``, ``correlation_id``, ``actor``, ``trace_context``) is filled by the writer;
+``n`` and ``aggregate_id`` are stamped by the event store at append time so callers build
+events from payload fields only.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ class Event(msgspec.Struct, tag_field="type", kw_only=True, omit_defaults=True):
     causation_id: str | None = None
     correlation_id: str | None = None
     actor: str = ""
+    trace_context: dict[str, str] | None = None
+    """The W3C trace context (``traceparent``, ``tracestate``) of the span that wrote the
+    event, when tracing is on; also sent as its NATS headers (``longhaul.core.telemetry``)."""
 
     @property
     def type(self) -> str:

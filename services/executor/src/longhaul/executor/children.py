@@ -8,7 +8,9 @@ idempotent and any replica may do it. A spawn that continues a finished child
 (``continue_from``) appends ``RunRequested`` with the new task to that child instead; the
 child counts as started once it runs again. When a child reaches a final status its parent gets
 ``SubtraceFinished`` (unless the parent's state already has it), which wakes a parent that waits
-for its children; a parent that ends first asks its still-running children to stop.
+for its children; a parent that ends first asks its still-running children to stop. A child's
+first event carries the trace context of the parent's tool call that spawned it, so its turns
+are that tool span's children whichever wake-up creates it.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ def child_created(parent: TraceState, info: SubtraceInfo, limit: int = 50) -> ev
         root_trace_id=parent.root_trace_id or parent.trace_id,
         depth=parent.depth + 1,
         max_descendants=child_allowance(parent, limit),
+        trace_context=info.trace_context,
     )
 
 
@@ -140,7 +143,10 @@ class Children:
             return await append_while(
                 self.store,
                 previous,
-                ev.RunRequested(messages=[ev.InputMessage(role="user", content=info.task)]),
+                ev.RunRequested(
+                    messages=[ev.InputMessage(role="user", content=info.task)],
+                    trace_context=info.trace_context,
+                ),
                 lambda child: child.is_final,
                 actor=self.actor,
             )

@@ -5,6 +5,8 @@ taken is simply acknowledged: the holder re-reads the log *after* releasing, so 
 arrived while it held the lease is never missed (the lease holder's in-flight wake-up, or the
 sweeper, covers a holder that died instead). While the engine runs, a keeper renews the lease;
 if the lease is lost the turn is cancelled at once, so two executors never run one trace.
+Each turn is an ``invoke_agent`` span under the run's recorded trace context
+(``longhaul.core.telemetry``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from longhaul.agent.contract import LiveCallback, LiveUpdate, StaleState, TurnOu
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import current_trace_id
 from longhaul.core.store import EventStore
+from longhaul.core.telemetry import context_of, tracer
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.executor.appends import append_while
@@ -29,6 +32,9 @@ from longhaul.executor.live import LivePublisher
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.sink import TraceSink
 from longhaul.executor.upkeep import TurnUpkeep
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, StatusCode
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,32 @@ MAX_ROUNDS = 8
 class TurnSettings:
     actor: str
     index_interval_s: float
+
+
+def turn_span(state: TraceState, actor: str) -> Span:
+    """The span of one executor turn (GenAI ``invoke_agent``), a child of the request that
+    started the trace's current run, whichever executor runs it and however often it resumed."""
+    attributes: dict[str, str | int] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": state.config.preset,
+        "gen_ai.conversation.id": state.trace_id,
+        "longhaul.trace.id": state.trace_id,
+        "longhaul.trace.run": state.runs,
+        "longhaul.executor": actor,
+    }
+    for key, value in (
+        ("longhaul.trace.parent_id", state.parent_trace_id),
+        ("longhaul.task.id", state.task_id),
+        ("longhaul.phase.id", state.phase_id),
+    ):
+        if value:
+            attributes[key] = value
+    return tracer().start_span(
+        f"invoke_agent {state.config.preset}",
+        context=context_of(state.run_trace_context) or Context(),  # none recorded: a root
+        kind=SpanKind.INTERNAL,
+        attributes=attributes,
+    )
 
 
 class TurnRunner:
@@ -129,7 +161,11 @@ class TurnRunner:
         )
         live = LivePublisher(self.store.conn.nc, self.store.conn.names.live(state.trace_id))
         self.metrics.active_turns.inc()
-        turn = asyncio.create_task(self.run_turn(state, sink, live), name=f"turn-{state.trace_id}")
+        span = turn_span(state, self.settings.actor)
+        with trace.use_span(span):  # the turn's task starts in (a copy of) this context
+            turn = asyncio.create_task(
+                self.run_turn(state, sink, live), name=f"turn-{state.trace_id}"
+            )
         keeper = asyncio.create_task(lease.keep(turn.cancel), name=f"lease-{state.trace_id}")
         end = "error"
         try:
@@ -148,6 +184,10 @@ class TurnRunner:
                 return None
             raise
         finally:
+            span.set_attribute("longhaul.turn.end", end)
+            if end in ("error", "lease_lost"):
+                span.set_status(StatusCode.ERROR, end)
+            span.end()
             self.metrics.active_turns.dec()
             self.metrics.turns.labels(end=end).inc()
             keeper.cancel()

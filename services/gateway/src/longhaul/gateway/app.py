@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from longhaul.core.service import open_context
+from longhaul.core.telemetry import tracing_enabled
 from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
@@ -31,6 +32,7 @@ from longhaul.gateway.routers import (
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
 from nats.aio.subscription import Subscription
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
 log = logging.getLogger(__name__)
 
@@ -108,4 +110,10 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
         )
     app.add_middleware(RequestObserver, metrics=runtime.metrics)
+    if tracing_enabled():
+        # A server span per request, continuing a client's ``traceparent``; the events a
+        # request appends carry it on (``longhaul.core.telemetry``).
+        FastAPIInstrumentor.instrument_app(
+            app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
+        )
     return app

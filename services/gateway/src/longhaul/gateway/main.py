@@ -16,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 from longhaul.agent.config_check import check_config
 from longhaul.core.logs import configure_logging
+from longhaul.core.telemetry import tracing
 from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
 from longhaul.gateway.app import create_app
 from longhaul.gateway.auth import KeyRing, is_loopback
@@ -93,10 +94,11 @@ def main() -> None:
         log.warning(
             "local development mode: no API keys, loopback only, all requests act as one owner"
         )
-    app = create_app(config)
-    log.info("gateway listening on http://%s:%d", host, config.gateway.port)
     try:
-        build_server(app, host, config.gateway.port).run()
+        with tracing("gateway"):  # before the app: it instruments itself when tracing is on
+            app = create_app(config)
+            log.info("gateway listening on http://%s:%d", host, config.gateway.port)
+            build_server(app, host, config.gateway.port).run()
     except KeyboardInterrupt:
         pass
 

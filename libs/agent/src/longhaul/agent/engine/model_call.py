@@ -1,10 +1,12 @@
-"""The innermost model handler: stream the response, forward deltas and retry notices."""
+"""The innermost model handler: stream the response, forward deltas and retry notices, inside
+the call's GenAI ``chat`` span (``longhaul.agent.telemetry``)."""
 
 from __future__ import annotations
 
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.engine.deltas import DeltaThrottle
 from longhaul.agent.middleware.base import ModelHandler
+from longhaul.agent.telemetry import model_span, record_response
 from longhaul.agent.turn import Turn
 from longhaul.llm.types import (
     ModelError,
@@ -18,27 +20,34 @@ from longhaul.llm.types import (
 
 def streaming_call(turn: Turn) -> ModelHandler:
     async def call(request: ModelRequest) -> ModelResponse:
-        live = turn.live
-        if live is None:
-            return await turn.model.complete(request)
-        throttle = DeltaThrottle(live, turn.config.streaming.flush_interval_ms, turn.env.clock)
-        final: ModelResponse | None = None
-        async for event in turn.model.stream(request):
-            if isinstance(event, TextDelta):
-                await throttle.push(event.text)
-            elif isinstance(event, RetryNotice):
-                await throttle.flush()
-                await live(
-                    LiveUpdate(
-                        kind="retry",
-                        text=f"attempt {event.attempt} in {event.delay_s:.1f}s: {event.reason}",
-                    )
-                )
-            elif isinstance(event, StreamEnd):
-                final = event.response
-        await throttle.flush()
-        if final is None:
-            raise ModelError("model stream ended without a final response")
-        return final
+        with model_span(turn.trace_id, request) as span:
+            response = await _call(turn, request)
+            record_response(span, response)
+            return response
 
     return call
+
+
+async def _call(turn: Turn, request: ModelRequest) -> ModelResponse:
+    live = turn.live
+    if live is None:
+        return await turn.model.complete(request)
+    throttle = DeltaThrottle(live, turn.config.streaming.flush_interval_ms, turn.env.clock)
+    final: ModelResponse | None = None
+    async for event in turn.model.stream(request):
+        if isinstance(event, TextDelta):
+            await throttle.push(event.text)
+        elif isinstance(event, RetryNotice):
+            await throttle.flush()
+            await live(
+                LiveUpdate(
+                    kind="retry",
+                    text=f"attempt {event.attempt} in {event.delay_s:.1f}s: {event.reason}",
+                )
+            )
+        elif isinstance(event, StreamEnd):
+            final = event.response
+    await throttle.flush()
+    if final is None:
+        raise ModelError("model stream ended without a final response")
+    return final

@@ -4,7 +4,9 @@ A call either answers now (its recorded events and its tool message go out as on
 is :class:`Deferred`: its events go out, its result comes in a later turn. Several deferrals
 of the same kind (sub-traces) join one wait; a deferral that would need a second, different
 wait (or a second question to the human) is refused with ``deferred_conflict`` so the model
-issues it again later. After the last call, a pending deferral becomes ``Waiting``.
+issues it again later. After the last call, a pending deferral becomes ``Waiting``. Each call,
+its recording included (so a spawned child's ``subtrace_spawned`` carries it), is an
+``execute_tool`` span.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.messages import failure, tool_message
 from longhaul.agent.middleware.base import ToolHandler
 from longhaul.agent.stop_reasons import STOP_REQUESTED
+from longhaul.agent.telemetry import record_reply, tool_span
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.turn import Step, Turn
 from longhaul.domain.events import Waiting
 from longhaul.llm.types import ToolCall
+from opentelemetry.trace import Span
 
 
 def innermost(turn: Turn) -> ToolHandler:
@@ -72,33 +76,8 @@ async def run_calls(
             tool_message(batch, call, preset, synthetic=True)
             await turn.emit(batch)
             continue
-        invocation = ToolInvocation(call, turn.tools.get(call.name), turn.tool_context(call.id))
-        await turn.notify(LiveUpdate(kind="tool_start", tool=call.name, tool_call_id=call.id))
-        reply = await handler(invocation)
-        if isinstance(reply, Deferred):
-            if wait is None or wait.joins(reply):
-                await turn.emit(invocation.ctx.recorded)
-                if wait is None:
-                    wait = _Wait(reply, call.id)
-                else:
-                    wait.details.append(reply.detail)
-                    wait.calls.append(call.id)
-                await turn.notify(
-                    LiveUpdate(
-                        kind="tool_end",
-                        tool=call.name,
-                        tool_call_id=call.id,
-                        text=f"waiting: {reply.reason}",
-                    )
-                )
-                continue
-            reply = failure(
-                "deferred_conflict",
-                f"not started: this turn already waits for {wait.reason}; call {call.name} "
-                "again once that is answered",
-            )
-            invocation.ctx.recorded.clear()
-        await _answer(turn, invocation, reply)
+        with tool_span(turn.trace_id, call) as span:
+            wait = await _run_one(turn, call, handler, wait, span)
     if wait is None:
         return None
     await turn.emit(
@@ -112,6 +91,43 @@ async def run_calls(
         ]
     )
     return TurnOutcome(end="waiting", steps=turn.steps)
+
+
+async def _run_one(
+    turn: Turn, call: ToolCall, handler: ToolHandler, wait: _Wait | None, span: Span
+) -> _Wait | None:
+    """Run one call and record its answer, or defer it; returns the turn's wait (joined by
+    this call if it was deferred)."""
+    invocation = ToolInvocation(call, turn.tools.get(call.name), turn.tool_context(call.id))
+    await turn.notify(LiveUpdate(kind="tool_start", tool=call.name, tool_call_id=call.id))
+    reply = await handler(invocation)
+    if isinstance(reply, Deferred):
+        if wait is None or wait.joins(reply):
+            record_reply(span, reply)
+            await turn.emit(invocation.ctx.recorded)
+            if wait is None:
+                wait = _Wait(reply, call.id)
+            else:
+                wait.details.append(reply.detail)
+                wait.calls.append(call.id)
+            await turn.notify(
+                LiveUpdate(
+                    kind="tool_end",
+                    tool=call.name,
+                    tool_call_id=call.id,
+                    text=f"waiting: {reply.reason}",
+                )
+            )
+            return wait
+        reply = failure(
+            "deferred_conflict",
+            f"not started: this turn already waits for {wait.reason}; call {call.name} "
+            "again once that is answered",
+        )
+        invocation.ctx.recorded.clear()
+    record_reply(span, reply)
+    await _answer(turn, invocation, reply)
+    return wait
 
 
 async def _answer(turn: Turn, invocation: ToolInvocation, reply: ToolResult) -> None:

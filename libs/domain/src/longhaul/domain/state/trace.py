@@ -39,6 +39,8 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     """The parent's goal in focus when the child was spawned (the child's ``parent_goal_id``)."""
     descendants: int = 0
     """The child's own sub-traces, as its ``subtrace_finished`` reported them."""
+    trace_context: dict[str, str] | None = None
+    """The spawning tool call's trace context: the child's run continues it."""
 
 
 class VerificationState(msgspec.Struct, kw_only=True):
@@ -105,6 +107,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     verification: VerificationState = msgspec.field(default_factory=VerificationState)
     subtraces: dict[str, SubtraceInfo] = msgspec.field(default_factory=dict)
     runs: int = 0
+    run_trace_context: dict[str, str] | None = None
+    """Trace context of the event that started the current run (the request that created or
+    continued the trace): every turn of the run is its child, on whichever executor."""
     faults: list[Fault] = msgspec.field(default_factory=list)
     """Events of the log this fold skipped (see ``faults``)."""
 
@@ -263,6 +268,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.max_descendants = event.max_descendants
         self.created_at = event.ts
         self.runs = 1
+        self.run_trace_context = event.trace_context
         self._append_inputs(event.messages, event.ts)
 
     def _on_run_requested(self, event: ev.RunRequested) -> None:
@@ -271,12 +277,13 @@ class TraceState(msgspec.Struct, kw_only=True):
         if event.config is not None:
             self.config = event.config
             self.context = None  # a changed config is recorded afresh by the next turn
-        self._reset_run()
+        self._reset_run(event)
         self._append_inputs(event.messages, event.ts)
 
-    def _reset_run(self) -> None:
+    def _reset_run(self, event: ev.Event) -> None:
         self.status = "running"
         self.runs += 1
+        self.run_trace_context = event.trace_context
         self.run_usage = ev.RunUsage()
         self.error = None
         self.stop_reason = None
@@ -471,6 +478,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             continue_from=event.continue_from,
             skills=event.skills,
             goal_id=self.goals.focus,
+            trace_context=event.trace_context,
         )
 
     def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
@@ -496,17 +504,17 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.stop_requested = True
 
     def _on_reflect_requested(self, event: ev.ReflectRequested) -> None:
-        self._resume_if_idle()
+        self._resume_if_idle(event)
         self.reflect_requested = True
         self.reflect_focus = event.focus
 
     def _on_compact_requested(self, event: ev.CompactRequested) -> None:
-        self._resume_if_idle()
+        self._resume_if_idle(event)
         self.compact_requested = True
 
-    def _resume_if_idle(self) -> None:
+    def _resume_if_idle(self, event: ev.Event) -> None:
         if self.status != "running":
-            self._reset_run()
+            self._reset_run(event)
 
     def _on_stopped(self, event: ev.Stopped) -> None:
         self.status = "stopped"
