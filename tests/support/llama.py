@@ -58,9 +58,10 @@ def wheels_or_fail() -> str:
 class LlamaProcess:
     """llama.cpp's server with the packaged model in a subprocess on a free loopback port."""
 
-    def __init__(self, *, threads: int = 2, n_ctx: int = N_CTX) -> None:
+    def __init__(self, *, threads: int = 2, n_ctx: int = N_CTX, parallel: int = 2) -> None:
         self.threads = threads
         self.n_ctx = n_ctx
+        self.parallel = parallel
         self.url = ""
         self._process: asyncio.subprocess.Process | None = None
         self._logs = tempfile.TemporaryDirectory(prefix="lh-llama-")
@@ -77,6 +78,8 @@ class LlamaProcess:
             str(self.threads),
             "--n-ctx",
             str(self.n_ctx),
+            "--parallel",
+            str(self.parallel),
             stdout=asyncio.subprocess.PIPE,
             stderr=log,
             start_new_session=True,
@@ -212,6 +215,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--n-ctx", type=int, default=N_CTX)
+    parser.add_argument("--parallel", type=int, default=2)
     args = parser.parse_args()
     from longhaul.llm.local import LlamaServer, ServerSpec
 
@@ -220,7 +224,7 @@ def main() -> None:
             model=Path(wheels_or_fail()),
             threads=args.threads,
             n_ctx=args.n_ctx,
-            parallel=2,
+            parallel=args.parallel,
             chat_template=TEMPLATE.read_text(),
         )
     )

@@ -50,6 +50,18 @@ async def test_output_is_capped_and_the_rest_counted(tmp_path: Path) -> None:
     assert "could not be stored" in result.output
     assert result.output.endswith("] …\n" + "a" * 200 + "\n[exit code 0]")
     assert len(result.output) <= 1000
+    # Offloaded: shown once, then only the notice (size, and where the whole is) remains.
+    assert result.include_output_only_once
+    assert result.long_term_memory is not None
+    assert result.long_term_memory.startswith("$ head -c 5000 /dev/zero | tr '\\0' a\n")
+    assert "[output is 5000 bytes in all; 4600 bytes omitted" in result.long_term_memory
+    assert "a" * 10 not in result.long_term_memory
+
+
+async def test_an_output_within_the_cap_stays_in_the_history(tmp_path: Path) -> None:
+    result = await bash.run(tool_context(tmp_path), {"command": "echo short"})
+    assert isinstance(result, ToolResult)
+    assert not result.include_output_only_once and result.long_term_memory is None
 
 
 # An executor stand-in: runs one bash call and is then killed -9 while it runs.

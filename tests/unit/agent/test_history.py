@@ -11,7 +11,7 @@ import pytest
 from longhaul.agent.batch import Batch
 from longhaul.agent.history import History, MessageView
 from longhaul.domain import events as ev
-from longhaul.domain.config import PipelineConfig
+from longhaul.domain.config import OffloadConfig, PipelineConfig
 from longhaul.llm.types import ModelRequest
 
 from tests.unit.agent.support import AgentRun, Reply, answer, call, calls
@@ -33,6 +33,19 @@ async def test_one_time_output_is_sent_once_then_its_memory(tmp_path: Path) -> N
     # The log keeps the full output: only requests shrink.
     stored = next(m for m in run.state.messages.values() if m.tool_call_id == "r1")
     assert "secret contents" in str(stored.content) and stored.include_output_only_once
+
+
+async def test_with_offloading_off_one_time_outputs_stay_in_full(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("secret contents\n")
+    config = PipelineConfig(offload=OffloadConfig(enable=False))
+    run = AgentRun(tmp_path, config=config)
+    await run.turn(
+        calls(call("read", {"path": "a.txt"}, id="r1")),
+        calls(call("glob", {"pattern": "*"}, id="g1")),
+        answer("ok"),
+    )
+    later = next(m for m in run.script.requests[2].messages if m.get("tool_call_id") == "r1")
+    assert "secret contents" in later["content"]
 
 
 async def test_incremental_view_equals_a_fresh_one(tmp_path: Path) -> None:

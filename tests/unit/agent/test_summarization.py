@@ -1,5 +1,5 @@
-"""Summarization: when to compress, level 1 (completed goals), level 2 (persisted summary),
-an unavailable summariser, and a requested compaction."""
+"""Summarization: when to compress, level 1 (completed goals folded into their summaries),
+level 2 (persisted summary), an unavailable summariser, and a requested compaction."""
 
 from __future__ import annotations
 
@@ -107,22 +107,32 @@ async def test_level_two_summary_replaces_the_history(
     assert len(asked.messages) == 4 and asked.tools == []
 
 
-async def test_level_one_drops_completed_goals_from_the_request_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("output_tokens", [120_000, 50])
+async def test_level_one_folds_completed_goals_into_their_summaries_in_the_request_only(
+    tmp_path: Path, output_tokens: int
+) -> None:
+    """At any size (not only over the threshold): a completed goal's messages become one note
+    with its summary, where they were; the log and the main path keep every raw message."""
     state = new_state("the task")
     sink = MemorySink(state)
-    await sink.emit([ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="explore"))])
-    await sink.emit([ev.GoalChanged(op="focus", goal=ev.Goal(id="g1", title="explore"))])
-    await add_tool_round(sink, "old", "y" * 120_000 * CHARS_PER_TOKEN, goal="g1")
-    await sink.emit([ev.GoalChanged(op="done", goal=ev.Goal(id="g1", title="explore"))])
+    explore = ev.Goal(id="g1", title="explore")
+    await sink.emit([ev.GoalChanged(op="add", goal=explore)])
+    await sink.emit([ev.GoalChanged(op="focus", goal=explore)])
+    await add_tool_round(sink, "old", "y" * output_tokens * CHARS_PER_TOKEN, goal="g1")
+    await add_tool_round(sink, "older", "z", goal="g1")
+    done = ev.Goal(id="g1", title="explore", summary="entry point is main.py:42")
+    await sink.emit([ev.GoalChanged(op="done", goal=done)])
     await add_tool_round(sink, "new", "recent result")
     utility, utility_script = scripted()
     model, script = scripted(answer("done"))
     engine = engine_with_limit(tmp_path, 128_000)
     await engine.run_turn(state, sink, model=model, utility_model=utility)
     sent = script.requests[0].messages
-    assert [m.get("tool_call_id") for m in sent] == [None, None, "new"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "assistant", "tool"]
+    assert sent[1]["content"] == "[Goal g1 done: explore]\nentry point is main.py:42"
+    assert [m.get("tool_call_id") for m in sent] == [None, None, None, "new"]
     assert utility_script.requests == [] and not sink.of_type(ev.Compacted)
-    assert len(state.path) == 6  # nothing was removed from the log or the main path
+    assert len(state.path) == 8  # nothing was removed from the log or the main path
 
 
 async def test_unavailable_summariser_is_skipped_with_a_warning(

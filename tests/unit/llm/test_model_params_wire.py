@@ -92,3 +92,9 @@ def test_unparseable_arguments_go_back_to_openai_servers_as_an_object() -> None:
     assert body["messages"][1]["tool_calls"][0]["function"]["arguments"] == (
         '{"_raw_arguments": "{\\"path\\": \\"a"}'
     )
+
+
+def test_cache_prompt_is_sent_only_to_llama_cpp() -> None:
+    """``local:`` models (llama.cpp's server) get ``cache_prompt``; OpenAI itself never does."""
+    assert OpenAICodec(cache_prompt=True).build("m", request()).body["cache_prompt"] is True
+    assert "cache_prompt" not in OpenAICodec().build("m", request()).body

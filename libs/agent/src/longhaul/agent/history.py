@@ -106,8 +106,11 @@ class MessageView(Sequence[ChatMessage]):
 
 
 class History:
-    def __init__(self, state: TraceState) -> None:
+    """``once=False`` (``pipeline.offload.enable`` off) keeps one-time outputs in full."""
+
+    def __init__(self, state: TraceState, *, once: bool = True) -> None:
         self.state = state
+        self.once = once
         self._path: list[int] | None = None
         self._seen = 0
         self._last = 0
@@ -156,7 +159,7 @@ class History:
         self._dicts.append(as_dict)
         self._tokens.append(0)
         self._set(index, as_dict)
-        if message.include_output_only_once:
+        if message.include_output_only_once and self.once:
             self._once.append(index)
 
     def _set(self, index: int, as_dict: ChatMessage) -> None:

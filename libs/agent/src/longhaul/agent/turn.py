@@ -51,7 +51,7 @@ class Turn:
         self.config = config
         self.env = env
         self.live = live
-        self.history = History(state)
+        self.history = History(state, once=config.offload.enable)
         self.all_tools = tools
         # Resolved by TraceContext (before_agent); these defaults hold without it.
         self.tools = tools

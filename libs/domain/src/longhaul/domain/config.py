@@ -181,6 +181,15 @@ class PromptCacheConfig(BaseModel):
     enable: bool = True
 
 
+class OffloadConfig(BaseModel):
+    """One-time tool outputs (``read``, ``workspace_read``, an offloaded ``bash`` output…)
+    are shown in full once, then as a short note that says how to get them back. ``enable``
+    off keeps every output in the history in full (the size of each is still bounded by the
+    tools' ``output_cap``): far more input tokens, for comparison only."""
+
+    enable: bool = True
+
+
 class MiddlewareEntry(BaseModel):
     """A built-in (by ``name``: switch off or reorder) or an operator's own middleware
     (``use``: ``package.module:Class`` or an entry point of the ``longhaul.middleware``
@@ -219,6 +228,7 @@ class PipelineConfig(BaseModel):
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     verification: VerificationConfig = Field(default_factory=VerificationConfig)
     prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
+    offload: OffloadConfig = Field(default_factory=OffloadConfig)
     middleware: list[MiddlewareEntry] = Field(default_factory=list)
     max_iterations: int = 50
     """Model calls per run (a trace's or preset's own value wins)."""

@@ -10,6 +10,7 @@ invalidates the cached history.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,3 +76,13 @@ def schema_instruction(schema: dict[str, Any]) -> str:
         "Answer with a single JSON value and nothing else. It must validate against this "
         f"JSON schema:\n{json.dumps(schema, sort_keys=True)}"
     )
+
+
+GOAL_NOTE = re.compile(r"\[Goal (\S+) (done|abandoned): [^\n]*\]\n(.*)", re.DOTALL)
+"""A folded goal's note (:func:`goal_note`): its id, how it ended, its summary."""
+
+
+def goal_note(goal_id: str, ended: str, title: str, summary: str | None) -> str:
+    """What stands in the context for a completed goal's messages (level-1 compaction): the
+    model's own summary of the goal, as an assistant message."""
+    return f"[Goal {goal_id} {ended}: {title}]\n{summary or '(no summary given)'}"

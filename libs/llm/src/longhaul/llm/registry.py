@@ -153,7 +153,7 @@ class ModelRegistry:
 
         def connect(base_url: str) -> HttpModel:
             # llama.cpp ignores tool_choice objects: a named choice narrows the tools instead
-            codec = OpenAICodec(named_tool_choice=False, prompt_cache_key=False)
+            codec = OpenAICodec(named_tool_choice=False, prompt_cache_key=False, cache_prompt=True)
             endpoint = self._endpoint(
                 "local", "openai", settings.model_copy(update={"base_url": base_url}), codec
             )

@@ -5,8 +5,12 @@ Trigger: the estimated request exceeds ``headroom_threshold`` of the model's con
 alone (a 7k request in an 8k window must shrink however small it is). ``compact_requested``
 forces level 2.
 
-Level 1 (request only, nothing persisted): messages of completed goals are left out, an
-assistant message always together with its tool results, the last tool group always kept.
+Level 1 (request only, nothing persisted, on every step): the messages of each completed goal
+are folded into one assistant note carrying the goal's summary (the model's own words about
+it), placed where the goal's first message
+was; an assistant message always goes together with its tool results, the last tool group is
+always kept. It changes the prompt prefix once per completed goal (the planned break: a goal
+boundary), and what it removes stays on the log and in the viewer.
 Level 2 (persisted): the utility model summarises what the model has already acted on, between
 the task's opening messages and the kept tail (``kept_tail``: the tool group in progress and a
 client message the model has not answered yet, never summarised away); the summary is appended
@@ -28,14 +32,16 @@ from dataclasses import dataclass
 
 from longhaul.agent.accounting import charge
 from longhaul.agent.contract import LiveUpdate
+from longhaul.agent.history import History, message_tokens
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.domain.config import CompressionConfig
-from longhaul.domain.events import Compacted
+from longhaul.domain.events import Compacted, Goal
 from longhaul.domain.state import TraceState
 from longhaul.llm.estimate import estimate_tokens
 from longhaul.llm.pricing import context_limit
-from longhaul.llm.types import ModelError, ModelRequest
+from longhaul.llm.prompt import goal_note
+from longhaul.llm.types import ChatMessage, ModelError, ModelRequest
 
 log = logging.getLogger(__name__)
 
@@ -97,22 +103,47 @@ def kept_tail(state: TraceState, opening: int) -> int:
     return start
 
 
-def without_completed_goals(state: TraceState, last_assistant: int) -> list[int] | None:
-    """Path positions kept by level 1, or ``None`` when there is nothing to drop."""
+def _note(goal: Goal) -> ChatMessage:
+    ended = "done" if goal.status == "done" else "abandoned"
+    return {"role": "assistant", "content": goal_note(goal.id, ended, goal.title, goal.summary)}
+
+
+def fold_completed_goals(
+    state: TraceState, history: History
+) -> tuple[list[ChatMessage], int] | None:
+    """Level 1: the request's messages with each completed goal's assistant messages and
+    tool results replaced by one note carrying the goal's summary (where the goal's first
+    dropped message was), and an estimate of their tokens; ``None`` when no goal is
+    completed. The newest assistant message is always kept with its results, so a tool group
+    is never split. The log keeps every raw message."""
     completed = state.goals.completed_ids()
     if not completed:
         return None
+    messages = history.messages()
+    last = history.last_assistant_index
     kept: list[int] = []
-    dropping = False
+    folded: list[ChatMessage] = []
+    noted: set[str] = set()
+    extra = 0
+    dropping: str | None = None
     for index, seq in enumerate(state.path):
         message = state.messages[seq]
         if message.role == "assistant":
-            dropping = message.goal_id in completed and index != last_assistant
+            goal_id = message.goal_id
+            dropping = goal_id if goal_id in completed and index != last else None
         elif message.role != "tool":
-            dropping = False
-        if not (dropping and message.role in ("assistant", "tool")):
+            dropping = None
+        if dropping is None or message.role not in ("assistant", "tool"):
             kept.append(index)
-    return kept if len(kept) < len(state.path) else None
+            folded.append(messages[index])
+        elif dropping not in noted:
+            noted.add(dropping)
+            note = _note(state.goals.goals[dropping])
+            extra += message_tokens(note)
+            folded.append(note)
+    if not noted:
+        return None
+    return folded, history.tokens_at(kept) + extra
 
 
 class Summarization(Middleware):
@@ -133,17 +164,12 @@ class Summarization(Middleware):
         limit = self.limit(turn)
         overhead = memo.overhead
         forced = state.compact_requested
-        if not forced and not should_compress(
-            overhead + turn.history.tokens(), limit, turn.config.compression
-        ):
+        tokens = turn.history.tokens()
+        folded = fold_completed_goals(state, turn.history)
+        if folded is not None:
+            request.messages, tokens = folded
+        if not forced and not should_compress(overhead + tokens, limit, turn.config.compression):
             return
-        if not forced:
-            kept = without_completed_goals(state, turn.history.last_assistant_index)
-            if kept is not None:
-                request.messages = turn.history.at(kept)
-                tokens = overhead + turn.history.tokens_at(kept)
-                if not should_compress(tokens, limit, turn.config.compression):
-                    return
         opening = list(range(opening_length(state)))
         if not forced and should_compress(
             overhead + turn.history.tokens_at(opening), limit, turn.config.compression
@@ -157,7 +183,8 @@ class Summarization(Middleware):
                 )
             return
         if await self._summarise(turn):
-            request.messages = turn.history.messages()
+            folded = fold_completed_goals(state, turn.history)
+            request.messages = turn.history.messages() if folded is None else folded[0]
 
     async def _summarise(self, turn: Turn) -> bool:
         state = turn.state

@@ -2,6 +2,10 @@
 limit, to the ``lh_artifacts`` object store); the model gets the head and the tail, the true
 size and a key it can page through with ``workspace_read(key, offset, length)``.
 
+An offloaded output is a one-time output: the model sees head and tail in the request right
+after the call, and from then on only the notice (size, key, how to page), so a long run does
+not carry every large output it ever saw.
+
 The key is ``outputs/<trace_id>/<tool_call_id>``: one per call, rewritten identically when a
 call is re-run after a crash. The gateway serves it whole at
 ``GET /api/traces/{id}/outputs/{tool_call_id}``.
@@ -10,6 +14,7 @@ call is re-run after a crash. The gateway serves it whole at
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from longhaul.agent.tools.context import ToolContext
 
@@ -23,13 +28,22 @@ def output_key(trace_id: str, tool_call_id: str) -> str:
     return f"outputs/{trace_id}/{tool_call_id}"
 
 
-async def fit_output(ctx: ToolContext, data: bytes, total: int, *, unit: str = "bytes") -> str:
+@dataclass(frozen=True)
+class Fitted:
+    """What the model is shown, and for an offloaded output the notice that replaces it
+    once shown (``None``: the output is whole)."""
+
+    text: str
+    notice: str | None = None
+
+
+async def fit_output(ctx: ToolContext, data: bytes, total: int, *, unit: str = "bytes") -> Fitted:
     """``data`` as the model should see it: whole if it fits ``output_cap``, else head and
     tail around a notice giving the true size (``total``; more than ``len(data)`` when the
     capture itself stopped) and where the whole is stored."""
     cap = ctx.settings.output_cap
     if total <= cap and len(data) == total:
-        return data.decode("utf-8", errors="replace")
+        return Fitted(data.decode("utf-8", errors="replace"))
     key: str | None = None
     if ctx.workspace is not None:
         key = output_key(ctx.trace_id, ctx.tool_call_id)
@@ -56,4 +70,4 @@ async def fit_output(ctx: ToolContext, data: bytes, total: int, *, unit: str = "
     )
     if len(data) < total:
         notice += f"[capture stopped after {len(data)} {unit}; the tail shown ends there]\n"
-    return head + notice + tail
+    return Fitted(head + notice + tail, notice.strip())

@@ -99,10 +99,16 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
     kept, total = await reader
     # Over the cap: the whole output to the workspace, head and tail (with the true size and
     # where the rest is) to the model, the exit code always last.
-    output = await fit_output(ctx, kept, total)
+    fitted = await fit_output(ctx, kept, total)
     code = process.returncode
+    output = fitted.text
     return ToolResult(
         output=f"{output}\n[exit code {code}]" if output else f"[exit code {code}]",
         title=f"$ {command[:80]}",
         error_code=None if code == 0 else "nonzero_exit",
+        # an offloaded output is shown once, then only its notice (how to page through it)
+        long_term_memory=None
+        if fitted.notice is None
+        else f"$ {command[:200]}\n(output shown once) {fitted.notice}\n[exit code {code}]",
+        include_output_only_once=fitted.notice is not None,
     )

@@ -104,13 +104,21 @@ class OpenAICodec:
     """``named_tool_choice=False`` is for servers that only understand the string forms of
     ``tool_choice`` (llama.cpp ignores an object with a warning): a named choice is sent as
     ``required`` with only that tool offered, which forces the same call. ``prompt_cache_key``
-    sends the trace id as OpenAI's cache-routing key (servers that do not know it ignore it)."""
+    sends the trace id as OpenAI's cache-routing key (servers that do not know it ignore it);
+    ``cache_prompt`` asks llama.cpp's server to reuse the prompt prefix its slot holds."""
 
     provider = "openai"
 
-    def __init__(self, *, named_tool_choice: bool = True, prompt_cache_key: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        named_tool_choice: bool = True,
+        prompt_cache_key: bool = True,
+        cache_prompt: bool = False,
+    ) -> None:
         self.named_tool_choice = named_tool_choice
         self.prompt_cache_key = prompt_cache_key
+        self.cache_prompt = cache_prompt
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -131,6 +139,8 @@ class OpenAICodec:
         trace_id = request.metadata.get("trace_id")
         if self.prompt_cache_key and trace_id:
             body["prompt_cache_key"] = str(trace_id)  # routes a trace's calls to one cache
+        if self.cache_prompt:
+            body["cache_prompt"] = True
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
             self._tool_choice(body, request)

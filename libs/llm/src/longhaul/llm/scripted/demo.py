@@ -7,18 +7,21 @@ its task's first words) reads the result file and reports on it.
 
 Like every scripted model it is a pure function of the conversation: the next step follows
 from the calls made since the last user message, so a resumed, rewound or replayed trace
-continues where its log says it is. Requests it cannot serve that way (structured output for
-the planner or verifier, or a tool set without the file and goal tools) get ``scripted:auto``'s
-answer.
+continues where its log says it is. A completed goal's calls are folded into the goal's note
+(level-1 compaction): the note says the goal's work is done and its summary carries what the
+rest of the run needs (the file count, the sub-agent's report). Requests it cannot serve that
+way (structured output for the planner or verifier, or a tool set without the file and goal
+tools) get ``scripted:auto``'s answer.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from longhaul.llm.prompt import content_text
+from longhaul.llm.prompt import GOAL_NOTE, content_text
 from longhaul.llm.scripted.auto import auto_turn
 from longhaul.llm.types import ChatMessage, ModelRequest
 
@@ -92,6 +95,17 @@ def _files(listing: str) -> list[str]:
     ]
 
 
+def _folded(messages: Sequence[ChatMessage]) -> dict[str, str]:
+    """Goals whose calls were folded into a note: id -> summary."""
+    notes = {}
+    for message in messages:
+        if message.get("role") == "assistant":
+            match = GOAL_NOTE.match(content_text(message.get("content")))
+            if match:
+                notes[match.group(1)] = match.group(3)
+    return notes
+
+
 def _report(agent_result: str) -> str:
     """A sub-agent's summary without the tool's "Sub-agent <id> (…):" heading."""
     head, sep, rest = agent_result.partition("\n")
@@ -130,6 +144,10 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
     base = _goal_base(messages[: max(cut, 0)])
     g1, g2, g3 = (f"g{base + n}" for n in (1, 2, 3))
     delegate = "agent" in offered
+    folded = _folded(recent)
+    for goal_id, work in ((g1, ("glob", "read")), (g2, ("write",)), (g3, ("agent",))):
+        if goal_id in folded:
+            names.extend(work)
 
     if not done:
         goals = _GOALS if delegate else _GOALS[:2]
@@ -144,6 +162,8 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
             "tool_calls": [_call("goal", op="focus", goal_id=g1), _call("glob", pattern="**/*")],
         }
     files = _files(_result_of(recent, "glob"))
+    survey = re.match(r"(\d+) file", folded.get(g1, ""))
+    count = int(survey.group(1)) if survey else len(files)
     if "read" not in names and files:
         return {
             "content": f"Found {len(files)} file(s); reading up to {MAX_READS}.",
@@ -178,7 +198,7 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
             ],
         }
     last_goal = g3 if delegate else g2
-    if not any(
+    if last_goal not in folded and not any(
         name == "goal" and args.get("goal_id") == last_goal and args.get("op") == "done"
         for name, args in done
     ):
@@ -187,13 +207,13 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
             "content": "Marking the plan done.",
             "tool_calls": [_call("goal", op="done", goal_id=last_goal, summary=check[:200])],
         }
-    check = _report(_result_of(recent, "agent"))
+    check = folded.get(g3) or _report(_result_of(recent, "agent"))
     return {
         "content": (
             (
-                f"Done. I listed the working directory ({len(files)} file(s)), read "
-                f"{min(len(files), MAX_READS)} of them, wrote {RESULT_FILE} with the list"
-                if files
+                f"Done. I listed the working directory ({count} file(s)), read "
+                f"{min(count, MAX_READS)} of them, wrote {RESULT_FILE} with the list"
+                if count
                 else f"Done. The working directory had no files yet; I wrote {RESULT_FILE} "
                 "saying so"
             )
