@@ -36,6 +36,7 @@ DOCUMENTED = {
     ("post", "/api/traces/{trace_id}/reflect"),
     ("post", "/api/traces/{trace_id}/compact"),
     ("post", "/api/tasks"),
+    ("post", "/api/runs"),
     ("get", "/api/tasks/{task_id}"),
     ("post", "/api/tasks/{task_id}/resume"),
     ("post", "/api/tasks/{task_id}/plan"),

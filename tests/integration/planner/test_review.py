@@ -225,3 +225,19 @@ async def test_the_cli_shows_a_plan_for_review_and_answers_it(
         assert answered.code == 0 and "running" in answered.stdout, answered.output
         task = await wait_task(store, task_id)
     assert task.status == "completed" and task.order == ["only"]
+
+
+async def test_longhaul_run_routes_a_comparison_to_a_team_and_follows_it(
+    conn: Connection,
+    store: EventStore,
+    make_config: ConfigFactory,
+    gateway: RunningGateway,
+) -> None:
+    async with StepCompleter(conn, store), planner_service(make_config()):
+        team = await longhaul("run", "分析飞书和钉钉的竞品对比", url=gateway.url)
+        assert team.code == 0, team.output
+        assert "route: team" in team.stdout and "task_completed" in team.stdout
+        assert "phase_completed gather-1" in team.stdout
+        reviewed = await longhaul("run", GOAL, "--review", url=gateway.url)
+        assert reviewed.code == 0, reviewed.output
+        assert "waiting for review" in reviewed.stdout and "Gather: DingTalk" in reviewed.stdout

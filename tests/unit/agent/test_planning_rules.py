@@ -4,8 +4,10 @@ gathers each subject in parallel before comparing."""
 from __future__ import annotations
 
 import pytest
+from longhaul.agent.planning.routing import rule_estimate, tier_of
 from longhaul.agent.planning.rules import compared_subjects, rule_based_plan
 from longhaul.agent.planning.schema import parse_phases, phases_to_json
+from longhaul.domain.config import RoutingConfig
 
 
 def shape(goal: str) -> list[tuple[str, list[str]]]:
@@ -96,3 +98,21 @@ def test_a_chinese_goal_asks_for_answers_in_its_language() -> None:
 def test_mentioning_two_things_is_not_a_comparison() -> None:
     assert compared_subjects("Research how A and B work") == []
     assert shape("Research how A and B work") == [("search", [])]
+
+
+@pytest.mark.parametrize(
+    ("goal", "tier"),
+    [
+        ("What is the capital of France?", "react"),
+        ("list my files", "react"),
+        ("Research the market for solar panels and write a report", "skill"),
+        ("Fix the login bug and test it", "skill"),
+        ("分析飞书和钉钉的竞品对比", "team"),
+        ("Compare Feishu and DingTalk and write a report", "team"),
+        ("Research X, analyse the findings, then build a prototype and write the docs", "team"),
+    ],
+)
+def test_rule_complexity_tiers_the_design_examples(goal: str, tier: str) -> None:
+    complexity, reason = rule_estimate(goal)
+    assert 0 <= complexity <= 1 and reason
+    assert tier_of(complexity, RoutingConfig()) == tier

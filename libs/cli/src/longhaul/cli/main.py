@@ -82,6 +82,13 @@ def up(
 def run(
     ctx: typer.Context,
     task: Annotated[str, typer.Argument(help="what the agent should do")],
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="auto: the gateway routes by estimated complexity; trace: one agent; "
+            "task: a planned team"
+        ),
+    ] = "auto",
     model: Annotated[
         str | None, typer.Option(help="provider:model (default: the gateway's)")
     ] = None,
@@ -91,21 +98,28 @@ def run(
     ] = None,
     name: Annotated[str | None, typer.Option(help="a name for the trace")] = None,
     max_iterations: Annotated[int | None, typer.Option(min=1)] = None,
+    review: Annotated[
+        bool | None,
+        typer.Option("--review/--no-review", help="a task waits for its plan to be approved"),
+    ] = None,
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="stream until it ends")
     ] = True,
 ) -> None:
-    """Submit a trace and stream its progress; prints the answer."""
+    """Submit a goal (one agent or a planned team, as the gateway routes it) and stream its
+    progress; prints the answer."""
 
     async def command(gateway: Gateway) -> int:
         return await run_task(
             gateway,
             task,
+            mode=mode,
             model=model,
             preset=preset,
             tools=tool or None,
             name=name,
             max_iterations=max_iterations,
+            review=review,
             follow=follow,
         )
 

@@ -1,4 +1,5 @@
-"""``longhaul run "task"``: submit a trace and stream it to the end."""
+"""``longhaul run "goal"``: submit a goal through ``POST /api/runs`` (the gateway routes it
+to one agent or a planned team) and stream it to the end."""
 
 from __future__ import annotations
 
@@ -7,34 +8,49 @@ from typing import Any
 from longhaul.cli.client import Gateway
 from longhaul.cli.context import console, errors
 from longhaul.cli.follow import Follower
+from longhaul.cli.render import clip
+from longhaul.cli.tasks import phases_table
 from rich.markup import escape
+
+TASK_ENDS = {"task_completed": 0, "task_failed": 1}
 
 
 async def run_task(
     gateway: Gateway,
     task: str,
     *,
+    mode: str,
     model: str | None,
     preset: str | None,
     tools: list[str] | None,
     name: str | None,
     max_iterations: int | None,
+    review: bool | None,
     follow: bool,
 ) -> int:
     info = await gateway.get("/api/info")
     if info.get("offline") and model is None:
         errors.print(f"[yellow]note:[/yellow] {escape(info['notice'])}")
-    body: dict[str, Any] = {"messages": [{"role": "user", "content": task}]}
+    body: dict[str, Any] = {"goal": task, "mode": mode}
     for key, value in (
         ("model", model),
         ("preset", preset),
         ("tools", tools),
         ("name", name),
         ("max_iterations", max_iterations),
+        ("review", review),
     ):
         if value is not None:
             body[key] = value
-    accepted = await gateway.post("/api/traces", body)
+    accepted = await gateway.post("/api/runs", body)
+    route = accepted["route"]
+    console.print(
+        f"route: {route['tier']} (complexity {route['complexity']:.2f}, {route['source']}): "
+        f"{escape(clip(route['reason'], 120))}",
+        style="dim",
+    )
+    if accepted["kind"] == "task":
+        return await _follow_task(gateway, accepted["task_id"], follow)
     trace_id = accepted["trace_id"]
     console.print(f"trace [bold]{trace_id}[/bold] · model {escape(model or info['default_model'])}")
     if not follow:
@@ -43,3 +59,36 @@ async def run_task(
     follower = Follower(gateway, console)
     status = await follower.follow(trace_id)
     return await follower.conclude(trace_id, status)
+
+
+async def _follow_task(gateway: Gateway, task_id: str, follow: bool) -> int:
+    """Print the task's progress until it ends (or waits for a review)."""
+    console.print(f"task [bold]{task_id}[/bold] (a planned team)")
+    if not follow:
+        console.print(f"see it with: longhaul tasks show {task_id}", style="dim")
+        return 0
+    async for item in gateway.events(f"/api/tasks/{task_id}/events"):
+        data = item.data
+        if item.event == "plan_created":
+            console.print(f"plan ({data.get('source', '?')}): {len(data['phases'])} phases")
+            if data.get("review"):
+                task = await gateway.get(f"/api/tasks/{task_id}")
+                console.print(phases_table(task["phases"]))
+                console.print(
+                    f"waiting for review: longhaul tasks plan {task_id} --approve | "
+                    "--edit plan.json | --refuse REASON",
+                    style="yellow",
+                )
+                return 0
+        elif item.event in ("phase_started", "phase_completed", "phase_failed"):
+            detail = data.get("summary") or data.get("error") or ""
+            console.print(f"{item.event} {data['phase_id']} {escape(clip(detail, 80))}")
+        elif item.event == "replanned":
+            console.print(f"replanned: {escape(clip(data['reflection'], 100))}", style="yellow")
+        elif item.event in TASK_ENDS:
+            console.print(f"{item.event}: {escape(data.get('summary') or data.get('error', ''))}")
+            return TASK_ENDS[item.event]
+        elif item.event == "plan_reviewed" and not data.get("approved"):
+            console.print(f"plan refused: {escape(data.get('reason', ''))}")
+            return 1
+    return 1

@@ -214,12 +214,23 @@ class DelegationConfig(BaseModel):
     """Sub-traces a root may have in all, at every level."""
 
 
+class RoutingConfig(BaseModel):
+    """``POST /api/runs`` in ``auto`` mode: complexity above ``team_above`` plans a team (a
+    task), from ``skill_above`` one agent with its skills, below plain ReAct (both a trace)."""
+
+    team_above: float = Field(default=0.7, ge=0, le=1)
+    skill_above: float = Field(default=0.3, ge=0, le=1)
+    use_model: bool = True
+    """Ask the utility model for the estimate (rules when it is offline or fails)."""
+
+
 class PipelineConfig(BaseModel):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     max_concurrent_phases: int = 3
     max_phases: int = 10
     max_replan_attempts: int = 2
     single_agent_fallback: bool = False
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
     plan_review: bool = False
     """Tasks wait in ``awaiting_review`` for a person to approve, edit or refuse their plan
     (a task's own ``review`` wins)."""

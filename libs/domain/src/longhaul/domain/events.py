@@ -151,6 +151,19 @@ class RunUsage(msgspec.Struct, kw_only=True, omit_defaults=True):
     cost: float = 0.0
 
 
+class RouteDecision(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Why ``POST /api/runs`` made a trace or a task: the estimated complexity (0..1), the
+    tier it fell in (``react`` below ``routing.skill_above``, ``skill`` up to
+    ``routing.team_above``, ``team`` above), who estimated it (``model``: the utility model,
+    ``rules``) and whether the client chose the kind itself (``mode`` ``trace``/``task``)."""
+
+    complexity: float
+    tier: Literal["react", "skill", "team"]
+    reason: str
+    source: Literal["model", "rules"]
+    mode: Literal["auto", "trace", "task"] = "auto"
+
+
 class PhaseSpec(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     name: str
@@ -190,6 +203,8 @@ class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=
     max_descendants: int | None = None
     """A child's share of its root's descendant limit (what was left when it was created);
     ``None``: the configured limit (a root)."""
+    route: RouteDecision | None = None
+    """Set when ``POST /api/runs`` chose a single agent."""
 
 
 class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):
@@ -418,6 +433,8 @@ class TaskCreated(TaskEvent, tag="task_created", kw_only=True, omit_defaults=Tru
     owner: str | None = None
     review: bool | None = None
     """Wait for a person to approve the plan (``None``: the planner's ``pipeline.plan_review``)."""
+    route: RouteDecision | None = None
+    """Set when ``POST /api/runs`` chose a planned team."""
 
 
 class PlanCreated(TaskEvent, tag="plan_created", kw_only=True, omit_defaults=True):

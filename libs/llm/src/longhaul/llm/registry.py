@@ -116,6 +116,12 @@ def _scripted(model_string: str, spec: str, scripted_dir: Path | None) -> Script
     return ScriptedModel(script, name=model_string, latency_s=latency_s, chunk_chars=chunk)
 
 
+def is_offline(model_string: str) -> bool:
+    """``scripted:auto`` invents schema-shaped answers: callers that act on a model's judgement
+    (plans, routes, verdicts) treat it as no model and take their rule-based paths."""
+    return model_string.startswith("scripted:auto")
+
+
 class ModelRegistry:
     """Resolves model strings; owns the HTTP clients of the endpoints it created."""
 

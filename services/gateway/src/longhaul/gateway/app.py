@@ -24,6 +24,7 @@ from longhaul.gateway.routers import (
     files,
     health,
     info,
+    runs,
     skills,
     trace_events,
     traces,
@@ -31,6 +32,7 @@ from longhaul.gateway.routers import (
 )
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
+from longhaul.llm.registry import ModelRegistry
 from nats.aio.subscription import Subscription
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
@@ -65,8 +67,10 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         )
         log.info("gateway connected to %s", config.nats.url)
         try:
-            yield
+            async with ModelRegistry(config.models) as runtime.models:
+                yield
         finally:
+            runtime.models = None
             runtime.draining.set()
             with contextlib.suppress(Exception):
                 await retries.unsubscribe()
@@ -86,6 +90,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         traces.router,
         files.router,
         trace_events.router,
+        runs.router,
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
         info.router,

@@ -20,6 +20,8 @@ from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
+from longhaul.llm.registry import ModelRegistry, is_offline
+from longhaul.llm.types import Model
 
 RETRY = {"Retry-After": "1"}
 """While the log is unreachable: the client's NATS reconnects every half second."""
@@ -40,6 +42,8 @@ class Runtime:
     draining: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server is asked to stop: live streams end so shutdown is not held up."""
     ctx: ServiceContext | None = None
+    models: ModelRegistry | None = None
+    """Set by the lifespan: the one model the gateway asks is the router's utility model."""
     executors_checked: tuple[float, str] | None = None
     """``/readyz``'s last look at the executors (monotonic time, result), reused briefly."""
     _index: TraceIndex | None = field(default=None, init=False)
@@ -53,6 +57,16 @@ class Runtime:
         self._index = TraceIndex(ctx.conn)
         self._mirror = IndexMirror(ctx.conn)
         return self._mirror
+
+    def utility_model(self) -> Model | None:
+        """The utility model, or ``None`` when it is offline or cannot be built (rules then)."""
+        model_string = self.config.models.for_role("utility")
+        if self.models is None or is_offline(model_string):
+            return None
+        try:
+            return self.models.resolve(model_string)
+        except ValueError:
+            return None
 
     @property
     def service(self) -> ServiceContext:

@@ -6,9 +6,11 @@ from typing import Any
 
 import msgspec
 from longhaul.core.index import TraceIndexEntry
+from longhaul.domain.events import RouteDecision
 from longhaul.domain.state import Message, TaskState, TraceState
 from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
+from longhaul.gateway.schemas.runs import RouteView
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
     BudgetView,
@@ -77,6 +79,7 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
         summary=state.summary,
+        route=_route(state.route),
         context=ContextView.model_validate(msgspec.to_builtins(state.context))
         if state.context
         else None,
@@ -140,6 +143,10 @@ def message_view(message: Message) -> dict[str, Any]:
     return view
 
 
+def _route(decision: RouteDecision | None) -> RouteView | None:
+    return None if decision is None else RouteView.of(decision)
+
+
 def task_view(state: TaskState) -> TaskView:
     return TaskView(
         fault_log=[
@@ -175,6 +182,7 @@ def task_view(state: TaskState) -> TaskView:
         ],
         plan_source=state.plan_source,
         review_reason=state.review_reason,
+        route=_route(state.route),
         replans=list(state.replans),
         resumes=state.resumes,
         resumes_handled=state.resumes_handled,

@@ -10,16 +10,12 @@ from __future__ import annotations
 import logging
 
 from longhaul.domain.config import ModelsConfig
-from longhaul.llm.registry import ModelRegistry
+from longhaul.llm.registry import ModelRegistry, is_offline
 from longhaul.llm.types import Model
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_S = 180.0
-
-
-def is_offline(model_string: str) -> bool:
-    return model_string.startswith("scripted:auto")
 
 
 class PlannerModels:

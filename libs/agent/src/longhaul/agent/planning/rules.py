@@ -234,11 +234,14 @@ def rule_based_plan(goal: str) -> list[PhaseSpec]:
 
 
 def _templates(goal: str) -> list[Template]:
-    lowered = goal.lower()
-    words = set(_WORD.findall(lowered))
-    return [t for t in TEMPLATES if t.verbs & words or any(verb in goal for verb in t.cjk)] or [
-        t for t in TEMPLATES if t.id in DEFAULT_IDS
-    ]
+    named = set(named_templates(goal))
+    return [t for t in TEMPLATES if t.id in (named or DEFAULT_IDS)]
+
+
+def named_templates(goal: str) -> list[str]:
+    """The kinds of work (template ids) the goal's own verbs name; no default."""
+    words = set(_WORD.findall(goal.lower()))
+    return [t.id for t in TEMPLATES if t.verbs & words or any(verb in goal for verb in t.cjk)]
 
 
 def _phase(

@@ -72,6 +72,7 @@ class TaskState(msgspec.Struct, kw_only=True):
     """Asked for with the task; ``None``: the planner's configured default."""
     review_reason: str = ""
     """What the reviewer said (with an edit or a refusal)."""
+    route: ev.RouteDecision | None = None
     owner: str | None = None
     phases: dict[str, PhaseState] = msgspec.field(default_factory=dict)
     order: list[str] = msgspec.field(default_factory=list)
@@ -181,6 +182,7 @@ class TaskState(msgspec.Struct, kw_only=True):
                 self.options = event.options
                 self.owner = event.owner
                 self.review = event.review
+                self.route = event.route
                 self.created_at = event.ts
             case ev.PlanCreated():
                 self._set_phases(event.phases)

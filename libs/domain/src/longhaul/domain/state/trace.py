@@ -65,6 +65,8 @@ class TraceState(msgspec.Struct, kw_only=True):
     phase_id: str | None = None
     root_trace_id: str | None = None
     depth: int = 0
+    route: ev.RouteDecision | None = None
+    """Why ``POST /api/runs`` made this a single-agent run."""
     """Sub-trace level: 0 for a root."""
     max_descendants: int | None = None
     """This trace's share of its root's descendant limit (``None``: the configured one)."""
@@ -266,6 +268,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.root_trace_id = event.root_trace_id
         self.depth = event.depth
         self.max_descendants = event.max_descendants
+        self.route = event.route
         self.created_at = event.ts
         self.runs = 1
         self.run_trace_context = event.trace_context

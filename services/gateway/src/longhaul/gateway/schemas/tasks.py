@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from longhaul.gateway.schemas.common import Body, ShortText, Text
+from longhaul.gateway.schemas.runs import RouteView
 from longhaul.gateway.schemas.traces import FaultView
 from pydantic import BaseModel, Field
 
@@ -105,6 +106,7 @@ class TaskView(BaseModel):
         default="", description="who made the plan: model, rules, options or review (edited)"
     )
     review_reason: str = Field(default="", description="what the reviewer said")
+    route: RouteView | None = Field(default=None, description="why POST /api/runs made a task")
     replans: list[str] = Field(default_factory=list)
     resumes: int = Field(default=0, description="resume requests accepted")
     resumes_handled: int = Field(

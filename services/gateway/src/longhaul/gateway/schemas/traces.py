@@ -21,6 +21,7 @@ from longhaul.gateway.schemas.common import (
     TokenCount,
 )
 from longhaul.gateway.schemas.derived import view_of
+from longhaul.gateway.schemas.runs import RouteView
 from pydantic import BaseModel, Field, model_validator
 
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
@@ -322,6 +323,9 @@ class TraceSummary(BaseModel):
 
 class TraceView(TraceSummary):
     summary: str | None = None
+    route: RouteView | None = Field(
+        default=None, description="why POST /api/runs made a single-agent run"
+    )
     wait_detail: str = ""
     fault_log: list[FaultView] = Field(
         default_factory=list, description="the skipped events, latest 50"

@@ -1,0 +1,75 @@
+"""``POST /api/runs``: the client states a goal; the router picks a single agent (a trace) or
+a planned team (a task) and the decision is recorded on the created aggregate's first event
+(``route`` on ``trace_created`` / ``task_created``)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from longhaul.agent.planning.routing import route
+from longhaul.domain import events as ev
+from longhaul.gateway import commands
+from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.runtime import runtime_of
+from longhaul.gateway.schemas.runs import CreateRunRequest, RouteView, RunAccepted
+from longhaul.llm.registry import check_model_string
+
+router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
+
+
+@router.post(
+    "",
+    status_code=202,
+    response_model=RunAccepted,
+    summary="Run a goal: one agent or a planned team, chosen by its estimated complexity",
+)
+async def create_run(
+    body: CreateRunRequest, request: Request, response: Response, principal: CurrentPrincipal
+) -> RunAccepted:
+    runtime = runtime_of(request.app)
+    if body.model is not None:
+        try:
+            check_model_string(body.model, runtime.config.models)
+        except ValueError as exc:
+            raise ApiError(422, "invalid_model", str(exc)) from None
+    kind, decision = await route(
+        body.goal, body.mode, runtime.utility_model(), runtime.config.pipeline.routing
+    )
+    view = RouteView.of(decision)
+    if kind == "task":
+        options = {"model": body.model} if body.model else {}
+        task = await commands.create_task(
+            runtime,
+            principal,
+            ev.TaskCreated(goal=body.goal, options=options, review=body.review, route=decision),
+        )
+        response.headers["Location"] = f"/api/tasks/{task.task_id}"
+        return RunAccepted(
+            kind="task",
+            task_id=task.task_id,
+            status=task.status or "planning",
+            complexity=decision.complexity,
+            reason=decision.reason,
+            route=view,
+            event_id=task.stream_seq,
+        )
+    config = ev.TraceConfig(model=body.model, tools=body.tools, max_iterations=body.max_iterations)
+    if body.preset:
+        config.preset = body.preset
+    created = ev.TraceCreated(
+        messages=[ev.InputMessage(role="user", content=body.goal)],
+        config=config,
+        name=body.name or " ".join(body.goal.split())[:60],
+        route=decision,
+    )
+    trace = await commands.create_trace(runtime, principal, created)
+    response.headers["Location"] = f"/api/traces/{trace.trace_id}"
+    return RunAccepted(
+        kind="trace",
+        trace_id=trace.trace_id,
+        status=trace.status or "running",
+        complexity=decision.complexity,
+        reason=decision.reason,
+        route=view,
+        event_id=trace.stream_seq,
+    )

@@ -1,0 +1,50 @@
+"""``POST /api/runs``: a goal, routed to one agent (a trace) or a planned team (a task)."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+import msgspec
+from longhaul.domain.events import RouteDecision
+from longhaul.gateway.schemas.common import Body, Iterations, ModelName, Name, ShortText, Text
+from pydantic import BaseModel, Field
+
+
+class CreateRunRequest(Body):
+    goal: Text = Field(min_length=1)
+    mode: Literal["auto", "trace", "task"] = Field(
+        default="auto",
+        description="auto: estimate the goal's complexity and route it (above "
+        "pipeline.routing.team_above a task, else a trace); trace / task: that kind",
+    )
+    model: ModelName | None = Field(default=None, description="the run's (or phases') model")
+    preset: Name | None = Field(default=None, description="a trace's preset")
+    tools: list[Name] | None = Field(default=None, max_length=256, description="a trace's tools")
+    max_iterations: Iterations | None = Field(default=None, description="a trace's limit")
+    name: ShortText | None = None
+    review: bool | None = Field(
+        default=None, description="a task waits in awaiting_review for POST /api/tasks/{id}/plan"
+    )
+
+
+class RouteView(BaseModel):
+    complexity: float = Field(ge=0, le=1)
+    tier: Literal["react", "skill", "team"]
+    reason: str
+    source: Literal["model", "rules"] = Field(description="who estimated the complexity")
+    mode: Literal["auto", "trace", "task"] = "auto"
+
+    @classmethod
+    def of(cls, decision: RouteDecision) -> Self:
+        return cls.model_validate(msgspec.to_builtins(decision))
+
+
+class RunAccepted(BaseModel):
+    kind: Literal["trace", "task"]
+    trace_id: str | None = None
+    task_id: str | None = None
+    status: str
+    complexity: float
+    reason: str
+    route: RouteView
+    event_id: int
