@@ -56,7 +56,10 @@ lint-types: sync
 	$(VENV)/bin/mypy libs/domain/src libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
 	$(VENV)/bin/mypy tests bench examples
 
+# The peers bench (bench/peers/) needs LangGraph: its `peers` dependency group is synced here,
+# on top of the dev install, never as part of `make run` or `make test`.
 bench: sync
+	$(UV) sync --frozen --inexact --group peers
 	$(VENV)/bin/python -m bench $(ARGS)
 
 # kill -9 / SIGSTOP each service of `longhaul up` under load; prints the recovery table.

@@ -1,6 +1,8 @@
-"""``make bench``: run every ``bench/bench_*.py`` in turn (each in its own process).
+"""``make bench``: run every ``bench/bench_*.py`` and every package under ``bench/`` with a
+``__main__`` (``bench/peers/``) in turn, each in its own process.
 
-``python -m bench [--quick] [name ...]`` — names are module suffixes, e.g. ``store executor``.
+``python -m bench [--quick] [name ...]`` — names are module suffixes or package names, e.g.
+``store executor peers``.
 Results are printed and kept as JSON under ``bench/results/``.
 """
 
@@ -19,6 +21,7 @@ def main() -> int:
     args = parser.parse_args()
     here = Path(__file__).parent
     modules = sorted(p.stem for p in here.glob("bench_*.py"))
+    modules += sorted(p.parent.name for p in here.glob("*/__main__.py"))
     if args.names:
         modules = [m for m in modules if m.removeprefix("bench_") in args.names]
     failed = []

@@ -1,0 +1,182 @@
+"""Big histories: a 10,000-message trace whose tool outputs are 20 KB each (issue 16 item 4).
+
+One trace of 5,000 steps (an instant model asks for ``blob`` each step; ``blob`` returns 20 KB
+of incompressible-ish text, base64 of seeded random bytes): 10,000 messages, ~100 MB of tool
+output in the log. Reported:
+
+- per-step cost at the end against the start: the model is timed between consecutive calls
+  (request building, middleware, model call, appends of the assistant message and the tool
+  result), median of the last 200 steps over the median of the first 200, and the messages the
+  last request carried;
+- resume: the trace's state loaded by a fresh reader (new connection, no cache) from its
+  snapshot plus the catch-up, against a full replay of the log in the same run;
+- snapshot size (compressed, as stored) against the event stream's bytes.
+
+Summarization is off (as in the executor bench): with it the history would be compacted and
+there would be no 10,000-message request to measure.
+
+    python -m bench.bench_history [--quick]     # --quick: 1,000 messages
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import random
+import statistics
+import time
+
+from longhaul.agent.tools import Tool, ToolRegistry, tool
+from longhaul.core import repository
+from longhaul.core.connection import Connection, connect
+from longhaul.core.provision import ProvisionSettings
+from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
+from longhaul.llm.scripted import ScriptedModel
+from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage
+
+from bench.bench_executor import bench_config, completion
+from bench.common import private_nats, report
+from tests.support.stack import InProcessExecutor, create_trace
+
+OUTPUT_BYTES = 20_000
+EDGE = 200
+"""Steps compared at each end of the trace."""
+
+
+@tool(read_only=True)
+async def blob(n: int) -> str:
+    """Return 20 KB of text (benchmark tool).
+
+    Args:
+        n: the step number (seeds the text).
+    """
+    raw = random.Random(n).randbytes(OUTPUT_BYTES * 3 // 4)
+    return base64.b64encode(raw).decode()
+
+
+TOOLS: list[Tool] = [blob]
+
+
+class TimedModel:
+    """Calls ``blob`` ``steps`` times, then answers; records when each call came and how many
+    messages its request carried."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.calls = itertools.count()
+        self.stamps: list[float] = []
+        self.last_messages = 0
+
+    def script(self, request: ModelRequest) -> ModelResponse:
+        self.stamps.append(time.perf_counter())
+        self.last_messages = len(request.messages)
+        n = next(self.calls)
+        usage = Usage(prompt_tokens=10, completion_tokens=5)
+        if n >= self.steps:
+            return ModelResponse(content="done", usage=usage)
+        call = ToolCall.of(id=f"call_{n}", name="blob", arguments=f'{{"n": {n}}}')
+        return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls")
+
+    def model(self) -> Model:
+        return ScriptedModel(self.script, name="scripted:history")
+
+
+async def stream_bytes(conn: Connection, name: str) -> int:
+    return int((await conn.js.stream_info(name)).state.bytes or 0)
+
+
+async def load_seconds(nats: NatsConfig, trace_id: str, *, snapshot: bool) -> tuple[float, int]:
+    """Seconds to fold the trace as a fresh process would, and its message count."""
+    reader = await connect(nats)
+    try:
+        store = EventStore(reader)
+        started = time.perf_counter()
+        if snapshot:
+            state = await repository.traces(store).load(trace_id)
+        else:
+            state = TraceState()
+            await store.catch_up("trace", trace_id, state)
+        return time.perf_counter() - started, len(state.messages)
+    finally:
+        await reader.close()
+
+
+async def main(quick: bool) -> None:
+    steps = 500 if quick else 5_000
+    with private_nats() as url:
+        namespace = f"hist{new_id('r')[-6:].lower()}_"
+        nats = NatsConfig(url=url, namespace=namespace)
+        conn = await connect(nats, provision_settings=ProvisionSettings())
+        model = TimedModel(steps)
+        try:
+            trace_id = new_id("t")
+            done = await completion(conn, {trace_id})
+            async with InProcessExecutor(
+                url,
+                namespace,
+                "bench",
+                config=bench_config(url, namespace),
+                tools=ToolRegistry(TOOLS),
+                resolve_model=lambda _name: model.model(),
+            ):
+                started = time.perf_counter()
+                await create_trace(
+                    EventStore(conn), "benchmark", trace_id=trace_id, model="scripted:history"
+                )
+                total = await asyncio.wait_for(done, timeout=3600) - started
+            events = await stream_bytes(conn, conn.names.stream)
+            snapshot = await stream_bytes(conn, f"KV_{conn.names.snapshots}")
+            snapshot += await stream_bytes(conn, f"OBJ_{conn.names.artifacts}")
+        finally:
+            await conn.close()
+        resume, messages = min(
+            [await load_seconds(nats, trace_id, snapshot=True) for _ in range(3)]
+        )
+        replay, _ = min([await load_seconds(nats, trace_id, snapshot=False) for _ in range(3)])
+
+    gaps = [b - a for a, b in itertools.pairwise(model.stamps)]
+    first = statistics.median(gaps[:EDGE]) * 1000
+    last = statistics.median(gaps[-EDGE:]) * 1000
+    report(
+        "history: a big trace",
+        ["figure", "value", "baseline", "x baseline"],
+        [
+            ["messages in the trace", messages, "-", "-"],
+            ["messages in the last request", model.last_messages, "-", "-"],
+            ["run, s", round(total, 1), "-", "-"],
+            [
+                f"ms/step, last {EDGE} vs first {EDGE}",
+                round(last, 3),
+                round(first, 3),
+                round(last / first, 2),
+            ],
+            [
+                "resume ms (snapshot + catch-up) vs full replay",
+                round(resume * 1000, 1),
+                round(replay * 1000, 1),
+                round(resume / replay, 2),
+            ],
+            [
+                "snapshot MB vs event stream MB",
+                round(snapshot / 1e6, 2),
+                round(events / 1e6, 2),
+                round(snapshot / events, 2),
+            ],
+        ],
+        [
+            f"{steps} steps, one {OUTPUT_BYTES // 1000} KB tool output each; summarization off",
+            "ms/step = time between consecutive model calls (build + middleware + appends)",
+            "resume/replay: a fresh connection, no cache; best of 3",
+        ],
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="1,000 messages")
+    asyncio.run(main(parser.parse_args().quick))
