@@ -34,6 +34,10 @@ SLOW_TESTS = frozenset(
         "tests/integration/gateway/test_health.py::test_readyz_is_503_when_nats_goes_away",
         "tests/unit/agent/test_engine_basics.py::test_the_engine_and_the_providers_never_import_nats",
         "tests/unit/agent/test_bash.py::test_the_command_tree_dies_with_its_executor",
+        "tests/integration/test_telemetry.py::"
+        "test_a_turn_resumed_after_kill_9_continues_the_original_trace",
+        "tests/integration/test_telemetry.py::"
+        "test_a_subprocess_executor_with_the_sdk_disabled_exports_nothing",
     }
 )
 

@@ -11,17 +11,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from longhaul.agent.telemetry import CAPTURE_CONTENT_VARIABLE
 from longhaul.core.store import EventStore, Position
 from longhaul.core.telemetry import export_configured, setup_tracing, tracer, tracing_enabled
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
 from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
+from longhaul.llm.telemetry import CAPTURE_CONTENT_VARIABLE
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from tests.integration.executor.scripts import write_script
+from tests.integration.executor.scripts import record_steps, write_script
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.integration.planner.support import phase, planner_service, verifier_service, wait_task
 from tests.support.otel import (
@@ -347,3 +348,52 @@ async def test_a_subprocess_executor_with_the_sdk_disabled_exports_nothing(
     assert receiver.requests == 0 and receiver.spans == []
     events = [r.event async for r in store.replay("trace", trace)]
     assert all(e.trace_context is None for e in events)
+
+
+async def test_a_turn_resumed_after_kill_9_continues_the_original_trace(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    """The run's context lives on its log, so the survivor's turn is a child of the same
+    span as the victim's: the request that started the run."""
+    model = record_steps(tmp_path / "steps.yaml", 6, tmp_path / "calls.jsonl", hold_ms=40)
+    with OtlpReceiver() as receiver:
+
+        def env(name: str) -> dict[str, str]:
+            return {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+                "OTEL_SERVICE_NAME": name,
+                "OTEL_BSP_SCHEDULE_DELAY": "50",
+                "LONGHAUL_EXECUTOR__TOOL_MODULES": "tests.integration.executor.tooling",
+            }
+
+        async with (
+            ExecutorProcess(nats_url, namespace, "exec-a", env=env("exec-a")) as first,
+            ExecutorProcess(nats_url, namespace, "exec-b", env=env("exec-b")) as second,
+        ):
+            trace = new_id("t")
+            created = ev.TraceCreated(
+                messages=[ev.InputMessage(role="user", content="six steps")],
+                config=ev.TraceConfig(model=model),
+                trace_context={"traceparent": f"00-{TRACE_HEX}-{SPAN_HEX}-01"},
+            )
+            await store.append("trace", trace, [created], expected=Position(), actor="test")
+
+            def two_steps_done(state: TraceState) -> bool:
+                return sum(1 for m in state.main_path() if m.role == "tool") >= 2
+
+            await wait_for_trace(store, trace, two_steps_done, within=DEADLINE_S)
+            last = [r.event async for r in store.replay("trace", trace)][-1]
+            victim, survivor = (
+                (first, second) if last.actor == "executor:exec-a" else (second, first)
+            )
+            await victim.kill()
+            state = await wait_for_trace(store, trace, within=DEADLINE_S)
+            assert state.status == "completed", state.error
+            turn = await receiver.wait_for(
+                "invoke_agent", within=DEADLINE_S, service=survivor.executor_id
+            )
+    assert turn.attributes["longhaul.executor"] == f"executor:{survivor.executor_id}"
+    assert (turn.trace_id, turn.parent_span_id) == (TRACE_HEX, SPAN_HEX)
+    # Every model call, the victim's that made it out before the kill too, is in that trace.
+    chats = [s for s in receiver.spans if s.name.startswith("chat ")]
+    assert len(chats) >= 5 and {s.trace_id for s in chats} == {TRACE_HEX}

@@ -140,11 +140,14 @@ class OtlpReceiver:
         self.spans.extend(spans)
         self.changed.set()
 
-    async def wait_for(self, name_prefix: str, *, within: float) -> ReceivedSpan:
+    async def wait_for(
+        self, name_prefix: str, *, within: float, service: str | None = None
+    ) -> ReceivedSpan:
+        """The first span received whose name starts with ``name_prefix`` (from ``service``)."""
         async with asyncio.timeout(within):
             while True:
                 for span in self.spans:
-                    if span.name.startswith(name_prefix):
+                    if span.name.startswith(name_prefix) and service in (None, span.service):
                         return span
                 self.changed.clear()
                 await self.changed.wait()

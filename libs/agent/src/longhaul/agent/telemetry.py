@@ -1,108 +1,22 @@
-"""OpenTelemetry spans of the engine, in the GenAI semantic conventions: one ``chat`` span per
-model call and one ``execute_tool`` span per tool call, children of whatever span is current
-(the executor's ``invoke_agent`` turn span).
+"""OpenTelemetry ``execute_tool`` spans of the engine, in the GenAI semantic conventions: one
+per tool call, a child of the executor's ``invoke_agent`` turn span (model calls get their
+``chat`` spans from ``longhaul.llm.telemetry``).
 
 Only the OpenTelemetry API is used here: without an SDK installed by the service every call is
-the API's no-op. Message contents (prompts, answers, tool arguments and results) go on spans
-only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` opts in; counts, names,
-ids and models always do.
+the API's no-op. Tool arguments and results go on spans only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` opts in.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import msgspec
 from longhaul.agent.tools.result import Deferred, ToolReply
-from longhaul.llm.types import ModelRequest, ModelResponse, ToolCall
-from opentelemetry import trace
+from longhaul.llm.telemetry import capture_content, tracer
+from longhaul.llm.types import ToolCall
 from opentelemetry.trace import Span, SpanKind, StatusCode
-
-CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-
-PROVIDER_NAMES: Mapping[str, str] = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "gemini": "gcp.gemini",
-    "local": "llama.cpp",
-    "scripted": "longhaul.scripted",
-}
-"""``gen_ai.provider.name`` by model-string prefix (the semconv's names where it has one); an
-operator's own provider names pass through."""
-
-_json = msgspec.json.Encoder()
-
-
-def tracer() -> trace.Tracer:
-    return trace.get_tracer("longhaul.agent")
-
-
-def capture_content(env: Mapping[str, str] | None = None) -> bool:
-    env = os.environ if env is None else env
-    return env.get(CAPTURE_CONTENT_VARIABLE, "").strip().lower() == "true"
-
-
-def split_model(model_string: str) -> tuple[str, str]:
-    """``(gen_ai.provider.name, gen_ai.request.model)`` of a model string."""
-    prefix, _, name = model_string.partition(":")
-    return PROVIDER_NAMES.get(prefix, prefix), name or model_string
-
-
-@contextmanager
-def model_span(trace_id: str, request: ModelRequest) -> Iterator[Span]:
-    """The ``chat <model>`` span around one model call (an exception marks it failed)."""
-    provider, model = split_model(request.model)
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": provider,
-        "gen_ai.request.model": model,
-        "gen_ai.conversation.id": trace_id,
-    }
-    for key, value in (
-        ("gen_ai.request.temperature", request.temperature),
-        ("gen_ai.request.top_p", request.top_p),
-        ("gen_ai.request.max_tokens", request.max_tokens),
-        ("gen_ai.request.seed", request.seed),
-        ("gen_ai.request.stop_sequences", request.stop),
-    ):
-        if value is not None:
-            attributes[key] = value
-    with tracer().start_as_current_span(
-        f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
-    ) as span:
-        if span.is_recording() and capture_content():
-            system = "\n\n".join(p for p in (request.system_stable, request.system_volatile) if p)
-            if system:
-                span.set_attribute("gen_ai.system_instructions", system)
-            span.set_attribute(
-                "gen_ai.input.messages", _json.encode(list(request.messages)).decode()
-            )
-        try:
-            yield span
-        except Exception as exc:
-            span.set_attribute("error.type", type(exc).__name__)
-            raise
-
-
-def record_response(span: Span, response: ModelResponse) -> None:
-    """What the model answered: its model, finish reason, token usage (cache reads included)."""
-    if not span.is_recording():
-        return
-    usage = response.usage
-    if response.model:
-        span.set_attribute("gen_ai.response.model", response.model)
-    if response.finish_reason:
-        span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
-    span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
-    span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
-    span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read_tokens)
-    span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write_tokens)
-    if capture_content():
-        message = {k: v for k, v in response.to_message().items() if k != "provider_fields"}
-        span.set_attribute("gen_ai.output.messages", _json.encode([message]).decode())
 
 
 @contextmanager

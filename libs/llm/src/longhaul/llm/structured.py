@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import jsonschema
+from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import ChatMessage, Model, ModelError, ModelRequest, ModelResponse
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.DOTALL)
@@ -76,7 +77,7 @@ async def complete_json(
             temperature=temperature,
             max_tokens=max_tokens,
         )
-        response = await asyncio.wait_for(model.complete(request), timeout=timeout_s)
+        response = await asyncio.wait_for(traced_complete(model, request), timeout=timeout_s)
         try:
             value = extract_json(response.content)
         except ValueError as exc:

@@ -18,6 +18,7 @@ from typing import Any
 
 from longhaul.domain.events import MergeCandidate, MergeRecord, PhaseSpec
 from longhaul.llm.structured import complete_json
+from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import Model, ModelError, ModelRequest
 from longhaul.planner.models import CALL_TIMEOUT_S, PlannerModels
 
@@ -236,7 +237,7 @@ async def _fusion(spec: PhaseSpec, candidates: list[Candidate], model: Model) ->
         f"and meets the criteria. Answer with the merged result only.\n\n{_numbered(candidates)}"
     )
     request = ModelRequest(model=model.name, messages=[{"role": "user", "content": prompt}])
-    response = await asyncio.wait_for(model.complete(request), timeout=CALL_TIMEOUT_S)
+    response = await asyncio.wait_for(traced_complete(model, request), timeout=CALL_TIMEOUT_S)
     if not response.content.strip():
         return first(candidates, "fusion: empty merge, first successful")
     return MergeResult(

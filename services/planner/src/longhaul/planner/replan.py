@@ -20,6 +20,7 @@ from longhaul.agent.planning.schema import InvalidPlan, parse_phases, phases_to_
 from longhaul.domain.events import PhaseSpec
 from longhaul.domain.state import TaskState
 from longhaul.llm.structured import complete_json
+from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import ChatMessage, Model, ModelError, ModelRequest
 from longhaul.planner.models import CALL_TIMEOUT_S
 
@@ -83,7 +84,9 @@ async def reflect(
     if model is not None:
         request = ModelRequest(model=model.name, messages=conversation)
         try:
-            response = await asyncio.wait_for(model.complete(request), timeout=CALL_TIMEOUT_S)
+            response = await asyncio.wait_for(
+                traced_complete(model, request), timeout=CALL_TIMEOUT_S
+            )
             if response.content.strip():
                 text = response.content.strip()[:REFLECTION_LIMIT]
                 return text, [*conversation, {"role": "assistant", "content": text}]

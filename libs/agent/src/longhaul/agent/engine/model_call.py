@@ -6,8 +6,8 @@ from __future__ import annotations
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.engine.deltas import DeltaThrottle
 from longhaul.agent.middleware.base import ModelHandler
-from longhaul.agent.telemetry import model_span, record_response
 from longhaul.agent.turn import Turn
+from longhaul.llm.telemetry import model_span, record_response
 from longhaul.llm.types import (
     ModelError,
     ModelRequest,
@@ -20,7 +20,7 @@ from longhaul.llm.types import (
 
 def streaming_call(turn: Turn) -> ModelHandler:
     async def call(request: ModelRequest) -> ModelResponse:
-        with model_span(turn.trace_id, request) as span:
+        with model_span(request) as span:
             response = await _call(turn, request)
             record_response(span, response)
             return response

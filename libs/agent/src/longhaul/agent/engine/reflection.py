@@ -11,6 +11,7 @@ import logging
 
 from longhaul.agent.accounting import charge
 from longhaul.agent.turn import Turn
+from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import ModelError, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ async def reflect(turn: Turn) -> None:
     )
     batch = turn.batch()
     try:
-        response = await turn.model.complete(request)
+        response = await traced_complete(turn.model, request)
     except ModelError as exc:
         log.warning("trace %s: reflection failed: %s", turn.trace_id, exc)
         batch.message(

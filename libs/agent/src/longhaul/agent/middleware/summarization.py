@@ -41,6 +41,7 @@ from longhaul.domain.state import TraceState
 from longhaul.llm.estimate import estimate_tokens
 from longhaul.llm.pricing import context_limit
 from longhaul.llm.prompt import goal_note
+from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import ChatMessage, ModelError, ModelRequest
 
 log = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ class Summarization(Middleware):
             metadata={"trace_id": turn.trace_id, "purpose": "compaction"},
         )
         try:
-            response = await turn.utility_model.complete(request)
+            response = await traced_complete(turn.utility_model, request)
         except ModelError as exc:
             memo.summariser_failed = True
             log.warning(
