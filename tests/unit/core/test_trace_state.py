@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -294,3 +295,52 @@ def test_any_appends_and_rewinds_keep_tool_calls_paired(actions: list[tuple[str,
             b.apply(ev.Completed()) if b.state.status == "running" else None
             b.apply(ev.RunRequested(after_sequence=target))
         assert_paired(b.state)
+
+
+def carrier(span: str) -> dict[str, str]:
+    return {"traceparent": f"00-4bf92f3577b34da6a3ce929d0e0e4736-{span}-01"}
+
+
+def test_the_run_s_trace_context_is_that_of_the_event_that_started_the_run() -> None:
+    """What every turn of a run continues (OpenTelemetry): the request that created or
+    continued the trace, never an event written during the run; a spawn keeps its tool
+    call's, and the fold survives a snapshot round trip with it."""
+    state = TraceState()
+    state.apply(
+        ev.TraceCreated(
+            aggregate_id="t_1",
+            messages=[ev.InputMessage(role="user", content="go")],
+            trace_context=carrier("00000000000000a1"),
+        )
+    )
+    assert state.run_trace_context == carrier("00000000000000a1")
+    state.apply(
+        ev.MessageAppended(
+            sequence=2,
+            parent_sequence=1,
+            role="assistant",
+            trace_context=carrier("00000000000000b2"),
+        )
+    )
+    state.apply(
+        ev.SubtraceSpawned(
+            child_trace_id="t_2", tool_call_id="c1", trace_context=carrier("00000000000000c3")
+        )
+    )
+    state.apply(ev.ReflectRequested(trace_context=carrier("00000000000000d4")))  # while running
+    assert state.run_trace_context == carrier("00000000000000a1")
+    assert state.subtraces["t_2"].trace_context == carrier("00000000000000c3")
+    state.apply(ev.Completed(summary="done"))
+    state.apply(
+        ev.RunRequested(
+            messages=[ev.InputMessage(role="user", content="more")],
+            trace_context=carrier("00000000000000e5"),
+        )
+    )
+    assert state.run_trace_context == carrier("00000000000000e5")
+    state.apply(ev.Completed(summary="done again"))
+    state.apply(ev.CompactRequested(trace_context=carrier("00000000000000f6")))  # restarts it
+    assert state.status == "running" and state.run_trace_context == carrier("00000000000000f6")
+    again = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=TraceState)
+    assert again.run_trace_context == state.run_trace_context
+    assert again.subtraces["t_2"].trace_context == carrier("00000000000000c3")
