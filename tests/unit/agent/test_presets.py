@@ -21,7 +21,9 @@ def names(
 
 def test_builtin_presets() -> None:
     assert set(BUILTIN_PRESETS) == {"default", "explore", "analyst"}
-    assert names("default") == set(builtin_tools().names())
+    everything = set(builtin_tools().names())
+    assert names("default") == everything - {"check_messages", "send_message"}
+    assert names("default", ev.TraceConfig(messaging=True)) == everything
     assert names("explore") == {
         "read",
         "glob",

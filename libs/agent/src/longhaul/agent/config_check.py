@@ -8,6 +8,7 @@ message naming the key instead of crash-looping behind a healthy-looking gateway
 
 from __future__ import annotations
 
+from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.middleware import default_middleware
 from longhaul.domain.config import ConfigError, LonghaulConfig
 from longhaul.llm.registry import split_model_string
@@ -17,6 +18,7 @@ def check_config(config: LonghaulConfig) -> None:
     """Raise :class:`ConfigError` naming the first bad key."""
     try:
         default_middleware(config.pipeline)
+        ContextHooks.configured(config.pipeline.context_hooks)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     models = [("models.default", config.models.default)]

@@ -11,6 +11,7 @@ from pathlib import Path
 from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
+from longhaul.agent.tools.messaging import Messenger
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
 from longhaul.domain.config import ModelsConfig
@@ -46,3 +47,5 @@ class AgentEnv:
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], datetime] = _utcnow
     ancestor_budget: AncestorBudget | None = None
+    messenger: Messenger | None = None
+    """Delivers ``send_message`` into another trace's inbox (the executor's)."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
+from longhaul.agent.tools.messaging import MESSAGING_TOOLS
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.domain.events import ModelParams, TraceConfig
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -66,9 +67,12 @@ class Preset(BaseModel):
         self, tools: ToolRegistry, config: TraceConfig, *, child: bool = False
     ) -> ToolRegistry:
         """The preset's tools, narrowed further by the trace's own ``tools`` / ``read_only``;
-        a ``child`` (sub-trace) loses ``agent`` / ``evaluate`` unless ``allow_nesting``."""
+        a ``child`` (sub-trace) loses ``agent`` / ``evaluate`` unless ``allow_nesting``; the
+        inbox tools are offered only to a trace created with ``messaging``."""
         chosen = tools if self.allowed_tools is None else tools.only(self.allowed_tools)
         chosen = chosen.without(self.denied_tools)
+        if not config.messaging:
+            chosen = chosen.without(MESSAGING_TOOLS)
         if child and not self.allow_nesting:
             chosen = chosen.without(NESTING_TOOLS)
         if config.tools is not None:

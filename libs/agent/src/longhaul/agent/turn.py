@@ -109,6 +109,7 @@ class Turn:
             workspace=self.env.workspace,
             settings=self.env.tool_settings,
             skills=self.skills,
+            messenger=self.env.messenger,
         )
 
     def request(self) -> ModelRequest:

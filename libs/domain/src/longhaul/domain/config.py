@@ -249,6 +249,9 @@ class PipelineConfig(BaseModel):
     max_concurrent_subtraces: int = 3
     delegation: DelegationConfig = Field(default_factory=DelegationConfig)
     context_injection_every: int = 10
+    context_hooks: list[str] = Field(default_factory=list)
+    """Context hooks (``package.module:function`` or an entry point of the
+    ``longhaul.context_hooks`` group) called on each context injection."""
 
 
 class SandboxConfig(BaseModel):

@@ -119,6 +119,9 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``ask_human``); ``None``: the preset's list."""
     auto_execute_tools: bool = True
     """False: the client runs every tool call and posts the results (``client_tools`` wait)."""
+    messaging: bool = False
+    """The trace has an inbox: it accepts messages and is offered ``check_messages`` and
+    ``send_message`` (its sub-traces inherit it)."""
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -389,6 +392,28 @@ class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_d
     """Sub-traces the child itself has (every level): they count toward the root's limit."""
 
 
+class MessageReceived(TraceEvent, tag="message_received", kw_only=True, omit_defaults=True):
+    """A message for the trace's inbox (``POST /api/traces/{id}/inbox``, the a2a webhook, or
+    ``send_message`` from a collaborator). ``wake``: a trace waiting on a human or on its
+    sub-traces is woken to read it."""
+
+    sender: str
+    content: str
+    conversation_id: str | None = None
+    sender_trace_id: str | None = None
+    wake: bool = False
+    message_id: str = ""
+    """Unique within the inbox (a re-delivered ``send_message`` names the same one)."""
+
+
+class MessagesRead(TraceEvent, tag="messages_read", kw_only=True, omit_defaults=True):
+    """``check_messages`` showed these inbox messages at ``at_sequence`` (a rewind before it
+    makes them unread again)."""
+
+    message_ids: list[str]
+    at_sequence: int = 0
+
+
 class StopRequested(TraceEvent, tag="stop_requested", kw_only=True, omit_defaults=True):
     reason: str = "user"
 
@@ -546,6 +571,8 @@ AnyEvent = (
     | ToolResultsPosted
     | SubtraceSpawned
     | SubtraceFinished
+    | MessageReceived
+    | MessagesRead
     | StopRequested
     | ReflectRequested
     | CompactRequested

@@ -12,12 +12,14 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv, AncestorBudget
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools import ToolRegistry, ToolSettings
+from longhaul.agent.tools.messaging import Messenger
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workspace import Workspace
 from longhaul.domain import events as ev
@@ -41,6 +43,7 @@ class AgentTurns:
         working_root: Path,
         resolve_model: ModelResolver | None = None,
         ancestor_budget: AncestorBudget | None = None,
+        messenger: Messenger | None = None,
     ) -> None:
         self.config = config
         self._registry = ModelRegistry(config.models)
@@ -60,6 +63,8 @@ class AgentTurns:
                 ),
                 models=config.models,
                 ancestor_budget=ancestor_budget,
+                messenger=messenger,
+                context_hooks=ContextHooks.configured(config.pipeline.context_hooks),
             ),
         )
         log.info("bash: %s", Sandbox(config.sandbox).describe())

@@ -51,6 +51,7 @@ def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
         model_params=config.model_params,
         read_only=config.read_only or info.mode == "explore",
         approval=config.approval,
+        messaging=config.messaging,
     )
 
 

@@ -17,6 +17,7 @@ from longhaul.core.service import ServiceContext, run_main
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.executor import Executor
+from longhaul.executor.messenger import LogMessenger
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.tools import load_tools
 from longhaul.executor.workspace import KvWorkspace
@@ -38,6 +39,7 @@ def build_executor(
         working_root=settings.working_root or ctx.config.working_root or Path.cwd(),
         resolve_model=resolve_model,
         ancestor_budget=partial(ancestor_over_budget, ctx.store),
+        messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}"),
     )
     return Executor(ctx, settings, agent)
 

@@ -23,6 +23,7 @@ RUN_TYPES = (
     "reflect_requested",
     "compact_requested",
     "subtrace_finished",
+    "message_received",
 )
 """Events after which the trace itself may have work to do."""
 

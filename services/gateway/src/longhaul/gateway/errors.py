@@ -39,6 +39,8 @@ STATUS_CODES: dict[int, str] = {
 TRANSITION_STATUS: dict[str, int] = {
     "not_found": 404,
     "conflict": 409,
+    "messaging_off": 409,
+    "duplicate_message": 409,
     "unknown_sequence": 422,
 }
 

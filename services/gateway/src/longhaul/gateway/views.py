@@ -8,12 +8,14 @@ import msgspec
 from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.events import RouteDecision
 from longhaul.domain.state import Message, TaskState, TraceState
+from longhaul.domain.state.collaborators import collaborators
 from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.runs import RouteView
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
 from longhaul.gateway.schemas.traces import (
     BudgetView,
+    CollaboratorView,
     ContextView,
     FaultView,
     GoalTreeView,
@@ -74,7 +76,10 @@ def _child_view(info: SubtraceInfo, mirror: IndexMirror) -> SubTraceView:
     )
 
 
-def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
+def trace_view(
+    state: TraceState, mirror: IndexMirror, parent: TraceState | None = None
+) -> TraceView:
+    """``parent``: the parent's fold, for the collaborators (siblings)."""
     goals = state.goals
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
@@ -125,6 +130,12 @@ def trace_view(state: TraceState, mirror: IndexMirror) -> TraceView:
             ],
         ),
         sub_traces=[_child_view(info, mirror) for info in state.subtraces.values()],
+        messaging=state.config.messaging,
+        unread_messages=len(state.unread_messages()),
+        collaborators=[
+            CollaboratorView.model_validate(msgspec.to_builtins(c))
+            for c in collaborators(state, parent)
+        ],
     )
 
 

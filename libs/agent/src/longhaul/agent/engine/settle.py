@@ -1,6 +1,9 @@
 """What a turn does first with what arrived while the trace waited.
 
 - a human reply → the ``ask_human`` call's tool result;
+- a message that woke the trace (``wake: true``) → the waiting ``ask_human`` or
+  ``agent``/``evaluate`` call is answered now (no reply yet; the sub-agents still run and their
+  results arrive in the inbox), so the model can read the message;
 - sub-traces of unanswered ``agent``/``evaluate`` calls → once all of a call's children are
   finished, one tool result with their summaries; if any still runs, ``Waiting(subtraces)``
   again (the engine never runs a child);
@@ -25,6 +28,7 @@ LOG_LIMIT = 8_000
 
 async def settle(turn: Turn) -> TurnOutcome | None:
     await _human_reply(turn)
+    await _interrupted(turn)
     outcome = await _subtraces(turn)
     if outcome is None:
         outcome = await _verification(turn)
@@ -41,6 +45,31 @@ async def _human_reply(turn: Turn) -> None:
         return
     batch = turn.batch()
     tool_message(batch, pending[call_id], ToolResult(output=state.human_reply))
+    await turn.emit(batch)
+
+
+async def _interrupted(turn: Turn) -> None:
+    state = turn.state
+    if state.interrupted_wait is None:
+        return
+    unread = len(state.unread_messages())
+    news = f"{unread} new message(s) in your inbox: read them with check_messages."
+    running: dict[str, list[str]] = {}
+    for info in state.running_subtraces():
+        running.setdefault(info.tool_call_id, []).append(info.child_trace_id)
+    batch = turn.batch()
+    for call in state.unanswered_tool_calls():
+        if state.interrupted_wait == "human" and call.id == state.wait_tool_call_id:
+            text = f"No reply yet. {news} Ask again if you still need an answer."
+        elif state.interrupted_wait == "subtraces" and call.id in running:
+            ids = ", ".join(running[call.id])
+            text = (
+                f"Sub-agent(s) {ids} still running. {news} Each sub-agent's result will arrive "
+                "in your inbox when it finishes."
+            )
+        else:
+            continue
+        tool_message(batch, call, ToolResult(output=text))
     await turn.emit(batch)
 
 

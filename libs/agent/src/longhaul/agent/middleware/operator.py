@@ -10,9 +10,7 @@ chain is built, so a bad configuration stops a service at start-up, not mid-run.
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
-
+from longhaul.agent import plugins
 from longhaul.agent.middleware.base import Middleware
 from longhaul.domain.config import MiddlewareEntry
 
@@ -22,23 +20,7 @@ ENTRY_POINT_GROUP = "longhaul.middleware"
 def load_class(entry: MiddlewareEntry) -> type[Middleware]:
     target = entry.use or ""
     where = f"pipeline.middleware[{entry.name}].use"
-    if ":" in target:
-        module_name, _, attribute = target.partition(":")
-        try:
-            found = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"{where}: cannot load {target!r}: {exc}") from exc
-    else:
-        matches = entry_points(group=ENTRY_POINT_GROUP, name=target)
-        if not matches:
-            raise ValueError(
-                f"{where}: no {target!r} in the {ENTRY_POINT_GROUP!r} entry points "
-                "(give module:Class, or install the plugin that provides it)"
-            )
-        try:
-            found = next(iter(matches)).load()
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"{where}: cannot load entry point {target!r}: {exc}") from exc
+    found = plugins.load(target, group=ENTRY_POINT_GROUP, where=where)
     if not (isinstance(found, type) and issubclass(found, Middleware)):
         raise ValueError(f"{where}: {target!r} is not a longhaul Middleware subclass")
     return found

@@ -5,6 +5,7 @@ from __future__ import annotations
 from longhaul.agent.tools.files import edit, glob, grep, read, write
 from longhaul.agent.tools.goal import goal
 from longhaul.agent.tools.human import ask_human
+from longhaul.agent.tools.messaging import check_messages, send_message
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.shell import bash
 from longhaul.agent.tools.skill import skill
@@ -26,6 +27,8 @@ BUILTIN_TOOLS = (
     webfetch,
     skill,
     workspace_read,
+    check_messages,
+    send_message,
 )
 
 

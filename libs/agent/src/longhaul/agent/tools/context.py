@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
 from longhaul.domain.events import TraceEvent
 from longhaul.domain.state import TraceState
+
+if TYPE_CHECKING:
+    from longhaul.agent.tools.messaging import Messenger
 
 
 @dataclass(slots=True)
@@ -29,6 +33,7 @@ class ToolContext:
     workspace: Workspace | None = None
     settings: ToolSettings = field(default_factory=ToolSettings)
     skills: SkillIndex = field(default_factory=lambda: SkillIndex(()))
+    messenger: Messenger | None = None
     recorded: list[TraceEvent] = field(default_factory=list)
 
     @property

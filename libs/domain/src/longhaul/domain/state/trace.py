@@ -20,6 +20,9 @@ MAX_PENDING_UPLOADS = 50
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
+WAKEABLE_WAITS: frozenset[str] = frozenset({"human", "subtraces"})
+"""Waits a message with ``wake: true`` breaks (the others wait on a decision or a verdict)."""
+
 
 Message = ev.MessageAppended
 """A message of the tree is the event that recorded it (client input is folded into one)."""
@@ -112,6 +115,13 @@ class TraceState(msgspec.Struct, kw_only=True):
     run_trace_context: dict[str, str] | None = None
     """Trace context of the event that started the current run (the request that created or
     continued the trace): every turn of the run is its child, on whichever executor."""
+    inbox: list[ev.MessageReceived] = msgspec.field(default_factory=list)
+    """Messages received (``message_received``; and a sub-trace's end once the call that
+    spawned it was answered early), oldest first."""
+    inbox_read: dict[str, int] = msgspec.field(default_factory=dict)
+    """``message_id`` → the sequence at which ``check_messages`` showed it."""
+    interrupted_wait: WaitReason | None = None
+    """A message with ``wake`` broke this wait: the next turn answers the waiting call."""
     faults: list[Fault] = msgspec.field(default_factory=list)
     """Events of the log this fold skipped (see ``faults``)."""
 
@@ -162,6 +172,9 @@ class TraceState(msgspec.Struct, kw_only=True):
                 return []
             current = message.parent_sequence or 0
         return []
+
+    def unread_messages(self) -> list[ev.MessageReceived]:
+        return [m for m in self.inbox if m.message_id not in self.inbox_read]
 
     def safe_cut(self, sequence: int) -> int:
         """The cut at ``sequence`` moved forward past the tool results its calls need."""
@@ -248,6 +261,25 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _check_nothing(self, event: ev.Event) -> None:
         """Loop warnings and compaction records apply to any existing trace."""
 
+    def _check_message_received(self, event: ev.MessageReceived) -> None:
+        self._require("running", "waiting", what="receive a message")
+        if not self.config.messaging:
+            raise InvalidTransition(
+                f"trace {self.trace_id} has no inbox (create it with messaging: true)",
+                code="messaging_off",
+            )
+        if not event.message_id or any(m.message_id == event.message_id for m in self.inbox):
+            raise InvalidTransition(
+                f"message {event.message_id!r} is missing or already in the inbox",
+                code="duplicate_message",
+            )
+
+    def _check_messages_read(self, event: ev.MessagesRead) -> None:
+        known = {m.message_id for m in self.inbox}
+        unknown = [i for i in event.message_ids if i not in known]
+        if unknown:
+            raise InvalidTransition(f"unknown inbox messages {unknown}", code="not_found")
+
     def _check_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
         if event.child_trace_id not in self.subtraces:
             raise InvalidTransition(f"unknown sub-trace {event.child_trace_id}", code="not_found")
@@ -299,6 +331,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.approval_pending = []
         self.client_pending = []
         self.verification = VerificationState()
+        self.interrupted_wait = None
 
     def _append_inputs(self, messages: list[ev.InputMessage], ts: float) -> None:
         for item in messages:
@@ -320,8 +353,10 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _rewind_to(self, cut: int) -> None:
         self.head_sequence = cut
         self.path = self.path_to(cut)
-        self.goals = self.goals.as_of(set(self.path))
+        on_path = set(self.path)
+        self.goals = self.goals.as_of(on_path)
         self.pending_warnings = []
+        self.inbox_read = {i: at for i, at in self.inbox_read.items() if at in on_path}
 
     def _check_follows(self, sequence: int, parent: int | None) -> None:
         if sequence != self.last_sequence + 1:
@@ -372,6 +407,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         if event.role == "tool" and event.tool_call_id == self.wait_tool_call_id:
             self.human_reply = None
             self.wait_tool_call_id = None
+        if event.role == "tool":
+            self.interrupted_wait = None
         if event.branch_type == "reflection":
             self.reflect_requested = False
             self.reflect_focus = None
@@ -484,8 +521,31 @@ class TraceState(msgspec.Struct, kw_only=True):
             trace_context=event.trace_context,
         )
 
+    def _on_message_received(self, event: ev.MessageReceived) -> None:
+        self.inbox.append(event)
+        if event.wake and self.status == "waiting" and self.wait_reason in WAKEABLE_WAITS:
+            self.interrupted_wait = self.wait_reason
+            self._wake()
+
+    def _on_messages_read(self, event: ev.MessagesRead) -> None:
+        for message_id in event.message_ids:
+            self.inbox_read[message_id] = event.at_sequence
+
     def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
         info = self.subtraces[event.child_trace_id]
+        if info.tool_call_id not in {c.id for c in self.unanswered_tool_calls()}:
+            # The call that spawned it was answered early (a message woke the parent):
+            # the child's end arrives as a message instead of as that call's result.
+            self.inbox.append(
+                ev.MessageReceived(
+                    id=event.id,
+                    ts=event.ts,
+                    sender=f"sub-agent {event.child_trace_id}",
+                    sender_trace_id=event.child_trace_id,
+                    content=f"finished ({event.status}): {event.summary}",
+                    message_id=event.id,
+                )
+            )
         info.status = event.status
         info.summary = event.summary
         info.descendants = event.descendants
@@ -575,6 +635,8 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.ContextRecorded: TraceState._on_context_recorded,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
+    ev.MessageReceived: TraceState._on_message_received,
+    ev.MessagesRead: TraceState._on_messages_read,
     ev.StopRequested: TraceState._on_stop_requested,
     ev.ReflectRequested: TraceState._on_reflect_requested,
     ev.CompactRequested: TraceState._on_compact_requested,
@@ -623,6 +685,8 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.ContextRecorded: TraceState._check_nothing,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
+    ev.MessageReceived: TraceState._check_message_received,
+    ev.MessagesRead: TraceState._check_messages_read,
     ev.StopRequested: _requires("running", "waiting", what="stop"),
     ev.ReflectRequested: _requires_idle_or_running("reflect"),
     ev.CompactRequested: _requires_idle_or_running("compact"),

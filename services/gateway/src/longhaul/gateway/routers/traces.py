@@ -88,6 +88,7 @@ async def create_trace(
         approval=_approval(body.approval),
         auto_execute_tools=body.auto_execute_tools,
         verification=verification,
+        messaging=body.messaging,
     )
     if body.preset:
         config.preset = body.preset
@@ -219,7 +220,12 @@ async def running_traces(
 )
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
     runtime = runtime_of(request.app)
-    return trace_view(await access.load_trace(runtime, principal, trace_id), runtime.mirror)
+    state = await access.load_trace(runtime, principal, trace_id)
+    parent = None
+    if state.parent_trace_id is not None:
+        async with runtime.nats_call():
+            parent = await runtime.store.load_trace(state.parent_trace_id)
+    return trace_view(state, runtime.mirror, parent)
 
 
 @router.get(

@@ -22,7 +22,7 @@ from longhaul.gateway.schemas.common import (
 )
 from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.runs import RouteView
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
 
@@ -149,6 +149,11 @@ class CreateTraceRequest(Body):
     verification: VerificationBody | None = Field(
         default=None, description='verify the final answer, e.g. {"check": "tests"}'
     )
+    messaging: bool = Field(
+        default=False,
+        description="give the trace an inbox (POST /api/traces/{id}/inbox) and the "
+        "check_messages / send_message tools; its sub-traces inherit it",
+    )
 
 
 class RunRequest(Body):
@@ -163,6 +168,32 @@ class RunRequest(Body):
     model_params: ModelParamsBody | None = Field(
         default=None, description="replace the trace's model_params from this run on"
     )
+
+
+class InboxRequest(Body):
+    """A message for a trace's inbox; it sees a reminder and reads it with check_messages."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
+
+    sender: ShortText = Field(alias="from", min_length=1, description="who sends it")
+    content: Text = Field(min_length=1)
+    conversation_id: ShortText | None = None
+    wake: bool = Field(
+        default=False,
+        description="also wake the trace if it waits on a person or on its sub-traces",
+    )
+
+
+class WebhookMessage(InboxRequest):
+    """``POST /webhook/a2a-messages``: the inbox message with its target trace in the body."""
+
+    trace_id: str = Field(min_length=1, max_length=128)
+
+
+class MessageAccepted(BaseModel):
+    trace_id: str
+    message_id: str
+    event_id: int = Field(description="stream sequence of the message_received event")
 
 
 class ReplyRequest(Body):
@@ -269,6 +300,16 @@ class SubTraceView(BaseModel):
     tool_call_id: str
 
 
+class CollaboratorView(BaseModel):
+    """Someone the trace works with: parent, sub-traces, siblings, a person it asked."""
+
+    name: str = Field(description="parent, human, or a sub-trace's or sibling's trace id")
+    type: Literal["agent", "human"]
+    trace_id: str | None = None
+    status: str
+    summary: str = ""
+
+
 class WaitingBelowView(BaseModel):
     """A descendant waiting on something outside the tree: where to look to unblock it."""
 
@@ -352,6 +393,9 @@ class TraceView(TraceSummary):
     event_id: int = Field(description="stream sequence of the last event folded into this view")
     goal_tree: GoalTreeView = Field(default_factory=GoalTreeView)
     sub_traces: list[SubTraceView] = Field(default_factory=list)
+    messaging: bool = Field(default=False, description="the trace has an inbox")
+    unread_messages: int = Field(default=0, description="inbox messages not yet read")
+    collaborators: list[CollaboratorView] = Field(default_factory=list)
 
 
 class TraceList(BaseModel):

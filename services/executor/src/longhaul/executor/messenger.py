@@ -1,0 +1,64 @@
+"""``send_message`` delivery: a message from one trace into a collaborator's inbox.
+
+The sender may reach its parent, its sub-traces and its siblings (``collaborators``); the
+message is appended to the target's log as ``message_received`` through the trace repository,
+checked by the target's fold (an ended trace or one without an inbox refuses it). The message
+id comes from the sending call's idempotency key, so a call re-run after a crash finds its
+message already there and reports it delivered once.
+"""
+
+from __future__ import annotations
+
+from longhaul.agent.errors import ToolError
+from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import traces
+from longhaul.domain import events as ev
+from longhaul.domain.state import InvalidTransition, TraceState
+from longhaul.domain.state.collaborators import collaborators, reachable
+
+
+class LogMessenger:
+    def __init__(self, store: EventLog, *, actor: str) -> None:
+        self.store = store
+        self.actor = actor
+
+    async def send(
+        self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
+    ) -> str:
+        parent = (
+            await self.store.load_trace(sender.parent_trace_id) if sender.parent_trace_id else None
+        )
+        target_id = reachable(sender, parent, to)
+        if target_id is None:
+            names = [c.name for c in collaborators(sender, parent) if c.type == "agent"]
+            raise ToolError(
+                f"{to!r} is not an agent you work with (you can reach: "
+                f"{', '.join(names) or 'nobody'})",
+                code="unknown_collaborator",
+            )
+        target = await self.store.load_trace(target_id)
+        if target.owner != sender.owner:  # never across API keys, whatever a log says
+            raise ToolError(f"{to!r} is not reachable", code="unknown_collaborator")
+        # Who the sender is to the recipient.
+        if target.parent_trace_id == sender.trace_id:
+            name = "parent"
+        elif target_id == sender.parent_trace_id:
+            name = f"sub-agent {sender.trace_id}"
+        else:
+            name = f"sibling {sender.trace_id}"
+        event = ev.MessageReceived(
+            sender=name,
+            sender_trace_id=sender.trace_id,
+            content=content,
+            wake=wake,
+            message_id=message_id,
+        )
+        if any(m.message_id == message_id for m in target.inbox):
+            return target_id
+        try:
+            await traces(self.store).save(target_id, target, lambda _: [event], actor=self.actor)
+        except InvalidTransition as exc:
+            if exc.code == "duplicate_message":
+                return target_id
+            raise ToolError(f"cannot deliver to {to}: {exc}", code="not_delivered") from exc
+        return target_id
