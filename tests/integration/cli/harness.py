@@ -4,8 +4,12 @@ in-process gateway meanwhile)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
+import signal
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,3 +67,50 @@ async def longhaul(*args: str, url: str, env: dict[str, str] | None = None) -> R
         raise
     assert process.returncode is not None
     return Result(process.returncode, stdout.decode(), stderr.decode())
+
+
+UP_START_DEADLINE_S = 90.0
+UP_STOP_DEADLINE_S = 60.0
+
+
+@contextlib.asynccontextmanager
+async def running_up(
+    data_dir: Path, env: dict[str, str], *, executors: int = 1
+) -> AsyncIterator[str]:
+    """``longhaul up`` on free ports until the block ends (then SIGINT, and it must exit 0);
+    yields the gateway's URL from its banner."""
+    process = await asyncio.create_subprocess_exec(
+        LONGHAUL,
+        "up",
+        "--port",
+        "0",
+        "--nats-port",
+        "0",
+        "--data-dir",
+        str(data_dir),
+        "--executors",
+        str(executors),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    stderr = asyncio.create_task(process.stderr.read())
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(UP_START_DEADLINE_S):
+            while not any("Ctrl-C stops all" in line for line in seen):
+                line = (await process.stdout.readline()).decode()
+                assert line, f"up exited early:\n{''.join(seen)}\n{(await stderr).decode()}"
+                seen.append(line)
+        match = re.search(r"gateway:\s+(http://[\d.]+:\d+)", "".join(seen))
+        assert match, "".join(seen)
+        yield match.group(1)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        async with asyncio.timeout(UP_STOP_DEADLINE_S):
+            await process.stdout.read()
+            code = await process.wait()
+            await stderr
+    assert code == 0
