@@ -20,6 +20,7 @@ SLOW_PATHS = (
     "tests/integration/test_provider_e2e.py",  # provider retries with Retry-After
     "tests/real_model/",  # a real llama.cpp server generating on the CPU
     "tests/integration/gateway/test_approval.py",  # executor processes, one killed -9
+    "tests/integration/gateway/test_mcp_tools.py",  # MCP server processes, one killed -9
     "tests/cluster/",  # three nats-server nodes, two killed -9 in turn
 )
 

@@ -1,17 +1,20 @@
-"""webfetch refuses loopback, private and link-local targets (checked after resolving)."""
+"""webfetch refuses loopback, private and link-local targets (checked after resolving), and
+reads pages from a real local HTTP server as clean text: main content as markdown, charset
+from the header or the page's ``<meta>``, downloads and outputs capped."""
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 from pathlib import Path
+from typing import Any
 
 import pytest
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools import ToolResult, ToolSettings
 from longhaul.agent.tools.netguard import checked_addresses, refused_reason
-from longhaul.agent.tools.web import html_to_text, webfetch
+from longhaul.agent.tools.web import decode, html_to_text, webfetch
 
+from tests.support.pages import LocalSite, Page
 from tests.unit.agent.support import tool_context
 
 
@@ -76,43 +79,34 @@ async def test_non_http_schemes_are_invalid_calls(tmp_path: Path) -> None:
     assert invalid.value.code == "tool_call_invalid"
 
 
-def test_html_is_reduced_to_text() -> None:
-    html = "<html><head><title>x</title><style>p{}</style></head><body><h1>Hi</h1><p>a &amp; b"
-    assert html_to_text(html) == "Hi\na & b"
+ARTICLE = """<html><head><title>Coffee</title><style>p{color:red}</style>
+<script>var tracking = 1;</script></head><body>
+<nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+<article><h1>Brewing coffee</h1>
+<p>Grind the beans just before brewing; a medium grind suits a filter and keeps the taste.</p>
+<p>Pour water at about 94 degrees over the grounds, see <a href="/ratio">the ratio guide</a>.</p>
+<ul><li>beans</li><li>water</li></ul></article>
+<footer>Copyright 2026 Example Corp</footer></body></html>"""
 
 
-class LocalSite:
-    """A tiny real HTTP server on loopback: / redirects to /page, which serves HTML."""
+def test_html_becomes_markdown_without_boilerplate() -> None:
+    text = html_to_text(ARTICLE, "http://example.test/coffee")
+    assert text.startswith("# Brewing coffee")
+    assert "[the ratio guide](http://example.test/ratio)" in text
+    assert "- beans\n- water" in text
+    assert "tracking" not in text and "color:red" not in text and "Copyright" not in text
 
-    def __init__(self) -> None:
-        self.hosts: list[str] = []
-        self.server: asyncio.Server | None = None
 
-    async def __aenter__(self) -> str:
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        port = self.server.sockets[0].getsockname()[1]
-        return f"http://localhost:{port}/"
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-        await self.server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = (await reader.readuntil(b"\r\n\r\n")).decode()
-        path = head.split(" ", 2)[1]
-        self.hosts += [line[6:] for line in head.split("\r\n") if line.lower().startswith("host:")]
-        if path == "/":
-            response = "HTTP/1.1 302 Found\r\nLocation: /page\r\nContent-Length: 0\r\n\r\n"
-        else:
-            body = "<html><body><h1>Local</h1><p>hello</p></body></html>"
-            response = (
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n{body}"
-            )
-        writer.write(response.encode())
-        await writer.drain()
-        writer.close()
+def test_charset_from_header_then_meta_then_detection() -> None:
+    latin = "<html><head><meta charset='iso-8859-1'></head><body><p>café</p></body></html>"
+    body = latin.encode("latin-1")
+    assert "café" in decode(body, None, html=True)
+    assert "café" in decode(body, "ISO-8859-1", html=True)
+    # the header wins over the page's own declaration
+    cyrillic = "<meta charset=utf-8><p>привет</p>".encode("cp1251")
+    assert "привет" in decode(cyrillic, "windows-1251", html=True)
+    assert decode("plain ünïcode".encode(), None, html=False) == "plain ünïcode"
+    assert "café" in decode(body, "no-such-charset", html=True)  # unknown: the meta one
 
 
 async def test_allowed_fetch_follows_redirects_pinned_to_the_checked_address(
@@ -124,8 +118,40 @@ async def test_allowed_fetch_follows_redirects_pinned_to_the_checked_address(
         result = await webfetch.run(tool_context(tmp_path, settings=settings), {"url": url})
     assert isinstance(result, ToolResult)
     assert result.output.startswith("[200 text/html; charset=utf-8]")
-    assert result.output.endswith("Local\nhello")
+    assert result.output.endswith("# Local\n\nhello")
     # Connected to the resolved address, but the server saw the name the URL used.
     port = url.rsplit(":", 1)[1].rstrip("/")
     assert site.hosts == [f"localhost:{port}", f"localhost:{port}"]
     assert result.include_output_only_once and "fetched" in str(result.long_term_memory)
+
+
+async def fetch(tmp_path: Path, pages: dict[str, Page], path: str, **settings: Any) -> ToolResult:
+    async with LocalSite(pages) as url:
+        options = ToolSettings(webfetch_allow_private=True, **settings)
+        result = await webfetch.run(tool_context(tmp_path, settings=options), {"url": url + path})
+    assert isinstance(result, ToolResult)
+    return result
+
+
+async def test_a_page_is_read_as_clean_text_once(tmp_path: Path) -> None:
+    result = await fetch(tmp_path, {"/coffee": ("text/html", ARTICLE.encode())}, "coffee")
+    assert "# Brewing coffee" in result.output and "Copyright" not in result.output
+    assert result.include_output_only_once
+    memory = result.long_term_memory or ""
+    assert memory.startswith("fetched http://localhost:") and len(memory) < 200
+
+
+async def test_meta_charset_is_honoured(tmp_path: Path) -> None:
+    page = "<html><head><meta charset=windows-1252></head><body><p>Ça coûte 5 €.</p></body>"
+    result = await fetch(tmp_path, {"/fr": ("text/html", page.encode("cp1252"))}, "fr")
+    assert "Ça coûte 5 €." in result.output
+
+
+async def test_download_and_output_are_capped(tmp_path: Path) -> None:
+    big = ("line of text\n" * 20_000).encode()
+    result = await fetch(
+        tmp_path, {"/big.txt": ("text/plain", big)}, "big.txt", webfetch_max_bytes=100_000
+    )
+    assert "[download stopped at 100000 bytes]" in result.output
+    assert "output is 100000 bytes of text in all" in result.output
+    assert len(result.output) < 31_000

@@ -8,6 +8,7 @@ from ``LonghaulConfig.presets`` (``presets: {name: {...}}`` in longhaul.yaml) an
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,8 @@ class Preset(BaseModel):
     name: str
     description: str = ""
     allowed_tools: list[str] | None = None
-    """``None``: every registered tool."""
+    """``None``: every registered tool. Entries may be shell patterns (``files__*``: every
+    tool of the MCP server ``files``), as may ``denied_tools``."""
     denied_tools: list[str] = Field(default_factory=list)
     read_only: bool = False
     max_iterations: int | None = None
@@ -69,8 +71,11 @@ class Preset(BaseModel):
         """The preset's tools, narrowed further by the trace's own ``tools`` / ``read_only``;
         a ``child`` (sub-trace) loses ``agent`` / ``evaluate`` unless ``allow_nesting``; the
         inbox tools are offered only to a trace created with ``messaging``."""
-        chosen = tools if self.allowed_tools is None else tools.only(self.allowed_tools)
-        chosen = chosen.without(self.denied_tools)
+        names = tools.names()
+        chosen = (
+            tools if self.allowed_tools is None else tools.only(matching(names, self.allowed_tools))
+        )
+        chosen = chosen.without(matching(names, self.denied_tools))
         if not config.messaging:
             chosen = chosen.without(MESSAGING_TOOLS)
         if child and not self.allow_nesting:
@@ -82,10 +87,16 @@ class Preset(BaseModel):
         return chosen
 
 
+def matching(names: list[str], patterns: list[str]) -> list[str]:
+    """The ``names`` some entry of ``patterns`` (a name or a shell pattern) matches."""
+    return [name for name in names if any(fnmatch.fnmatchcase(name, p) for p in patterns)]
+
+
 NESTING_TOOLS = ["agent", "evaluate"]
 """Tools that start sub-traces: a sub-trace gets them only if its preset allows nesting."""
 
-READ_ONLY_TOOLS = ["read", "glob", "grep", "webfetch", "skill", "workspace_read"]
+READ_ONLY_TOOLS = ["read", "glob", "grep", "webfetch", "web_search", "skill", "workspace_read"]
+"""``web_search`` is there only when configured (``tools.web_search``)."""
 
 BUILTIN_PRESETS: dict[str, Preset] = {
     "default": Preset(name="default", description="every tool"),

@@ -8,11 +8,12 @@ Nested fields are overridden with a double underscore, e.g.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -316,6 +317,81 @@ class MemoryConfig(BaseModel):
     )
 
 
+class McpServerConfig(BaseModel):
+    """One MCP server whose tools the executor offers as ``<server>__<tool>``: a command
+    spoken to over stdio, or a streamable-HTTP ``url``. ``${VAR}`` in ``env`` and ``headers``
+    is taken from the executor's environment when the server starts (a secret stays out of
+    the file); the command gets only those variables and the SDK's safe defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    call_timeout_s: float = Field(default=60.0, gt=0, le=3600, description="one tool call")
+    connect_timeout_s: float = Field(default=30.0, gt=0, le=600, description="start + listing")
+    restart_max_delay_s: float = Field(
+        default=30.0, gt=0, description="longest pause between restarts of a dead server"
+    )
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("an MCP server needs exactly one of command (stdio) or url (HTTP)")
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError("args, env and cwd belong to a command server, not a url one")
+        if self.command is not None and self.headers:
+            raise ValueError("headers belong to a url server, not a command one")
+        return self
+
+
+class WebSearchConfig(BaseModel):
+    """The ``web_search`` tool's backend; keys come from ``TAVILY_API_KEY`` /
+    ``BRAVE_API_KEY``. ``url`` is SearXNG's base URL (required for it); for Tavily and
+    Brave it replaces the public endpoint (a proxy, a test server)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: Literal["searxng", "tavily", "brave"]
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    max_results: int = Field(default=5, ge=1, le=20)
+    timeout_s: float = Field(default=15.0, gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _searxng_url(self) -> WebSearchConfig:
+        if self.provider == "searxng" and self.url is None:
+            raise ValueError("web_search: provider searxng needs the url of its instance")
+        return self
+
+
+class ToolsConfig(BaseModel):
+    """Tools beyond the built-ins; each is offered only when configured here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+    web_search: WebSearchConfig | None = None
+    webfetch_allow_private: bool = Field(
+        default=False,
+        description="let webfetch reach loopback, private and link-local addresses (a lab "
+        "network, a local dev server); off: only global unicast ones",
+    )
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _server_names(cls, value: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9-]{0,31}", name):
+                raise ValueError(
+                    f"MCP server name {name!r}: use letters, digits and '-' (at most 32), "
+                    "so that '<server>__<tool>' names stay unambiguous"
+                )
+        return value
+
+
 class StoreConfig(BaseModel):
     snapshot_every: int = 200
     lease_ttl_s: float = 5.0
@@ -336,6 +412,7 @@ class LonghaulConfig(BaseSettings):
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
     working_root: Path | None = Field(
         default=None,
         description="where traces work, each key in its own keys/<key id>/ (executor and "

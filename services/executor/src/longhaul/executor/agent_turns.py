@@ -60,6 +60,7 @@ class AgentTurns:
                     sandbox=config.sandbox,
                     max_delegation_depth=config.pipeline.delegation.max_depth,
                     max_descendants=config.pipeline.delegation.max_descendants,
+                    webfetch_allow_private=config.tools.webfetch_allow_private,
                 ),
                 models=config.models,
                 ancestor_budget=ancestor_budget,

@@ -31,6 +31,7 @@ from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.sweeper import Sweeper
+from longhaul.executor.tools import ExecutorTools
 from longhaul.executor.turn import TurnRunner, TurnSettings
 from longhaul.executor.wakeups import (
     FINAL_TYPES,
@@ -55,10 +56,12 @@ class Executor:
         ctx: ServiceContext,
         settings: ExecutorSettings,
         agent: AgentTurns,
+        tools: ExecutorTools,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
         self.agent = agent
+        self.tools = tools
         self.store: EventStore = ctx.store
         self.index = TraceIndex(ctx.conn)
         self.metrics = ExecutorMetrics()
@@ -91,7 +94,15 @@ class Executor:
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self) -> None:
-        """Serve until ``ctx.shutdown`` is set, then shut down gracefully."""
+        """Serve until ``ctx.shutdown`` is set, then shut down gracefully. The MCP servers
+        start first, so that the first turns see their tools."""
+        await self.tools.start()
+        try:
+            await self._serve()
+        finally:
+            await self.tools.aclose()
+
+    async def _serve(self) -> None:
         config = consumer_config(
             self.ctx.conn.names,
             self.settings.durable,

@@ -8,18 +8,20 @@ Configuration: the shared ``LONGHAUL_*`` settings (``LONGHAUL_NATS__URL``,
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from pathlib import Path
 
 from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
+from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
 from longhaul.executor.settings import ExecutorSettings
-from longhaul.executor.tools import load_tools
+from longhaul.executor.tools import ExecutorTools, check_tools, load_tools
 from longhaul.executor.workspace import KvWorkspace
 
 
@@ -32,24 +34,31 @@ def build_executor(
 ) -> Executor:
     """An executor on ``ctx``; ``tools``/``resolve_model`` replace the configured ones
     (in-process benchmarks)."""
+    registry = tools if tools is not None else load_tools(settings.tool_modules, ctx.config.tools)
     agent = AgentTurns(
         ctx.config,
-        tools if tools is not None else load_tools(settings.tool_modules),
+        registry,
         workspace=KvWorkspace(ctx.conn),
         working_root=settings.working_root or ctx.config.working_root or Path.cwd(),
         resolve_model=resolve_model,
         ancestor_budget=partial(ancestor_over_budget, ctx.store),
         messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}"),
     )
-    return Executor(ctx, settings, agent)
+    offered = ExecutorTools(ctx.conn, settings.id, registry, ctx.config.tools)
+    return Executor(ctx, settings, agent, offered)
 
 
 async def run(ctx: ServiceContext) -> None:
     await build_executor(ctx, ExecutorSettings()).run()
 
 
+def check_executor_config(config: LonghaulConfig) -> None:
+    check_config(config)
+    check_tools(config.tools, os.environ)
+
+
 def main() -> None:
-    run_main("executor", run, check=check_config)
+    run_main("executor", run, check=check_executor_config)
 
 
 if __name__ == "__main__":

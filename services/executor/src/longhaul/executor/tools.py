@@ -1,26 +1,55 @@
-"""The tool registry an executor offers: the built-ins plus tools from
-``LONGHAUL_EXECUTOR__TOOL_MODULES``.
+"""The tools an executor offers: the built-ins, ``web_search`` when ``tools.web_search`` is
+configured, tools from ``LONGHAUL_EXECUTOR__TOOL_MODULES``, the configured MCP servers' tools
+(``tools.mcp_servers``), and its published catalogue.
 
 Each listed module (``pkg.module``, comma-separated) is imported once at start. It either
 defines ``register(registry: ToolRegistry) -> None`` or exposes ``TOOLS``, an iterable of
 :class:`~longhaul.agent.tools.Tool` (functions decorated with ``@tool``). A module that fails
 to import, or defines neither, stops the executor at start with a clear message rather than
 serving traces without the tools they expect.
+
+:class:`ExecutorTools` starts the MCP servers once per executor (before it consumes, so the
+first turns see their tools) and writes the catalogue ``GET /api/tools`` serves to the
+workspace (see :mod:`longhaul.agent.tools.catalogue`) at start and on every server change.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
+import logging
+import os
+from collections.abc import Mapping
 
-from longhaul.agent.tools import Tool, ToolRegistry, builtin_tools
+import msgspec
+from longhaul.agent.tools import BUILTIN_TOOLS, Tool, ToolRegistry, builtin_tools
+from longhaul.agent.tools.catalogue import build_catalogue, catalogue_key
+from longhaul.agent.tools.mcp import McpTools
+from longhaul.agent.tools.search import backend_for, web_search_tool
+from longhaul.core.connection import Connection
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain.config import ConfigError, ToolsConfig
+
+log = logging.getLogger(__name__)
 
 
 class ToolModuleError(RuntimeError):
     """A configured tool module cannot be loaded."""
 
 
-def load_tools(modules: list[str]) -> ToolRegistry:
+def load_tools(
+    modules: list[str],
+    config: ToolsConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ToolRegistry:
+    """The built-ins, ``web_search`` when ``config`` has it (keys from ``environ``), then the
+    modules' tools."""
     registry = builtin_tools()
+    if config is not None and config.web_search is not None:
+        registry.register(
+            web_search_tool(config.web_search, os.environ if environ is None else environ)
+        )
     for name in modules:
         try:
             module = importlib.import_module(name)
@@ -38,3 +67,62 @@ def load_tools(modules: list[str]) -> ToolRegistry:
                 raise ToolModuleError(f"{name}.TOOLS holds {item!r}, which is not a Tool")
             registry.register(item)
     return registry
+
+
+BUILTIN_NAMES = frozenset([*(item.name for item in BUILTIN_TOOLS), "web_search"])
+"""Tools of the harness itself (``web_search`` among them when configured)."""
+
+
+def check_tools(config: ToolsConfig, environ: Mapping[str, str]) -> None:
+    """What the executor needs to offer the configured tools (a search key) is there."""
+    if config.web_search is not None:
+        try:
+            backend_for(config.web_search, environ)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+
+
+class ExecutorTools:
+    """The registry's MCP servers and the catalogue an executor publishes."""
+
+    def __init__(
+        self, conn: Connection, executor_id: str, registry: ToolRegistry, config: ToolsConfig
+    ) -> None:
+        self.executor_id = executor_id
+        self.registry = registry
+        self.workspace = WorkspaceStore(conn)
+        self.mcp = McpTools(config.mcp_servers, registry, on_change=self._changed)
+        self._dirty = asyncio.Event()
+        self._publisher: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.mcp.start()
+        await self._publish()
+        self._publisher = asyncio.create_task(self._publish_changes(), name="tool-catalogue")
+
+    def _changed(self) -> None:
+        self._dirty.set()
+
+    async def _publish_changes(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty.clear()
+            await self._publish()
+
+    async def _publish(self) -> None:
+        catalogue = build_catalogue(
+            self.executor_id, self.registry, BUILTIN_NAMES, self.mcp.status()
+        )
+        try:
+            await self.workspace.put(
+                catalogue_key(self.executor_id), msgspec.json.encode(catalogue)
+            )
+        except Exception as exc:  # the API shows an older catalogue; turns are unaffected
+            log.warning("could not publish the tool catalogue: %s", exc)
+
+    async def aclose(self) -> None:
+        if self._publisher is not None:
+            self._publisher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._publisher
+        await self.mcp.aclose()

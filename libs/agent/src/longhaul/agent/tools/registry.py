@@ -23,6 +23,11 @@ class ToolRegistry:
         self._tools[item.name] = item
         self._specs = None
 
+    def put(self, item: Tool) -> None:
+        """Register ``item`` or replace the tool of that name (a remote tool listed again)."""
+        self._tools[item.name] = item
+        self._specs = None
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

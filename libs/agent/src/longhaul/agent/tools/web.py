@@ -1,50 +1,72 @@
-"""``webfetch``: GET a public URL and return its text (HTML reduced to readable text)."""
+"""``webfetch``: GET a public URL and return its text, an HTML page as clean markdown-ish text.
+
+The page's main content is extracted with trafilatura (boilerplate such as navigation, scripts
+and footers dropped; headings, lists, tables and links kept as markdown); when it finds no main
+content, its baseline converter gives all the visible text. Bytes are decoded by the charset of
+the ``Content-Type`` header, else of the page's own ``<meta>`` declaration, else by detection.
+The download stops at ``webfetch_max_bytes``; text over ``output_cap`` is offloaded like any
+large output (:mod:`longhaul.agent.tools.offload`). The whole text is shown to the model once
+(``include_output_only_once``); later requests carry a one-line note instead.
+
+Every connection goes to an address :mod:`longhaul.agent.tools.netguard` allows, pinned so a
+second DNS answer cannot swap it, and every redirect hop is checked again.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import codecs
 import re
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 import httpx
+import trafilatura
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.netguard import IPAddress, checked_addresses
+from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import ToolResult
+from trafilatura.utils import decode_file
 
 MAX_REDIRECTS = 5
-_SKIP = {"script", "style", "noscript", "svg", "head"}
-_BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "pre"}
+META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+SNIFF_BYTES = 4096
+"""Where a ``<meta charset>`` must appear (the HTML standard says the first 1024 bytes)."""
 
 
-class _Text(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _SKIP:
-            self._skip += 1
-        elif tag in _BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIP and self._skip:
-            self._skip -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
+def _known(encoding: str | None) -> str | None:
+    if not encoding:
+        return None
+    try:
+        return codecs.lookup(encoding).name
+    except LookupError:
+        return None
 
 
-def html_to_text(html: str) -> str:
-    parser = _Text()
-    parser.feed(html)
-    text = "".join(parser.parts)
-    return re.sub(r"\n\s*\n+", "\n\n", re.sub(r"[ \t]+", " ", text)).strip()
+def decode(body: bytes, header_charset: str | None, *, html: bool) -> str:
+    """The header's charset, else (HTML) the page's ``<meta>`` one, else detection."""
+    declared = _known(header_charset)
+    if declared is None and html:
+        found = META_CHARSET.search(body[:SNIFF_BYTES])
+        declared = _known(found.group(1).decode("ascii")) if found else None
+    if declared is not None:
+        return body.decode(declared, errors="replace")
+    return decode_file(body)
+
+
+def html_to_text(html: str, url: str) -> str:
+    """Main content as markdown, else all visible text (CPU-bound: call it in a thread)."""
+    text = trafilatura.extract(
+        html,
+        url=url,
+        output_format="markdown",
+        include_links=True,
+        include_tables=True,
+        favor_recall=True,
+    )
+    return text or trafilatura.html2txt(html)
 
 
 def _pinned(url: str, address: str) -> tuple[str, dict[str, str], dict[str, str]]:
@@ -62,12 +84,19 @@ def _pinned(url: str, address: str) -> tuple[str, dict[str, str], dict[str, str]
 class _Page:
     status: int
     kind: str
-    encoding: str
+    charset: str | None
     body: bytes
+    complete: bool
 
-    def text(self) -> str:
-        text = self.body.decode(self.encoding, errors="replace")
-        return html_to_text(text) if "html" in self.kind else text
+    @property
+    def is_html(self) -> bool:
+        return "html" in self.kind or (not self.kind and self.body.lstrip()[:1] == b"<")
+
+    async def text(self, url: str) -> str:
+        decoded = decode(self.body, self.charset, html=self.is_html)
+        if not self.is_html:
+            return decoded
+        return await asyncio.to_thread(html_to_text, decoded, url)
 
 
 async def _get(
@@ -85,12 +114,20 @@ async def _get(
                 if response.is_redirect and "location" in response.headers:
                     return urljoin(url, response.headers["location"])
                 body = bytearray()
+                complete = True
                 async for chunk in response.aiter_bytes():
                     body.extend(chunk)
                     if len(body) >= max_bytes:
+                        complete = False
                         break
                 kind = response.headers.get("content-type", "")
-                return _Page(response.status_code, kind, response.encoding or "utf-8", bytes(body))
+                return _Page(
+                    response.status_code,
+                    kind,
+                    response.charset_encoding,
+                    bytes(body[:max_bytes]),
+                    complete,
+                )
         except httpx.ConnectError as exc:
             last_error = exc
         except httpx.HTTPError as exc:
@@ -124,11 +161,23 @@ async def webfetch(ctx: ToolContext, url: str) -> ToolResult:
             if isinstance(fetched, str):
                 current = fetched
                 continue
-            return ToolResult(
-                output=f"[{fetched.status} {fetched.kind}] {current}\n\n{fetched.text()}",
-                title=f"fetch {current}",
-                long_term_memory=f"fetched {current} ({fetched.status}, {len(fetched.body)} bytes)",
-                include_output_only_once=True,
-                error_code=None if fetched.status < 400 else "http_error",
-            )
+            return await _result(ctx, current, fetched)
     raise ToolError(f"too many redirects fetching {url}", code="fetch_failed")
+
+
+async def _result(ctx: ToolContext, url: str, page: _Page) -> ToolResult:
+    text = await page.text(url)
+    cut = "" if page.complete else f" [download stopped at {len(page.body)} bytes]"
+    data = text.encode()
+    shown = await fit_output(ctx, data, len(data), unit="bytes of text")
+    kind = page.kind or "unknown type"
+    return ToolResult(
+        output=f"[{page.status} {kind}] {url}{cut}\n\n{shown}",
+        title=f"fetch {url}",
+        long_term_memory=(
+            f"fetched {url} ({page.status}, {len(data)} bytes of text); its text was shown "
+            "once: fetch again to read it"
+        ),
+        include_output_only_once=True,
+        error_code=None if page.status < 400 else "http_error",
+    )

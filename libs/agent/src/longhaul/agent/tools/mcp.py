@@ -1,0 +1,413 @@
+"""MCP servers' tools, offered to the model as ``<server>__<tool>``.
+
+The operator lists servers under ``tools.mcp_servers`` (a ``command`` spoken to over stdio,
+or a streamable-HTTP ``url``). :class:`McpTools` starts each one once per executor, with the
+official ``mcp`` SDK's :class:`mcp.Client`, and keeps it running: one supervising task per
+server holds the session open, and when the server dies (a call finds the connection closed)
+it closes what is left and connects again after a pause that doubles up to
+``restart_max_delay_s``. Each listed tool becomes a :class:`McpTool` in the executor's
+registry with the server's own input schema, so schema validation, loop detection, presets'
+allow/deny lists and approval apply to it like to any built-in.
+
+A call never hangs a turn: it is bounded by ``call_timeout_s``; a server that is down answers
+at once with ``mcp_unavailable`` (while a restart attempt is under way the call waits for it, at
+most ``connect_timeout_s``); a server that dies under a call answers ``mcp_server_died``. The
+call is not repeated by the harness: the model decides, as for any failed tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import logging
+import os
+import re
+import string
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from longhaul.agent.errors import ToolError
+from longhaul.agent.messages import error_text
+from longhaul.agent.tools.base import Tool
+from longhaul.agent.tools.catalogue import CatalogueServer, ServerState
+from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.offload import fit_output
+from longhaul.agent.tools.registry import ToolRegistry
+from longhaul.agent.tools.result import Attachment, ToolReply, ToolResult
+from longhaul.agent.tools.schema import ArgsModel
+from longhaul.domain.config import McpServerConfig
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import ConfigDict
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = "__"
+MAX_NAME = 64
+"""Longest tool name every provider accepts (OpenAI: ``^[a-zA-Z0-9_-]{1,64}$``)."""
+FIRST_RESTART_DELAY_S = 0.5
+
+
+class _AnyArguments(ArgsModel):
+    """MCP tools are validated against the server's JSON schema, not a pydantic model."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def exposed_name(server: str, tool: str) -> str:
+    """``<server>__<tool>`` with characters providers refuse replaced, cut to 64."""
+    return (server + SEPARATOR + re.sub(r"[^A-Za-z0-9_-]", "_", tool))[:MAX_NAME]
+
+
+def _input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
+    schema = dict(tool.input_schema or {})
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        log.warning("MCP tool %s has an invalid input schema (%s); any object passes", tool, exc)
+        return {"type": "object", "properties": {}}
+    return schema
+
+
+def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
+    try:
+        return string.Template(value).substitute(environ)
+    except KeyError as exc:
+        raise ValueError(f"{where}: environment variable {exc.args[0]} is not set") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class McpTool(Tool):
+    """A tool of an MCP server; ``run`` sends the raw arguments to the server."""
+
+    server: McpServer | None = None
+    remote_name: str = ""
+
+    async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReply:
+        assert self.server is not None
+        return await self.server.call(ctx, self.remote_name, arguments)
+
+
+@dataclass(eq=False)
+class McpServer:
+    """One configured server and the supervisor that keeps its session open."""
+
+    name: str
+    config: McpServerConfig
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    state: ServerState = "starting"
+    last_error: str | None = None
+    tools: list[mcp_types.Tool] = field(default_factory=list)
+    restarts: int = 0
+    listener: Callable[[McpServer], None] | None = None
+    """Called on every change of state (``up`` with the fresh tool listing)."""
+    _client: Client | None = None
+    _broken: asyncio.Event = field(default_factory=asyncio.Event)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _next_attempt: float = 0.0
+
+    def _transport(self) -> Any:
+        config = self.config
+        where = f"tools.mcp_servers.{self.name}"
+        if config.url is not None:
+            headers = {
+                key: _expand(value, self.environ, f"{where}.headers.{key}")
+                for key, value in config.headers.items()
+            }
+            http = create_mcp_http_client(headers=headers)
+            return streamable_http_client(config.url, http_client=http)
+        assert config.command is not None
+        env = {
+            key: _expand(value, self.environ, f"{where}.env.{key}")
+            for key, value in config.env.items()
+        }
+        return StdioServerParameters(
+            command=config.command, args=config.args, env=env, cwd=config.cwd
+        )
+
+    async def supervise(self) -> None:
+        """Connect, list the tools, hold the session until it breaks; again, with backoff."""
+        delay = FIRST_RESTART_DELAY_S
+        while True:
+            self.state = "starting"
+            self._broken.clear()
+            self._signal()
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    async with asyncio.timeout(self.config.connect_timeout_s):
+                        client = Client(
+                            self._transport(), read_timeout_seconds=self.config.call_timeout_s
+                        )
+                        await stack.enter_async_context(client)
+                        self.tools = await self._list(client)
+                    self._client = client
+                    self.state = "up"
+                    self.last_error = None
+                    delay = FIRST_RESTART_DELAY_S
+                    self._signal()
+                    log.info("MCP server %s is up with %d tool(s)", self.name, len(self.tools))
+                    await self._broken.wait()
+            except asyncio.CancelledError:
+                raise
+            except TimeoutError:
+                self._failed(f"no answer within {self.config.connect_timeout_s:g} s")
+            except Exception as exc:  # a server that fails to start must not stop the others
+                self._failed(_describe(exc))
+            finally:
+                self._client = None
+            log.warning(
+                "MCP server %s is down (%s); next start in %.1f s",
+                self.name,
+                self.last_error,
+                delay,
+            )
+            self.state = "down"
+            self.restarts += 1
+            self._next_attempt = time.monotonic() + delay
+            self._signal()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.config.restart_max_delay_s)
+
+    def _failed(self, reason: str) -> None:
+        """A start that failed, or the close of a session a call found broken (whose
+        reason, already recorded, is the one worth keeping)."""
+        if not self._broken.is_set():
+            self.last_error = reason
+
+    def _signal(self) -> None:
+        if self.listener is not None:
+            self.listener(self)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def settled(self) -> None:
+        """Return once the server is up or its current attempt failed."""
+        while self.state == "starting":
+            await self._changed.wait()
+
+    @staticmethod
+    async def _list(client: Client) -> list[mcp_types.Tool]:
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                return tools
+
+    def _broke(self, reason: str) -> None:
+        """A call found the session closed: no later call uses it; the supervisor restarts."""
+        self.last_error = reason
+        self._client = None
+        self.state = "down"
+        self._broken.set()
+        self._signal()
+
+    async def _connected(self) -> Client:
+        if self.state == "starting":
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.connect_timeout_s):
+                    await self.settled()
+        if self._client is not None:
+            return self._client
+        retry = self._next_attempt - time.monotonic()
+        when = f"its next start is in {retry:.1f} s" if retry > 0 else "it is being restarted"
+        raise ToolError(
+            f"MCP server {self.name} is not running ({self.last_error or 'not started'}); {when}",
+            code="mcp_unavailable",
+        )
+
+    async def call(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        client = await self._connected()
+        seconds = self.config.call_timeout_s
+        qualified = exposed_name(self.name, tool)
+        try:
+            async with asyncio.timeout(seconds + 1):
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=seconds)
+        except TimeoutError:
+            raise ToolError(
+                f"{qualified} did not answer within {seconds:g} s", code="mcp_timeout"
+            ) from None
+        except MCPError as exc:
+            if exc.code == mcp_types.REQUEST_TIMEOUT:
+                raise ToolError(
+                    f"{qualified} did not answer within {seconds:g} s", code="mcp_timeout"
+                ) from None
+            if exc.code != mcp_types.CONNECTION_CLOSED:
+                raise ToolError(f"{qualified} was refused: {exc}", code="mcp_error") from None
+            self._broke(str(exc))
+            raise ToolError(_died(self.name, qualified, str(exc)), code="mcp_server_died") from None
+        except Exception as exc:  # the transport broke under the call
+            self._broke(_describe(exc))
+            raise ToolError(
+                _died(self.name, qualified, _describe(exc)), code="mcp_server_died"
+            ) from None
+        return await tool_result(ctx, qualified, result)
+
+
+def _died(server: str, qualified: str, reason: str) -> str:
+    return (
+        f"MCP server {server} went away during {qualified} ({reason}); whether the call took "
+        "effect is unknown. The server is being restarted: call again once it is back"
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
+
+
+def _decoded(data: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return data.encode()
+
+
+async def tool_result(
+    ctx: ToolContext, qualified: str, result: mcp_types.CallToolResult
+) -> ToolResult:
+    """An MCP result as a tool message: text blocks in order, binaries as attachments (stored
+    in the workspace, referenced in the message), the structured content as JSON when no text
+    block carries it, long output offloaded like any tool's."""
+    parts: list[str] = []
+    attachments: list[Attachment] = []
+    texts = 0
+    for index, block in enumerate(result.content):
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+            texts += 1
+        elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+            extension = _EXTENSIONS.get(block.mime_type, "bin")
+            attachments.append(
+                Attachment(
+                    f"{block.type}-{index}.{extension}", _decoded(block.data), block.mime_type
+                )
+            )
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[resource {block.uri}] {block.name}")
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, mcp_types.TextResourceContents):
+                parts.append(f"[resource {resource.uri}]\n{resource.text}")
+                texts += 1
+            else:
+                media = resource.mime_type or "application/octet-stream"
+                attachments.append(Attachment(f"resource-{index}", _decoded(resource.blob), media))
+    if result.structured_content is not None and not texts:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=1))
+    data = "\n".join(parts).encode()
+    text = await fit_output(ctx, data, len(data))
+    if result.is_error:
+        return ToolResult(
+            output=error_text("mcp_tool_error", text or f"{qualified} failed"),
+            title=qualified,
+            attachments=tuple(attachments),
+            error_code="mcp_tool_error",
+        )
+    return ToolResult(output=text, title=qualified, attachments=tuple(attachments))
+
+
+class McpTools:
+    """Every configured MCP server of one executor, and their tools in its registry.
+
+    :meth:`start` launches the supervisors and waits (each at most its ``connect_timeout_s``)
+    until every server is up or has failed a first time, so the first turns see the tools of
+    every server that could start; a server that comes up later adds its tools then.
+    ``on_change`` is called whenever the set of tools or a server's state changes (the
+    executor republishes its catalogue).
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, McpServerConfig],
+        registry: ToolRegistry,
+        *,
+        environ: Mapping[str, str] | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        env = dict(os.environ if environ is None else environ)
+        self.servers = {
+            name: McpServer(name, config, env, listener=self._changed)
+            for name, config in servers.items()
+        }
+        self.registry = registry
+        self.on_change = on_change
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        for server in self.servers.values():
+            self._tasks.append(asyncio.create_task(server.supervise(), name=f"mcp-{server.name}"))
+        await asyncio.gather(*(server.settled() for server in self.servers.values()))
+
+    def _changed(self, server: McpServer) -> None:
+        if server.state == "up":
+            self._register(server)
+        if self.on_change is not None:
+            self.on_change()
+
+    def _register(self, server: McpServer) -> None:
+        for remote in server.tools:
+            name = exposed_name(server.name, remote.name)
+            existing = self.registry.get(name)
+            if existing is not None and not (
+                isinstance(existing, McpTool) and existing.server is server
+            ):
+                log.warning(
+                    "MCP tool %s of %s clashes with tool %s; skipped",
+                    remote.name,
+                    server.name,
+                    name,
+                )
+                continue
+            self.registry.put(
+                McpTool(
+                    name=name,
+                    description=remote.description or remote.title or remote.name,
+                    fn=server.call,
+                    arguments=_AnyArguments,
+                    input_schema=_input_schema(remote),
+                    read_only=bool(remote.annotations and remote.annotations.read_only_hint),
+                    metadata={"origin": "mcp", "server": server.name},
+                    server=server,
+                    remote_name=remote.name,
+                )
+            )
+
+    def status(self) -> list[CatalogueServer]:
+        return [
+            CatalogueServer(
+                name=server.name,
+                transport="http" if server.config.url is not None else "stdio",
+                state=server.state,
+                tools=len(server.tools),
+                error=server.last_error,
+                restarts=server.restarts,
+            )
+            for server in self.servers.values()
+        ]
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
