@@ -316,15 +316,26 @@ async def tool_result(
     if result.structured_content is not None and not texts:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, indent=1))
     data = "\n".join(parts).encode()
-    text = await fit_output(ctx, data, len(data))
+    fitted = await fit_output(ctx, data, len(data))
+    # an offloaded output is shown once, then only its notice (how to page through it)
+    once = fitted.notice is not None
+    memory = f"{qualified}: (output shown once) {fitted.notice}" if once else None
     if result.is_error:
         return ToolResult(
-            output=error_text("mcp_tool_error", text or f"{qualified} failed"),
+            output=error_text("mcp_tool_error", fitted.text or f"{qualified} failed"),
             title=qualified,
+            long_term_memory=memory,
+            include_output_only_once=once,
             attachments=tuple(attachments),
             error_code="mcp_tool_error",
         )
-    return ToolResult(output=text, title=qualified, attachments=tuple(attachments))
+    return ToolResult(
+        output=fitted.text,
+        title=qualified,
+        long_term_memory=memory,
+        include_output_only_once=once,
+        attachments=tuple(attachments),
+    )
 
 
 class McpTools:

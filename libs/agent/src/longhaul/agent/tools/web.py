@@ -169,14 +169,15 @@ async def _result(ctx: ToolContext, url: str, page: _Page) -> ToolResult:
     text = await page.text(url)
     cut = "" if page.complete else f" [download stopped at {len(page.body)} bytes]"
     data = text.encode()
-    shown = await fit_output(ctx, data, len(data), unit="bytes of text")
+    fitted = await fit_output(ctx, data, len(data), unit="bytes of text")
     kind = page.kind or "unknown type"
+    again = fitted.notice or "fetch again to read it"
     return ToolResult(
-        output=f"[{page.status} {kind}] {url}{cut}\n\n{shown}",
+        output=f"[{page.status} {kind}] {url}{cut}\n\n{fitted.text}",
         title=f"fetch {url}",
         long_term_memory=(
             f"fetched {url} ({page.status}, {len(data)} bytes of text); its text was shown "
-            "once: fetch again to read it"
+            f"once: {again}"
         ),
         include_output_only_once=True,
         error_code=None if page.status < 400 else "http_error",
