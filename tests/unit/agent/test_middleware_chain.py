@@ -87,7 +87,7 @@ def test_default_chain_is_the_design_order() -> None:
     assert names == [
         "TraceContext", "DanglingToolCall", "ToolErrorHandling", "ToolSchemaValidation",
         "Guardrail", "Summarization", "ContextInjection", "PromptCache", "TokenUsage",
-        "SubagentLimit", "LoopDetection", "Clarification", "ToolApproval",
+        "SubagentLimit", "LoopDetection", "Clarification", "ExperienceRecall", "ToolApproval",
     ]  # fmt: skip
 
 
@@ -103,7 +103,8 @@ def test_config_switches_off_and_reorders_in_place() -> None:
     assert "LoopDetection" not in names
     # PromptCache and Summarization swap slots; nothing else moves.
     assert names[5:8] == ["PromptCache", "ContextInjection", "Summarization"]
-    assert names[:5] == list(DEFAULT_ORDER[:5]) and names[-2:] == ["Clarification", "ToolApproval"]
+    assert names[:5] == list(DEFAULT_ORDER[:5])
+    assert names[-3:] == ["Clarification", "ExperienceRecall", "ToolApproval"]
 
 
 def test_unknown_or_repeated_names_are_config_errors() -> None:

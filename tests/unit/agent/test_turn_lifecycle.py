@@ -1,5 +1,5 @@
 """Turn entry and exit: non-running traces, stop requests, the iteration budget, model
-errors, a bad working directory, and requested reflections."""
+errors and a bad working directory (reflections: test_reflection)."""
 
 from __future__ import annotations
 
@@ -96,20 +96,6 @@ async def test_relative_working_dir_is_created_under_the_root(tmp_path: Path) ->
     await run.turn(calls(call("bash", {"command": "pwd"})), answer("ok"))
     state = run.state
     assert str(tmp_path / "proj" / "a") in str(state.messages[state.path[2]].content)
-
-
-async def test_reflection_goes_on_a_side_branch(tmp_path: Path) -> None:
-    run = AgentRun(tmp_path)
-    state = run.state
-    await run.sink.emit([ev.ReflectRequested(focus="testing")])
-    outcome = await run.turn(answer("I should test more."), answer("final"))
-    script = run.script
-    reflection = next(m for m in state.messages.values() if m.branch_type == "reflection")
-    assert reflection.content == "I should test more." and reflection.parent_sequence == 1
-    assert reflection.sequence not in state.path and not state.reflect_requested
-    assert "focus: testing" in script.requests[0].messages[-1]["content"]
-    assert script.requests[0].tools == []
-    assert outcome.end == "completed" and state.summary == "final"
 
 
 async def test_a_final_answer_left_by_a_crash_is_finished_without_a_model_call(

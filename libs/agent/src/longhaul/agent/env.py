@@ -9,12 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from longhaul.agent.context_hooks import ContextHooks
+from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.messaging import Messenger
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
-from longhaul.domain.config import ModelsConfig
+from longhaul.domain.config import MemoryConfig, ModelsConfig
 from longhaul.domain.state import TraceState
 
 AncestorBudget = Callable[[TraceState], Awaitable[str | None]]
@@ -49,3 +50,6 @@ class AgentEnv:
     ancestor_budget: AncestorBudget | None = None
     messenger: Messenger | None = None
     """Delivers ``send_message`` into another trace's inbox (the executor's)."""
+    experiences: ExperienceBook | None = None
+    """The owners' experiences (``None``: no recall, no ``get_experience``)."""
+    memory: MemoryConfig = field(default_factory=MemoryConfig)

@@ -47,6 +47,8 @@ class Preset(BaseModel):
     approval_tools: list[str] | None = None
     """Tools whose calls wait for a person's decision (``["*"]``: all); a trace's own
     ``approval`` replaces this list."""
+    experiences: bool = True
+    """A new trace starts with the experiences matching its task (``memory.recall``)."""
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     extends: str | None = None
 

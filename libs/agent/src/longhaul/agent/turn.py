@@ -23,6 +23,7 @@ from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.result import ToolResult
 from longhaul.domain.config import PipelineConfig
 from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, Usage
+from longhaul.domain.experiences import Experience
 from longhaul.domain.state import TraceState
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, ToolSpec
 
@@ -70,6 +71,7 @@ class Turn:
         self.steps = 0
         self.stop_reason: str | None = None
         self._locals: dict[int, Any] = {}
+        self._pool: list[Experience] | None = None
 
     @property
     def trace_id(self) -> str:
@@ -110,7 +112,15 @@ class Turn:
             settings=self.env.tool_settings,
             skills=self.skills,
             messenger=self.env.messenger,
+            experiences=self.env.experiences,
         )
+
+    async def experience_pool(self) -> list[Experience]:
+        """The trace owner's experiences, read once per turn (empty without a store)."""
+        if self._pool is None:
+            book = self.env.experiences
+            self._pool = [] if book is None else await book.list(self.state.owner)
+        return self._pool
 
     def request(self) -> ModelRequest:
         """The next model request from the main path (middleware refines it). Its messages are

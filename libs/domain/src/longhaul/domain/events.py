@@ -122,6 +122,8 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     messaging: bool = False
     """The trace has an inbox: it accepts messages and is offered ``check_messages`` and
     ``send_message`` (its sub-traces inherit it)."""
+    experiences: bool | None = None
+    """Show the new trace the experiences that match its task (``None``: the preset decides)."""
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -350,6 +352,18 @@ class ContextRecorded(TraceEvent, tag="context_recorded", kw_only=True, omit_def
     skills: list[str] = msgspec.field(default_factory=list)
 
 
+class ExperiencesRecalled(TraceEvent, tag="experiences_recalled", kw_only=True, omit_defaults=True):
+    """A new trace was matched against its key's experiences: the tags the utility model read
+    from its first user message, the ids chosen, and the "Reference experiences" text that the
+    fold appends to that message (``sequence``). Recorded once per trace, even with no match."""
+
+    sequence: int
+    intent: list[str] = msgspec.field(default_factory=list)
+    state: list[str] = msgspec.field(default_factory=list)
+    ids: list[str] = msgspec.field(default_factory=list)
+    text: str = ""
+
+
 class FileUploaded(TraceEvent, tag="file_uploaded", kw_only=True, omit_defaults=True):
     """A client put a file in the trace's working directory; its bytes wait in the workspace
     under ``key`` until the executor writes them there before the next model call."""
@@ -567,6 +581,7 @@ AnyEvent = (
     | FileUploaded
     | FilesDelivered
     | ContextRecorded
+    | ExperiencesRecalled
     | ToolDecided
     | ToolResultsPosted
     | SubtraceSpawned

@@ -59,6 +59,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.LoopWarned,
         ev.LoopStopped,
         ev.Compacted,
+        ev.ExperiencesRecalled,
         ev.VerificationRequested,
         ev.Waiting,
         ev.FilesDelivered,

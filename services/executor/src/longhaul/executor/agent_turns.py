@@ -16,6 +16,7 @@ from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv, AncestorBudget
+from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools import ToolRegistry, ToolSettings
@@ -44,6 +45,7 @@ class AgentTurns:
         resolve_model: ModelResolver | None = None,
         ancestor_budget: AncestorBudget | None = None,
         messenger: Messenger | None = None,
+        experiences: ExperienceBook | None = None,
     ) -> None:
         self.config = config
         self._registry = ModelRegistry(config.models)
@@ -66,6 +68,8 @@ class AgentTurns:
                 ancestor_budget=ancestor_budget,
                 messenger=messenger,
                 context_hooks=ContextHooks.configured(config.pipeline.context_hooks),
+                experiences=experiences,
+                memory=config.memory,
             ),
         )
         log.info("bash: %s", Sandbox(config.sandbox).describe())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import ToolRegistry
+from longhaul.core.experiences import ExperienceStore
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
@@ -43,6 +44,7 @@ def build_executor(
         resolve_model=resolve_model,
         ancestor_budget=partial(ancestor_over_budget, ctx.store),
         messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}"),
+        experiences=ExperienceStore(ctx.conn),
     )
     offered = ExecutorTools(ctx.conn, settings.id, registry, ctx.config.tools)
     return Executor(ctx, settings, agent, offered)

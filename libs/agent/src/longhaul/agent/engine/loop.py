@@ -59,7 +59,7 @@ class TurnLoop:
         if outcome is None:
             outcome = await self._decided_calls()
         if state.reflect_requested and outcome is None:
-            await reflect(turn)
+            await reflect(turn, self.call_tool)
         while outcome is None:
             outcome = await self._step()
         return outcome

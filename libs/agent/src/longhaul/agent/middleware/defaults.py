@@ -20,6 +20,7 @@ from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.clarification import Clarification
 from longhaul.agent.middleware.context_injection import ContextInjection
 from longhaul.agent.middleware.dangling import DanglingToolCall
+from longhaul.agent.middleware.experience_recall import ExperienceRecall
 from longhaul.agent.middleware.framework import FRAMEWORK_LAYERS, FRAMEWORK_NAMES
 from longhaul.agent.middleware.guardrail import Guardrail
 from longhaul.agent.middleware.loop_detection import LoopDetection
@@ -48,6 +49,7 @@ DEFAULT_ORDER = (
     "SubagentLimit",
     "LoopDetection",
     "Clarification",
+    "ExperienceRecall",
     "ToolApproval",
 )
 
@@ -67,6 +69,7 @@ def default_middleware(
     config = config or PipelineConfig()
     built: dict[str, Middleware] = {
         "TraceContext": TraceContext(),
+        "ExperienceRecall": ExperienceRecall(),
         "DanglingToolCall": DanglingToolCall(),
         "ToolErrorHandling": ToolErrorHandling(),
         "ToolSchemaValidation": ToolSchemaValidation(),

@@ -17,6 +17,12 @@ class TraceContext(Middleware):
         turn.preset = preset
         child = turn.state.parent_trace_id is not None
         turn.tools = preset.select_tools(turn.all_tools, config, child=child)
+        if (
+            "get_experience" in turn.tools
+            and turn.state.context is None  # else the recorded context decides
+            and not await turn.experience_pool()
+        ):
+            turn.tools = turn.tools.without(["get_experience"])
         # The trace's own list (POST /api/traces, agent(skills=…)) first, then the preset's,
         # then every skill.
         turn.skills = turn.env.skills.only(config.skills or preset.skills)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from longhaul.agent.tools.experience import get_experience
 from longhaul.agent.tools.files import edit, glob, grep, read, write
 from longhaul.agent.tools.goal import goal
 from longhaul.agent.tools.human import ask_human
@@ -29,6 +30,7 @@ BUILTIN_TOOLS = (
     workspace_read,
     check_messages,
     send_message,
+    get_experience,
 )
 
 

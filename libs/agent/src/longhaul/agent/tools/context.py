@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
@@ -34,6 +35,7 @@ class ToolContext:
     settings: ToolSettings = field(default_factory=ToolSettings)
     skills: SkillIndex = field(default_factory=lambda: SkillIndex(()))
     messenger: Messenger | None = None
+    experiences: ExperienceBook | None = None
     recorded: list[TraceEvent] = field(default_factory=list)
 
     @property

@@ -96,6 +96,8 @@ class TraceState(msgspec.Struct, kw_only=True):
     context: ev.ContextRecorded | None = None
     """The recorded context the model is shown; ``None`` until the first turn records it and
     again after a run request that changes the config."""
+    recalled: ev.ExperiencesRecalled | None = None
+    """The experiences matched when the trace started (``None``: not matched)."""
     uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
     """Files uploaded but not yet written into the working directory (latest per name)."""
     approval_pending: list[str] = msgspec.field(default_factory=list)
@@ -493,6 +495,29 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _on_context_recorded(self, event: ev.ContextRecorded) -> None:
         self.context = event
 
+    def _check_experiences_recalled(self, event: ev.ExperiencesRecalled) -> None:
+        self._require("running", what="recall experiences")
+        if self.recalled is not None:
+            raise InvalidTransition("experiences were already recalled", code="conflict")
+        message = self.messages.get(event.sequence)
+        if message is None or message.role != "user":
+            raise InvalidTransition(
+                f"message {event.sequence} is not a user message", code="unknown_sequence"
+            )
+
+    def _on_experiences_recalled(self, event: ev.ExperiencesRecalled) -> None:
+        """The reference text joins the first user message (a new struct: the event that
+        carried the message stays as it was logged)."""
+        self.recalled = event
+        if event.text:
+            message = self.messages[event.sequence]
+            content = message.content
+            if isinstance(content, list):
+                joined: Any = [*content, {"type": "text", "text": event.text}]
+            else:
+                joined = f"{content}\n\n{event.text}" if content else event.text
+            self.messages[event.sequence] = msgspec.structs.replace(message, content=joined)
+
     def _on_files_delivered(self, event: ev.FilesDelivered) -> None:
         delivered = set(event.names)
         self.uploads_pending = [u for u in self.uploads_pending if u.name not in delivered]
@@ -633,6 +658,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.FileUploaded: TraceState._on_file_uploaded,
     ev.FilesDelivered: TraceState._on_files_delivered,
     ev.ContextRecorded: TraceState._on_context_recorded,
+    ev.ExperiencesRecalled: TraceState._on_experiences_recalled,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
     ev.MessageReceived: TraceState._on_message_received,
@@ -683,6 +709,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.FileUploaded: TraceState._check_file_uploaded,
     ev.FilesDelivered: TraceState._check_nothing,
     ev.ContextRecorded: TraceState._check_nothing,
+    ev.ExperiencesRecalled: TraceState._check_experiences_recalled,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
     ev.MessageReceived: TraceState._check_message_received,
