@@ -207,6 +207,7 @@ async def test_trace_with_a_rewind_switches_between_readable_branches(
     steps = page.locator('[data-testid="timeline"] li')
     await expect(steps.first).to_have_attribute("data-kind", "model")
     await expect(page.locator('[data-testid="totals"]')).to_contain_text("completion tokens")
+    await expect(page.locator('[data-testid="totals"]')).to_contain_text("saved by compaction")
 
 
 async def test_a_rewind_started_from_the_page(stack: RunningGateway, page: Page) -> None:

@@ -8,10 +8,12 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 from longhaul.gateway.auth import LOCAL_OWNER
 from longhaul.llm.scripted.demo import RESULT_FILE
 
 from tests.integration.gateway.harness import RunningGateway
+from tests.integration.gateway.test_health import samples
 
 DEADLINE_S = 60
 
@@ -70,3 +72,51 @@ async def test_demo_model_plans_reads_writes_delegates_and_reports(
     answer = path[-1]
     assert answer["role"] == "assistant" and answer["content"].startswith("Done.")
     assert "sub-agent checked it" in answer["content"]
+
+
+async def test_a_run_reports_its_tokens_and_savings_in_totals_and_metrics(
+    stack: RunningGateway, tmp_path: Path
+) -> None:
+    """The demo reads files (one-time outputs: offloading saves their text afterwards) and
+    completes goals (level-1 compaction folds them): the trace's totals say how many prompt
+    tokens each saving removed, and /metrics sums them with the token counts."""
+    ask = {"role": "user", "content": "what is in my workdir?"}
+    async with stack.client() as http:
+        created = await http.post(
+            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
+        )
+        trace_id = created.json()["trace_id"]
+        await until_ended(http, trace_id)
+        home = tmp_path / "work" / "keys" / LOCAL_OWNER / trace_id
+        (home / "notes.txt").write_text("buy milk\n" * 200)
+        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ask]})
+        await until_ended(http, trace_id, after=again.json()["event_id"])
+        trace = (await http.get(f"/api/traces/{trace_id}")).json()
+        totals = trace["totals"]
+        children = [
+            (await http.get(f"/api/traces/{child['trace_id']}")).json()["totals"]
+            for child in trace["sub_traces"]
+        ]
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+        saved: dict[str, int] = {}
+        for message in path:
+            for kind, n in ((message.get("usage") or {}).get("saved_tokens") or {}).items():
+                saved[kind] = saved.get(kind, 0) + n
+        assert totals["saved_tokens"]["offload"] > 0 and totals["saved_tokens"]["compaction"] > 0
+        assert saved == totals["saved_tokens"]  # the totals are the messages' sums
+        assert totals["prompt_tokens"] > 0
+        async with asyncio.timeout(DEADLINE_S):  # the index mirror catches up on its own
+            while True:
+                values = samples((await http.get("/metrics")).text)
+                if values.get(("longhaul_tokens_total", (("kind", "saved_offload"),))):
+                    break
+    everything = [totals, *children]  # the index holds the sub-agents' traces too
+    for kind in ("prompt", "completion", "cache_read", "cache_write"):
+        expected = sum(t[f"{kind}_tokens"] for t in everything)
+        assert values[("longhaul_tokens_total", (("kind", kind),))] == expected
+    for saving in ("offload", "compaction"):
+        key = ("longhaul_tokens_total", (("kind", f"saved_{saving}"),))
+        assert values[key] == sum(t["saved_tokens"].get(saving, 0) for t in everything)
+    prompt = sum(t["prompt_tokens"] for t in everything)
+    ratio = sum(t["cache_read_tokens"] for t in everything) / prompt
+    assert values[("longhaul_cache_hit_ratio", ())] == pytest.approx(ratio)

@@ -122,6 +122,7 @@ async def test_get_trace_returns_documented_shape(
         "completion_tokens",
         "cache_read_tokens",
         "cache_write_tokens",
+        "saved_tokens",
         "cost",
         "duration_ms",
     }

@@ -120,6 +120,8 @@ class History:
         self._view: MessageView | None = None
         """The last view handed out, while it is still a prefix of ``_dicts``."""
         self.total_tokens = 0
+        self.saved_tokens = 0
+        """Estimated tokens the one-time outputs on the path no longer cost (full - note)."""
         self.assistant_count = 0
         self.last_assistant_index = -1
 
@@ -130,6 +132,7 @@ class History:
         self._dicts, self._tokens, self._once = [], [], []
         self._view = None
         self.total_tokens = 0
+        self.saved_tokens = 0
         self.assistant_count = 0
         self.last_assistant_index = -1
 
@@ -150,7 +153,9 @@ class History:
         if message.role == "assistant":
             if self._once:  # the only rewrite of an existing entry (never of a view's prefix)
                 for earlier in self._once:
+                    full = self._tokens[earlier]
                     self._set(earlier, _remembered(self.state.messages[self.state.path[earlier]]))
+                    self.saved_tokens += max(full - self._tokens[earlier], 0)
                 self._once.clear()
                 self._view = None
             self.assistant_count += 1

@@ -62,6 +62,9 @@ class Turn:
         self.skills: SkillIndex = env.skills
         self.working_dir: Path = env.working_root
         self.system_prompt = state.config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.saved_tokens: dict[str, int] = {}
+        """This step's estimated savings by kind, set by the middleware that made them (the
+        step's usage carries them: ``Usage.saved_tokens``)."""
         self.memory: list[str] = []
         """Volatile prompt text (recalled experiences, notes): after the cacheable prefix."""
         self.max_iterations = state.config.max_iterations or config.max_iterations

@@ -140,6 +140,8 @@ class Totals(msgspec.Struct, kw_only=True):
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    saved_tokens: dict[str, int] = msgspec.field(default_factory=dict)
+    """Prompt tokens each saving removed (see ``Usage.saved_tokens``)."""
     cost: float = 0.0
     duration_ms: int = 0
 

@@ -42,14 +42,23 @@ class ToolCall(msgspec.Struct, kw_only=True):
         return out
 
 
+def add_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Two ``{kind: tokens}`` tallies summed."""
+    return {kind: a.get(kind, 0) + b.get(kind, 0) for kind in {*a, *b}}
+
+
 class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Token counts of one model call. ``estimated`` marks counts we computed ourselves."""
+    """Token counts of one model call. ``estimated`` marks counts we computed ourselves.
+    ``saved_tokens``: prompt tokens the request did not carry thanks to each saving
+    (``offload``: one-time outputs sent as their note; ``compaction``: completed goals folded,
+    and at the step it ran, a level-2 summary), estimated."""
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     estimated: bool = False
+    saved_tokens: dict[str, int] = msgspec.field(default_factory=dict)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -58,4 +67,5 @@ class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             estimated=self.estimated or other.estimated,
+            saved_tokens=add_counts(self.saved_tokens, other.saved_tokens),
         )

@@ -46,6 +46,15 @@ class _IndexCollector(Collector):
         tokens = GaugeMetricFamily(
             "longhaul_trace_tokens", "tokens used by indexed traces", labels=["kind"]
         )
+        economy = CounterMetricFamily(
+            "longhaul_tokens",
+            "tokens of indexed traces: prompt, completion, cache_read, cache_write, and "
+            "saved_<saving> (prompt tokens a saving removed, estimated)",
+            labels=["kind"],
+        )
+        hit_ratio = GaugeMetricFamily(
+            "longhaul_cache_hit_ratio", "cache_read / prompt tokens of indexed traces"
+        )
         cost = GaugeMetricFamily("longhaul_trace_cost_usd", "cost of indexed traces (USD)")
         faulty = GaugeMetricFamily(
             "longhaul_traces_with_faults",
@@ -54,6 +63,7 @@ class _IndexCollector(Collector):
         faulty_count = 0
         by_status: Tally[str] = Tally()
         sums = {"prompt": 0, "completion": 0, "cache_read": 0, "cache_write": 0}
+        saved: Tally[str] = Tally()
         total_cost = 0.0
         for entry in list(mirror.entries.values()) if mirror else []:
             by_status[entry.status] += 1
@@ -61,16 +71,23 @@ class _IndexCollector(Collector):
             sums["completion"] += entry.totals.completion_tokens
             sums["cache_read"] += entry.totals.cache_read_tokens
             sums["cache_write"] += entry.totals.cache_write_tokens
+            saved.update(entry.totals.saved_tokens)
             total_cost += entry.totals.cost
             faulty_count += entry.faults > 0
         for status in ("running", "waiting", "completed", "failed", "stopped"):
             traces.add_metric([status], by_status.get(status, 0))
         for kind, value in sums.items():
             tokens.add_metric([kind], value)
+            economy.add_metric([kind], value)
+        for saving in ("offload", "compaction"):
+            economy.add_metric([f"saved_{saving}"], saved.get(saving, 0))
+        hit_ratio.add_metric([], sums["cache_read"] / sums["prompt"] if sums["prompt"] else 0.0)
         cost.add_metric([], total_cost)
         faulty.add_metric([], faulty_count)
         yield traces
         yield tokens
+        yield economy
+        yield hit_ratio
         yield cost
         yield faulty
 

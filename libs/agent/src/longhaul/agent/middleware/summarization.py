@@ -165,10 +165,11 @@ class Summarization(Middleware):
         limit = self.limit(turn)
         overhead = memo.overhead
         forced = state.compact_requested
-        tokens = turn.history.tokens()
+        raw = tokens = turn.history.tokens()
         folded = fold_completed_goals(state, turn.history)
         if folded is not None:
             request.messages, tokens = folded
+            turn.saved_tokens["compaction"] = max(raw - tokens, 0)
         if not forced and not should_compress(overhead + tokens, limit, turn.config.compression):
             return
         opening = list(range(opening_length(state)))
@@ -186,6 +187,8 @@ class Summarization(Middleware):
         if await self._summarise(turn):
             folded = fold_completed_goals(state, turn.history)
             request.messages = turn.history.messages() if folded is None else folded[0]
+            after = turn.history.tokens() if folded is None else folded[1]
+            turn.saved_tokens["compaction"] = max(raw - after, 0)
 
     async def _summarise(self, turn: Turn) -> bool:
         state = turn.state

@@ -1,5 +1,6 @@
-"""TokenUsage (before_model + after_model): usage and cost onto each assistant message, and
-the run's token and cost budgets.
+"""TokenUsage (before_model + after_model): usage and cost onto each assistant message (with
+the tokens each saving removed from the request: ``Usage.saved_tokens``), and the run's token
+and cost budgets.
 
 ``TraceConfig.max_tokens`` bounds prompt + completion tokens summed over the run,
 ``max_cost`` its dollars (``TraceState.run_usage``, folded from the log: a wait, a crash or a
@@ -48,6 +49,9 @@ class TokenUsage(Middleware):
         step.usage, step.cost = charge(
             turn.model.name, step.request, step.response, turn.env.models
         )
+        saved = {"offload": turn.history.saved_tokens, **turn.saved_tokens}
+        turn.saved_tokens = {}
+        step.usage.saved_tokens = {kind: n for kind, n in saved.items() if n > 0}
         if not step.calls:
             return
         used = turn.state.run_usage

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import TraceConfig, TraceStatus, WaitReason
+from longhaul.domain.messages import add_counts
 from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.faults import Fault
 from longhaul.domain.state.goals import GoalTree
@@ -394,6 +395,8 @@ class TraceState(msgspec.Struct, kw_only=True):
             totals.completion_tokens += event.usage.completion_tokens
             totals.cache_read_tokens += event.usage.cache_read_tokens
             totals.cache_write_tokens += event.usage.cache_write_tokens
+            if event.usage.saved_tokens:
+                totals.saved_tokens = add_counts(totals.saved_tokens, event.usage.saved_tokens)
         totals.cost += event.cost
         totals.duration_ms += event.duration_ms
         run = self.run_usage

@@ -242,6 +242,11 @@ class TotalsView(BaseModel):
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    saved_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="estimated prompt tokens each saving removed: offload (one-time outputs "
+        "sent as their note), compaction (completed goals folded, level-2 summaries)",
+    )
     cost: float = 0.0
     duration_ms: int = 0
 
