@@ -13,6 +13,7 @@ import pytest
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, NatsConfig, RoutingConfig
+from longhaul.domain.events import Aggregate
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 from tests.support.llm_fakes import Fail, FakeOpenAI, Reply
@@ -36,7 +37,7 @@ def serve(nats_config: NatsConfig) -> Serve:
     return factory
 
 
-async def first_event(store: EventStore, aggregate: str, aggregate_id: str) -> ev.Event:
+async def first_event(store: EventStore, aggregate: Aggregate, aggregate_id: str) -> ev.Event:
     async for recorded in store.replay(aggregate, aggregate_id):
         return recorded.event
     raise AssertionError(f"{aggregate} {aggregate_id} has no events")
