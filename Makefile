@@ -53,7 +53,7 @@ lint: sync
 	$(MAKE) --no-print-directory lint-types
 
 lint-types: sync
-	$(VENV)/bin/mypy libs/domain/src libs/core/src libs/llm/src libs/agent/src libs/cli/src services/gateway/src services/planner/src services/executor/src services/verifier/src
+	$(VENV)/bin/mypy libs/domain/src libs/core/src libs/llm/src libs/agent/src libs/cli/src libs/client/src services/gateway/src services/planner/src services/executor/src services/verifier/src
 	$(VENV)/bin/mypy tests bench examples
 
 # The peers bench (bench/peers/) needs LangGraph: its `peers` dependency group is synced here,

@@ -45,14 +45,19 @@ def gateway_config(nats: NatsConfig, **gateway: Any) -> LonghaulConfig:
 
 @contextlib.asynccontextmanager
 async def serve_gateway(
-    config: LonghaulConfig, *, heartbeat_s: float = 15.0, host: str = "127.0.0.1"
+    config: LonghaulConfig,
+    *,
+    heartbeat_s: float = 15.0,
+    host: str = "127.0.0.1",
+    port: int = 0,
 ) -> AsyncIterator[RunningGateway]:
+    """Serve ``config``'s gateway on ``port`` (0: a free one; a fixed one to restart it)."""
     app = create_app(config, heartbeat_s=heartbeat_s)
     # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on accepted sockets whose proto
     # says TCP, and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
+    sock.bind((host, port))
     port = sock.getsockname()[1]
     server = build_server(app, host, port)
     task = asyncio.create_task(server.serve(sockets=[sock]))

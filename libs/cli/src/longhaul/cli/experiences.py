@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli.client import Gateway
 from longhaul.cli.context import console, execute
+from longhaul.client import AsyncClient
 from rich.markup import escape
 from rich.table import Table
 
@@ -30,26 +30,23 @@ def list_experiences(
 ) -> None:
     """Your experiences, newest first."""
 
-    async def command(gateway: Gateway) -> None:
-        page = await gateway.get(
-            "/api/experiences", tag=tag, category=category, q=text, limit=limit
-        )
-        if not page["experiences"]:
+    async def command(client: AsyncClient) -> None:
+        page = await client.list_experiences(tag=tag, category=category, text=text, limit=limit)
+        if not page.experiences:
             console.print("no experiences yet: reflect on a trace to record some", style="dim")
             return
         table = Table("id", "category", "intent", "state", "+/-", "content")
-        for item in page["experiences"]:
-            metrics = item["metrics"]
+        for item in page.experiences:
             table.add_row(
-                item["id"],
-                item["category"],
-                ", ".join(item["tags"]["intent"]),
-                ", ".join(item["tags"]["state"]),
-                f"{metrics['helpful']}/{metrics['harmful']}",
-                escape(item["content"].splitlines()[0][:80]),
+                item.id,
+                item.category,
+                ", ".join(item.tags.get("intent", [])),
+                ", ".join(item.tags.get("state", [])),
+                f"{item.metrics.get('helpful', 0)}/{item.metrics.get('harmful', 0)}",
+                escape(item.content.splitlines()[0][:80]),
             )
         console.print(table)
-        if page["next_cursor"]:
+        if page.next_cursor:
             console.print(f"more: --limit {limit * 2}", style="dim")
 
     execute(ctx, command)
@@ -59,16 +56,16 @@ def list_experiences(
 def show(ctx: typer.Context, experience_id: Annotated[str, typer.Argument(help="ex_…")]) -> None:
     """One experience with its tags, counters and source trace."""
 
-    async def command(gateway: Gateway) -> None:
-        item = await gateway.get(f"/api/experiences/{experience_id}")
-        metrics = item["metrics"]
-        console.print(f"[bold]{item['id']}[/bold] ({item['category']})")
-        console.print(f"intent: {', '.join(item['tags']['intent']) or '-'}")
-        console.print(f"state:  {', '.join(item['tags']['state']) or '-'}")
-        console.print(f"helpful {metrics['helpful']}, harmful {metrics['harmful']}")
-        console.print(f"from {item['trace_id'] or '-'} at {item['created_at']}")
+    async def command(client: AsyncClient) -> None:
+        item = await client.get_experience(experience_id)
+        console.print(f"[bold]{item.id}[/bold] ({item.category})")
+        console.print(f"intent: {', '.join(item.tags.get('intent', [])) or '-'}")
+        console.print(f"state:  {', '.join(item.tags.get('state', [])) or '-'}")
+        helpful, harmful = item.metrics.get("helpful", 0), item.metrics.get("harmful", 0)
+        console.print(f"helpful {helpful}, harmful {harmful}")
+        console.print(f"from {item.trace_id or '-'} at {item.created_at.isoformat()}")
         console.print()
-        console.print(escape(item["content"]))
+        console.print(escape(item.content))
 
     execute(ctx, command)
 
@@ -77,8 +74,8 @@ def show(ctx: typer.Context, experience_id: Annotated[str, typer.Argument(help="
 def export(ctx: typer.Context, output: Output = None) -> None:
     """Write your experiences as one markdown file."""
 
-    async def command(gateway: Gateway) -> None:
-        text = await gateway.text("GET", "/api/experiences/export")
+    async def command(client: AsyncClient) -> None:
+        text = await client.export_experiences()
         if output is None:
             sys.stdout.write(text)
         else:
@@ -95,10 +92,8 @@ def import_file(
 ) -> None:
     """Read an exported (or hand-written) file back; the same ids are replaced."""
 
-    async def command(gateway: Gateway) -> None:
-        text = await gateway.text(
-            "POST", "/api/experiences/import", content=path.read_text(encoding="utf-8")
-        )
-        console.print(text)
+    async def command(client: AsyncClient) -> None:
+        imported = await client.import_experiences(path.read_text(encoding="utf-8"))
+        console.print(f"imported {imported.imported}: {', '.join(imported.ids)}")
 
     execute(ctx, command)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.cli.client import Gateway, GatewayError
-from longhaul.cli.render import content_text, describe, money
+from longhaul.cli.render import describe, money
+from longhaul.client import AsyncClient, StreamLost
 from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
@@ -17,9 +17,6 @@ from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
 
-FINAL = frozenset({"completed", "failed", "stopped"})
-PERSON = frozenset({"human", "approval"})
-"""Waits only a person ends: following stops there."""
 EXIT_CODES = {"completed": 0, "waiting": 0, "failed": 1, "stopped": 1}
 
 
@@ -54,8 +51,8 @@ class Progress:
 
 
 class Follower:
-    def __init__(self, gateway: Gateway, console: Console) -> None:
-        self.gateway = gateway
+    def __init__(self, client: AsyncClient, console: Console) -> None:
+        self.client = client
         self.console = console
         self.progress = Progress()
 
@@ -88,52 +85,38 @@ class Follower:
     async def follow(self, trace_id: str, *, after: int = 0, history_until: int = 0) -> str:
         """Print events from ``after`` until the trace ends or waits for a person; returns the
         status it ended in. Final events up to ``history_until`` belong to earlier runs."""
-        path = f"/api/traces/{trace_id}/events"
         with self._status() as live:
-            async for item in self.gateway.events(path, after=after):
-                if item.event == "heartbeat":
-                    continue
+            async for item in self.client.events(trace_id, after=after):
                 if item.event == "live":
                     self._on_live(item.data)
                     self._refresh(live)
                     continue
-                if item.event == "error":
-                    raise GatewayError(f"event stream failed: {item.data.get('message')}")
                 self.console.print(describe(item.event, item.data), highlight=False)
                 if item.event == "message_appended":
                     self.progress.count(item.data)
                     self.progress.activity = "model is thinking"
                 self._refresh(live)
-                current = (item.id or 0) > history_until
-                if item.event in FINAL and current:
-                    return item.event
-                if item.event == "waiting" and item.data.get("reason") in PERSON and current:
-                    return "waiting"
-        raise GatewayError("the event stream ended before the trace did")
+                if item.ends_run and (item.id or 0) > history_until:
+                    return "waiting" if item.event == "waiting" else item.event
+        raise StreamLost("the event stream ended before the trace did")
 
     async def conclude(self, trace_id: str, status: str) -> int:
         """Print the outcome (answer, question or error) and return the exit code."""
-        trace = await self.gateway.get(f"/api/traces/{trace_id}")
-        totals = trace["totals"]
+        trace = await self.client.get_trace(trace_id)
         summary = (
-            f"{trace['status']} · {totals['prompt_tokens'] + totals['completion_tokens']:,} "
-            f"tokens · {money(totals['cost'])} · trace {trace_id}"
+            f"{trace.status} · {trace.totals.tokens:,} "
+            f"tokens · {money(trace.totals.cost)} · trace {trace_id}"
         )
         if status == "completed":
-            messages = (await self.gateway.get(f"/api/traces/{trace_id}/messages"))["messages"]
+            messages = (await self.client.messages(trace_id)).messages
             answer = next(
-                (
-                    content_text(m["content"])
-                    for m in reversed(messages)
-                    if m["role"] == "assistant" and m.get("content")
-                ),
-                "",
+                (m.text for m in reversed(messages) if m.role == "assistant" and m.text), ""
             )
             self.console.print(Panel(escape(answer) or "(no text)", title="answer", expand=False))
-        elif status == "waiting" and trace.get("wait_reason") == "approval":
+        elif status == "waiting" and trace.wait_reason == "approval":
             calls = [
-                f"{p['tool_call_id']}: {escape(p['name'])}({escape(p['arguments'][:200])})"
-                for p in trace.get("pending_approvals", [])
+                f"{p.tool_call_id}: {escape(p.name)}({escape(p.arguments[:200])})"
+                for p in trace.pending_approvals
             ]
             self.console.print(
                 Panel(
@@ -152,7 +135,7 @@ class Follower:
             self.console.print(
                 Panel(
                     Group(
-                        escape(trace.get("wait_detail") or "the agent needs an answer"),
+                        escape(trace.wait_detail or "the agent needs an answer"),
                         Text(f'\nreply: longhaul traces reply {trace_id} "…"', style="dim"),
                     ),
                     title="the agent asks",
@@ -160,7 +143,7 @@ class Follower:
                 )
             )
         else:
-            reason = trace.get("error") or trace.get("stop_reason") or status
+            reason = trace.error or trace.stop_reason or status
             self.console.print(f"[red]{status}[/red]: {escape(str(reason))}")
         self.console.print(summary, style="dim", highlight=False)
         return EXIT_CODES.get(status, 1)

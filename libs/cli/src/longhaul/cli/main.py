@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 from longhaul.cli import experiences, tasks, traces
-from longhaul.cli.client import DEFAULT_URL, Gateway
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.run import run_task
+from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import NatsServerError
 from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError
@@ -27,10 +27,10 @@ app.add_typer(experiences.app, name="experiences")
 @app.callback()
 def options(
     ctx: typer.Context,
-    url: Annotated[str, typer.Option(envvar="LONGHAUL_URL", help="gateway URL")] = DEFAULT_URL,
+    url: Annotated[str, typer.Option(envvar=URL_ENV, help="gateway URL")] = DEFAULT_URL,
     api_key: Annotated[
         str | None,
-        typer.Option(envvar="LONGHAUL_API_KEY", help="gateway API key", show_default=False),
+        typer.Option(envvar=API_KEY_ENV, help="gateway API key", show_default=False),
     ] = None,
 ) -> None:
     ctx.obj = Target(url=url, api_key=api_key)
@@ -109,9 +109,9 @@ def run(
     """Submit a goal (one agent or a planned team, as the gateway routes it) and stream its
     progress; prints the answer."""
 
-    async def command(gateway: Gateway) -> int:
+    async def command(client: AsyncClient) -> int:
         return await run_task(
-            gateway,
+            client,
             task,
             mode=mode,
             model=model,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
+from longhaul.client.models import GoalTree, TraceSummary, content_text
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -28,16 +28,8 @@ def clip(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts = [part.get("text", "") if isinstance(part, dict) else str(part) for part in content]
-    return "\n".join(p for p in parts if p) or json.dumps(content)
-
-
 def call_text(call: dict[str, Any]) -> str:
+    """``name(arguments…)`` of an OpenAI-format tool call as an event carries it."""
     function = call.get("function", {})
     return f"{function.get('name', '?')}({clip(str(function.get('arguments', '')), 80)})"
 
@@ -45,10 +37,6 @@ def call_text(call: dict[str, Any]) -> str:
 def status_text(status: str | None) -> Text:
     name = status or "?"
     return Text(name, style=STATUS_STYLE.get(name, ""))
-
-
-def tokens(totals: dict[str, Any]) -> int:
-    return int(totals.get("prompt_tokens", 0)) + int(totals.get("completion_tokens", 0))
 
 
 def money(value: float) -> str:
@@ -124,32 +112,32 @@ def _describe_message(data: dict[str, Any]) -> str:
     return f"#{seq} {role}: {text}"
 
 
-def traces_table(traces: list[dict[str, Any]]) -> Table:
+def traces_table(traces: list[TraceSummary]) -> Table:
     table = Table(show_edge=False, header_style="bold")
     for column in ("trace", "status", "name", "msgs", "tokens", "cost", "created"):
         numeric = column in ("msgs", "tokens", "cost")
         table.add_column(column, justify="right" if numeric else "left", no_wrap=column == "trace")
     for trace in traces:
         table.add_row(
-            trace["trace_id"],
-            status_text(trace["status"]),
-            escape(trace.get("name") or ""),
-            str(trace.get("last_sequence", 0)),
-            f"{tokens(trace.get('totals', {})):,}",
-            money(trace.get("totals", {}).get("cost", 0.0)),
-            ago(trace.get("created_at", 0.0)),
+            trace.trace_id,
+            status_text(trace.status),
+            escape(trace.name or ""),
+            str(trace.last_sequence),
+            f"{trace.totals.tokens:,}",
+            money(trace.totals.cost),
+            ago(trace.created_at),
         )
     return table
 
 
-def goal_tree(goals: list[dict[str, Any]], focus: str | None) -> Tree:
+def goal_tree(tree: GoalTree) -> Tree:
     marks = {"pending": "[ ]", "in_progress": "[>]", "done": "[x]", "abandoned": "[-]"}
     root = Tree("goals")
     nodes: dict[str | None, Tree] = {None: root}
-    for goal in goals:
-        parent = nodes.get(goal.get("parent_id"), root)
-        label = f"{marks.get(goal['status'], '[?]')} {escape(goal['title'])}"
-        if goal["id"] == focus:
+    for goal in tree.goals:
+        parent = nodes.get(goal.parent_id, root)
+        label = f"{marks.get(goal.status, '[?]')} {escape(goal.title)}"
+        if goal.id == tree.focus:
             label += " [bold](focus)[/bold]"
-        nodes[goal["id"]] = parent.add(label)
+        nodes[goal.id] = parent.add(label)
     return root

@@ -3,20 +3,18 @@ to one agent or a planned team) and stream it to the end."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from longhaul.cli.client import Gateway
 from longhaul.cli.context import console, errors
 from longhaul.cli.follow import Follower
 from longhaul.cli.render import clip
 from longhaul.cli.tasks import phases_table
+from longhaul.client import AsyncClient
 from rich.markup import escape
 
 TASK_ENDS = {"task_completed": 0, "task_failed": 1}
 
 
 async def run_task(
-    gateway: Gateway,
+    client: AsyncClient,
     task: str,
     *,
     mode: str,
@@ -28,52 +26,51 @@ async def run_task(
     review: bool | None,
     follow: bool,
 ) -> int:
-    info = await gateway.get("/api/info")
-    if info.get("offline") and model is None:
-        errors.print(f"[yellow]note:[/yellow] {escape(info['notice'])}")
-    body: dict[str, Any] = {"goal": task, "mode": mode}
-    for key, value in (
-        ("model", model),
-        ("preset", preset),
-        ("tools", tools),
-        ("name", name),
-        ("max_iterations", max_iterations),
-        ("review", review),
-    ):
-        if value is not None:
-            body[key] = value
-    accepted = await gateway.post("/api/runs", body)
-    route = accepted["route"]
+    info = await client.info()
+    if info.offline and model is None and info.notice:
+        errors.print(f"[yellow]note:[/yellow] {escape(info.notice)}")
+    accepted = await client.start(
+        task,
+        mode=mode,
+        model=model,
+        preset=preset,
+        tools=tools,
+        name=name,
+        max_iterations=max_iterations,
+        review=review,
+    )
+    route = accepted.route
     console.print(
-        f"route: {route['tier']} (complexity {route['complexity']:.2f}, {route['source']}): "
-        f"{escape(clip(route['reason'], 120))}",
+        f"route: {route.tier} (complexity {route.complexity:.2f}, {route.source}): "
+        f"{escape(clip(route.reason, 120))}",
         style="dim",
     )
-    if accepted["kind"] == "task":
-        return await _follow_task(gateway, accepted["task_id"], follow)
-    trace_id = accepted["trace_id"]
-    console.print(f"trace [bold]{trace_id}[/bold] · model {escape(model or info['default_model'])}")
+    if accepted.task_id is not None:
+        return await _follow_task(client, accepted.task_id, follow)
+    assert accepted.trace_id is not None, "a run is a trace or a task"
+    trace_id = accepted.trace_id
+    console.print(f"trace [bold]{trace_id}[/bold] · model {escape(model or info.default_model)}")
     if not follow:
         console.print(f"follow it with: longhaul traces watch {trace_id}", style="dim")
         return 0
-    follower = Follower(gateway, console)
+    follower = Follower(client, console)
     status = await follower.follow(trace_id)
     return await follower.conclude(trace_id, status)
 
 
-async def _follow_task(gateway: Gateway, task_id: str, follow: bool) -> int:
+async def _follow_task(client: AsyncClient, task_id: str, follow: bool) -> int:
     """Print the task's progress until it ends (or waits for a review)."""
     console.print(f"task [bold]{task_id}[/bold] (a planned team)")
     if not follow:
         console.print(f"see it with: longhaul tasks show {task_id}", style="dim")
         return 0
-    async for item in gateway.events(f"/api/tasks/{task_id}/events"):
+    async for item in client.task_events(task_id):
         data = item.data
         if item.event == "plan_created":
             console.print(f"plan ({data.get('source', '?')}): {len(data['phases'])} phases")
             if data.get("review"):
-                task = await gateway.get(f"/api/tasks/{task_id}")
-                console.print(phases_table(task["phases"]))
+                task = await client.get_task(task_id)
+                console.print(phases_table(task.phases))
                 console.print(
                     f"waiting for review: longhaul tasks plan {task_id} --approve | "
                     "--edit plan.json | --refuse REASON",

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from longhaul.cli.client import Gateway
 from longhaul.cli.context import console, execute
 from longhaul.cli.render import clip, status_text
+from longhaul.client import AsyncClient
+from longhaul.client.models import Phase
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,18 +19,18 @@ app = typer.Typer(no_args_is_help=True, help="Inspect tasks and review their pla
 TaskId = Annotated[str, typer.Argument(help="task id (task_…)")]
 
 
-def phases_table(phases: list[dict[str, Any]]) -> Table:
+def phases_table(phases: list[Phase]) -> Table:
     table = Table(show_edge=False)
     for column in ("phase", "name", "after", "preset", "status", "summary"):
         table.add_column(column)
     for phase in phases:
         table.add_row(
-            phase["id"],
-            escape(phase["name"]),
-            ", ".join(phase["depends_on"]) or "-",
-            phase.get("preset") or "",
-            status_text(phase["status"]),
-            escape(clip(phase.get("summary") or phase.get("error") or "", 60)),
+            phase.id,
+            escape(phase.name),
+            ", ".join(phase.depends_on) or "-",
+            phase.preset,
+            status_text(phase.status),
+            escape(clip(phase.summary or phase.error, 60)),
         )
     return table
 
@@ -38,17 +39,17 @@ def phases_table(phases: list[dict[str, Any]]) -> Table:
 def show(ctx: typer.Context, task_id: TaskId) -> None:
     """Status and phases of a task (and how to review a plan waiting for it)."""
 
-    async def command(gateway: Gateway) -> None:
-        task = await gateway.get(f"/api/tasks/{task_id}")
-        console.print(f"[bold]{task_id}[/bold] ", status_text(task["status"]))
-        console.print(f"goal: {escape(task['goal'])}")
-        if task["phases"]:
-            console.print(f"plan ({task.get('plan_source') or '?'}):")
-            console.print(phases_table(task["phases"]))
-        for label in ("summary", "error"):
-            if task.get(label):
-                console.print(f"{label}: {escape(task[label])}")
-        if task["status"] == "awaiting_review":
+    async def command(client: AsyncClient) -> None:
+        task = await client.get_task(task_id)
+        console.print(f"[bold]{task_id}[/bold] ", status_text(task.status))
+        console.print(f"goal: {escape(task.goal)}")
+        if task.phases:
+            console.print(f"plan ({task.plan_source or '?'}):")
+            console.print(phases_table(task.phases))
+        for label, value in (("summary", task.summary), ("error", task.error)):
+            if value:
+                console.print(f"{label}: {escape(value)}")
+        if task.status == "awaiting_review":
             console.print(
                 f"review it: longhaul tasks plan {task_id} --approve | --edit plan.json | "
                 "--refuse REASON",
@@ -86,16 +87,13 @@ def plan(
     """Answer a plan waiting for review: approve it, approve an edited one, or refuse it."""
     if sum((approve, edit is not None, refuse is not None)) != 1:
         raise typer.BadParameter("give exactly one of --approve, --edit FILE, --refuse REASON")
-    body: dict[str, Any]
-    if refuse is not None:
-        body = {"approved": False, "reason": refuse}
-    else:
-        body = {"approved": True, "reason": reason}
-        if edit is not None:
-            body["phases"] = _edited_phases(edit)
+    phases = _edited_phases(edit) if edit is not None else None
 
-    async def command(gateway: Gateway) -> None:
-        answer = await gateway.post(f"/api/tasks/{task_id}/plan", body)
-        console.print(f"{task_id} ", status_text(answer["status"]))
+    async def command(client: AsyncClient) -> None:
+        if refuse is not None:
+            answer = await client.review_plan(task_id, approved=False, reason=refuse)
+        else:
+            answer = await client.review_plan(task_id, approved=True, phases=phases, reason=reason)
+        console.print(f"{task_id} ", status_text(answer.status))
 
     execute(ctx, command)

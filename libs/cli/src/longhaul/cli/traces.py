@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import typer
-from longhaul.cli.client import Gateway
 from longhaul.cli.context import console, execute
-from longhaul.cli.follow import FINAL, Follower
-from longhaul.cli.render import (
-    call_text,
-    content_text,
-    describe,
-    goal_tree,
-    money,
-    status_text,
-    tokens,
-    traces_table,
-)
+from longhaul.cli.follow import Follower
+from longhaul.cli.render import clip, describe, goal_tree, money, status_text, traces_table
+from longhaul.client import Accepted, AsyncClient
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -41,13 +33,13 @@ def list_traces(
 ) -> None:
     """Your traces, newest first."""
 
-    async def command(gateway: Gateway) -> None:
-        page = await gateway.get("/api/traces", status=status or None, parent=parent, limit=limit)
-        if not page["traces"]:
+    async def command(client: AsyncClient) -> None:
+        page = await client.list_traces(status=status, parent=parent, limit=limit)
+        if not page.traces:
             console.print('no traces yet: start one with longhaul run "…"', style="dim")
             return
-        console.print(traces_table(page["traces"]))
-        if page["next_cursor"]:
+        console.print(traces_table(page.traces))
+        if page.next_cursor:
             console.print(f"more: --limit {limit * 2}", style="dim")
 
     execute(ctx, command)
@@ -57,47 +49,45 @@ def list_traces(
 def show(ctx: typer.Context, trace_id: TraceId) -> None:
     """Status, totals, goal tree and sub-traces of a trace."""
 
-    async def command(gateway: Gateway) -> None:
-        trace = await gateway.get(f"/api/traces/{trace_id}")
+    async def command(client: AsyncClient) -> None:
+        trace = await client.get_trace(trace_id)
         grid = Table.grid(padding=(0, 2))
         rows: list[tuple[str, Any]] = [
-            ("status", status_text(trace["status"])),
-            ("name", escape(trace.get("name") or "")),
-            ("model", escape(trace.get("model") or "(default)")),
-            ("messages", f"{trace['last_sequence']} (head #{trace['head_sequence']})"),
-            ("tokens", f"{tokens(trace['totals']):,}"),
-            ("cost", money(trace["totals"]["cost"])),
-            ("parent", trace.get("parent_trace_id") or "-"),
+            ("status", status_text(trace.status)),
+            ("name", escape(trace.name or "")),
+            ("model", escape(trace.model or "(default)")),
+            ("messages", f"{trace.last_sequence} (head #{trace.head_sequence})"),
+            ("tokens", f"{trace.totals.tokens:,}"),
+            ("cost", money(trace.totals.cost)),
+            ("parent", trace.parent_trace_id or "-"),
         ]
-        for label, key in (
-            ("waiting for", "wait_reason"),
-            ("error", "error"),
-            ("stop reason", "stop_reason"),
-            ("summary", "summary"),
+        for label, value in (
+            ("waiting for", trace.wait_reason),
+            ("error", trace.error),
+            ("stop reason", trace.stop_reason),
+            ("summary", trace.summary),
         ):
-            if trace.get(key):
-                rows.append((label, escape(str(trace[key]))))
-        for label, value in rows:
-            grid.add_row(f"[dim]{label}[/dim]", value)
+            if value:
+                rows.append((label, escape(value)))
+        for label, shown in rows:
+            grid.add_row(f"[dim]{label}[/dim]", shown)
         console.print(Panel(grid, title=trace_id, expand=False))
-        if trace["goal_tree"]["goals"]:
-            console.print(goal_tree(trace["goal_tree"]["goals"], trace["goal_tree"]["focus"]))
-        for pending in trace.get("pending_approvals", []):
+        if trace.goal_tree.goals:
+            console.print(goal_tree(trace.goal_tree))
+        for pending in trace.pending_approvals:
             console.print(
-                f"[yellow]needs approval[/yellow] {pending['tool_call_id']} "
-                f"{escape(pending['name'])}({escape(pending['arguments'][:200])})  "
-                f"[dim]longhaul traces approve|deny {trace_id} {pending['tool_call_id']}[/dim]"
+                f"[yellow]needs approval[/yellow] {pending.tool_call_id} "
+                f"{escape(pending.name)}({escape(pending.arguments[:200])})  "
+                f"[dim]longhaul traces approve|deny {trace_id} {pending.tool_call_id}[/dim]"
             )
-        for sub in trace["sub_traces"]:
+        for sub in trace.sub_traces:
             console.print(
-                f"sub-trace {sub['trace_id']} ",
-                status_text(sub["status"]),
-                f" {escape(sub['mode'])}: {escape(sub['task'][:80])}",
+                f"sub-trace {sub.trace_id} ",
+                status_text(sub.status),
+                f" {escape(sub.mode)}: {escape(sub.task[:80])}",
             )
-        for below in trace.get("waiting_below", []):
-            console.print(
-                f"[yellow]waiting below[/yellow] {below['trace_id']} for {below['reason']}"
-            )
+        for below in trace.waiting_below:
+            console.print(f"[yellow]waiting below[/yellow] {below.trace_id} for {below.reason}")
 
     execute(ctx, command)
 
@@ -112,19 +102,19 @@ def messages(
 ) -> None:
     """The conversation: the main path (head back to root) or every message."""
 
-    async def command(gateway: Gateway) -> None:
+    async def command(client: AsyncClient) -> None:
         mode = "all" if all_branches else "main_path"
-        body = await gateway.get(f"/api/traces/{trace_id}/messages", mode=mode)
-        for message in body["messages"]:
-            header = f"[bold]#{message['sequence']} {message['role']}[/bold]"
-            if message.get("parent_sequence") is not None:
-                header += f" [dim]← #{message['parent_sequence']}[/dim]"
+        body = await client.messages(trace_id, mode=mode)
+        for message in body.messages:
+            header = f"[bold]#{message.sequence} {message.role}[/bold]"
+            if message.parent_sequence is not None:
+                header += f" [dim]← #{message.parent_sequence}[/dim]"
             console.print(header)
-            text = content_text(message.get("content"))
-            if text:
-                console.print(escape(text))
-            for call in message.get("tool_calls") or []:
-                console.print(f"  → {escape(call_text(call))}", style="magenta")
+            if message.text:
+                console.print(escape(message.text))
+            for call in message.tool_calls or []:
+                shown = f"{call.function.name}({clip(call.function.arguments, 80)})"
+                console.print(f"  → {escape(shown)}", style="magenta")
 
     execute(ctx, command)
 
@@ -133,27 +123,33 @@ def messages(
 def watch(ctx: typer.Context, trace_id: TraceId) -> None:
     """Print the trace's events so far, then follow it live until it ends."""
 
-    async def command(gateway: Gateway) -> int:
-        trace = await gateway.get(f"/api/traces/{trace_id}")
-        follower = Follower(gateway, console)
-        if trace["status"] in FINAL or trace["wait_reason"] in ("human", "approval"):
-            async for item in gateway.events(f"/api/traces/{trace_id}/events", follow=False):
+    async def command(client: AsyncClient) -> int:
+        trace = await client.get_trace(trace_id)
+        follower = Follower(client, console)
+        if trace.is_final or trace.needs_client:
+            async for item in client.events(trace_id, follow=False):
                 console.print(describe(item.event, item.data))
-            return await follower.conclude(trace_id, trace["status"])
-        status = await follower.follow(trace_id, history_until=trace["event_id"])
+            return await follower.conclude(trace_id, trace.status)
+        status = await follower.follow(trace_id, history_until=trace.event_id)
         return await follower.conclude(trace_id, status)
 
     execute(ctx, command)
 
 
-def _steer(ctx: typer.Context, trace_id: str, action: str, body: Any, follow: bool) -> None:
-    async def command(gateway: Gateway) -> int:
-        accepted = await gateway.post(f"/api/traces/{trace_id}/{action}", body)
-        console.print(f"{action}: accepted (trace {trace_id} is {accepted['status']})")
+def _steer(
+    ctx: typer.Context,
+    trace_id: str,
+    action: str,
+    request: Callable[[AsyncClient], Awaitable[Accepted]],
+    follow: bool,
+) -> None:
+    async def command(client: AsyncClient) -> int:
+        accepted = await request(client)
+        console.print(f"{action}: accepted (trace {trace_id} is {accepted.status})")
         if not follow:
             return 0
-        follower = Follower(gateway, console)
-        event_id = accepted["event_id"]
+        follower = Follower(client, console)
+        event_id = accepted.event_id
         status = await follower.follow(trace_id, after=event_id - 1, history_until=event_id)
         return await follower.conclude(trace_id, status)
 
@@ -163,13 +159,13 @@ def _steer(ctx: typer.Context, trace_id: str, action: str, body: Any, follow: bo
 @app.command("stop")
 def stop(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> None:
     """Ask a running or waiting trace to stop."""
-    _steer(ctx, trace_id, "stop", None, follow)
+    _steer(ctx, trace_id, "stop", lambda client: client.stop(trace_id), follow)
 
 
 @app.command("resume")
 def resume(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> None:
     """Continue a stopped, failed or completed trace from its head."""
-    _steer(ctx, trace_id, "resume", None, follow)
+    _steer(ctx, trace_id, "resume", lambda client: client.resume(trace_id), follow)
 
 
 @app.command("rewind")
@@ -184,10 +180,13 @@ def rewind(
 ) -> None:
     """Continue from message N: later messages fall off the main path (regenerate when no
     new message is given)."""
-    body: dict[str, Any] = {"after_sequence": after_sequence}
-    if message:
-        body["messages"] = [{"role": "user", "content": message}]
-    _steer(ctx, trace_id, "run", body, follow)
+    _steer(
+        ctx,
+        trace_id,
+        "run",
+        lambda client: client.run(trace_id, message or None, after_sequence=after_sequence),
+        follow,
+    )
 
 
 @app.command("reply")
@@ -198,7 +197,7 @@ def reply(
     follow: Follow = False,
 ) -> None:
     """Answer a trace that waits for a human."""
-    _steer(ctx, trace_id, "reply", {"content": text}, follow)
+    _steer(ctx, trace_id, "reply", lambda client: client.reply(trace_id, text), follow)
 
 
 CallId = Annotated[str, typer.Argument(help="the pending tool call's id (see `traces show`)")]
@@ -238,16 +237,21 @@ def _decide(
     reason: str | None,
     follow: bool,
 ) -> None:
-    body = {"tool_call_id": tool_call_id, "approved": approved, "reason": reason}
-    _steer(ctx, trace_id, "approve", body, follow)
+    _steer(
+        ctx,
+        trace_id,
+        "approve",
+        lambda client: client.approve(trace_id, tool_call_id, approved=approved, reason=reason),
+        follow,
+    )
 
 
 def replay(ctx: typer.Context, trace_id: str) -> None:
     """Print the trace's event timeline, from its log."""
 
-    async def command(gateway: Gateway) -> None:
+    async def command(client: AsyncClient) -> None:
         start: float | None = None
-        async for item in gateway.events(f"/api/traces/{trace_id}/events", follow=False):
+        async for item in client.events(trace_id, follow=False):
             ts = float(item.data.get("ts", 0.0))
             start = ts if start is None else start
             clock = datetime.datetime.fromtimestamp(ts).strftime("%H:%M:%S.%f")[:-3]

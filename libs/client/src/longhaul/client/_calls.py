@@ -1,0 +1,294 @@
+"""Every endpoint once: its method, path, parameters, body and answer model.
+
+The sync and async clients only differ in how they send; each of their methods is one of
+these builders bound to a sender (:func:`longhaul.client._transport.bind_sync` /
+``bind_async``), so paths and bodies are written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from longhaul.client import models
+from pydantic import BaseModel
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+Messages = str | Sequence[dict[str, Any]]
+"""A user message's text, or OpenAI-format messages."""
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: dict[str, Any] | None = None
+    body: Any = None
+    """sent as JSON"""
+    markdown: str | None = None
+    """sent as ``text/markdown`` instead"""
+
+
+def _json(model: type[M]) -> Callable[[httpx.Response], M]:
+    return lambda response: model.model_validate(response.json())
+
+
+def _text(response: httpx.Response) -> str:
+    return response.text
+
+
+def _object(response: httpx.Response) -> dict[str, Any]:
+    return dict(response.json())
+
+
+def _id(value: str) -> str:
+    """A path segment: an id can never step into another route."""
+    return quote(value, safe="")
+
+
+def _messages(messages: Messages | None) -> list[dict[str, Any]]:
+    if messages is None:
+        return []
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    return list(messages)
+
+
+def _present(**values: Any) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def info() -> Call[models.Info]:
+    """Gateway version, default model, whether it runs offline, and your owner id."""
+    return Call("GET", "/api/info", _json(models.Info))
+
+
+def start(
+    goal: str,
+    *,
+    mode: str = "auto",
+    model: str | None = None,
+    preset: str | None = None,
+    tools: Sequence[str] | None = None,
+    name: str | None = None,
+    max_iterations: int | None = None,
+    review: bool | None = None,
+) -> Call[models.RunAccepted]:
+    """State a goal; the gateway routes it to one agent (a trace) or a planned team (a task):
+    ``mode`` auto, trace or task. The answer says which (``trace_id`` or ``task_id``)."""
+    body = _present(
+        goal=goal,
+        mode=mode,
+        model=model,
+        preset=preset,
+        tools=list(tools) if tools is not None else None,
+        name=name,
+        max_iterations=max_iterations,
+        review=review,
+    )
+    return Call("POST", "/api/runs", _json(models.RunAccepted), body=body)
+
+
+def create_trace(
+    messages: Messages,
+    *,
+    model: str | None = None,
+    preset: str | None = None,
+    tools: Sequence[str] | None = None,
+    skills: Sequence[str] | None = None,
+    name: str | None = None,
+    max_iterations: int | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
+    **options: Any,
+) -> Call[models.Accepted]:
+    """Start a trace. ``options`` are the other fields of ``POST /api/traces``
+    (``model_params``, ``approval``, ``verification``, ``auto_execute_tools`` …)."""
+    body = _present(
+        messages=_messages(messages),
+        model=model,
+        preset=preset,
+        tools=list(tools) if tools is not None else None,
+        skills=list(skills) if skills is not None else None,
+        name=name,
+        max_iterations=max_iterations,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        **options,
+    )
+    return Call("POST", "/api/traces", _json(models.Accepted), body=body)
+
+
+def list_traces(
+    *,
+    status: str | Sequence[str] | None = None,
+    parent: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[models.TraceList]:
+    """Your traces, newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
+    statuses = [status] if isinstance(status, str) else status
+    params = _present(
+        status=list(statuses) if statuses else None, parent=parent, limit=limit, cursor=cursor
+    )
+    return Call("GET", "/api/traces", _json(models.TraceList), params=params)
+
+
+def get_trace(trace_id: str) -> Call[models.Trace]:
+    """A trace with its totals, goal tree, sub-traces and what it waits for."""
+    return Call("GET", f"/api/traces/{_id(trace_id)}", _json(models.Trace))
+
+
+def messages(
+    trace_id: str, *, mode: str = "main_path", after: int | None = None
+) -> Call[models.Messages]:
+    """The conversation: the main path (``mode="main_path"``) or every branch (``"all"``)."""
+    params = _present(mode=mode, after=after)
+    return Call("GET", f"/api/traces/{_id(trace_id)}/messages", _json(models.Messages), params)
+
+
+def context(trace_id: str) -> Call[dict[str, Any]]:
+    """What the model is shown: system prompt, tool schemas, preset, skills, parameters."""
+    return Call("GET", f"/api/traces/{_id(trace_id)}/context", _object)
+
+
+def run(
+    trace_id: str,
+    messages: Messages | None = None,
+    *,
+    after_sequence: int | None = None,
+    model: str | None = None,
+    model_params: dict[str, Any] | None = None,
+) -> Call[models.Accepted]:
+    """Continue (no ``after_sequence``), rewind (new messages hang under message N) or
+    regenerate (``after_sequence`` = a user message, no new messages)."""
+    body = _present(
+        messages=_messages(messages),
+        after_sequence=after_sequence,
+        model=model,
+        model_params=model_params,
+    )
+    return _steer(trace_id, "run", body)
+
+
+def _steer(trace_id: str, action: str, body: Any = None) -> Call[models.Accepted]:
+    return Call("POST", f"/api/traces/{_id(trace_id)}/{action}", _json(models.Accepted), body=body)
+
+
+def stop(trace_id: str) -> Call[models.Accepted]:
+    """Ask a running or waiting trace to stop."""
+    return _steer(trace_id, "stop")
+
+
+def resume(trace_id: str) -> Call[models.Accepted]:
+    """Continue a stopped, failed or completed trace from its head."""
+    return _steer(trace_id, "resume")
+
+
+def reply(trace_id: str, content: str) -> Call[models.Accepted]:
+    """Answer a trace that waits for a human."""
+    return _steer(trace_id, "reply", {"content": content})
+
+
+def approve(
+    trace_id: str, tool_call_id: str, *, approved: bool = True, reason: str | None = None
+) -> Call[models.Accepted]:
+    """Decide one tool call waiting for approval (``approved=False`` denies it)."""
+    body = _present(tool_call_id=tool_call_id, approved=approved, reason=reason)
+    return _steer(trace_id, "approve", body)
+
+
+def tool_results(trace_id: str, results: Sequence[dict[str, Any]]) -> Call[models.Accepted]:
+    """Results of client-executed tool calls: ``[{tool_call_id, content, is_error?}]``."""
+    return _steer(trace_id, "tool_results", {"results": list(results)})
+
+
+def reflect(trace_id: str, focus: str | None = None) -> Call[models.Accepted]:
+    return _steer(trace_id, "reflect", _present(focus=focus))
+
+
+def compact(trace_id: str) -> Call[models.Accepted]:
+    return _steer(trace_id, "compact")
+
+
+def create_task(
+    goal: str,
+    *,
+    mode: str = "plan",
+    options: dict[str, Any] | None = None,
+    review: bool | None = None,
+) -> Call[models.TaskAccepted]:
+    """Start a task: the planner splits ``goal`` into phases run by step traces
+    (``review=True``: the plan waits in ``awaiting_review`` for :func:`review_plan`)."""
+    body = _present(goal=goal, mode=mode, options=options or {}, review=review)
+    return Call("POST", "/api/tasks", _json(models.TaskAccepted), body=body)
+
+
+def review_plan(
+    task_id: str,
+    *,
+    approved: bool,
+    phases: Sequence[dict[str, Any]] | None = None,
+    reason: str = "",
+) -> Call[models.TaskAccepted]:
+    """Approve a plan waiting for review (``phases``: an edited plan to run instead) or
+    refuse it (``approved=False``: the task is cancelled)."""
+    body = _present(
+        approved=approved, phases=list(phases) if phases is not None else None, reason=reason
+    )
+    return Call("POST", f"/api/tasks/{_id(task_id)}/plan", _json(models.TaskAccepted), body=body)
+
+
+def list_tasks(*, limit: int | None = None, cursor: str | None = None) -> Call[models.TaskList]:
+    params = _present(limit=limit, cursor=cursor)
+    return Call("GET", "/api/tasks", _json(models.TaskList), params=params)
+
+
+def get_task(task_id: str) -> Call[models.Task]:
+    return Call("GET", f"/api/tasks/{_id(task_id)}", _json(models.Task))
+
+
+def resume_task(task_id: str) -> Call[models.TaskAccepted]:
+    """Resume a failed or stopped task from its checkpoints."""
+    return Call("POST", f"/api/tasks/{_id(task_id)}/resume", _json(models.TaskAccepted))
+
+
+def list_experiences(
+    *,
+    tag: str | None = None,
+    category: str | None = None,
+    text: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[models.ExperienceList]:
+    """Your experiences, newest first, filtered by tag, category or text in the content."""
+    params = _present(tag=tag, category=category, q=text, limit=limit, cursor=cursor)
+    return Call("GET", "/api/experiences", _json(models.ExperienceList), params=params)
+
+
+def get_experience(experience_id: str) -> Call[models.Experience]:
+    return Call("GET", f"/api/experiences/{_id(experience_id)}", _json(models.Experience))
+
+
+def export_experiences() -> Call[str]:
+    """Your experiences as one markdown file (what :func:`import_experiences` reads)."""
+    return Call("GET", "/api/experiences/export", _text)
+
+
+def import_experiences(markdown: str) -> Call[models.Imported]:
+    """Read an exported file back: the same ids are replaced, new ones added."""
+    return Call("POST", "/api/experiences/import", _json(models.Imported), markdown=markdown)
+
+
+def trace_events_path(trace_id: str) -> str:
+    return f"/api/traces/{_id(trace_id)}/events"
+
+
+def task_events_path(task_id: str) -> str:
+    return f"/api/tasks/{_id(task_id)}/events"

@@ -1,0 +1,306 @@
+"""Typed answers of the gateway.
+
+The gateway's own response models live in the service package, which brings FastAPI and the
+NATS client along; a script that only calls the API should not install those. So these are
+small pydantic models of the same shapes (field names checked against the gateway's
+OpenAPI schemas by ``tests/unit/test_client_models.py``), declaring the fields a script
+reads and keeping every other field the gateway sends (``extra="allow"``: ``trace.context``
+still works), so a newer gateway never breaks an older client.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+FINAL_STATUSES = frozenset({"completed", "failed", "stopped"})
+PERSON_WAITS = frozenset({"human", "approval", "client_tools"})
+"""Waits that only the client (a person, or the script itself) ends."""
+
+
+def content_text(content: Any) -> str:
+    """A message content as text: the string, or the text parts of a multi-part content
+    joined (its JSON when it has none)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    parts = [part.get("text", "") if isinstance(part, dict) else str(part) for part in content]
+    return "\n".join(p for p in parts if p) or json.dumps(content)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Info(Model):
+    version: str
+    owner: str
+    default_model: str
+    offline: bool
+    notice: str | None = None
+    auth: bool
+
+
+class Accepted(Model):
+    """The request is on the log; ``event_id`` is its stream sequence (follow from it)."""
+
+    trace_id: str
+    status: str
+    event_id: int
+
+
+class Route(Model):
+    """Why ``POST /api/runs`` chose one agent or a team."""
+
+    complexity: float
+    tier: str
+    reason: str
+    source: str
+    mode: str = "auto"
+
+
+class RunAccepted(Model):
+    """A goal routed to a trace (``trace_id``) or a task (``task_id``)."""
+
+    kind: str
+    trace_id: str | None = None
+    task_id: str | None = None
+    status: str
+    route: Route
+    event_id: int
+
+
+class TaskAccepted(Model):
+    task_id: str
+    status: str
+    event_id: int
+
+
+class Totals(Model):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: float = 0.0
+    duration_ms: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class WaitingBelow(Model):
+    trace_id: str
+    parent_trace_id: str | None = None
+    name: str | None = None
+    reason: str | None = None
+
+
+class TraceSummary(Model):
+    trace_id: str
+    status: str
+    name: str | None = None
+    parent_trace_id: str | None = None
+    task_id: str | None = None
+    phase_id: str | None = None
+    head_sequence: int = 0
+    last_sequence: int = 0
+    totals: Totals = Field(default_factory=Totals)
+    error: str | None = None
+    stop_reason: str | None = None
+    wait_reason: str | None = None
+    waiting_below: list[WaitingBelow] = Field(default_factory=list)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+    @property
+    def needs_client(self) -> bool:
+        """Waiting for something only the client gives: a reply, an approval, tool results."""
+        return self.status == "waiting" and self.wait_reason in PERSON_WAITS
+
+
+class PendingCall(Model):
+    tool_call_id: str
+    name: str
+    arguments: str
+
+
+class Goal(Model):
+    id: str
+    title: str
+    parent_id: str | None = None
+    status: str
+    summary: str | None = None
+
+
+class GoalTree(Model):
+    focus: str | None = None
+    goals: list[Goal] = Field(default_factory=list)
+
+
+class SubTrace(Model):
+    trace_id: str
+    status: str
+    wait_reason: str | None = None
+    mode: str
+    task: str = ""
+    summary: str = ""
+    tool_call_id: str
+
+
+class RunUsage(Model):
+    iterations: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+
+
+class Budget(Model):
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+
+
+class Trace(TraceSummary):
+    summary: str | None = None
+    wait_detail: str = ""
+    pending_approvals: list[PendingCall] = Field(default_factory=list)
+    pending_client_calls: list[PendingCall] = Field(default_factory=list)
+    model: str | None = None
+    preset: str = "default"
+    runs: int = 0
+    run_usage: RunUsage = Field(default_factory=RunUsage)
+    budget: Budget = Field(default_factory=Budget)
+    event_id: int
+    goal_tree: GoalTree = Field(default_factory=GoalTree)
+    sub_traces: list[SubTrace] = Field(default_factory=list)
+
+
+class TraceList(Model):
+    traces: list[TraceSummary]
+    next_cursor: str | None = None
+
+
+class FunctionCall(Model):
+    name: str
+    arguments: str = "{}"
+
+
+class ToolCall(Model):
+    id: str
+    type: str = "function"
+    function: FunctionCall
+
+
+class Message(Model):
+    sequence: int
+    parent_sequence: int | None = None
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    goal_id: str | None = None
+    created_at: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return content_text(self.content)
+
+
+class Messages(Model):
+    mode: str
+    head_sequence: int
+    messages: list[Message]
+
+
+class Phase(Model):
+    id: str
+    name: str
+    description: str = ""
+    depends_on: list[str] = Field(default_factory=list)
+    preset: str = "default"
+    status: str
+    trace_ids: list[str] = Field(default_factory=list)
+    summary: str = ""
+    output_ref: str = ""
+    error: str = ""
+
+
+class Task(Model):
+    task_id: str
+    status: str
+    goal: str
+    mode: str
+    phases: list[Phase] = Field(default_factory=list)
+    plan_source: str = ""
+    replans: list[str] = Field(default_factory=list)
+    summary: str = ""
+    error: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    event_id: int = 0
+
+
+class TaskSummary(Model):
+    task_id: str
+    status: str
+    goal: str
+    mode: str
+    phases: int = 0
+    phases_completed: int = 0
+    error: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class TaskList(Model):
+    tasks: list[TaskSummary]
+    next_cursor: str | None = None
+
+
+class Experience(Model):
+    """A lesson an agent recorded (reflection), kept per API key."""
+
+    id: str
+    trace_id: str | None = None
+    category: str
+    tags: dict[str, list[str]] = Field(default_factory=dict)
+    metrics: dict[str, int] = Field(default_factory=dict)
+    content: str
+    created_at: datetime
+
+
+class ExperienceList(Model):
+    experiences: list[Experience]
+    next_cursor: str | None = None
+
+
+class Imported(Model):
+    imported: int
+    ids: list[str]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One item of an event stream. Stored events have ``id`` (their stream sequence) and
+    ``event`` = the event type with ``data`` its JSON; ``live`` token deltas and ``subtree``
+    notices have no id."""
+
+    event: str
+    data: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+
+    @property
+    def ends_run(self) -> bool:
+        """A final event, or a wait only the client ends."""
+        return self.event in FINAL_STATUSES or (
+            self.event == "waiting" and self.data.get("reason") in PERSON_WAITS
+        )
