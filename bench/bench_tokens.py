@@ -712,7 +712,7 @@ def table(workload: str, outcomes: list[Outcome]) -> tuple[float, float]:
 async def main(quick: bool) -> int:
     workloads = ("loop", "long task", "conversation")
     async with (
-        LlamaProcess(n_ctx=16384, parallel=1) as llama,
+        LlamaProcess(n_ctx=16384 if quick else 32768, parallel=1) as llama,
         httpx.AsyncClient(base_url=llama.url, timeout=120) as client,
     ):
         tokenizer = Tokenizer(client)
