@@ -298,14 +298,15 @@ async def run_task(
     conn: Connection,
     store: EventStore,
     config: LonghaulConfig,
-    phases: list[dict[str, Any]],
+    phases: list[dict[str, Any]] | None,
     *,
     policy: Policy = succeed_with_phase_name,
     goal: str = "a goal",
     **options: Any,
 ) -> tuple[TaskState, StepCompleter]:
-    """Create a task with ``phases`` and wait for its end: an in-process planner on
-    ``config``, step traces ended by a :class:`StepCompleter` following ``policy``."""
+    """Create a task with ``phases`` (``None``: the planner plans) and wait for its end: an
+    in-process planner on ``config``, step traces ended by a :class:`StepCompleter` following
+    ``policy``."""
     completer = StepCompleter(conn, store, policy)
     async with completer, planner_service(config):
         task_id = await create_task(store, goal, phases=phases, **options)

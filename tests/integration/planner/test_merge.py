@@ -155,7 +155,11 @@ async def test_a_phase_fails_only_when_every_competitor_failed(
         return Fail("no luck")
 
     task, _, _ = await run_race(
-        conn, store, make_config(max_replan_attempts=0), competitive("best"), all_fail
+        conn,
+        store,
+        make_config(max_replan_attempts=0, single_agent_fallback=False),
+        competitive("best"),
+        all_fail,
     )
     assert task.status == "failed"
     [failed] = [e for e in await task_events(store, task.task_id) if isinstance(e, ev.PhaseFailed)]

@@ -212,7 +212,10 @@ async def test_resume_of_a_failed_task_reruns_the_failed_phase(
     conn: Connection, store: EventStore, make_config: ConfigFactory
 ) -> None:
     completer = StepCompleter(conn, store, failing("p2", times=1))  # fixed by the resume
-    async with completer, planner_service(make_config(max_replan_attempts=0)):
+    async with (
+        completer,
+        planner_service(make_config(max_replan_attempts=0, single_agent_fallback=False)),
+    ):
         task_id = await create_task(store, phases=chain(3))
         failed = await wait_task(store, task_id)
         assert failed.status == "failed"

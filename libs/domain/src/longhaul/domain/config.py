@@ -230,7 +230,8 @@ class PipelineConfig(BaseModel):
     max_concurrent_phases: int = 3
     max_phases: int = 10
     max_replan_attempts: int = 2
-    single_agent_fallback: bool = False
+    single_agent_fallback: bool = True
+    """After the last replan, one agent does what is left of the goal before the task fails."""
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     plan_review: bool = False
     """Tasks wait in ``awaiting_review`` for a person to approve, edit or refuse their plan
