@@ -40,6 +40,8 @@ DOCUMENTED = {
     ("get", "/api/tasks/{task_id}"),
     ("post", "/api/tasks/{task_id}/resume"),
     ("post", "/api/tasks/{task_id}/plan"),
+    ("get", "/api/tasks/{task_id}/checkpoints"),
+    ("delete", "/api/tasks/{task_id}/checkpoints"),
     ("get", "/api/tasks/{task_id}/events"),
     ("post", "/api/v1/tasks"),
     ("get", "/api/v1/tasks/{task_id}"),

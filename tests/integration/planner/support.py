@@ -18,7 +18,8 @@ from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.ids import new_id
-from longhaul.domain.state import TaskState
+from longhaul.domain.messages import Usage
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.planner.main import run as run_planner
 from longhaul.verifier.main import run as run_verifier
 
@@ -204,6 +205,8 @@ def temp_dir() -> tempfile.TemporaryDirectory[str]:
 @dataclass(frozen=True)
 class Succeed:
     output: str
+    tokens: int = 0
+    """Prompt tokens its answer's model call reports (what a task's max_tokens counts)."""
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,15 @@ class Fail:
     error: str
 
 
-Outcome = Succeed | Fail
+@dataclass(frozen=True)
+class RunUntilStopped:
+    """Keep running until someone asks the trace to stop, then end ``stopped`` (as the
+    executor does), having used ``tokens``."""
+
+    tokens: int = 0
+
+
+Outcome = Succeed | Fail | RunUntilStopped
 Policy = Callable[[ev.TraceCreated, int], Awaitable[Outcome]]
 """Given a step trace's creation and how many traces its phase had before, what to do."""
 
@@ -268,17 +279,25 @@ class StepCompleter:
     async def _finish(self, created: ev.TraceCreated, attempt: int) -> None:
         outcome = await self.policy(created, attempt)
         trace_id = created.aggregate_id
+        if isinstance(outcome, RunUntilStopped):
+            await fold_until(
+                self.store, "trace", trace_id, TraceState(), lambda s: s.stop_requested, within=60
+            )
         state = await self.store.load_trace(trace_id)
         events: list[ev.TraceEvent]
-        if isinstance(outcome, Succeed):
+        if isinstance(outcome, Succeed | RunUntilStopped):
+            output = outcome.output if isinstance(outcome, Succeed) else "partial work"
             events = [
                 ev.MessageAppended(
                     sequence=state.last_sequence + 1,
                     parent_sequence=state.head_sequence,
                     role="assistant",
-                    content=outcome.output,
+                    content=output,
+                    usage=Usage(prompt_tokens=outcome.tokens) if outcome.tokens else None,
                 ),
-                ev.Completed(summary=outcome.output[:100]),
+                ev.Stopped(reason="user")
+                if isinstance(outcome, RunUntilStopped)
+                else ev.Completed(summary=output[:100]),
             ]
         else:
             events = [ev.Failed(error=outcome.error)]

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+from longhaul.core.checkpoints import Checkpoint, Checkpoints, checkpoint_key
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.state import TaskState
-from longhaul.planner.checkpoints import Checkpoint, Checkpoints, checkpoint_key
 from longhaul.planner.offload import phase_output_key
 from longhaul.planner.steps import ensure_step_trace, step_trace_created, step_trace_ids
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import pytest
+from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection
 from longhaul.core.memory import MemoryStore
 from longhaul.core.store import ConcurrencyError, Position
@@ -15,7 +16,6 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import ModelsConfig, PipelineConfig
 from longhaul.domain.events import Aggregate
 from longhaul.llm.registry import ModelRegistry
-from longhaul.planner.checkpoints import Checkpoints
 from longhaul.planner.driver import PlannerDeps, TaskDriver
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.steps import ensure_step_trace, step_trace_created

@@ -97,3 +97,30 @@ def plan(
         console.print(f"{task_id} ", status_text(answer.status))
 
     execute(ctx, command)
+
+
+@app.command("checkpoints")
+def checkpoints(
+    ctx: typer.Context,
+    task_id: TaskId,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="remove them (a resume then reads the event log)")
+    ] = False,
+) -> None:
+    """The saved phase results a resume starts from; --clear removes them."""
+
+    async def command(gateway: Gateway) -> None:
+        if clear:
+            answer = await gateway.call("DELETE", f"/api/tasks/{task_id}/checkpoints")
+            console.print(f"cleared {answer['cleared']} checkpoints of {task_id}")
+            return
+        saved = (await gateway.get(f"/api/tasks/{task_id}/checkpoints"))["checkpoints"]
+        if not saved:
+            console.print("no checkpoints", style="dim")
+        for item in saved:
+            console.print(
+                f"{item['phase_id']}  {escape(item['name'])}  "
+                f"[dim]{escape(clip(item['summary'], 80))}[/dim]"
+            )
+
+    execute(ctx, command)

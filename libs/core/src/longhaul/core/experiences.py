@@ -12,16 +12,15 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kvscan import current_entries
 from longhaul.domain.experiences import Experience, is_experience_id
 from longhaul.domain.ids import is_valid_id
-from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
 LOCAL_OWNER = "local"
 """Traces without an owner (a gateway without API keys) file their experiences here."""
-LIST_TIMEOUT_S = 5.0
 
 
 class ExperienceExists(Exception):
@@ -53,20 +52,8 @@ class ExperienceStore:
     async def list(self, owner: str | None) -> list[Experience]:
         """Every record of ``owner`` (one pass over the latest value of each of its keys)."""
         kv = await self._kv()
-        watcher = await kv.watch(f"{owner_segment(owner)}.*", ignore_deletes=True)
-        found: list[Experience] = []
-        try:
-            while True:
-                try:
-                    entry = await watcher.updates(timeout=LIST_TIMEOUT_S)  # type: ignore[no-untyped-call]
-                except NatsTimeoutError:
-                    break
-                if entry is None:
-                    break
-                if entry.value:
-                    found.append(msgspec.json.decode(entry.value, type=Experience))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]
+        entries = await current_entries(kv, f"{owner_segment(owner)}.*")
+        found = [msgspec.json.decode(e.value or b"", type=Experience) for e in entries]
         return found
 
     async def get(self, owner: str | None, experience_id: str) -> Experience | None:

@@ -476,6 +476,9 @@ class TaskCreated(TaskEvent, tag="task_created", kw_only=True, omit_defaults=Tru
     """Wait for a person to approve the plan (``None``: the planner's ``pipeline.plan_review``)."""
     route: RouteDecision | None = None
     """Set when ``POST /api/runs`` chose a planned team."""
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    """Caps on the sum over the task's step traces (exceeded: ``task_failed``, traces stopped)."""
 
 
 class PlanCreated(TaskEvent, tag="plan_created", kw_only=True, omit_defaults=True):

@@ -49,6 +49,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.TaskCompleted,
         ev.TaskFailed,
         ev.Resumed,
+        ev.StopRequested,  # a step trace of a task that ran over its max_tokens / max_cost
     ),
     # The executor runs the agent loop (libs/agent), which decides most trace events.
     "executor": (

@@ -194,6 +194,8 @@ def task_view(state: TaskState) -> TaskView:
         plan_source=state.plan_source,
         review_reason=state.review_reason,
         route=_route(state.route),
+        max_tokens=state.max_tokens,
+        max_cost=state.max_cost,
         replans=list(state.replans),
         resumes=state.resumes,
         resumes_handled=state.resumes_handled,

@@ -14,7 +14,9 @@ step is the decision. One step is one decision:
 3. settle a running phase whose step traces all ended (``phase_completed`` / ``phase_failed``);
 4. recover from failed phases once nothing else runs (``replanned`` or ``task_failed``);
 5. finish (``task_completed``) when every phase completed;
-6. start ready phases while their step traces (one per competitor) fit the budget of
+6. fail a task whose step traces used up its own ``max_tokens`` / ``max_cost`` (its live step
+   traces are asked to stop first; see ``budget``), checked before 3-5;
+7. start ready phases while their step traces (one per competitor) fit the budget of
    ``max_concurrent_phases`` running traces (``phase_started``, then their traces).
 """
 
@@ -26,6 +28,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from longhaul.agent.planning.schema import InvalidPlan
+from longhaul.core.checkpoints import Checkpoint, Checkpoints
 from longhaul.core.connection import Connection
 from longhaul.core.eventlog import EventLog
 from longhaul.core.lru import Lru
@@ -36,7 +39,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import PipelineConfig
 from longhaul.domain.state import TaskState
 from longhaul.domain.state.trace import FINAL_STATUSES
-from longhaul.planner.checkpoints import Checkpoint, Checkpoints
+from longhaul.planner.budget import capped, left, overrun, stop_live_steps, usage
 from longhaul.planner.decompose import decompose
 from longhaul.planner.merge import Candidate, merge, merge_record
 from longhaul.planner.models import PlannerModels
@@ -52,6 +55,7 @@ from longhaul.planner.replan import (
 )
 from longhaul.planner.resume import resume_events
 from longhaul.planner.steps import (
+    Budget,
     competitors,
     ensure_step_trace,
     step_trace_created,
@@ -134,6 +138,12 @@ class TaskDriver:
             return True
         if task.status == "awaiting_review":
             return False  # a plan_reviewed event wakes it
+        if capped(task):
+            reason = overrun(task, await usage(self.store, task))
+            if reason:
+                await stop_live_steps(self.store, task)
+                await self._append(task, [ev.TaskFailed(error=reason)])
+                return True
         for phase_id in task.running_phases():
             if await self._settle(task, phase_id, ended):
                 return True
@@ -146,6 +156,9 @@ class TaskDriver:
             await self._complete(task)
             return True
         return await self._start_ready(task)
+
+    async def _budget(self, task: TaskState) -> Budget:
+        return left(task, await usage(self.store, task)) if capped(task) else (None, None)
 
     async def _append(self, task: TaskState, events: Sequence[ev.TaskEvent]) -> None:
         """Save the step's events after the state ``task`` shows, each checked against the
@@ -208,10 +221,11 @@ class TaskDriver:
                 for pid, ids in started.items()
             ],
         )
+        budget = await self._budget(task)
         for pid, ids in started.items():
             for index, trace_id in enumerate(ids):
                 self.step_tasks.put(trace_id, task.task_id)
-                created = step_trace_created(task, task.phases[pid].spec, index)
+                created = step_trace_created(task, task.phases[pid].spec, index, budget)
                 await ensure_step_trace(self.store, trace_id, created)
         return True
 
@@ -224,9 +238,8 @@ class TaskDriver:
                 continue  # its outcome below tells its status (even if it was rerun since)
             status = await trace_status(self.deps.conn, trace_id)
             if status is None:  # the planner died between phase_started and trace_created
-                await ensure_step_trace(
-                    self.store, trace_id, step_trace_created(task, phase.spec, index)
-                )
+                created = step_trace_created(task, phase.spec, index, await self._budget(task))
+                await ensure_step_trace(self.store, trace_id, created)
             live = live or status in (None, "running")
         if live:
             return False

@@ -5,11 +5,11 @@ from __future__ import annotations
 from longhaul.agent.config_check import check_config
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
+from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.consumer import run_consumer
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.llm.registry import ModelRegistry
-from longhaul.planner.checkpoints import Checkpoints
 from longhaul.planner.driver import PlannerDeps, TaskDriver
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.service import Planner, consumer_spec

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 
+from longhaul.core.checkpoints import Checkpoints
 from longhaul.domain import events as ev
 from longhaul.domain.state import TaskState
-from longhaul.planner.checkpoints import Checkpoints
 
 
 async def resume_events(task: TaskState, checkpoints: Checkpoints) -> list[ev.TaskEvent]:

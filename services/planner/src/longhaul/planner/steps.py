@@ -42,7 +42,13 @@ def step_trace_ids(task: TaskState, spec: PhaseSpec, attempt: int) -> list[str]:
     ]
 
 
-def step_config(task: TaskState, spec: PhaseSpec, competitor: dict[str, Any]) -> TraceConfig:
+Budget = tuple[int | None, float | None]
+"""What a step trace may use (``max_tokens``, ``max_cost``): what is left of the task's caps."""
+
+
+def step_config(
+    task: TaskState, spec: PhaseSpec, competitor: dict[str, Any], budget: Budget = (None, None)
+) -> TraceConfig:
     tools = spec.tools
     if tools is not None and spec.depends_on and WORKSPACE_TOOL not in tools:
         tools = [*tools, WORKSPACE_TOOL]
@@ -56,6 +62,8 @@ def step_config(task: TaskState, spec: PhaseSpec, competitor: dict[str, Any]) ->
         tools=tools,
         verification=verification,
         working_dir=_str(options.get("working_dir")),
+        max_tokens=budget[0],
+        max_cost=budget[1],
     )
 
 
@@ -63,13 +71,15 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def step_trace_created(task: TaskState, spec: PhaseSpec, index: int) -> ev.TraceCreated:
+def step_trace_created(
+    task: TaskState, spec: PhaseSpec, index: int, budget: Budget = (None, None)
+) -> ev.TraceCreated:
     competitor = competitors(spec)[index]
     label = competitor.get("name") or competitor.get("model") or competitor.get("preset")
     name = f"{spec.name}" + (f" [{label}]" if spec.competitors else "")
     return ev.TraceCreated(
         messages=[ev.InputMessage(role="user", content=phase_brief(task, spec))],
-        config=step_config(task, spec, competitor),
+        config=step_config(task, spec, competitor, budget),
         name=name,
         owner=task.owner,
         task_id=task.task_id,

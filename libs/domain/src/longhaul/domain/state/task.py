@@ -73,6 +73,10 @@ class TaskState(msgspec.Struct, kw_only=True):
     review_reason: str = ""
     """What the reviewer said (with an edit or a refusal)."""
     route: ev.RouteDecision | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    step_traces: list[str] = msgspec.field(default_factory=list)
+    """Every step trace any plan started, in order: what the task's caps count."""
     owner: str | None = None
     phases: dict[str, PhaseState] = msgspec.field(default_factory=dict)
     order: list[str] = msgspec.field(default_factory=list)
@@ -183,6 +187,8 @@ class TaskState(msgspec.Struct, kw_only=True):
                 self.owner = event.owner
                 self.review = event.review
                 self.route = event.route
+                self.max_tokens = event.max_tokens
+                self.max_cost = event.max_cost
                 self.created_at = event.ts
             case ev.PlanCreated():
                 self._set_phases(event.phases)
@@ -202,6 +208,7 @@ class TaskState(msgspec.Struct, kw_only=True):
                 phase = self.phases[event.phase_id]
                 phase.status = "running"
                 phase.trace_ids = list(event.trace_ids)
+                self.step_traces += [t for t in event.trace_ids if t not in self.step_traces]
                 phase.attempts = event.attempt
             case ev.PhaseCompleted():
                 phase = self.phases[event.phase_id]

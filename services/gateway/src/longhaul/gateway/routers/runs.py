@@ -41,7 +41,14 @@ async def create_run(
         task = await commands.create_task(
             runtime,
             principal,
-            ev.TaskCreated(goal=body.goal, options=options, review=body.review, route=decision),
+            ev.TaskCreated(
+                goal=body.goal,
+                options=options,
+                review=body.review,
+                route=decision,
+                max_tokens=body.max_tokens,
+                max_cost=body.max_cost,
+            ),
         )
         response.headers["Location"] = f"/api/tasks/{task.task_id}"
         return RunAccepted(
@@ -53,7 +60,13 @@ async def create_run(
             route=view,
             event_id=task.stream_seq,
         )
-    config = ev.TraceConfig(model=body.model, tools=body.tools, max_iterations=body.max_iterations)
+    config = ev.TraceConfig(
+        model=body.model,
+        tools=body.tools,
+        max_iterations=body.max_iterations,
+        max_tokens=body.max_tokens,
+        max_cost=body.max_cost,
+    )
     if body.preset:
         config.preset = body.preset
     created = ev.TraceCreated(

@@ -11,6 +11,7 @@ from longhaul.agent.planning.quality import plan_issues
 from longhaul.agent.planning.schema import InvalidPlan, parse_phases
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
+from longhaul.core.checkpoints import Checkpoints
 from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
 from longhaul.domain.verification import verification_errors
@@ -21,6 +22,9 @@ from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_respo
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.tasks import (
     ApprovePlan,
+    CheckpointList,
+    CheckpointsCleared,
+    CheckpointView,
     CreateTaskRequest,
     ReviewPlanRequest,
     TaskAccepted,
@@ -114,7 +118,12 @@ def tasks_router(prefix: str) -> APIRouter:
     ) -> TaskAccepted:
         _check_phases(request, body.options)
         event = ev.TaskCreated(
-            goal=body.goal, mode=body.mode, options=body.options, review=body.review
+            goal=body.goal,
+            mode=body.mode,
+            options=body.options,
+            review=body.review,
+            max_tokens=body.max_tokens,
+            max_cost=body.max_cost,
         )
         state = await commands.create_task(runtime_of(request.app), principal, event)
         response.headers["Location"] = f"{prefix}/{state.task_id}"
@@ -204,6 +213,46 @@ def tasks_router(prefix: str) -> APIRouter:
         return TaskAccepted(
             task_id=task_id, status=state.status or "planning", event_id=recorded.seq
         )
+
+    @router.get(
+        "/{task_id}/checkpoints",
+        response_model=CheckpointList,
+        summary="The saved results of the task's completed phases (what a resume starts from)",
+    )
+    async def list_checkpoints(
+        task_id: str, request: Request, principal: CurrentPrincipal
+    ) -> CheckpointList:
+        runtime = runtime_of(request.app)
+        await access.require_task_owner(runtime, principal, task_id)
+        async with runtime.nats_call():
+            saved = await Checkpoints(runtime.service.conn, enabled=True).list(task_id)
+        return CheckpointList(
+            checkpoints=[
+                CheckpointView(
+                    phase_id=c.phase_id,
+                    name=c.name,
+                    summary=c.summary,
+                    result_ref=c.result_ref,
+                    trace_id=c.trace_id,
+                    saved_at=c.saved_at,
+                )
+                for c in saved
+            ]
+        )
+
+    @router.delete(
+        "/{task_id}/checkpoints",
+        response_model=CheckpointsCleared,
+        summary="Clear the task's checkpoints (a resume then reads completed phases from the log)",
+    )
+    async def clear_checkpoints(
+        task_id: str, request: Request, principal: CurrentPrincipal
+    ) -> CheckpointsCleared:
+        runtime = runtime_of(request.app)
+        await access.require_task_owner(runtime, principal, task_id)
+        async with runtime.nats_call():
+            cleared = await Checkpoints(runtime.service.conn, enabled=True).clear(task_id)
+        return CheckpointsCleared(task_id=task_id, cleared=cleared)
 
     @router.get(
         "/{task_id}/events",

@@ -6,7 +6,15 @@ from typing import Literal, Self
 
 import msgspec
 from longhaul.domain.events import RouteDecision
-from longhaul.gateway.schemas.common import Body, Iterations, ModelName, Name, ShortText, Text
+from longhaul.gateway.schemas.common import (
+    Body,
+    Iterations,
+    ModelName,
+    Name,
+    ShortText,
+    Text,
+    TokenCount,
+)
 from pydantic import BaseModel, Field
 
 
@@ -21,6 +29,10 @@ class CreateRunRequest(Body):
     preset: Name | None = Field(default=None, description="a trace's preset")
     tools: list[Name] | None = Field(default=None, max_length=256, description="a trace's tools")
     max_iterations: Iterations | None = Field(default=None, description="a trace's limit")
+    max_tokens: TokenCount | None = Field(
+        default=None, description="the trace's, or the task's over all its step traces"
+    )
+    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     name: ShortText | None = None
     review: bool | None = Field(
         default=None, description="a task waits in awaiting_review for POST /api/tasks/{id}/plan"

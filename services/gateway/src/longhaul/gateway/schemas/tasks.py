@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from longhaul.gateway.schemas.common import Body, ShortText, Text
+from longhaul.gateway.schemas.common import Body, ShortText, Text, TokenCount
 from longhaul.gateway.schemas.runs import RouteView
 from longhaul.gateway.schemas.traces import FaultView
 from pydantic import BaseModel, Field
@@ -22,6 +22,12 @@ class CreateTaskRequest(Body):
         default=None,
         description="wait in awaiting_review for POST /plan before running the plan "
         "(default: the configured pipeline.plan_review)",
+    )
+    max_tokens: TokenCount | None = Field(
+        default=None, description="cap on the tokens of all its step traces together"
+    )
+    max_cost: float | None = Field(
+        default=None, ge=0, allow_inf_nan=False, description="cap on their cost together"
     )
 
 
@@ -107,6 +113,8 @@ class TaskView(BaseModel):
     )
     review_reason: str = Field(default="", description="what the reviewer said")
     route: RouteView | None = Field(default=None, description="why POST /api/runs made a task")
+    max_tokens: int | None = Field(default=None, description="cap over all its step traces")
+    max_cost: float | None = Field(default=None, description="cap over all its step traces")
     replans: list[str] = Field(default_factory=list)
     resumes: int = Field(default=0, description="resume requests accepted")
     resumes_handled: int = Field(
@@ -125,6 +133,24 @@ class TaskView(BaseModel):
     fault_log: list[FaultView] = Field(
         default_factory=list, description="events of its log that were skipped (latest 50)"
     )
+
+
+class CheckpointView(BaseModel):
+    phase_id: str
+    name: str
+    summary: str = ""
+    result_ref: str = Field(description="workspace key of the phase's whole result")
+    trace_id: str | None = None
+    saved_at: float
+
+
+class CheckpointList(BaseModel):
+    checkpoints: list[CheckpointView]
+
+
+class CheckpointsCleared(BaseModel):
+    task_id: str
+    cleared: int = Field(description="checkpoints removed; a resume now reads the event log")
 
 
 class TaskSummary(BaseModel):

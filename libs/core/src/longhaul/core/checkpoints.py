@@ -5,17 +5,21 @@ time) when ``pipeline.checkpoint.enabled``; the bucket's max age is
 ``checkpoint.ttl_seconds``. Resume reads them first, and falls back to the event log for
 phases whose checkpoint expired. A checkpoint and its ``phase_completed`` event are written
 together; either one alone tells resume the phase is done, so a crash between them loses
-nothing.
+nothing. The gateway lists and clears a task's checkpoints (``/api/tasks/{id}/checkpoints``);
+a cleared task resumes from its event log.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kvscan import current_entries
 from nats.js.errors import KeyNotFoundError
+from nats.js.kv import KeyValue
 
 log = logging.getLogger(__name__)
 
@@ -65,3 +69,24 @@ class Checkpoints:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             log.warning("ignoring unreadable checkpoint %s/%s: %s", task_id, phase_id, exc)
             return None
+
+    async def _entries(self, task_id: str) -> list[KeyValue.Entry]:
+        kv = await self.conn.kv(self.conn.names.checkpoints)
+        return await current_entries(kv, f"task.{task_id}.phase.*")
+
+    async def list(self, task_id: str) -> list[Checkpoint]:
+        """Every readable checkpoint of the task (whether saving is enabled or not)."""
+        found = []
+        for entry in await self._entries(task_id):
+            try:
+                found.append(msgspec.json.decode(entry.value or b"", type=Checkpoint))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("ignoring unreadable checkpoint %s: %s", entry.key, exc)
+        return sorted(found, key=lambda c: c.saved_at)
+
+    async def clear(self, task_id: str) -> int:
+        """Purge every checkpoint of the task; how many there were."""
+        kv = await self.conn.kv(self.conn.names.checkpoints)
+        entries = await self._entries(task_id)
+        await asyncio.gather(*(kv.purge(entry.key) for entry in entries))
+        return len(entries)
