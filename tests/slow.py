@@ -27,6 +27,8 @@ SLOW_PATHS = (
 SLOW_TESTS = frozenset(
     {
         "tests/integration/core/test_store.py::test_replay_10000_events",
+        "tests/integration/remote/test_remote_agents.py::"
+        "test_a_killed_executor_is_replaced_and_the_remote_wait_resumes",
         "tests/integration/executor/test_waits.py::"
         "test_a_reply_that_arrives_while_a_dead_executor_holds_the_lease_is_not_lost",
         "tests/integration/executor/test_turns.py::test_a_turn_that_loses_its_lease_is_cancelled_at_once",

@@ -398,6 +398,21 @@ class StoreConfig(BaseModel):
     lease_ttl_s: float = 5.0
 
 
+class RemoteAgentConfig(BaseModel):
+    """Another longhaul the ``agent`` tool may delegate to (``agent_url`` names it or its
+    URL; nothing else is ever contacted)."""
+
+    url: str = Field(pattern=r"^https?://[^/\s]+/?$", description="the remote gateway's base URL")
+    api_key_env: str | None = Field(
+        default=None, description="environment variable holding the remote gateway's API key"
+    )
+    timeout_s: float = Field(default=10.0, gt=0, description="per HTTP request")
+    poll_s: float = Field(default=2.0, gt=0, description="between status checks while waiting")
+    give_up_s: float = Field(
+        default=3600.0, gt=0, description="unreachable this long: the child counts as failed"
+    )
+
+
 class LonghaulConfig(BaseSettings):
     """The whole configuration tree."""
 
@@ -420,6 +435,7 @@ class LonghaulConfig(BaseSettings):
         "verifier; default: the current directory)",
     )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    remote_agents: dict[str, RemoteAgentConfig] = Field(default_factory=dict)
     data_dir: Path = Path(".longhaul")
 
     @classmethod

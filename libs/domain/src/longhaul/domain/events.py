@@ -390,8 +390,21 @@ class SubtraceSpawned(TraceEvent, tag="subtrace_spawned", kw_only=True, omit_def
     task: str = ""
     preset: str = "default"
     continue_from: str | None = None
+    remote: str | None = None
+    """A configured remote longhaul (``remote_agents``) runs the child instead of this one."""
     skills: list[str] = msgspec.field(default_factory=list)
     """The skills the child gets (empty: its preset's)."""
+
+
+class RemoteSubtraceLinked(
+    TraceEvent, tag="remote_subtrace_linked", kw_only=True, omit_defaults=True
+):
+    """The remote gateway created (or continued) the child: ``remote_id`` is
+    ``agent://<host:port>/<its trace id>``. Each one is a durable wait the executors follow
+    until the remote trace ends."""
+
+    child_trace_id: str
+    remote_id: str
 
 
 class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_defaults=True):
@@ -591,6 +604,7 @@ AnyEvent = (
     | ToolResultsPosted
     | SubtraceSpawned
     | SubtraceFinished
+    | RemoteSubtraceLinked
     | MessageReceived
     | MessagesRead
     | StopRequested

@@ -67,6 +67,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.ContextRecorded,
         ev.SubtraceSpawned,
         ev.SubtraceFinished,
+        ev.RemoteSubtraceLinked,
         ev.MessageReceived,
         ev.MessagesRead,
         ev.StopRequested,

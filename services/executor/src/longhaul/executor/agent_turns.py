@@ -63,6 +63,7 @@ class AgentTurns:
                     max_delegation_depth=config.pipeline.delegation.max_depth,
                     max_descendants=config.pipeline.delegation.max_descendants,
                     webfetch_allow_private=config.tools.webfetch_allow_private,
+                    remote_agents={name: r.url for name, r in config.remote_agents.items()},
                 ),
                 models=config.models,
                 ancestor_budget=ancestor_budget,

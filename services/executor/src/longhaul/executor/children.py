@@ -23,6 +23,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
 from longhaul.executor.metrics import ExecutorMetrics
+from longhaul.executor.remote import RemoteAgents, RemoteError, failure, finish_remote
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,10 @@ class Children:
         actor: str,
         metrics: ExecutorMetrics,
         max_descendants: int = 50,
+        remote: RemoteAgents | None = None,
     ) -> None:
         self.store = store
+        self.remote = remote
         self.max_descendants = max_descendants
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
@@ -119,7 +122,12 @@ class Children:
         active = 0
         queued: list[tuple[SubtraceInfo, TraceState | None]] = []
         for info in parent.running_subtraces():
-            if info.continue_from is not None:
+            if info.remote is not None:
+                if info.linked:
+                    active += 1
+                else:
+                    queued.append((info, None))
+            elif info.continue_from is not None:
                 child = await self.store.load_trace(info.child_trace_id)
                 if child.exists and not child.is_final:
                     active += 1
@@ -140,6 +148,8 @@ class Children:
         self, parent: TraceState, info: SubtraceInfo, previous: TraceState | None
     ) -> bool:
         """Create the child, or continue a finished one with the new task."""
+        if info.remote is not None:
+            return await self._start_remote(parent, info, info.remote)
         if previous is not None and previous.exists:
             return await append_while(
                 self.store,
@@ -159,6 +169,39 @@ class Children:
             correlation_id=parent.task_id,
         )
         return created is not None  # None: another replica created it first
+
+    async def _start_remote(self, parent: TraceState, info: SubtraceInfo, name: str) -> bool:
+        """Create the child on the remote longhaul and link it, or end it with the reason."""
+        try:
+            if self.remote is None:
+                raise RemoteError(f"remote agent {name!r} is not configured here")
+            linked = await self.remote.start(info, name)
+        except RemoteError as exc:
+            log.warning("remote child of %s not started: %s", parent.trace_id, exc)
+            await finish_remote(
+                self.store, parent, info.child_trace_id, failure(str(exc)), actor=self.actor
+            )
+            return False
+        return await append_while(
+            self.store,
+            parent,
+            ev.RemoteSubtraceLinked(child_trace_id=info.child_trace_id, remote_id=linked),
+            lambda p: (
+                _child_running(p, info.child_trace_id)
+                and not p.subtraces[info.child_trace_id].linked
+            ),
+            actor=self.actor,
+        )
+
+    async def _stop_remote(self, info: SubtraceInfo, name: str) -> None:
+        """Best effort: the remote trace is asked to stop; its end reaches the parent through
+        the remote wait as usual."""
+        if self.remote is None or info.remote_id is None:
+            return
+        try:
+            await self.remote.stop(name, info.remote_id)
+        except RemoteError as exc:
+            log.warning("could not stop remote child %s: %s", info.remote_id, exc)
 
     async def on_child_final(self, child: TraceState) -> None:
         """Record the child's end on its parent (once) and start the parent's next child."""
@@ -185,6 +228,9 @@ class Children:
     async def stop_children(self, parent: TraceState, reason: str) -> None:
         """Ask the parent's running children to stop (a finished parent has no use for them)."""
         for info in parent.running_subtraces():
+            if info.remote is not None:
+                await self._stop_remote(info, info.remote)
+                continue
             child = await self.store.load_trace(info.child_trace_id)
             if child.exists and not child.is_final and not child.stop_requested:
                 await append_while(

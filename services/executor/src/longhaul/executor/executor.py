@@ -29,6 +29,7 @@ from longhaul.executor.children import Children
 from longhaul.executor.leases import Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
+from longhaul.executor.remote import RemoteAgents, RemoteWaits
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.sweeper import Sweeper
 from longhaul.executor.tools import ExecutorTools
@@ -68,12 +69,14 @@ class Executor:
         self.leases = Leases(ctx.conn, settings.id, ctx.config.store.lease_ttl_s)
         actor = f"executor:{settings.id}"
         self.actor = actor
+        self.remote = RemoteAgents(ctx.config.remote_agents)
         self.children = Children(
             self.store,
             max_concurrent=ctx.config.pipeline.max_concurrent_subtraces,
             max_descendants=ctx.config.pipeline.delegation.max_descendants,
             actor=actor,
             metrics=self.metrics,
+            remote=self.remote,
         )
         self.turns = TurnRunner(
             self.store,
@@ -119,6 +122,17 @@ class Executor:
         )
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
+        waits = RemoteWaits(
+            self.ctx.conn.js,
+            self.ctx.conn.names,
+            self.store,
+            self.remote,
+            durable=f"{self.settings.durable}-remote",
+            actor=self.actor,
+            ack_wait_s=self.settings.ack_wait_s,
+            on_finished=self.children.start_queued,
+        )
+        self.ctx.spawn(waits.run(self.ctx.shutdown), name="remote-waits")
         if presence is not None:
             self.ctx.spawn(presence.keep(lambda: None), name="presence")
         log.info("executor %s ready", self.settings.id)
@@ -133,6 +147,7 @@ class Executor:
             if presence is not None:
                 await presence.release()
             await self.agent.aclose()
+            await self.remote.aclose()
             if http is not None:
                 await asyncio.to_thread(_stop_http, http)
             log.info("executor %s stopped", self.settings.id)

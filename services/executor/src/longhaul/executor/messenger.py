@@ -36,6 +36,11 @@ class LogMessenger:
                 f"{', '.join(names) or 'nobody'})",
                 code="unknown_collaborator",
             )
+        if target_id.startswith("agent://"):
+            raise ToolError(
+                f"{to} runs on another longhaul: send_message reaches local agents only",
+                code="unknown_collaborator",
+            )
         target = await self.store.load_trace(target_id)
         if target.owner != sender.owner:  # never across API keys, whatever a log says
             raise ToolError(f"{to!r} is not reachable", code="unknown_collaborator")

@@ -66,7 +66,8 @@ def _child_view(info: SubtraceInfo, mirror: IndexMirror) -> SubTraceView:
     if info.status == "running" and live is not None:
         status, wait_reason = live.status, live.wait_reason
     return SubTraceView(
-        trace_id=info.child_trace_id,
+        trace_id=info.display_id,
+        remote=info.remote,
         status=status,
         wait_reason=wait_reason,
         mode=info.mode,

@@ -75,7 +75,7 @@ async def _interrupted(turn: Turn) -> None:
 
 def _report(children: list[SubtraceInfo]) -> ToolResult:
     blocks = [
-        f"Sub-agent {info.child_trace_id} ({info.mode}, {info.status}):\n"
+        f"Sub-agent {info.display_id} ({info.mode}, {info.status}):\n"
         f"{info.summary or '(no summary)'}"
         for info in children
     ]

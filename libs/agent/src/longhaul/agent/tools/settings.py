@@ -29,3 +29,5 @@ class ToolSettings:
     """Sub-traces per root, every level (``pipeline.delegation.max_descendants``)."""
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     """How ``bash`` is confined (see :mod:`longhaul.agent.tools.sandbox`)."""
+    remote_agents: dict[str, str] = field(default_factory=dict)
+    """Configured remote longhauls (name → URL) ``agent(agent_url=…)`` may delegate to."""

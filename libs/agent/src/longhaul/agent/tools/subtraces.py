@@ -25,6 +25,7 @@ def _spawn(
     preset: str,
     continue_from: str | None = None,
     skills: list[str] | None = None,
+    remote: str | None = None,
 ) -> str:
     child = continue_from or new_id("t")
     ctx.record(
@@ -36,6 +37,7 @@ def _spawn(
             preset=preset,
             continue_from=continue_from,
             skills=skills or [],
+            remote=remote,
         )
     )
     return child
@@ -63,6 +65,29 @@ def _check_limits(ctx: ToolContext, new: int) -> None:
         )
 
 
+def _remote(ctx: ToolContext, agent_url: str) -> str:
+    """The configured remote ``agent_url`` names (by name or URL); anything else is refused:
+    the executor is no open relay."""
+    configured = ctx.settings.remote_agents
+    for name, url in configured.items():
+        if agent_url in (name, url, url.rstrip("/")):
+            return name
+    raise ToolError(
+        f"agent_url {agent_url!r} is not a configured remote agent (configured: "
+        f"{', '.join(configured) or 'none'}); only those can be delegated to",
+        code="remote_not_configured",
+    )
+
+
+def _continued(ctx: ToolContext, child: str) -> str:
+    """The sub-trace key ``continue_from`` names: a local id, or a remote child's
+    ``agent://host:port/<id>``."""
+    for key, info in ctx.state.subtraces.items():
+        if info.remote_id == child:
+            return key
+    return child
+
+
 def _continuable(ctx: ToolContext, child: str) -> None:
     info = ctx.state.subtraces.get(child)
     if info is None:
@@ -84,6 +109,7 @@ async def agent(
     preset: str | None = None,
     continue_from: str | None = None,
     skills: list[str] | None = None,
+    agent_url: str | None = None,
 ) -> Deferred:
     """Hand work to sub-agents and wait for their summaries.
 
@@ -96,12 +122,17 @@ async def agent(
         continue_from: id of a finished sub-trace to continue with ``task`` instead of
             starting a new one.
         skills: skills the sub-agent(s) get, by name (default: their preset's, else all).
+        agent_url: delegate mode: a configured remote longhaul (its name or URL) runs the
+            sub-agent; its id is then ``agent://host:port/<id>``.
     """
     if mode == "delegate":
         if not task:
             raise ToolError("delegate needs a task", code="schema_mismatch")
+        remote = _remote(ctx, agent_url) if agent_url else None
         if continue_from:
+            continue_from = _continued(ctx, continue_from)
             _continuable(ctx, continue_from)
+            remote = ctx.state.subtraces[continue_from].remote
         else:
             _check_limits(ctx, 1)
         child = _spawn(
@@ -111,8 +142,11 @@ async def agent(
             preset=preset or "default",
             continue_from=continue_from,
             skills=skills,
+            remote=remote,
         )
         return Deferred("subtraces", detail=child)
+    if agent_url:
+        raise ToolError("agent_url works with mode delegate", code="tool_call_invalid")
     if not tasks:
         raise ToolError("explore needs a non-empty tasks list", code="schema_mismatch")
     limit = ctx.settings.max_explore_tasks

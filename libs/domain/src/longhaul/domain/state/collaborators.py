@@ -38,7 +38,7 @@ def collaborators(state: TraceState, parent: TraceState | None = None) -> list[C
             )
         )
     for info in state.subtraces.values():
-        found.append(_sub(info.child_trace_id, info.status, info.task, info.summary))
+        found.append(_sub(info.display_id, info.status, info.task, info.summary))
     if parent is not None:
         for info in parent.subtraces.values():
             if info.child_trace_id != state.trace_id:

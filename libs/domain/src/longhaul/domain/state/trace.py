@@ -45,6 +45,16 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     """The child's own sub-traces, as its ``subtrace_finished`` reported them."""
     trace_context: dict[str, str] | None = None
     """The spawning tool call's trace context: the child's run continues it."""
+    remote: str | None = None
+    """The configured remote longhaul running this child (``None``: a local sub-trace)."""
+    remote_id: str | None = None
+    """``agent://<host:port>/<trace id>`` once the remote gateway accepted it."""
+    linked: bool = False
+    """The remote accepted this spawn (a ``continue_from`` spawn needs a new link)."""
+
+    @property
+    def display_id(self) -> str:
+        return self.remote_id or self.child_trace_id
 
 
 class VerificationState(msgspec.Struct, kw_only=True):
@@ -537,7 +547,10 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.wait_reason = None
 
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
+        previous = self.subtraces.get(event.child_trace_id)
         self.subtraces[event.child_trace_id] = SubtraceInfo(
+            remote=event.remote,
+            remote_id=previous.remote_id if previous is not None else None,
             child_trace_id=event.child_trace_id,
             tool_call_id=event.tool_call_id,
             mode=event.mode,
@@ -548,6 +561,16 @@ class TraceState(msgspec.Struct, kw_only=True):
             goal_id=self.goals.focus,
             trace_context=event.trace_context,
         )
+
+    def _check_remote_linked(self, event: ev.RemoteSubtraceLinked) -> None:
+        info = self.subtraces.get(event.child_trace_id)
+        if info is None or info.remote is None:
+            raise InvalidTransition(f"no remote sub-trace {event.child_trace_id}", code="not_found")
+
+    def _on_remote_linked(self, event: ev.RemoteSubtraceLinked) -> None:
+        info = self.subtraces[event.child_trace_id]
+        info.remote_id = event.remote_id
+        info.linked = True
 
     def _on_message_received(self, event: ev.MessageReceived) -> None:
         self.inbox.append(event)
@@ -664,6 +687,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.ExperiencesRecalled: TraceState._on_experiences_recalled,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
+    ev.RemoteSubtraceLinked: TraceState._on_remote_linked,
     ev.MessageReceived: TraceState._on_message_received,
     ev.MessagesRead: TraceState._on_messages_read,
     ev.StopRequested: TraceState._on_stop_requested,
@@ -715,6 +739,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.ExperiencesRecalled: TraceState._check_experiences_recalled,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
+    ev.RemoteSubtraceLinked: TraceState._check_remote_linked,
     ev.MessageReceived: TraceState._check_message_received,
     ev.MessagesRead: TraceState._check_messages_read,
     ev.StopRequested: _requires("running", "waiting", what="stop"),

@@ -296,8 +296,11 @@ class GoalTreeView(BaseModel):
 
 
 class SubTraceView(BaseModel):
-    trace_id: str
-    status: str = Field(description="the child's current status (waiting included)")
+    trace_id: str = Field(description="a local trace id, or agent://host:port/<id> on a remote")
+    status: str = Field(
+        description="the child's current status (waiting included); a remote child's last known one"
+    )
+    remote: str | None = Field(default=None, description="the configured remote running it")
     wait_reason: str | None = None
     mode: str
     task: str = ""

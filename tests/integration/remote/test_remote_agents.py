@@ -1,0 +1,215 @@
+"""Remote sub-agents across two real stacks on loopback: each a nats-server, a gateway and an
+executor of its own. The local executor delegates over HTTP to the remote gateway
+(``remote_agents``), records the child as ``agent://host:port/<id>``, waits without holding a
+worker and reports the remote summary; ``continue_from`` continues the remote child; a failing
+remote child, a wrong key (401), an unreachable remote and an unconfigured ``agent_url`` become
+clear tool results; an executor killed (SIGKILL) while it waits is replaced and the wait
+resumes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from longhaul.domain.config import NatsConfig, RemoteAgentConfig
+from longhaul.llm.scripted import ScriptedModel
+from longhaul.llm.types import ModelRequest
+
+from tests.integration.executor.scripts import write_script
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
+from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path
+from tests.support.nats import nats_server_url, unique_namespace
+from tests.support.stack import ExecutorProcess, InProcessExecutor, test_config
+
+LOCAL_KEY, REMOTE_KEY = "local-key-0123456789abcdef", "remote-key-0123456789abcdef"
+KEY_ENV, WRONG_KEY_ENV = "LH_TEST_LAB_KEY", "LH_TEST_WRONG_LAB_KEY"
+AGENT_ID = re.compile(r"agent://[\w.:-]+/t_\w+")
+
+
+@dataclass
+class RemoteStack:
+    gateway: RunningGateway
+    gate: asyncio.Event
+    """A remote task containing "slow" answers only once this is set."""
+
+
+def last_user(request: ModelRequest) -> str:
+    return next(str(m["content"]) for m in reversed(request.messages) if m["role"] == "user")
+
+
+async def remote_model(request: ModelRequest, gate: asyncio.Event) -> dict[str, Any]:
+    task = last_user(request)
+    if "fail" in task:
+        return {"content": "refusing", "finish_reason": "content_filter"}
+    if "slow" in task:
+        await gate.wait()
+    return {"content": f"remote did: {task}"}
+
+
+@pytest.fixture(scope="module")
+def remote_nats() -> Iterator[str]:
+    with nats_server_url() as url:
+        yield url
+
+
+@pytest.fixture
+async def remote(remote_nats: str, tmp_path: Path) -> AsyncIterator[RemoteStack]:
+    namespace = unique_namespace()
+    gate = asyncio.Event()
+    nats = NatsConfig(url=remote_nats, namespace=namespace)
+    async with (
+        serve_gateway(gateway_config(nats, api_keys=REMOTE_KEY)) as gateway,
+        InProcessExecutor(
+            remote_nats,
+            namespace,
+            "exec-remote",
+            settings={"working_root": tmp_path / "remote"},
+            resolve_model=lambda _: ScriptedModel(lambda r: remote_model(r, gate)),
+        ),
+    ):
+        yield RemoteStack(gateway, gate)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def remotes(remote: RemoteStack) -> dict[str, RemoteAgentConfig]:
+    return {
+        "lab": RemoteAgentConfig(url=remote.gateway.url, api_key_env=KEY_ENV, poll_s=0.2),
+        "badkey": RemoteAgentConfig(url=remote.gateway.url, api_key_env=WRONG_KEY_ENV),
+        "down": RemoteAgentConfig(url=f"http://127.0.0.1:{closed_port()}", timeout_s=2),
+    }
+
+
+@pytest.fixture
+async def local(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
+    async with serve_gateway(gateway_config(nats_config, api_keys=LOCAL_KEY)) as gateway:
+        yield gateway
+
+
+@pytest.fixture(autouse=True)
+def remote_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, REMOTE_KEY)
+    monkeypatch.setenv(WRONG_KEY_ENV, "not-the-remote-key-000000")
+
+
+def agent_call(**arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "agent", "arguments": arguments}]}
+
+
+def parent_model(request: ModelRequest) -> dict[str, Any]:
+    """The parent's turns by position; the continue_from id is read from the first result."""
+    step = sum(1 for m in request.messages if m["role"] == "assistant")
+    tools = [str(m["content"]) for m in request.messages if m["role"] == "tool"]
+    turns = [
+        lambda: agent_call(task="count to 3", agent_url="lab"),
+        lambda: agent_call(task="now count to 4", continue_from=AGENT_ID.findall(tools[0])[0]),
+        lambda: agent_call(task="please fail", agent_url="lab"),
+        lambda: agent_call(task="x", agent_url="http://relay.example:80"),
+        lambda: agent_call(task="y", agent_url="badkey"),
+        lambda: agent_call(task="z", agent_url="down"),
+        lambda: {"content": "all done"},
+    ]
+    return turns[step]() if step < len(turns) else {"content": "exhausted"}
+
+
+async def test_remote_children_complete_continue_fail_and_are_refused(
+    local: RunningGateway, remote: RemoteStack, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    config = test_config(nats_url, namespace, remote_agents=remotes(remote))
+    async with (
+        InProcessExecutor(
+            nats_url,
+            namespace,
+            "exec-local",
+            config=config,
+            settings={"working_root": tmp_path / "local"},
+            resolve_model=lambda _: ScriptedModel(parent_model),
+        ),
+        local.client(LOCAL_KEY) as client,
+        remote.gateway.client(REMOTE_KEY) as remote_client,
+    ):
+        created = await client.post(
+            "/api/traces", json={"messages": [user_message("delegate")], "model": "scripted:auto"}
+        )
+        parent = created.json()["trace_id"]
+        events = await follow_until(client, parent, is_final)
+        assert events[-1].event == "completed"
+        results = [m for m in await main_path(client, parent) if m["role"] == "tool"]
+        texts = [str(m["content"]) for m in results]
+        [child] = AGENT_ID.findall(texts[0])
+        host = remote.gateway.url.removeprefix("http://")
+        assert child.startswith(f"agent://{host}/")
+        assert f"Sub-agent {child} (delegate, completed):\nremote did: count to 3" in texts[0]
+        assert f"Sub-agent {child} (delegate, completed):\nremote did: now count to 4" in texts[1]
+        assert "(delegate, failed):\nfailed: the provider's content filter" in texts[2]
+        assert "remote_not_configured" in texts[3] and "relay.example" in texts[3]
+        assert "refused our API key (401)" in texts[4] and "(delegate, failed)" in texts[4]
+        assert "is unreachable" in texts[5]
+        assert [m["error_code"] for m in results[2:6]] == [
+            "subtrace_failed",
+            "remote_not_configured",
+            "subtrace_failed",
+            "subtrace_failed",
+        ]
+
+        view = (await client.get(f"/api/traces/{parent}")).json()
+        subs = {s["trace_id"]: s for s in view["sub_traces"]}
+        assert subs[child]["remote"] == "lab" and subs[child]["status"] == "completed"
+        assert len(subs) == 4  # count/continue (one child), fail, 401, unreachable
+
+        # The remote trace is real: both runs are on the remote's log, under the remote key.
+        remote_view = (await remote_client.get(f"/api/traces/{child.rsplit('/', 1)[1]}")).json()
+        assert remote_view["status"] == "completed" and remote_view["runs"] == 2
+
+
+async def test_a_killed_executor_is_replaced_and_the_remote_wait_resumes(
+    local: RunningGateway, remote: RemoteStack, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    model = write_script(
+        tmp_path / "parent.yaml",
+        [agent_call(task="slow job", agent_url="lab"), {"content": "got the slow result"}],
+    )
+    env = {
+        "LONGHAUL_REMOTE_AGENTS": json.dumps(
+            {"lab": {"url": remote.gateway.url, "api_key_env": KEY_ENV, "poll_s": 0.2}}
+        ),
+        KEY_ENV: REMOTE_KEY,
+        "LONGHAUL_EXECUTOR__WORKING_ROOT": str(tmp_path / "local"),
+    }
+    async with local.client(LOCAL_KEY) as client:
+        first = ExecutorProcess(nats_url, namespace, "exec-doomed", env=env)
+        await first.start()
+        try:
+            created = await client.post(
+                "/api/traces", json={"messages": [user_message("go")], "model": model}
+            )
+            parent = created.json()["trace_id"]
+            await follow_until(client, parent, lambda e, d: e == "remote_subtrace_linked")
+        finally:
+            await first.kill()
+        # The remote child finishes while no local executor runs.
+        remote.gate.set()
+        async with ExecutorProcess(nats_url, namespace, "exec-successor", env=env):
+            events = await follow_until(client, parent, is_final)
+        assert events[-1].event == "completed"
+        tools = [str(m["content"]) for m in await main_path(client, parent) if m["role"] == "tool"]
+        assert "remote did: slow job" in tools[0]
+        assert (await client.get(f"/api/traces/{parent}")).json()["summary"] == (
+            "got the slow result"
+        )
