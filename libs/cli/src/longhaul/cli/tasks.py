@@ -109,18 +109,17 @@ def checkpoints(
 ) -> None:
     """The saved phase results a resume starts from; --clear removes them."""
 
-    async def command(gateway: Gateway) -> None:
+    async def command(client: AsyncClient) -> None:
         if clear:
-            answer = await gateway.call("DELETE", f"/api/tasks/{task_id}/checkpoints")
-            console.print(f"cleared {answer['cleared']} checkpoints of {task_id}")
+            answer = await client.clear_task_checkpoints(task_id)
+            console.print(f"cleared {answer.cleared} checkpoints of {task_id}")
             return
-        saved = (await gateway.get(f"/api/tasks/{task_id}/checkpoints"))["checkpoints"]
+        saved = (await client.task_checkpoints(task_id)).checkpoints
         if not saved:
             console.print("no checkpoints", style="dim")
         for item in saved:
             console.print(
-                f"{item['phase_id']}  {escape(item['name'])}  "
-                f"[dim]{escape(clip(item['summary'], 80))}[/dim]"
+                f"{item.phase_id}  {escape(item.name)}  [dim]{escape(clip(item.summary, 80))}[/dim]"
             )
 
     execute(ctx, command)

@@ -290,5 +290,17 @@ def trace_events_path(trace_id: str) -> str:
     return f"/api/traces/{_id(trace_id)}/events"
 
 
+def task_checkpoints(task_id: str) -> Call[models.CheckpointList]:
+    """The saved results of a task's completed phases (what a resume starts from)."""
+    path = f"/api/tasks/{_id(task_id)}/checkpoints"
+    return Call("GET", path, _json(models.CheckpointList))
+
+
+def clear_task_checkpoints(task_id: str) -> Call[models.CheckpointsCleared]:
+    """Remove a task's checkpoints; a resume then reads completed phases from the log."""
+    path = f"/api/tasks/{_id(task_id)}/checkpoints"
+    return Call("DELETE", path, _json(models.CheckpointsCleared))
+
+
 def task_events_path(task_id: str) -> str:
     return f"/api/tasks/{_id(task_id)}/events"

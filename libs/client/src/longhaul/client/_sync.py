@@ -83,6 +83,8 @@ class Client:
     list_tasks = bind_sync(calls.list_tasks)
     get_task = bind_sync(calls.get_task)
     resume_task = bind_sync(calls.resume_task)
+    task_checkpoints = bind_sync(calls.task_checkpoints)
+    clear_task_checkpoints = bind_sync(calls.clear_task_checkpoints)
     review_plan = bind_sync(calls.review_plan)
     list_experiences = bind_sync(calls.list_experiences)
     get_experience = bind_sync(calls.get_experience)

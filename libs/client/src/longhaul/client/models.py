@@ -241,12 +241,34 @@ class Task(Model):
     mode: str
     phases: list[Phase] = Field(default_factory=list)
     plan_source: str = ""
+    max_tokens: int | None = None
+    max_cost: float | None = None
     replans: list[str] = Field(default_factory=list)
     summary: str = ""
     error: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
     event_id: int = 0
+
+
+class Checkpoint(Model):
+    """A completed phase's saved result, from which a resume starts."""
+
+    phase_id: str
+    name: str
+    summary: str = ""
+    result_ref: str
+    trace_id: str | None = None
+    saved_at: float
+
+
+class CheckpointList(Model):
+    checkpoints: list[Checkpoint]
+
+
+class CheckpointsCleared(Model):
+    task_id: str
+    cleared: int
 
 
 class TaskSummary(Model):
