@@ -64,9 +64,9 @@ async def wait_for_helpful(conn: Connection, owner: str, experience_id: str, cou
 
 
 async def run_trace(
-    client: httpx.AsyncClient, store: EventStore, model: str, text: str = TASK
+    client: httpx.AsyncClient, store: EventStore, model: str, text: str = TASK, **fields: Any
 ) -> str:
-    body = {"messages": [user_message(text)], "model": model}
+    body = {"messages": [user_message(text)], "model": model, **fields}
     trace_id: str = (await client.post("/api/traces", json=body)).json()["trace_id"]
     assert (await final_view(client, store, trace_id))["status"] == "completed"
     return trace_id
@@ -130,6 +130,9 @@ async def test_a_second_run_starts_with_what_the_first_learned(
         opening = (await messages(alice, second, "main_path"))[0]["content"]
         assert "## Reference experiences" in opening and f"[{learned['id']}]" in opening
         await wait_for_helpful(conn, owner_of(KEY_A), learned["id"], 2)
+        quiet = write_script(tmp_path / "quiet.yaml", [{"content": "done"}])
+        plain = await run_trace(alice, store, quiet, TASK, experiences=False)
+        assert (await messages(alice, plain, "main_path"))[0]["content"] == TASK
 
         # Bob, same task: his own (unrelated) record only; citing Alice's id moves nothing of hers.
         mine = (

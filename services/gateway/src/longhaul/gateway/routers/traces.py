@@ -89,6 +89,7 @@ async def create_trace(
         auto_execute_tools=body.auto_execute_tools,
         verification=verification,
         messaging=body.messaging,
+        experiences=body.experiences,
     )
     if body.preset:
         config.preset = body.preset

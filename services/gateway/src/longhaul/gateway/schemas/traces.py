@@ -154,6 +154,11 @@ class CreateTraceRequest(Body):
         description="give the trace an inbox (POST /api/traces/{id}/inbox) and the "
         "check_messages / send_message tools; its sub-traces inherit it",
     )
+    experiences: bool | None = Field(
+        default=None,
+        description="start with the key's matching experiences in the first message "
+        "(default: the preset's setting, usually on)",
+    )
 
 
 class RunRequest(Body):
