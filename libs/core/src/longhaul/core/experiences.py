@@ -8,6 +8,7 @@ revision read, so concurrent counter bumps and edits never lose each other.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 
 import msgspec
@@ -116,8 +117,9 @@ class ExperienceStore:
     # -- the engine's ExperienceBook -----------------------------------------------------
 
     async def record(self, owner: str | None, experiences: Iterable[Experience]) -> None:
-        for experience in experiences:
-            await self.put(owner, experience)
+        """Write ``experiences`` (distinct ids) concurrently: an import of a thousand records
+        is one round trip's wait, not a thousand, within its request's deadline."""
+        await asyncio.gather(*(self.put(owner, experience) for experience in experiences))
 
     async def credit(self, owner: str | None, ids: Iterable[str], *, helpful: bool) -> None:
         """One more ``helpful`` (or ``harmful``) for each of ``ids`` the owner has."""

@@ -36,6 +36,9 @@ register_url_convertor("experience_id", ExperienceIdConvertor())
 ONE_PATH = "/experiences/{experience_id:experience_id}"
 
 MARKDOWN = "text/markdown; charset=utf-8"
+MAX_IMPORT = 1000
+"""Experiences one import may carry: each is one KV write inside the request's deadline, so a
+body of thousands of tiny blocks would time out half-written instead of being refused."""
 ExperienceId = Annotated[str, Path(pattern=exp.ID_PATTERN, description="ex_ + letters/digits")]
 Tag = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Category = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -200,7 +203,8 @@ _IMPORT_BODY: dict[str, Any] = {
 @router.post(
     "/experiences/import",
     response_model=Imported,
-    summary="Read an exported markdown file back (same ids: replaced; new ids: added)",
+    summary="Read an exported markdown file back (same ids: replaced; new ids: added; "
+    f"at most {MAX_IMPORT} experiences; a file with an error imports none)",
     openapi_extra=_IMPORT_BODY,
 )
 async def import_experiences(request: Request, principal: CurrentPrincipal) -> Imported:
@@ -216,6 +220,13 @@ async def import_experiences(request: Request, principal: CurrentPrincipal) -> I
         items = exp.from_markdown(text, runtime.config.memory.categories)
     except exp.ExperienceError as exc:
         raise _invalid(exc, "invalid_experience_file") from exc
+    if len(items) > MAX_IMPORT:
+        raise ApiError(
+            413,
+            "too_many_experiences",
+            f"the file holds {len(items)} experiences; import at most {MAX_IMPORT} at a time",
+            {"max_experiences": MAX_IMPORT},
+        )
     async with runtime.nats_call():
         await _store(runtime).record(principal.owner, items)
     return Imported(imported=len(items), ids=[item.id for item in items])

@@ -1,0 +1,296 @@
+"""A second key attacking this session's routes through the real gateway and nats-server:
+experiences (records, import), the inbox and the a2a webhook, ``POST /api/runs`` and plan
+review. Another key's ids answer 404 exactly like unknown ones, malformed input is a 4xx with
+a code, nothing is appended or stored by a refused request, and the gateway keeps serving."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.config import NatsConfig
+
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
+from tests.integration.gateway.test_tasks_api import planner_appends
+
+KEY_A, KEY_B = "key-a-attacks-0123456789", "key-b-attacks-9876543210"
+MAX_BODY = 64 * 1024
+EDITED = {
+    "id": "p1",
+    "name": "Edited p1",
+    "description": "carry out the edited step p1 in full",
+    "preset": "default",
+    "criteria": ["p1 is done"],
+}
+
+
+@pytest.fixture
+async def gateway(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
+    config = gateway_config(nats_config, api_keys=f"{KEY_A},{KEY_B}", max_body_bytes=MAX_BODY)
+    async with serve_gateway(config) as gw:
+        yield gw
+
+
+@pytest.fixture
+async def alice(gateway: RunningGateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with gateway.client(KEY_A) as http:
+        yield http
+
+
+@pytest.fixture
+async def mallory(gateway: RunningGateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with gateway.client(KEY_B) as http:
+        yield http
+
+
+def error_code(response: httpx.Response) -> str:
+    return str(response.json()["error"]["code"])
+
+
+async def event_types(store: EventStore, aggregate: ev.Aggregate, aggregate_id: str) -> list[str]:
+    return [type(r.event).__name__ async for r in store.replay(aggregate, aggregate_id)]
+
+
+async def test_experiences_refuse_malformed_input_and_store_nothing(
+    alice: httpx.AsyncClient,
+) -> None:
+    bodies: list[object] = [
+        {"category": "tool_usage", "content": 123},
+        {"category": "tool_usage", "content": "x", "tags": "search"},
+        {"category": "tool_usage", "content": "x", "tags": {"intent": "search"}},
+        {"category": "../etc", "content": "x"},
+        {"category": "tool_usage", "content": "x", "owner": "k_0000000000000000"},
+        {"category": "tool_usage", "content": "x" * 8001},
+        [],
+    ]
+    for body in bodies:
+        refused = await alice.post("/api/experiences", json=body)
+        assert refused.status_code == 422, body
+    for query in ("limit=0", "limit=501", "cursor=-1", "cursor=abc", "limit=ten"):
+        assert (await alice.get(f"/api/experiences?{query}")).status_code == 422, query
+    for path in ("ex_a.b", "ex_..", "ex_%2e%2e%2fx", "..%2Fexport", "ex_*", "ex_>"):
+        assert (await alice.get(f"/api/experiences/{path}")).status_code in (404, 405), path
+        assert (await alice.delete(f"/api/experiences/{path}")).status_code in (404, 405), path
+
+    item = (
+        await alice.post("/api/experiences", json={"category": "tool_usage", "content": "kept"})
+    ).json()
+    url = f"/api/experiences/{item['id']}"
+    for change in (
+        {"metrics": {"helpful": -1}},
+        {"metrics": {"helpful": "lots"}},
+        {"metrics": {"helpful": 2**40}},
+        {"id": "ex_other"},
+        {"trace_id": "t_someone_else"},
+        {"created_at": "2020-01-01T00:00:00Z"},
+    ):
+        assert (await alice.patch(url, json=change)).status_code == 422, change
+    malformed = await alice.patch(
+        url, content=b'{"content": ', headers={"Content-Type": "application/json"}
+    )
+    assert malformed.status_code == 400 and error_code(malformed) == "malformed_json"
+
+    for raw, code in (
+        (b"", "invalid_experience_file"),
+        (b"\xff\xfe---\n", "invalid_experience_file"),
+        (b"---\n- a list\n---\nx\n", "invalid_experience_file"),
+        (
+            b"---\nid: ../../k_victim/ex_1\ncategory: tool_usage\n---\nx\n",
+            "invalid_experience_file",
+        ),
+        (b"---\nid: ex_a.b\ncategory: tool_usage\n---\nx\n", "invalid_experience_file"),
+        (b"---\ncategory: tool_usage\ncreated_at: yesterday\n---\nx\n", "invalid_experience_file"),
+        (b"---\ncategory: tool_usage\nmetrics: {helpful: -5}\n---\nx\n", "invalid_experience_file"),
+        (b"---\ncategory: tool_usage\nowner: k_0000000000000000\n---\nx\n", ""),
+        (
+            b"---\nid: ex_1\ncategory: tool_usage\n---\na\n"
+            b"---\nid: ex_1\ncategory: tool_usage\n---\nb\n",
+            "",
+        ),
+    ):
+        refused = await alice.post("/api/experiences/import", content=raw)
+        assert refused.status_code == 422, raw
+        assert not code or error_code(refused) == code, refused.text
+    bomb = b"---\ncategory: tool_usage\n---\n" + b"x" * MAX_BODY
+    too_big = await alice.post("/api/experiences/import", content=bomb)
+    assert too_big.status_code == 413 and error_code(too_big) == "body_too_large"
+
+    listed = (await alice.get("/api/experiences")).json()["experiences"]
+    assert [(e["id"], e["content"], e["metrics"]) for e in listed] == [
+        (item["id"], "kept", {"helpful": 0, "harmful": 0})
+    ]
+
+
+async def test_an_import_is_bounded_in_records_and_all_or_nothing(
+    alice: httpx.AsyncClient,
+) -> None:
+    block = "---\ncategory: tool_usage\n---\nr\n"
+    many = await alice.post("/api/experiences/import", content=(block * 1001).encode())
+    assert many.status_code == 413 and error_code(many) == "too_many_experiences"
+    assert (await alice.get("/api/experiences")).json()["experiences"] == []
+    # The last block is broken: none of the good ones before it is kept.
+    partly = block * 3 + "---\ncategory: nope\n---\nr\n"
+    assert (await alice.post("/api/experiences/import", content=partly.encode())).status_code == 422
+    assert (await alice.get("/api/experiences")).json()["experiences"] == []
+    fine = await alice.post("/api/experiences/import", content=(block * 1000).encode())
+    assert fine.status_code == 200 and fine.json()["imported"] == 1000
+    listed = (await alice.get("/api/experiences", params={"limit": 500, "cursor": "500"})).json()
+    assert len(listed["experiences"]) == 500 and listed["next_cursor"] is None
+
+
+async def test_inbox_refuses_other_keys_bad_ids_and_bad_bodies(
+    alice: httpx.AsyncClient, mallory: httpx.AsyncClient, store: EventStore
+) -> None:
+    created = await alice.post(
+        "/api/traces",
+        json={"messages": [user_message("wait")], "model": "scripted:auto", "messaging": True},
+    )
+    trace_id = created.json()["trace_id"]
+    before = await event_types(store, "trace", trace_id)
+    message = {"from": "ops", "content": "hello"}
+
+    for target in (trace_id, f"{trace_id}.>", "*", ">", "t_x.t_y", "..", "%2e%2e%2f", "t_nope"):
+        for client in (mallory, alice):
+            if client is alice and target == trace_id:
+                continue
+            inbox = await client.post(f"/api/traces/{target}/inbox", json=message)
+            assert inbox.status_code in (404, 405), (target, inbox.text)
+            hook = await client.post("/webhook/a2a-messages", json={"trace_id": target, **message})
+            assert hook.status_code == 404, (target, hook.text)
+            assert error_code(hook) == "not_found"
+    # Another key's trace is reported exactly like one that does not exist.
+    theirs = await mallory.post("/webhook/a2a-messages", json={"trace_id": trace_id, **message})
+    missing = await mallory.post("/webhook/a2a-messages", json={"trace_id": "t_nope", **message})
+    assert theirs.json()["error"]["message"].replace(trace_id, "ID") == (
+        missing.json()["error"]["message"].replace("t_nope", "ID")
+    )
+
+    url = f"/api/traces/{trace_id}/inbox"
+    for body in (
+        {"from": "ops", "content": "hi", "wake": "yes"},
+        {"from": "ops", "content": 5},
+        {"from": "", "content": "hi"},
+        {"from": "x" * 201, "content": "hi"},
+        {"from": "ops", "content": "hi", "sender_trace_id": "t_forged"},
+        {"from": "ops", "content": "hi", "message_id": "msg_forged"},
+    ):
+        refused = await alice.post(url, json=body)
+        assert refused.status_code == 422, body
+    for body in ({"from": "ops", "content": "hi"}, {"trace_id": 7, **message}):
+        assert (await alice.post("/webhook/a2a-messages", json=body)).status_code == 422, body
+    too_big = await alice.post(url, json={"from": "ops", "content": "x" * MAX_BODY})
+    assert too_big.status_code == 413
+    broken = await alice.post(url, content=b"{", headers={"Content-Type": "application/json"})
+    assert broken.status_code == 400 and error_code(broken) == "malformed_json"
+    assert await event_types(store, "trace", trace_id) == before
+
+    accepted = await alice.post(url, json=message)
+    assert accepted.status_code == 202
+    assert await event_types(store, "trace", trace_id) == [*before, "MessageReceived"]
+
+
+async def test_runs_validate_like_traces_and_tasks_and_stay_with_their_key(
+    alice: httpx.AsyncClient, mallory: httpx.AsyncClient
+) -> None:
+    for body in (
+        {},
+        {"goal": ""},
+        {"goal": 5},
+        {"goal": "g", "mode": "team"},
+        {"goal": "g", "tools": "bash"},
+        {"goal": "g", "tools": ["../bin/sh"]},
+        {"goal": "g", "preset": "a/b"},
+        {"goal": "g", "max_iterations": 0},
+        {"goal": "g", "review": "yes"},
+        {"goal": "g", "owner": "k_0000000000000000"},
+        {"goal": "g", "model": "no-provider"},
+    ):
+        refused = await alice.post("/api/runs", json=body)
+        assert refused.status_code == 422, body
+        assert error_code(refused) == "invalid_request"
+    for mode in ("trace", "task"):
+        for model in ("scripted:/etc/passwd", "scripted:../../x.yaml", "scripted:x.yaml"):
+            refused = await alice.post(
+                "/api/runs", json={"goal": "g", "mode": mode, "model": model}
+            )
+            assert refused.status_code == 422 and error_code(refused) == "invalid_model", model
+            same = await alice.post(
+                "/api/traces" if mode == "trace" else "/api/tasks",
+                json={"messages": [user_message("g")], "model": model}
+                if mode == "trace"
+                else {"goal": "g", "options": {"model": model}},
+            )
+            assert same.status_code == 422 and error_code(same) == "invalid_model", model
+    too_big = await alice.post("/api/runs", json={"goal": "x" * MAX_BODY})
+    assert too_big.status_code == 413
+
+    trace = (await alice.post("/api/runs", json={"goal": "hi", "mode": "trace"})).json()
+    task = (await alice.post("/api/runs", json={"goal": "hi", "mode": "task"})).json()
+    for path in (
+        f"/api/traces/{trace['trace_id']}",
+        f"/api/traces/{trace['trace_id']}/messages",
+        f"/api/tasks/{task['task_id']}",
+    ):
+        assert (await alice.get(path)).status_code == 200, path
+        assert (await mallory.get(path)).status_code == 404, path
+    assert (await mallory.get("/api/traces")).json()["traces"] == []
+    assert (await mallory.get("/api/tasks")).json()["tasks"] == []
+
+
+async def test_plan_review_is_the_owners_and_checks_what_it_is_given(
+    alice: httpx.AsyncClient, mallory: httpx.AsyncClient, store: EventStore
+) -> None:
+    task_id = (await alice.post("/api/tasks", json={"goal": "g", "review": True})).json()["task_id"]
+    url = f"/api/tasks/{task_id}/plan"
+    early = await alice.post(url, json={"approved": True})
+    assert early.status_code == 409 and error_code(early) == "conflict"
+    await planner_appends(
+        store, task_id, ev.PlanCreated(phases=[ev.PhaseSpec(id="p1", name="do")], review=True)
+    )
+    before = await event_types(store, "task", task_id)
+
+    for body in ({"approved": True}, {"approved": False, "reason": "mine now"}):
+        refused = await mallory.post(url, json=body)
+        assert refused.status_code == 404 and error_code(refused) == "not_found"
+    for bad_id in ("task_nope", "task_x.>", "*", "..%2F.."):
+        probe = await alice.post(f"/api/tasks/{bad_id}/plan", json={"approved": True})
+        assert probe.status_code in (404, 405), bad_id
+
+    for review in (
+        {},
+        {"approved": "yes"},
+        {"approved": True, "phases": []},
+        {"approved": True, "phases": "p1"},
+        {"approved": True, "phases": [7]},
+        {"approved": False, "phases": [EDITED]},
+        {"approved": True, "extra": 1},
+        {"approved": True, "reason": "x" * 201},
+    ):
+        refused = await alice.post(url, json=review)
+        assert refused.status_code == 422, review
+        assert error_code(refused) == "invalid_request", review
+    for phases, code in (
+        ([{**EDITED, "depends_on": ["p9"]}], "invalid_plan"),
+        ([EDITED, EDITED], "invalid_plan"),
+        ([{**EDITED, "model": "scripted:/etc/passwd"}], "invalid_model"),
+        ([{**EDITED, "verification": {"command": "rm -rf /"}}], "invalid_verification"),
+        ([{**EDITED, "verification": {"check": "not-configured"}}], "invalid_verification"),
+    ):
+        refused = await alice.post(url, json={"approved": True, "phases": phases})
+        assert refused.status_code == 422, phases
+        assert error_code(refused) == code, refused.text
+    assert await event_types(store, "task", task_id) == before
+
+    approved = await alice.post(url, json={"approved": True, "phases": [EDITED]})
+    assert approved.status_code == 202, approved.text
+    assert await event_types(store, "task", task_id) == [*before, "PlanReviewed"]
+    again = await alice.post(url, json={"approved": False})
+    assert again.status_code == 409
