@@ -3,6 +3,7 @@ level 2 (persisted summary), an unavailable summariser, and a requested compacti
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from tests.unit.agent.support import (
     new_state,
     scripted,
 )
+from tests.unit.agent.test_experience_recall import DictBook
 
 CHARS_PER_TOKEN = 4
 
@@ -188,3 +190,33 @@ async def test_a_lone_summary_is_not_summarised_again(tmp_path: Path) -> None:
     await sink.emit([ev.CompactRequested()])
     await engine.run_turn(state, sink, model=scripted(answer("b"))[0], utility_model=utility)
     assert len(utility_script.requests) == 1 and len(sink.of_type(ev.Compacted)) == 1
+
+
+async def test_level_two_first_reflects_into_experiences_when_the_owner_has_a_store(
+    tmp_path: Path,
+) -> None:
+    """Before the raw messages leave the context, a reflection side branch turns what they
+    taught into experiences; then the summary replaces them as usual."""
+    state, sink = await big_state(110_000)
+    book = DictBook(None, [])
+    lesson = {"category": "tool_usage", "content": "When a file is huge, page through it."}
+    model, script = scripted(
+        answer(json.dumps({"experiences": [lesson]})),  # the reflection's answer
+        answer("done"),
+    )
+    utility, utility_script = scripted(answer("SUMMARY"), name="scripted:util")
+    engine = make_engine(
+        tmp_path,
+        middleware=default_middleware(context_limit=lambda model: 128_000),
+        experiences=book,
+    )
+    outcome = await engine.run_turn(state, sink, model=model, utility_model=utility)
+    assert outcome.end == "completed"
+    reflection = [m for m in state.all_messages() if m.branch_type == "reflection"]
+    [compacted] = sink.of_type(ev.Compacted)
+    assert reflection and max(m.sequence for m in reflection) < compacted.summary_sequence
+    assert "reflect" in str(script.requests[0].messages[-1]["content"]).lower()
+    [recorded] = await book.list(None)
+    assert recorded.content == lesson["content"]
+    assert len(utility_script.requests) == 1  # then the summary, once
+    assert "SUMMARY" in str(state.messages[compacted.summary_sequence].content)

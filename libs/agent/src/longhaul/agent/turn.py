@@ -7,7 +7,7 @@ executor runs, so anything a middleware must remember during a turn lives here
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -62,6 +62,9 @@ class Turn:
         self.skills: SkillIndex = env.skills
         self.working_dir: Path = env.working_root
         self.system_prompt = state.config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.reflect: Callable[[], Awaitable[None]] | None = None
+        """A reflection on a side branch, ending in experiences (set by the engine's loop; level-2
+        compaction runs it first when the trace's owner has an experience store)."""
         self.saved_tokens: dict[str, int] = {}
         """This step's estimated savings by kind, set by the middleware that made them (the
         step's usage carries them: ``Usage.saved_tokens``)."""

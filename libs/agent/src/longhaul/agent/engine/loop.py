@@ -32,6 +32,7 @@ class TurnLoop:
         self.chain = chain
         self.call_model = chain.model_handler(turn, streaming_call(turn))
         self.call_tool = chain.tool_handler(turn, innermost(turn))
+        turn.reflect = lambda: reflect(turn, self.call_tool)
 
     async def run(self) -> TurnOutcome:
         turn, state = self.turn, self.turn.state

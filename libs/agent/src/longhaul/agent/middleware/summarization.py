@@ -16,7 +16,10 @@ the task's opening messages and the kept tail (``kept_tail``: the tool group in 
 client message the model has not answered yet, never summarised away); the summary is appended
 with ``branch_type="compression"`` under the last opening message and the kept tail is
 appended again under it verbatim, so the fold makes the copy's end the new head and the
-covered range falls off the main path; ``Compacted`` records the range. If the summariser
+covered range falls off the main path; ``Compacted`` records the range. When the trace's owner
+has an experience store, level 2 first runs a reflection (a multi-round side branch with the
+read-only tools, ``engine.reflection``) over the raw messages, once per turn, so what they
+taught is kept as experiences before they leave the context. If the summariser
 fails the step goes on uncompressed and a
 warning is logged and shown on the live stream.
 
@@ -61,6 +64,7 @@ ContextLimit = Callable[[str], int]
 class _Memo:
     overhead: int | None = None
     summariser_failed: bool = False
+    reflected: bool = False
     opening_warned: bool = False
 
 
@@ -201,6 +205,9 @@ class Summarization(Middleware):
             state.messages[seq].branch_type == "compression" for seq in covered
         ):
             return False  # nothing new to summarise (or no summariser this turn)
+        if turn.env.experiences is not None and turn.reflect is not None and not memo.reflected:
+            memo.reflected = True  # first, what the raw messages taught: experiences
+            await turn.reflect()
         conversation = turn.history.at(list(range(keep)))
         request = ModelRequest(
             model=turn.utility_model.name,
