@@ -96,3 +96,15 @@ def test_a_hook_that_does_not_load_is_a_config_error(target: str) -> None:
 
 
 MODULE_NAME = "not callable"
+
+
+async def test_a_trace_with_an_inbox_is_told_whom_it_can_message(tmp_path: Path) -> None:
+    run = AgentRun(
+        tmp_path,
+        config=PipelineConfig(context_injection_every=1),
+        trace_config=ev.TraceConfig(messaging=True),
+    )
+    await run.sink.emit([ev.SubtraceSpawned(child_trace_id="t_kid", tool_call_id="x", task="dig")])
+    await run.turn(calls(call("glob", {"pattern": "*"})), answer("ok"))
+    [injected] = [m for m in run.sink.of_type(ev.MessageAppended) if m.name == "context"]
+    assert "You can message (send_message): t_kid" in str(injected.content)

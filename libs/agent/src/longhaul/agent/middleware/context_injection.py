@@ -1,6 +1,6 @@
 """ContextInjection (before_model): every ``context_injection_every`` model steps, remind the
-model of its goal tree, the sub-traces still working for it, and whatever registered context
-hooks report.
+model of its goal tree, the sub-traces still working for it, whom it can message (a trace
+with an inbox: its parent and sub-agents), and whatever registered context hooks report.
 
 The reminder is persisted as a synthetic user message (``name="context"``) so it stays in the
 history the model reasons over and survives a crash; it is skipped while the head still has
@@ -12,6 +12,7 @@ from __future__ import annotations
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.collaborators import collaborators
 from longhaul.llm.types import ModelRequest
 
 MARKER = "context"
@@ -21,8 +22,22 @@ def _collaborators(state: TraceState) -> str:
     running = state.running_subtraces()
     if not running:
         return ""
-    lines = [f"- {info.child_trace_id} ({info.mode}): {info.task[:200]}" for info in running]
+    lines = [f"- {info.display_id} ({info.mode}): {info.task[:200]}" for info in running]
     return "Sub-agents still working for you:\n" + "\n".join(lines)
+
+
+def _reachable(state: TraceState) -> str:
+    """For a trace with an inbox: who ``send_message`` reaches (siblings are in the parent's
+    log, which this pure middleware does not read: ``send_message`` names them if asked)."""
+    if not state.config.messaging:
+        return ""
+    names = ["parent"] if state.parent_trace_id else []
+    names += [
+        c.name
+        for c in collaborators(state)
+        if c.type == "agent" and c.status == "running" and not c.name.startswith("agent://")
+    ]
+    return f"You can message (send_message): {', '.join(names)}" if names else ""
 
 
 class ContextInjection(Middleware):
@@ -37,7 +52,7 @@ class ContextInjection(Middleware):
             return
         if state.unanswered_tool_calls():
             return
-        sections = [f"Goals:\n{state.goals.render()}", _collaborators(state)]
+        sections = [f"Goals:\n{state.goals.render()}", _collaborators(state), _reachable(state)]
         hooks = await turn.env.context_hooks.render(state)
         sections += [f"{name}:\n{text}" for name, text in hooks]
         body = "\n\n".join(section for section in sections if section)
