@@ -5,7 +5,9 @@ a code, nothing is appended or stored by a refused request, and the gateway keep
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -13,13 +15,16 @@ from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
 
+from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (
     RunningGateway,
     gateway_config,
     serve_gateway,
     user_message,
 )
+from tests.integration.gateway.test_full_stack import follow_until, is_final, waits_for_human
 from tests.integration.gateway.test_tasks_api import planner_appends
+from tests.support.stack import InProcessExecutor
 
 KEY_A, KEY_B = "key-a-attacks-0123456789", "key-b-attacks-9876543210"
 MAX_BODY = 64 * 1024
@@ -289,8 +294,62 @@ async def test_plan_review_is_the_owners_and_checks_what_it_is_given(
         assert error_code(refused) == code, refused.text
     assert await event_types(store, "task", task_id) == before
 
-    approved = await alice.post(url, json={"approved": True, "phases": [EDITED]})
-    assert approved.status_code == 202, approved.text
+    # An approval and a refusal racing: exactly one is recorded, the other is a 409.
+    answers = await asyncio.gather(
+        alice.post(url, json={"approved": True, "phases": [EDITED]}),
+        alice.post(url, json={"approved": False, "reason": "changed my mind"}),
+    )
+    assert sorted(a.status_code for a in answers) == [202, 409], [a.text for a in answers]
     assert await event_types(store, "task", task_id) == [*before, "PlanReviewed"]
     again = await alice.post(url, json={"approved": False})
     assert again.status_code == 409
+
+
+async def test_send_message_never_reaches_another_keys_trace(
+    alice: httpx.AsyncClient,
+    mallory: httpx.AsyncClient,
+    store: EventStore,
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-attacks", settings={"working_root": tmp_path / "work"}
+    ):
+        waiting = write_script(
+            tmp_path / "wait.yaml",
+            [{"tool_calls": [{"name": "ask_human", "arguments": {"question": "go?"}}]}],
+        )
+        created = await alice.post(
+            "/api/traces",
+            json={"messages": [user_message("wait")], "model": waiting, "messaging": True},
+        )
+        victim = created.json()["trace_id"]
+        await follow_until(alice, victim, waits_for_human)
+        before = await event_types(store, "trace", victim)
+
+        attacker = write_script(
+            tmp_path / "attack.yaml",
+            [
+                {
+                    "tool_calls": [
+                        {"name": "send_message", "arguments": {"to": victim, "content": "x"}},
+                        {"name": "send_message", "arguments": {"to": "parent", "content": "x"}},
+                    ]
+                },
+                {"content": "done"},
+            ],
+        )
+        created = await mallory.post(
+            "/api/traces",
+            json={"messages": [user_message("go")], "model": attacker, "messaging": True},
+        )
+        trace_id = created.json()["trace_id"]
+        events = await follow_until(mallory, trace_id, is_final)
+        assert events[-1].event == "completed"
+        messages = (await mallory.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+        outputs = [str(m["content"]) for m in messages if m["role"] == "tool"]
+        assert len(outputs) == 2
+        assert all("is not an agent you work with (you can reach: nobody)" in o for o in outputs)
+        assert await event_types(store, "trace", victim) == before
+        assert (await alice.get(f"/api/traces/{victim}")).json()["unread_messages"] == 0
