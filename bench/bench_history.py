@@ -157,8 +157,8 @@ async def main(quick: bool) -> None:
             ],
             [
                 "resume ms (snapshot + catch-up) vs full replay",
-                round(resume * 1000, 1),
-                round(replay * 1000, 1),
+                round(resume * 1000),
+                round(replay * 1000),
                 round(resume / replay, 2),
             ],
             [

@@ -111,16 +111,16 @@ async def main(quick: bool, budget_s: float, budget_gb: float) -> int:
     notes: list[str] = []
     with contextlib.ExitStack() as stack, private_nats() as url:
         systems: dict[str, System] = {"longhaul": longhaul_system(url)}
-        systems["LG InMemory"] = langgraph_system(langgraph_agent.MEMORY)
-        systems["LG Sqlite"] = langgraph_system(langgraph_agent.SQLITE)
+        systems["LG mem"] = langgraph_system(langgraph_agent.MEMORY)
+        systems["LG sqlite"] = langgraph_system(langgraph_agent.SQLITE)
         reason = postgres.unavailable()
         if reason is None:
             pg_url = stack.enter_context(postgres.local_postgres())
-            systems["LG Postgres"] = langgraph_system(langgraph_agent.postgres(pg_url))
+            systems["LG pg"] = langgraph_system(langgraph_agent.postgres(pg_url))
         else:
             notes.append(f"PostgresSaver skipped: {reason}")
         await systems["longhaul"](20)  # warm-up: imports, first connections
-        await systems["LG InMemory"](20)
+        await systems["LG mem"](20)
         results: dict[str, dict[int, list[Result]]] = {name: {} for name in systems}
         names = list(systems)
         for round_ in range(max(repeats.values())):
@@ -146,7 +146,7 @@ async def main(quick: bool, budget_s: float, budget_gb: float) -> int:
             runs = results[name].get(size)
             if not runs:
                 continue
-            mark = " (projected)" if runs[0].projected else ""
+            mark = "*" if runs[0].projected else ""
             per_step = med(runs, "seconds") / size
             per_bytes = med(runs, "stored_bytes") / size
             rows.append(
@@ -156,7 +156,7 @@ async def main(quick: bool, budget_s: float, budget_gb: float) -> int:
                     0 if runs[0].projected else len(runs),
                     round(per_step * 1000, 3),
                     round(per_step / base_step, 1),
-                    round(per_bytes),
+                    round(per_bytes / 1000, 1),
                     round(per_bytes / base_bytes, 1),
                     round(med(runs, "load_seconds") * 1000, 1),
                     runs[0].messages or "-",
@@ -164,13 +164,13 @@ async def main(quick: bool, budget_s: float, budget_gb: float) -> int:
             )
     longest = sizes[-1]
     notes += [
-        "LG = LangGraph create_react_agent with InMemorySaver / SqliteSaver / PostgresSaver; "
-        "x lh = ratio to longhaul at the same size in this run",
+        "LG = LangGraph create_react_agent with InMemorySaver (mem) / SqliteSaver / "
+        "PostgresSaver (pg); x lh = ratio to longhaul at the same size in this run",
         "step = one model call + one tool call; zero-latency model; medians of interleaved runs; "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs",
         "stored = longhaul: event stream + latest snapshot; LangGraph: what its saver holds",
         f"load = the run's state read back by a fresh reader; the longest run is {longest} steps",
-        f"projected rows: not run, extrapolated from the smaller sizes because the run would "
+        f"* projected: not run, extrapolated from the smaller sizes because the run would "
         f"exceed --peer-budget-s {budget_s:g} or --peer-budget-gb {budget_gb:g}",
     ]
     report(
@@ -181,8 +181,8 @@ async def main(quick: bool, budget_s: float, budget_gb: float) -> int:
             "runs",
             "ms/step",
             "x lh",
-            "B/step",
-            "x lh B",
+            "KB/step",
+            "x lh KB",
             "load ms",
             "msgs",
         ],
