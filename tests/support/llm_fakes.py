@@ -21,6 +21,7 @@ answers with ``default`` if given, else a 400 naming the problem.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -550,6 +551,9 @@ _ANTHROPIC_ERROR_TYPES = {
 _ANTHROPIC_ID = "^[a-zA-Z0-9_-]+$"
 
 
+_ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
 class FakeAnthropic(FakeServer):
     """``POST /v1/messages``. With ``require_cached_system`` it also insists that the first
     system block, and only it, carries ``cache_control`` (what PromptCache promises)."""
@@ -605,6 +609,23 @@ class FakeAnthropic(FakeServer):
                 )
         self._validate_messages(body.get("messages") or [])
 
+    def _validate_image(self, block: dict[str, Any], where: str) -> None:
+        """Image blocks: base64 with a supported media type, or a URL."""
+        source = block.get("source") or {}
+        if source.get("type") == "url" and str(source.get("url", "")).startswith("http"):
+            return
+        if source.get("type") != "base64":
+            raise self._reject(f"{where}.image.source: Input tag does not match 'base64', 'url'")
+        if source.get("media_type") not in _ANTHROPIC_IMAGE_TYPES:
+            raise self._reject(
+                f"{where}.image.source.base64.media_type: Input should be 'image/jpeg', "
+                "'image/png', 'image/gif' or 'image/webp'"
+            )
+        try:
+            base64.b64decode(source.get("data", ""), validate=True)
+        except ValueError:
+            raise self._reject(f"{where}.image.source.base64: invalid base64 data") from None
+
     def _validate_messages(self, messages: list[dict[str, Any]]) -> None:
         if messages and messages[0]["role"] != "user":
             raise self._reject('messages: first message must use the "user" role')
@@ -626,6 +647,8 @@ class FakeAnthropic(FakeServer):
                     raise self._reject(
                         f"messages.{position}.content.{n}: text content blocks must be non-empty"
                     )
+                if block["type"] == "image":
+                    self._validate_image(block, f"messages.{position}.content.{n}")
                 if block["type"] == "tool_use" and not _matches(block.get("id", "")):
                     raise self._reject(
                         f"messages.{position}.content.{n}.tool_use.id: String "
@@ -857,6 +880,18 @@ class FakeGemini(FakeServer):
                     f"* GenerateContentRequest.contents[{position}].parts: "
                     "contents.parts must not be empty."
                 )
+            for n, part in enumerate(parts):
+                where = f"* GenerateContentRequest.contents[{position}].parts[{n}]"
+                inline = part.get("inlineData")
+                if inline is not None:
+                    if not inline.get("mimeType"):
+                        raise self._reject(f"{where}.inline_data.mime_type: required")
+                    try:
+                        base64.b64decode(inline.get("data", ""), validate=True)
+                    except ValueError:
+                        raise self._reject(f"{where}.inline_data.data: invalid base64") from None
+                if "fileData" in part and not part["fileData"].get("fileUri"):
+                    raise self._reject(f"{where}.file_data.file_uri: required")
             responses = [p["functionResponse"]["name"] for p in parts if "functionResponse" in p]
             if calls or responses:
                 if len(responses) != len(calls):

@@ -53,6 +53,8 @@ class Turn:
         self.env = env
         self.live = live
         self.history = History(state, once=config.offload.enable)
+        self.images: dict[str, str] = {}
+        """Image references resolved this turn (``longhaul.agent.images``): digest → data URL."""
         self.all_tools = tools
         # Resolved by TraceContext (before_agent); these defaults hold without it.
         self.tools = tools

@@ -9,11 +9,13 @@ Rules: consecutive tool messages and a user message that follows them form one u
 a tool result whose call is not in the preceding assistant turn cannot be sent as a result
 (both APIs reject it) and becomes user text; system messages in mid-conversation become user
 text; assistant messages with neither text nor calls are dropped (both APIs reject empty
-content).
+content). Image parts of user messages (OpenAI ``image_url``: a ``data:`` URL or an http(s)
+one) are kept as :class:`Image` on the user turn, for each provider to render its own way.
 """
 
 from __future__ import annotations
 
+import mimetypes
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -33,10 +35,49 @@ class ToolResult:
     pairs responses with calls by position)."""
 
 
+@dataclass(frozen=True)
+class Image:
+    """An image part: ``url`` is a ``data:<media type>;base64,…`` URL or an http(s) one."""
+
+    url: str
+
+    @property
+    def inline(self) -> tuple[str, str] | None:
+        """``(media type, base64 data)`` of a base64 data URL, else ``None``."""
+        head, comma, data = self.url.partition(",")
+        if not comma or not head.startswith("data:") or not head.endswith(";base64"):
+            return None
+        return head[5:-7] or "application/octet-stream", data
+
+    @property
+    def media_type(self) -> str:
+        inline = self.inline
+        if inline is not None:
+            return inline[0]
+        guessed, _ = mimetypes.guess_type(self.url.split("?", 1)[0])
+        return guessed or "image/jpeg"
+
+
+def images_of(content: object) -> list[Image]:
+    """The ``image_url`` parts of an OpenAI ``content`` list, in order."""
+    if not isinstance(content, list):
+        return []
+    found = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            ref = part.get("image_url")
+            url = ref.get("url") if isinstance(ref, dict) else ref
+            if isinstance(url, str) and url:
+                found.append(Image(url))
+    return found
+
+
 @dataclass
 class RoleGroup:
     role: Literal["user", "assistant"]
     texts: list[str] = field(default_factory=list)
+    images: list[Image] = field(default_factory=list)
+    """A user turn's image parts (assistants produce none)."""
     tool_results: list[ToolResult] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     messages: list[ChatMessage] = field(default_factory=list)
@@ -99,6 +140,8 @@ def group_by_role(messages: Sequence[ChatMessage]) -> list[RoleGroup]:
             prefix = "System: " if role == "system" else ""
             if text:
                 turn("user").texts.append(prefix + text)
+            if role == "user":
+                turn("user").images.extend(images_of(message.get("content")))
     for each in turns:
         each.tool_results.sort(key=lambda result: result.position)
     return turns

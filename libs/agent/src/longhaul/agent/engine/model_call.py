@@ -1,10 +1,12 @@
-"""The innermost model handler: stream the response, forward deltas and retry notices, inside
-the call's GenAI ``chat`` span (``longhaul.agent.telemetry``)."""
+"""The innermost model handler: put back the images the events only name
+(``longhaul.agent.images``), stream the response, forward deltas and retry notices, inside the
+call's GenAI ``chat`` span (``longhaul.agent.telemetry``)."""
 
 from __future__ import annotations
 
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.engine.deltas import DeltaThrottle
+from longhaul.agent.images import with_images
 from longhaul.agent.middleware.base import ModelHandler
 from longhaul.agent.turn import Turn
 from longhaul.llm.telemetry import model_span, record_response
@@ -29,6 +31,7 @@ def streaming_call(turn: Turn) -> ModelHandler:
 
 
 async def _call(turn: Turn, request: ModelRequest) -> ModelResponse:
+    request = await with_images(request, turn)  # images the events only name go in whole
     live = turn.live
     if live is None:
         return await turn.model.complete(request)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from longhaul.agent.accounting import charge
+from longhaul.agent.images import with_images
 from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.messages import error_text
 from longhaul.agent.middleware.base import ToolHandler
@@ -162,7 +163,7 @@ async def _call(
         response_schema=None if specs else schema,
         metadata={"trace_id": turn.trace_id, "purpose": "reflection"},
     )
-    response = await traced_complete(turn.model, request)
+    response = await traced_complete(turn.model, await with_images(request, turn))
     usage, cost = charge(turn.model.name, request, response, turn.env.models)
     calls = list(response.tool_calls) if specs else []
     await branch.add(

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from longhaul.agent.accounting import charge
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.history import History, message_tokens
+from longhaul.agent.images import with_images
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.domain.config import CompressionConfig
@@ -216,7 +217,7 @@ class Summarization(Middleware):
             metadata={"trace_id": turn.trace_id, "purpose": "compaction"},
         )
         try:
-            response = await traced_complete(turn.utility_model, request)
+            response = await traced_complete(turn.utility_model, await with_images(request, turn))
         except ModelError as exc:
             memo.summariser_failed = True
             log.warning(

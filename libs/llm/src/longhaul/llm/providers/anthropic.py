@@ -14,7 +14,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.llm.alternation import RoleGroup, group_by_role
+from longhaul.llm.alternation import Image, RoleGroup, group_by_role
 from longhaul.llm.arguments import arguments_object
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
@@ -61,6 +61,18 @@ def _append_user_text(messages: list[dict[str, Any]], text: str) -> None:
         messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
 
 
+def _image(image: Image) -> dict[str, Any]:
+    """An image block: base64 for a data URL, else the URL for Anthropic to fetch."""
+    inline = image.inline
+    if inline is not None:
+        media_type, data = inline
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": data},
+        }
+    return {"type": "image", "source": {"type": "url", "url": image.url}}
+
+
 def _render(turn: RoleGroup) -> dict[str, Any]:
     if turn.role == "user":
         blocks: list[dict[str, Any]] = []
@@ -71,6 +83,7 @@ def _render(turn: RoleGroup) -> dict[str, Any]:
             if result.is_error:
                 block["is_error"] = True
             blocks.append(block)
+        blocks.extend(_image(image) for image in turn.images)
         blocks.extend({"type": "text", "text": text} for text in turn.texts)
         return {"role": "user", "content": blocks}
     blocks = [

@@ -13,7 +13,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
-from longhaul.llm.alternation import RoleGroup, group_by_role
+from longhaul.llm.alternation import Image, RoleGroup, group_by_role
 from longhaul.llm.arguments import arguments_object
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.http_model import HttpCall, decode_json
@@ -30,6 +30,15 @@ _RETRYABLE_STATUSES = frozenset(
 )
 
 
+def _image(image: Image) -> dict[str, Any]:
+    """``inlineData`` for a data URL, else ``fileData`` naming the URL."""
+    inline = image.inline
+    if inline is not None:
+        media_type, data = inline
+        return {"inlineData": {"mimeType": media_type, "data": data}}
+    return {"fileData": {"mimeType": image.media_type, "fileUri": image.url}}
+
+
 def _render(turn: RoleGroup) -> dict[str, Any]:
     if turn.role == "user":
         parts: list[dict[str, Any]] = [
@@ -41,6 +50,7 @@ def _render(turn: RoleGroup) -> dict[str, Any]:
             }
             for result in turn.tool_results
         ]
+        parts.extend(_image(image) for image in turn.images)
         parts.extend({"text": text} for text in turn.texts)
         return {"role": "user", "parts": parts}
     signatures: dict[str, str] = {}

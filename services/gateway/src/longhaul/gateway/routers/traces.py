@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from fastapi import APIRouter, Body, Query, Request, Response
 from fastapi.responses import PlainTextResponse
+from longhaul.agent.images import offload_images
 from longhaul.agent.tools.offload import output_key
 from longhaul.core.index import TraceIndexEntry
 from longhaul.core.workspace import WorkspaceStore
@@ -48,8 +49,17 @@ router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPON
 MIRROR_READY_S = 5.0
 
 
-def _inputs(messages: list[ChatMessage]) -> list[ev.InputMessage]:
-    return [msgspec.convert(m.model_dump(exclude_none=True), ev.InputMessage) for m in messages]
+async def _inputs(
+    request: Request, principal: Principal, messages: list[ChatMessage]
+) -> list[ev.InputMessage]:
+    """The messages as events carry them: a long ``data:`` image URL is stored in the
+    workspace and named by reference (``longhaul.agent.images``)."""
+    raw = [m.model_dump(exclude_none=True) for m in messages]
+    runtime = runtime_of(request.app)
+    async with runtime.nats_call():
+        workspace = WorkspaceStore(runtime.service.conn)
+        raw = await offload_images(raw, principal.owner, workspace.put)
+    return [msgspec.convert(m, ev.InputMessage) for m in raw]
 
 
 def _accepted(state: TraceState, event_id: int) -> Accepted:
@@ -93,7 +103,7 @@ async def create_trace(
     )
     if body.preset:
         config.preset = body.preset
-    messages = _inputs(body.messages)
+    messages = await _inputs(request, principal, body.messages)
     event = ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
     state = await commands.create_trace(runtime_of(request.app), principal, event)
     response.headers["Location"] = f"/api/traces/{state.trace_id}"
@@ -320,7 +330,7 @@ async def run_trace(
     """No body is a plain continue, like ``{}``."""
     body = body or RunRequest()
     _check_model(request, body.model)
-    inputs = _inputs(body.messages)
+    inputs = await _inputs(request, principal, body.messages)
     after = body.after_sequence
     changes: dict[str, object] = {}
     if body.model is not None:
