@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from longhaul.client import models
-from longhaul.gateway.routers import experiences
+from longhaul.gateway.routers import experiences, files
 from longhaul.gateway.routers.info import Info
 from longhaul.gateway.schemas import runs, tasks, traces
 from pydantic import BaseModel
@@ -39,6 +39,8 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Experience, experiences.ExperienceView),
     (models.ExperienceList, experiences.ExperienceList),
     (models.Imported, experiences.Imported),
+    (models.UploadedFile, files.UploadedFile),
+    (models.FilesAccepted, files.FilesAccepted),
 ]
 
 

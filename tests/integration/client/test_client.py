@@ -69,6 +69,24 @@ async def test_a_trace_from_start_to_answer(stack: RunningGateway, flavour: str)
     assert accepted.trace_id in [t.trace_id for t in listed.traces]
 
 
+@pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_uploaded_files_reach_the_working_directory(
+    stack: RunningGateway, flavour: str
+) -> None:
+    trace_id = (await using(flavour, stack.url, "create_trace", "x", tools=["glob"])).trace_id
+    async with asyncio.timeout(DEADLINE_S):
+        await using(flavour, stack.url, "wait", trace_id)
+    content = f"{flavour} bytes\n".encode()
+    uploaded = await using(flavour, stack.url, "upload_files", trace_id, {"data.txt": content})
+    assert [(f.name, f.size) for f in uploaded.files] == [("data.txt", len(content))]
+    await using(flavour, stack.url, "run", trace_id, "read data.txt")
+    async with asyncio.timeout(DEADLINE_S):
+        trace = await using(flavour, stack.url, "wait", trace_id)
+    events = await _stored(stack.url, trace_id)
+    delivered = [e.data for e in events if e.event == "files_delivered"]
+    assert trace.status == "completed" and delivered and "data.txt" in delivered[0]["names"]
+
+
 async def test_stored_events_in_order_without_follow(stack: RunningGateway) -> None:
     async with AsyncClient(stack.url) as client:
         trace_id = (await client.create_trace("q", tools=["glob"])).trace_id

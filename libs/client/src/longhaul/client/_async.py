@@ -71,6 +71,7 @@ class AsyncClient:
     get_trace = bind_async(calls.get_trace)
     messages = bind_async(calls.messages)
     context = bind_async(calls.context)
+    upload_files = bind_async(calls.upload_files)
     run = bind_async(calls.run)
     stop = bind_async(calls.stop)
     resume = bind_async(calls.resume)

@@ -7,7 +7,7 @@ these builders bound to a sender (:func:`longhaul.client._transport.bind_sync` /
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -33,6 +33,8 @@ class Call(Generic[T]):
     """sent as JSON"""
     markdown: str | None = None
     """sent as ``text/markdown`` instead"""
+    files: Mapping[str, bytes] | None = None
+    """sent as ``multipart/form-data`` (field ``files``) instead"""
 
 
 def _json(model: type[M]) -> Callable[[httpx.Response], M]:
@@ -175,6 +177,14 @@ def run(
         model_params=model_params,
     )
     return _steer(trace_id, "run", body)
+
+
+def upload_files(trace_id: str, files: Mapping[str, bytes]) -> Call[models.FilesAccepted]:
+    """Put files (name → bytes) into the trace's working directory before its next model
+    call; the agent is told what arrived. Plain names only."""
+    return Call(
+        "POST", f"/api/traces/{_id(trace_id)}/files", _json(models.FilesAccepted), files=files
+    )
 
 
 def _steer(trace_id: str, action: str, body: Any = None) -> Call[models.Accepted]:

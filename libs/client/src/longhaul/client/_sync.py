@@ -71,6 +71,7 @@ class Client:
     get_trace = bind_sync(calls.get_trace)
     messages = bind_sync(calls.messages)
     context = bind_sync(calls.context)
+    upload_files = bind_sync(calls.upload_files)
     run = bind_sync(calls.run)
     stop = bind_sync(calls.stop)
     resume = bind_sync(calls.resume)

@@ -54,6 +54,8 @@ def request_args(call: Call[Any]) -> dict[str, Any]:
     args = {"method": call.method, "url": call.path, "params": call.params}
     if call.markdown is not None:
         return args | {"content": call.markdown, "headers": {"Content-Type": "text/markdown"}}
+    if call.files is not None:
+        return args | {"files": [("files", (name, data)) for name, data in call.files.items()]}
     return args | {"json": call.body}
 
 

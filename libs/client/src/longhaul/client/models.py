@@ -75,6 +75,18 @@ class RunAccepted(Model):
     event_id: int
 
 
+class UploadedFile(Model):
+    name: str
+    size: int
+    sha256: str
+
+
+class FilesAccepted(Model):
+    trace_id: str
+    files: list[UploadedFile]
+    event_id: int
+
+
 class TaskAccepted(Model):
     task_id: str
     status: str
