@@ -33,7 +33,7 @@ export function displayPath(tree, choice) {
     let picked = options.find((m) => m.sequence === choice[parent]);
     if (!picked) picked = options.find((m) => tree.main.has(m.sequence));
     if (!picked) picked = newestLeafward(tree, options);
-    const side = (tree.children.get(picked.sequence) || []).filter(isSide);
+    const side = (tree.children.get(picked.sequence) || []).filter(isSide).flatMap((m) => sideChain(tree, m));
     // A compaction summary replaces a range that stays in the tree as its sibling: that
     // range is shown folded where it hangs, not offered as a branch.
     const compacted = picked.branch_type === "compression" ? options.filter((m) => m !== picked) : [];
@@ -50,6 +50,18 @@ function chainFrom(tree, start) {
   const chain = [start];
   for (let at = start; chain.length < 10000;) {
     const next = (tree.children.get(at.sequence) || []).filter((m) => !isSide(m));
+    if (!next.length) break;
+    at = next[next.length - 1];
+    chain.push(at);
+  }
+  return chain;
+}
+
+// A reflection is a chain of side messages (prompt, model turns, tool results, the note).
+function sideChain(tree, start) {
+  const chain = [start];
+  for (let at = start; chain.length < 1000;) {
+    const next = (tree.children.get(at.sequence) || []).filter(isSide);
     if (!next.length) break;
     at = next[next.length - 1];
     chain.push(at);
