@@ -229,3 +229,77 @@ async def test_the_design_example_goal_gathers_both_products_at_once_then_compar
         assert position(events, ev.PhaseCompleted, gather) < position(
             events, ev.PhaseStarted, "compare"
         )
+
+
+async def checked_plan(planner: Recorder, checker: Recorder | None, **kw: Any) -> Decomposition:
+    return await decompose(
+        "compare two databases and recommend one",
+        {},
+        model=planner.model(),
+        checker=checker.model() if checker else None,
+        max_phases=10,
+        presets=PRESETS,
+        tools=TOOLS,
+        **kw,
+    )
+
+
+async def test_the_utility_model_reviews_a_plan_that_passes_the_rules() -> None:
+    chained = {"phases": [good_phase("a"), good_phase("b", "a")]}
+    parallel = {"phases": [good_phase("a"), good_phase("b"), good_phase("c", "a", "b")]}
+    planner = Recorder(chained, parallel)
+    checker = Recorder({"ok": False, "problems": ["a and b are independent: run them in parallel"]})
+    result = await checked_plan(planner, checker)
+    assert result.source == "model" and [p.depends_on for p in result.phases][-1] == ["a", "b"]
+    [check] = checker.requests
+    assert '"id": "b"' in check.messages[0]["content"] and check.response_schema is not None
+    repair = planner.requests[1].messages[-1]["content"]
+    assert "reviewer: a and b are independent" in repair
+    assert len(planner.requests) == 2  # reviewed once: the repaired plan is not sent again
+
+
+async def test_an_approving_or_failing_reviewer_keeps_the_plan() -> None:
+    plan_a = {"phases": [good_phase("a"), good_phase("b")]}
+    approving = Recorder({"ok": True, "problems": []})
+    result = await checked_plan(Recorder(plan_a), approving)
+    assert result.source == "model" and len(approving.requests) == 1
+    failing_checker = Recorder(ModelError("utility down"))
+    result = await checked_plan(Recorder(plan_a), failing_checker)
+    assert result.source == "model" and [p.id for p in result.phases] == ["a", "b"]
+
+
+async def test_the_worked_example_is_in_the_prompt_unless_switched_off() -> None:
+    shown = Recorder({"phases": [good_phase("a")]})
+    await checked_plan(shown, None)
+    assert "gather-postgres" in shown.requests[0].messages[0]["content"]
+    hidden = Recorder({"phases": [good_phase("a")]})
+    await checked_plan(hidden, None, example=False)
+    assert "gather-postgres" not in hidden.requests[0].messages[0]["content"]
+
+
+@pytest.mark.parametrize("check", [True, False])
+async def test_the_planner_service_asks_the_utility_model_when_configured(
+    store: EventStore, make_config: ConfigFactory, check: bool
+) -> None:
+    plan_json = json.dumps({"phases": [good_phase("a"), good_phase("b")]})
+    verdict = json.dumps({"ok": True, "problems": []})
+    async with (
+        FakeOpenAI(default=Reply(text=plan_json)) as planner,
+        FakeOpenAI(default=Reply(text=verdict)) as utility,
+    ):
+        config = make_config(plan_model_check=check, plan_worked_example=check)
+        planning = planner.models_config("plan")
+        checking = utility.models_config("check")
+        config.models = planning.model_copy(
+            update={
+                "default": "scripted:auto",
+                "providers": {**planning.providers, **checking.providers},
+                "roles": {"planner": "plan:fake-model", "utility": "check:fake-model"},
+            }
+        )
+        async with planner_service(config):
+            task_id = await create_task(store, "compare two databases")
+            task = await wait_task(store, task_id, lambda t: t.status == "running")
+    assert task.plan_source == "model"
+    assert len(utility.requests) == (1 if check else 0)
+    assert ("gather-postgres" in planner.requests[0].body.decode()) is check

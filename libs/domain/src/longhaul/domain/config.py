@@ -233,6 +233,11 @@ class PipelineConfig(BaseModel):
     single_agent_fallback: bool = True
     """After the last replan, one agent does what is left of the goal before the task fails."""
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    plan_model_check: bool = True
+    """After a model plan passes the rule checks, the utility model reviews the decomposition
+    (coverage, parallelism, redundancy); its problems go back to the planner model once."""
+    plan_worked_example: bool = True
+    """Show the planner model a worked example of a good plan in its prompt."""
     plan_review: bool = False
     """Tasks wait in ``awaiting_review`` for a person to approve, edit or refuse their plan
     (a task's own ``review`` wins)."""

@@ -2,8 +2,11 @@
 
 An explicit ``options["phases"]`` list is validated and used as is. Otherwise the planner
 model answers with a JSON-schema-constrained plan, which must also pass the graph validation
-and the quality self-check; problems go back to the model once as the next turn of the same
-conversation. When the model is offline, fails, or stays wrong, the rule-based plan is used.
+and the quality self-check — the rules first, then (``pipeline.plan_model_check``) the utility
+model's review of the substance (``plan_check``); problems go back to the model once as the
+next turn of the same conversation. The prompt shows a worked example of a good plan
+(``pipeline.plan_worked_example``). When the model is offline, fails, or stays wrong, the
+rule-based plan is used.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from longhaul.domain.events import PhaseSpec
 from longhaul.llm.structured import complete_json
 from longhaul.llm.types import ChatMessage, Model, ModelError
 from longhaul.planner.models import CALL_TIMEOUT_S
+from longhaul.planner.plan_check import review
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,25 @@ design, writing — not mechanical gathering), give that phase 2 or 3 "competito
 all). Competitors cost a full run each: use them only where they pay off."""
 
 
+EXAMPLE = """Example. Goal: "Compare PostgreSQL and SQLite for an embedded analytics product
+and recommend one." A good plan: two independent gathering phases run in parallel, the
+comparison needs both, the recommendation needs the comparison:
+{"phases": [
+ {"id": "gather-postgres", "name": "Gather: PostgreSQL", "description": "Collect PostgreSQL's
+  embedding options, footprint, analytics features and licence, with sources.",
+  "depends_on": [], "preset": "explore", "criteria": ["covers footprint, features and licence
+  with a source for each"]},
+ {"id": "gather-sqlite", "name": "Gather: SQLite", "description": "Collect the same facts for
+  SQLite, with sources.", "depends_on": [], "preset": "explore", "criteria": ["covers the
+  same points as the PostgreSQL phase"]},
+ {"id": "compare", "name": "Compare", "description": "Compare both on the same criteria in a
+  table and weigh them for embedded analytics.", "depends_on": ["gather-postgres",
+  "gather-sqlite"], "preset": "analyst", "criteria": ["every criterion compared for both"]},
+ {"id": "recommend", "name": "Recommend", "description": "Write the recommendation with its
+  reasons and risks.", "depends_on": ["compare"], "criteria": ["names one choice and why"]}]}
+(Only the shape is an example: plan for the goal you are given.)"""
+
+
 def _prompt(
     goal: str,
     options: dict[str, Any],
@@ -57,6 +80,7 @@ def _prompt(
     max_phases: int,
     presets: Collection[str],
     tools: Collection[str],
+    example: bool,
 ) -> str:
     context = options.get("context")
     fields = '"id", "name", "description", "depends_on", "preset", "tools", "criteria"'
@@ -69,6 +93,7 @@ def _prompt(
         f"Presets (agent profiles) you may name: {', '.join(presets)}.\n"
         f"Tools you may require: {', '.join(tools)}.\n"
         + (f"{COMPETE}\n" if mode == "compete" else "")
+        + (f"{EXAMPLE}\n" if example else "")
         + f'Answer as {{"phases": [{{{fields}}}]}}.'
     )
 
@@ -82,6 +107,8 @@ async def decompose(
     max_phases: int,
     presets: Collection[str],
     tools: Collection[str],
+    checker: Model | None = None,
+    example: bool = True,
 ) -> Decomposition:
     """The plan for ``goal``; raises :class:`InvalidPlan` only for an invalid explicit plan."""
     if "phases" in options:
@@ -89,11 +116,14 @@ async def decompose(
     if model is None:
         return Decomposition(rule_based_plan(goal), "rules", "planner model is offline")
     conversation: list[ChatMessage] = [
-        {"role": "user", "content": _prompt(goal, options, mode, max_phases, presets, tools)}
+        {
+            "role": "user",
+            "content": _prompt(goal, options, mode, max_phases, presets, tools, example),
+        }
     ]
     schema = plan_schema(max_phases)
     problems: list[str] = []
-    for _ in range(ROUNDS):
+    for round_ in range(ROUNDS):
         try:
             value, _response = await complete_json(
                 model, conversation, schema, system=SYSTEM, timeout_s=CALL_TIMEOUT_S
@@ -106,6 +136,11 @@ async def decompose(
             problems = plan_issues(specs, goal, presets=presets, tools=tools)
         except InvalidPlan as exc:
             problems = [str(exc)]
+        if not problems and checker is not None and round_ < ROUNDS - 1:
+            # One review per decomposition, while a round is left for its problems: the
+            # reviewer can improve a plan that passes the rules, never discard it.
+            problems = await review(goal, specs, checker)
+            checker = None
         if not problems:
             return Decomposition(specs, "model")
         conversation += [

@@ -178,6 +178,8 @@ class TaskDriver:
                 max_phases=self.pipeline.max_phases,
                 presets=self.deps.presets,
                 tools=self.deps.tools,
+                checker=self.deps.models.utility() if self.pipeline.plan_model_check else None,
+                example=self.pipeline.plan_worked_example,
             )
         except InvalidPlan as exc:
             await self._append(task, [ev.TaskFailed(error=f"invalid plan: {exc}")])

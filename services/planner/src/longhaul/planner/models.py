@@ -27,6 +27,10 @@ class PlannerModels:
         """The planner role model, or ``None`` when it is offline or cannot be built."""
         return self.usable(self.config.for_role("planner"))
 
+    def utility(self) -> Model | None:
+        """The utility role model (the plan's second opinion), or ``None`` when offline."""
+        return self.usable(self.config.for_role("utility"))
+
     def usable(self, model_string: str | None) -> Model | None:
         if not model_string or is_offline(model_string):
             return None
