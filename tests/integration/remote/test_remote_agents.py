@@ -4,7 +4,7 @@ executor of its own. The local executor delegates over HTTP to the remote gatewa
 worker and reports the remote summary; ``continue_from`` continues the remote child; a failing
 remote child, a wrong key (401), an unreachable remote and an unconfigured ``agent_url`` become
 clear tool results; an executor killed (SIGKILL) while it waits is replaced and the wait
-resumes."""
+resumes; a forged link event is dropped once instead of being retried forever."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tests.integration.gateway.harness import (
 )
 from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path
 from tests.support.nats import nats_server_url, unique_namespace
-from tests.support.stack import ExecutorProcess, InProcessExecutor, test_config
+from tests.support.stack import ExecutorProcess, InProcessExecutor, eventually, test_config
 
 LOCAL_KEY, REMOTE_KEY = "local-key-0123456789abcdef", "remote-key-0123456789abcdef"
 KEY_ENV, WRONG_KEY_ENV = "LH_TEST_LAB_KEY", "LH_TEST_WRONG_LAB_KEY"
@@ -213,3 +213,25 @@ async def test_a_killed_executor_is_replaced_and_the_remote_wait_resumes(
         assert (await client.get(f"/api/traces/{parent}")).json()["summary"] == (
             "got the slow result"
         )
+
+
+async def test_a_forged_link_is_dropped_not_retried_forever(
+    nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-forged", settings={"working_root": tmp_path}
+    ) as running:
+        conn = running.ctx.conn if running.ctx is not None else None
+        assert conn is not None
+        names = conn.names
+        await conn.js.publish(
+            names.subject("trace", "t_forged", "remote_subtrace_linked"), b"{not json"
+        )
+        durable = f"{running.settings.durable}-remote"
+
+        async def settled() -> Any:
+            info = await conn.js.consumer_info(names.stream, durable)
+            return info if info.delivered.stream_seq and info.num_ack_pending == 0 else None
+
+        info = await eventually(settled, within=20)
+        assert info.num_redelivered == 0 and info.num_pending == 0

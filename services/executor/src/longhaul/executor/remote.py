@@ -242,8 +242,15 @@ class RemoteWaits:
 
     async def _check(self, msg: Msg) -> float | None:
         """``None``: the wait is over; else ask again after that many seconds."""
-        linked = ev.decode(msg.data)
-        assert isinstance(linked, ev.RemoteSubtraceLinked)
+        try:
+            linked = ev.decode(msg.data)
+        except ev.EventDecodeError:
+            linked = None
+        if not isinstance(linked, ev.RemoteSubtraceLinked) or not linked.aggregate_id:
+            log.warning(
+                "remote waits: dropping %s, not a remote_subtrace_linked event", msg.subject
+            )
+            return None  # forged or corrupt: nothing to follow, never retried
         parent = await self.store.load_trace(linked.aggregate_id)
         info = parent.subtraces.get(linked.child_trace_id)
         if info is None or info.status != "running" or info.remote_id != linked.remote_id:
