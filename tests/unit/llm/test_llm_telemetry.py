@@ -100,3 +100,24 @@ async def test_contents_go_on_the_span_only_when_opted_in(
     assert json.loads(str(a["gen_ai.output.messages"])) == [
         {"role": "assistant", "content": "ANSWER"}
     ]
+
+
+async def test_a_failed_call_s_error_text_stays_off_the_span_unless_opted_in(
+    spans: InMemorySpanExporter, registry: ModelRegistry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Providers echo parts of the request in their errors: the text is content.
+    echo = Fail(400, "bad content: SECRET-QUESTION")
+    async with FakeOpenAI([echo, echo]) as server:
+        model = registry.resolve("openai:gpt-4o", server.models_config())
+        with pytest.raises(ModelError, match="SECRET-QUESTION"):
+            await traced_complete(model, request(model.name))
+        monkeypatch.setenv(CAPTURE_CONTENT_VARIABLE, "true")
+        with pytest.raises(ModelError):
+            await traced_complete(model, request(model.name))
+    hidden, shown = spans.get_finished_spans()
+    assert hidden.status.status_code is StatusCode.ERROR
+    assert hidden.status.description == "ModelError"
+    assert dict(hidden.attributes or {})["error.type"] == "ModelError"
+    assert "SECRET" not in hidden.to_json() and not hidden.events
+    [event] = shown.events
+    assert "SECRET-QUESTION" in str(dict(event.attributes or {})["exception.message"])

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from longhaul.agent.tools.result import Deferred, ToolReply
-from longhaul.llm.telemetry import capture_content, tracer
+from longhaul.llm.telemetry import capture_content, mark_failed, tracer
 from longhaul.llm.types import ToolCall
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
@@ -30,11 +30,19 @@ def tool_span(trace_id: str, call: ToolCall) -> Iterator[Span]:
         "gen_ai.conversation.id": trace_id,
     }
     with tracer().start_as_current_span(
-        f"execute_tool {call.name}", kind=SpanKind.INTERNAL, attributes=attributes
+        f"execute_tool {call.name}",
+        kind=SpanKind.INTERNAL,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
         if span.is_recording() and capture_content():
             span.set_attribute("gen_ai.tool.call.arguments", call.arguments)
-        yield span
+        try:
+            yield span
+        except BaseException as exc:
+            mark_failed(span, exc)
+            raise
 
 
 def record_reply(span: Span, reply: ToolReply) -> None:

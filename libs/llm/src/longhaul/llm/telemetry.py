@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from longhaul.llm.types import Model, ModelRequest, ModelResponse
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace import Span, SpanKind, StatusCode
 
 CAPTURE_CONTENT_VARIABLE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
@@ -72,7 +72,11 @@ def model_span(request: ModelRequest) -> Iterator[Span]:
         if value is not None:
             attributes[key] = value
     with tracer().start_as_current_span(
-        f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+        f"chat {model}",
+        kind=SpanKind.CLIENT,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
         if span.is_recording() and capture_content():
             system = "\n\n".join(p for p in (request.system_stable, request.system_volatile) if p)
@@ -84,8 +88,19 @@ def model_span(request: ModelRequest) -> Iterator[Span]:
         try:
             yield span
         except BaseException as exc:
-            span.set_attribute("error.type", type(exc).__name__)
+            mark_failed(span, exc)
             raise
+
+
+def mark_failed(span: Span, exc: BaseException) -> None:
+    """``error.type`` and an error status naming the exception's type; its text (providers
+    and tools echo requests and outputs in errors) only when contents are opted in."""
+    if not span.is_recording():
+        return
+    span.set_attribute("error.type", type(exc).__name__)
+    span.set_status(StatusCode.ERROR, type(exc).__name__)
+    if capture_content():
+        span.record_exception(exc)
 
 
 def record_response(span: Span, response: ModelResponse) -> None:
