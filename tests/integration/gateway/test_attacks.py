@@ -353,3 +353,21 @@ async def test_send_message_never_reaches_another_keys_trace(
         assert all("is not an agent you work with (you can reach: nobody)" in o for o in outputs)
         assert await event_types(store, "trace", victim) == before
         assert (await alice.get(f"/api/traces/{victim}")).json()["unread_messages"] == 0
+
+
+async def test_the_new_routes_need_a_key(gateway: RunningGateway) -> None:
+    async with gateway.client() as anonymous, gateway.client("not-a-key-0123456789") as wrong:
+        for client in (anonymous, wrong):
+            for method, path in (
+                ("GET", "/api/experiences"),
+                ("GET", "/api/experiences/export"),
+                ("POST", "/api/experiences/import"),
+                ("GET", "/api/skills"),
+                ("GET", "/api/tools"),
+                ("POST", "/api/runs"),
+                ("POST", "/api/traces/t_x/inbox"),
+                ("POST", "/webhook/a2a-messages"),
+                ("POST", "/api/tasks/task_x/plan"),
+            ):
+                response = await client.request(method, path, json={})
+                assert response.status_code == 401, (method, path, response.text)
