@@ -281,7 +281,13 @@ class StepCompleter:
         trace_id = created.aggregate_id
         if isinstance(outcome, RunUntilStopped):
             await fold_until(
-                self.store, "trace", trace_id, TraceState(), lambda s: s.stop_requested, within=60
+                self.store,
+                "trace",
+                trace_id,
+                TraceState(),
+                lambda s: s.stop_requested,
+                within=60,
+                describe=lambda s: f"status {s.status}, stop_requested {s.stop_requested}",
             )
         state = await self.store.load_trace(trace_id)
         events: list[ev.TraceEvent]
