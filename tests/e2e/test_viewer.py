@@ -363,6 +363,60 @@ async def test_task_list_and_page_draw_the_phase_dag_and_resume(
             await asyncio.sleep(0.05)
 
 
+async def test_a_plan_waiting_for_review_is_edited_in_the_viewer_and_approved(
+    stack: RunningGateway, store: EventStore, page: Page
+) -> None:
+    async with stack.client() as http:
+        task = (await http.post("/api/tasks", json={"goal": "g", "review": True})).json()
+    task_id = task["task_id"]
+    state = await store.load_task(task_id)
+    proposed = [
+        ev.PhaseSpec(
+            id=pid,
+            name=f"Phase {pid}",
+            description=f"carry out phase {pid} completely",
+            depends_on=deps,
+            criteria=[f"{pid} done"],
+        )
+        for pid, deps in (("gather", []), ("draft", ["gather"]), ("extra", ["gather"]))
+    ]
+    await store.append(
+        "task",
+        task_id,
+        [ev.PlanCreated(phases=proposed, source="model", review=True)],
+        expected=Position(state.stream_seq, state.version),
+        actor="planner:test",
+    )
+    await page.goto(f"{stack.url}/#/tasks/{task_id}")
+    rows = page.locator('[data-testid="review-phase"]')
+    await expect(rows).to_have_count(3)
+    gather = page.locator('[data-testid="review-phase"][data-phase-id="gather"]')
+    # a cycle is refused by the gateway and the refusal shown; nothing is appended
+    await gather.locator('[data-field="depends_on"]').fill("draft")
+    await page.click('[data-testid="approve-edited"]')
+    await expect(page.locator('[data-testid="error"]')).to_contain_text("cycle")
+    await gather.locator('[data-field="depends_on"]').fill("")
+    await gather.locator('[data-field="description"]').fill("gather only the official sources")
+    await (
+        page.locator('[data-testid="review-phase"][data-phase-id="extra"]')
+        .locator('[data-testid="remove-phase"]')
+        .click()
+    )
+    await page.fill('[data-testid="review-reason"]', "extra is not needed")
+    await page.click('[data-testid="approve-edited"]')
+    await expect(page.locator('[data-testid="review"]')).to_have_count(0)
+    events = [r.event async for r in store.replay("task", task_id)]
+    [reviewed] = [e for e in events if isinstance(e, ev.PlanReviewed)]
+    assert reviewed.approved and reviewed.reason == "extra is not needed"
+    assert reviewed.phases is not None
+    assert [(p.id, p.depends_on) for p in reviewed.phases] == [
+        ("gather", []),
+        ("draft", ["gather"]),
+    ]
+    assert reviewed.phases[0].description == "gather only the official sources"
+    assert reviewed.phases[1].criteria == ["draft done"]
+
+
 async def test_a_key_protected_gateway(nats_config: NatsConfig, page: Page) -> None:
     config = gateway_config(nats_config, api_keys=["viewer-key-1"])
     async with serve_gateway(config) as gateway:

@@ -1,6 +1,9 @@
 // Tasks: the phase DAG (columns by dependency depth) with statuses, merges and replans,
-// links to each phase's step traces, and resume. The task list (GET /api/tasks) with a form
-// to start a task.
+// links to each phase's step traces, and resume. A plan waiting for review (awaiting_review)
+// is editable in place: each phase's name, description, dependencies, preset and criteria,
+// phases removed or added, then approved as proposed, approved as edited (the gateway checks
+// it like a model's plan and its refusal is shown) or refused. The task list (GET /api/tasks)
+// with a form to start a task.
 import { api, enc, post } from "./api.js";
 import { act, fill, el, fmtTime, showError, statusBadge } from "./dom.js";
 
@@ -34,7 +37,9 @@ export function taskPage(root, taskId) {
       const task = await api(base);
       if (s.gone) return;
       render(task);
-      if (!["completed", "failed"].includes(task.status)) s.timer = setTimeout(load, POLL_MS);
+      // A plan under review is not redrawn under the reviewer's edits: it waits for them.
+      if (task.status === "awaiting_review") return;
+      if (!["completed", "failed", "cancelled"].includes(task.status)) s.timer = setTimeout(load, POLL_MS);
       else s.timer = setTimeout(load, POLL_MS * 5);
     } catch (err) { showError(err); if (!s.gone) s.timer = setTimeout(load, POLL_MS * 2); }
   }
@@ -69,6 +74,7 @@ export function taskPage(root, taskId) {
       el("div", { class: "buttons" }, el("button", { type: "button", "data-testid": "resume-task",
         onclick: () => act(async () => { await post(base + "/resume"); load(); }), text: "Resume" })),
       task.error ? el("div", { class: "error-box", text: task.error }) : null,
+      task.status === "awaiting_review" ? reviewPanel(base, task, load) : null,
       task.phases.length ? dag : el("div", { class: "meta", text: "planning…" }),
       task.replans.length ? el("section", { class: "panel" }, el("h3", { text: "Replans" }), el("ol", {}, task.replans.map((r) => el("li", { text: r })))) : null,
       task.summary ? el("section", { class: "panel" }, el("h3", { text: "Result" }), el("pre", { text: task.summary })) : null);
@@ -77,6 +83,42 @@ export function taskPage(root, taskId) {
 
   load();
   return () => { s.gone = true; clearTimeout(s.timer); };
+}
+
+// The plan editor: one editable row per phase; "Approve edited" sends them as the new plan.
+function reviewPanel(base, task, reload) {
+  const rows = el("div", { class: "review-rows" });
+  const lines = (text) => text.split(/[\n,]/).map((x) => x.trim()).filter(Boolean);
+  const addRow = (p) => {
+    const field = (name, value, tag) => el(tag || "input", { "data-field": name, value: value, placeholder: name, ...(tag ? { text: value } : {}) });
+    const row = el("div", { class: "review-row", "data-testid": "review-phase", dataset: { phaseId: p.id || "" } },
+      field("id", p.id || ""), field("name", p.name || ""), field("preset", p.preset || "default"),
+      field("depends_on", (p.depends_on || []).join(", ")),
+      field("description", p.description || "", "textarea"),
+      field("criteria", (p.criteria || []).join("\n"), "textarea"),
+      el("button", { type: "button", "data-testid": "remove-phase", text: "Remove", onclick: () => row.remove() }));
+    rows.append(row);
+  };
+  task.phases.forEach(addRow);
+  const edited = () => [...rows.querySelectorAll('[data-testid="review-phase"]')].map((row) => {
+    const get = (name) => row.querySelector(`[data-field="${name}"]`).value.trim();
+    const phase = { id: get("id"), name: get("name"), description: get("description"),
+      depends_on: lines(get("depends_on")), preset: get("preset") || "default", criteria: lines(get("criteria")) };
+    const original = task.phases.find((p) => p.id === phase.id);
+    if (original && original.tools) phase.tools = original.tools;
+    if (original && original.model) phase.model = original.model;
+    return phase;
+  });
+  const reason = el("input", { "data-testid": "review-reason", placeholder: "reason (optional)" });
+  const send = (body) => act(async () => { await post(base + "/plan", { ...body, reason: reason.value.trim() }); reload(); });
+  return el("section", { class: "panel review", "data-testid": "review" },
+    el("h3", { text: "Plan waiting for review" }), rows,
+    el("div", { class: "buttons" },
+      el("button", { type: "button", "data-testid": "add-phase", text: "Add phase", onclick: () => addRow({}) }),
+      el("button", { type: "button", "data-testid": "approve-plan", text: "Approve", onclick: () => send({ approved: true }) }),
+      el("button", { type: "button", "data-testid": "approve-edited", text: "Approve edited", onclick: () => send({ approved: true, phases: edited() }) }),
+      el("button", { type: "button", "data-testid": "refuse-plan", text: "Refuse", onclick: () => send({ approved: false }) }),
+      reason));
 }
 
 const SVG = "http://www.w3.org/2000/svg";
