@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import nats.errors
-from longhaul.core.index import TraceIndex
+from longhaul.core.index import TraceIndex, TraceIndexEntry
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
@@ -85,3 +85,80 @@ async def test_an_orphaned_trace_is_finished_by_the_sweeper(
         takeovers = ex.executor.metrics.lease_takeovers._value.get()
     assert state.status == "completed", state.error
     assert swept >= 1 and takeovers >= 1
+
+
+async def finished(store: EventStore) -> str:
+    """A trace indexed while it ran, then completed and indexed again."""
+    trace_id = new_id("t")
+    created = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="done already")])
+    await store.append("trace", trace_id, [created], expected=Position())
+    state = await store.load_trace(trace_id)
+    await TraceIndex(store.conn).update(state)
+    await store.append(
+        "trace",
+        trace_id,
+        [ev.Completed(summary="done")],
+        expected=Position(state.stream_seq, state.version),
+    )
+    await TraceIndex(store.conn).update(await store.load_trace(trace_id))
+    return trace_id
+
+
+class CountingIndex(TraceIndex):
+    """Counts the entries a sweep reads."""
+
+    reads = 0
+
+    async def get(self, trace_id: str) -> TraceIndexEntry | None:
+        self.reads += 1
+        return await super().get(trace_id)
+
+
+def sweeper_of(index: TraceIndex, store: EventStore, woken: list[str]) -> Sweeper:
+    def wake(trace_id: str) -> bool:
+        woken.append(trace_id)
+        return True
+
+    return Sweeper(index, Leases(store.conn, "exec-sweeper", 2), wake, interval_s=1)
+
+
+async def test_the_index_marks_exactly_the_unfinished_traces(
+    store: EventStore, tmp_path: Path
+) -> None:
+    model = record_steps(tmp_path / "s.yaml", 1, tmp_path / "calls.jsonl")
+    running = await orphan(store, model)
+    done = await finished(store)
+    active = await TraceIndex(store.conn).active_ids()
+    assert running in active and done not in active
+
+
+async def test_a_sweep_reads_the_traces_under_way_not_the_whole_history(
+    store: EventStore, tmp_path: Path
+) -> None:
+    model = record_steps(tmp_path / "s.yaml", 1, tmp_path / "calls.jsonl")
+    for _ in range(20):
+        await finished(store)
+    orphaned = await orphan(store, model)
+    index = CountingIndex(store.conn)
+    woken: list[str] = []
+    sweeper = sweeper_of(index, store, woken)
+    assert await sweeper.sweep_once() == [orphaned]  # the first sweep also backfills
+    index.reads = 0
+    woken.clear()
+    assert await sweeper.sweep_once() == [orphaned]
+    assert index.reads == len(await index.active_ids()) < 20
+
+
+async def test_a_stale_mark_is_healed_and_an_unmarked_old_trace_is_backfilled(
+    store: EventStore, tmp_path: Path
+) -> None:
+    model = record_steps(tmp_path / "s.yaml", 1, tmp_path / "calls.jsonl")
+    index = TraceIndex(store.conn)
+    done = await finished(store)
+    await index.mark_active(done)  # as if the final entry's unmark had been lost
+    unmarked = await orphan(store, model)
+    await index.unmark_active(unmarked)  # as if indexed before the marks existed
+    woken: list[str] = []
+    assert await sweeper_of(index, store, woken).sweep_once() == [unmarked]
+    active = await index.active_ids()
+    assert done not in active and unmarked in active

@@ -12,10 +12,12 @@ import msgspec
 from longhaul.core.connection import Connection
 from longhaul.domain.events import Totals
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.trace import FINAL_STATUSES
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
+UNMARK_TTL_S = 60
 
 
 class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -70,28 +72,51 @@ class TraceIndex:
         return await self.conn.kv(self.conn.names.traces)
 
     async def update(self, state: TraceState) -> bool:
-        """Write the entry for ``state`` unless a newer one is stored; True if written."""
+        """Write the entry for ``state`` unless a newer one is stored; True if written.
+
+        A trace that is not final is marked in ``lh_active`` *before* its entry says so, and
+        unmarked only after its final entry is written: the sweeper, which reads only the
+        marks, never misses a trace under way (a stale mark is healed by the sweeper).
+        """
         kv = await self._kv()
         entry = TraceIndexEntry.from_state(state)
         data = msgspec.json.encode(entry)
+        final = state.is_final
         for _ in range(CAS_ATTEMPTS):
             try:
                 current = await kv.get(state.trace_id)
             except KeyNotFoundError:
-                try:
-                    await kv.create(state.trace_id, data)
-                    return True
-                except KeyWrongLastSequenceError:
-                    continue
-            stored = msgspec.json.decode(current.value or b"{}", type=dict)
-            if int(stored.get("last_event_seq", 0)) >= entry.last_event_seq:
+                current = None
+            stored = msgspec.json.decode(current.value or b"{}", type=dict) if current else None
+            if stored is not None and int(stored.get("last_event_seq", 0)) >= entry.last_event_seq:
                 return False
+            if not final and (stored is None or stored.get("status") in FINAL_STATUSES):
+                await self.mark_active(state.trace_id)
             try:
-                await kv.update(state.trace_id, data, last=current.revision)
-                return True
+                if current is None:
+                    await kv.create(state.trace_id, data)
+                else:
+                    await kv.update(state.trace_id, data, last=current.revision)
             except KeyWrongLastSequenceError:
                 continue
+            if final:
+                await self.unmark_active(state.trace_id)
+            return True
         return False
+
+    async def mark_active(self, trace_id: str) -> None:
+        active = await self.conn.kv(self.conn.names.active)
+        await active.put(trace_id, b"")
+
+    async def unmark_active(self, trace_id: str) -> None:
+        active = await self.conn.kv(self.conn.names.active)
+        # The purge marker expires: the bucket holds the traces under way and the last
+        # minute's finished ones, never the whole history.
+        await active.purge(trace_id, msg_ttl=UNMARK_TTL_S)
+
+    async def active_ids(self) -> list[str]:
+        """The traces marked as not final."""
+        return await _keys(await self.conn.kv(self.conn.names.active))
 
     async def get(self, trace_id: str) -> TraceIndexEntry | None:
         kv = await self._kv()
@@ -105,14 +130,16 @@ class TraceIndex:
 
     async def entries(self) -> AsyncIterator[TraceIndexEntry]:
         """All entries (unordered)."""
-        kv = await self._kv()
-        try:
-            keys = await kv.keys()
-        except Exception as exc:  # nats-py raises NoKeysError for an empty bucket
-            if type(exc).__name__ == "NoKeysError":
-                return
-            raise
-        for key in keys:
+        for key in await _keys(await self._kv()):
             entry = await self.get(key)
             if entry is not None:
                 yield entry
+
+
+async def _keys(kv: KeyValue) -> list[str]:
+    try:
+        return list(await kv.keys())
+    except Exception as exc:  # nats-py raises NoKeysError for an empty bucket
+        if type(exc).__name__ == "NoKeysError":
+            return []
+        raise

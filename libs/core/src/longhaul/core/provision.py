@@ -92,6 +92,7 @@ async def provision(
     await ensure_stream(js, event_stream_config(names, settings))
     buckets = [
         kv_stream_config(names.traces, settings, description="trace index"),
+        kv_stream_config(names.active, settings, description="traces not final yet"),
         kv_stream_config(names.leases, settings, description="executor leases (per-key TTL)"),
         kv_stream_config(names.snapshots, settings, description="folded state snapshots"),
         kv_stream_config(

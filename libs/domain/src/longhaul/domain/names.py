@@ -42,6 +42,12 @@ class Names:
         return self._bucket("lh_traces")
 
     @property
+    def active(self) -> str:
+        """One key per trace that is not final: what the sweeper looks at (its cost grows
+        with the traces under way, not with every trace ever indexed)."""
+        return self._bucket("lh_active")
+
+    @property
     def leases(self) -> str:
         return self._bucket("lh_leases")
 

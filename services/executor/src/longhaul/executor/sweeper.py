@@ -3,7 +3,9 @@
 That is how a trace recovers when its executor died and no wake-up is left to redeliver (for
 instance one started by the sweeper itself). One replica sweeps at a time (a ``sweeper``
 lease); entries touched within the last lease TTL are left alone, since their wake-up is most
-likely still on its way.
+likely still on its way. It reads only the traces marked unfinished (``lh_active``, kept by
+:class:`~longhaul.core.index.TraceIndex`), so a sweep costs what is under way, not the whole
+history.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from longhaul.core.index import TraceIndex
+from longhaul.domain.state.trace import FINAL_STATUSES
 from longhaul.executor.leases import Leases
 
 log = logging.getLogger(__name__)
@@ -30,6 +33,7 @@ class Sweeper:
         self.leases = leases
         self.wake = wake
         self.interval_s = interval_s
+        self._backfilled = False
 
     async def run(self, shutdown: asyncio.Event) -> None:
         while not shutdown.is_set():
@@ -49,16 +53,33 @@ class Sweeper:
             return []
         woken: list[str] = []
         try:
+            if not self._backfilled:
+                await self._backfill()
             quiet_since = time.time() - self.leases.ttl_s
-            async for entry in self.index.entries():
+            for trace_id in await self.index.active_ids():
+                entry = await self.index.get(trace_id)
+                if entry is None or entry.status in FINAL_STATUSES:
+                    await self.index.unmark_active(trace_id)  # a stale mark
+                    continue
                 if entry.status != "running" or entry.updated_at > quiet_since:
                     continue
-                if await self.leases.holder(Leases.trace_key(entry.trace_id)) is not None:
+                if await self.leases.holder(Leases.trace_key(trace_id)) is not None:
                     continue
-                if self.wake(entry.trace_id):
-                    woken.append(entry.trace_id)
+                if self.wake(trace_id):
+                    woken.append(trace_id)
         finally:
             await lease.release()
         if woken:
             log.info("sweeper woke %d orphaned trace(s)", len(woken))
         return woken
+
+    async def _backfill(self) -> None:
+        """Once per process: mark every unfinished trace of the whole index (traces indexed
+        before the marks existed); every later sweep reads only the marks."""
+        marked = 0
+        async for entry in self.index.entries():
+            if entry.status not in FINAL_STATUSES:
+                await self.index.mark_active(entry.trace_id)
+                marked += 1
+        self._backfilled = True
+        log.info("sweeper: %d unfinished trace(s) in the index", marked)
