@@ -70,9 +70,29 @@ async def test_skills_are_listed_in_the_system_prompt(tmp_path: Path) -> None:
 async def test_workspace_read(tmp_path: Path) -> None:
     workspace = MemoryWorkspace()
     workspace.data["task/t1/phase/p1/output"] = ("z" * 50).encode()
-    ctx = tool_context(tmp_path, workspace=workspace)
+    state = new_state("go", trace_id="t_mine")
+    state.task_id, state.parent_trace_id = "t1", "t_parent"
+    ctx = tool_context(tmp_path, state=state, workspace=workspace)
     result = await workspace_read.run(ctx, {"key": "task/t1/phase/p1/output", "offset": 45})
     assert isinstance(result, ToolResult) and result.output == "zzzzz"
+    for own in ("outputs/t_mine/c1", "outputs/t_parent/c1", "trace/t_mine/attachments/c/x"):
+        workspace.data[own] = b"ours"
+        read = await workspace_read.run(ctx, {"key": own})
+        assert isinstance(read, ToolResult) and read.output == "ours"
+    # The workspace is shared by every key: entries outside the trace's family read as missing.
+    for foreign in (
+        "outputs/t_other/c1",
+        "uploads/t_other/abc",
+        "task/t2/phase/p1/output",
+        "task/t1",
+        "images/k_other/abc",
+        "quota/uploads/k_other",
+        "outputs/t_mine/../../outputs/t_other/c1",
+    ):
+        workspace.data[foreign] = b"theirs"
+        with pytest.raises(ToolError) as refused:
+            await workspace_read.run(ctx, {"key": foreign})
+        assert refused.value.code == "not_found", foreign
     with pytest.raises(ToolError) as missing:
         await workspace_read.run(ctx, {"key": "nope"})
     assert missing.value.code == "not_found"

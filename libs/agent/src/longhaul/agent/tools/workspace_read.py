@@ -1,4 +1,10 @@
-"""``workspace_read``: read a workspace entry (offloaded outputs, phase results, attachments)."""
+"""``workspace_read``: read a workspace entry (offloaded outputs, phase results, attachments).
+
+The workspace is shared by every key, so a trace reads only its own family's entries: the
+outputs, attachments and uploads of itself, its parent, its root and its sub-traces, and its
+task's results. Those all have the trace's owner by construction (the family inherits it), so
+a trace id learned elsewhere never opens another key's output; a refused key reads as missing.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,22 @@ from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.result import ToolResult
+from longhaul.domain.state import TraceState
+
+TRACE_FAMILIES = ("outputs", "trace", "uploads")
+"""Key families whose second segment is a trace id."""
+
+
+def readable(state: TraceState, key: str) -> bool:
+    """Whether the trace ``state`` may read workspace ``key`` (see the module doc)."""
+    parts = [part for part in key.split("/") if part]
+    if len(parts) < 3 or any(part in (".", "..") for part in parts):
+        return False
+    family, scope = parts[0], parts[1]
+    if family in TRACE_FAMILIES:
+        family_ids = {state.trace_id, state.parent_trace_id, state.root_trace_id}
+        return scope in family_ids or scope in state.subtraces
+    return family == "task" and scope == state.task_id
 
 
 @tool(read_only=True)
@@ -21,7 +43,7 @@ async def workspace_read(
     """
     if ctx.workspace is None:
         raise ToolError("no workspace is attached to this trace", code="not_available")
-    value = await ctx.workspace.get(key)
+    value = await ctx.workspace.get(key) if readable(ctx.state, key) else None
     if value is None:
         raise ToolError(f"workspace key {key!r} does not exist", code="not_found")
     text = value.decode("utf-8", errors="replace")
