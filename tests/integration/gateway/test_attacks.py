@@ -11,7 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from longhaul.core.connection import connect
 from longhaul.core.store import EventStore
+from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
 
@@ -371,3 +373,43 @@ async def test_the_new_routes_need_a_key(gateway: RunningGateway) -> None:
             ):
                 response = await client.request(method, path, json={})
                 assert response.status_code == 401, (method, path, response.text)
+
+
+async def test_workspace_read_never_opens_another_keys_output(
+    gateway: RunningGateway,
+    alice: httpx.AsyncClient,
+    mallory: httpx.AsyncClient,
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    quiet = write_script(tmp_path / "quiet.yaml", [{"content": "ok"}])
+    created = await alice.post(
+        "/api/traces", json={"messages": [user_message("hold")], "model": quiet}
+    )
+    victim = created.json()["trace_id"]
+    key = f"outputs/{victim}/c1"
+    conn = await connect(gateway.runtime.config.nats)
+    try:
+        await WorkspaceStore(conn).put(key, b"ALICE-OUTPUT")
+    finally:
+        await conn.close()
+    thief = write_script(
+        tmp_path / "thief.yaml",
+        [
+            {"tool_calls": [{"id": "c1", "name": "workspace_read", "arguments": {"key": key}}]},
+            {"content": "done"},
+        ],
+    )
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-thief", settings={"working_root": tmp_path / "work"}
+    ):
+        created = await mallory.post(
+            "/api/traces",
+            json={"messages": [user_message("steal")], "model": thief, "tools": ["workspace_read"]},
+        )
+        trace_id = created.json()["trace_id"]
+        await follow_until(mallory, trace_id, is_final)
+    messages = (await mallory.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    [output] = [str(m["content"]) for m in messages if m["role"] == "tool"]
+    assert "does not exist" in output and "ALICE" not in output
