@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import os
 
 import msgspec
 import pytest
 from longhaul.core.connection import Connection
+from longhaul.core.direct import OBJECT_PAGE, DirectGetError, read_object
 from longhaul.core.provision import ProvisionSettings, provision
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
@@ -239,3 +242,22 @@ async def test_provisioning_is_idempotent(conn: Connection) -> None:
     leases = await conn.kv(conn.names.leases)
     await leases.create("trace.x", b"owner", msg_ttl=5)
     assert (await leases.get("trace.x")).value == b"owner"
+
+
+async def test_a_large_object_reads_back_whole_over_several_pages(conn: Connection) -> None:
+    """More chunks than one direct-get page holds, bytes that do not compress."""
+    store = await conn.artifacts()
+    data = os.urandom(OBJECT_PAGE * 128 * 1024 + 12_345)
+    name = f"big/{new_id('o')}"
+    await store.put(name, data)
+    assert await conn.read_artifact(name) == data
+
+
+async def test_a_corrupted_object_is_refused_not_returned(conn: Connection) -> None:
+    store = await conn.artifacts()
+    name = f"small/{new_id('o')}"
+    await store.put(name, b"the real bytes")
+    info = await store.get_info(name)
+    info.digest = "SHA-256=" + base64.urlsafe_b64encode(hashlib.sha256(b"other").digest()).decode()
+    with pytest.raises(DirectGetError, match="digest mismatch"):
+        await read_object(conn.nc, conn.names.artifacts, info)

@@ -20,6 +20,7 @@ from typing import TypeVar
 import msgspec
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.direct import DirectGetError, direct_page
 from longhaul.core.telemetry import carrier_headers, current_carrier
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
@@ -31,13 +32,10 @@ from nats.js import api
 from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
 
 log = logging.getLogger(__name__)
-_json = msgspec.json.Encoder()
-
 WRONG_LAST_SEQUENCE = 10071
 SNAPSHOT_INLINE_LIMIT = 512 * 1024
 REPLAY_PAGE = 2048
 OFF_LOOP_BYTES = 256 * 1024
-REPLAY_PAGE_TIMEOUT_S = 30.0
 PUBLISH_ATTEMPTS = 3
 
 State = TypeVar("State", bound=Fold)
@@ -229,20 +227,9 @@ class EventStore:
         a fold only needs that last sequence, and skipping the headers halves its cost.
         """
         page = _Page(last_seq=after)
-        finished: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
 
-        async def on_message(msg: Msg) -> None:
-            if finished.done():
-                return
-            headers = msg.headers or {}
-            status = headers.get("Status")
-            if status is not None and not msg.data:
-                ok = status in ("204", "404")
-                if status == "204":
-                    page.last_seq = int(headers.get("Nats-Last-Sequence", after))
-                finished.set_result(None if ok else f"{status} {headers.get('Description', '')}")
-                return
-            seq = int(headers.get("Nats-Sequence", 0) or 0) if with_headers else 0
+        def on_message(msg: Msg) -> None:
+            seq = int((msg.headers or {}).get("Nats-Sequence", 0) or 0) if with_headers else 0
             try:
                 page.events.append(ev.decode(msg.data))
             except ev.EventDecodeError as exc:  # a fault for the fold, not a failed read
@@ -250,24 +237,15 @@ class EventStore:
             if with_headers:
                 page.seqs.append(seq)
 
-        inbox = self.conn.nc.new_inbox()
-        sub = await self.conn.nc.subscribe(inbox, cb=on_message)
-        try:
-            request: dict[str, object] = {
-                "seq": after + 1,
-                "next_by_subj": subject,
-                "batch": REPLAY_PAGE,
-            }
-            if not with_headers:
-                request["no_hdr"] = True
-            await self.conn.nc.publish(
-                f"$JS.API.DIRECT.GET.{self.names.stream}", _json.encode(request), reply=inbox
-            )
-            error = await asyncio.wait_for(finished, timeout=REPLAY_PAGE_TIMEOUT_S)
-        finally:
-            await sub.unsubscribe()
-        if error is not None:
-            raise RuntimeError(f"direct get on {self.names.stream} failed: {error}")
+        page.last_seq = await direct_page(
+            self.conn.nc,
+            self.names.stream,
+            subject,
+            after=after,
+            batch=REPLAY_PAGE,
+            on_message=on_message,
+            with_headers=with_headers,
+        )
         return page
 
     async def watch(
@@ -390,14 +368,14 @@ class EventStore:
             snapshot = msgspec.msgpack.decode(entry.value, type=_Snapshot)
             blob = snapshot.state
             if snapshot.object_name:
-                store = await self.conn.artifacts()
-                blob = (await store.get(snapshot.object_name)).data or b""
+                blob = await self.conn.read_artifact(snapshot.object_name)
             packed = await _off_loop(zlib.decompress, blob)
             state = msgspec.msgpack.decode(packed, type=state_type)
         except (
             msgspec.DecodeError,
             msgspec.ValidationError,
             ObjectNotFoundError,
+            DirectGetError,
             zlib.error,
         ) as exc:
             # A snapshot is only an optimisation: fall back to a full replay.

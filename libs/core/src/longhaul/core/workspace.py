@@ -76,8 +76,7 @@ class WorkspaceStore:
             return None
         stored = msgspec.json.decode(entry.value, type=_Stored)
         if stored.object_name:
-            store = await self.conn.artifacts()
-            value = (await store.get(stored.object_name)).data or b""
+            value = await self.conn.read_artifact(stored.object_name)
         else:
             value = stored.inline or b""
         return WorkspaceEntry(key=key, value=value, revision=int(entry.revision or 0))
