@@ -344,3 +344,13 @@ def test_the_run_s_trace_context_is_that_of_the_event_that_started_the_run() -> 
     again = msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=TraceState)
     assert again.run_trace_context == state.run_trace_context
     assert again.subtraces["t_2"].trace_context == carrier("00000000000000c3")
+
+
+def test_the_fold_counts_messages_that_carry_images() -> None:
+    b = Builder()
+    b.message("assistant", "plain text")
+    b.message("user", [{"type": "text", "text": "see"}])  # type: ignore[arg-type]
+    assert b.state.image_messages == 0
+    picture = {"type": "image_url", "image_url": {"url": "longhaul-image:abc"}}
+    b.message("user", [{"type": "text", "text": "this"}, picture])  # type: ignore[arg-type]
+    assert b.state.image_messages == 1

@@ -114,6 +114,8 @@ async def resolve_images(
 async def with_images(request: ModelRequest, turn: Turn) -> ModelRequest:
     """``request`` with the images its messages name put back (every model call of a turn:
     the loop's, compaction's, reflection's)."""
+    if not turn.state.image_messages:
+        return request
     messages = await resolve_images(
         request.messages, turn.state.owner, turn.env.workspace, turn.images
     )

@@ -137,6 +137,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     """A message with ``wake`` broke this wait: the next turn answers the waiting call."""
     faults: list[Fault] = msgspec.field(default_factory=list)
     """Events of the log this fold skipped (see ``faults``)."""
+    image_messages: int = 0
+    """Messages whose content carries an ``image_url`` part: a request is searched for image
+    references only when there are some (a search per model call would grow with history)."""
 
     version: int = 0
     """``n`` of the last applied event."""
@@ -389,6 +392,10 @@ class TraceState(msgspec.Struct, kw_only=True):
         parent = message.parent_sequence
         self.messages[message.sequence] = message
         self.last_sequence = message.sequence
+        if isinstance(message.content, list) and any(
+            isinstance(part, dict) and part.get("type") == "image_url" for part in message.content
+        ):
+            self.image_messages += 1
         if message.branch_type == "reflection":
             return
         if parent == (self.head_sequence or None):
