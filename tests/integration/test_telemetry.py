@@ -397,3 +397,26 @@ async def test_a_turn_resumed_after_kill_9_continues_the_original_trace(
     # Every model call, the victim's that made it out before the kill too, is in that trace.
     chats = [s for s in receiver.spans if s.name.startswith("chat ")]
     assert len(chats) >= 5 and {s.trace_id for s in chats} == {TRACE_HEX}
+
+
+@pytest.mark.parametrize("opted_in", [False, True])
+async def test_a_query_string_goes_on_the_request_span_only_when_opted_in(
+    opted_in: bool,
+    spans: InMemorySpanExporter,
+    nats_config: NatsConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if opted_in:
+        monkeypatch.setenv(CAPTURE_CONTENT_VARIABLE, "true")
+    async with (
+        serve_gateway(gateway_config(nats_config), heartbeat_s=0.3) as gateway,
+        gateway.client() as http,
+    ):
+        response = await http.get("/api/traces", params={"cursor": "QUERY-MARK"})
+    assert response.status_code in (200, 400, 422), response.text
+    [request] = [
+        s
+        for s in by_name(tuple(spans.get_finished_spans()), "GET /api/traces")
+        if s.kind is SpanKind.SERVER
+    ]
+    assert ("QUERY-MARK" in str(attributes(request))) is opted_in

@@ -16,6 +16,7 @@ from longhaul.llm import (
     resolve_model,
 )
 from longhaul.llm.http_model import HttpModel
+from longhaul.llm.registry import check_model_string
 from pydantic import SecretStr
 
 from tests.support.llm_fakes import FakeAnthropic, FakeOpenAI, Reply
@@ -123,3 +124,11 @@ def test_a_broken_script_is_reported_without_its_content(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"not a valid YAML/JSON script at line") as raised:
         registry.resolve("scripted:bad.yaml")
     assert "hunter2" not in str(raised.value) and raised.value.__cause__ is None
+
+
+def test_the_gateway_check_refuses_an_unknown_provider_and_knows_configured_names() -> None:
+    config = ModelsConfig(providers={"vllm": ProviderConfig(kind="openai")})
+    with pytest.raises(UnknownProviderError, match="unknown provider 'nope'"):
+        check_model_string("nope:model", config)
+    for fine in ("openai:gpt-4o", "anthropic:claude", "gemini:flash", "vllm:llama", "local:x"):
+        check_model_string(fine, config)

@@ -89,10 +89,26 @@ def scripted_path(model_string: str, source: str, scripted_dir: Path | None) -> 
     return path
 
 
+def provider_kind(model_string: str, provider: str, config: ModelsConfig) -> str:
+    """The wire format of ``provider`` (built in, or a configured name's ``kind``)."""
+    kind = config.providers.get(provider, ProviderConfig()).kind or provider
+    if kind not in CODECS:
+        known = sorted({*CODECS, "scripted", "local", *config.providers})
+        raise UnknownProviderError(
+            f"unknown provider {provider!r} in {model_string!r} "
+            f"(known: {', '.join(known)}; configure others with models.providers.<name>."
+            "kind = openai | anthropic | gemini)"
+        )
+    return kind
+
+
 def check_model_string(model_string: str, config: ModelsConfig) -> None:
-    """What a gateway can refuse before a run starts (422): a malformed string, or a script
-    outside ``models.scripted_dir``. Provider reachability is the run's business."""
+    """What a gateway can refuse before a run starts (422): a malformed string, a provider
+    that is neither built in nor configured, or a script outside ``models.scripted_dir``.
+    Provider reachability is the run's business."""
     provider, spec = split_model_string(model_string)
+    if provider not in ("scripted", "local"):
+        provider_kind(model_string, provider, config)
     source = spec.partition("?")[0]
     if provider == "scripted" and source not in BUILTIN_SCRIPTS:
         scripted_path(model_string, source, config.scripted_dir)
@@ -140,15 +156,8 @@ class ModelRegistry:
         if provider == "local":
             return self._local(model_string, model, config)
         settings = config.providers.get(provider, ProviderConfig())
-        kind = settings.kind or provider
-        codec_factory = CODECS.get(kind)
-        if codec_factory is None:
-            known = sorted({*CODECS, "scripted", "local", *config.providers})
-            raise UnknownProviderError(
-                f"unknown provider {provider!r} in {model_string!r} "
-                f"(known: {', '.join(known)}; configure others with models.providers.<name>."
-                "kind = openai | anthropic | gemini)"
-            )
+        kind = provider_kind(model_string, provider, config)
+        codec_factory = CODECS[kind]
         endpoint = self._endpoint(provider, kind, settings, codec_factory())
         return HttpModel(model_string, model, endpoint, codec_factory())
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -35,8 +36,10 @@ from longhaul.gateway.routers import (
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
 from longhaul.llm.registry import ModelRegistry
+from longhaul.llm.telemetry import capture_content
 from nats.aio.subscription import Subscription
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from opentelemetry.trace import Span
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +126,26 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         # A server span per request, continuing a client's ``traceparent``; the events a
         # request appends carry it on (``longhaul.core.telemetry``).
         FastAPIInstrumentor.instrument_app(
-            app, excluded_urls="healthz,readyz,metrics", exclude_spans=["receive", "send"]
+            app,
+            excluded_urls="healthz,readyz,metrics",
+            exclude_spans=["receive", "send"],
+            server_request_hook=hide_query,
         )
     return app
+
+
+_URL_ATTRIBUTES = ("http.url", "http.target", "url.full")
+
+
+def hide_query(span: Span | None, _scope: dict[str, Any]) -> None:
+    """A query string can carry what a user searched for (``/api/experiences?q=…``): like
+    message contents, it goes on a span only with the content opt-in."""
+    if span is None or not span.is_recording() or capture_content():
+        return
+    recorded = getattr(span, "attributes", None) or {}
+    for name in _URL_ATTRIBUTES:
+        value = recorded.get(name)
+        if isinstance(value, str) and "?" in value:
+            span.set_attribute(name, value.split("?", 1)[0])
+    if recorded.get("url.query"):
+        span.set_attribute("url.query", "")
