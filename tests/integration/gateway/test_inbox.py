@@ -1,7 +1,8 @@
 """Messages for running traces through the real stack (gateway + executor + nats-server):
 the inbox and the a2a webhook with the owner's key, a wait on a person left alone by a plain
 message and broken by ``wake: true``, ``check_messages`` reading both; a child telling its
-parent something with ``send_message``; collaborators on GET; the refusals (another key's or
+parent something with ``send_message``; step traces of one task messaging each other
+(siblings through the task's fold); collaborators on GET; the refusals (another key's or
 an unknown trace 404, an ended trace or one without ``messaging`` 409, a bad body 422)."""
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
+from longhaul.planner.steps import ensure_step_trace, step_trace_created, step_trace_id
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (
@@ -27,6 +31,7 @@ from tests.integration.gateway.test_full_stack import (
     main_path,
     waits_for_human,
 )
+from tests.integration.gateway.test_tasks_api import planner_appends
 from tests.support.stack import InProcessExecutor
 
 KEY_A, KEY_B = "key-a-inbox-0123456789", "key-b-inbox-9876543210"
@@ -185,3 +190,58 @@ async def test_a_child_messages_its_parent(alice: httpx.AsyncClient, tmp_path: P
     assert [(c["name"], c["status"]) for c in parent_view["collaborators"]] == [
         (child_id, "completed")
     ]
+
+
+@pytest.mark.usefixtures("executor")
+async def test_step_traces_of_one_task_message_each_other(
+    alice: httpx.AsyncClient, mallory: httpx.AsyncClient, store: EventStore, tmp_path: Path
+) -> None:
+    """Phase b's step trace waits on a person; phase a's messages it by trace id (a sibling
+    through the task), and b reads it once answered. The planner's part (plan, phases
+    started, step traces created with its own code) is appended directly."""
+    created = await alice.post(
+        "/api/tasks", json={"goal": "two phases", "options": {"messaging": True}}
+    )
+    task_id = created.json()["task_id"]
+    step = {pid: step_trace_id(task_id, 0, pid, 1, 0) for pid in ("a", "b")}
+    send = {"name": "send_message", "arguments": {"to": step["b"], "content": "3 found"}}
+    writer = write_script(tmp_path / "a.yaml", [{"tool_calls": [send]}, {"content": "a done"}])
+    reader = write_script(
+        tmp_path / "b.yaml",
+        [
+            {"tool_calls": [{"name": "ask_human", "arguments": {"question": "go?"}}]},
+            {"tool_calls": [{"name": "check_messages", "arguments": {}}]},
+            {"content": "b done"},
+        ],
+    )
+    phases = {
+        "a": ev.PhaseSpec(id="a", name="gather", model=writer),
+        "b": ev.PhaseSpec(id="b", name="write", model=reader),
+    }
+    await planner_appends(
+        store,
+        task_id,
+        ev.PlanCreated(phases=list(phases.values())),
+        *(ev.PhaseStarted(phase_id=pid, trace_ids=[step[pid]]) for pid in phases),
+    )
+    task = await store.load_task(task_id)
+    assert await ensure_step_trace(store, step["b"], step_trace_created(task, phases["b"], 0))
+    await follow_until(alice, step["b"], waits_for_human)
+    assert await ensure_step_trace(store, step["a"], step_trace_created(task, phases["a"], 0))
+    events = await follow_until(alice, step["a"], is_final)
+    assert events[-1].event == "completed"
+    [sent] = [m for m in await main_path(alice, step["a"]) if m["role"] == "tool"]
+    assert sent["content"] == f"Delivered to {step['b']}."
+
+    view = (await alice.get(f"/api/traces/{step['a']}")).json()
+    assert view["messaging"] is True
+    assert [(c["name"], c["status"]) for c in view["collaborators"]] == [(step["b"], "running")]
+    b_view = (await alice.get(f"/api/traces/{step['b']}")).json()
+    assert b_view["unread_messages"] == 1
+    assert [c["name"] for c in b_view["collaborators"] if c["type"] == "agent"] == [step["a"]]
+    assert (await mallory.get(f"/api/traces/{step['b']}")).status_code == 404
+
+    await alice.post(f"/api/traces/{step['b']}/reply", json={"content": "go"})
+    assert (await follow_until(alice, step["b"], is_final))[-1].event == "completed"
+    results = tool_results(await main_path(alice, step["b"]))
+    assert f"From sibling {step['a']}:\n3 found" in results["check_messages"]

@@ -3,8 +3,9 @@ executor of its own. The local executor delegates over HTTP to the remote gatewa
 (``remote_agents``), records the child as ``agent://host:port/<id>``, waits without holding a
 worker and reports the remote summary; ``continue_from`` continues the remote child; a failing
 remote child, a wrong key (401), an unreachable remote and an unconfigured ``agent_url`` become
-clear tool results; an executor killed (SIGKILL) while it waits is replaced and the wait
-resumes; a forged link event is dropped once instead of being retried forever."""
+clear tool results; a spawn retried after the remote accepted it (the executor died before
+linking it) leaves one remote trace; an executor killed (SIGKILL) while it waits is replaced
+and the wait resumes; a forged link event is dropped once instead of being retried forever."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from typing import Any
 
 import pytest
 from longhaul.domain.config import NatsConfig, RemoteAgentConfig
+from longhaul.domain.state import SubtraceInfo
+from longhaul.executor.remote import RemoteAgents, remote_trace_id
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest
 
@@ -176,6 +179,56 @@ async def test_remote_children_complete_continue_fail_and_are_refused(
         # The remote trace is real: both runs are on the remote's log, under the remote key.
         remote_view = (await remote_client.get(f"/api/traces/{child.rsplit('/', 1)[1]}")).json()
         assert remote_view["status"] == "completed" and remote_view["runs"] == 2
+
+
+async def test_a_spawn_retried_after_the_remote_accepted_it_creates_one_remote_trace(
+    local: RunningGateway,
+    remote: RemoteStack,
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The executor dies (here: raises) right after the remote gateway's 202 and before the
+    link is on the parent's log; the wake-up is redelivered, the spawn is sent again with the
+    same Idempotency-Key, and the remote holds one trace, the one the parent reports."""
+    accepted: list[str] = []
+    real_start = RemoteAgents.start
+
+    async def start_then_die(self: RemoteAgents, parent: str, info: SubtraceInfo, name: str) -> str:
+        linked = await real_start(self, parent, info, name)
+        accepted.append(linked)
+        if len(accepted) == 1:
+            raise RuntimeError("executor died after the remote accepted the child")
+        return linked
+
+    monkeypatch.setattr(RemoteAgents, "start", start_then_die)
+    model = write_script(
+        tmp_path / "parent.yaml", [agent_call(task="once", agent_url="lab"), {"content": "ok"}]
+    )
+    config = test_config(nats_url, namespace, remote_agents=remotes(remote))
+    async with (
+        InProcessExecutor(
+            nats_url,
+            namespace,
+            "exec-retry",
+            config=config,
+            settings={"working_root": tmp_path / "local"},
+        ),
+        local.client(LOCAL_KEY) as client,
+        remote.gateway.client(REMOTE_KEY) as remote_client,
+    ):
+        created = await client.post(
+            "/api/traces", json={"messages": [user_message("go")], "model": model}
+        )
+        parent = created.json()["trace_id"]
+        events = await follow_until(client, parent, is_final)
+        assert events[-1].event == "completed"
+        assert len(accepted) == 2 and accepted[0] == accepted[1]
+        [tool] = [str(m["content"]) for m in await main_path(client, parent) if m["role"] == "tool"]
+        assert f"Sub-agent {accepted[0]} (delegate, completed):\nremote did: once" in tool
+        listing = (await remote_client.get("/api/traces")).json()["traces"]
+        assert [t["trace_id"] for t in listing] == [remote_trace_id(accepted[0])]
 
 
 async def test_a_killed_executor_is_replaced_and_the_remote_wait_resumes(

@@ -35,6 +35,7 @@ class Call(Generic[T]):
     """sent as ``text/markdown`` instead"""
     files: Mapping[str, bytes] | None = None
     """sent as ``multipart/form-data`` (field ``files``) instead"""
+    headers: dict[str, str] | None = None
 
 
 def _json(model: type[M]) -> Callable[[httpx.Response], M]:
@@ -108,10 +109,13 @@ def create_trace(
     max_iterations: int | None = None,
     max_tokens: int | None = None,
     max_cost: float | None = None,
+    idempotency_key: str | None = None,
     **options: Any,
 ) -> Call[models.Accepted]:
     """Start a trace. ``options`` are the other fields of ``POST /api/traces``
-    (``model_params``, ``approval``, ``verification``, ``auto_execute_tools`` …)."""
+    (``model_params``, ``approval``, ``verification``, ``auto_execute_tools`` …).
+    ``idempotency_key``: a repeat with the same key starts nothing and answers the first
+    trace (safe to retry after a lost answer)."""
     body = _present(
         messages=_messages(messages),
         model=model,
@@ -124,7 +128,8 @@ def create_trace(
         max_cost=max_cost,
         **options,
     )
-    return Call("POST", "/api/traces", _json(models.Accepted), body=body)
+    headers = None if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+    return Call("POST", "/api/traces", _json(models.Accepted), body=body, headers=headers)
 
 
 def list_traces(

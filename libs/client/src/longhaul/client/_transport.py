@@ -51,7 +51,7 @@ class Settings:
 
 
 def request_args(call: Call[Any]) -> dict[str, Any]:
-    args = {"method": call.method, "url": call.path, "params": call.params}
+    args = {"method": call.method, "url": call.path, "params": call.params, "headers": call.headers}
     if call.markdown is not None:
         return args | {"content": call.markdown, "headers": {"Content-Type": "text/markdown"}}
     if call.files is not None:

@@ -1,6 +1,7 @@
 """``send_message`` delivery: a message from one trace into a collaborator's inbox.
 
-The sender may reach its parent, its sub-traces and its siblings (``collaborators``); the
+The sender may reach its parent, its sub-traces and its siblings (``collaborators``: a step
+trace's are the task's other step traces); the
 message is appended to the target's log as ``message_received`` through the trace repository,
 checked by the target's fold (an ended trace or one without an inbox refuses it). The message
 id comes from the sending call's idempotency key, so a call re-run after a crash finds its
@@ -14,7 +15,7 @@ from longhaul.core.eventlog import EventLog
 from longhaul.core.repository import traces
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
-from longhaul.domain.state.collaborators import collaborators, reachable
+from longhaul.domain.state.collaborators import collaborators, is_step_trace, reachable
 
 
 class LogMessenger:
@@ -28,9 +29,14 @@ class LogMessenger:
         parent = (
             await self.store.load_trace(sender.parent_trace_id) if sender.parent_trace_id else None
         )
-        target_id = reachable(sender, parent, to)
+        task = (
+            await self.store.load_task(sender.task_id)
+            if is_step_trace(sender) and sender.task_id
+            else None
+        )
+        target_id = reachable(sender, parent, to, task)
         if target_id is None:
-            names = [c.name for c in collaborators(sender, parent) if c.type == "agent"]
+            names = [c.name for c in collaborators(sender, parent, task) if c.type == "agent"]
             raise ToolError(
                 f"{to!r} is not an agent you work with (you can reach: "
                 f"{', '.join(names) or 'nobody'})",

@@ -1,8 +1,8 @@
 """Remote sub-agents: a child trace run by another longhaul (config ``remote_agents``).
 
 Starting: on the parent's ``subtrace_spawned`` (``remote`` set) the executor creates the trace
-on the remote gateway over HTTP (``POST /api/traces``, or ``POST …/run`` for a
-``continue_from``) and appends ``remote_subtrace_linked`` {``agent://host:port/<id>``} to the
+on the remote gateway through ``longhaul.client`` (``POST /api/traces``, or ``POST …/run``
+for a ``continue_from``) and appends ``remote_subtrace_linked`` {``agent://host:port/<id>``} to the
 parent; a refusal (401, 404, 422), a timeout or an unreachable host ends the child at once as
 ``failed`` with the reason, so the parent gets a clear tool result and never hangs.
 
@@ -12,8 +12,8 @@ finished yet, the message is handed back with a delay (``poll_s``), so the wait 
 JetStream and any executor, including one restarted after a crash, picks it up. Finished, the
 parent gets ``subtrace_finished`` with the remote summary and usage. A remote that stays
 unreachable for ``give_up_s`` fails the child. A crash between the remote's answer and the
-link leaves an orphan trace on the remote (the spawn is retried and creates another); that is
-the one window not covered.
+link is covered by the creation's ``Idempotency-Key`` (parent, tool call and child id): the
+retried spawn gets the same remote trace back instead of creating a second one.
 """
 
 from __future__ import annotations
@@ -23,12 +23,21 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import httpx
 import nats.errors
+from longhaul.client import AsyncClient
+from longhaul.client.errors import (
+    ApiError,
+    Forbidden,
+    LonghaulError,
+    NotFound,
+    Unauthorized,
+    Unreachable,
+)
 from longhaul.core.consumer import Fetcher
 from longhaul.core.eventlog import EventLog
 from longhaul.domain import events as ev
@@ -40,6 +49,8 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 FINAL = frozenset({"completed", "failed", "stopped"})
 SUMMARY_LIMIT = 4000
@@ -70,85 +81,80 @@ def remote_trace_id(linked: str) -> str:
 
 
 class RemoteAgents:
-    """HTTP to the configured remote gateways (one client, every call bounded)."""
+    """The configured remote gateways, one ``longhaul.client.AsyncClient`` each (every call
+    bounded by the remote's ``timeout_s``); the client's exceptions become :class:`RemoteError`."""
 
     def __init__(self, configs: dict[str, RemoteAgentConfig]) -> None:
         self.configs = configs
-        self._http = httpx.AsyncClient(follow_redirects=False)
+        self._clients: dict[str, AsyncClient] = {}
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for client in self._clients.values():
+            await client.close()
 
-    async def _call(
-        self, name: str, method: str, path: str, body: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def _client(self, name: str) -> AsyncClient:
         config = self.configs.get(name)
         if config is None:
             raise RemoteError(f"remote agent {name!r} is not configured here")
-        key = os.environ.get(config.api_key_env) if config.api_key_env else None
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        where = f"remote agent {name!r} ({config.url.rstrip('/')})"
-        try:
-            response = await self._http.request(
-                method,
-                config.url.rstrip("/") + path,
-                json=body,
-                headers=headers,
-                timeout=config.timeout_s,
-            )
-        except httpx.TimeoutException as exc:
-            raise RemoteError(
-                f"{where} timed out after {config.timeout_s} s", transient=True
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise RemoteError(f"{where} is unreachable: {exc}", transient=True) from exc
-        if response.status_code in (401, 403):
-            raise RemoteError(f"{where} refused our API key ({response.status_code})")
-        if response.status_code == 404:
-            raise RemoteError(f"{where} has no such trace (404)")
-        if response.status_code in (429, 502, 503, 504):
-            raise RemoteError(f"{where} is busy ({response.status_code})", transient=True)
-        if response.status_code >= 400:
-            raise RemoteError(f"{where} answered {response.status_code}: {_error(response)}")
-        data: dict[str, Any] = response.json()
-        return data
+        if name not in self._clients:
+            key = os.environ.get(config.api_key_env) if config.api_key_env else None
+            # "" and not None: never fall back to this process's own LONGHAUL_API_KEY
+            self._clients[name] = AsyncClient(config.url, key or "", timeout=config.timeout_s)
+        return self._clients[name]
 
-    async def start(self, info: SubtraceInfo, name: str) -> str:
-        """Create (or continue) the remote trace; returns its ``agent://`` id."""
+    async def _ask(self, name: str, call: Callable[[AsyncClient], Awaitable[T]]) -> T:
+        client = self._client(name)
+        where = f"remote agent {name!r} ({client.settings.base_url})"
+        try:
+            return await call(client)
+        except (Unauthorized, Forbidden) as exc:
+            raise RemoteError(f"{where} refused our API key ({exc.status})") from exc
+        except NotFound as exc:
+            raise RemoteError(f"{where} has no such trace (404)") from exc
+        except ApiError as exc:
+            if exc.status in (429, 502, 503, 504):
+                raise RemoteError(f"{where} is busy ({exc.status})", transient=True) from exc
+            raise RemoteError(f"{where} answered {exc.status}: {exc.message[:500]}") from exc
+        except Unreachable as exc:
+            raise RemoteError(f"{where} is unreachable", transient=True) from exc
+        except LonghaulError as exc:  # timed out, or the connection dropped
+            raise RemoteError(f"{where}: {exc}", transient=True) from exc
+
+    async def start(self, parent_id: str, info: SubtraceInfo, name: str) -> str:
+        """Create (or continue) the remote trace; returns its ``agent://`` id. A creation
+        carries an ``Idempotency-Key`` made from the spawn, so a retry after a crash between
+        the remote's answer and the link finds the trace the first attempt created."""
         messages = [{"role": "user", "content": info.task}]
         if info.remote_id is not None:
             trace_id = remote_trace_id(info.remote_id)
-            await self._call(name, "POST", f"/api/traces/{trace_id}/run", {"messages": messages})
+            await self._ask(name, lambda c: c.run(trace_id, messages))
         else:
-            body = {"messages": messages, "preset": info.preset, "name": f"remote {info.mode}"}
-            trace_id = str((await self._call(name, "POST", "/api/traces", body))["trace_id"])
+            key = f"longhaul:{parent_id}:{info.tool_call_id}:{info.child_trace_id}"
+            accepted = await self._ask(
+                name,
+                lambda c: c.create_trace(
+                    messages, preset=info.preset, name=f"remote {info.mode}", idempotency_key=key
+                ),
+            )
+            trace_id = accepted.trace_id
         return remote_id(self.configs[name], trace_id)
 
     async def stop(self, name: str, linked: str) -> None:
-        await self._call(name, "POST", f"/api/traces/{remote_trace_id(linked)}/stop")
+        await self._ask(name, lambda c: c.stop(remote_trace_id(linked)))
 
     async def status(self, name: str, linked: str) -> RemoteStatus:
-        view = await self._call(name, "GET", f"/api/traces/{remote_trace_id(linked)}")
-        status = str(view.get("status", "failed"))
-        usage = view.get("run_usage") or {}
-        summary = view.get("summary") or view.get("error") or view.get("stop_reason") or ""
-        if status == "failed":
+        view = await self._ask(name, lambda c: c.get_trace(remote_trace_id(linked)))
+        summary = view.summary or view.error or view.stop_reason or ""
+        if view.status == "failed":
             summary = f"failed: {summary}"
-        elif status == "stopped":
+        elif view.status == "stopped":
             summary = f"stopped: {summary or 'stop requested'}"
         return RemoteStatus(
-            status=status,
-            summary=str(summary)[:SUMMARY_LIMIT],
-            tokens=int(usage.get("tokens", 0)),
-            cost=float(usage.get("cost", 0.0)),
+            status=view.status,
+            summary=summary[:SUMMARY_LIMIT],
+            tokens=view.run_usage.tokens,
+            cost=view.run_usage.cost,
         )
-
-
-def _error(response: httpx.Response) -> str:
-    try:
-        return str(response.json()["error"]["message"])[:500]
-    except (ValueError, KeyError, TypeError):
-        return response.text[:200]
 
 
 async def finish_remote(

@@ -16,6 +16,7 @@ from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import not_found
 from longhaul.gateway.runtime import Runtime
+from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
 
 MAX_OWNER_HOPS = 16
@@ -29,17 +30,26 @@ def checked_id(kind: str, identifier: str) -> str:
     return identifier
 
 
-async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str) -> ev.Event | None:
-    """The aggregate's creation event (one direct read), or None if it has no events."""
+async def first_stored(
+    runtime: Runtime, aggregate: Aggregate, aggregate_id: str
+) -> RawStreamMsg | None:
+    """The aggregate's first message on the stream (one direct read), or None."""
     conn = runtime.service.conn
     try:
-        stored = await conn.js.get_msg(
+        return await conn.js.get_msg(
             conn.names.stream,
             seq=1,
             subject=conn.names.aggregate_filter(aggregate, aggregate_id),
             next=True,
         )
     except NotFoundError:
+        return None
+
+
+async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str) -> ev.Event | None:
+    """The aggregate's creation event (one direct read), or None if it has no events."""
+    stored = await first_stored(runtime, aggregate, aggregate_id)
+    if stored is None:
         return None
     try:
         return ev.decode(stored.data or b"")

@@ -9,6 +9,7 @@ the retry policy is a 409 the client may retry.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 
@@ -98,10 +99,36 @@ async def _append_checked(
     return state, recorded
 
 
+def keyed_trace_id(owner: str, idempotency_key: str) -> str:
+    """The trace an ``Idempotency-Key`` names. Derived from the key and the caller's owner,
+    so the log itself remembers the key (durable, nothing else to store or expire) and two
+    API keys using the same key never meet."""
+    digest = hashlib.sha256(f"{owner}\0{idempotency_key}".encode()).hexdigest()
+    return f"t_k{digest[:32]}"
+
+
+async def keyed_creation(runtime: Runtime, principal: Principal, trace_id: str) -> int | None:
+    """The stream sequence of the keyed trace's creation, if an earlier request made it."""
+    async with runtime.nats_call():
+        stored = await access.first_stored(runtime, "trace", trace_id)
+    if stored is None:
+        return None
+    try:
+        created = ev.decode(stored.data or b"")
+    except ev.EventDecodeError:
+        created = None
+    if not isinstance(created, ev.TraceCreated) or created.owner != principal.owner:
+        # only a sha-256 collision (or a corrupt log) gets here
+        raise ApiError(409, "idempotency_conflict", "that Idempotency-Key cannot be used")
+    return int(stored.seq or 0)
+
+
 async def create_trace(
-    runtime: Runtime, principal: Principal, event: ev.TraceCreated
+    runtime: Runtime, principal: Principal, event: ev.TraceCreated, trace_id: str | None = None
 ) -> TraceState:
-    trace_id = new_id("t")
+    """Start a trace (``trace_id``: a keyed one; two first requests racing on it, the
+    loser's create conflicts, 409 with Retry-After, and its retry finds the winner's)."""
+    trace_id = trace_id or new_id("t")
     event = msgspec.structs.replace(event, owner=principal.owner)
     async with runtime.quota.starting(runtime.mirror, principal.owner):
         state = await _append_first(runtime, "trace", trace_id, event, TraceState)

@@ -78,9 +78,13 @@ def _child_view(info: SubtraceInfo, mirror: IndexMirror) -> SubTraceView:
 
 
 def trace_view(
-    state: TraceState, mirror: IndexMirror, parent: TraceState | None = None
+    state: TraceState,
+    mirror: IndexMirror,
+    parent: TraceState | None = None,
+    task: TaskState | None = None,
 ) -> TraceView:
-    """``parent``: the parent's fold, for the collaborators (siblings)."""
+    """``parent`` (a sub-trace's) or ``task`` (a step trace's): for the collaborators
+    (siblings)."""
     goals = state.goals
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
@@ -135,7 +139,7 @@ def trace_view(
         unread_messages=len(state.unread_messages()),
         collaborators=[
             CollaboratorView.model_validate(msgspec.to_builtins(c))
-            for c in collaborators(state, parent)
+            for c in collaborators(state, parent, task)
         ],
     )
 

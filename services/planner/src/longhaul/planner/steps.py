@@ -64,6 +64,7 @@ def step_config(
         working_dir=_str(options.get("working_dir")),
         max_tokens=budget[0],
         max_cost=budget[1],
+        messaging=options.get("messaging") is True,
     )
 
 

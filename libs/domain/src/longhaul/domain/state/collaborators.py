@@ -1,9 +1,11 @@
 """Who a trace works with: its parent, its sub-traces, its siblings, and a person it asked.
 
-Derived from the trace's fold and its parent's (siblings are the parent's other sub-traces),
-so the context injection, ``send_message`` and ``GET /api/traces/{id}`` agree on the list
-without a separate record to keep current: the ``agent`` tool, ``ask_human`` and the
-children's ends already are on the logs.
+Derived from the trace's fold and its parent's (siblings are the parent's other sub-traces;
+a task's step trace has no parent, and its siblings are the step traces of the task's other
+phases, read from the task's fold), so the context injection, ``send_message`` and
+``GET /api/traces/{id}`` agree on the list without a separate record to keep current: the
+``agent`` tool, ``ask_human``, the children's ends and the task's phases already are on the
+logs.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+from longhaul.domain.state.task import TaskState
 from longhaul.domain.state.trace import TraceState
 
 
@@ -23,9 +26,17 @@ class Collaborator(msgspec.Struct, kw_only=True):
     summary: str = ""
 
 
-def collaborators(state: TraceState, parent: TraceState | None = None) -> list[Collaborator]:
+def is_step_trace(state: TraceState) -> bool:
+    """A task's step trace: its siblings are in the task's fold, not a parent's."""
+    return state.parent_trace_id is None and state.task_id is not None
+
+
+def collaborators(
+    state: TraceState, parent: TraceState | None = None, task: TaskState | None = None
+) -> list[Collaborator]:
     """Parent (if ``parent`` is given), its sub-traces, siblings (the parent's other
-    sub-traces), and ``human`` while the trace waits on a person."""
+    sub-traces, or with ``task`` the step traces of the task's phases), and ``human`` while
+    the trace waits on a person."""
     found: list[Collaborator] = []
     if parent is not None and parent.exists:
         found.append(
@@ -43,6 +54,13 @@ def collaborators(state: TraceState, parent: TraceState | None = None) -> list[C
         for info in parent.subtraces.values():
             if info.child_trace_id != state.trace_id:
                 found.append(_sub(info.child_trace_id, info.status, info.task, info.summary))
+    if task is not None and task.task_id == state.task_id:
+        for phase_id in task.order:
+            phase = task.phases[phase_id]
+            about = f"phase {phase_id}: {phase.spec.name}"
+            for trace_id in phase.trace_ids:
+                if trace_id != state.trace_id:
+                    found.append(_sub(trace_id, phase.status, about, phase.summary))
     if state.wait_reason == "human":
         found.append(
             Collaborator(
@@ -62,10 +80,12 @@ def _sub(trace_id: str, status: str, task: str, summary: str) -> Collaborator:
     )
 
 
-def reachable(state: TraceState, parent: TraceState | None, to: str) -> str | None:
+def reachable(
+    state: TraceState, parent: TraceState | None, to: str, task: TaskState | None = None
+) -> str | None:
     """The trace id ``to`` (``parent`` or a trace id) names among the agents ``state`` may
     message, else ``None``."""
-    for item in collaborators(state, parent):
+    for item in collaborators(state, parent, task):
         if item.type == "agent" and to in (item.name, item.trace_id):
             return item.trace_id
     return None

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Body, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from longhaul.agent.images import offload_images
 from longhaul.agent.tools.offload import output_key
@@ -19,6 +19,7 @@ from longhaul.core.index import TraceIndexEntry
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.collaborators import is_step_trace
 from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
@@ -79,10 +80,33 @@ async def _steer(
     return _accepted(state, recorded.seq)
 
 
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=r"^[!-~]{1,255}$",
+        description="a repeat with the same key (per API key) starts nothing and answers "
+        "what the first request answered",
+    ),
+]
+
+
 @router.post("", status_code=202, response_model=Accepted, summary="Start a trace")
 async def create_trace(
-    body: CreateTraceRequest, principal: CurrentPrincipal, request: Request, response: Response
+    body: CreateTraceRequest,
+    principal: CurrentPrincipal,
+    request: Request,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> Accepted:
+    runtime = runtime_of(request.app)
+    trace_id = None
+    if idempotency_key is not None:
+        trace_id = commands.keyed_trace_id(principal.owner, idempotency_key)
+        seq = await commands.keyed_creation(runtime, principal, trace_id)
+        if seq is not None:  # a repeat: the first request's answer, nothing started
+            response.headers["Location"] = f"/api/traces/{trace_id}"
+            return Accepted(trace_id=trace_id, status="running", event_id=seq)
     _check_model(request, body.model)
     verification = _verification(request, body.verification)
     config = ev.TraceConfig(
@@ -105,7 +129,7 @@ async def create_trace(
         config.preset = body.preset
     messages = await _inputs(request, principal, body.messages)
     event = ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
-    state = await commands.create_trace(runtime_of(request.app), principal, event)
+    state = await commands.create_trace(runtime, principal, event, trace_id)
     response.headers["Location"] = f"/api/traces/{state.trace_id}"
     return _accepted(state, state.stream_seq)
 
@@ -232,11 +256,13 @@ async def running_traces(
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
     runtime = runtime_of(request.app)
     state = await access.load_trace(runtime, principal, trace_id)
-    parent = None
-    if state.parent_trace_id is not None:
-        async with runtime.nats_call():
+    parent = task = None
+    async with runtime.nats_call():
+        if state.parent_trace_id is not None:
             parent = await runtime.store.load_trace(state.parent_trace_id)
-    return trace_view(state, runtime.mirror, parent)
+        elif is_step_trace(state) and state.task_id:
+            task = await runtime.store.load_task(state.task_id)
+    return trace_view(state, runtime.mirror, parent, task)
 
 
 @router.get(
