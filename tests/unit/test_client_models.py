@@ -13,6 +13,7 @@ from pydantic import BaseModel
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Info, Info),
     (models.Accepted, traces.Accepted),
+    (models.MessageAccepted, traces.MessageAccepted),
     (models.TaskAccepted, tasks.TaskAccepted),
     (models.RunAccepted, runs.RunAccepted),
     (models.Route, runs.RouteView),

@@ -3,7 +3,8 @@ executor of its own. The local executor delegates over HTTP to the remote gatewa
 (``remote_agents``), records the child as ``agent://host:port/<id>``, waits without holding a
 worker and reports the remote summary; ``continue_from`` continues the remote child; a failing
 remote child, a wrong key (401), an unreachable remote and an unconfigured ``agent_url`` become
-clear tool results; a spawn retried after the remote accepted it (the executor died before
+clear tool results; a parent messages its remote child through the remote's inbox API; a
+spawn retried after the remote accepted it (the executor died before
 linking it) leaves one remote trace; an executor killed (SIGKILL) while it waits is replaced
 and the wait resumes; a forged link event is dropped once instead of being retried forever."""
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 from longhaul.domain.config import NatsConfig, RemoteAgentConfig
-from longhaul.domain.state import SubtraceInfo
+from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.remote import RemoteAgents, remote_trace_id
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest
@@ -195,7 +196,9 @@ async def test_a_spawn_retried_after_the_remote_accepted_it_creates_one_remote_t
     accepted: list[str] = []
     real_start = RemoteAgents.start
 
-    async def start_then_die(self: RemoteAgents, parent: str, info: SubtraceInfo, name: str) -> str:
+    async def start_then_die(
+        self: RemoteAgents, parent: TraceState, info: SubtraceInfo, name: str
+    ) -> str:
         linked = await real_start(self, parent, info, name)
         accepted.append(linked)
         if len(accepted) == 1:
@@ -229,6 +232,68 @@ async def test_a_spawn_retried_after_the_remote_accepted_it_creates_one_remote_t
         assert f"Sub-agent {accepted[0]} (delegate, completed):\nremote did: once" in tool
         listing = (await remote_client.get("/api/traces")).json()["traces"]
         assert [t["trace_id"] for t in listing] == [remote_trace_id(accepted[0])]
+
+
+def messaging_parent(request: ModelRequest) -> dict[str, Any]:
+    """Delegates, is woken by a message while it waits, and tells the remote child."""
+    step = sum(1 for m in request.messages if m["role"] == "assistant")
+    tools = " ".join(str(m["content"]) for m in request.messages if m["role"] == "tool")
+    if step == 0:
+        return agent_call(task="slow job", agent_url="lab")
+    if step == 1:
+        [child] = AGENT_ID.findall(tools)
+        send = {"name": "send_message", "arguments": {"to": child, "content": "please hurry"}}
+        return {"tool_calls": [send]}
+    return {"content": "told it"}
+
+
+async def test_a_parent_messages_its_remote_child_through_the_remote_inbox(
+    local: RunningGateway, remote: RemoteStack, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    config = test_config(nats_url, namespace, remote_agents=remotes(remote))
+    async with (
+        InProcessExecutor(
+            nats_url,
+            namespace,
+            "exec-talk",
+            config=config,
+            settings={"working_root": tmp_path / "local"},
+            resolve_model=lambda _: ScriptedModel(messaging_parent),
+        ),
+        local.client(LOCAL_KEY) as client,
+        remote.gateway.client(REMOTE_KEY) as remote_client,
+    ):
+        try:
+            created = await client.post(
+                "/api/traces",
+                json={
+                    "messages": [user_message("go")],
+                    "model": "scripted:auto",
+                    "messaging": True,
+                },
+            )
+            parent = created.json()["trace_id"]
+            await follow_until(client, parent, lambda e, d: e == "remote_subtrace_linked")
+
+            async def waiting() -> bool:
+                view = (await client.get(f"/api/traces/{parent}")).json()
+                return view["status"] == "waiting" and view["wait_reason"] == "subtraces"
+
+            await eventually(waiting, within=10)
+            woken = await client.post(
+                f"/api/traces/{parent}/inbox", json={"from": "ops", "content": "x", "wake": True}
+            )
+            assert woken.status_code == 202
+            assert (await follow_until(client, parent, is_final))[-1].event == "completed"
+            tools = [
+                str(m["content"]) for m in await main_path(client, parent) if m["role"] == "tool"
+            ]
+            [child] = AGENT_ID.findall(tools[0])
+            assert tools[1] == f"Delivered to {child}."
+            remote_view = (await remote_client.get(f"/api/traces/{remote_trace_id(child)}")).json()
+            assert remote_view["messaging"] is True and remote_view["unread_messages"] == 1
+        finally:
+            remote.gate.set()
 
 
 async def test_a_killed_executor_is_replaced_and_the_remote_wait_resumes(

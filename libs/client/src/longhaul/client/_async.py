@@ -73,6 +73,7 @@ class AsyncClient:
     context = bind_async(calls.context)
     upload_files = bind_async(calls.upload_files)
     run = bind_async(calls.run)
+    send_message = bind_async(calls.send_message)
     stop = bind_async(calls.stop)
     resume = bind_async(calls.resume)
     reply = bind_async(calls.reply)

@@ -196,6 +196,21 @@ def _steer(trace_id: str, action: str, body: Any = None) -> Call[models.Accepted
     return Call("POST", f"/api/traces/{_id(trace_id)}/{action}", _json(models.Accepted), body=body)
 
 
+def send_message(
+    trace_id: str,
+    content: str,
+    *,
+    sender: str,
+    wake: bool = False,
+    conversation_id: str | None = None,
+) -> Call[models.MessageAccepted]:
+    """Leave a message in a trace's inbox (it was created with ``messaging=True``);
+    ``wake``: also wake it if it waits on a person or on its sub-agents."""
+    body = _present(**{"from": sender}, content=content, wake=wake, conversation_id=conversation_id)
+    path = f"/api/traces/{_id(trace_id)}/inbox"
+    return Call("POST", path, _json(models.MessageAccepted), body=body)
+
+
 def stop(trace_id: str) -> Call[models.Accepted]:
     """Ask a running or waiting trace to stop."""
     return _steer(trace_id, "stop")

@@ -73,6 +73,7 @@ class Client:
     context = bind_sync(calls.context)
     upload_files = bind_sync(calls.upload_files)
     run = bind_sync(calls.run)
+    send_message = bind_sync(calls.send_message)
     stop = bind_sync(calls.stop)
     resume = bind_sync(calls.resume)
     reply = bind_sync(calls.reply)

@@ -54,6 +54,14 @@ class Accepted(Model):
     event_id: int
 
 
+class MessageAccepted(Model):
+    """The message is in the trace's inbox."""
+
+    trace_id: str
+    message_id: str
+    event_id: int
+
+
 class Route(Model):
     """Why ``POST /api/runs`` chose one agent or a team."""
 

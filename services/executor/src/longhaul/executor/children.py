@@ -175,7 +175,7 @@ class Children:
         try:
             if self.remote is None:
                 raise RemoteError(f"remote agent {name!r} is not configured here")
-            linked = await self.remote.start(parent.trace_id, info, name)
+            linked = await self.remote.start(parent, info, name)
         except RemoteError as exc:
             log.warning("remote child of %s not started: %s", parent.trace_id, exc)
             await finish_remote(

@@ -58,6 +58,7 @@ class Executor:
         settings: ExecutorSettings,
         agent: AgentTurns,
         tools: ExecutorTools,
+        remote: RemoteAgents | None = None,
     ) -> None:
         self.ctx = ctx
         self.settings = settings
@@ -69,7 +70,7 @@ class Executor:
         self.leases = Leases(ctx.conn, settings.id, ctx.config.store.lease_ttl_s)
         actor = f"executor:{settings.id}"
         self.actor = actor
-        self.remote = RemoteAgents(ctx.config.remote_agents)
+        self.remote = remote or RemoteAgents(ctx.config.remote_agents)
         self.children = Children(
             self.store,
             max_concurrent=ctx.config.pipeline.max_concurrent_subtraces,

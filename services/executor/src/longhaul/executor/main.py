@@ -21,6 +21,7 @@ from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
+from longhaul.executor.remote import RemoteAgents
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.tools import ExecutorTools, check_tools, load_tools
 from longhaul.executor.workspace import KvWorkspace
@@ -36,6 +37,7 @@ def build_executor(
     """An executor on ``ctx``; ``tools``/``resolve_model`` replace the configured ones
     (in-process benchmarks)."""
     registry = tools if tools is not None else load_tools(settings.tool_modules, ctx.config.tools)
+    remote = RemoteAgents(ctx.config.remote_agents)  # the executor closes it
     agent = AgentTurns(
         ctx.config,
         registry,
@@ -43,11 +45,11 @@ def build_executor(
         working_root=settings.working_root or ctx.config.working_root or Path.cwd(),
         resolve_model=resolve_model,
         ancestor_budget=partial(ancestor_over_budget, ctx.store),
-        messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}"),
+        messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}", remote=remote),
         experiences=ExperienceStore(ctx.conn),
     )
     offered = ExecutorTools(ctx.conn, settings.id, registry, ctx.config.tools)
-    return Executor(ctx, settings, agent, offered)
+    return Executor(ctx, settings, agent, offered, remote)
 
 
 async def run(ctx: ServiceContext) -> None:

@@ -2,7 +2,8 @@
 
 The sender may reach its parent, its sub-traces and its siblings (``collaborators``: a step
 trace's are the task's other step traces); the
-message is appended to the target's log as ``message_received`` through the trace repository,
+message is appended to the target's log as ``message_received`` through the trace repository
+(a remote sub-agent's goes to its gateway's inbox API),
 checked by the target's fold (an ended trace or one without an inbox refuses it). The message
 id comes from the sending call's idempotency key, so a call re-run after a crash finds its
 message already there and reports it delivered once.
@@ -16,12 +17,14 @@ from longhaul.core.repository import traces
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 from longhaul.domain.state.collaborators import collaborators, is_step_trace, reachable
+from longhaul.executor.remote import RemoteAgents, RemoteError
 
 
 class LogMessenger:
-    def __init__(self, store: EventLog, *, actor: str) -> None:
+    def __init__(self, store: EventLog, *, actor: str, remote: RemoteAgents | None = None) -> None:
         self.store = store
         self.actor = actor
+        self.remote = remote
 
     async def send(
         self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
@@ -43,10 +46,8 @@ class LogMessenger:
                 code="unknown_collaborator",
             )
         if target_id.startswith("agent://"):
-            raise ToolError(
-                f"{to} runs on another longhaul: send_message reaches local agents only",
-                code="unknown_collaborator",
-            )
+            await self._send_remote(sender, target_id, content, wake)
+            return target_id
         target = await self.store.load_trace(target_id)
         if target.owner != sender.owner:  # never across API keys, whatever a log says
             raise ToolError(f"{to!r} is not reachable", code="unknown_collaborator")
@@ -73,3 +74,17 @@ class LogMessenger:
                 return target_id
             raise ToolError(f"cannot deliver to {to}: {exc}", code="not_delivered") from exc
         return target_id
+
+    async def _send_remote(self, sender: TraceState, target: str, content: str, wake: bool) -> None:
+        """To a sub-agent on another longhaul: through its gateway's inbox API, with the key
+        configured for that remote (a re-run call may deliver twice: the remote's inbox has
+        no idempotency key)."""
+        info = next((i for i in sender.subtraces.values() if i.remote_id == target), None)
+        if info is None or info.remote is None or self.remote is None:
+            raise ToolError(
+                f"{target} is not a remote sub-agent of yours", code="unknown_collaborator"
+            )
+        try:
+            await self.remote.send_message(info.remote, target, content, wake=wake)
+        except RemoteError as exc:
+            raise ToolError(f"cannot deliver to {target}: {exc}", code="not_delivered") from exc

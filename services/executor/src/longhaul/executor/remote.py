@@ -120,7 +120,7 @@ class RemoteAgents:
         except LonghaulError as exc:  # timed out, or the connection dropped
             raise RemoteError(f"{where}: {exc}", transient=True) from exc
 
-    async def start(self, parent_id: str, info: SubtraceInfo, name: str) -> str:
+    async def start(self, parent: TraceState, info: SubtraceInfo, name: str) -> str:
         """Create (or continue) the remote trace; returns its ``agent://`` id. A creation
         carries an ``Idempotency-Key`` made from the spawn, so a retry after a crash between
         the remote's answer and the link finds the trace the first attempt created."""
@@ -129,15 +129,26 @@ class RemoteAgents:
             trace_id = remote_trace_id(info.remote_id)
             await self._ask(name, lambda c: c.run(trace_id, messages))
         else:
-            key = f"longhaul:{parent_id}:{info.tool_call_id}:{info.child_trace_id}"
+            key = f"longhaul:{parent.trace_id}:{info.tool_call_id}:{info.child_trace_id}"
             accepted = await self._ask(
                 name,
                 lambda c: c.create_trace(
-                    messages, preset=info.preset, name=f"remote {info.mode}", idempotency_key=key
+                    messages,
+                    preset=info.preset,
+                    name=f"remote {info.mode}",
+                    idempotency_key=key,
+                    messaging=parent.config.messaging,
                 ),
             )
             trace_id = accepted.trace_id
         return remote_id(self.configs[name], trace_id)
+
+    async def send_message(self, name: str, linked: str, content: str, *, wake: bool) -> None:
+        """Into the remote child's inbox, from its ``parent``."""
+        await self._ask(
+            name,
+            lambda c: c.send_message(remote_trace_id(linked), content, sender="parent", wake=wake),
+        )
 
     async def stop(self, name: str, linked: str) -> None:
         await self._ask(name, lambda c: c.stop(remote_trace_id(linked)))

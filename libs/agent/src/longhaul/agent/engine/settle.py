@@ -56,7 +56,7 @@ async def _interrupted(turn: Turn) -> None:
     news = f"{unread} new message(s) in your inbox: read them with check_messages."
     running: dict[str, list[str]] = {}
     for info in state.running_subtraces():
-        running.setdefault(info.tool_call_id, []).append(info.child_trace_id)
+        running.setdefault(info.tool_call_id, []).append(info.display_id)
     batch = turn.batch()
     for call in state.unanswered_tool_calls():
         if state.interrupted_wait == "human" and call.id == state.wait_tool_call_id:

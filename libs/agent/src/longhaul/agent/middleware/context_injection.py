@@ -32,11 +32,7 @@ def _reachable(state: TraceState) -> str:
     if not state.config.messaging:
         return ""
     names = ["parent"] if state.parent_trace_id else []
-    names += [
-        c.name
-        for c in collaborators(state)
-        if c.type == "agent" and c.status == "running" and not c.name.startswith("agent://")
-    ]
+    names += [c.name for c in collaborators(state) if c.type == "agent" and c.status == "running"]
     return f"You can message (send_message): {', '.join(names)}" if names else ""
 
 

@@ -67,7 +67,8 @@ async def check_messages(ctx: ToolContext) -> str:
 @tool
 async def send_message(ctx: ToolContext, to: str, content: str, wake: bool = False) -> str:
     """Send a message to an agent you work with: ``parent``, or the trace id of one of your
-    sub-agents or of a sibling sub-agent. It lands in their inbox.
+    sub-agents (``agent://…`` for one on another longhaul) or of a sibling sub-agent. It
+    lands in their inbox.
 
     Args:
         to: ``parent`` or a collaborator's trace id.
