@@ -1,7 +1,7 @@
 """A tiny real HTTP server on loopback serving fixed pages, for webfetch tests.
 
 ``/`` redirects to ``/page`` (a small HTML page); ``pages`` maps other paths to a content type
-and body. It records the ``Host`` header of every request.
+and body, ``redirects`` to a ``Location``. It records the ``Host`` header of every request.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ class LocalSite:
     """A tiny real HTTP server on loopback: / redirects to /page, which serves HTML; other
     paths serve ``pages``."""
 
-    def __init__(self, pages: dict[str, Page] | None = None) -> None:
+    def __init__(
+        self, pages: dict[str, Page] | None = None, redirects: dict[str, str] | None = None
+    ) -> None:
         self.pages = pages or {}
+        self.redirects = {"/": "/page", **(redirects or {})}
         self.hosts: list[str] = []
         self.server: asyncio.Server | None = None
 
@@ -32,11 +35,18 @@ class LocalSite:
         await self.server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode()
+        except asyncio.IncompleteReadError:  # a browser's spare connection, closed unused
+            writer.close()
+            return
         path = head.split(" ", 2)[1]
         self.hosts += [line[6:] for line in head.split("\r\n") if line.lower().startswith("host:")]
-        if path == "/":
-            writer.write(b"HTTP/1.1 302 Found\r\nLocation: /page\r\nContent-Length: 0\r\n\r\n")
+        if path in self.redirects:
+            location = self.redirects[path]
+            writer.write(
+                f"HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n".encode()
+            )
         else:
             kind, body = self.pages.get(
                 path,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from longhaul.agent import BUILTIN_PRESETS, PresetCatalog, builtin_tools
+from longhaul.agent.tools.builtin import OPT_IN_TOOLS
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 
@@ -20,10 +21,21 @@ def names(
 
 
 def test_builtin_presets() -> None:
-    assert set(BUILTIN_PRESETS) == {"default", "explore", "analyst"}
+    assert set(BUILTIN_PRESETS) == {"default", "explore", "analyst", "browser"}
     everything = set(builtin_tools().names())
     assert names("default") == everything - {"check_messages", "send_message"}
     assert names("default", ev.TraceConfig(messaging=True)) == everything
+    # the opt-in tools an executor registers: only the browser preset offers them
+    with_opt_in = builtin_tools()
+    for item in OPT_IN_TOOLS:
+        with_opt_in.register(item)
+    opt_in = {item.name for item in OPT_IN_TOOLS}
+    browser_actions = ("navigate", "snapshot", "click", "type", "screenshot")
+    assert opt_in == {"view_image", *(f"browser_{action}" for action in browser_actions)}
+    default = PresetCatalog().get("default").select_tools(with_opt_in, ev.TraceConfig())
+    browser = PresetCatalog().get("browser").select_tools(with_opt_in, ev.TraceConfig())
+    assert not opt_in & set(default.names()) and opt_in <= set(browser.names())
+    assert "browser_navigate" in BUILTIN_PRESETS["browser"].system_prompt
     assert names("explore") == {
         "read",
         "glob",

@@ -11,6 +11,7 @@ http(s) URL is passed on as it is (each provider fetches or names it).
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -27,6 +28,27 @@ SCHEME = "longhaul-image:"
 INLINE_LIMIT = 16 * 1024
 """Characters of a ``data:`` URL kept inline in the event."""
 MISSING = "[an image of this message is no longer available]"
+
+
+MEDIA_TYPES = {
+    b"\x89PNG\r\n\x1a\n": "image/png",
+    b"\xff\xd8\xff": "image/jpeg",
+    b"GIF87a": "image/gif",
+    b"GIF89a": "image/gif",
+}
+"""Leading bytes of the image formats every provider accepts (WebP: see :func:`sniff`)."""
+
+
+def sniff(data: bytes) -> str | None:
+    """The media type of a PNG, JPEG, GIF or WebP image by its magic bytes, else ``None``
+    (a file's name or a server's header is not trusted)."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((media for magic, media in MEDIA_TYPES.items() if data.startswith(magic)), None)
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
 
 def image_key(owner: str | None, digest: str) -> str:

@@ -100,8 +100,26 @@ NESTING_TOOLS = ["agent", "evaluate"]
 READ_ONLY_TOOLS = ["read", "glob", "grep", "webfetch", "web_search", "skill", "workspace_read"]
 """``web_search`` is there only when configured (``tools.web_search``)."""
 
+OPT_IN_TOOLS = ["view_image", "browser_*"]
+"""Registered by executors, offered only by presets that name them (``browser``)."""
+
 BUILTIN_PRESETS: dict[str, Preset] = {
-    "default": Preset(name="default", description="every tool"),
+    "default": Preset(
+        name="default",
+        description="every tool but the opt-in ones (view_image, browser_*)",
+        denied_tools=OPT_IN_TOOLS,
+    ),
+    "browser": Preset(
+        name="browser",
+        description="the default tools plus a browser (navigate, snapshot, click, type, "
+        "screenshot) and view_image; needs a model that takes images",
+        system_prompt=DEFAULT_SYSTEM_PROMPT
+        + (
+            "\n\nYou can drive a web browser: browser_navigate opens a page, browser_snapshot "
+            "reads it as text, browser_click and browser_type act on it, browser_screenshot "
+            "and view_image show you images. The browser is closed when your turn ends."
+        ),
+    ),
     "explore": Preset(
         name="explore",
         description="read-only investigation; answers with findings",

@@ -17,6 +17,7 @@ from longhaul.agent.contract import EventSink, LiveCallback, LiveUpdate
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.history import History
 from longhaul.agent.presets import DEFAULT_SYSTEM_PROMPT, Preset
+from longhaul.agent.resources import TurnResources
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.registry import ToolRegistry
@@ -53,6 +54,8 @@ class Turn:
         self.env = env
         self.live = live
         self.history = History(state, once=config.offload.enable)
+        self.resources = TurnResources()
+        """Opened by tools for the rest of the turn (a browser); the engine closes them."""
         self.images: dict[str, str] = {}
         """Image references resolved this turn (``longhaul.agent.images``): digest → data URL."""
         self.all_tools = tools
@@ -121,6 +124,7 @@ class Turn:
             skills=self.skills,
             messenger=self.env.messenger,
             experiences=self.env.experiences,
+            resources=self.resources,
         )
 
     async def experience_pool(self) -> list[Experience]:

@@ -1,4 +1,5 @@
-"""The tools an executor offers: the built-ins, ``web_search`` when ``tools.web_search`` is
+"""The tools an executor offers: the built-ins (the opt-in ``view_image`` and browser tools
+among them, for presets that name them), ``web_search`` when ``tools.web_search`` is
 configured, tools from ``LONGHAUL_EXECUTOR__TOOL_MODULES``, the configured MCP servers' tools
 (``tools.mcp_servers``), and its published catalogue.
 
@@ -24,6 +25,7 @@ from collections.abc import Mapping
 
 import msgspec
 from longhaul.agent.tools import BUILTIN_TOOLS, Tool, ToolRegistry, builtin_tools
+from longhaul.agent.tools.builtin import OPT_IN_TOOLS
 from longhaul.agent.tools.catalogue import build_catalogue, catalogue_key
 from longhaul.agent.tools.mcp import McpTools
 from longhaul.agent.tools.search import backend_for, web_search_tool
@@ -43,9 +45,11 @@ def load_tools(
     config: ToolsConfig | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ToolRegistry:
-    """The built-ins, ``web_search`` when ``config`` has it (keys from ``environ``), then the
-    modules' tools."""
+    """The built-ins and the opt-in ones presets name, ``web_search`` when ``config`` has it
+    (keys from ``environ``), then the modules' tools."""
     registry = builtin_tools()
+    for item in OPT_IN_TOOLS:
+        registry.register(item)
     if config is not None and config.web_search is not None:
         registry.register(
             web_search_tool(config.web_search, os.environ if environ is None else environ)
@@ -69,7 +73,7 @@ def load_tools(
     return registry
 
 
-BUILTIN_NAMES = frozenset([*(item.name for item in BUILTIN_TOOLS), "web_search"])
+BUILTIN_NAMES = frozenset([*(item.name for item in (*BUILTIN_TOOLS, *OPT_IN_TOOLS)), "web_search"])
 """Tools of the harness itself (``web_search`` among them when configured)."""
 
 

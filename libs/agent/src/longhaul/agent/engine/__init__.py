@@ -105,7 +105,10 @@ class Engine:
             tools=self.tools,
             live=live,
         )
-        return await TurnLoop(turn, self._chain).run()
+        try:
+            return await TurnLoop(turn, self._chain).run()
+        finally:
+            await turn.resources.aclose()
 
 
 async def run_turn(

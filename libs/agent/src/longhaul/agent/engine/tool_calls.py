@@ -12,9 +12,10 @@ its recording included (so a spawned child's ``subtrace_spawned`` carries it), i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from longhaul.agent.contract import LiveUpdate, TurnOutcome
-from longhaul.agent.engine.attachments import store_attachments
+from longhaul.agent.engine.attachments import show_images, store_attachments
 from longhaul.agent.engine.endings import stop
 from longhaul.agent.errors import ToolError
 from longhaul.agent.invocation import ToolInvocation
@@ -67,6 +68,7 @@ async def run_calls(
     """Run ``calls`` in order (``answered`` ones get their preset answer); a ``Waiting`` outcome
     when any was deferred."""
     wait: _Wait | None = None
+    shown: list[dict[str, Any]] = []
     for call in calls:
         if turn.state.stop_requested:
             return await stop(turn, STOP_REQUESTED)
@@ -77,8 +79,9 @@ async def run_calls(
             await turn.emit(batch)
             continue
         with tool_span(turn.trace_id, call) as span:
-            wait = await _run_one(turn, call, handler, wait, span)
+            wait = await _run_one(turn, call, handler, wait, span, shown)
     if wait is None:
+        await show_images(turn, shown)
         return None
     await turn.emit(
         [
@@ -94,7 +97,12 @@ async def run_calls(
 
 
 async def _run_one(
-    turn: Turn, call: ToolCall, handler: ToolHandler, wait: _Wait | None, span: Span
+    turn: Turn,
+    call: ToolCall,
+    handler: ToolHandler,
+    wait: _Wait | None,
+    span: Span,
+    shown: list[dict[str, Any]],
 ) -> _Wait | None:
     """Run one call and record its answer, or defer it; returns the turn's wait (joined by
     this call if it was deferred)."""
@@ -126,16 +134,18 @@ async def _run_one(
         )
         invocation.ctx.recorded.clear()
     record_reply(span, reply)
-    await _answer(turn, invocation, reply)
+    await _answer(turn, invocation, reply, shown)
     return wait
 
 
-async def _answer(turn: Turn, invocation: ToolInvocation, reply: ToolResult) -> None:
+async def _answer(
+    turn: Turn, invocation: ToolInvocation, reply: ToolResult, shown: list[dict[str, Any]]
+) -> None:
     call = invocation.call
     batch = turn.batch()
     for event in invocation.ctx.recorded:
         batch.add(event)
-    extra = await store_attachments(turn, call.id, reply)
+    extra = await store_attachments(turn, call.id, reply, shown)
     message = tool_message(batch, call, reply, extra=extra)
     await turn.emit(batch)
     await turn.notify(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from longhaul.agent.experiences import ExperienceBook
+from longhaul.agent.resources import TurnResources
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
@@ -36,6 +37,8 @@ class ToolContext:
     skills: SkillIndex = field(default_factory=lambda: SkillIndex(()))
     messenger: Messenger | None = None
     experiences: ExperienceBook | None = None
+    resources: TurnResources = field(default_factory=TurnResources)
+    """Closed when the turn ends (see :mod:`longhaul.agent.resources`)."""
     recorded: list[TraceEvent] = field(default_factory=list)
 
     @property

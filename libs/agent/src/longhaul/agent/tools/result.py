@@ -10,11 +10,18 @@ from longhaul.domain.events import WaitReason
 @dataclass(frozen=True, slots=True)
 class Attachment:
     """A binary produced by a tool. It never rides inside an event (payloads stay small): the
-    engine stores it in the workspace and the tool message carries a reference."""
+    engine stores it in the workspace and the tool message carries a reference.
+
+    ``show``: an image the model should see (``view_image``, a browser screenshot). A tool
+    message cannot carry an image for every provider, so once the call group is answered the
+    engine appends a synthetic user message with the image parts (by reference, see
+    :mod:`longhaul.agent.images`).
+    """
 
     name: str
     data: bytes
     media_type: str = "application/octet-stream"
+    show: bool = False
 
 
 @dataclass(frozen=True, slots=True)

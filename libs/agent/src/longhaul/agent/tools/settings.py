@@ -22,6 +22,12 @@ class ToolSettings:
     webfetch_max_bytes: int = 2_000_000
     webfetch_allow_private: bool = False
     """Allow loopback, private and link-local targets (a local dev server, a lab network)."""
+    image_max_bytes: int = 5_000_000
+    """Largest image ``view_image`` shows (providers refuse bigger ones; Anthropic: 5 MB)."""
+    browser_executable: str | None = None
+    """Chromium for the browser tools (``None``: ``chromium`` on PATH, else Playwright's)."""
+    browser_timeout_s: float = 20.0
+    """One browser action (a navigation, a click)."""
     max_explore_tasks: int = 8
     max_delegation_depth: int = 2
     """Levels of sub-traces below a root (``pipeline.delegation.max_depth``)."""
