@@ -164,3 +164,15 @@ async def test_every_hop_of_a_navigation_is_checked(tmp_path: Path) -> None:
     assert str(redirected.content).endswith(f"(redirected to {url}page)")
     assert away.error_code == "address_refused"
     assert "cannot resolve unresolvable.invalid" in str(away.content)
+
+
+async def test_a_missing_browser_is_a_clear_error(tmp_path: Path) -> None:
+    model, _ = scripted(calls(call("browser_snapshot")), answer("done"))
+    state = new_state(config=ev.TraceConfig(preset="browser"))
+    sink = MemorySink(state)
+    settings = ToolSettings(browser_executable=str(tmp_path / "no-chromium"))
+    engine = make_engine(tmp_path, tools=ToolRegistry(BROWSER_TOOLS), tool_settings=settings)
+    await engine.run_turn(state, sink, model=model)
+    [failed] = results(sink)
+    assert failed.error_code == "browser_unavailable"
+    assert "cannot start Chromium" in str(failed.content)
