@@ -17,7 +17,7 @@ from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
-from longhaul.gateway.openapi import configured_openapi
+from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.routers import (
@@ -35,7 +35,7 @@ from longhaul.gateway.routers import (
 )
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
-from longhaul.llm.registry import ModelRegistry
+from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
 from longhaul.llm.telemetry import capture_content
 from nats.aio.subscription import Subscription
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -89,7 +89,12 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.runtime = runtime
-    app.openapi = configured_openapi(app, config.verifier.commands, config.memory.categories)  # type: ignore[method-assign]
+    app.openapi = configured_openapi(  # type: ignore[method-assign]
+        app,
+        config.verifier.commands,
+        config.memory.categories,
+        model_pattern({*CODECS, "local", *config.models.providers}, BUILTIN_SCRIPTS),
+    )
     install_error_handlers(app)
     for router in (
         traces.router,

@@ -8,11 +8,13 @@ the experience categories (``memory.categories``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from longhaul.gateway.schemas.common import MODEL_PATTERN, MODEL_SPEC
 
 VERIFICATION_SCHEMA = "VerificationBody"
 
@@ -20,9 +22,35 @@ VERIFICATION_SCHEMA = "VerificationBody"
 EXPERIENCE_BODIES = ("CreateExperience", "PatchExperience")
 
 
+def model_pattern(providers: Collection[str], scripts: Collection[str]) -> str:
+    """Model strings this gateway accepts: a known or configured provider, or one of the
+    built-in scripts (``scripted:<file>`` under ``models.scripted_dir`` is accepted too, but
+    no pattern can say which files exist there)."""
+    names = "|".join(re.escape(name) for name in sorted(providers))
+    builtin = "|".join(re.escape(name) for name in sorted(scripts))
+    return rf"^(?:(?:{names}):{MODEL_SPEC}|scripted:(?:{builtin})(?:\?[A-Za-z0-9_=&.]*)?)$"
+
+
+def _replace_pattern(node: Any, old: str, new: str) -> None:
+    if isinstance(node, dict):
+        if node.get("pattern") == old:
+            node["pattern"] = new
+        for value in node.values():
+            _replace_pattern(value, old, new)
+    elif isinstance(node, list):
+        for value in node:
+            _replace_pattern(value, old, new)
+
+
 def configured_openapi(
-    app: FastAPI, checks: Collection[str], categories: Collection[str] = ()
+    app: FastAPI,
+    checks: Collection[str],
+    categories: Collection[str] = (),
+    models: str | None = None,
 ) -> Callable[[], dict[str, Any]]:
+    """``models``: the pattern of the model strings this gateway accepts
+    (:func:`model_pattern`), in place of the generic ``provider:model`` shape."""
+
     def build() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = get_openapi(
@@ -32,6 +60,8 @@ def configured_openapi(
                 routes=app.routes,
             )
             schemas = document.get("components", {}).get("schemas", {})
+            if models is not None:
+                _replace_pattern(document, MODEL_PATTERN, models)
             for name in EXPERIENCE_BODIES:
                 if categories and name in schemas:
                     enum = {"type": "string", "enum": sorted(categories)}

@@ -16,9 +16,11 @@ Name = Annotated[
     StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"),
     Field(description="a preset, tool or skill name: letters, digits, _ . : - (max 64)"),
 ]
+MODEL_SPEC = r"[A-Za-z0-9_.:/@+?=&-]{1,199}"
+MODEL_PATTERN = rf"^[A-Za-z][A-Za-z0-9_.-]{{0,31}}:{MODEL_SPEC}$"
 ModelName = Annotated[
     str,
-    StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}:[A-Za-z0-9_.:/@+?=&-]{1,199}$"),
+    StringConstraints(pattern=MODEL_PATTERN),
     Field(description="provider:model, e.g. openai:gpt-4o-mini, scripted:auto"),
 ]
 Text = Annotated[str, StringConstraints(max_length=200_000)]
