@@ -113,6 +113,32 @@ async def completion(conn: Connection, trace_ids: set[str]) -> asyncio.Future[fl
     return done
 
 
+async def timed_trace(
+    conn: Connection,
+    url: str,
+    model: Model,
+    *,
+    tools: list[Tool] = TOOLS,
+    model_name: str = "scripted:bench",
+) -> tuple[str, float]:
+    """Run one trace of ``model`` on an in-process executor: (trace id, seconds from its
+    creation to its ``completed`` event)."""
+    namespace = conn.names.namespace
+    trace_id = new_id("t")
+    done = await completion(conn, {trace_id})
+    async with InProcessExecutor(
+        url,
+        namespace,
+        "bench",
+        config=bench_config(url, namespace),
+        tools=ToolRegistry(tools),
+        resolve_model=lambda _name: model,
+    ):
+        started = time.perf_counter()
+        await create_trace(EventStore(conn), "benchmark", trace_id=trace_id, model=model_name)
+        return trace_id, await asyncio.wait_for(done, timeout=3600) - started
+
+
 async def durable_step_cost(url: str, steps: int) -> tuple[float, float, int]:
     """(durable seconds, raw seconds, events) for one trace of ``steps`` steps."""
     namespace = f"b{steps}{new_id('r')[-6:].lower()}_"
@@ -121,19 +147,7 @@ async def durable_step_cost(url: str, steps: int) -> tuple[float, float, int]:
     )
     store = EventStore(conn)
     try:
-        trace_id = new_id("t")
-        done = await completion(conn, {trace_id})
-        async with InProcessExecutor(
-            url,
-            namespace,
-            "bench",
-            config=bench_config(url, namespace),
-            tools=ToolRegistry(TOOLS),
-            resolve_model=lambda _name: instant_model(steps),
-        ):
-            started = time.perf_counter()
-            await create_trace(store, "benchmark", trace_id=trace_id, model="scripted:bench")
-            durable = await asyncio.wait_for(done, timeout=3600) - started
+        trace_id, durable = await timed_trace(conn, url, instant_model(steps))
 
         # The raw baseline: the same stored payloads, plain js.publish, awaited one by one.
         payloads = [(r.event.type, r.event) async for r in store.replay("trace", trace_id)]

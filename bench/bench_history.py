@@ -28,7 +28,7 @@ import random
 import statistics
 import time
 
-from longhaul.agent.tools import Tool, ToolRegistry, tool
+from longhaul.agent.tools import Tool, tool
 from longhaul.core import repository
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
@@ -39,9 +39,8 @@ from longhaul.domain.state import TraceState
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage
 
-from bench.bench_executor import bench_config, completion
+from bench.bench_executor import timed_trace
 from bench.common import private_nats, report
-from tests.support.stack import InProcessExecutor, create_trace
 
 OUTPUT_BYTES = 20_000
 EDGE = 200
@@ -114,21 +113,9 @@ async def main(quick: bool) -> None:
         conn = await connect(nats, provision_settings=ProvisionSettings())
         model = TimedModel(steps)
         try:
-            trace_id = new_id("t")
-            done = await completion(conn, {trace_id})
-            async with InProcessExecutor(
-                url,
-                namespace,
-                "bench",
-                config=bench_config(url, namespace),
-                tools=ToolRegistry(TOOLS),
-                resolve_model=lambda _name: model.model(),
-            ):
-                started = time.perf_counter()
-                await create_trace(
-                    EventStore(conn), "benchmark", trace_id=trace_id, model="scripted:history"
-                )
-                total = await asyncio.wait_for(done, timeout=3600) - started
+            trace_id, total = await timed_trace(
+                conn, url, model.model(), tools=TOOLS, model_name="scripted:history"
+            )
             events = await stream_bytes(conn, conn.names.stream)
             snapshot = await stream_bytes(conn, f"KV_{conn.names.snapshots}")
             snapshot += await stream_bytes(conn, f"OBJ_{conn.names.artifacts}")

@@ -4,11 +4,9 @@ a namespace of its own so the stream and bucket sizes are that run's alone."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
-from longhaul.agent.tools import ToolRegistry
 from longhaul.core import repository
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
@@ -17,8 +15,7 @@ from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from nats.js.errors import NotFoundError
 
-from bench.bench_executor import TOOLS, bench_config, completion, instant_model
-from tests.support.stack import InProcessExecutor, create_trace
+from bench.bench_executor import instant_model, timed_trace
 
 
 @dataclass
@@ -44,20 +41,7 @@ async def run(url: str, steps: int) -> Run:
     nats = NatsConfig(url=url, namespace=namespace)
     conn = await connect(nats, provision_settings=ProvisionSettings())
     try:
-        store = EventStore(conn)
-        trace_id = new_id("t")
-        done = await completion(conn, {trace_id})
-        async with InProcessExecutor(
-            url,
-            namespace,
-            "bench",
-            config=bench_config(url, namespace),
-            tools=ToolRegistry(TOOLS),
-            resolve_model=lambda _name: instant_model(steps),
-        ):
-            started = time.perf_counter()
-            await create_trace(store, "benchmark", trace_id=trace_id, model="scripted:bench")
-            seconds = await asyncio.wait_for(done, timeout=3600) - started
+        trace_id, seconds = await timed_trace(conn, url, instant_model(steps))
         names = conn.names
         event_bytes = await _stream_bytes(conn, names.stream)
         snapshot_bytes = await _stream_bytes(conn, f"KV_{names.snapshots}")

@@ -72,15 +72,7 @@ class SearXNG:
         )
 
     def hits(self, body: Any) -> list[SearchHit]:
-        return [
-            SearchHit(
-                _text(item.get("title")),
-                _text(item.get("url")),
-                _text(item.get("content")),
-                _text(item.get("publishedDate")) or None,
-            )
-            for item in body.get("results") or []
-        ]
+        return _hits(body.get("results"), snippet="content", dates=("publishedDate",))
 
 
 @dataclass(frozen=True)
@@ -98,15 +90,7 @@ class Tavily:
         )
 
     def hits(self, body: Any) -> list[SearchHit]:
-        return [
-            SearchHit(
-                _text(item.get("title")),
-                _text(item.get("url")),
-                _text(item.get("content")),
-                _text(item.get("published_date")) or None,
-            )
-            for item in body.get("results") or []
-        ]
+        return _hits(body.get("results"), snippet="content", dates=("published_date",))
 
 
 @dataclass(frozen=True)
@@ -124,16 +108,21 @@ class Brave:
         )
 
     def hits(self, body: Any) -> list[SearchHit]:
-        results = (body.get("web") or {}).get("results") or []
-        return [
-            SearchHit(
-                _text(item.get("title")),
-                _text(item.get("url")),
-                _text(item.get("description")),
-                _text(item.get("page_age")) or _text(item.get("age")) or None,
-            )
-            for item in results
-        ]
+        results = (body.get("web") or {}).get("results")
+        return _hits(results, snippet="description", dates=("page_age", "age"))
+
+
+def _hits(items: Any, *, snippet: str, dates: tuple[str, ...]) -> list[SearchHit]:
+    """Title, url, snippet and the first date field present, of each result item."""
+    return [
+        SearchHit(
+            _text(item.get("title")),
+            _text(item.get("url")),
+            _text(item.get(snippet)),
+            next((_text(item.get(key)) for key in dates if _text(item.get(key))), None),
+        )
+        for item in items or []
+    ]
 
 
 def backend_for(config: WebSearchConfig, environ: Mapping[str, str]) -> Backend:
