@@ -17,7 +17,6 @@ rewrites an entry a request already showed.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import sys
 import time
@@ -28,6 +27,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench.common`` importab
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from longhaul.agent import AgentEnv, Engine, ToolRegistry, ToolResult, default_middleware, tool
+from longhaul.core import event_loop
 from longhaul.domain import events as ev
 from longhaul.domain.config import LoopDetectionConfig, PipelineConfig
 from longhaul.domain.state import TraceState
@@ -149,4 +149,4 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    asyncio.run(main(parser.parse_args().quick))
+    event_loop.run(main(parser.parse_args().quick))

@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` and `tests` impor
 
 import yaml  # noqa: E402
 from longhaul.agent.tools import Tool, ToolRegistry, tool  # noqa: E402
+from longhaul.core import event_loop  # noqa: E402
 from longhaul.core.connection import Connection, connect  # noqa: E402
 from longhaul.core.provision import ProvisionSettings  # noqa: E402
 from longhaul.core.store import EventStore  # noqa: E402
@@ -263,4 +264,4 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="100 and 1,000 steps; 50 traces")
-    asyncio.run(main(parser.parse_args().quick))
+    event_loop.run(main(parser.parse_args().quick))

@@ -26,6 +26,7 @@ if __package__ in (None, ""):  # `python bench/bench_gateway.py`: make `bench.*`
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request
+from longhaul.core import event_loop
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import free_port
 from longhaul.core.service import open_context
@@ -253,9 +254,9 @@ def main() -> None:
         serve(args.serve, args.port, args.nats, args.namespace)
         return
     if args.quick:
-        asyncio.run(run(50.0, 2.0, 1))
+        event_loop.run(run(50.0, 2.0, 1))
     else:
-        asyncio.run(run(args.rate, args.seconds, args.rounds))
+        event_loop.run(run(args.rate, args.seconds, args.rounds))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ there would be no 10,000-message request to measure.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import itertools
 import random
@@ -29,7 +28,7 @@ import statistics
 import time
 
 from longhaul.agent.tools import Tool, tool
-from longhaul.core import repository
+from longhaul.core import event_loop, repository
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
@@ -166,4 +165,4 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1,000 messages")
-    asyncio.run(main(parser.parse_args().quick))
+    event_loop.run(main(parser.parse_args().quick))

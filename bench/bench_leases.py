@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import time
 
+from longhaul.core import event_loop
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.domain.config import NatsConfig
@@ -107,7 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    asyncio.run(run([5] if args.quick else [2, 5, 10, 30]))
+    event_loop.run(run([5] if args.quick else [2, 5, 10, 30]))
 
 
 if __name__ == "__main__":

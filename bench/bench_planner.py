@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
+from longhaul.core import event_loop
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.service import ServiceContext, open_context
@@ -273,7 +274,7 @@ async def run(quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    asyncio.run(run(parser.parse_args().quick))
+    event_loop.run(run(parser.parse_args().quick))
 
 
 if __name__ == "__main__":

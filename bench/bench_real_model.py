@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from longhaul.core import event_loop
 from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 
 from bench.common import median, private_nats, report
@@ -167,4 +168,4 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    asyncio.run(main(3 if args.quick else 8))
+    event_loop.run(main(3 if args.quick else 8))

@@ -35,6 +35,7 @@ import msgspec
 import nats
 import yaml
 from longhaul.agent.tools import Tool, tool
+from longhaul.core import event_loop
 from longhaul.core.connection import Connection, connect
 from longhaul.core.index import TraceIndex, TraceIndexEntry
 from longhaul.core.provision import ProvisionSettings
@@ -314,4 +315,4 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="200 traces; index up to 1,000")
-    asyncio.run(main(parser.parse_args().quick))
+    event_loop.run(main(parser.parse_args().quick))

@@ -7,10 +7,10 @@ Both sides run against the same server in the same run; figures are ratios.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 
 import msgspec
+from longhaul.core import event_loop
 from longhaul.core.connection import connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore, Position
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    asyncio.run(run(2_000 if args.quick else args.events))
+    event_loop.run(run(2_000 if args.quick else args.events))
 
 
 if __name__ == "__main__":

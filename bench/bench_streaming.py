@@ -35,6 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from longhaul.core import event_loop
 from longhaul.domain.config import ModelsConfig
 from longhaul.llm import ModelRegistry, ModelRequest, StreamEnd
 
@@ -254,11 +255,11 @@ def main() -> None:
     parser.add_argument("--serve", type=int, metavar="DELTAS", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve(args.serve))
+        event_loop.run(serve(args.serve))
         return
     if args.quick:
         args.deltas, args.rounds, args.e2e_rounds = 1000, 5, 5
-    asyncio.run(measure(args.deltas, args.rounds, args.e2e_rounds))
+    event_loop.run(measure(args.deltas, args.rounds, args.e2e_rounds))
 
 
 if __name__ == "__main__":

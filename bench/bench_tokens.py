@@ -39,7 +39,6 @@ the workloads of all-on's cost x naive, and R the worse of the two providers.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
@@ -58,6 +57,7 @@ from longhaul.agent import AgentEnv, Engine, default_middleware
 from longhaul.agent.guardrail_policy import GuardrailPolicy
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.agent.tools.settings import ToolSettings
+from longhaul.core import event_loop
 from longhaul.domain import events as ev
 from longhaul.domain.config import (
     MiddlewareEntry,
@@ -761,4 +761,4 @@ async def main(quick: bool) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    sys.exit(asyncio.run(main(parser.parse_args().quick)))
+    sys.exit(event_loop.run(main(parser.parse_args().quick)))

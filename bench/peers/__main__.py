@@ -37,6 +37,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from longhaul.core import event_loop
+
 from bench.common import console, private_nats, report
 from bench.peers import postgres
 
@@ -198,4 +200,4 @@ if __name__ == "__main__":
     parser.add_argument("--peer-budget-s", type=float, default=900.0)
     parser.add_argument("--peer-budget-gb", type=float, default=4.0)
     args = parser.parse_args()
-    sys.exit(asyncio.run(main(args.quick, args.peer_budget_s, args.peer_budget_gb)))
+    sys.exit(event_loop.run(main(args.quick, args.peer_budget_s, args.peer_budget_gb)))

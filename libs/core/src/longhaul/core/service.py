@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from longhaul.core import event_loop
 from longhaul.core.connection import Connection, connect
 from longhaul.core.logs import configure_logging
 from longhaul.core.provision import ProvisionSettings
@@ -122,6 +123,6 @@ def run_main(
         raise SystemExit(CONFIG_ERROR_EXIT) from None
     try:
         with tracing(name):
-            asyncio.run(serve(name, run, config))
+            event_loop.run(serve(name, run, config))
     except KeyboardInterrupt:
         pass
