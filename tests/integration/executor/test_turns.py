@@ -165,3 +165,28 @@ async def test_a_turn_that_loses_its_lease_is_cancelled_at_once(
     assert state.status == "completed"
     [healed] = [m for m in state.main_path() if m.role == "tool"]
     assert healed.synthetic  # "interrupted" result written before the next model call
+
+
+async def test_each_tool_call_acts_only_once_the_previous_result_is_in_the_log(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    """Results are appended write-behind (in flight while the next model request is built);
+    the next call must still find the previous result durable, in order."""
+
+    async def tool_results_in_log(trace_id: str) -> str:
+        fresh = EventStore(store.conn)  # no cached fold: what the server holds now
+        logged = await fresh.load_trace(trace_id)
+        return str(sum(1 for m in logged.main_path() if m.role == "tool"))
+
+    tooling.LOG_PROBES["results"] = tool_results_in_log
+    probes = [{"name": "probe", "arguments": {"name": "results", "step": n}} for n in range(3)]
+    model = write_script(
+        tmp_path / "probe.yaml",
+        [{"tool_calls": probes[:2]}, {"tool_calls": probes[2:]}, {"content": "done"}],
+    )
+    async with InProcessExecutor(nats_url, namespace, settings=TOOLS):
+        trace_id = await create_trace(store, "probe the log", model=model)
+        state = await wait_for_trace(store, trace_id)
+    assert state.status == "completed", state.error
+    seen = [m.content for m in state.main_path() if m.role == "tool"]
+    assert seen == ["0", "1", "2"]

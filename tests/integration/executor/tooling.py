@@ -4,7 +4,8 @@
 ``record`` appends one JSON line per execution (start and end, with the idempotency key, the
 executor's pid and wall-clock times) to the file named in its arguments, so a test can check
 "at most twice, same key" and "never two executors at once" across processes. ``gate`` (in
-process only) parks a tool call until the test opens the gate. ``CrashOnMarker`` is a
+process only) parks a tool call until the test opens the gate; ``probe`` (in process only)
+reads the trace's log as the call acts. ``CrashOnMarker`` is a
 middleware with a bug, for poison wake-ups.
 """
 
@@ -14,12 +15,15 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Awaitable, Callable
 
 from longhaul.agent import Middleware
 from longhaul.agent.tools import Tool, ToolContext, tool
 from longhaul.agent.turn import Turn
 
 GATES: dict[str, asyncio.Event] = {}
+LOG_PROBES: dict[str, Callable[[str], Awaitable[str]]] = {}
+"""In process only: ``probe`` answers with what the test's function reads of the trace's log."""
 ENTERED: dict[str, asyncio.Event] = {}
 
 
@@ -57,7 +61,18 @@ async def gate(name: str) -> str:
     return f"gate {name} passed"
 
 
-TOOLS: list[Tool] = [record, gate]
+@tool
+async def probe(ctx: ToolContext, name: str, step: int) -> str:
+    """Report what the trace's log holds as this call acts (tests).
+
+    Args:
+        name: the probe the test registered.
+        step: which call this is.
+    """
+    return await LOG_PROBES[name](ctx.trace_id)
+
+
+TOOLS: list[Tool] = [record, gate, probe]
 
 
 class CrashOnMarker(Middleware):

@@ -119,3 +119,60 @@ async def test_snapshots_are_taken_as_the_log_grows() -> None:
     # taken in the background from the live state: at least the 5th event, and consistent
     assert snapshot is not None and snapshot.version >= 5
     assert snapshot.last_sequence == snapshot.version and snapshot.stream_seq > 0
+
+
+# ---------------------------------------------------------------- write-behind (emit_behind)
+
+
+async def test_a_write_behind_event_is_settled_before_the_next_append() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    await sink.emit_behind([message(sink.state, "a")])
+    # applied at once; its position is taken when it settles
+    assert sink.state.messages[2].content == "a" and sink.appended == 0
+    await sink.emit([message(sink.state, "b")])
+    assert sink.appended == 2
+    stored = await store.load_trace("t_1")
+    assert [m.content for m in stored.main_path()] == ["hi", "a", "b"]
+    assert sink.state.stream_seq == stored.stream_seq and sink.state.version == stored.version
+
+
+async def test_a_write_behind_race_the_event_survives_re_appends_it_and_ends_the_turn() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    store.interleave("trace", "t_1", ev.StopRequested(reason="user"))
+    await sink.emit_behind([message(sink.state, "tool result")])
+    # the turn's state holds the event where the log does not: it cannot go on from there
+    with pytest.raises(StaleState, match="appended again"):
+        await sink.settle()
+    written = [r.event async for r in store.replay("trace", "t_1")]
+    assert [e.type for e in written] == ["trace_created", "stop_requested", "message_appended"]
+    assert conflicts(sink, "reappended") == 1 and conflicts(sink, "stale") == 0
+    stored = await store.load_trace("t_1")
+    assert stored.stop_requested and stored.messages[2].content == "tool result"
+    assert stored.faults == []
+
+
+async def test_a_write_behind_race_the_event_does_not_survive_ends_the_turn_unwritten() -> None:
+    store = MemoryStore()
+    sink = await sink_on(store)
+    store.interleave("trace", "t_1", ev.Stopped(reason="user"))
+    await sink.emit_behind([message(sink.state, "too late")])
+    with pytest.raises(StaleState, match="no longer applies"):
+        await sink.emit([message(sink.state, "never written")])
+    assert conflicts(sink, "stale") == 1
+    stored = await store.load_trace("t_1")
+    assert stored.status == "stopped" and stored.last_sequence == 1
+
+
+async def test_a_snapshot_due_before_a_write_behind_event_matches_the_log() -> None:
+    store = MemoryStore(snapshot_every=2)
+    sink = await sink_on(store)
+    await sink.emit([message(sink.state, "a")])  # the 2nd event: a snapshot is due
+    await sink.emit_behind([message(sink.state, "b")])  # applied before the snapshot task runs
+    await asyncio.sleep(0)  # the background snapshot task runs now
+    await sink.settle()
+    snapshot = await store.read_snapshot("trace", "t_1", TraceState)
+    assert snapshot is not None and (snapshot.version, snapshot.last_sequence) == (2, 2)
+    loaded = await store.load_trace("t_1")  # snapshot + catch-up
+    assert loaded.faults == [] and [m.content for m in loaded.main_path()] == ["hi", "a", "b"]

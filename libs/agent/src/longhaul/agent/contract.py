@@ -11,13 +11,14 @@ A batch passed to one ``emit`` belongs together (a tool's ``GoalChanged`` and it
 assistant message and the ``LoopWarned`` it caused): message sequences in it are allocated
 ahead of the fold, so the sink must apply them in order and should append them back to back.
 The engine re-reads ``state`` after every ``emit`` (``stop_requested`` in particular), so a
-sink that catches up foreign events makes the engine react before its next action.
+sink that catches up foreign events makes the engine react before its next action. A sink
+may also offer write-behind (:class:`WriteBehindSink`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 from longhaul.domain.events import TraceEvent
@@ -30,6 +31,25 @@ class StaleState(Exception):
 class EventSink(Protocol):
     async def emit(self, events: Sequence[TraceEvent]) -> None:
         """Durably append ``events`` (in order) and apply them to the turn's state."""
+        ...
+
+
+@runtime_checkable
+class WriteBehindSink(EventSink, Protocol):
+    """A sink that can leave an append in flight while the engine works on (the executor's).
+
+    The engine uses it for a tool's result only: what follows is building the next model
+    request and calling the model, which change nothing outside the process. Before anything
+    that does (a tool call) or any other append, the sink settles: the log keeps the engine's
+    order, and a crash loses at most the call in flight, as with :meth:`EventSink.emit`."""
+
+    async def emit_behind(self, events: Sequence[TraceEvent]) -> None:
+        """Append ``events``, applying them to the state; the last one's append may still be
+        in flight on return."""
+        ...
+
+    async def settle(self) -> None:
+        """Wait for the append left in flight (:class:`StaleState` if it lost a race)."""
         ...
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from longhaul.agent.batch import Batch
-from longhaul.agent.contract import EventSink, LiveCallback, LiveUpdate
+from longhaul.agent.contract import EventSink, LiveCallback, LiveUpdate, WriteBehindSink
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.history import History
 from longhaul.agent.presets import DEFAULT_SYSTEM_PROMPT, Preset
@@ -48,6 +48,7 @@ class Turn:
     ) -> None:
         self.state = state
         self.sink = sink
+        self._behind = sink if isinstance(sink, WriteBehindSink) else None
         self.model = model
         self.utility_model = utility_model
         self.config = config
@@ -88,10 +89,23 @@ class Turn:
     def trace_id(self) -> str:
         return self.state.trace_id
 
-    async def emit(self, events: Sequence[TraceEvent] | Batch) -> None:
+    async def emit(self, events: Sequence[TraceEvent] | Batch, *, behind: bool = False) -> None:
+        """Hand ``events`` to the sink. ``behind``: the append may still be in flight on
+        return (:class:`WriteBehindSink`; a plain sink appends at once); only for an emit
+        followed by work with no outside effect, since :meth:`settle` must come first."""
         items = events.events if isinstance(events, Batch) else events
-        if items:
+        if not items:
+            return
+        if behind and self._behind is not None:
+            await self._behind.emit_behind(list(items))
+        else:
             await self.sink.emit(list(items))
+
+    async def settle(self) -> None:
+        """Wait for an append left in flight: before anything with an effect outside the
+        process (a tool call)."""
+        if self._behind is not None:
+            await self._behind.settle()
 
     def batch(self) -> Batch:
         return Batch(self.state)

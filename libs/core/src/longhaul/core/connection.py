@@ -29,6 +29,8 @@ class Connection:
     nc: Client
     js: JetStreamContext
     names: Names
+    request_timeout_s: float = 5.0
+    """How long a JetStream request (a publish's acknowledgement) may take."""
     _kv: dict[str, KeyValue] = field(default_factory=dict)
     _obj: ObjectStore | None = None
 
@@ -92,7 +94,7 @@ async def connect(
         await retry_transient(
             lambda: provision(js, names, provision_settings), what="provisioning JetStream"
         )
-    return Connection(nc=nc, js=js, names=names)
+    return Connection(nc=nc, js=js, names=names, request_timeout_s=config.request_timeout_s)
 
 
 class NatsConnectError(ConnectionError):

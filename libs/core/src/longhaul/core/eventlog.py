@@ -10,12 +10,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, TypeVar
 
-from longhaul.core.store import Position, Recorded
+from longhaul.core.store import PackedSnapshot, Position, Recorded
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
 
 S = TypeVar("S", bound=Fold)
+
+
+class InFlight(Protocol):
+    """An append published but not yet acknowledged (:meth:`EventLog.begin_append`)."""
+
+    event: ev.Event
+    """The event as stamped for the log (its ``n``)."""
+
+    async def settle(self) -> Recorded:
+        """The stored record; :class:`ConcurrencyError` if the aggregate moved first."""
+        ...
 
 
 class EventLog(Protocol):
@@ -34,6 +45,20 @@ class EventLog(Protocol):
     ) -> list[Recorded]:
         """Append in order after ``expected``; :class:`ConcurrencyError` if the aggregate
         moved past it."""
+        ...
+
+    async def begin_append(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        event: ev.Event,
+        *,
+        expected: Position,
+        actor: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> InFlight:
+        """Publish one event after ``expected`` and return before the server answers."""
         ...
 
     def replay(
@@ -62,4 +87,8 @@ class EventLog(Protocol):
 
     async def write_snapshot(
         self, aggregate: Aggregate, aggregate_id: str, state: Fold
+    ) -> None: ...
+
+    async def write_packed_snapshot(
+        self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot
     ) -> None: ...

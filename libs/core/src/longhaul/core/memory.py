@@ -16,13 +16,41 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import msgspec
-from longhaul.core.store import ConcurrencyError, Position, Recorded, stamp
+from longhaul.core.store import (
+    ConcurrencyError,
+    PackedSnapshot,
+    Position,
+    Recorded,
+    pack_snapshot,
+    stamp,
+)
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
 from longhaul.domain.state.fold import apply_or_skip
 
 State = TypeVar("State", bound=Fold)
+
+
+class Settled:
+    """An in-memory append's outcome, shaped like an append in flight."""
+
+    def __init__(
+        self,
+        event: ev.Event,
+        *,
+        recorded: Recorded | None = None,
+        error: ConcurrencyError | None = None,
+    ) -> None:
+        self.event = event
+        self._recorded = recorded
+        self._error = error
+
+    async def settle(self) -> Recorded:
+        if self._recorded is None:
+            assert self._error is not None
+            raise self._error
+        return self._recorded
 
 
 class MemoryStore:
@@ -79,6 +107,33 @@ class MemoryStore:
             recorded.append(Recorded(self._stored(seq), seq))
             position = Position(seq, stamped.n)
         return recorded
+
+    async def begin_append(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        event: ev.Event,
+        *,
+        expected: Position,
+        actor: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Settled:
+        """In memory there is nothing in flight: the append happens now, and its outcome
+        (the record or the conflict) is what :meth:`Settled.settle` returns or raises."""
+        try:
+            [recorded] = await self.append(
+                aggregate,
+                aggregate_id,
+                [event],
+                expected=expected,
+                actor=actor,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+            )
+        except ConcurrencyError as exc:
+            return Settled(event, error=exc)
+        return Settled(recorded.event, recorded=recorded)
 
     async def _publish(self, key: tuple[str, str], event: ev.Event, expected_seq: int) -> int:
         log = self._logs.setdefault(key, [])
@@ -161,4 +216,9 @@ class MemoryStore:
         return None if packed is None else msgspec.msgpack.decode(packed, type=state_type)
 
     async def write_snapshot(self, aggregate: Aggregate, aggregate_id: str, state: Fold) -> None:
-        self._snapshots[(aggregate, aggregate_id)] = msgspec.msgpack.encode(state)
+        await self.write_packed_snapshot(aggregate, aggregate_id, pack_snapshot(state))
+
+    async def write_packed_snapshot(
+        self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot
+    ) -> None:
+        self._snapshots[(aggregate, aggregate_id)] = packed.data

@@ -8,7 +8,9 @@ planner's steps, the verifier's verdicts) goes through :meth:`Repository.save`:
    refuse never reaches the log, where it would poison the aggregate for every reader;
 3. it is appended at the fold's position (``Nats-Expected-Last-Subject-Sequence``) and applied,
    and a snapshot is started in the background when one is due (:mod:`~longhaul.core.snapshots`);
-4. when another writer got there first (:class:`ConcurrencyError`), the fold is caught up
+4. or, for a writer with work to do meanwhile, :meth:`Repository.begin_save` publishes and
+   applies at once and :class:`SaveInFlight` settles later (write-behind);
+5. when another writer got there first (:class:`ConcurrencyError`), the fold is caught up
    after a short jittered pause and ``decide`` runs again on the new state — a bounded number
    of times (:class:`RetryPolicy`), after which the conflict is the caller's.
 
@@ -25,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from longhaul.core.eventlog import EventLog
+from longhaul.core.eventlog import EventLog, InFlight
 from longhaul.core.lru import Lru
 from longhaul.core.snapshots import Snapshots
 from longhaul.core.store import ConcurrencyError, Position, Recorded
@@ -205,6 +207,75 @@ class Repository(Generic[S]):
                 if conflict + 1 == policy.attempts:
                     raise
         raise AssertionError("unreachable: a retry policy has at least one attempt")
+
+    async def begin_save(
+        self,
+        aggregate_id: str,
+        state: S,
+        event: ev.Event,
+        *,
+        actor: str,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> SaveInFlight[S]:
+        """Write-behind: check ``event`` against the fold, publish it at the fold's position
+        and apply it at once, without waiting for the server. The caller gets on with work
+        that has no effect outside the process (building the next model request) and calls
+        :meth:`SaveInFlight.settle` before anything else is appended or done."""
+        state.check(event)
+        in_flight = await self.store.begin_append(
+            self.aggregate,
+            aggregate_id,
+            event,
+            expected=Position(state.stream_seq, state.version),
+            actor=actor,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )
+        previous = state.version
+        state.apply(in_flight.event)
+        return SaveInFlight(self, aggregate_id, state, event, in_flight, previous)
+
+
+class SaveInFlight(Generic[S]):
+    """One event of :meth:`Repository.begin_save`: already applied to the fold, its append
+    still in flight. The fold's ``stream_seq`` (the position the next append expects) is set
+    by :meth:`settle`, so nothing else may be appended to the aggregate until then."""
+
+    def __init__(
+        self,
+        repository: Repository[S],
+        aggregate_id: str,
+        state: S,
+        event: ev.Event,
+        in_flight: InFlight,
+        previous: int,
+    ) -> None:
+        self.repository = repository
+        self.aggregate_id = aggregate_id
+        self.state = state
+        self.event = event
+        """The event as the caller gave it (unstamped), to append again after a conflict."""
+        self._in_flight = in_flight
+        self._previous = previous
+
+    async def settle(self, on_applied: Applied[S] | None = None) -> Recorded:
+        """Wait for the append. On success the fold takes its position and the after-save
+        work (snapshot, ``on_applied``) runs as :meth:`Repository.save` would have.
+
+        :class:`ConcurrencyError` when another writer got there first: the fold then has an
+        event the log does not (at that place), so it must be dropped; the caller reloads
+        and decides again (:meth:`Repository.load`, :meth:`Repository.save`)."""
+        recorded = await self._in_flight.settle()
+        state, repository = self.state, self.repository
+        state.stream_seq = recorded.seq
+        if repository.snapshots is not None:
+            repository.snapshots.after_save(
+                repository.aggregate, self.aggregate_id, state, self._previous
+            )
+        if on_applied is not None:
+            on_applied(state, recorded, self._previous)
+        return recorded
 
 
 def traces(

@@ -5,9 +5,10 @@ A :class:`Repository` given a :class:`Snapshots` asks it after every applied eve
 aggregate is small and every ~1/8 of its length once it is long (:func:`snapshot_interval`):
 re-encoding a 20,000-message state every 200 events would make snapshot work quadratic in the
 log's length, this keeps it linear while a load still replays at most a quarter of the log.
-Snapshots are written by a background task, one at a time per aggregate, from the live state:
-``write_snapshot`` encodes it before its first ``await`` and events are applied synchronously,
-so what it stores always matches the stream sequence it records. The owner calls
+Snapshots are written by a background task, one at a time per aggregate, from the state as
+encoded when the save was applied (:func:`~longhaul.core.store.pack_snapshot`): the fold then
+matches the stream sequence it records, which it need not a moment later (write-behind applies
+an event before its append lands). The owner calls
 :meth:`Snapshots.flush` when it is done writing (an executor at the end of a turn).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 from longhaul.core.background import drain
 from longhaul.core.eventlog import EventLog
+from longhaul.core.store import PackedSnapshot, pack_snapshot
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold
 
@@ -58,14 +60,15 @@ class Snapshots:
         if not self.due(state.version, previous_version) or key in self._writing:
             return  # a skipped one is taken at the next interval: it only saves replay time
         self._writing.add(key)
-        task = asyncio.create_task(self._write(key, state), name=f"snapshot-{aggregate_id}")
+        packed = pack_snapshot(state)
+        task = asyncio.create_task(self._write(key, packed), name=f"snapshot-{aggregate_id}")
         self._pending.add(task)
         task.add_done_callback(self._done)
 
-    async def _write(self, key: tuple[Aggregate, str], state: Fold) -> None:
+    async def _write(self, key: tuple[Aggregate, str], packed: PackedSnapshot) -> None:
         aggregate, aggregate_id = key
         try:
-            await self.store.write_snapshot(aggregate, aggregate_id, state)
+            await self.store.write_packed_snapshot(aggregate, aggregate_id, packed)
         finally:
             self._writing.discard(key)
 

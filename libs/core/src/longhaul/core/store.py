@@ -15,7 +15,7 @@ import contextlib
 import logging
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import msgspec
 import nats.errors
@@ -29,7 +29,7 @@ from longhaul.domain.state.faults import Fault, Unreadable
 from longhaul.domain.state.fold import apply_or_skip
 from nats.aio.msg import Msg
 from nats.js import api
-from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import APIError, NoStreamResponseError, NotFoundError, ObjectNotFoundError
 
 log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
@@ -90,6 +90,20 @@ class _Page(msgspec.Struct):
     seqs: list[int] = msgspec.field(default_factory=list)
 
 
+class PackedSnapshot(NamedTuple):
+    """A fold encoded at one moment, with the position it had then."""
+
+    data: bytes
+    seq: int
+    n: int
+
+
+def pack_snapshot(state: Fold) -> PackedSnapshot:
+    """Encode ``state`` now: a snapshot must be taken where the fold matches the log (an event
+    whose append is still in flight has moved ``version`` but not ``stream_seq``)."""
+    return PackedSnapshot(msgspec.msgpack.encode(state), state.stream_seq, state.version)
+
+
 class _Snapshot(msgspec.Struct):
     """KV value of a snapshot: zlib-compressed msgpack of the state, inline or in the object
     store."""
@@ -98,6 +112,98 @@ class _Snapshot(msgspec.Struct):
     n: int
     state: bytes = b""
     object_name: str | None = None
+
+
+def _retrieve(future: asyncio.Future[api.PubAck]) -> None:
+    """Mark an acknowledgement's error as seen: a turn cancelled before settling must not
+    log "exception never retrieved" (the replay afterwards finds out what landed)."""
+    if not future.cancelled():
+        future.exception()
+
+
+class PendingAppend:
+    """An event published by :meth:`EventStore.begin_append`, its acknowledgement not yet
+    awaited. :meth:`settle` turns it into a :class:`Recorded` or the append's error."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        event: ev.Event,
+        subject: str,
+        payload: bytes,
+        headers: dict[str, str],
+        expected_seq: int,
+        ack: asyncio.Future[api.PubAck],
+    ) -> None:
+        self.store = store
+        self.event = event
+        """The event as stamped (its ``n``) and published."""
+        self._subject = subject
+        self._payload = payload
+        self._headers = headers
+        self._expected_seq = expected_seq
+        self._ack = ack
+        ack.add_done_callback(_retrieve)
+        self._settled: Recorded | None = None
+
+    async def settle(self) -> Recorded:
+        """Wait for the server's answer (retrying a lost one with the same ``Nats-Msg-Id``).
+
+        Raises :class:`ConcurrencyError` if the aggregate moved past the expected position
+        first, or if another writer stored this event number; the transport's error when the
+        server never answered. Settling twice returns the same record."""
+        if self._settled is None:
+            self._settled = Recorded(self.event, await self._acknowledged_seq())
+        return self._settled
+
+    async def _acknowledged_seq(self) -> int:
+        store, event = self.store, self.event
+        aggregate, aggregate_id = event.aggregate, event.aggregate_id
+        ack: api.PubAck | None = None
+        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+            try:
+                if attempt == 1:
+                    timeout = store.conn.request_timeout_s
+                    ack = await asyncio.wait_for(self._ack, timeout)
+                else:
+                    ack = await store.conn.js.publish(
+                        self._subject,
+                        self._payload,
+                        stream=store.names.stream,
+                        headers=self._headers,
+                    )
+                break
+            except APIError as exc:
+                if exc.err_code != WRONG_LAST_SEQUENCE:
+                    raise
+                # Either another writer got there first, or our own earlier attempt landed
+                # and its ack was lost: the event right after ``expected_seq`` tells which.
+                seq = await store._own_earlier_publish(
+                    aggregate, aggregate_id, self._expected_seq, self._payload
+                )
+                if seq is None:
+                    raise ConcurrencyError(
+                        f"{aggregate} {aggregate_id} moved past sequence {self._expected_seq}"
+                    ) from exc
+                return seq
+            except (
+                TimeoutError,
+                nats.errors.TimeoutError,
+                nats.errors.NoRespondersError,
+                NoStreamResponseError,
+            ):
+                # The publish may have landed; the same Msg-Id makes the retry harmless.
+                if attempt == PUBLISH_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.05 * attempt)
+        assert ack is not None
+        if ack.duplicate:
+            stored = await store.conn.js.get_msg(store.names.stream, ack.seq)
+            if stored.data != self._payload:
+                raise ConcurrencyError(
+                    f"{aggregate} {aggregate_id} event {event.n} was written by another writer"
+                )
+        return int(ack.seq)
 
 
 class EventStore:
@@ -126,64 +232,57 @@ class EventStore:
         recorded: list[Recorded] = []
         position = expected
         for event in events:
-            stamped = stamp(
-                event,
+            pending = await self.begin_append(
                 aggregate,
                 aggregate_id,
-                position.n + 1,
+                event,
+                expected=position,
                 actor=actor,
                 causation_id=causation_id,
                 correlation_id=correlation_id,
             )
-            seq = await self._publish(aggregate, aggregate_id, stamped, position.seq)
-            recorded.append(Recorded(stamped, seq))
-            position = Position(seq, stamped.n)
+            recorded.append(await pending.settle())
+            position = Position(recorded[-1].seq, pending.event.n)
         return recorded
 
-    async def _publish(
-        self, aggregate: Aggregate, aggregate_id: str, event: ev.Event, expected_seq: int
-    ) -> int:
-        payload = ev.encode(event)
+    async def begin_append(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        event: ev.Event,
+        *,
+        expected: Position,
+        actor: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+    ) -> PendingAppend:
+        """Publish ``event`` after ``expected`` without waiting for the server's answer: the
+        caller does other work (builds the next model request) while the append is in flight,
+        and :meth:`PendingAppend.settle` later says whether it landed. Nothing else may be
+        appended to the aggregate by this writer until then (it needs this one's sequence)."""
+        stamped = stamp(
+            event,
+            aggregate,
+            aggregate_id,
+            expected.n + 1,
+            actor=actor,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+        )
+        payload = ev.encode(stamped)
         headers = {
-            "Nats-Msg-Id": f"{aggregate_id}:{event.n}",
-            "Nats-Expected-Last-Subject-Sequence": str(expected_seq),
+            "Nats-Msg-Id": f"{aggregate_id}:{stamped.n}",
+            "Nats-Expected-Last-Subject-Sequence": str(expected.seq),
             "Nats-Expected-Last-Subject-Sequence-Subject": self.names.aggregate_filter(
                 aggregate, aggregate_id
             ),
-            **carrier_headers(event.trace_context),
+            **carrier_headers(stamped.trace_context),
         }
-        subject = self.names.subject(aggregate, aggregate_id, event.type)
-        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
-            try:
-                ack = await self.conn.js.publish(
-                    subject, payload, stream=self.names.stream, headers=headers
-                )
-                break
-            except APIError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
-                    raise
-                # Either another writer got there first, or our own earlier attempt landed
-                # and its ack was lost: the event right after ``expected_seq`` tells which.
-                seq = await self._own_earlier_publish(
-                    aggregate, aggregate_id, expected_seq, payload
-                )
-                if seq is None:
-                    raise ConcurrencyError(
-                        f"{aggregate} {aggregate_id} moved past sequence {expected_seq}"
-                    ) from exc
-                return seq
-            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                # The publish may have landed; the same Msg-Id makes the retry harmless.
-                if attempt == PUBLISH_ATTEMPTS:
-                    raise
-                await asyncio.sleep(0.05 * attempt)
-        if ack.duplicate:
-            stored = await self.conn.js.get_msg(self.names.stream, ack.seq)
-            if stored.data != payload:
-                raise ConcurrencyError(
-                    f"{aggregate} {aggregate_id} event {event.n} was written by another writer"
-                )
-        return int(ack.seq)
+        subject = self.names.subject(aggregate, aggregate_id, stamped.type)
+        ack = await self.conn.js.publish_async(
+            subject, payload, stream=self.names.stream, headers=headers
+        )
+        return PendingAppend(self, stamped, subject, payload, headers, expected.seq, ack)
 
     async def _own_earlier_publish(
         self, aggregate: Aggregate, aggregate_id: str, expected_seq: int, payload: bytes
@@ -385,14 +484,15 @@ class EventStore:
 
     async def write_snapshot(self, aggregate: Aggregate, aggregate_id: str, state: Fold) -> None:
         """Store the folded state as compressed msgpack; what does not fit a KV value goes to
-        the object store with a KV pointer.
+        the object store with a KV pointer."""
+        await self.write_packed_snapshot(aggregate, aggregate_id, pack_snapshot(state))
 
-        The state is encoded before the first ``await``, so the snapshot matches the stream
-        sequence it records even while the caller keeps applying events.
-        """
-        packed = msgspec.msgpack.encode(state)
-        snapshot = _Snapshot(seq=state.stream_seq, n=state.version)
-        blob = await _off_loop(zlib.compress, packed, 1)
+    async def write_packed_snapshot(
+        self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot
+    ) -> None:
+        """Store a state encoded earlier (:func:`pack_snapshot`), at the position it had then."""
+        snapshot = _Snapshot(seq=packed.seq, n=packed.n)
+        blob = await _off_loop(zlib.compress, packed.data, 1)
         if len(blob) <= SNAPSHOT_INLINE_LIMIT:
             snapshot.state = blob
         else:

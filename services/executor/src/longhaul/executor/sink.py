@@ -6,6 +6,10 @@ bad log would poison the trace for every reader), with one rule of the executor'
 (:func:`precheck`). When another writer got in first (a stop request, a child's result, a
 human reply), the state is caught up from the log and the event re-appended if it still
 applies; otherwise :class:`StaleState` ends the turn and the executor replays afresh.
+
+A tool's result goes through :meth:`TraceSink.emit_behind` (write-behind): its append is in
+flight while the engine builds and sends the next model request, which has no effect outside
+the process; the next append or tool call waits for it first (:meth:`TraceSink.settle`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Protocol
 
 from longhaul.agent.contract import StaleState
 from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import RetryPolicy, traces
+from longhaul.core.repository import RetryPolicy, SaveInFlight, traces
 from longhaul.core.store import ConcurrencyError, Recorded
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
@@ -67,26 +71,69 @@ class TraceSink:
         self.metrics = metrics
         self.upkeep = upkeep
         self.appended = 0
+        self._in_flight: SaveInFlight[TraceState] | None = None
 
     async def emit(self, events: Sequence[ev.TraceEvent]) -> None:
+        await self.settle()
         for event in events:
-            await self._emit_one(event)
+            await self._emit_one(self.state, event)
 
-    async def _emit_one(self, event: ev.TraceEvent) -> None:
+    async def emit_behind(self, events: Sequence[ev.TraceEvent]) -> None:
+        """Like :meth:`emit`, except that the last event is applied at once and its append
+        left in flight: the engine builds its next model request meanwhile. The next
+        :meth:`emit` or :meth:`settle` waits for it first, so the log's order is the
+        engine's order and nothing follows an event that did not land."""
+        await self.settle()
+        *first, last = events
+        for event in first:
+            await self._emit_one(self.state, event)
         state = self.state
-        precheck(state, event)
-        conflicted = False
+        precheck(state, last)
+        if self.lease.lost.is_set():
+            raise StaleState(f"lease on trace {state.trace_id} lost")
+        self._in_flight = await self.repository.begin_save(
+            state.trace_id, state, last, actor=self.actor, correlation_id=state.task_id
+        )
+
+    async def settle(self) -> None:
+        """Wait for the append :meth:`emit_behind` left in flight (if any). When another
+        writer got in first, the turn's state holds an event the log does not have at that
+        place: the event is appended again after the other writer's (if it still applies)
+        and :class:`StaleState` ends the turn, so the executor replays afresh."""
+        in_flight, self._in_flight = self._in_flight, None
+        if in_flight is None:
+            return
+        try:
+            await in_flight.settle(self._applied)
+        except ConcurrencyError:
+            event = in_flight.event
+            assert isinstance(event, ev.TraceEvent)
+            fresh = await self.repository.load(self.state.trace_id)
+            await self._emit_one(fresh, event, conflicted=True)
+            raise StaleState(
+                f"trace {fresh.trace_id} moved while {event.type} was in flight; "
+                "appended again after the other writer's events"
+            ) from None
+
+    async def _emit_one(
+        self, state: TraceState, event: ev.TraceEvent, *, conflicted: bool = False
+    ) -> None:
+        if conflicted:
+            self._recheck(state, event)
+        else:
+            precheck(state, event)
+        retried = False
 
         def decide(current: TraceState) -> list[ev.Event]:
-            if conflicted:
+            if retried:
                 self._recheck(current, event)
             if self.lease.lost.is_set():
                 raise StaleState(f"lease on trace {current.trace_id} lost")
             return [event]
 
         def on_conflict(_: TraceState) -> None:
-            nonlocal conflicted
-            conflicted = True
+            nonlocal retried
+            retried = True
 
         try:
             await self.repository.save(

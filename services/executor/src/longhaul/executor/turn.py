@@ -170,6 +170,7 @@ class TurnRunner:
         end = "error"
         try:
             end = (await turn).end
+            await sink.settle()
             await live(LiveUpdate(kind="status", text=state.status or end))
             return state
         except StaleState as exc:

@@ -5,7 +5,9 @@ was requested). Then ``before_agent``, a pending stop request, what arrived whil
 waited (``settle``), a requested reflection. Then, step by step: stop request → final answer
 at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
 (wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
-emitted before the next action. A crash therefore loses at most the call in flight.
+recorded before the next call acts (a result's append is in flight while the next model
+request is built and sent: write-behind, settled before the next append or tool call). A
+crash therefore loses at most the call in flight.
 ``after_agent`` sees every outcome once ``before_agent`` ran.
 """
 

@@ -39,6 +39,7 @@ def innermost(turn: Turn) -> ToolHandler:
             raise ToolError(
                 f"unknown tool {invocation.name!r}; available: {available}", code="unknown_tool"
             )
+        await turn.settle()  # the previous result is in the log before this call acts
         return await invocation.tool.run(invocation.ctx, invocation.arguments())
 
     return execute
@@ -147,7 +148,8 @@ async def _answer(
         batch.add(event)
     extra = await store_attachments(turn, call.id, reply, shown)
     message = tool_message(batch, call, reply, extra=extra)
-    await turn.emit(batch)
+    # Write-behind: the next model request is built while this result's append is in flight.
+    await turn.emit(batch, behind=True)
     await turn.notify(
         LiveUpdate(
             kind="tool_end",
