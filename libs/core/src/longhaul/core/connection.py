@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats
-from longhaul.core import nats_speedups
+from longhaul.core import nats_publish_async, nats_speedups
 from longhaul.core.direct import read_object
 from longhaul.core.provision import ProvisionSettings, provision
 from longhaul.core.transient import retry_transient
@@ -66,6 +66,7 @@ async def connect(
 ) -> Connection:
     """Connect, and provision the JetStream resources when ``provision_settings`` is given."""
     nats_speedups.install()
+    nats_publish_async.install()
 
     # A server that is not up yet is waited for (the client retries); a refusal that retrying
     # cannot fix (TLS, credentials) ends the first connect at once with a clear error.
