@@ -1,7 +1,8 @@
 """Write-behind, as the engine uses it: a tool's result is handed over with its append left in
-flight, the next model request is built and sent meanwhile, and the append is settled before
-the next tool acts or anything else is appended (the order and crash guarantees of a plain
-``emit``; the executor's sink is tested in tests/unit/executor/test_sink.py)."""
+flight while the next model request is built and sent, and an assistant message's while its
+calls run when none of them has effects outside the trace (``read_only``). Each append is
+settled before a call with effects acts and before anything else is appended: the order and
+crash guarantees of a plain ``emit`` (the executor's sink: tests/unit/executor/test_sink.py)."""
 
 from __future__ import annotations
 
@@ -48,8 +49,19 @@ class Journal(MemorySink):
 
 
 @tool(read_only=True)
-async def mark(n: int) -> str:
-    """Journal that this call acts now (tests).
+async def look(n: int) -> str:
+    """Journal that this call acts now; it changes nothing outside the trace (tests).
+
+    Args:
+        n: which call.
+    """
+    Journal.journal.append(f"tool {n}")
+    return f"call {n} done"
+
+
+@tool
+async def act(n: int) -> str:
+    """Journal that this call acts now; it has effects (tests).
 
     Args:
         n: which call.
@@ -66,18 +78,26 @@ def model_call(reply: dict[str, Any]) -> Any:
     return respond
 
 
-async def test_results_are_in_flight_only_while_the_model_is_called(tmp_path: Path) -> None:
+async def turn_of(tmp_path: Path, *replies: dict[str, Any]) -> AgentRun:
     Journal.journal = []
-    run = AgentRun(tmp_path, sink=Journal, tools=ToolRegistry([mark]))
-    outcome = await run.turn(
-        model_call(calls(call("mark", {"n": 0}), call("mark", {"n": 1}))),
-        model_call(calls(call("mark", {"n": 2}))),
-        model_call(answer("done")),
-    )
+    run = AgentRun(tmp_path, sink=Journal, tools=ToolRegistry([look, act]))
+    outcome = await run.turn(*(model_call(reply) for reply in replies))
     assert outcome.end == "completed"
+    return run
+
+
+async def test_a_call_with_effects_acts_only_once_everything_before_it_is_in_the_log(
+    tmp_path: Path,
+) -> None:
+    run = await turn_of(
+        tmp_path,
+        calls(call("act", {"n": 0}), call("act", {"n": 1})),
+        calls(call("act", {"n": 2})),
+        answer("done"),
+    )
     assert Journal.journal == [
         "model",
-        "emit assistant",
+        "emit assistant",  # the calls are recorded before any of them acts
         "tool 0",
         "behind tool",
         "settled",  # before the second call acts
@@ -97,9 +117,44 @@ async def test_results_are_in_flight_only_while_the_model_is_called(tmp_path: Pa
     assert roles == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
 
 
+async def test_calls_without_effects_act_while_their_message_is_in_flight(
+    tmp_path: Path,
+) -> None:
+    await turn_of(tmp_path, calls(call("look", {"n": 0}), call("look", {"n": 1})), answer("done"))
+    assert Journal.journal == [
+        "model",
+        "behind assistant",
+        "tool 0",
+        "settled",
+        "behind tool",
+        "tool 1",
+        "settled",
+        "behind tool",
+        "model",
+        "settled",
+        "emit assistant",
+        "emit completed",
+    ]
+
+
+async def test_one_call_with_effects_keeps_the_message_ahead_of_every_call(
+    tmp_path: Path,
+) -> None:
+    await turn_of(tmp_path, calls(call("look", {"n": 0}), call("act", {"n": 1})), answer("done"))
+    assert Journal.journal[:7] == [
+        "model",
+        "emit assistant",
+        "tool 0",
+        "behind tool",
+        "settled",
+        "tool 1",
+        "behind tool",
+    ]
+
+
 async def test_a_plain_sink_appends_every_result_at_once(tmp_path: Path) -> None:
-    run = AgentRun(tmp_path, tools=ToolRegistry([mark]))
-    outcome = await run.turn(calls(call("mark", {"n": 0})), answer("done"))
+    run = AgentRun(tmp_path, tools=ToolRegistry([look]))
+    outcome = await run.turn(calls(call("look", {"n": 0})), answer("done"))
     assert outcome.end == "completed"
     assert [kinds(batch) for batch in run.sink.batches] == [
         "assistant",

@@ -14,14 +14,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from longhaul.agent.tools.result import Deferred, ToolReply
-from longhaul.llm.telemetry import capture_content, mark_failed, tracer
+from longhaul.llm.telemetry import capture_content, mark_failed, tracer, tracing_off
 from longhaul.llm.types import ToolCall
-from opentelemetry.trace import Span, SpanKind, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, StatusCode
 
 
 @contextmanager
 def tool_span(trace_id: str, call: ToolCall) -> Iterator[Span]:
     """The ``execute_tool <name>`` span around one tool call, its recording included."""
+    if tracing_off():
+        yield INVALID_SPAN
+        return
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call.name,

@@ -101,6 +101,11 @@ class Turn:
         else:
             await self.sink.emit(list(items))
 
+    def is_read_only(self, call: ToolCall) -> bool:
+        """Whether ``call`` names a tool that changes nothing outside the trace."""
+        tool = self.tools.get(call.name)
+        return tool is not None and tool.read_only
+
     async def settle(self) -> None:
         """Wait for an append left in flight: before anything with an effect outside the
         process (a tool call)."""

@@ -163,8 +163,12 @@ class PendingAppend:
         for attempt in range(1, PUBLISH_ATTEMPTS + 1):
             try:
                 if attempt == 1:
-                    timeout = store.conn.request_timeout_s
-                    ack = await asyncio.wait_for(self._ack, timeout)
+                    # Usually answered while the caller worked: no timer needed then.
+                    ack = (
+                        self._ack.result()
+                        if self._ack.done()
+                        else await asyncio.wait_for(self._ack, store.conn.request_timeout_s)
+                    )
                 else:
                     ack = await store.conn.js.publish(
                         self._subject,
@@ -282,6 +286,9 @@ class EventStore:
         ack = await self.conn.js.publish_async(
             subject, payload, stream=self.names.stream, headers=headers
         )
+        # nats-py queues a publish for its flusher task, which would not run before the caller
+        # next waits: one turn of the loop sends it now, so it travels while the caller works.
+        await asyncio.sleep(0)
         return PendingAppend(self, stamped, subject, payload, headers, expected.seq, ack)
 
     async def _own_earlier_publish(

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_FROM_RFC4648 = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", _ALPHABET)
 
 
 def ulid() -> str:
-    value = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    return ulid_text((int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big"))
+
+
+def ulid_text(value: int) -> str:
+    """The 26 Crockford base32 digits of a 128-bit value."""
+    # As 20 bytes (the top 32 bits zero) it is 32 base32 digits, the first 6 zero: base64's
+    # C encoder, then Crockford's alphabet (ids are made for every event appended).
+    digits = base64.b32encode(value.to_bytes(20, "big")).decode("ascii")
+    return digits[6:].translate(_FROM_RFC4648)
 
 
 def new_id(prefix: str) -> str:

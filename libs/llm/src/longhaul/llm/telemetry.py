@@ -39,6 +39,13 @@ def tracer() -> trace.Tracer:
     return trace.get_tracer("longhaul")
 
 
+def tracing_off() -> bool:
+    """True while no SDK provider is installed: every span would be the API's no-op, so the
+    callers skip building one (its attributes cost more than the model call of a fast step)."""
+    provider = trace.get_tracer_provider()
+    return isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+
+
 def capture_content(env: Mapping[str, str] | None = None) -> bool:
     env = os.environ if env is None else env
     return env.get(CAPTURE_CONTENT_VARIABLE, "").strip().lower() == "true"
@@ -54,6 +61,9 @@ def split_model(model_string: str) -> tuple[str, str]:
 def model_span(request: ModelRequest) -> Iterator[Span]:
     """The ``chat <model>`` span around one model call (an exception marks it failed). The
     request's ``metadata`` names the trace (``gen_ai.conversation.id``) and the purpose."""
+    if tracing_off():
+        yield trace.INVALID_SPAN
+        return
     provider, model = split_model(request.model)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",

@@ -5,9 +5,10 @@ was requested). Then ``before_agent``, a pending stop request, what arrived whil
 waited (``settle``), a requested reflection. Then, step by step: stop request → final answer
 at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
 (wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
-recorded before the next call acts (a result's append is in flight while the next model
-request is built and sent: write-behind, settled before the next append or tool call). A
-crash therefore loses at most the call in flight.
+recorded before the next call acts. Write-behind: a result's append is in flight while the
+next model request is built and sent, and an assistant message's while its calls run if none
+of them changes anything outside the trace (``read_only``); each is settled before the next
+append or a call with effects. A crash therefore loses at most the call in flight.
 ``after_agent`` sees every outcome once ``before_agent`` ran.
 """
 
@@ -124,7 +125,9 @@ class TurnLoop:
         )
         for event in step.events:
             batch.add(event)
-        await turn.emit(batch)
+        # Calls that change nothing outside the trace may act while the message asking for
+        # them is in flight (after a crash they would simply be asked for and run again).
+        await turn.emit(batch, behind=bool(calls) and all(turn.is_read_only(c) for c in calls))
         if turn.stop_reason is not None:
             return await stop(turn, turn.stop_reason)
         if not calls:

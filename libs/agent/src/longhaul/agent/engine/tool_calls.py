@@ -39,7 +39,8 @@ def innermost(turn: Turn) -> ToolHandler:
             raise ToolError(
                 f"unknown tool {invocation.name!r}; available: {available}", code="unknown_tool"
             )
-        await turn.settle()  # the previous result is in the log before this call acts
+        if not invocation.tool.read_only:
+            await turn.settle()  # what came before is in the log before this call acts
         return await invocation.tool.run(invocation.ctx, invocation.arguments())
 
     return execute
