@@ -28,3 +28,12 @@ async def test_a_good_acknowledgement_still_resolves_the_future(store: EventStor
     future = await conn.js.publish_async(subject, b"{}")
     ack = await asyncio.wait_for(future, timeout=30)
     assert ack.stream == conn.names.stream and ack.seq > 0
+
+
+async def test_a_duplicate_is_reported_as_one(store: EventStore) -> None:
+    conn = store.conn
+    subject = conn.names.subject("trace", new_id("t"), "trace_created")
+    once = {"Nats-Msg-Id": new_id("m")}
+    first = await asyncio.wait_for(await conn.js.publish_async(subject, b"{}", headers=once), 30)
+    again = await asyncio.wait_for(await conn.js.publish_async(subject, b"{}", headers=once), 30)
+    assert not first.duplicate and again.duplicate and again.seq == first.seq
