@@ -63,7 +63,12 @@ async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
         [
             {
                 "tool_calls": [
-                    {"name": "record", "arguments": {"step": 0, "log": str(tmp_path / "l")}}
+                    # long enough for its start to be announced (fast calls only end)
+                    {
+                        "name": "record",
+                        "arguments": {"step": 0, "log": str(tmp_path / "l"), "hold_ms": 600},
+                    },
+                    {"name": "record", "arguments": {"step": 1, "log": str(tmp_path / "l")}},
                 ]
             },
             {"content": answer},
@@ -85,9 +90,12 @@ async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
         await sub.unsubscribe()
     assert "".join(u.text for u in updates if u.kind == "delta") == answer
     assert updates[-1].text == "completed"
+    tools = [(u.kind, u.tool_call_id) for u in updates if u.kind in ("tool_start", "tool_end")]
+    calls = state.main_path()[1].tool_calls or []
+    slow, fast = (call.id for call in calls)
+    assert tools == [("tool_start", slow), ("tool_end", slow), ("tool_end", fast)]
     kinds = [u.kind for u in updates]
-    assert kinds.index("tool_start") < kinds.index("tool_end") < kinds.index("delta")
-    assert {u.tool for u in updates if u.kind == "tool_start"} == {"record"}
+    assert kinds.index("tool_end") < kinds.index("delta")
 
 
 async def test_metrics_are_served_on_the_metrics_port(

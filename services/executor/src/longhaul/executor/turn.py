@@ -197,5 +197,6 @@ class TurnRunner:
             for task in (turn, keeper):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            await live.close()
             with contextlib.suppress(Exception):
                 await upkeep.finish(state)
