@@ -74,6 +74,46 @@ async def test_kill_9_mid_trace_and_a_second_executor_finishes_it(
     assert survivor_pids, f"{context}: the survivor ran no step"
 
 
+async def test_kill_9_while_read_only_calls_run_ahead_of_their_message(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    """``observe`` is read-only, so it acts while the assistant message asking for it is still
+    being appended (write-behind). Killed mid-trace, the survivor finishes with an intact tree:
+    a call whose message did not land is asked for again (a new call, at most one more run of
+    the step), never answered twice, never run by two executors at once."""
+    seed = time.time_ns()
+    kill_after = random.Random(seed).randrange(2, STEPS - 2)
+    log = tmp_path / "calls.jsonl"
+    model = record_steps(tmp_path / "steps.yaml", STEPS, log, hold_ms=40, tool="observe")
+    context = f"seed={seed} kill_after={kill_after}"
+    async with executor_processes(nats_url, namespace, 2, env=TOOLS) as procs:
+        by_actor = {f"executor:{p.executor_id}": p for p in procs}
+        trace_id = await create_trace(store, "thirty steps", model=model)
+
+        def reached(state: TraceState) -> bool:
+            return sum(1 for m in state.main_path() if m.role == "assistant") > kill_after
+
+        await wait_for_trace(store, trace_id, reached, within=60)
+        last = [r.event async for r in store.replay("trace", trace_id)][-1]
+        victim = by_actor[last.actor]
+        assert victim.pid is not None
+        victim_pid = victim.pid
+        await victim.kill()  # its next call is running, possibly ahead of its message
+        killed_at = time.time()
+        state = await wait_for_trace(store, trace_id, within=60)
+    assert state.status == "completed", f"{context}: {state.error}"
+    assert_tree_intact(state, STEPS)
+    runs = executions(log)
+    starts_by_step: dict[int, int] = defaultdict(int)
+    for run in runs:
+        if run["phase"] == "start":
+            starts_by_step[run["step"]] += 1
+    assert sorted(starts_by_step) == list(range(STEPS)), context
+    assert all(count <= 2 for count in starts_by_step.values()), context
+    assert_never_concurrent(runs, {victim_pid: killed_at})
+    assert {run["pid"] for run in runs} - {victim_pid}, f"{context}: the survivor ran no step"
+
+
 async def test_kill_9_mid_run_hands_out_no_fresh_iteration_budget(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:

@@ -15,13 +15,20 @@ def write_script(path: Path, turns: list[dict[str, Any]]) -> str:
 
 
 def record_steps(
-    path: Path, steps: int, log: Path, *, hold_ms: int = 0, answer: str = "all steps done"
+    path: Path,
+    steps: int,
+    log: Path,
+    *,
+    hold_ms: int = 0,
+    answer: str = "all steps done",
+    tool: str = "record",
 ) -> str:
-    """``steps`` turns each calling ``record`` once, then a final answer."""
+    """``steps`` turns each calling ``tool`` (``record`` or ``observe``) once, then a final
+    answer."""
     turns: list[dict[str, Any]] = [
         {
             "tool_calls": [
-                {"name": "record", "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}
+                {"name": tool, "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}
             ]
         }
         for n in range(steps)

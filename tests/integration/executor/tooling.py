@@ -1,12 +1,12 @@
 """Instrumented tools for executor tests, loaded with
 ``LONGHAUL_EXECUTOR__TOOL_MODULES=tests.integration.executor.tooling``.
 
-``record`` appends one JSON line per execution (start and end, with the idempotency key, the
-executor's pid and wall-clock times) to the file named in its arguments, so a test can check
-"at most twice, same key" and "never two executors at once" across processes. ``gate`` (in
-process only) parks a tool call until the test opens the gate; ``probe`` (in process only)
-reads the trace's log as the call acts. ``CrashOnMarker`` is a
-middleware with a bug, for poison wake-ups.
+``record`` (and ``observe``, the same declared read-only) appends one JSON line per execution
+(start and end, with the idempotency key, the executor's pid and wall-clock times) to the file
+named in its arguments, so a test can check "at most twice, same key" and "never two
+executors at once" across processes. ``gate`` (in process only) parks a tool call until the
+test opens the gate; ``probe`` (in process only) reads the trace's log as the call acts.
+``CrashOnMarker`` is a middleware with a bug, for poison wake-ups.
 """
 
 from __future__ import annotations
@@ -41,6 +41,23 @@ async def record(ctx: ToolContext, step: int, log: str, hold_ms: int = 0) -> str
         log: the file to append to.
         hold_ms: how long the call lasts.
     """
+    return await _record(ctx, step, log, hold_ms)
+
+
+@tool(read_only=True)
+async def observe(ctx: ToolContext, step: int, log: str, hold_ms: int = 0) -> str:
+    """Record this execution in a log file, declared read-only: it may act while the message
+    asking for it is still being appended (tests).
+
+    Args:
+        step: which step of the script this is.
+        log: the file to append to.
+        hold_ms: how long the call lasts.
+    """
+    return await _record(ctx, step, log, hold_ms)
+
+
+async def _record(ctx: ToolContext, step: int, log: str, hold_ms: int) -> str:
     common = {"key": ctx.idempotency_key, "trace": ctx.trace_id, "step": step, "pid": os.getpid()}
     _line(log, phase="start", t=time.time(), **common)
     if hold_ms:
@@ -72,7 +89,7 @@ async def probe(ctx: ToolContext, name: str, step: int) -> str:
     return await LOG_PROBES[name](ctx.trace_id)
 
 
-TOOLS: list[Tool] = [record, gate, probe]
+TOOLS: list[Tool] = [record, observe, gate, probe]
 
 
 class CrashOnMarker(Middleware):
