@@ -35,8 +35,8 @@ RETRY = RetryPolicy(attempts=16)
 stops): more attempts than a one-off write before the turn gives up as stale."""
 
 
-def precheck(state: TraceState, event: ev.TraceEvent) -> None:
-    """Raise :class:`InvalidTransition` if ``event`` could not apply to ``state``."""
+def executor_rule(state: TraceState, event: ev.TraceEvent) -> None:
+    """The executor's own rule on top of the fold's (which the repository checks)."""
     if (
         isinstance(event, ev.Waiting)
         and event.reason == "subtraces"
@@ -44,6 +44,11 @@ def precheck(state: TraceState, event: ev.TraceEvent) -> None:
     ):
         # The last child finished while the turn decided to wait: nothing would wake it.
         raise InvalidTransition("no sub-trace is running any more", code="conflict")
+
+
+def precheck(state: TraceState, event: ev.TraceEvent) -> None:
+    """Raise :class:`InvalidTransition` if ``event`` could not apply to ``state``."""
+    executor_rule(state, event)
     state.check(event)
 
 
@@ -88,7 +93,7 @@ class TraceSink:
         for event in first:
             await self._emit_one(self.state, event)
         state = self.state
-        precheck(state, last)
+        executor_rule(state, last)  # the fold's own rules: begin_save checks them
         if self.lease.lost.is_set():
             raise StaleState(f"lease on trace {state.trace_id} lost")
         self._in_flight = await self.repository.begin_save(
@@ -121,7 +126,7 @@ class TraceSink:
         if conflicted:
             self._recheck(state, event)
         else:
-            precheck(state, event)
+            executor_rule(state, event)  # the fold's own rules: save checks them
         retried = False
 
         def decide(current: TraceState) -> list[ev.Event]:
