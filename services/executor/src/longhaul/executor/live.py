@@ -4,10 +4,10 @@ The engine already merges token deltas per ``flush_interval_ms``; this only enco
 update as msgspec JSON and publishes it. Publishing is best-effort: the event log is the truth
 and a watcher that missed a delta still gets the whole message from it.
 
-A ``tool_start`` goes out only if the call is still running :data:`TOOL_START_DELAY_S` after
-it started: a watcher gains nothing from a "running…" that ends at once, and a fast step
-saves a publish (a system call, a tenth of a fast step's CPU). A slow call's start is sent
-by a task the publisher owns, always before its ``tool_end``.
+A tool call is announced only if it is still running :data:`TOOL_START_DELAY_S` after it
+started (``tool_start``, sent by a task the publisher owns, then its ``tool_end``): a watcher
+gains nothing from a "running…" that ends at once, and the call's result reaches it from the
+log anyway. A fast step so publishes nothing for its call, which saves a tenth of its CPU.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ class LivePublisher:
         if update.kind == "tool_end" and call_id:
             waiting = self._waiting.pop(call_id, None)
             if waiting is not None:
-                waiting.cancel()  # a fast call: its end says it all
+                waiting.cancel()  # a fast call: never announced, so nothing to end
+                return
             sending = self._sending.get(call_id)
             if sending is not None:
                 await asyncio.gather(sending, return_exceptions=True)  # start before end
