@@ -77,6 +77,7 @@ async def test_readyz_is_503_when_nats_goes_away() -> None:
         try:
             config = gateway_config(NatsConfig(url=server.url, request_timeout_s=1))
             async with serve_gateway(config) as running, running.client() as http:
+                conn = running.runtime.service.conn
                 assert (await http.get("/readyz")).json()["checks"]["nats"] == "ok"
                 await asyncio.to_thread(server.stop)
                 response = await http.get("/readyz")
@@ -86,6 +87,9 @@ async def test_readyz_is_503_when_nats_goes_away() -> None:
                 down = await http.post("/api/traces", json={"messages": [user_message("x")]})
                 assert down.status_code == 503
                 assert down.json()["error"]["code"] == "unavailable"
+            # Shut down while NATS is away: the connection is closed, not left reconnecting,
+            # and its subscriptions' tasks are stopped (not left pending for ever).
+            assert conn.nc.is_closed and not conn.nc._subs
         finally:
             server.stop()
 

@@ -54,8 +54,27 @@ class Connection:
         return await read_object(self.nc, self.names.artifacts, await store.get_info(name))
 
     async def close(self) -> None:
-        if not self.nc.is_closed:
+        """Drain (deliver what subscriptions hold, flush what was published), then close. A
+        connection that cannot drain (the server is gone and it is reconnecting, or draining
+        times out) is closed outright: left open, it would try to reconnect for ever."""
+        if self.nc.is_closed:
+            return
+        try:
             await self.nc.drain()
+        except (nats.errors.Error, TimeoutError) as exc:
+            log.warning("nats connection closed without draining: %s", exc or type(exc).__name__)
+        if self.nc.is_closed:
+            return
+        if not self.nc.is_connected:
+            # What nats-py buffered while reconnecting can never be sent now, and its close()
+            # would flush it into the dead socket and fail before stopping its subscriptions'
+            # tasks (nats-py's Client._close).
+            self.nc._pending.clear()
+            self.nc._pending_data_size = 0
+        try:
+            await self.nc.close()
+        except OSError as exc:
+            log.warning("nats connection closed with an error: %s", exc)
 
 
 async def connect(
