@@ -256,7 +256,7 @@ async def main(quick: bool) -> None:
         per_step: dict[int, float] = {}
         for size in sizes:
             # Short runs are noisy on a shared machine: interleave a few, compare the medians.
-            runs = [await durable_step_cost(url, size) for _ in range(5 if size <= 1000 else 1)]
+            runs = [await durable_step_cost(url, size) for _ in range(9 if size <= 1000 else 3)]
             durable = statistics.median(run.durable for run in runs)
             appends = statistics.median(run.appends for run in runs)
             bare = statistics.median(run.bare for run in runs)
