@@ -9,7 +9,8 @@ applies; otherwise :class:`StaleState` ends the turn and the executor replays af
 
 A tool's result goes through :meth:`TraceSink.emit_behind` (write-behind): its append is in
 flight while the engine builds and sends the next model request, which has no effect outside
-the process; the next append or tool call waits for it first (:meth:`TraceSink.settle`).
+the process; so does an assistant message whose calls are all ``read_only``, while they run.
+The next append, or a call with effects, waits for it first (:meth:`TraceSink.settle`).
 """
 
 from __future__ import annotations
