@@ -1,8 +1,10 @@
 """Anthropic Messages API.
 
-The system prompt is sent as blocks: the stable block carries ``cache_control`` (when the
-request allows caching) so the tools + stable system prefix is cached across turns, the
-volatile block (time, memory) comes after it uncached. Thinking blocks and their signatures
+The system prompt holds only stable text, so the tools and the system prompt form a prefix
+that is byte-identical across a run's steps; volatile context (the time, recalled memory, the
+inbox note) is appended as a ``<context>`` note to the last user turn, after the whole
+conversation. When the request allows caching, rolling ``cache_control`` breakpoints go on the
+last tool, the system prompt and the last two user turns (Anthropic allows four). Thinking blocks and their signatures
 are kept in ``provider_fields["anthropic"]["thinking"]`` and replayed ahead of the text and
 tool_use blocks of the same assistant turn, as the API requires for extended thinking.
 """

@@ -1,0 +1,160 @@
+"""The lists the docs give in full — the gateway's routes and error codes, the CLI's commands,
+the JetStream buckets — are the code's: a route, code, command or bucket added or removed
+without its line in the docs (or a line left for one that is gone) fails here."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import typer.main
+from longhaul.cli.main import app as cli_app
+from longhaul.domain.config import LonghaulConfig
+from longhaul.gateway.app import create_app
+from longhaul.gateway.errors import STATUS_CODES, TRANSITION_STATUS
+
+ROOT = Path(__file__).resolve().parents[2]
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+README = ROOT / "README.md"
+GATEWAY_SRC = ROOT / "services" / "gateway" / "src"
+NAMES = ROOT / "libs" / "domain" / "src" / "longhaul" / "domain" / "names.py"
+
+_METHOD_LINE = re.compile(r"^(GET|POST|PUT|PATCH|DELETE|WS)\s+(/\S*)")
+_TASKS_ALIAS = "/api/v1/tasks"
+
+
+def _normalise(path: str) -> str:
+    """Parameter names and converters differ between prose and code (`{id}` for
+    `{trace_id}`, `{experience_id:experience_id}`): only the shape counts."""
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def _code_routes() -> set[tuple[str, str]]:
+    app = create_app(LonghaulConfig())
+    routes: set[tuple[str, str]] = set()
+    for included in app.router.routes:
+        contexts = getattr(included, "effective_route_contexts", None)
+        if contexts is None:  # FastAPI's own /openapi.json and /docs pages
+            continue
+        for context in contexts():
+            path = context.path or context.original_route.path
+            if path.startswith(_TASKS_ALIAS):  # documented once, as an alias of /api/tasks
+                continue
+            for method in sorted(context.methods or {"WS"}):
+                routes.add((method, _normalise(path)))
+    return routes
+
+
+def _route_block() -> str:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("## 7. Gateway HTTP API") :]
+    start = section.index("```\n") + 4
+    return section[start : section.index("```\n", start)]
+
+
+def _documented_routes() -> set[tuple[str, str]]:
+    routes: set[tuple[str, str]] = set()
+    for line in _route_block().splitlines():
+        match = _METHOD_LINE.match(line)
+        assert match, f"a line of the route list that names no route: {line!r}"
+        routes.add((match.group(1), _normalise(match.group(2))))
+    return routes
+
+
+def test_the_route_list_in_the_architecture_is_the_gateways() -> None:
+    code, docs = _code_routes(), _documented_routes()
+    assert not code - docs, f"routes the gateway serves that the docs do not list: {code - docs}"
+    assert not docs - code, f"routes the docs list that the gateway does not serve: {docs - code}"
+
+
+def _commands(command: Any, prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """Typer ships its own copy of click, so groups are told by their ``list_commands``."""
+    if hasattr(command, "list_commands"):
+        context = type(command).context_class(command)
+        for name in command.list_commands(context):
+            sub = command.get_command(context, name)
+            assert sub is not None
+            yield from _commands(sub, (*prefix, name))
+    else:
+        yield prefix
+
+
+def _cli_commands() -> set[str]:
+    root = typer.main.get_command(cli_app)
+    return {" ".join(("longhaul", *path)) for path in _commands(root, ())}
+
+
+def _documented_commands() -> set[str]:
+    text = README.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(longhaul [^`]*)` \|", text, flags=re.MULTILINE)
+    # the table names the command, then its arguments in capitals and its options
+    return {
+        " ".join(word for word in row.split() if re.fullmatch(r"[a-z][a-z-]*", word))
+        for row in rows
+    }
+
+
+def test_the_command_table_in_the_readme_is_the_clis() -> None:
+    code, docs = _cli_commands(), _documented_commands()
+    assert not code - docs, f"commands the README's table lacks: {code - docs}"
+    assert not docs - code, f"commands the README lists that do not exist: {docs - code}"
+
+
+def _string_argument(call: ast.Call, position: int, keyword: str) -> str | None:
+    argument = call.args[position] if len(call.args) > position else None
+    if isinstance(argument, ast.Constant):
+        return argument.value if isinstance(argument.value, str) else None
+    for item in call.keywords:
+        if item.arg == keyword and isinstance(item.value, ast.Constant):
+            return str(item.value.value)
+    return None
+
+
+def _code_error_codes() -> set[str]:
+    """Every code literal the gateway's source answers with: `ApiError(status, code, …)`,
+    `error_response(status, code, …)`, a helper's `code="…"` default, and the two tables
+    that map statuses and fold refusals onto codes."""
+    codes = set(STATUS_CODES.values()) | set(TRANSITION_STATUS)
+    for file in GATEWAY_SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", getattr(node.func, "attr", None))
+                if name in {"ApiError", "error_response"}:
+                    code = _string_argument(node, 1, "code")
+                    if code is not None:
+                        codes.add(code)
+            elif isinstance(node, ast.arguments):
+                named = node.posonlyargs + node.args + node.kwonlyargs
+                defaults = [None] * (len(node.posonlyargs + node.args) - len(node.defaults))
+                for arg, default in zip(
+                    named, [*defaults, *node.defaults, *node.kw_defaults], strict=True
+                ):
+                    if arg.arg == "code" and isinstance(default, ast.Constant):
+                        codes.add(str(default.value))
+    return codes
+
+
+def _documented_error_codes() -> set[str]:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| [1-5]\d\d \| (.+?) \|", text, flags=re.MULTILINE)
+    return {code for row in rows for code in re.findall(r"`([a-z_]+)`", row)}
+
+
+def test_the_error_code_table_in_the_architecture_is_the_gateways() -> None:
+    code, docs = _code_error_codes(), _documented_error_codes()
+    assert not code - docs, f"error codes the gateway answers that the table lacks: {code - docs}"
+    assert not docs - code, (
+        f"error codes the table lists that the gateway never answers: {docs - code}"
+    )
+
+
+def test_every_bucket_is_in_the_jetstream_layout() -> None:
+    buckets = set(re.findall(r'_bucket\("([a-z_]+)"\)', NAMES.read_text(encoding="utf-8")))
+    assert buckets, "names.py declares no bucket: this test reads it wrongly"
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    layout = text[text.index("## 3. JetStream layout") : text.index("## 4.")]
+    documented = set(re.findall(r"^\| `(lh_[a-z_]+)` \|", layout, flags=re.MULTILINE))
+    assert buckets == documented
