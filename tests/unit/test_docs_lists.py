@@ -158,3 +158,25 @@ def test_every_bucket_is_in_the_jetstream_layout() -> None:
     layout = text[text.index("## 3. JetStream layout") : text.index("## 4.")]
     documented = set(re.findall(r"^\| `(lh_[a-z_]+)` \|", layout, flags=re.MULTILINE))
     assert buckets == documented
+
+
+def _security_rows() -> list[str]:
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    section = text[text.index("## 11. Security") :]
+    return [line for line in section.splitlines() if line.startswith("| ") and "`tests/" in line]
+
+
+def test_every_test_the_security_table_names_exists() -> None:
+    """`path::name`, then `::other` for another test of the same file."""
+    rows = _security_rows()
+    assert rows, "the security table names no test: this test reads it wrongly"
+    missing = []
+    for row in rows:
+        path: Path | None = None
+        for reference in re.findall(r"`((?:tests/\S+?\.py)?::\w+)`", row):
+            file, _, name = reference.partition("::")
+            path = ROOT / file if file else path
+            assert path is not None, f"{reference!r} names no file before it: {row}"
+            if not re.search(rf"^(async )?def {name}\(", path.read_text(), flags=re.MULTILINE):
+                missing.append(f"{path.relative_to(ROOT)}::{name}")
+    assert not missing, f"tests the security table names that do not exist: {missing}"
