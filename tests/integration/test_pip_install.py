@@ -114,4 +114,4 @@ async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
                 return view if view["status"] == "completed" else None
 
             view = await eventually(completed, within=TRACE_DEADLINE_S, every=0.2)
-    assert view["model"] == "scripted:auto"
+    assert view["status"] == "completed"
