@@ -22,6 +22,7 @@ SLOW_PATHS = (
     "tests/integration/gateway/test_approval.py",  # executor processes, one killed -9
     "tests/integration/gateway/test_mcp_tools.py",  # MCP server processes, one killed -9
     "tests/cluster/",  # three nats-server nodes, two killed -9 in turn
+    "tests/integration/test_pip_install.py",  # every wheel built, pip-installed, `longhaul up`
 )
 
 SLOW_TESTS = frozenset(

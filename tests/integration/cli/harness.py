@@ -75,12 +75,12 @@ UP_STOP_DEADLINE_S = 60.0
 
 @contextlib.asynccontextmanager
 async def running_up(
-    data_dir: Path, env: dict[str, str], *, executors: int = 1
+    data_dir: Path, env: dict[str, str], *, executors: int = 1, command: str = LONGHAUL
 ) -> AsyncIterator[str]:
     """``longhaul up`` on free ports until the block ends (then SIGINT, and it must exit 0);
-    yields the gateway's URL from its banner."""
+    yields the gateway's URL from its banner. ``command``: another install's ``longhaul``."""
     process = await asyncio.create_subprocess_exec(
-        LONGHAUL,
+        command,
         "up",
         "--port",
         "0",

