@@ -138,6 +138,31 @@ async def test_keyless_gateway_acts_as_one_local_owner(
     assert info["auth"] is False and info["owner"] == "local"
 
 
+async def test_a_keyless_gateway_refuses_a_rebound_host_name(client: httpx.AsyncClient) -> None:
+    """DNS rebinding: a page on evil.example re-points its name at 127.0.0.1 and calls the
+    gateway from the victim's browser. The peer is loopback and ``Origin`` equals ``Host``,
+    so only the host name tells the attack apart."""
+    port = client.base_url.port
+    rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    before = len((await client.get("/api/traces?limit=200")).json()["traces"])
+    refused = await client.post(
+        "/api/traces", json={"messages": [user_message("rm -rf ~")]}, headers=rebound
+    )
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["error"]["code"] == "forbidden"
+    assert "evil.example" in refused.json()["error"]["message"]
+    listed = await client.get("/api/traces", headers=rebound)
+    assert listed.status_code == 403
+    assert len((await client.get("/api/traces?limit=200")).json()["traces"]) == before
+    # the rebound name in the handshake's Host, the connection to loopback
+    rebound_ws = f"ws://evil.example:{port}/api/traces/t_x/watch"
+    async with websockets.connect(rebound_ws, host="127.0.0.1", port=port) as ws:
+        error = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert error["error"]["code"] == "forbidden"
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "127.0.0.2"):
+        assert (await client.get("/api/traces", headers={"Host": host})).status_code == 200
+
+
 def non_loopback_address() -> str | None:
     """This machine's address on its default route, if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

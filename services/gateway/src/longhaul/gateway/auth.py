@@ -86,8 +86,22 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def authenticate_token(keys: KeyRing, token: str | None, peer: str | None) -> Principal:
-    """The shared rule for HTTP and WebSocket requests."""
+def host_name(host_header: str | None) -> str | None:
+    """The name of a ``Host`` header without its port (``[::1]:8080`` → ``::1``)."""
+    if not host_header:
+        return None
+    return urlsplit(f"//{host_header}").hostname
+
+
+def authenticate_token(
+    keys: KeyRing, token: str | None, peer: str | None, host: str | None
+) -> Principal:
+    """The shared rule for HTTP and WebSocket requests.
+
+    A keyless gateway serves loopback peers, and only under a loopback ``Host``: a web page
+    whose name an attacker re-points at 127.0.0.1 (DNS rebinding) reaches a loopback peer
+    with its own name in ``Host`` (and the same in ``Origin``, so the origin check passes).
+    """
     if keys.open:
         if not is_loopback(peer):
             raise ApiError(
@@ -95,6 +109,14 @@ def authenticate_token(keys: KeyRing, token: str | None, peer: str | None) -> Pr
                 "forbidden",
                 "this gateway has no API keys and only serves loopback clients; "
                 "set LONGHAUL_API_KEYS to serve others",
+            )
+        if not is_loopback(host_name(host)):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"this gateway has no API keys and answers only to localhost or a loopback "
+                f"address, not to the host name {host!r}; set LONGHAUL_API_KEYS to serve "
+                "other names",
             )
         return Principal(LOCAL_OWNER)
     if not token:
@@ -160,7 +182,7 @@ async def current_principal(
         runtime.config.gateway.cors_origins,
     )
     peer = request.client.host if request.client else None
-    principal = authenticate_token(runtime.keys, token, peer)
+    principal = authenticate_token(runtime.keys, token, peer, request.headers.get("host"))
     enforce_rate_limit(runtime.limiter, principal)
     return principal
 
