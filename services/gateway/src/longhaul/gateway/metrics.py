@@ -178,6 +178,11 @@ class GatewayMetrics:
 access_log = logging.getLogger("longhaul.gateway.access")
 
 
+# Any token is a valid HTTP method, and every label value is kept for ever: methods no route
+# serves are counted as one, so an unauthenticated caller cannot grow the registry.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class RequestObserver:
     """Counts and times every HTTP request under its route template (bounded label values)
     and logs it as one JSON line carrying the trace or task id it concerned."""
@@ -204,14 +209,14 @@ class RequestObserver:
         finally:
             route = scope.get("route")
             template = route.path if isinstance(route, Route) else "unmatched"
-            method = scope["method"]
+            method = scope["method"] if scope["method"] in KNOWN_METHODS else "other"
             elapsed = time.perf_counter() - started
             self.metrics.requests.labels(method, template, str(status)).inc()
             self.metrics.latency.labels(method, template).observe(elapsed)
             params = scope.get("path_params") or {}
             access_log.info(
                 "%s %s %d %.1fms",
-                method,
+                scope["method"][:16],
                 scope["path"],
                 status,
                 elapsed * 1000,
