@@ -65,6 +65,33 @@ async def test_private_targets_allowed_when_configured() -> None:
     assert addresses == [ipaddress.ip_address("127.0.0.1")]
 
 
+@pytest.mark.parametrize(
+    "address",
+    [
+        "192.0.0.192",
+        "192.0.0.8",
+        "192.0.2.7",
+        "198.51.100.1",
+        "203.0.113.9",
+        "192.88.99.1",
+        "100::1",
+        "3fff::1",
+        "5f00::1",
+        "2001:2::1",
+        "2001:db8::1",
+    ],
+)
+async def test_special_purpose_blocks_are_refused_whatever_the_python(
+    tmp_path: Path, address: str
+) -> None:
+    """3.11.7's ``ipaddress`` calls 192.0.0.192 global: the guard keeps its own list."""
+    assert refused_reason(ipaddress.ip_address(address)) is not None
+    host = f"[{address}]" if ":" in address else address
+    with pytest.raises(ToolError) as refused:
+        await webfetch.run(tool_context(tmp_path), {"url": f"http://{host}/"})
+    assert refused.value.code == "address_refused"
+
+
 def test_public_addresses_pass() -> None:
     assert refused_reason(ipaddress.ip_address("93.184.216.34")) is None
     assert refused_reason(ipaddress.ip_address("2606:4700::1111")) is None

@@ -21,6 +21,42 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT; holds cloud metadata addresses
 
+# IANA's special-purpose registries (IPv4 and IPv6), the blocks that are not globally
+# reachable, written out: ``is_global``/``is_private`` follow the tables of the running Python,
+# and older ones miss some (3.11.7 calls 192.0.0.192, in the IETF protocol block, global).
+SPECIAL_PURPOSE = tuple(
+    ipaddress.ip_network(block)
+    for block in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+        "::/128",
+        "::1/128",
+        "64:ff9b:1::/48",
+        "100::/64",
+        "100:0:0:1::/64",
+        "2001::/23",
+        "2001:db8::/32",
+        "3fff::/20",
+        "5f00::/16",
+        "fc00::/7",
+        "fe80::/10",
+        "ff00::/8",
+    )
+)
+
 
 def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address a mapped, 6to4, Teredo or NAT64 address reaches, if it is one."""
@@ -38,8 +74,9 @@ def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | Non
 def refused_reason(address: IPAddress) -> str | None:
     """Why ``address`` is not a global unicast address, or ``None`` if it is.
 
-    ``is_global`` is the allow test (it covers every IANA special-purpose block); the named
-    checks only make the refusal readable. Embedded IPv4 forms are judged by what they reach.
+    The IANA special-purpose blocks are refused by their own list (the running Python's
+    ``is_global`` is a second net), the named checks make the refusal readable. Embedded IPv4
+    forms are judged by what they reach.
     """
     if isinstance(address, ipaddress.IPv6Address):
         inner = embedded_ipv4(address)
@@ -53,6 +90,7 @@ def refused_reason(address: IPAddress) -> str | None:
         ("multicast", address.is_multicast),
         ("unspecified", address.is_unspecified),
         ("reserved", address.is_reserved),
+        ("special-purpose", any(address in block for block in SPECIAL_PURPOSE)),
         ("non-global", not address.is_global),
     )
     return next((name for name, hit in checks if hit), None)
