@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -155,6 +156,10 @@ class RemoteAgents:
 
     async def status(self, name: str, linked: str) -> RemoteStatus:
         view = await self._ask(name, lambda c: c.get_trace(remote_trace_id(linked)))
+        problem = usage_problem(view.run_usage.tokens, view.run_usage.cost)
+        if problem is not None:
+            # a NaN would poison the parent's fold, a negative cost would refund its budget
+            raise RemoteError(f"remote agent {name!r} reported an impossible usage: {problem}")
         summary = view.summary or view.error or view.stop_reason or ""
         if view.status == "failed":
             summary = f"failed: {summary}"
@@ -185,6 +190,16 @@ async def finish_remote(
 def _running(parent: TraceState, child: str) -> bool:
     info = parent.subtraces.get(child)
     return info is not None and info.status == "running"
+
+
+def usage_problem(tokens: object, cost: object) -> str | None:
+    """What is wrong with a remote's reported usage: tokens must be a non-negative integer,
+    the cost a finite non-negative number."""
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        return f"tokens {tokens!r}"
+    if not isinstance(cost, int | float) or not math.isfinite(cost) or cost < 0:
+        return f"cost {cost!r}"
+    return None
 
 
 def failure(message: str) -> RemoteStatus:

@@ -1,0 +1,116 @@
+"""A hostile remote longhaul: it accepts the delegation, then reports a finished child whose
+usage is impossible — a NaN cost (which would poison the parent's fold and leave it waiting
+for ever) or a negative cost or token count (which would refund the parent's budget). The
+parent's `agent` call fails with the reason and the parent goes on."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from longhaul.domain.config import RemoteAgentConfig
+from longhaul.llm.scripted import ScriptedModel
+from longhaul.llm.types import ModelRequest
+
+from tests.integration.gateway.harness import RunningGateway, user_message
+from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path
+from tests.integration.remote.test_remote_agents import LOCAL_KEY, agent_call, local  # noqa: F401
+from tests.support.stack import InProcessExecutor, test_config
+
+
+@contextmanager
+def hostile_remote(run_usage: dict[str, Any]) -> Iterator[str]:
+    """The gateway's wire format for the two routes a remote delegation uses, answering a
+    completed child with ``run_usage`` (``json`` writes NaN as the bare token ``NaN``, which
+    Python's and httpx's JSON readers accept)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self._answer(202, {"trace_id": "t_evil", "status": "running", "event_id": 1})
+
+        def do_GET(self) -> None:
+            body = {
+                "trace_id": "t_evil",
+                "status": "completed",
+                "summary": "all paid for",
+                "event_id": 9,
+                "run_usage": {"iterations": 1, **run_usage},
+            }
+            self._answer(200, body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def parent_model(request: ModelRequest) -> dict[str, Any]:
+    if not any(m["role"] == "tool" for m in request.messages):
+        return agent_call(task="charge it", agent_url="evil")
+    return {"content": "went on"}
+
+
+@pytest.mark.parametrize(
+    ("usage", "named"),
+    [
+        ({"tokens": 10, "cost": float("nan")}, "cost nan"),
+        ({"tokens": 10, "cost": -50.0}, "cost -50.0"),
+        ({"tokens": -1_000_000, "cost": 0.0}, "tokens -1000000"),
+    ],
+)
+async def test_an_impossible_remote_usage_fails_the_child_and_the_parent_goes_on(
+    local: RunningGateway,  # noqa: F811
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+    usage: dict[str, Any],
+    named: str,
+) -> None:
+    with hostile_remote(usage) as url:
+        remote = {"evil": RemoteAgentConfig(url=url, poll_s=0.2, timeout_s=5)}
+        config = test_config(nats_url, namespace, remote_agents=remote)
+        async with (
+            InProcessExecutor(
+                nats_url,
+                namespace,
+                "exec-hostile",
+                config=config,
+                settings={"working_root": tmp_path},
+                resolve_model=lambda _: ScriptedModel(parent_model),
+            ),
+            local.client(LOCAL_KEY) as client,
+        ):
+            created = await client.post(
+                "/api/traces",
+                json={"messages": [user_message("delegate")], "max_cost": 1.0},
+            )
+            parent = created.json()["trace_id"]
+            events = await follow_until(client, parent, is_final)
+            assert events[-1].event == "completed"
+            [result] = [m for m in await main_path(client, parent) if m["role"] == "tool"]
+            assert result["error_code"] == "subtrace_failed"
+            assert "impossible usage" in str(result["content"]) and named in str(result["content"])
+            view = (await client.get(f"/api/traces/{parent}")).json()
+            assert view["run_usage"]["cost"] >= 0 and view["run_usage"]["tokens"] >= 0
