@@ -1,7 +1,8 @@
 """A tiny real HTTP server on loopback serving fixed pages, for webfetch tests.
 
 ``/`` redirects to ``/page`` (a small HTML page); ``pages`` maps other paths to a content type
-and body, ``redirects`` to a ``Location``. It records the ``Host`` header of every request.
+and body, ``redirects`` to a ``Location``, ``headers`` to extra response headers (a
+``Content-Encoding``). It records the ``Host`` and ``Accept-Encoding`` of every request.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ class LocalSite:
     paths serve ``pages``."""
 
     def __init__(
-        self, pages: dict[str, Page] | None = None, redirects: dict[str, str] | None = None
+        self,
+        pages: dict[str, Page] | None = None,
+        redirects: dict[str, str] | None = None,
+        headers: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.pages = pages or {}
         self.redirects = {"/": "/page", **(redirects or {})}
+        self.headers = headers or {}
         self.hosts: list[str] = []
+        self.accept_encodings: list[str] = []
         self.server: asyncio.Server | None = None
 
     async def __aenter__(self) -> str:
@@ -41,7 +47,13 @@ class LocalSite:
             writer.close()
             return
         path = head.split(" ", 2)[1]
-        self.hosts += [line[6:] for line in head.split("\r\n") if line.lower().startswith("host:")]
+        lines = head.split("\r\n")
+        self.hosts += [line[6:] for line in lines if line.lower().startswith("host:")]
+        self.accept_encodings += [
+            line.split(":", 1)[1].strip()
+            for line in lines
+            if line.lower().startswith("accept-encoding:")
+        ]
         if path in self.redirects:
             location = self.redirects[path]
             writer.write(
@@ -55,7 +67,11 @@ class LocalSite:
                     b"<html><body><h1>Local</h1><p>hello</p></body></html>",
                 ),
             )
-            head = f"HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n\r\n"
+            extra = "".join(f"{k}: {v}\r\n" for k, v in self.headers.get(path, {}).items())
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
+                f"{extra}\r\n"
+            )
             writer.write(head.encode() + body)
         await writer.drain()
         writer.close()

@@ -4,7 +4,10 @@ from the header or the page's ``<meta>``, downloads and outputs capped."""
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
+import tracemalloc
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +185,69 @@ async def test_download_and_output_are_capped(tmp_path: Path) -> None:
     assert "[download stopped at 100000 bytes]" in result.output
     assert "output is 100000 bytes of text in all" in result.output
     assert len(result.output) < 31_000
+
+
+def gzip_bomb(decoded_mib: int, layers: int) -> bytes:
+    """``decoded_mib`` MiB of zeros, gzipped ``layers`` times, built without holding them."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(1 << 20)
+    body = b"".join(packer.compress(zeros) for _ in range(decoded_mib)) + packer.flush()
+    for _ in range(layers - 1):
+        body = gzip.compress(body, 9)
+    return body
+
+
+@pytest.mark.parametrize(("layers", "encoding"), [(1, "gzip"), (2, "gzip, gzip")])
+async def test_a_decompression_bomb_is_cut_at_the_cap_while_decoding(
+    tmp_path: Path, layers: int, encoding: str
+) -> None:
+    """256 MiB of zeros arrive as a few hundred KB (one layer) or a few KB (two): httpx would
+    inflate each network chunk whole before the cap looks at it; decoding here stops at it."""
+    bomb = gzip_bomb(256, layers)
+    assert len(bomb) < 300_000
+    site = LocalSite(
+        {"/bomb.txt": ("text/plain", bomb)}, headers={"/bomb.txt": {"Content-Encoding": encoding}}
+    )
+    tracemalloc.start()
+    try:
+        async with site as url:
+            options = ToolSettings(webfetch_allow_private=True, webfetch_max_bytes=1_000_000)
+            result = await webfetch.run(
+                tool_context(tmp_path, settings=options), {"url": url + "bomb.txt"}
+            )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert isinstance(result, ToolResult)
+    assert "[download stopped at 1000000 bytes]" in result.output
+    assert peak < 64 * 2**20, f"peak {peak / 2**20:.0f} MiB while decoding a 256 MiB bomb"
+    assert site.accept_encodings == ["gzip, deflate"]
+
+
+async def test_an_encoding_that_was_not_asked_for_is_refused(tmp_path: Path) -> None:
+    site = LocalSite(
+        {"/z": ("text/plain", b"(\xb5/\xfd...")}, headers={"/z": {"Content-Encoding": "zstd"}}
+    )
+    async with site as url:
+        options = ToolSettings(webfetch_allow_private=True)
+        with pytest.raises(ToolError) as refused:
+            await webfetch.run(tool_context(tmp_path, settings=options), {"url": url + "z"})
+    assert refused.value.code == "fetch_failed" and "zstd" in str(refused.value)
+
+
+async def test_compressed_pages_still_read(tmp_path: Path) -> None:
+    text = (
+        b"<html><body><article><h1>Tea</h1><p>"
+        + b"steep it well. " * 200
+        + b"</p></article></body></html>"
+    )
+    for encoding, body in (("gzip", gzip.compress(text)), ("deflate", zlib.compress(text))):
+        site = LocalSite(
+            {"/t": ("text/html", body)}, headers={"/t": {"Content-Encoding": encoding}}
+        )
+        async with site as url:
+            options = ToolSettings(webfetch_allow_private=True)
+            result = await webfetch.run(
+                tool_context(tmp_path, settings=options), {"url": url + "t"}
+            )
+        assert isinstance(result, ToolResult) and "steep it well" in result.output, encoding

@@ -25,6 +25,7 @@ import trafilatura
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
+from longhaul.agent.tools.decoding import ACCEPT_ENCODING, BoundedDecoder
 from longhaul.agent.tools.netguard import IPAddress, checked_addresses
 from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import ToolResult
@@ -108,18 +109,22 @@ async def _get(
     for address in addresses:
         pinned, headers, extensions = _pinned(url, str(address))
         try:
+            headers["Accept-Encoding"] = ACCEPT_ENCODING
             async with client.stream(
                 "GET", pinned, headers=headers, extensions=extensions
             ) as response:
                 if response.is_redirect and "location" in response.headers:
                     return urljoin(url, response.headers["location"])
+                # raw bytes, decoded here with a bound: httpx would inflate a chunk whole
+                decoder = BoundedDecoder(response.headers.get("content-encoding", ""), max_bytes)
                 body = bytearray()
-                complete = True
-                async for chunk in response.aiter_bytes():
-                    body.extend(chunk)
-                    if len(body) >= max_bytes:
-                        complete = False
+                received = 0
+                async for chunk in response.aiter_raw():
+                    received += len(chunk)
+                    body += decoder.feed(chunk)
+                    if decoder.cut or received >= max_bytes:
                         break
+                complete = not decoder.cut and received < max_bytes
                 kind = response.headers.get("content-type", "")
                 return _Page(
                     response.status_code,
