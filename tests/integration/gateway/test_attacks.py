@@ -26,6 +26,7 @@ from tests.integration.gateway.harness import (
 )
 from tests.integration.gateway.test_full_stack import follow_until, is_final, waits_for_human
 from tests.integration.gateway.test_tasks_api import planner_appends
+from tests.support.counting_server import counting_server
 from tests.support.stack import InProcessExecutor
 
 KEY_A, KEY_B = "key-a-attacks-0123456789", "key-b-attacks-9876543210"
@@ -413,3 +414,25 @@ async def test_workspace_read_never_opens_another_keys_output(
     messages = (await mallory.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
     [output] = [str(m["content"]) for m in messages if m["role"] == "tool"]
     assert "does not exist" in output and "ALICE" not in output
+
+
+async def test_a_verification_schema_that_would_fetch_or_backtrack_is_refused_at_the_door(
+    alice: httpx.AsyncClient,
+) -> None:
+    """jsonschema fetches a remote ``$ref`` (loopback, cloud metadata) and runs ``pattern``
+    on a backtracking engine: such a schema is a 422 and nothing is fetched or logged."""
+    with counting_server() as (url, hits):
+        before = len((await alice.get("/api/traces?limit=200")).json()["traces"])
+        for schema in (
+            {"$ref": f"{url}/metadata.json"},
+            {"properties": {"a": {"$ref": f"{url}/x#/defs/a"}}},
+            {"$dynamicRef": f"{url}/y"},
+            {"type": "string", "pattern": "(a)\\1"},
+        ):
+            body = {"messages": [user_message("x")], "verification": {"json_schema": schema}}
+            refused = await alice.post("/api/traces", json=body)
+            assert refused.status_code == 422, schema
+            assert error_code(refused) == "invalid_verification"
+            assert "json_schema cannot be used" in refused.json()["error"]["message"]
+        assert hits == []
+        assert len((await alice.get("/api/traces?limit=200")).json()["traces"]) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,33 @@ async def test_unknown_tool_is_reported_with_the_available_ones(tmp_path: Path) 
     await make_engine(tmp_path, tools=ToolRegistry([add])).run_turn(state, sink, model=model)
     [result] = tool_results(sink)
     assert result.error_code == "unknown_tool" and "available: add" in str(result.content)
+
+
+async def test_a_tool_schema_pattern_cannot_freeze_the_loop(tmp_path: Path) -> None:
+    """A tool schema (an MCP server's, say) with ``(a+)+$``: Python's ``re`` would take hours
+    on these forty a's, on the executor's event loop. RE2 answers at once."""
+
+    @tool
+    async def tag(label: str) -> str:
+        """Tag something.
+
+        Args:
+            label: the label.
+        """
+        RUNS.append({"label": label})
+        return label
+
+    hostile = replace(
+        tag,
+        input_schema={
+            **tag.input_schema,
+            "properties": {"label": {"type": "string", "pattern": "(a+)+$"}},
+        },
+    )
+    model, _ = scripted(calls(call("tag", {"label": "a" * 40 + "!"}, id="c1")), answer("ok"))
+    state = new_state()
+    sink = MemorySink(state)
+    await make_engine(tmp_path, tools=ToolRegistry([hostile])).run_turn(state, sink, model=model)
+    [result] = tool_results(sink)
+    assert RUNS == [] and result.error_code == "tool_call_invalid"
+    assert "does not match" in str(result.content)

@@ -3,6 +3,9 @@ the fold's check, and stay silent for requests that were settled or superseded."
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from longhaul.core.consumer import Delivery
 from longhaul.core.memory import MemoryStore
 from longhaul.core.store import Position, Recorded
@@ -11,10 +14,14 @@ from longhaul.domain.config import LonghaulConfig
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
 
+from tests.support.counting_server import counting_server
+
 SCHEMA = {"json_schema": {"type": "object", "required": ["ok"]}}
 
 
-async def requested(store: MemoryStore, answer: str, trace_id: str = "t_1") -> Recorded:
+async def requested(
+    store: MemoryStore, answer: str, trace_id: str = "t_1", verification: dict[str, Any] = SCHEMA
+) -> Recorded:
     """A trace whose answer (message 2) awaits verification attempt 1; returns the request."""
     recorded = await store.append(
         "trace",
@@ -22,7 +29,7 @@ async def requested(store: MemoryStore, answer: str, trace_id: str = "t_1") -> R
         [
             ev.TraceCreated(
                 messages=[ev.InputMessage(role="user", content="do it")],
-                config=ev.TraceConfig(verification=SCHEMA),
+                config=ev.TraceConfig(verification=verification),
             ),
             ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant", content=answer),
             ev.VerificationRequested(attempt=1, answer_sequence=2),
@@ -103,3 +110,27 @@ async def test_a_superseded_request_is_not_answered() -> None:
     )
     await verifier(store).handle(delivery(request))
     assert len(await verdicts(store)) == 1
+
+
+async def test_a_schema_naming_a_url_fails_at_once_and_fetches_nothing() -> None:
+    """A client's schema with a remote ``$ref`` (the gateway refuses it; this one reached the
+    log another way): one clear verdict, nothing fetched, nothing retried or waited on."""
+    with counting_server() as (url, hits):
+        hostile = {"json_schema": {"$ref": f"{url}/secrets.json"}}
+        store = MemoryStore()
+        request = await requested(store, '{"ok": true}', verification=hostile)
+        await verifier(store).handle(delivery(request))
+        [answer] = await verdicts(store)
+    assert isinstance(answer, ev.VerificationFailed)
+    assert "points outside the schema" in " ".join(answer.errors)
+    assert hits == []
+
+
+async def test_a_backtracking_pattern_is_matched_in_linear_time() -> None:
+    """``(a+)+$`` against forty a's and a '!' takes Python's ``re`` hours; the verdict comes."""
+    hostile = {"json_schema": {"type": "string", "pattern": "(a+)+$"}}
+    store = MemoryStore()
+    request = await requested(store, json.dumps("a" * 40 + "!"), verification=hostile)
+    await verifier(store).handle(delivery(request))
+    [answer] = await verdicts(store)
+    assert isinstance(answer, ev.VerificationFailed) and "does not match" in answer.errors[0]

@@ -13,9 +13,10 @@ import json
 import re
 from typing import Any
 
-import jsonschema
 from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import ChatMessage, Model, ModelError, ModelRequest, ModelResponse
+from longhaul.llm.untrusted_schema import UntrustedSchemaError, untrusted_validator
+from referencing.exceptions import Unresolvable
 
 _FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.DOTALL)
 MAX_REPORTED_ERRORS = 10
@@ -38,9 +39,14 @@ def extract_json(text: str) -> Any:
 
 
 def schema_errors(value: Any, schema: dict[str, Any]) -> list[str]:
-    """Human-readable jsonschema errors (``path: message``), most relevant first."""
-    validator = jsonschema.Draft202012Validator(schema)
-    found = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    """Human-readable jsonschema errors (``path: message``), most relevant first. The schema
+    may come from a client: nothing is fetched, patterns match in linear time, and a schema
+    that cannot be used raises :class:`UntrustedSchemaError`."""
+    validator = untrusted_validator(schema)
+    try:
+        found = sorted(validator.iter_errors(value), key=lambda e: list(e.absolute_path))
+    except Unresolvable as exc:
+        raise UntrustedSchemaError(f"a reference in the schema does not resolve: {exc}") from exc
     errors = [
         f"{'/'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}"
         for e in found[:MAX_REPORTED_ERRORS]

@@ -24,6 +24,7 @@ from typing import Any
 import jsonschema
 from longhaul.domain.config import VerifierCommand
 from longhaul.domain.verification import verification_errors
+from longhaul.llm.untrusted_schema import UntrustedSchemaError, untrusted_validator
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_OUTPUT_CAP = 64 * 1024
@@ -97,12 +98,12 @@ def parse_spec(
     try:
         jsonschema.validate(config, CONFIG_SCHEMA)
         if "json_schema" in config:
-            jsonschema.Draft202012Validator.check_schema(config["json_schema"])
+            untrusted_validator(config["json_schema"])
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "config"
         raise InvalidVerificationConfig(f"{where}: {exc.message}") from exc
-    except jsonschema.SchemaError as exc:
-        raise InvalidVerificationConfig(f"json_schema is not a schema: {exc.message}") from exc
+    except UntrustedSchemaError as exc:
+        raise InvalidVerificationConfig(f"json_schema cannot be used: {exc}") from exc
     command = None
     if "check" in config:
         operator = commands[config["check"]]

@@ -29,6 +29,7 @@ from longhaul.agent.tools.docstring import parse_docstring
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.tools.schema import ArgsModel, args_model, json_schema, takes_context
 from longhaul.llm.types import ToolSpec
+from longhaul.llm.untrusted_schema import untrusted_validator
 
 ToolFunction = Callable[..., Awaitable[str | ToolReply] | str | ToolReply]
 
@@ -59,7 +60,9 @@ class Tool:
 
     @cached_property
     def validator(self) -> Draft202012Validator:
-        return Draft202012Validator(self.input_schema)
+        """Schemas may be an MCP server's: nothing is fetched, patterns match in linear time."""
+        validator: Draft202012Validator = untrusted_validator(self.input_schema)
+        return validator
 
     async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReply:
         """Validate ``arguments`` with the pydantic model (coercion included) and call."""

@@ -4,9 +4,10 @@ The system prompt holds only stable text, so the tools and the system prompt for
 that is byte-identical across a run's steps; volatile context (the time, recalled memory, the
 inbox note) is appended as a ``<context>`` note to the last user turn, after the whole
 conversation. When the request allows caching, rolling ``cache_control`` breakpoints go on the
-last tool, the system prompt and the last two user turns (Anthropic allows four). Thinking blocks and their signatures
-are kept in ``provider_fields["anthropic"]["thinking"]`` and replayed ahead of the text and
-tool_use blocks of the same assistant turn, as the API requires for extended thinking.
+last tool, the system prompt and the last two user turns (Anthropic allows four). Thinking
+blocks and their signatures are kept in ``provider_fields["anthropic"]["thinking"]`` and
+replayed ahead of the text and tool_use blocks of the same assistant turn, as the API requires
+for extended thinking.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
-from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
@@ -32,6 +31,7 @@ from longhaul.gateway.schemas.tasks import (
     TaskSummary,
     TaskView,
 )
+from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import task_view
 from longhaul.llm.registry import check_model_string
 
@@ -59,7 +59,7 @@ def _check_phases(request: Request, options: dict[str, Any]) -> None:
     errors = [
         f"options.phases[{index}].{error}"
         for index, phase in enumerate(phases)
-        for error in verification_errors(phase.get("verification"), config.verifier.commands)
+        for error in verification_problems(phase.get("verification"), config.verifier.commands)
     ]
     if errors:
         raise ApiError(422, "invalid_verification", "; ".join(errors))

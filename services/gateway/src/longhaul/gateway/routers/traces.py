@@ -20,7 +20,6 @@ from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
-from longhaul.domain.verification import verification_errors
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
@@ -42,6 +41,7 @@ from longhaul.gateway.schemas.traces import (
     TraceView,
     VerificationBody,
 )
+from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import message_view, summary_of, trace_view
 from longhaul.llm.registry import check_model_string
 
@@ -149,7 +149,7 @@ def _verification(request: Request, body: VerificationBody | None) -> dict[str, 
     if body is None:
         return None
     config = body.model_dump(exclude_none=True)
-    errors = verification_errors(config, runtime_of(request.app).config.verifier.commands)
+    errors = verification_problems(config, runtime_of(request.app).config.verifier.commands)
     if errors:
         raise ApiError(422, "invalid_verification", "; ".join(errors))
     return config or None
