@@ -120,3 +120,47 @@ async def test_a_keyed_trace_and_its_sub_traces_share_one_directory_in_the_key_s
     assert (work / "keys" / "k_share" / parent / "from-child.txt").read_text() == "CHILD-WROTE"
     read = [m for m in state.main_path() if m.role == "tool"][-1]
     assert "CHILD-WROTE" in str(read.content)
+
+
+async def test_a_sub_agent_never_regains_a_tool_the_client_took_away(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    """The client allows only ``read`` and ``agent``; the model delegates to the ``default``
+    preset (which has ``bash``) and the child calls ``bash``: it is not offered, and nothing
+    runs."""
+    work = tmp_path / "work"
+    model = write_script(
+        tmp_path / "escalate.yaml",
+        [
+            {"tool_calls": [{"name": "bash", "arguments": {"command": "touch pwned"}}]},
+            {"content": "child done"},
+            {
+                "tool_calls": [
+                    {"name": "agent", "arguments": {"task": "run it", "preset": "default"}}
+                ]
+            },
+            {"content": "parent done"},
+        ],
+    )
+    async with InProcessExecutor(nats_url, namespace, settings={"working_root": work}):
+        parent = await create_trace(
+            store,
+            [
+                ev.InputMessage(role="user", content="get ready"),
+                ev.InputMessage(role="assistant", content="ready"),
+                ev.InputMessage(role="user", content="ready?"),
+                ev.InputMessage(role="assistant", content="yes"),
+                ev.InputMessage(role="user", content="delegate"),
+            ],
+            model=model,
+            tools=["read", "agent"],
+        )
+        state = await wait_for_trace(store, parent, within=60)
+    assert state.status == "completed", state.error
+    [child_id] = state.subtraces
+    child = await store.load_trace(child_id)
+    assert child.context is not None and child.config.preset == "default"
+    assert "bash" not in child.context.tools and "read" in child.context.tools
+    [refused] = [m for m in child.main_path() if m.role == "tool"]
+    assert refused.error_code is not None and "bash" in str(refused.content)
+    assert not list(work.rglob("pwned"))

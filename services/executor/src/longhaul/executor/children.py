@@ -35,7 +35,9 @@ def remaining(limit: float | None, used: float) -> float | None:
 
 
 def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
-    """The child runs the parent's model in the spawned preset; explore children are
+    """The child runs the parent's model in the spawned preset, with at most the tools the
+    parent was offered (a client's ``tools`` list or a narrow preset is never widened by
+    delegating: the child's preset can only narrow it further); explore children are
     read-only; the parent's approval list holds for the child too, and so does what is left
     of the parent's run budget for tokens and cost (the child's usage is added to the
     parent's run when it finishes, so a root limit is not escaped by delegating)."""
@@ -46,6 +48,7 @@ def child_config(parent: TraceState, info: SubtraceInfo) -> ev.TraceConfig:
         max_cost=remaining(config.max_cost, parent.run_usage.cost),
         model=config.model,
         preset=info.preset,
+        tools=parent.tools_for_children(),
         skills=info.skills,
         working_dir=config.working_dir,
         temperature=config.temperature,

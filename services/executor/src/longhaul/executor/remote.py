@@ -136,6 +136,7 @@ class RemoteAgents:
                 lambda c: c.create_trace(
                     messages,
                     preset=info.preset,
+                    tools=parent.tools_for_children(),
                     name=f"remote {info.mode}",
                     idempotency_key=key,
                     messaging=parent.config.messaging,

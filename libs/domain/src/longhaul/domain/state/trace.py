@@ -618,6 +618,14 @@ class TraceState(msgspec.Struct, kw_only=True):
         what finished children reported of theirs."""
         return len(self.subtraces) + sum(info.descendants for info in self.subtraces.values())
 
+    def tools_for_children(self) -> list[str] | None:
+        """The most a child of this trace may be offered: the tools this trace's model was
+        shown (its recorded context), else its own ``tools`` list. Delegating never widens
+        what a client or a preset allowed; the child's preset only narrows it."""
+        if self.context is not None:
+            return list(self.context.tools)
+        return None if self.config.tools is None else list(self.config.tools)
+
     def running_subtraces(self) -> list[SubtraceInfo]:
         return [info for info in self.subtraces.values() if info.status == "running"]
 
