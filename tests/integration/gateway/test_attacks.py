@@ -436,3 +436,20 @@ async def test_a_verification_schema_that_would_fetch_or_backtrack_is_refused_at
             assert "json_schema cannot be used" in refused.json()["error"]["message"]
         assert hits == []
         assert len((await alice.get("/api/traces?limit=200")).json()["traces"]) == before
+
+
+async def test_a_client_cannot_make_the_executor_load_a_file_as_a_local_model(
+    alice: httpx.AsyncClient,
+) -> None:
+    """``local:<path>`` would load any file (an upload) into llama.cpp inside the executor."""
+    before = len((await alice.get("/api/traces?limit=200")).json()["traces"])
+    for model in ("local:/tmp/upload.gguf", "local:../work/keys/k/evil.gguf"):
+        refused = await alice.post(
+            "/api/traces", json={"messages": [user_message("x")], "model": model}
+        )
+        assert refused.status_code == 422, model
+        assert error_code(refused) == "invalid_model"
+        assert "not a local model of this deployment" in refused.json()["error"]["message"]
+        run = await alice.post("/api/runs", json={"goal": "x", "model": model})
+        assert run.status_code == 422 and error_code(run) == "invalid_model"
+    assert len((await alice.get("/api/traces?limit=200")).json()["traces"]) == before

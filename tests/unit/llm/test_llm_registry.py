@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from longhaul.domain.config import ModelsConfig, ProviderConfig
+from longhaul.domain.config import LocalModelConfig, ModelsConfig, ProviderConfig
 from longhaul.llm import (
     MissingApiKeyError,
     ModelRegistry,
@@ -16,6 +16,7 @@ from longhaul.llm import (
     resolve_model,
 )
 from longhaul.llm.http_model import HttpModel
+from longhaul.llm.local import LocalModelError, model_path
 from longhaul.llm.registry import check_model_string
 from pydantic import SecretStr
 
@@ -130,5 +131,27 @@ def test_the_gateway_check_refuses_an_unknown_provider_and_knows_configured_name
     config = ModelsConfig(providers={"vllm": ProviderConfig(kind="openai")})
     with pytest.raises(UnknownProviderError, match="unknown provider 'nope'"):
         check_model_string("nope:model", config)
-    for fine in ("openai:gpt-4o", "anthropic:claude", "gemini:flash", "vllm:llama", "local:x"):
+    for fine in ("openai:gpt-4o", "anthropic:claude", "gemini:flash", "vllm:llama"):
         check_model_string(fine, config)
+    check_model_string("local:smollm2", config)
+
+
+def test_a_client_names_only_local_models_the_operator_chose(tmp_path: Path) -> None:
+    """Whoever names a ``local:`` model loads it into the executor's process, outside any
+    sandbox: a path (an upload, say) is the operator's to write, never a client's."""
+    upload = tmp_path / "uploads" / "evil.gguf"
+    upload.parent.mkdir()
+    upload.write_bytes(b"GGUF")
+    listed = tmp_path / "ours.gguf"
+    listed.write_bytes(b"GGUF")
+    config = ModelsConfig(default="scripted:auto", local=LocalModelConfig(models={"ours": listed}))
+    for hostile in (f"local:{upload}", "local:../../uploads/evil.gguf", "local:x"):
+        with pytest.raises(ValueError, match="not a local model of this deployment"):
+            check_model_string(hostile, config)
+        with pytest.raises(LocalModelError, match="not a local model of this deployment"):
+            model_path(hostile.removeprefix("local:"), config)
+    assert model_path("ours", config) == listed
+    check_model_string("local:ours", config)
+    operator = ModelsConfig(default=f"local:{upload}")
+    assert model_path(str(upload), operator) == upload
+    check_model_string(f"local:{upload}", operator)

@@ -90,6 +90,11 @@ class LocalModelConfig(BaseModel):
         description="path of a Jinja chat template replacing the model's own "
         "(e.g. a tools-aware one for a model whose template knows no tools)",
     )
+    models: dict[str, Path] = Field(
+        default_factory=dict,
+        description="GGUF files clients may name as local:<name>; a path in a model string "
+        "is the operator's only (models.default, models.roles)",
+    )
 
 
 class ModelsConfig(BaseModel):
@@ -109,6 +114,11 @@ class ModelsConfig(BaseModel):
 
     def for_role(self, role: str) -> str:
         return self.roles.get(role, self.default)
+
+    def operator_strings(self) -> set[str]:
+        """The model strings the operator wrote (the default and every role's), which may
+        name things a client's may not, such as a ``local:`` path."""
+        return {self.default, *self.roles.values()}
 
     @property
     def is_offline_default(self) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from longhaul.domain.config import LocalModelConfig
+from longhaul.domain.config import LocalModelConfig, ModelsConfig
 from longhaul.llm.base import StreamingModel
 from longhaul.llm.types import ModelRequest, StreamEvent
 
@@ -36,8 +36,13 @@ class LocalModelError(ValueError):
     """A ``local:`` model cannot be had: extra not installed, unknown name, missing file."""
 
 
-def model_path(spec: str) -> Path:
-    """The .gguf file behind ``local:<spec>`` (a packaged short name or a path)."""
+def model_path(spec: str, config: ModelsConfig | None = None) -> Path:
+    """The .gguf file behind ``local:<spec>``: a packaged short name, a name the operator
+    listed under ``models.local.models``, or a path — only in a model string the operator
+    wrote (``models.default``, ``models.roles``). Whoever names a model loads it into this
+    process, outside any sandbox, so a client's ``local:/uploads/x.gguf`` is refused."""
+    if config is not None and spec in config.local.models:
+        return Path(config.local.models[spec]).expanduser()
     if spec in PACKAGED:
         distribution, filename = PACKAGED[spec]
         try:
@@ -51,13 +56,24 @@ def model_path(spec: str) -> Path:
             if file.name == filename:
                 return Path(str(dist.locate_file(file)))
         raise LocalModelError(f"local:{spec}: {distribution} does not contain {filename}")
+    refuse_unlisted(spec, config)
     path = Path(spec).expanduser()
     if path.suffix != ".gguf" or not path.is_file():
-        known = ", ".join(f"local:{name}" for name in PACKAGED)
-        raise LocalModelError(
-            f"local:{spec}: expected {known} or the path of an existing .gguf file"
-        )
+        raise LocalModelError(f"local:{spec}: no .gguf file there")
     return path
+
+
+def refuse_unlisted(spec: str, config: ModelsConfig | None) -> None:
+    """``local:<spec>`` must be packaged, listed in ``models.local.models`` or written by the
+    operator; ``None`` (no configuration at hand: a library user's own call) trusts it."""
+    if config is None or spec in PACKAGED or spec in config.local.models:
+        return
+    if f"local:{spec}" not in config.operator_strings():
+        known = ", ".join(f"local:{name}" for name in [*PACKAGED, *config.local.models])
+        raise LocalModelError(
+            f"local:{spec} is not a local model of this deployment (known: {known}); the "
+            "operator lists GGUF files under models.local.models"
+        )
 
 
 def require_xllamacpp() -> Any:

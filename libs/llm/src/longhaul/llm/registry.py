@@ -27,7 +27,13 @@ import httpx
 from longhaul.domain.config import ModelsConfig, ProviderConfig
 from longhaul.llm.http_model import Codec, Endpoint, HttpModel
 from longhaul.llm.limits import CallLimits, RateLimiter
-from longhaul.llm.local import LocalModel, ServerSpec, model_path, require_xllamacpp
+from longhaul.llm.local import (
+    LocalModel,
+    ServerSpec,
+    model_path,
+    refuse_unlisted,
+    require_xllamacpp,
+)
 from longhaul.llm.providers.anthropic import AnthropicCodec
 from longhaul.llm.providers.gemini import GeminiCodec
 from longhaul.llm.providers.openai import OpenAICodec
@@ -112,6 +118,8 @@ def check_model_string(model_string: str, config: ModelsConfig) -> None:
     source = spec.partition("?")[0]
     if provider == "scripted" and source not in BUILTIN_SCRIPTS:
         scripted_path(model_string, source, config.scripted_dir)
+    if provider == "local":
+        refuse_unlisted(spec, config)
 
 
 def _scripted(model_string: str, spec: str, scripted_dir: Path | None) -> ScriptedModel:
@@ -163,7 +171,7 @@ class ModelRegistry:
 
     def _local(self, model_string: str, spec: str, config: ModelsConfig) -> Model:
         require_xllamacpp()  # fail at resolve time with the install hint, not mid-trace
-        server = ServerSpec.from_config(model_path(spec), config.local)
+        server = ServerSpec.from_config(model_path(spec, config), config.local)
         settings = config.providers.get("local", ProviderConfig())
 
         def connect(base_url: str) -> HttpModel:
