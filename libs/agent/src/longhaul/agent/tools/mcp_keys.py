@@ -81,6 +81,7 @@ class KeyedMcpServer:
             del self.instances[key]
             del self._tasks[key]
             self._ended_restarts += server.restarts
+            self._signal()  # the catalogue shows one instance fewer
 
     async def probe(self) -> None:
         """List the tools from an instance in a scratch directory, then stop it."""
