@@ -8,8 +8,8 @@ can kill it), ``fail`` (an ``isError`` result), ``wait`` (sleeps: a call to time
 cut by a kill), ``pixel`` (a 1x1 PNG image), ``boot`` (an id drawn when the process started,
 so a test can tell a restarted server) and a naive file server: ``write_file``, ``read_file``
 and ``list_dir`` take any path, relative to the cwd or absolute, ``..`` included, and check
-nothing (the attacker's server: only the sandbox around it keeps a key to its own files). Over HTTP, ``--token`` makes every request
-without ``Authorization: Bearer <token>`` a 401.
+nothing (the attacker's server: only the sandbox around it keeps a key to its own files).
+Over HTTP, ``--token`` makes every request without ``Authorization: Bearer <token>`` a 401.
 """
 
 from __future__ import annotations

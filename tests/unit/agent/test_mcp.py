@@ -39,9 +39,7 @@ async def servers() -> AsyncIterator[tuple[McpTools, ToolRegistry]]:
         {
             "t": stdio(call_timeout_s=1),
             "nokey": stdio(env={"TOKEN": "${LONGHAUL_TEST_UNSET_VARIABLE}"}),
-            "gone": McpServerConfig(
-                url="http://127.0.0.1:9/mcp", connect_timeout_s=1, shared=True
-            ),
+            "gone": McpServerConfig(url="http://127.0.0.1:9/mcp", connect_timeout_s=1, shared=True),
         },
         registry,
         working_root=ROOT,
