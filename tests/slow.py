@@ -22,6 +22,7 @@ SLOW_PATHS = (
     "tests/integration/gateway/test_approval.py",  # executor processes, one killed -9
     "tests/integration/gateway/test_mcp_tools.py",  # MCP server processes, one killed -9
     "tests/integration/gateway/test_mcp_keys.py",  # sandboxed MCP servers per key, reaped
+    "tests/unit/agent/test_mcp_keys.py",  # sandboxed MCP server processes, one reaped
     "tests/cluster/",  # three nats-server nodes, two killed -9 in turn
 )
 

@@ -48,10 +48,12 @@ async def files(tmp_path: Path) -> AsyncIterator[tuple[McpTools, ToolRegistry]]:
         await tools.aclose()
 
 
-async def call(registry: ToolRegistry, owner: str, tool: str, **arguments: Any) -> str:
+async def call(
+    registry: ToolRegistry, owner: str, tool: str, trace_id: str = "t_test", **arguments: Any
+) -> str:
     found = registry.get(f"fs__{tool}")
     assert found is not None
-    state = new_state("work")
+    state = new_state("work", trace_id=trace_id)
     state.owner = owner
     result = await found.run(tool_context(Path("/nonexistent"), state=state), arguments)
     assert isinstance(result, ToolResult)
@@ -102,6 +104,19 @@ async def test_an_idle_instance_stops_and_the_next_call_starts_another(
     await eventually(stopped, within=30, every=0.1)
     second = await call(registry, "k_alice", "boot")
     assert second != first and tools.status()[0].instances == 1
+
+
+async def test_scope_family_gives_each_trace_family_its_own_instance(tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    tools = McpTools({"fs": per_key(scope="family")}, registry, working_root=tmp_path, environ={})
+    await tools.start()
+    try:
+        await call(registry, "k_a", "write_file", "t_one", path="f.txt", content="1")
+        assert (tmp_path / "keys" / "k_a" / "t_one" / "f.txt").read_text() == "1"
+        assert "f.txt" not in await call(registry, "k_a", "list_dir", "t_two", path=".")
+        assert tools.status()[0].instances == 2
+    finally:
+        await tools.aclose()
 
 
 async def test_a_per_key_server_that_cannot_start_says_why(tmp_path: Path) -> None:
