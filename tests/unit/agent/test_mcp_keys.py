@@ -4,12 +4,15 @@ tools listed once from a probe, an idle instance stopped and a new one started o
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.agent.errors import ToolError
 from longhaul.agent.tools import ToolRegistry, ToolResult
 from longhaul.agent.tools.mcp_tools import McpTools
 from longhaul.agent.tools.sandbox import Sandbox
@@ -140,3 +143,47 @@ def test_a_url_server_must_say_whether_it_is_shared_or_per_key() -> None:
     assert McpServerConfig(url="http://x/mcp", shared=True).shared
     keyed = McpServerConfig(url="http://x/mcp", headers_per_key={"k_a": {"A": "${T}"}})
     assert keyed.per_key
+
+
+@pytest.fixture
+async def http_server() -> AsyncIterator[str]:
+    """The test server over HTTP, answering only ``Bearer alice-token``."""
+    process = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.support.mcp_server", "http", "--token", "alice-token"),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert process.stdout is not None
+        async with asyncio.timeout(30):
+            port = int(await process.stdout.readline())
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.kill()
+        await process.wait()
+
+
+async def test_a_url_server_gets_each_keys_own_headers(http_server: str, tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    config = McpServerConfig(
+        url=http_server,
+        headers_per_key={
+            "k_alice": {"Authorization": "Bearer ${ALICE_TOKEN}"},
+            "k_mallory": {"Authorization": "Bearer wrong"},
+        },
+        connect_timeout_s=10,
+    )
+    environ = {"ALICE_TOKEN": "alice-token"}  # the operator's environment, never a client's
+    tools = McpTools({"fs": config}, registry, working_root=tmp_path, environ=environ)
+    await tools.start()  # the probe lists with the first key's headers
+    try:
+        assert await call(registry, "k_alice", "echo", text="hi") == "echo: hi"
+        with pytest.raises(ToolError) as unlisted:
+            await call(registry, "k_bob", "echo", text="hi")
+        assert unlisted.value.code == "mcp_unavailable" and "no credentials" in str(unlisted.value)
+        with pytest.raises(ToolError) as refused:
+            await call(registry, "k_mallory", "echo", text="hi")
+        assert refused.value.code == "mcp_unavailable"
+    finally:
+        await tools.aclose()
