@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -92,6 +93,9 @@ async def test_a_key_cannot_reach_another_keys_files_through_its_server(
         assert "wrote" not in await call(registry, "k_bob", "write_file", path=path, content="x")
     assert not (keys / "k_alice" / "planted.txt").exists()
     assert not (ROOT / "planted.txt").exists()
+    # and it runs under the sandbox's limits (the default 1024 MB largest file)
+    limits = await call(registry, "k_bob", "read_file", path="/proc/self/limits")
+    assert re.search(r"Max file size\s+1073741824\s+1073741824", limits), limits
 
 
 async def test_an_idle_instance_stops_and_the_next_call_starts_another(

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import re
+import resource
 import string
 import time
 from collections.abc import Callable, Mapping
@@ -39,8 +40,8 @@ from longhaul.agent.tools.childproc import child_env
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import Attachment, ToolResult
-from longhaul.agent.tools.sandbox import Sandbox
-from longhaul.domain.config import McpServerConfig
+from longhaul.agent.tools.sandbox import Sandbox, rlimits
+from longhaul.domain.config import McpServerConfig, SandboxConfig
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -65,6 +66,26 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
         raise ValueError(f"{where}: environment variable {exc.args[0]} is not set") from None
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
+
+
+_PRLIMIT = {
+    resource.RLIMIT_AS: "--as",
+    resource.RLIMIT_NPROC: "--nproc",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CORE: "--core",
+}
+
+
+def _limited(argv: list[str], config: SandboxConfig) -> list[str]:
+    """``argv`` under the sandbox's resource limits, set by ``prlimit``: the SDK starts the
+    server with no ``preexec_fn``. CPU time is left out: a server lives across many calls and
+    keys' turns, and its seconds would add up to a kill in the middle of one."""
+    flags = [
+        f"{_PRLIMIT[which]}={soft}:{hard}"
+        for which, soft, hard in rlimits(config)
+        if which in _PRLIMIT
+    ]
+    return ["prlimit", *flags, "--", *argv]
 
 
 @dataclass(frozen=True)
@@ -125,7 +146,9 @@ class McpServer:
         # SandboxUnavailable, reported as the server's start error, when there is none)
         env = child_env(place.working_dir, env)
         argv = place.sandbox.command(
-            [config.command, *config.args], working_dir=place.working_dir, env=env
+            _limited([config.command, *config.args], place.sandbox.config),
+            working_dir=place.working_dir,
+            env=env,
         )
         return StdioServerParameters(
             command=argv[0], args=argv[1:], env=env, cwd=str(place.working_dir)
