@@ -177,6 +177,7 @@ async def test_a_url_server_gets_each_keys_own_headers(http_server: str, tmp_pat
             "k_mallory": {"Authorization": "Bearer wrong"},
         },
         connect_timeout_s=10,
+        idle_s=0.5,
     )
     environ = {"ALICE_TOKEN": "alice-token"}  # the operator's environment, never a client's
     tools = McpTools({"fs": config}, registry, working_root=tmp_path, environ=environ)
@@ -189,5 +190,10 @@ async def test_a_url_server_gets_each_keys_own_headers(http_server: str, tmp_pat
         with pytest.raises(ToolError) as refused:
             await call(registry, "k_mallory", "echo", text="hi")
         assert refused.value.code == "mcp_unavailable"
+
+        async def none_left() -> bool:  # alice's idles out, mallory's stops retrying
+            return tools.status()[0].instances == 0
+
+        await eventually(none_left, within=30, every=0.1)
     finally:
         await tools.aclose()

@@ -186,7 +186,7 @@ class McpServer:
                 self._failed(_describe(exc))
             finally:
                 self._client = None
-            if idle:
+            if idle or self._unused():  # a failing instance no call wants is not restarted
                 log.info("MCP server %s stopped: unused for %g s", self.name, self.idle_s)
                 self.state = "idle"
                 self._signal()
@@ -204,6 +204,13 @@ class McpServer:
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.restart_max_delay_s)
 
+    def _unused(self) -> bool:
+        return (
+            self.idle_s is not None
+            and not self._busy
+            and time.monotonic() - self._last_used >= self.idle_s
+        )
+
     async def _hold(self) -> bool:
         """Wait until the session breaks (``True``) or, with ``idle_s``, until no call has
         used it for that long (``False``)."""
@@ -211,9 +218,9 @@ class McpServer:
             await self._broken.wait()
             return True
         while True:
-            left = self._last_used + self.idle_s - time.monotonic()
-            if left <= 0 and not self._busy:
+            if self._unused():
                 return False
+            left = self._last_used + self.idle_s - time.monotonic()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(left, 0.0) or self.idle_s):
                     await self._broken.wait()
