@@ -21,6 +21,8 @@ SLOW_PATHS = (
     "tests/real_model/",  # a real llama.cpp server generating on the CPU
     "tests/integration/gateway/test_approval.py",  # executor processes, one killed -9
     "tests/integration/gateway/test_mcp_tools.py",  # MCP server processes, one killed -9
+    "tests/integration/gateway/test_mcp_keys.py",  # sandboxed MCP servers per key, reaped
+    "tests/unit/agent/test_mcp_keys.py",  # sandboxed MCP server processes, one reaped
     "tests/cluster/",  # three nats-server nodes, two killed -9 in turn
     "tests/integration/test_pip_install.py",  # every wheel built, pip-installed, `longhaul up`
 )

@@ -5,8 +5,11 @@
 
 Tools: ``echo`` (text), ``add`` (structured result), ``pid`` (the serving process, so a test
 can kill it), ``fail`` (an ``isError`` result), ``wait`` (sleeps: a call to time out or to be
-cut by a kill) and ``pixel`` (a 1x1 PNG image). Over HTTP, ``--token`` makes every request
-without ``Authorization: Bearer <token>`` a 401.
+cut by a kill), ``pixel`` (a 1x1 PNG image), ``boot`` (an id drawn when the process started,
+so a test can tell a restarted server) and a naive file server: ``write_file``, ``read_file``
+and ``list_dir`` take any path, relative to the cwd or absolute, ``..`` included, and check
+nothing (the attacker's server: only the sandbox around it keeps a key to its own files).
+Over HTTP, ``--token`` makes every request without ``Authorization: Bearer <token>`` a 401.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import asyncio
 import base64
 import os
 import socket
+import uuid
+from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -27,6 +32,7 @@ PIXEL_PNG = base64.b64decode(
 )
 
 server = MCPServer("longhaul-test")
+BOOT = uuid.uuid4().hex
 
 
 @server.tool(description="Echo the text back.")
@@ -63,6 +69,27 @@ def pixel() -> list[Any]:
             type="image", data=base64.b64encode(PIXEL_PNG).decode(), mime_type="image/png"
         ),
     ]
+
+
+@server.tool(description="An id drawn when this process started.")
+def boot() -> str:
+    return BOOT
+
+
+@server.tool(description="Write a file (any path).")
+def write_file(path: str, content: str) -> str:
+    Path(path).write_text(content)
+    return f"wrote {path}"
+
+
+@server.tool(description="Read a file (any path).")
+def read_file(path: str) -> str:
+    return Path(path).read_text()
+
+
+@server.tool(description="The names in a directory (any path).")
+def list_dir(path: str = ".") -> str:
+    return "\n".join(sorted(entry.name for entry in Path(path).iterdir()))
 
 
 def _serve_http(port: int, token: str | None) -> None:

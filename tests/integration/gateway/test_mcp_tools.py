@@ -31,14 +31,20 @@ ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "mcp-test-token"
 
 
-def stdio_server() -> McpServerConfig:
+def stdio_server(**fields: Any) -> McpServerConfig:
+    """The test server per key (in the sandbox: it may read this checkout and the
+    interpreter), or with ``shared=True`` one process for every key."""
+    place = (
+        {"cwd": str(ROOT)} if fields.get("shared") else {"read_only": [str(ROOT), sys.base_prefix]}
+    )
     return McpServerConfig(
         command=sys.executable,
         args=["-m", "tests.support.mcp_server", "stdio"],
         env={"PYTHONPATH": str(ROOT)},
-        cwd=str(ROOT),
         call_timeout_s=5,
         restart_max_delay_s=1,
+        **place,
+        **fields,
     )
 
 
@@ -99,15 +105,20 @@ async def mcp_executor(
     tools = ToolsConfig(
         mcp_servers={
             "local": stdio_server(),
+            "common": stdio_server(shared=True),
             "remote": McpServerConfig(
-                url=http_server, headers={"Authorization": "Bearer ${MCP_TEST_TOKEN}"}
+                url=http_server,
+                headers={"Authorization": "Bearer ${MCP_TEST_TOKEN}"},
+                shared=True,
             ),
         },
         web_search=WebSearchConfig(provider="searxng", url=searxng.base_url),
         webfetch_allow_private=True,
     )
     presets = {
-        "no-local": {"denied_tools": ["local__*"]},
+        # the shared servers' tools are offered only by presets that name them
+        "shared": {"extends": "default", "allowed_tools": ["*", "remote__*", "common__*"]},
+        "no-local": {"extends": "shared", "denied_tools": ["local__*"]},
         # the analyst's read-only tools (web_search among them) plus one MCP server's
         "researcher": {"extends": "analyst", "allowed_tools": [*READ_ONLY_TOOLS, "local__*"]},
     }
@@ -144,9 +155,11 @@ async def test_api_lists_mcp_tools_with_schema_and_origin(client: httpx.AsyncCli
     assert add["origin"] == "mcp" and add["server"] == "local"
     assert add["input_schema"]["required"] == ["a", "b"]
     assert add["input_schema"]["properties"]["a"]["type"] == "integer"
-    assert tools["remote__echo"]["server"] == "remote"
+    assert tools["remote__echo"]["server"] == "remote" and tools["remote__echo"]["shared"]
+    assert not add["shared"]
     servers = {server["name"]: server for server in listed["mcp_servers"]}
     assert servers["local"]["state"] == "up" and servers["local"]["transport"] == "stdio"
+    assert servers["local"]["scope"] == "key" and servers["common"]["scope"] is None
     assert servers["remote"]["state"] == "up" and servers["remote"]["transport"] == "http"
     assert listed["executors"] == ["exec-mcp"]
 
@@ -165,6 +178,7 @@ async def test_stdio_and_http_tools_answer_through_the_stack(
             {"name": "remote__fail", "arguments": {"reason": "no luck"}},
             {"name": "local__pixel", "arguments": {}},
         ],
+        preset="shared",
     )
     added, echoed, invalid, failed, pixel = results
     assert '"sum": 5' in added["content"] and added["error_code"] is None
@@ -192,6 +206,25 @@ async def test_preset_patterns_deny_a_servers_tools(
     assert allowed["content"] == "echo: y"
 
 
+@pytest.mark.usefixtures("mcp_executor")
+async def test_shared_servers_tools_only_for_presets_naming_them(
+    client: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    shared = [
+        {"name": "common__echo", "arguments": {"text": "x"}},
+        {"name": "remote__echo", "arguments": {"text": "y"}},
+    ]
+    by_default = await run_script(client, tmp_path / "default.yaml", shared)
+    assert [m["error_code"] for m in by_default] == ["unknown_tool", "unknown_tool"]
+    # a client cannot name them in its own tool list either: it only narrows the preset's
+    narrowed = await run_script(
+        client, tmp_path / "narrowed.yaml", shared, tools=["common__echo", "remote__echo"]
+    )
+    assert [m["error_code"] for m in narrowed] == ["unknown_tool", "unknown_tool"]
+    named = await run_script(client, tmp_path / "named.yaml", shared, preset="shared")
+    assert [m["content"] for m in named] == ["echo: x", "echo: y"]
+
+
 async def server_state(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
     listed = (await client.get("/api/tools")).json()
     return next(server for server in listed["mcp_servers"] if server["name"] == name)
@@ -202,23 +235,32 @@ async def test_killed_stdio_server_is_a_tool_error_and_comes_back(
     client: httpx.AsyncClient, tmp_path: Path
 ) -> None:
     [first] = await run_script(
-        client, tmp_path / "pid.yaml", [{"name": "local__pid", "arguments": {}}]
+        client,
+        tmp_path / "pid.yaml",
+        [{"name": "common__pid", "arguments": {}}],
+        preset="shared",
     )
     pid = int(first["content"])
     os.kill(pid, signal.SIGKILL)
     [broken] = await run_script(
-        client, tmp_path / "after.yaml", [{"name": "local__echo", "arguments": {"text": "?"}}]
+        client,
+        tmp_path / "after.yaml",
+        [{"name": "common__echo", "arguments": {"text": "?"}}],
+        preset="shared",
     )
     assert broken["error_code"] in {"mcp_server_died", "mcp_unavailable"}
-    assert "MCP server local" in broken["content"]
+    assert "MCP server common" in broken["content"]
 
     async def restarted() -> bool:
-        state = await server_state(client, "local")
+        state = await server_state(client, "common")
         return state["state"] == "up" and state["restarts"] >= 1
 
     await eventually(restarted, within=30, every=0.2)
     [again] = await run_script(
-        client, tmp_path / "again.yaml", [{"name": "local__pid", "arguments": {}}]
+        client,
+        tmp_path / "again.yaml",
+        [{"name": "common__pid", "arguments": {}}],
+        preset="shared",
     )
     assert again["error_code"] is None and int(again["content"]) != pid
 

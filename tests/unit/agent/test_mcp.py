@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools import ToolRegistry, ToolResult
-from longhaul.agent.tools.mcp import McpTools, exposed_name
+from longhaul.agent.tools.mcp import exposed_name
+from longhaul.agent.tools.mcp_tools import McpTools
 from longhaul.domain.config import McpServerConfig
 
 from tests.unit.agent.support import tool_context
@@ -27,6 +28,7 @@ def stdio(env: dict[str, str] | None = None, call_timeout_s: float = 60) -> McpS
         env={"PYTHONPATH": str(ROOT), **(env or {})},
         cwd=str(ROOT),
         call_timeout_s=call_timeout_s,
+        shared=True,
     )
 
 
@@ -37,9 +39,10 @@ async def servers() -> AsyncIterator[tuple[McpTools, ToolRegistry]]:
         {
             "t": stdio(call_timeout_s=1),
             "nokey": stdio(env={"TOKEN": "${LONGHAUL_TEST_UNSET_VARIABLE}"}),
-            "gone": McpServerConfig(url="http://127.0.0.1:9/mcp", connect_timeout_s=1),
+            "gone": McpServerConfig(url="http://127.0.0.1:9/mcp", connect_timeout_s=1, shared=True),
         },
         registry,
+        working_root=ROOT,
         environ={},
     )
     await tools.start()
@@ -55,14 +58,14 @@ async def test_tools_are_registered_with_their_schema(
     _, registry = servers
     assert {"t__echo", "t__add", "t__wait", "t__pixel"} <= set(registry.names())
     add = registry.get("t__add")
-    assert add is not None and add.metadata == {"origin": "mcp", "server": "t"}
+    assert add is not None and add.metadata == {"origin": "mcp", "server": "t", "shared": True}
     assert add.input_schema["required"] == ["a", "b"] and "title" not in add.input_schema
 
 
 async def test_servers_that_cannot_start_say_why(servers: tuple[McpTools, ToolRegistry]) -> None:
     tools, registry = servers
     status = {server.name: server for server in tools.status()}
-    assert status["t"].state == "up" and status["t"].tools == 6
+    assert status["t"].state == "up" and status["t"].tools == 10
     assert status["nokey"].state == "down"
     assert "LONGHAUL_TEST_UNSET_VARIABLE is not set" in str(status["nokey"].error)
     assert status["gone"].state == "down" and status["gone"].transport == "http"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,32 @@ def test_trace_config_narrows_further() -> None:
     assert names("default", ev.TraceConfig(tools=["read", "bash"])) == {"read", "bash"}
     read_only = names("default", ev.TraceConfig(read_only=True))
     assert "bash" not in read_only and "write" not in read_only and "read" in read_only
+
+
+def test_a_shared_servers_tools_are_offered_only_by_presets_naming_it() -> None:
+    tools = builtin_tools()
+    read = tools.get("read")
+    assert read is not None
+    for name, shared in (("docs__search", True), ("files__read_file", False)):
+        metadata = {"origin": "mcp", "server": name.split("__")[0], "shared": shared}
+        tools.register(dataclasses.replace(read, name=name, metadata=metadata))
+    catalog = PresetCatalog(
+        {
+            "docs": {"allowed_tools": ["read", "docs__*"]},
+            "everything": {"allowed_tools": ["*"]},
+            "one": {"extends": "default", "allowed_tools": ["*", "docs__search"]},
+        }
+    )
+
+    def offered(preset: str, config: ev.TraceConfig | None = None) -> set[str]:
+        chosen = catalog.get(preset).select_tools(tools, config or ev.TraceConfig())
+        return set(chosen.names())
+
+    assert "files__read_file" in offered("default") and "docs__search" not in offered("default")
+    assert "docs__search" not in offered("everything")  # a bare * names no server
+    assert "docs__search" not in offered("default", ev.TraceConfig(tools=["docs__search"]))
+    assert offered("docs") == {"read", "docs__search"}
+    assert "docs__search" in offered("one")
 
 
 def test_user_presets_from_config_extend_and_override() -> None:

@@ -31,8 +31,10 @@ class Preset(BaseModel):
     name: str
     description: str = ""
     allowed_tools: list[str] | None = None
-    """``None``: every registered tool. Entries may be shell patterns (``files__*``: every
-    tool of the MCP server ``files``), as may ``denied_tools``."""
+    """``None``: every registered tool but a shared MCP server's. Entries may be shell
+    patterns (``files__*``: every tool of the MCP server ``files``), as may ``denied_tools``.
+    A shared server's tool is offered only when an entry names its server (``docs__*``,
+    ``docs__search``): a bare ``*`` does not."""
     denied_tools: list[str] = Field(default_factory=list)
     read_only: bool = False
     max_iterations: int | None = None
@@ -78,6 +80,7 @@ class Preset(BaseModel):
             tools if self.allowed_tools is None else tools.only(matching(names, self.allowed_tools))
         )
         chosen = chosen.without(matching(names, self.denied_tools))
+        chosen = chosen.without(unnamed_shared(tools, self.allowed_tools or []))
         if not config.messaging:
             chosen = chosen.without(MESSAGING_TOOLS)
         if child and not self.allow_nesting:
@@ -92,6 +95,20 @@ class Preset(BaseModel):
 def matching(names: list[str], patterns: list[str]) -> list[str]:
     """The ``names`` some entry of ``patterns`` (a name or a shell pattern) matches."""
     return [name for name in names if any(fnmatch.fnmatchcase(name, p) for p in patterns)]
+
+
+def unnamed_shared(tools: ToolRegistry, patterns: list[str]) -> list[str]:
+    """Tools of shared MCP servers (one process for every key) that no entry of ``patterns``
+    both matches and names by its server's prefix: they are never offered by default."""
+    return [
+        tool.name
+        for tool in tools
+        if tool.metadata.get("shared")
+        and not any(
+            p.startswith(f"{tool.metadata['server']}__") and fnmatch.fnmatchcase(tool.name, p)
+            for p in patterns
+        )
+    ]
 
 
 NESTING_TOOLS = ["agent", "evaluate"]

@@ -335,9 +335,19 @@ class MemoryConfig(BaseModel):
 
 class McpServerConfig(BaseModel):
     """One MCP server whose tools the executor offers as ``<server>__<tool>``: a command
-    spoken to over stdio, or a streamable-HTTP ``url``. ``${VAR}`` in ``env`` and ``headers``
-    is taken from the executor's environment when the server starts (a secret stays out of
-    the file); the command gets only those variables and the SDK's safe defaults."""
+    spoken to over stdio, or a streamable-HTTP ``url``. ``${VAR}`` in ``env``, ``headers`` and
+    ``headers_per_key`` is taken from the executor's environment when the server starts (a
+    secret stays out of the file); the command gets only those variables and the SDK's safe
+    defaults.
+
+    A command server runs once per API key (``scope: key``) or per trace family (``scope:
+    family``), in the sandbox ``bash`` runs in, with that key's (family's) working directory as
+    its cwd and only writable path; it starts on first use and stops after ``idle_s`` unused.
+    ``read_only`` lists host paths it may read besides the system's (its interpreter, its
+    code). A ``url`` server is one session per key when ``headers_per_key`` gives each key its
+    credentials. ``shared: true`` is one process (or session) for every key, unconfined, as an
+    operator-trusted service: give it nothing key-specific; its tools are offered only by
+    presets whose ``allowed_tools`` name it (``<server>__…``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -345,8 +355,18 @@ class McpServerConfig(BaseModel):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
+    """A ``shared`` command server's working directory (a per-key one runs in the key's)."""
     url: str | None = Field(default=None, pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
+    headers_per_key: dict[str, dict[str, str]] = Field(default_factory=dict)
+    """Key id (``k_…``, as in ``GET /api/me``) → headers added for that key's session; a key
+    with no entry gets no session (its calls are refused)."""
+    shared: bool = False
+    scope: Literal["key", "family"] = "key"
+    idle_s: float = Field(
+        default=300.0, gt=0, description="a per-key server unused this long is stopped"
+    )
+    read_only: list[str] = Field(default_factory=list)
     call_timeout_s: float = Field(default=60.0, gt=0, le=3600, description="one tool call")
     connect_timeout_s: float = Field(default=30.0, gt=0, le=600, description="start + listing")
     restart_max_delay_s: float = Field(
@@ -357,11 +377,27 @@ class McpServerConfig(BaseModel):
     def _one_transport(self) -> McpServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("an MCP server needs exactly one of command (stdio) or url (HTTP)")
-        if self.url is not None and (self.args or self.env or self.cwd):
-            raise ValueError("args, env and cwd belong to a command server, not a url one")
-        if self.command is not None and self.headers:
+        if self.url is not None and (self.args or self.env or self.cwd or self.read_only):
+            raise ValueError(
+                "args, env, cwd and read_only belong to a command server, not a url one"
+            )
+        if self.command is not None and (self.headers or self.headers_per_key):
             raise ValueError("headers belong to a url server, not a command one")
+        if self.cwd is not None and not self.shared:
+            raise ValueError("cwd: a per-key server runs in the key's directory (shared: true?)")
+        if self.url is not None and not self.shared and not self.headers_per_key:
+            raise ValueError(
+                "a url server without headers_per_key is one session for every key: set "
+                "shared: true (and give it nothing key-specific), or headers_per_key"
+            )
+        if self.shared and self.headers_per_key:
+            raise ValueError("headers_per_key makes a per-key server; drop shared: true")
         return self
+
+    @property
+    def per_key(self) -> bool:
+        """One process (session) per key or family rather than one for every key."""
+        return not self.shared
 
 
 class WebSearchConfig(BaseModel):

@@ -37,18 +37,26 @@ def build_executor(
     """An executor on ``ctx``; ``tools``/``resolve_model`` replace the configured ones
     (in-process benchmarks)."""
     registry = tools if tools is not None else load_tools(settings.tool_modules, ctx.config.tools)
+    working_root = settings.working_root or ctx.config.working_root or Path.cwd()
     remote = RemoteAgents(ctx.config.remote_agents)  # the executor closes it
     agent = AgentTurns(
         ctx.config,
         registry,
         workspace=KvWorkspace(ctx.conn),
-        working_root=settings.working_root or ctx.config.working_root or Path.cwd(),
+        working_root=working_root,
         resolve_model=resolve_model,
         ancestor_budget=partial(ancestor_over_budget, ctx.store),
         messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}", remote=remote),
         experiences=ExperienceStore(ctx.conn),
     )
-    offered = ExecutorTools(ctx.conn, settings.id, registry, ctx.config.tools)
+    offered = ExecutorTools(
+        ctx.conn,
+        settings.id,
+        registry,
+        ctx.config.tools,
+        working_root=working_root,
+        sandbox=ctx.config.sandbox,
+    )
     return Executor(ctx, settings, agent, offered, remote)
 
 

@@ -9,9 +9,11 @@ defines ``register(registry: ToolRegistry) -> None`` or exposes ``TOOLS``, an it
 to import, or defines neither, stops the executor at start with a clear message rather than
 serving traces without the tools they expect.
 
-:class:`ExecutorTools` starts the MCP servers once per executor (before it consumes, so the
-first turns see their tools) and writes the catalogue ``GET /api/tools`` serves to the
-workspace (see :mod:`longhaul.agent.tools.catalogue`) at start and on every server change.
+:class:`ExecutorTools` starts the shared MCP servers and lists each per-key one's tools from
+a probe instance before it consumes, so the first turns see them (a per-key server's instances
+start on a key's first call, in the sandbox: :mod:`longhaul.agent.tools.mcp_keys`), and writes
+the catalogue ``GET /api/tools`` serves to the workspace (see
+:mod:`longhaul.agent.tools.catalogue`) at start and on every server change.
 """
 
 from __future__ import annotations
@@ -22,16 +24,17 @@ import importlib
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import msgspec
 from longhaul.agent.tools import BUILTIN_TOOLS, Tool, ToolRegistry, builtin_tools
 from longhaul.agent.tools.builtin import OPT_IN_TOOLS
 from longhaul.agent.tools.catalogue import build_catalogue, catalogue_key
-from longhaul.agent.tools.mcp import McpTools
+from longhaul.agent.tools.mcp_tools import McpTools
 from longhaul.agent.tools.search import backend_for, web_search_tool
 from longhaul.core.connection import Connection
 from longhaul.core.workspace import WorkspaceStore
-from longhaul.domain.config import ConfigError, ToolsConfig
+from longhaul.domain.config import ConfigError, SandboxConfig, ToolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +93,25 @@ class ExecutorTools:
     """The registry's MCP servers and the catalogue an executor publishes."""
 
     def __init__(
-        self, conn: Connection, executor_id: str, registry: ToolRegistry, config: ToolsConfig
+        self,
+        conn: Connection,
+        executor_id: str,
+        registry: ToolRegistry,
+        config: ToolsConfig,
+        *,
+        working_root: Path,
+        sandbox: SandboxConfig,
     ) -> None:
         self.executor_id = executor_id
         self.registry = registry
         self.workspace = WorkspaceStore(conn)
-        self.mcp = McpTools(config.mcp_servers, registry, on_change=self._changed)
+        self.mcp = McpTools(
+            config.mcp_servers,
+            registry,
+            working_root=working_root,
+            sandbox=sandbox,
+            on_change=self._changed,
+        )
         self._dirty = asyncio.Event()
         self._publisher: asyncio.Task[None] | None = None
 

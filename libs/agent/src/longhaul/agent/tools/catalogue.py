@@ -20,7 +20,7 @@ from longhaul.agent.tools.base import Tool
 from longhaul.agent.tools.registry import ToolRegistry
 
 Origin = Literal["builtin", "module", "mcp"]
-ServerState = Literal["starting", "up", "down"]
+ServerState = Literal["starting", "up", "down", "idle"]
 
 
 class CatalogueTool(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -31,6 +31,8 @@ class CatalogueTool(msgspec.Struct, kw_only=True, omit_defaults=True):
     read_only: bool = False
     server: str | None = None
     """The MCP server a tool of origin ``mcp`` belongs to."""
+    shared: bool = False
+    """A tool of a ``shared`` MCP server: offered only by presets that name it."""
 
 
 class CatalogueServer(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -40,6 +42,10 @@ class CatalogueServer(msgspec.Struct, kw_only=True, omit_defaults=True):
     tools: int = 0
     error: str | None = None
     restarts: int = 0
+    scope: Literal["key", "family"] | None = None
+    """How a per-key server is instantiated (``None``: one shared process or session)."""
+    instances: int | None = None
+    """A per-key server's running instances."""
 
 
 class Catalogue(msgspec.Struct, kw_only=True):
@@ -69,6 +75,7 @@ def describe(tool: Tool, builtin: Iterable[str]) -> CatalogueTool:
         origin=origin,
         read_only=tool.read_only,
         server=tool.metadata.get("server"),
+        shared=bool(tool.metadata.get("shared")),
     )
 
 

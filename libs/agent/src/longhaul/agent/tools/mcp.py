@@ -1,13 +1,12 @@
-"""MCP servers' tools, offered to the model as ``<server>__<tool>``.
+"""One MCP session (:class:`McpServer`): started with the official ``mcp`` SDK's
+:class:`mcp.Client`, kept open by a supervising task, restarted when it dies, and, for a
+per-key instance, stopped when idle; and the mapping of an MCP result to a tool message.
 
-The operator lists servers under ``tools.mcp_servers`` (a ``command`` spoken to over stdio,
-or a streamable-HTTP ``url``). :class:`McpTools` starts each one once per executor, with the
-official ``mcp`` SDK's :class:`mcp.Client`, and keeps it running: one supervising task per
-server holds the session open, and when the server dies (a call finds the connection closed)
-it closes what is left and connects again after a pause that doubles up to
-``restart_max_delay_s``. Each listed tool becomes a :class:`McpTool` in the executor's
-registry with the server's own input schema, so schema validation, loop detection, presets'
-allow/deny lists and approval apply to it like to any built-in.
+The supervisor holds the session open; when the server dies (a call finds the connection
+closed) it closes what is left and connects again after a pause that doubles up to
+``restart_max_delay_s``. A per-key instance (see :mod:`longhaul.agent.tools.mcp_keys`) runs
+its command in the sandbox ``bash`` runs in, in its key's directory, and ends its session once
+no call has used it for ``idle_s``.
 
 A call never hangs a turn: it is bounded by ``call_timeout_s``; a server that is down answers
 at once with ``mcp_unavailable`` (while a restart attempt is under way the call waits for it, at
@@ -25,29 +24,27 @@ import json
 import logging
 import os
 import re
+import resource
 import string
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import mcp_types
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from longhaul.agent.errors import ToolError
 from longhaul.agent.messages import error_text
-from longhaul.agent.tools.base import Tool
-from longhaul.agent.tools.catalogue import CatalogueServer, ServerState
+from longhaul.agent.tools.catalogue import ServerState
+from longhaul.agent.tools.childproc import child_env
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.offload import fit_output
-from longhaul.agent.tools.registry import ToolRegistry
-from longhaul.agent.tools.result import Attachment, ToolReply, ToolResult
-from longhaul.agent.tools.schema import ArgsModel
-from longhaul.domain.config import McpServerConfig
+from longhaul.agent.tools.result import Attachment, ToolResult
+from longhaul.agent.tools.sandbox import Sandbox, rlimits
+from longhaul.domain.config import McpServerConfig, SandboxConfig
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 from mcp.shared.exceptions import MCPError
-from pydantic import ConfigDict
 
 log = logging.getLogger(__name__)
 
@@ -57,28 +54,9 @@ MAX_NAME = 64
 FIRST_RESTART_DELAY_S = 0.5
 
 
-class _AnyArguments(ArgsModel):
-    """MCP tools are validated against the server's JSON schema, not a pydantic model."""
-
-    model_config = ConfigDict(extra="allow")
-
-
 def exposed_name(server: str, tool: str) -> str:
     """``<server>__<tool>`` with characters providers refuse replaced, cut to 64."""
     return (server + SEPARATOR + re.sub(r"[^A-Za-z0-9_-]", "_", tool))[:MAX_NAME]
-
-
-def _input_schema(tool: mcp_types.Tool) -> dict[str, Any]:
-    schema = dict(tool.input_schema or {})
-    schema.pop("title", None)
-    schema.setdefault("type", "object")
-    schema.setdefault("properties", {})
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        log.warning("MCP tool %s has an invalid input schema (%s); any object passes", tool, exc)
-        return {"type": "object", "properties": {}}
-    return schema
 
 
 def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
@@ -90,16 +68,34 @@ def _expand(value: str, environ: Mapping[str, str], where: str) -> str:
         raise ValueError(f"{where}: {exc}") from None
 
 
-@dataclass(frozen=True, eq=False)
-class McpTool(Tool):
-    """A tool of an MCP server; ``run`` sends the raw arguments to the server."""
+_PRLIMIT = {
+    resource.RLIMIT_AS: "--as",
+    resource.RLIMIT_NPROC: "--nproc",
+    resource.RLIMIT_FSIZE: "--fsize",
+    resource.RLIMIT_CORE: "--core",
+}
 
-    server: McpServer | None = None
-    remote_name: str = ""
 
-    async def run(self, ctx: ToolContext, arguments: dict[str, Any]) -> ToolReply:
-        assert self.server is not None
-        return await self.server.call(ctx, self.remote_name, arguments)
+def _limited(argv: list[str], config: SandboxConfig) -> list[str]:
+    """``argv`` under the sandbox's resource limits, set by ``prlimit``: the SDK starts the
+    server with no ``preexec_fn``. CPU time is left out: a server lives across many calls and
+    keys' turns, and its seconds would add up to a kill in the middle of one."""
+    flags = [
+        f"{_PRLIMIT[which]}={soft}:{hard}"
+        for which, soft, hard in rlimits(config)
+        if which in _PRLIMIT
+    ]
+    return ["prlimit", *flags, "--", *argv]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a per-key instance runs: a command in ``sandbox`` with ``working_dir`` as its
+    cwd and only writable path; a url session with ``headers`` added (its key's)."""
+
+    working_dir: Path | None = None
+    sandbox: Sandbox | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -115,7 +111,13 @@ class McpServer:
     restarts: int = 0
     listener: Callable[[McpServer], None] | None = None
     """Called on every change of state (``up`` with the fresh tool listing)."""
+    placement: Placement | None = None
+    """``None``: the operator's shared server, run as configured (``cwd``, unconfined)."""
+    idle_s: float | None = None
+    """End the session once no call has used it this long (``None``: never)."""
     _client: Client | None = None
+    _busy: int = 0
+    _last_used: float = field(default_factory=time.monotonic)
     _broken: asyncio.Event = field(default_factory=asyncio.Event)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _next_attempt: float = 0.0
@@ -123,10 +125,11 @@ class McpServer:
     def _transport(self) -> Any:
         config = self.config
         where = f"tools.mcp_servers.{self.name}"
+        place = self.placement or Placement()
         if config.url is not None:
             headers = {
                 key: _expand(value, self.environ, f"{where}.headers.{key}")
-                for key, value in config.headers.items()
+                for key, value in {**config.headers, **place.headers}.items()
             }
             http = create_mcp_http_client(headers=headers)
             return streamable_http_client(config.url, http_client=http)
@@ -135,13 +138,26 @@ class McpServer:
             key: _expand(value, self.environ, f"{where}.env.{key}")
             for key, value in config.env.items()
         }
+        if place.working_dir is None or place.sandbox is None:
+            return StdioServerParameters(
+                command=config.command, args=config.args, env=env, cwd=config.cwd
+            )
+        # the allow-listed environment plus the operator's, inside bubblewrap (raises
+        # SandboxUnavailable, reported as the server's start error, when there is none)
+        env = child_env(place.working_dir, env)
+        argv = place.sandbox.command(
+            _limited([config.command, *config.args], place.sandbox.config),
+            working_dir=place.working_dir,
+            env=env,
+        )
         return StdioServerParameters(
-            command=config.command, args=config.args, env=env, cwd=config.cwd
+            command=argv[0], args=argv[1:], env=env, cwd=str(place.working_dir)
         )
 
     async def supervise(self) -> None:
         """Connect, list the tools, hold the session until it breaks; again, with backoff."""
         delay = FIRST_RESTART_DELAY_S
+        idle = False
         while True:
             self.state = "starting"
             self._broken.clear()
@@ -160,7 +176,8 @@ class McpServer:
                     delay = FIRST_RESTART_DELAY_S
                     self._signal()
                     log.info("MCP server %s is up with %d tool(s)", self.name, len(self.tools))
-                    await self._broken.wait()
+                    if not await self._hold():
+                        idle = True
             except asyncio.CancelledError:
                 raise
             except TimeoutError:
@@ -169,6 +186,11 @@ class McpServer:
                 self._failed(_describe(exc))
             finally:
                 self._client = None
+            if idle or self._unused():  # a failing instance no call wants is not restarted
+                log.info("MCP server %s stopped: unused for %g s", self.name, self.idle_s)
+                self.state = "idle"
+                self._signal()
+                return
             log.warning(
                 "MCP server %s is down (%s); next start in %.1f s",
                 self.name,
@@ -181,6 +203,28 @@ class McpServer:
             self._signal()
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.config.restart_max_delay_s)
+
+    def _unused(self) -> bool:
+        return (
+            self.idle_s is not None
+            and not self._busy
+            and time.monotonic() - self._last_used >= self.idle_s
+        )
+
+    async def _hold(self) -> bool:
+        """Wait until the session breaks (``True``) or, with ``idle_s``, until no call has
+        used it for that long (``False``)."""
+        if self.idle_s is None:
+            await self._broken.wait()
+            return True
+        while True:
+            if self._unused():
+                return False
+            left = self._last_used + self.idle_s - time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(left, 0.0) or self.idle_s):
+                    await self._broken.wait()
+                    return True
 
     def _failed(self, reason: str) -> None:
         """A start that failed, or the close of a session a call found broken (whose
@@ -233,6 +277,14 @@ class McpServer:
         )
 
     async def call(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        self._busy += 1  # before any await: an idle check never stops a session in use
+        try:
+            return await self._call(ctx, tool, arguments)
+        finally:
+            self._busy -= 1
+            self._last_used = time.monotonic()
+
+    async def _call(self, ctx: ToolContext, tool: str, arguments: dict[str, Any]) -> ToolResult:
         client = await self._connected()
         seconds = self.config.call_timeout_s
         qualified = exposed_name(self.name, tool)
@@ -336,89 +388,3 @@ async def tool_result(
         include_output_only_once=once,
         attachments=tuple(attachments),
     )
-
-
-class McpTools:
-    """Every configured MCP server of one executor, and their tools in its registry.
-
-    :meth:`start` launches the supervisors and waits (each at most its ``connect_timeout_s``)
-    until every server is up or has failed a first time, so the first turns see the tools of
-    every server that could start; a server that comes up later adds its tools then.
-    ``on_change`` is called whenever the set of tools or a server's state changes (the
-    executor republishes its catalogue).
-    """
-
-    def __init__(
-        self,
-        servers: Mapping[str, McpServerConfig],
-        registry: ToolRegistry,
-        *,
-        environ: Mapping[str, str] | None = None,
-        on_change: Callable[[], None] | None = None,
-    ) -> None:
-        env = dict(os.environ if environ is None else environ)
-        self.servers = {
-            name: McpServer(name, config, env, listener=self._changed)
-            for name, config in servers.items()
-        }
-        self.registry = registry
-        self.on_change = on_change
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        for server in self.servers.values():
-            self._tasks.append(asyncio.create_task(server.supervise(), name=f"mcp-{server.name}"))
-        await asyncio.gather(*(server.settled() for server in self.servers.values()))
-
-    def _changed(self, server: McpServer) -> None:
-        if server.state == "up":
-            self._register(server)
-        if self.on_change is not None:
-            self.on_change()
-
-    def _register(self, server: McpServer) -> None:
-        for remote in server.tools:
-            name = exposed_name(server.name, remote.name)
-            existing = self.registry.get(name)
-            if existing is not None and not (
-                isinstance(existing, McpTool) and existing.server is server
-            ):
-                log.warning(
-                    "MCP tool %s of %s clashes with tool %s; skipped",
-                    remote.name,
-                    server.name,
-                    name,
-                )
-                continue
-            self.registry.put(
-                McpTool(
-                    name=name,
-                    description=remote.description or remote.title or remote.name,
-                    fn=server.call,
-                    arguments=_AnyArguments,
-                    input_schema=_input_schema(remote),
-                    read_only=bool(remote.annotations and remote.annotations.read_only_hint),
-                    metadata={"origin": "mcp", "server": server.name},
-                    server=server,
-                    remote_name=remote.name,
-                )
-            )
-
-    def status(self) -> list[CatalogueServer]:
-        return [
-            CatalogueServer(
-                name=server.name,
-                transport="http" if server.config.url is not None else "stdio",
-                state=server.state,
-                tools=len(server.tools),
-                error=server.last_error,
-                restarts=server.restarts,
-            )
-            for server in self.servers.values()
-        ]
-
-    async def aclose(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()

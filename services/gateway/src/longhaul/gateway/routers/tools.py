@@ -39,16 +39,26 @@ class ToolView(BaseModel):
     )
     read_only: bool
     server: str | None = Field(default=None, description="the MCP server of an mcp tool")
+    shared: bool = Field(
+        default=False,
+        description="a tool of a shared MCP server, offered only by presets that name it",
+    )
 
 
 class McpServerView(BaseModel):
     executor: str
     name: str
     transport: Literal["stdio", "http"]
-    state: Literal["starting", "up", "down"]
+    state: Literal["starting", "up", "down", "idle"]
     tools: int
     error: str | None = None
     restarts: int
+    scope: Literal["key", "family"] | None = Field(
+        default=None,
+        description="a per-key server's instances: one per key or per trace family "
+        "(null: one shared process or session)",
+    )
+    instances: int | None = Field(default=None, description="a per-key server's running ones")
 
 
 class ToolList(BaseModel):
