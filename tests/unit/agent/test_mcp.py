@@ -9,13 +9,15 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import mcp_types
 import pytest
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools import ToolRegistry, ToolResult
 from longhaul.agent.tools.mcp import exposed_name
-from longhaul.agent.tools.mcp_tools import McpTools
+from longhaul.agent.tools.mcp_tools import McpTools, _input_schema
 from longhaul.domain.config import McpServerConfig
 
+from tests.support.counting_server import counting_server
 from tests.unit.agent.support import tool_context
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -102,3 +104,16 @@ async def test_images_become_attachments(
 def test_exposed_names_fit_every_provider() -> None:
     assert exposed_name("files", "read.file v2") == "files__read_file_v2"
     assert len(exposed_name("s", "x" * 100)) == 64
+
+
+def test_a_server_schema_that_would_fetch_or_backtrack_is_not_used() -> None:
+    """A hostile MCP server's schema: a remote ``$ref`` (fetched by jsonschema) or a pattern
+    RE2 cannot run is dropped for "any object", with a warning; nothing is fetched."""
+    with counting_server() as (url, hits):
+        for schema in (
+            {"type": "object", "properties": {"a": {"$ref": f"{url}/a.json"}}},
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "(x)\\1"}}},
+        ):
+            tool = mcp_types.Tool(name="t", input_schema=schema)
+            assert _input_schema(tool) == {"type": "object", "properties": {}}
+    assert hits == []
