@@ -1,12 +1,24 @@
-"""File tools: read, write, edit, glob, grep — all jailed to the trace's working directory."""
+"""File tools: read, write, edit, glob, grep — all jailed to the trace's working directory.
+
+They run in the executor, beside every other tenant's traces, on files a sandboxed ``bash``
+of the same key may be changing: every open goes through :mod:`~longhaul.agent.tools.beneath`
+(resolved in the kernel, never out of the directory), the work runs in a thread, reads are
+streamed and capped (memory follows the window asked for, not the file), and ``grep`` matches
+with RE2 (linear time: no pattern can stall the executor) under a deadline.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
-import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
+import re2
 from longhaul.agent.errors import ToolError
+from longhaul.agent.tools import beneath
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.jail import inside, jailed, relative
@@ -14,15 +26,71 @@ from longhaul.agent.tools.result import ToolResult
 
 _BINARY_PROBE = 8192
 _GREP_MAX_FILE = 2_000_000
+_GREP_DEADLINE_S = 20.0
+_LINE_MAX_BYTES = 4_000
+"""A longer line is shown cut (a minified file, a log with no newlines)."""
+_COUNT_MAX_BYTES = 64 * 1024 * 1024
+"""How far past the window lines are still counted for "N more lines"."""
+EDIT_MAX_BYTES = 8 * 1024 * 1024
+_CHUNK = 64 * 1024
 
 
-def _read_text(path: Path) -> str:
-    if not path.is_file():
-        raise ToolError(f"{path.name}: no such file", code="not_found")
-    with path.open("rb") as handle:
-        if b"\0" in handle.read(_BINARY_PROBE):
-            raise ToolError(f"{path.name} looks binary; not shown", code="binary_file")
-    return path.read_text(encoding="utf-8", errors="replace")
+def _check_text(fd: int, path: str) -> None:
+    if b"\0" in os.pread(fd, _BINARY_PROBE, 0):
+        raise ToolError(f"{path} looks binary; not shown", code="binary_file")
+
+
+def _lines(handle: BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """Each line (without its newline) cut at ``_LINE_MAX_BYTES``, and whether it was cut;
+    the rest of a long line is skipped in chunks, never held."""
+    while True:
+        line = handle.readline(_LINE_MAX_BYTES + 1)
+        if not line:
+            return
+        if line.endswith(b"\n"):
+            yield line[:-1], False
+            continue
+        if len(line) <= _LINE_MAX_BYTES:  # the last line, without a newline
+            yield line, False
+            return
+        while True:
+            rest = handle.readline(_CHUNK)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield line[:_LINE_MAX_BYTES], True
+
+
+def _count_newlines(handle: BinaryIO) -> tuple[int, bool]:
+    """Lines left (up to ``_COUNT_MAX_BYTES`` read), and whether the count is whole."""
+    count = read = 0
+    last = b"\n"
+    while read < _COUNT_MAX_BYTES:
+        chunk = handle.read(_CHUNK)
+        if not chunk:
+            return count + (last != b"\n"), True
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+        read += len(chunk)
+    return count, False
+
+
+def _read_window(root: Path, path: str, start: int, count: int) -> tuple[str, int, bool, int]:
+    """Lines ``start``.. (``count`` at most), numbered; lines after them; whether that count
+    is whole; the file's size."""
+    with beneath.root(root) as root_dir, beneath.opened(root_dir, path) as fd:
+        _check_text(fd, path)
+        size = os.fstat(fd).st_size
+        with os.fdopen(os.dup(fd), "rb", buffering=_CHUNK) as handle:
+            shown: list[str] = []
+            for number, (line, cut) in enumerate(_lines(handle), 1):
+                if number <= start:
+                    continue
+                text = line.decode("utf-8", errors="replace")
+                shown.append(f"{number:6}\t{text}" + (" … [line cut]" if cut else ""))
+                if len(shown) >= count:
+                    break
+            more, whole = _count_newlines(handle)
+    return "\n".join(shown), more, whole, size
 
 
 @tool(read_only=True, path_params=("path",))
@@ -36,22 +104,28 @@ async def read(
         offset: first line to return (1-based).
         limit: how many lines to return (default: the configured maximum).
     """
-    target = jailed(ctx.working_dir, path)
-    lines = _read_text(target).splitlines()
+    jailed(ctx.working_dir, path)  # a clear refusal first; the open itself is what holds
     count = min(limit or ctx.settings.read_max_lines, ctx.settings.read_max_lines)
     start = max(offset, 1) - 1
-    chunk = lines[start : start + count]
-    body = "\n".join(f"{start + i + 1:6}\t{line}" for i, line in enumerate(chunk))
-    more = len(lines) - (start + len(chunk))
+    body, more, whole, size = await asyncio.to_thread(
+        _read_window, ctx.working_dir, path, start, count
+    )
+    shown = body.count("\n") + 1 if body else 0
     if more > 0:
-        body += f"\n… {more} more lines (continue with offset={start + len(chunk) + 1})"
+        lines = f"{more} more lines" if whole else f"more lines (the file is {size} bytes)"
+        body += f"\n… {lines} (continue with offset={start + shown + 1})"
     return ToolResult(
         output=body or "(empty file)",
         title=f"read {path}",
-        long_term_memory=f"read {path} lines {start + 1}-{start + len(chunk)} (read it again "
+        long_term_memory=f"read {path} lines {start + 1}-{start + shown} (read it again "
         "if you need the text)",
         include_output_only_once=True,
     )
+
+
+def _write(root: Path, path: str, data: bytes) -> None:
+    with beneath.root(root) as root_dir:
+        beneath.replace_file(root_dir, path, data)
 
 
 @tool(path_params=("path",))
@@ -62,11 +136,37 @@ async def write(ctx: ToolContext, path: str, content: str) -> ToolResult:
         path: file path relative to the working directory.
         content: the complete new file content.
     """
-    target = jailed(ctx.working_dir, path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
-    size = len(content.encode())
-    return ToolResult(output=f"wrote {size} bytes to {path}", title=f"write {path}")
+    jailed(ctx.working_dir, path)
+    data = content.encode()
+    await asyncio.to_thread(_write, ctx.working_dir, path, data)
+    return ToolResult(output=f"wrote {len(data)} bytes to {path}", title=f"write {path}")
+
+
+def _edit(root: Path, path: str, old: str, new: str, replace_all: bool) -> int:
+    with beneath.root(root) as root_dir:
+        with beneath.opened(root_dir, path) as fd:
+            _check_text(fd, path)
+            size = os.fstat(fd).st_size
+            if size > EDIT_MAX_BYTES:
+                raise ToolError(
+                    f"{path} is {size} bytes, over the {EDIT_MAX_BYTES} an edit reads; "
+                    "change it with bash (sed, a script) instead",
+                    code="file_too_large",
+                )
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                text = handle.read(EDIT_MAX_BYTES + 1).decode("utf-8", errors="replace")
+        count = text.count(old) if old else 0
+        if count == 0:
+            raise ToolError(f"the text to replace was not found in {path}", code="edit_no_match")
+        if count > 1 and not replace_all:
+            raise ToolError(
+                f"the text to replace occurs {count} times in {path}; add context or set "
+                "replace_all",
+                code="edit_ambiguous",
+            )
+        changed = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        beneath.replace_file(root_dir, path, changed.encode())
+    return count if replace_all else 1
 
 
 @tool(path_params=("path",))
@@ -81,23 +181,9 @@ async def edit(
         new: the replacement text.
         replace_all: replace every occurrence instead of requiring exactly one.
     """
-    target = jailed(ctx.working_dir, path)
-    text = _read_text(target)
-    count = text.count(old) if old else 0
-    if count == 0:
-        raise ToolError(f"the text to replace was not found in {path}", code="edit_no_match")
-    if count > 1 and not replace_all:
-        raise ToolError(
-            f"the text to replace occurs {count} times in {path}; add context or set replace_all",
-            code="edit_ambiguous",
-        )
-    target.write_text(
-        text.replace(old, new) if replace_all else text.replace(old, new, 1), encoding="utf-8"
-    )
-    return ToolResult(
-        output=f"replaced {count if replace_all else 1} occurrence(s) in {path}",
-        title=f"edit {path}",
-    )
+    jailed(ctx.working_dir, path)
+    replaced = await asyncio.to_thread(_edit, ctx.working_dir, path, old, new, replace_all)
+    return ToolResult(output=f"replaced {replaced} occurrence(s) in {path}", title=f"edit {path}")
 
 
 @tool(read_only=True, path_params=("path",))
@@ -135,6 +221,50 @@ def _walk(root: Path, base: Path) -> list[Path]:
     return found
 
 
+def _compile(pattern: str, ignore_case: bool) -> object:
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        raise ToolError(
+            f"invalid regular expression: {exc} (RE2 syntax: no backreferences or lookaround)",
+            code="invalid_regex",
+        ) from exc
+
+
+def _grep(
+    root: Path, base: Path, regex: object, include: str | None, cap: int
+) -> tuple[list[str], bool]:
+    """``file:line: text`` hits (one more than ``cap`` means more), and whether the deadline
+    cut the search."""
+    deadline = time.monotonic() + _GREP_DEADLINE_S
+    hits: list[str] = []
+    with beneath.root(root) as root_dir:
+        for file in _walk(root, base):
+            if time.monotonic() > deadline:
+                return hits, True
+            if include and not file.match(include):
+                continue
+            name = relative(root, file)
+            try:
+                with beneath.opened(root_dir, name) as fd:
+                    if os.fstat(fd).st_size > _GREP_MAX_FILE:
+                        continue
+                    _check_text(fd, name)
+                    with os.fdopen(os.dup(fd), "rb") as handle:
+                        for number, (line, _) in enumerate(_lines(handle), 1):
+                            text = line.decode("utf-8", errors="replace")
+                            if regex.search(text):  # type: ignore[attr-defined]
+                                hits.append(f"{name}:{number}: {text[:300]}")
+                                if len(hits) > cap:
+                                    return hits, False
+            except (ToolError, OSError):
+                continue
+    return hits, False
+
+
 @tool(read_only=True, path_params=("path",))
 async def grep(
     ctx: ToolContext,
@@ -143,39 +273,22 @@ async def grep(
     include: str | None = None,
     ignore_case: bool = False,
 ) -> ToolResult:
-    """Search file contents with a regular expression; prints ``file:line: text``.
+    """Search file contents with a regular expression (RE2 syntax: like Python's, without
+    backreferences or lookaround); prints ``file:line: text``.
 
     Args:
-        pattern: a Python regular expression.
+        pattern: a regular expression.
         path: file or directory to search, relative to the working directory.
         include: only files whose name matches this glob (e.g. ``*.py``).
         ignore_case: case-insensitive matching.
     """
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise ToolError(f"invalid regular expression: {exc}", code="tool_call_invalid") from exc
+    regex = _compile(pattern, ignore_case)
     base = jailed(ctx.working_dir, path)
     cap = ctx.settings.grep_max_results
-    hits: list[str] = []
-    for file in _walk(ctx.working_dir, base):
-        if include and not file.match(include):
-            continue
-        if file.stat().st_size > _GREP_MAX_FILE:
-            continue
-        try:
-            text = _read_text(file)
-        except ToolError:
-            continue
-        name = relative(ctx.working_dir, file)
-        for number, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
-                hits.append(f"{name}:{number}: {line[:300]}")
-                if len(hits) > cap:
-                    break
-        if len(hits) > cap:
-            break
+    hits, timed_out = await asyncio.to_thread(_grep, ctx.working_dir, base, regex, include, cap)
     shown = "\n".join(hits[:cap])
     if len(hits) > cap:
         shown += "\n… more matches; narrow the pattern or path"
+    if timed_out:
+        shown += f"\n… search stopped after {_GREP_DEADLINE_S:.0f} s; narrow the path"
     return ToolResult(output=shown or "no matches", title=f"grep {pattern}")

@@ -33,7 +33,12 @@ def jailed(root: Path, path: str) -> Path:
             f"path {path!r} refused: '..' may not leave the working directory", code=OUTSIDE
         )
     base = root.resolve()
-    resolved = (base / pure).resolve()
+    try:
+        resolved = (base / pure).resolve()
+    except OSError as exc:  # a link changing while it is followed
+        raise ToolError(
+            f"path {path!r} changed while it was checked: {exc.strerror}", code=OUTSIDE
+        ) from None
     if not resolved.is_relative_to(base):
         raise ToolError(
             f"path {path!r} refused: it resolves through a symlink to a place outside the "

@@ -10,41 +10,28 @@ attachment marked ``show`` (see :mod:`longhaul.agent.engine.attachments`).
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
-import stat
+from pathlib import Path
 
 from longhaul.agent.errors import ToolError
 from longhaul.agent.images import sniff
+from longhaul.agent.tools import beneath
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.jail import jailed, relative
 from longhaul.agent.tools.result import Attachment, ToolResult
 
 
-def _read(path: str, limit: int) -> bytes:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError as exc:
-        raise ToolError("no such file", code="not_found") from exc
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # the last component became a symlink after the check
-            raise ToolError("it is a symlink", code="path_outside_workdir") from exc
-        raise ToolError(f"cannot open it: {exc.strerror}", code="read_failed") from exc
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise ToolError("not a regular file", code="tool_call_invalid")
-    if info.st_nlink > 1:  # became a hard link after the check
-        os.close(fd)
-        raise ToolError("it is a hard link", code="path_outside_workdir")
-    with os.fdopen(fd, "rb") as handle:
-        if info.st_size > limit:
+def _read(root: Path, path: str, limit: int) -> bytes:
+    """The image's bytes, opened beneath the working directory (see ``beneath``)."""
+    with beneath.root(root) as root_dir, beneath.opened(root_dir, path) as fd:
+        size = os.fstat(fd).st_size
+        if size > limit:
             raise ToolError(
-                f"{info.st_size} bytes; images up to {limit} bytes can be shown",
-                code="image_too_large",
+                f"{size} bytes; images up to {limit} bytes can be shown", code="image_too_large"
             )
-        data = handle.read(limit + 1)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
     if len(data) > limit:
         raise ToolError(f"more than {limit} bytes", code="image_too_large")
     return data
@@ -60,7 +47,7 @@ async def view_image(ctx: ToolContext, path: str) -> ToolResult:
     """
     resolved = jailed(ctx.working_dir, path)
     try:
-        data = await asyncio.to_thread(_read, str(resolved), ctx.settings.image_max_bytes)
+        data = await asyncio.to_thread(_read, ctx.working_dir, path, ctx.settings.image_max_bytes)
     except ToolError as exc:
         raise ToolError(f"{path}: {exc}", code=exc.code) from exc
     media = sniff(data)
