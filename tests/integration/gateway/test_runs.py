@@ -157,3 +157,19 @@ async def test_runs_belong_to_the_key_that_made_them(nats_config: NatsConfig) ->
         async with gateway.client("bob-key-0123456789") as bob:
             assert (await bob.get(f"/api/traces/{trace['trace_id']}")).status_code == 404
             assert (await bob.get(f"/api/tasks/{task['task_id']}")).status_code == 404
+
+
+@pytest.mark.parametrize("default", ["scripted:demo", "scripted:auto"])
+async def test_a_scripted_default_model_never_estimates_the_route(
+    nats_config: NatsConfig, default: str
+) -> None:
+    """With no model configured (`make run` uses scripted:demo), the script's placeholder is
+    no estimate: the rules route the question to one agent and say why."""
+    config: LonghaulConfig = gateway_config(nats_config)
+    config.models = config.models.model_copy(update={"default": default, "roles": {}})
+    async with serve_gateway(config) as gateway:
+        answer = await post_run(gateway, goal="what files are in my workdir?")
+    assert answer["kind"] == "trace"
+    route = answer["route"]
+    assert route["source"] == "rules" and route["tier"] in {"react", "skill"}
+    assert route["complexity"] < 0.7 and "[rules:" in route["reason"]

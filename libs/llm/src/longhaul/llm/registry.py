@@ -146,6 +146,13 @@ def is_offline(model_string: str) -> bool:
     return model_string.startswith("scripted:auto")
 
 
+def is_scripted(model_string: str) -> bool:
+    """A script answers what it was written to answer, never a judgement of its input: the
+    router's estimate and the plan check take their rules instead of any ``scripted:`` model
+    (``scripted:demo`` would call every goal a 1.00 team job)."""
+    return model_string.startswith("scripted:")
+
+
 class ModelRegistry:
     """Resolves model strings; owns the HTTP clients of the endpoints it created."""
 

@@ -20,7 +20,7 @@ from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
-from longhaul.llm.registry import ModelRegistry, is_offline
+from longhaul.llm.registry import ModelRegistry, is_scripted
 from longhaul.llm.types import Model
 
 RETRY = {"Retry-After": "1"}
@@ -61,7 +61,7 @@ class Runtime:
     def utility_model(self) -> Model | None:
         """The utility model, or ``None`` when it is offline or cannot be built (rules then)."""
         model_string = self.config.models.for_role("utility")
-        if self.models is None or is_offline(model_string):
+        if self.models is None or is_scripted(model_string):
             return None
         try:
             return self.models.resolve(model_string)

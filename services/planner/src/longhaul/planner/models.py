@@ -2,7 +2,8 @@
 
 An offline model — ``scripted:auto``, which invents schema-shaped answers — is treated as no
 model at all, so the planner takes its rule-based paths instead of acting on made-up plans or
-verdicts. A ``scripted:<file>`` model has a script and counts as a real one (tests).
+verdicts. A ``scripted:<file>`` model has a script and counts as a real one (tests), except as
+the utility model: its review of a plan would be a script's, not a judgement.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from longhaul.domain.config import ModelsConfig
-from longhaul.llm.registry import ModelRegistry, is_offline
+from longhaul.llm.registry import ModelRegistry, is_offline, is_scripted
 from longhaul.llm.types import Model
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,10 @@ class PlannerModels:
         return self.usable(self.config.for_role("planner"))
 
     def utility(self) -> Model | None:
-        """The utility role model (the plan's second opinion), or ``None`` when offline."""
-        return self.usable(self.config.for_role("utility"))
+        """The utility role model (the plan's second opinion), or ``None`` when offline or
+        scripted: a script's verdict on a plan is no review."""
+        model_string = self.config.for_role("utility")
+        return None if is_scripted(model_string) else self.usable(model_string)
 
     def usable(self, model_string: str | None) -> Model | None:
         if not model_string or is_offline(model_string):
