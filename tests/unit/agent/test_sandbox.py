@@ -262,3 +262,74 @@ def test_executor_says_at_start_up_that_bash_is_refused(
         AgentTurns(LonghaulConfig(), ToolRegistry(), workspace=None, working_root=tmp_path)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bash:")]
     assert "no sandbox" in line and "refused" in line and "sandbox.mode: none" in line
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the executor is not root here")
+
+
+@needs_bwrap
+@needs_root
+async def test_a_root_executor_s_sandbox_is_not_host_root(host: Host) -> None:
+    """Under a root service, bubblewrap's namespace root was host root: it could write
+    /proc/sys (kernel.core_pattern runs a program as root on the next crash). Tool processes
+    now run as an unprivileged uid, /proc/sys and sysrq-trigger read-only."""
+    core = Path("/proc/sys/kernel/core_pattern")
+    before = await asyncio.to_thread(core.read_text)
+    same = before.strip()  # never changed, even if the write went through
+    result = await run(
+        host.workdir,
+        f"id -u; echo '{same}' > /proc/sys/kernel/core_pattern && echo CORE-WRITTEN; "
+        "echo s > /proc/sysrq-trigger && echo SYSRQ-WRITTEN; "
+        "echo 1 > /proc/sys/vm/drop_caches && echo SYSCTL-WRITTEN; true",
+    )
+    assert await asyncio.to_thread(core.read_text) == before
+    lines = result.output.splitlines()
+    assert lines[0] == "65534", result.output
+    assert "WRITTEN" not in result.output, result.output
+    assert "Read-only file system" in result.output or "Permission denied" in result.output
+
+
+@needs_bwrap
+@needs_root
+async def test_a_root_executor_s_tools_share_their_files_with_the_sandbox(host: Host) -> None:
+    """Files the file tools write (as root) stay writable by the sandbox's uid, and what the
+    sandbox writes is the executor's to read."""
+    from longhaul.agent.tools.files import read, write
+
+    ctx = tool_context(host.workdir)
+    await write.run(ctx, {"path": "notes/a.txt", "content": "from the tool\n"})
+    result = await run(host.workdir, "echo 'from bash' >> notes/a.txt && cat notes/a.txt")
+    assert "from the tool\nfrom bash" in result.output, result.output
+    read_back = await read.run(ctx, {"path": "notes/a.txt"})
+    assert isinstance(read_back, ToolResult) and "from bash" in read_back.output
+    await write.run(ctx, {"path": "notes/b.txt", "content": "later\n"})
+    again = await run(host.workdir, "echo more >> notes/b.txt && cat notes/b.txt")
+    assert "later\nmore" in again.output, again.output
+
+
+@needs_bwrap
+@needs_root
+async def test_a_root_executor_s_sandbox_is_bounded_in_processes(host: Host) -> None:
+    """Root is exempt from RLIMIT_NPROC; the sandbox's uid is not."""
+    bomb = (
+        'python3 -c "import os,time\nn=0\nfor _ in range(300):\n try:\n  p=os.fork()\n'
+        " except OSError:\n  break\n if p==0:\n  time.sleep(30); os._exit(0)\n n+=1\n"
+        "print('forked', n)\""
+    )
+    result = await run(host.workdir, bomb, max_processes=40)
+    words = result.output.split()
+    assert "forked" in words, result.output
+    assert int(words[words.index("forked") + 1]) < 40
+
+
+@needs_bwrap
+async def test_tmp_is_bounded_and_namespaces_do_not_nest(host: Host) -> None:
+    result = await run(
+        host.workdir,
+        "head -c 8000000 /dev/zero > /tmp/fill; echo SIZE=$(stat -c %s /tmp/fill); "
+        "unshare -U true && echo NESTED; true",
+        tmp_mb=4,
+    )
+    [size] = [line[5:] for line in result.output.splitlines() if line.startswith("SIZE=")]
+    assert int(size) <= 4 * 1024 * 1024, result.output
+    assert "NESTED" not in result.output, result.output

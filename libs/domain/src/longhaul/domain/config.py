@@ -276,7 +276,9 @@ class SandboxConfig(BaseModel):
 
     ``auto`` uses bubblewrap when it works here and otherwise refuses to run them; ``bwrap``
     insists on it; ``none`` runs them unconfined (an explicit operator opt-out). The limits
-    apply in every mode (``setrlimit``; the kernel exempts root from ``max_processes``).
+    apply in every mode (``setrlimit``). A service running as root starts tool processes as
+    ``uid``/``gid`` (an unprivileged identity: the kernel exempts root from ``max_processes``,
+    and a root inside the sandbox's namespace is root on the host for what it can reach).
     """
 
     mode: Literal["auto", "bwrap", "none"] = "auto"
@@ -290,6 +292,11 @@ class SandboxConfig(BaseModel):
         default_factory=list,
         description="extra host paths tool processes may read (e.g. a toolchain in /opt)",
     )
+    tmp_mb: int = Field(default=512, ge=1, description="size of the private /tmp and /var/tmp")
+    uid: int = Field(
+        default=65534, ge=1, description="who tool processes run as under a root service"
+    )
+    gid: int = Field(default=65534, ge=1)
 
 
 class VerifierCommand(BaseModel):

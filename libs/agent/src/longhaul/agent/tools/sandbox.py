@@ -15,10 +15,12 @@ caller reports a tool error); ``mode: none`` is the operator's explicit opt-out.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
 import shutil
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,22 +44,81 @@ _ETC_NETWORK = (
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 
 
+# The kernel's knobs stay read-only even for a process that could write them.
+_PROC_READ_ONLY = (
+    *("--ro-bind", "/proc/sys", "/proc/sys"),
+    *("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"),
+)
+
+
 class SandboxUnavailable(RuntimeError):
     """No confinement mechanism works here and the operator did not opt out."""
 
 
+def _drop(config: SandboxConfig) -> list[str]:
+    """Under a root service, tool processes start as ``config.uid``: bubblewrap's namespace
+    would map its root to host root otherwise (able to write what is bound in, exempt from
+    ``RLIMIT_NPROC``)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv") or "setpriv"
+    return [setpriv, f"--reuid={config.uid}", f"--regid={config.gid}", "--clear-groups", "--"]
+
+
+def _searchable(path: Path, uid: int, gid: int) -> bool:
+    info = path.stat()
+    if info.st_uid == uid:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if info.st_gid == gid:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
+
+
+def hand_over(directory: Path, uid: int, gid: int) -> None:
+    """Give ``directory`` and what root made in it to the sandbox's identity, so that tool
+    processes can write where the file tools and uploads (running as root) wrote; entries
+    owned by anyone else are left alone, and links are never followed. A walk per command:
+    cheap next to starting a sandbox, and nothing root wrote since the last one is missed."""
+    for path in (directory, *directory.rglob("*")):
+        with contextlib.suppress(FileNotFoundError):
+            if path.lstat().st_uid == 0:
+                os.chown(path, uid, gid, follow_symlinks=False)
+
+
+def _unprivileged(config: SandboxConfig, places: Sequence[Path]) -> list[str]:
+    """The command prefix that drops root (empty when not root), after making ``places``
+    the sandbox identity's and checking that it can reach them."""
+    prefix = _drop(config)
+    if not prefix:
+        return []
+    for place in places:
+        resolved = Path(place).resolve()
+        blocked = [p for p in resolved.parents if not _searchable(p, config.uid, config.gid)]
+        if blocked:
+            raise SandboxUnavailable(
+                f"refused: the sandbox runs tool processes as uid {config.uid} (the service is "
+                f"root), which cannot reach {resolved}: {blocked[0]} is not searchable by it "
+                "(chmod o+x it, or set sandbox.uid)"
+            )
+        hand_over(resolved, config.uid, config.gid)
+    return prefix
+
+
 @functools.lru_cache(maxsize=8)
-def _probe(bwrap: str | None) -> str | None:
-    """``None`` if ``bwrap`` can build a sandbox here, else the reason it cannot."""
+def _probe(bwrap: str | None, drop: tuple[str, ...] = ()) -> str | None:
+    """``None`` if ``bwrap`` can build a sandbox here (as the identity ``drop`` switches to),
+    else the reason it cannot."""
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed or not on PATH"
     try:
         done = subprocess.run(
             [
+                *drop,
                 bwrap,
                 *_system_binds(),
                 *("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
-                *("--unshare-all", "--cap-drop", "ALL", "--", "true"),
+                *("--unshare-all", "--unshare-user", "--disable-userns"),
+                *("--cap-drop", "ALL", "--", "true"),
             ],
             capture_output=True,
             timeout=20,
@@ -91,7 +152,7 @@ class Sandbox:
         self.problem: str | None = None
         if self.config.mode != "none":
             self.bwrap = shutil.which("bwrap")
-            self.problem = _probe(self.bwrap)
+            self.problem = _probe(self.bwrap, tuple(_drop(self.config)))
 
     @property
     def confined(self) -> bool:
@@ -109,7 +170,11 @@ class Sandbox:
                 "(install bubblewrap, or set sandbox.mode: none to run them unconfined)"
             )
         network = "on" if c.network else "off"
-        return f"sandbox: bubblewrap ({self.bwrap}), network {network}, {limits}"
+        who = f", as uid {c.uid} (the service is root)" if os.geteuid() == 0 else ""
+        return (
+            f"sandbox: bubblewrap ({self.bwrap}){who}, network {network}, {limits}, "
+            f"/tmp {c.tmp_mb} MB, no nested namespaces"
+        )
 
     def command(
         self,
@@ -132,7 +197,9 @@ class Sandbox:
             )
         assert self.bwrap is not None
         c = self.config
-        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+        prefix = _unprivileged(c, (working_dir, *writable))
+        args = [*prefix, self.bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+        args += ["--unshare-user", "--disable-userns"]  # no nested namespaces inside
         if c.network:
             args.append("--share-net")
         args += ["--cap-drop", "ALL", "--hostname", "sandbox", *_system_binds()]
@@ -141,7 +208,9 @@ class Sandbox:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for path in c.read_only:
             args += ["--ro-bind-try", path, path]
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+        tmp = str(c.tmp_mb * 1024 * 1024)
+        args += ["--dev", "/dev", "--proc", "/proc", *_PROC_READ_ONLY]
+        args += ["--size", tmp, "--tmpfs", "/tmp", "--size", tmp, "--tmpfs", "/var/tmp"]
         for place in (working_dir, *writable):
             resolved = str(Path(place).resolve())
             args += ["--bind", resolved, resolved]
