@@ -218,3 +218,19 @@ async def test_cors_is_off_by_default_and_on_for_configured_origins(
             headers={"Origin": "https://other.example"},
         )
         assert other.status_code == 403
+
+
+async def test_metrics_are_the_operators_on_a_keyed_gateway(nats_config: NatsConfig) -> None:
+    """/metrics shows every key's totals: no client key opens it, only the operator's."""
+    async with serve_gateway(gateway_config(nats_config, api_keys=ALICE)) as unset:
+        async with unset.client() as anonymous, unset.client(ALICE) as alice:
+            assert (await anonymous.get("/metrics")).status_code == 403
+            refused = await alice.get("/metrics")
+            assert refused.status_code == 403 and "metrics_key" in refused.text
+    config = gateway_config(nats_config, api_keys=ALICE)
+    config.gateway.metrics_key = SecretStr("scrape-0123456789")
+    async with serve_gateway(config) as keyed:
+        async with keyed.client(ALICE) as alice, keyed.client("scrape-0123456789") as scraper:
+            assert (await alice.get("/metrics")).status_code == 401
+            scraped = await scraper.get("/metrics")
+            assert scraped.status_code == 200 and "longhaul_http_requests_total" in scraped.text

@@ -156,6 +156,11 @@ class GatewayConfig(BaseModel):
         "beyond it starting a run answers 429 with Retry-After",
     )
     cors_origins: list[str] = Field(default_factory=list)
+    metrics_key: SecretStr | None = Field(
+        default=None,
+        description="bearer token of GET /metrics on a gateway with API keys (it shows every "
+        "key's totals, so no client key opens it; unset: /metrics answers 403)",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
