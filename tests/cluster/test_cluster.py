@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from longhaul.core.connection import connect
 from longhaul.core.nats_server import ClusterMember, NatsServer, free_port
@@ -25,6 +26,7 @@ from longhaul.domain.config import NatsConfig
 
 from tests.chaos.suite import Row, _check, render
 from tests.integration.executor.scripts import record_steps
+from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.integration.planner.support import create_task, phase, planner_service
 from tests.support.nats import unique_namespace
 from tests.support.stack import ExecutorProcess, create_trace, test_config
@@ -158,3 +160,72 @@ async def test_killing_the_leader_and_another_node_loses_nothing(tmp_path: Path)
     print(render([row], "cluster: leader and another node killed"))
     assert row.aggregates == TRACES + 1, render([row], "cluster")
     assert row.clean and row.finished == row.aggregates, render([row], "cluster")
+
+
+KILLS = 3
+CREATES_PER_KILL = 12
+
+
+async def all_replicas_current(store: EventStore) -> None:
+    """A restarted node has caught up: killing another before would take the quorum."""
+    async with asyncio.timeout(90):
+        while True:
+            with contextlib.suppress(Exception):
+                info = await store.conn.js.stream_info(store.conn.names.stream)
+                replicas = info.cluster.replicas if info.cluster else None
+                if replicas and len(replicas) == 2 and all(r.current for r in replicas):
+                    return
+            await asyncio.sleep(0.2)
+
+
+async def test_node_kills_during_creation_answer_no_5xx(tmp_path: Path) -> None:
+    """Traces created through the gateway while the stream's leader (then the new one, and
+    again) is killed with ``kill -9``: the gateway waits out each election and retries with
+    the same message id, so no request answers 5xx and every accepted trace is on the log
+    exactly once."""
+    with three_nodes(tmp_path) as nodes:
+        urls = ",".join(server.url for server in nodes)
+        nats = NatsConfig(url=urls, namespace=unique_namespace(), replicas=3)
+        conn = await connect(nats, provision_settings=ProvisionSettings(replicas=3))
+        store = EventStore(conn)
+        statuses: list[int] = []
+        accepted: list[str] = []
+
+        async def create(http: httpx.AsyncClient, n: int) -> None:
+            response = await http.post(
+                "/api/traces",
+                json={"messages": [user_message(f"created during a kill {n}")]},
+                headers={"Idempotency-Key": f"kill-test-{n}"},
+            )
+            statuses.append(response.status_code)
+            if response.status_code == 202:
+                accepted.append(response.json()["trace_id"])
+
+        try:
+            async with (
+                serve_gateway(gateway_config(nats)) as gateway,
+                gateway.client(timeout=90) as http,
+            ):
+                for kill in range(KILLS):
+                    leader = await stream_leader(store)
+                    victim = next(s for s in nodes if s.cluster and s.cluster.name == leader)
+                    first = kill * CREATES_PER_KILL
+                    creating = [
+                        asyncio.create_task(create(http, first + n))
+                        for n in range(CREATES_PER_KILL)
+                    ]
+                    victim.kill()
+                    await asyncio.gather(*creating)
+                    victim.start()
+                    await all_replicas_current(store)
+            counts = {
+                trace_id: len([r async for r in store.replay("trace", trace_id)])
+                for trace_id in accepted
+            }
+        finally:
+            await conn.close()
+    failures = [status for status in statuses if status >= 500]
+    assert not failures, f"{len(failures)} of {len(statuses)} answered 5xx: {statuses}"
+    assert len(statuses) == KILLS * CREATES_PER_KILL
+    assert len(set(accepted)) == len(accepted) == statuses.count(202)
+    assert all(count == 1 for count in counts.values()), counts

@@ -36,7 +36,8 @@ class RunningGateway:
 
     def client(self, key: str | None = None, **kwargs: Any) -> httpx.AsyncClient:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=10.0, **kwargs)
+        kwargs.setdefault("timeout", 10.0)
+        return httpx.AsyncClient(base_url=self.url, headers=headers, **kwargs)
 
 
 def gateway_config(nats: NatsConfig, **gateway: Any) -> LonghaulConfig:

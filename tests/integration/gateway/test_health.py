@@ -75,7 +75,9 @@ async def test_readyz_is_503_when_nats_goes_away() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         server = NatsServer(Path(tmp) / "js", port=0).start()
         try:
-            config = gateway_config(NatsConfig(url=server.url, request_timeout_s=1))
+            config = gateway_config(
+                NatsConfig(url=server.url, request_timeout_s=1, unavailable_retry_s=1)
+            )
             async with serve_gateway(config) as running, running.client() as http:
                 conn = running.runtime.service.conn
                 assert (await http.get("/readyz")).json()["checks"]["nats"] == "ok"

@@ -31,6 +31,8 @@ class Connection:
     names: Names
     request_timeout_s: float = 5.0
     """How long a JetStream request (a publish's acknowledgement) may take."""
+    unavailable_retry_s: float = 20.0
+    """How long appends and reads wait out a leader election (``NatsConfig``)."""
     _kv: dict[str, KeyValue] = field(default_factory=dict)
     _obj: ObjectStore | None = None
 
@@ -114,7 +116,13 @@ async def connect(
         await retry_transient(
             lambda: provision(js, names, provision_settings), what="provisioning JetStream"
         )
-    return Connection(nc=nc, js=js, names=names, request_timeout_s=config.request_timeout_s)
+    return Connection(
+        nc=nc,
+        js=js,
+        names=names,
+        request_timeout_s=config.request_timeout_s,
+        unavailable_retry_s=config.unavailable_retry_s,
+    )
 
 
 class NatsConnectError(ConnectionError):

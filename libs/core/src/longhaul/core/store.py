@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import NamedTuple, TypeVar
@@ -22,6 +24,7 @@ import nats.errors
 from longhaul.core.connection import Connection
 from longhaul.core.direct import DirectGetError, direct_page
 from longhaul.core.telemetry import carrier_headers, current_carrier
+from longhaul.core.transient import is_transient, retry_transient
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
@@ -29,14 +32,15 @@ from longhaul.domain.state.faults import Fault, Unreadable
 from longhaul.domain.state.fold import apply_or_skip
 from nats.aio.msg import Msg
 from nats.js import api
-from nats.js.errors import APIError, NoStreamResponseError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
 
 log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
 SNAPSHOT_INLINE_LIMIT = 512 * 1024
 REPLAY_PAGE = 2048
 OFF_LOOP_BYTES = 256 * 1024
-PUBLISH_ATTEMPTS = 3
+BACKOFF_FIRST_S = 0.05
+BACKOFF_MAX_S = 1.0
 
 State = TypeVar("State", bound=Fold)
 
@@ -160,7 +164,11 @@ class PendingAppend:
         store, event = self.store, self.event
         aggregate, aggregate_id = event.aggregate, event.aggregate_id
         ack: api.PubAck | None = None
-        for attempt in range(1, PUBLISH_ATTEMPTS + 1):
+        deadline = time.monotonic() + store.conn.unavailable_retry_s
+        delay = BACKOFF_FIRST_S
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 if attempt == 1:
                     # Usually answered while the caller worked: no timer needed then.
@@ -178,28 +186,30 @@ class PendingAppend:
                     )
                 break
             except APIError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
+                if exc.err_code == WRONG_LAST_SEQUENCE:
+                    # Either another writer got there first, or our own earlier attempt landed
+                    # and its ack was lost: the event right after ``expected_seq`` tells which.
+                    seq = await retry_transient(
+                        lambda: store._own_earlier_publish(
+                            aggregate, aggregate_id, self._expected_seq, self._payload
+                        ),
+                        what=f"append to {aggregate} {aggregate_id}",
+                        within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
+                    )
+                    if seq is None:
+                        raise ConcurrencyError(
+                            f"{aggregate} {aggregate_id} moved past sequence {self._expected_seq}"
+                        ) from exc
+                    return seq
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
-                # Either another writer got there first, or our own earlier attempt landed
-                # and its ack was lost: the event right after ``expected_seq`` tells which.
-                seq = await store._own_earlier_publish(
-                    aggregate, aggregate_id, self._expected_seq, self._payload
-                )
-                if seq is None:
-                    raise ConcurrencyError(
-                        f"{aggregate} {aggregate_id} moved past sequence {self._expected_seq}"
-                    ) from exc
-                return seq
-            except (
-                TimeoutError,
-                nats.errors.TimeoutError,
-                nats.errors.NoRespondersError,
-                NoStreamResponseError,
-            ):
-                # The publish may have landed; the same Msg-Id makes the retry harmless.
-                if attempt == PUBLISH_ATTEMPTS:
+            except Exception as exc:
+                # A leader election, a node going: the publish may have landed, and the same
+                # Msg-Id makes the retry harmless (a duplicate's ack names the first one).
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
-                await asyncio.sleep(0.05 * attempt)
+            await asyncio.sleep(delay * (0.5 + random.random() / 2))
+            delay = min(BACKOFF_MAX_S, delay * 2)
         assert ack is not None
         if ack.duplicate:
             stored = await store.conn.js.get_msg(store.names.stream, ack.seq)
@@ -332,6 +342,13 @@ class EventStore:
         ``Nats-*`` headers to parse) and the end-of-batch marker says where the page ended:
         a fold only needs that last sequence, and skipping the headers halves its cost.
         """
+        return await retry_transient(
+            lambda: self._direct_page_once(subject, after, with_headers=with_headers),
+            what=f"read {subject}",
+            within_s=self.conn.unavailable_retry_s,
+        )
+
+    async def _direct_page_once(self, subject: str, after: int, *, with_headers: bool) -> _Page:
         page = _Page(last_seq=after)
 
         def on_message(msg: Msg) -> None:

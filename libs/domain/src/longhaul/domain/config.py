@@ -40,6 +40,12 @@ class NatsConfig(BaseModel):
     namespace: str = Field(default="", description="prefix for stream/bucket names (tests)")
     connect_timeout_s: float = 5.0
     request_timeout_s: float = 5.0
+    unavailable_retry_s: float = Field(
+        default=20.0,
+        ge=0,
+        description="how long an append or a read waits out a JetStream leader election or a "
+        "lost node (retrying the same message id) before the broker counts as unavailable",
+    )
 
     @property
     def servers(self) -> list[str]:

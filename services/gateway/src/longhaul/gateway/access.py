@@ -9,6 +9,7 @@ The checks that read the store are each bounded by the request's NATS deadline
 
 from __future__ import annotations
 
+from longhaul.core.transient import retry_transient
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.ids import is_valid_id
@@ -33,17 +34,24 @@ def checked_id(kind: str, identifier: str) -> str:
 async def first_stored(
     runtime: Runtime, aggregate: Aggregate, aggregate_id: str
 ) -> RawStreamMsg | None:
-    """The aggregate's first message on the stream (one direct read), or None."""
+    """The aggregate's first message on the stream (one direct read), or None; a leader
+    election is waited out like every store read."""
     conn = runtime.service.conn
-    try:
-        return await conn.js.get_msg(
-            conn.names.stream,
-            seq=1,
-            subject=conn.names.aggregate_filter(aggregate, aggregate_id),
-            next=True,
-        )
-    except NotFoundError:
-        return None
+
+    async def read() -> RawStreamMsg | None:
+        try:
+            return await conn.js.get_msg(
+                conn.names.stream,
+                seq=1,
+                subject=conn.names.aggregate_filter(aggregate, aggregate_id),
+                next=True,
+            )
+        except NotFoundError:
+            return None
+
+    return await retry_transient(
+        read, what=f"read {aggregate} {aggregate_id}", within_s=conn.unavailable_retry_s
+    )
 
 
 async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str) -> ev.Event | None:

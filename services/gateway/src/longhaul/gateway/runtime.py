@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
+from longhaul.core.transient import BrokerUnavailable
 from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.errors import ApiError
@@ -92,8 +93,10 @@ class Runtime:
 
     @property
     def deadline_s(self) -> float:
-        """Budget for one request's JetStream work (a fold plus an append, with retries)."""
-        return self.config.nats.request_timeout_s * 3
+        """Budget for one request's JetStream work: a fold plus an append, each of which may
+        wait out a leader election (``nats.unavailable_retry_s``) before answering."""
+        nats = self.config.nats
+        return nats.request_timeout_s * 2 + 2 * nats.unavailable_retry_s
 
     @contextlib.asynccontextmanager
     async def nats_call(self) -> AsyncIterator[None]:
@@ -101,7 +104,7 @@ class Runtime:
         try:
             async with asyncio.timeout(self.deadline_s):
                 yield
-        except (TimeoutError, nats.errors.Error, OSError) as exc:
+        except (TimeoutError, nats.errors.Error, OSError, BrokerUnavailable) as exc:
             raise ApiError(
                 503,
                 "unavailable",
