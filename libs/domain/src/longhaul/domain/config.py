@@ -266,7 +266,8 @@ class SandboxConfig(BaseModel):
 
     ``auto`` uses bubblewrap when it works here and otherwise refuses to run them; ``bwrap``
     insists on it; ``none`` runs them unconfined (an explicit operator opt-out). The limits
-    apply in every mode (``setrlimit``; the kernel exempts root from ``max_processes``).
+    apply in every mode (``setrlimit``); a root service runs confined tools as ``uid`` (host
+    root inside the sandbox could write ``/proc/sys`` and ignores ``max_processes``).
     """
 
     mode: Literal["auto", "bwrap", "none"] = "auto"
@@ -276,6 +277,13 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=16, description="address space per process")
     max_processes: int = Field(default=1024, ge=8)
     file_mb: int = Field(default=1024, ge=1, description="largest file a process may write")
+    tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp (and /var/tmp)")
+    uid: int = Field(
+        default=65534,
+        ge=1,
+        description="unprivileged user (and group) tool processes run as when the service runs "
+        "as root; their working directory is handed to it before each run",
+    )
     read_only: list[str] = Field(
         default_factory=list,
         description="extra host paths tool processes may read (e.g. a toolchain in /opt)",

@@ -11,6 +11,7 @@ operator set ``sandbox.mode: none``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -83,6 +84,7 @@ async def _run(
     env = child_env(Path(cwd or os.getcwd()), {**check.env, "LONGHAUL_TRACE_ID": trace_id})
     try:
         argv = _confined(check, cwd, working_dir, env, sandbox)
+        await asyncio.to_thread(sandbox.prepare, [Path(p) for p in (working_dir, cwd) if p])
     except SandboxUnavailable as exc:
         return CheckResult("command", passed=False, errors=[str(exc)], log=str(exc))
     except OSError as exc:

@@ -6,8 +6,17 @@ read-write, a private ``/tmp``, ``/dev`` and ``/proc``, and nothing else: no oth
 or key's directory, no data dir, no configuration, no service home. It runs in fresh
 namespaces (PID, IPC, UTS, mount, network unless allowed) with no capabilities, a cleared
 environment plus the caller's allow-list, and resource limits (CPU time, address space,
-processes, file size, no core dumps). It dies with the process that started it, and killing
-the ``bwrap`` process (the group leader) takes the whole PID namespace with it.
+processes, file size, no core dumps). ``/proc/sys`` is read-only, ``/tmp`` is a tmpfs of
+``tmp_mb``, and the process can create no user namespace of its own (``--disable-userns``:
+a nested one would give it every capability again, over a kernel surface meant for root). It
+dies with the process that started it, and killing the ``bwrap`` process (the group leader)
+takes the whole PID namespace with it.
+
+A service running as root would make the tool host root (a user namespace maps it back to
+uid 0: ``/proc/sys`` writable, no process limit). So as root, an outer ``bwrap`` builds the
+mounts and namespaces (it can reach any path), ``setpriv`` drops to ``sandbox.uid`` and an
+inner unprivileged ``bwrap`` adds the user namespace; the working directory is handed to
+that uid first (:meth:`Sandbox.prepare`). Root keeps full access to what the tool wrote.
 
 ``mode: auto`` uses bubblewrap when it works on this machine and otherwise refuses (the
 caller reports a tool error); ``mode: none`` is the operator's explicit opt-out.
@@ -40,6 +49,8 @@ _ETC_NETWORK = (
     "ca-certificates.conf",
 )
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# (bwrap builds its new root under /tmp: an inner one needs it to exist.)
+_PROBE_MOUNTS = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -47,18 +58,16 @@ class SandboxUnavailable(RuntimeError):
 
 
 @functools.lru_cache(maxsize=8)
-def _probe(bwrap: str | None) -> str | None:
-    """``None`` if ``bwrap`` can build a sandbox here, else the reason it cannot."""
+def _probe(bwrap: str | None, uid: int | None) -> str | None:
+    """``None`` if ``bwrap`` can build a sandbox here (as ``uid``, when given), else the
+    reason it cannot."""
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed or not on PATH"
+    if uid is not None and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed: needed to run tools as a non-root user"
     try:
         done = subprocess.run(
-            [
-                bwrap,
-                *_system_binds(),
-                *("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
-                *("--unshare-all", "--cap-drop", "ALL", "--", "true"),
-            ],
+            [*_layers(bwrap, uid, [*_system_binds(), *_PROBE_MOUNTS], "/"), "--", "true"],
             capture_output=True,
             timeout=20,
             check=False,
@@ -69,6 +78,29 @@ def _probe(bwrap: str | None) -> str | None:
         detail = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
         return f"{bwrap} cannot create namespaces here: {detail}"
     return None
+
+
+def _layers(bwrap: str, uid: int | None, mounts: list[str], cwd: str) -> list[str]:
+    """The ``bwrap`` command line(s) up to the ``--`` before the program: ``mounts`` and the
+    namespaces (not network: the caller adds ``--unshare-net``), then, as ``uid`` when given,
+    the user namespace with no nested one and a read-only ``/proc/sys``."""
+    inner = [
+        *("--unshare-user", "--disable-userns", "--ro-bind", "/proc/sys", "/proc/sys"),
+        *("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"),
+        *("--chdir", cwd, "--cap-drop", "ALL"),
+    ]
+    spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if uid is None:
+        return [bwrap, *spaces, *mounts, *inner]
+    # bwrap as root writes the uid map 0 -> 0: the drop happens between two bwraps.
+    # bwrap as root maps uid 0 to 0: the drop happens between two bwraps. setpriv keeps only
+    # what it needs to change user; after the change no capability is left.
+    caps = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    outer = [bwrap, *spaces, *caps, *mounts, "--"]
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    # The inner bwrap keeps everything the outer one mounted, devices included.
+    ids = ["--uid", str(uid), "--gid", str(uid), "--dev-bind", "/", "/"]
+    return [*outer, *drop, bwrap, *ids, *inner]
 
 
 def _system_binds() -> list[str]:
@@ -91,7 +123,12 @@ class Sandbox:
         self.problem: str | None = None
         if self.config.mode != "none":
             self.bwrap = shutil.which("bwrap")
-            self.problem = _probe(self.bwrap)
+            self.problem = _probe(self.bwrap, self.uid)
+
+    @property
+    def uid(self) -> int | None:
+        """The user tool processes run as: ``sandbox.uid`` when this service is root."""
+        return self.config.uid if os.geteuid() == 0 else None
 
     @property
     def confined(self) -> bool:
@@ -109,7 +146,18 @@ class Sandbox:
                 "(install bubblewrap, or set sandbox.mode: none to run them unconfined)"
             )
         network = "on" if c.network else "off"
-        return f"sandbox: bubblewrap ({self.bwrap}), network {network}, {limits}"
+        user = "" if self.uid is None else f", as uid {self.uid}"
+        return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}"
+
+    def prepare(self, places: Sequence[Path]) -> None:
+        """Hand ``places`` (the working directory and the other writable ones, recursively) to
+        the sandbox's user, so that a root service's tools can write there. Blocking: call it
+        off the event loop."""
+        uid = self.uid
+        if uid is None or not self.confined:
+            return
+        for place in places:
+            _chown_tree(Path(place), uid)
 
     def command(
         self,
@@ -132,23 +180,27 @@ class Sandbox:
             )
         assert self.bwrap is not None
         c = self.config
-        args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
-        if c.network:
-            args.append("--share-net")
-        args += ["--cap-drop", "ALL", "--hostname", "sandbox", *_system_binds()]
+        mounts = ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        if not c.network:
+            mounts.append("--unshare-net")
+        mounts += _system_binds()
+        mounts += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/var"]
         etc = _ETC + (_ETC_NETWORK if c.network else ())
         for name in etc:
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+            mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for path in c.read_only:
-            args += ["--ro-bind-try", path, path]
-        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+            mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
+        tmp = str(c.tmp_mb * 1024 * 1024)
+        mounts += ["--dev", "/dev", "--proc", "/proc"]
+        mounts += ["--size", tmp, "--tmpfs", "/tmp", "--size", tmp, "--tmpfs", "/var/tmp"]
         for place in (working_dir, *writable):
-            resolved = str(Path(place).resolve())
-            args += ["--bind", resolved, resolved]
-        args += ["--chdir", str((cwd or working_dir).resolve()), "--clearenv"]
+            resolved = Path(place).resolve()
+            mounts += [*_parents(resolved), "--bind", str(resolved), str(resolved)]
+        mounts.append("--clearenv")
         for name, value in env.items():
-            args += ["--setenv", name, value]
-        return [*args, "--", *argv]
+            mounts += ["--setenv", name, value]
+        where = str((cwd or working_dir).resolve())
+        return [*_layers(self.bwrap, self.uid, mounts, where), "--", *argv]
 
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""
@@ -165,3 +217,24 @@ def rlimits(c: SandboxConfig) -> list[tuple[int, int, int]]:
         (resource.RLIMIT_FSIZE, c.file_mb * mb, c.file_mb * mb),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+
+
+def _parents(path: Path) -> list[str]:
+    """bwrap creates a mount point's missing parents 0700, which a non-root tool could not
+    pass: create them passable (not listable) first; existing ones stay as they are."""
+    args: list[str] = []
+    for parent in reversed(path.parents[:-1]):
+        args += ["--perms", "0711", "--dir", str(parent)]
+    return args
+
+
+def _chown_tree(top: Path, uid: int) -> None:
+    """``top`` and everything below it owned by ``uid`` (links themselves, never followed)."""
+    if not top.exists():
+        return
+    paths = [top]
+    for root, dirs, files in os.walk(top):
+        paths += [Path(root) / name for name in (*dirs, *files)]
+    for path in paths:
+        if path.lstat().st_uid != uid:
+            os.lchown(path, uid, uid)

@@ -67,6 +67,7 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
         argv = sandbox.command(shell, working_dir=ctx.working_dir, env=env)
     except SandboxUnavailable as exc:
         raise ToolError(str(exc), code="sandbox_unavailable") from None
+    await asyncio.to_thread(sandbox.prepare, [ctx.working_dir])
     process = await asyncio.create_subprocess_exec(
         *argv,
         cwd=ctx.working_dir,
