@@ -262,3 +262,49 @@ def test_executor_says_at_start_up_that_bash_is_refused(
         AgentTurns(LonghaulConfig(), ToolRegistry(), workspace=None, working_root=tmp_path)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bash:")]
     assert "no sandbox" in line and "refused" in line and "sandbox.mode: none" in line
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the executor is not root here")
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+
+
+@needs_bwrap
+@needs_root
+async def test_root_executor_tool_cannot_write_proc_sys(host: Host) -> None:
+    """Host root inside the sandbox could point core_pattern at a program run as root. The
+    host's own value is written back, so even a failed defence changes nothing."""
+    before = CORE_PATTERN.read_text()
+    value = before.rstrip("\n")
+    result = await run(host.workdir, f"id -u; printf '%s' '{value}' > {CORE_PATTERN}")
+    assert result.error_code == "nonzero_exit", result.output
+    assert result.output.splitlines()[0] == "65534"
+    assert "Read-only file system" in result.output or "Permission denied" in result.output
+    assert CORE_PATTERN.read_text() == before
+
+
+@needs_bwrap
+@needs_root
+async def test_root_executor_tool_runs_as_nobody_and_its_files_stay_usable(host: Host) -> None:
+    (host.workdir / "given.txt").write_text("from the files tool\n")
+    result = await run(host.workdir, "id -u; echo more >> given.txt; mkdir out; echo x > out/new")
+    assert result.error_code is None, result.output
+    assert result.output.splitlines()[0] == "65534"
+    assert (host.workdir / "given.txt").read_text() == "from the files tool\nmore\n"
+    (host.workdir / "out" / "new").write_text("root still writes here")
+
+
+@needs_bwrap
+async def test_tmp_cannot_be_filled_beyond_its_size(host: Host) -> None:
+    fill = "head -c 20M /dev/zero > /tmp/fill; s=$?; du -m /tmp/fill; exit $s"
+    result = await run(host.workdir, fill, tmp_mb=8)
+    assert result.error_code == "nonzero_exit", result.output
+    assert "No space left on device" in result.output
+    size = next(line for line in result.output.splitlines() if line.endswith("/tmp/fill"))
+    assert int(size.split()[0]) <= 8
+
+
+@needs_bwrap
+async def test_no_nested_user_namespace(host: Host) -> None:
+    result = await run(host.workdir, "unshare -U -r id -u")
+    assert result.error_code == "nonzero_exit", result.output
+    assert "unshare failed" in result.output

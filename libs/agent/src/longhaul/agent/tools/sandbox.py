@@ -192,7 +192,8 @@ class Sandbox:
             mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
         tmp = str(c.tmp_mb * 1024 * 1024)
         mounts += ["--dev", "/dev", "--proc", "/proc"]
-        mounts += ["--size", tmp, "--tmpfs", "/tmp", "--size", tmp, "--tmpfs", "/var/tmp"]
+        for scratch in ("/tmp", "/var/tmp"):  # writable by the tool's user, like the host's
+            mounts += ["--perms", "1777", "--size", tmp, "--tmpfs", scratch]
         for place in (working_dir, *writable):
             resolved = Path(place).resolve()
             mounts += [*_parents(resolved), "--bind", str(resolved), str(resolved)]
