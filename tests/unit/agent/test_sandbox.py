@@ -265,7 +265,12 @@ def test_executor_says_at_start_up_that_bash_is_refused(
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the executor is not root here")
-CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+CORE_PATTERN = "/proc/sys/kernel/core_pattern"
+
+
+def host_core_pattern() -> str:
+    with open(CORE_PATTERN) as file:
+        return file.read()
 
 
 @needs_bwrap
@@ -273,13 +278,13 @@ CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
 async def test_root_executor_tool_cannot_write_proc_sys(host: Host) -> None:
     """Host root inside the sandbox could point core_pattern at a program run as root. The
     host's own value is written back, so even a failed defence changes nothing."""
-    before = CORE_PATTERN.read_text()
+    before = host_core_pattern()
     value = before.rstrip("\n")
     result = await run(host.workdir, f"id -u; printf '%s' '{value}' > {CORE_PATTERN}")
     assert result.error_code == "nonzero_exit", result.output
     assert result.output.splitlines()[0] == "65534"
     assert "Read-only file system" in result.output or "Permission denied" in result.output
-    assert CORE_PATTERN.read_text() == before
+    assert host_core_pattern() == before
 
 
 @needs_bwrap
