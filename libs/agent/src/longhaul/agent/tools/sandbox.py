@@ -134,6 +134,12 @@ class Sandbox:
     def confined(self) -> bool:
         return self.config.mode != "none" and self.problem is None
 
+    def state(self) -> str:
+        """``ok`` when tools run confined, else why not (an executor's presence, ``/readyz``)."""
+        if self.config.mode == "none":
+            return "off: sandbox.mode none, tools run unconfined"
+        return "ok" if self.problem is None else f"unavailable: {self.problem}"
+
     def describe(self) -> str:
         """One line for the start-up log."""
         c = self.config
