@@ -313,3 +313,16 @@ async def test_no_nested_user_namespace(host: Host) -> None:
     result = await run(host.workdir, "unshare -U -r id -u")
     assert result.error_code == "nonzero_exit", result.output
     assert "unshare failed" in result.output
+
+
+@needs_bwrap
+async def test_a_working_directory_over_its_quota_refuses_the_next_command(host: Host) -> None:
+    first = await run(host.workdir, "head -c 3M /dev/urandom > fill.bin", workdir_mb=2)
+    assert first.error_code is None, first.output  # under the quota when it started
+    with pytest.raises(ToolError) as refused:
+        await run(host.workdir, "echo should not run > ran.txt", workdir_mb=2)
+    assert refused.value.code == "workdir_full"
+    assert "sandbox.workdir_mb (2 MB)" in str(refused.value)
+    assert not (host.workdir / "ran.txt").exists()
+    (host.workdir / "fill.bin").unlink()
+    assert (await run(host.workdir, "echo ok", workdir_mb=2)).error_code is None

@@ -278,6 +278,11 @@ class SandboxConfig(BaseModel):
     max_processes: int = Field(default=1024, ge=8)
     file_mb: int = Field(default=1024, ge=1, description="largest file a process may write")
     tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp (and /var/tmp)")
+    workdir_mb: int = Field(
+        default=10240,
+        ge=1,
+        description="disk a working directory may use: a tool process is refused once it is over",
+    )
     uid: int = Field(
         default=65534,
         ge=1,

@@ -24,6 +24,7 @@ caller reports a tool error); ``mode: none`` is the operator's explicit opt-out.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
@@ -55,6 +56,10 @@ _PROBE_MOUNTS = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
 class SandboxUnavailable(RuntimeError):
     """No confinement mechanism works here and the operator did not opt out."""
+
+
+class WorkdirFull(RuntimeError):
+    """The working directory uses more disk than ``sandbox.workdir_mb``."""
 
 
 @functools.lru_cache(maxsize=8)
@@ -156,14 +161,18 @@ class Sandbox:
         return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}"
 
     def prepare(self, places: Sequence[Path]) -> None:
-        """Hand ``places`` (the working directory and the other writable ones, recursively) to
-        the sandbox's user, so that a root service's tools can write there. Blocking: call it
-        off the event loop."""
-        uid = self.uid
-        if uid is None or not self.confined:
-            return
-        for place in places:
-            _chown_tree(Path(place), uid)
+        """Before a run: refuse it (:class:`WorkdirFull`) when the first of ``places`` (the
+        working directory) uses more than ``workdir_mb``; as root, hand ``places``
+        (recursively) to the sandbox's user so that its tools can write there. One walk per
+        place. Blocking: call it off the event loop."""
+        uid = self.uid if self.confined else None
+        for index, place in enumerate(places):
+            used = _walk(Path(place), uid)
+            if index == 0 and used > self.config.workdir_mb * 1024 * 1024:
+                raise WorkdirFull(
+                    f"refused: the working directory uses {used / 1048576:.0f} MB, over "
+                    f"sandbox.workdir_mb ({self.config.workdir_mb} MB); delete files first"
+                )
 
     def command(
         self,
@@ -235,13 +244,19 @@ def _parents(path: Path) -> list[str]:
     return args
 
 
-def _chown_tree(top: Path, uid: int) -> None:
-    """``top`` and everything below it owned by ``uid`` (links themselves, never followed)."""
+def _walk(top: Path, uid: int | None) -> int:
+    """Bytes of disk ``top`` and everything below it use; with ``uid``, each entry is also
+    handed to that user (links themselves, never followed)."""
     if not top.exists():
-        return
+        return 0
     paths = [top]
     for root, dirs, files in os.walk(top):
         paths += [Path(root) / name for name in (*dirs, *files)]
+    used = 0
     for path in paths:
-        if path.lstat().st_uid != uid:
-            os.lchown(path, uid, uid)
+        with contextlib.suppress(FileNotFoundError):  # a file removed meanwhile
+            stat = path.lstat()
+            used += stat.st_blocks * 512
+            if uid is not None and stat.st_uid != uid:
+                os.lchown(path, uid, uid)
+    return used
