@@ -326,3 +326,16 @@ async def test_a_working_directory_over_its_quota_refuses_the_next_command(host:
     assert not (host.workdir / "ran.txt").exists()
     (host.workdir / "fill.bin").unlink()
     assert (await run(host.workdir, "echo ok", workdir_mb=2)).error_code is None
+
+
+@needs_bwrap
+@needs_root
+async def test_handing_the_directory_over_never_follows_a_tools_links(host: Host) -> None:
+    """A tool leaves links to a root-owned file and directory; the next run's hand-over to the
+    sandbox user must not chown what they point at."""
+    target = host.data / "nats-credentials.json"
+    plant = f"ln -s {target} file-link; ln -s {host.data} dir-link; mkdir d; ln -s {host.data} d/x"
+    assert (await run(host.workdir, plant)).error_code is None
+    assert (await run(host.workdir, "true")).error_code is None
+    assert target.stat().st_uid == 0 and host.data.stat().st_uid == 0
+    assert (host.workdir / "file-link").lstat().st_uid == 65534

@@ -246,17 +246,17 @@ def _parents(path: Path) -> list[str]:
 
 def _walk(top: Path, uid: int | None) -> int:
     """Bytes of disk ``top`` and everything below it use; with ``uid``, each entry is also
-    handed to that user (links themselves, never followed)."""
+    handed to that user. Relative to directory descriptors, links never followed: a tool
+    running meanwhile in the same directory cannot swap a directory for a link to elsewhere
+    and have root chown what it points at."""
     if not top.exists():
         return 0
-    paths = [top]
-    for root, dirs, files in os.walk(top):
-        paths += [Path(root) / name for name in (*dirs, *files)]
     used = 0
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):  # a file removed meanwhile
-            stat = path.lstat()
-            used += stat.st_blocks * 512
-            if uid is not None and stat.st_uid != uid:
-                os.lchown(path, uid, uid)
+    for _root, dirs, files, fd in os.fwalk(top):
+        for name in (".", *dirs, *files):
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                stat = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                used += stat.st_blocks * 512
+                if uid is not None and stat.st_uid != uid:
+                    os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
     return used
