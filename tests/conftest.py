@@ -22,29 +22,6 @@ if TYPE_CHECKING:
     from tests.integration.gateway.harness import RunningGateway
 
 
-def _searchable_temp_dirs() -> None:
-    """Run as root, the sandbox starts tool processes as an unprivileged uid, which must be
-    able to reach a trace's working directory, as an operator's working root must be (the
-    sandbox refuses otherwise, saying so). pytest makes its temporary directories 0700:
-    they (and their parents) become searchable, never listable, by others."""
-    original = pytest.TempPathFactory.mktemp
-
-    def mktemp(self: pytest.TempPathFactory, basename: str, numbered: bool = True) -> Path:
-        path = original(self, basename, numbered)
-        base = self.getbasetemp()
-        for directory in (path, *path.parents):
-            if directory == base.parent.parent:
-                break
-            directory.chmod(directory.stat().st_mode | 0o001)
-        return path
-
-    pytest.TempPathFactory.mktemp = mktemp  # type: ignore[method-assign]
-
-
-if os.geteuid() == 0:
-    _searchable_temp_dirs()
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests listed in ``tests/slow.py`` (``-m "not slow"`` is the inner loop)."""
     for item in items:

@@ -358,3 +358,68 @@ def test_k8s_names_only_real_settings(manifests: list[dict[str, Any]]) -> None:
         names += [e["name"] for e in container.get("env", [])]
     unknown = sorted({n for n in names if not is_setting(n)})
     assert not unknown, f"settings no code reads: {unknown}"
+
+
+# ---- the sandbox's seccomp profile ---------------------------------------------------------
+
+SECCOMP = ROOT / "deploy" / "seccomp" / "longhaul-sandbox.json"
+SANDBOXED = ("executor", "verifier")
+"""The services whose tools run under bubblewrap (bash, command checks)."""
+BWRAP_NEEDS = ("clone", "clone3", "unshare", "mount", "umount2", "pivot_root", "setns")
+ACTION = {"enum": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_LOG"]}
+PROFILE_SCHEMA = {
+    "type": "object",
+    "required": ["defaultAction", "syscalls"],
+    "additionalProperties": False,
+    "properties": {
+        "defaultAction": ACTION,
+        "syscalls": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["names", "action"],
+                "additionalProperties": False,
+                "properties": {
+                    "names": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+                    "action": ACTION,
+                    "errnoRet": {"type": "integer"},
+                    "args": {"type": "array"},
+                    "comment": {"type": "string"},
+                },
+            },
+        },
+    },
+}
+"""The part of Docker's seccomp profile format (moby's profiles/seccomp) the profile uses."""
+
+
+def denied_by(profile: dict[str, Any]) -> set[str]:
+    """The syscalls the profile refuses whatever their arguments."""
+    rules = {n: r["action"] for r in profile["syscalls"] if not r.get("args") for n in r["names"]}
+    names = set(rules) | set(BWRAP_NEEDS)
+    return {n for n in names if rules.get(n, profile["defaultAction"]) != "SCMP_ACT_ALLOW"}
+
+
+def test_the_seccomp_profile_lets_bubblewrap_work_and_refuses_the_hosts_syscalls() -> None:
+    profile = json.loads(SECCOMP.read_text())
+    jsonschema.validate(profile, PROFILE_SCHEMA)
+    denied = denied_by(profile)
+    assert not denied & set(BWRAP_NEEDS), denied & set(BWRAP_NEEDS)
+    assert {"kexec_load", "init_module", "reboot", "bpf", "open_by_handle_at"} <= denied
+
+
+def test_compose_runs_the_sandboxed_services_under_the_profile() -> None:
+    for name in SANDBOXED:
+        options = compose()["services"][name]["security_opt"]
+        profiles = [o.removeprefix("seccomp=") for o in options if o.startswith("seccomp=")]
+        assert [(COMPOSE.parent / p).resolve() for p in profiles] == [SECCOMP], name
+
+
+def test_k8s_runs_the_sandboxed_services_under_the_profile(
+    manifests: list[dict[str, Any]],
+) -> None:
+    for name in SANDBOXED:
+        pod = find(manifests, "Deployment", name)["spec"]["template"]["spec"]
+        profile = pod["securityContext"]["seccompProfile"]
+        assert profile["type"] == "Localhost", name
+        assert Path(profile["localhostProfile"]).name == SECCOMP.name, name

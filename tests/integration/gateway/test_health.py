@@ -12,10 +12,11 @@ import httpx
 import msgspec
 import pytest
 from longhaul.agent.contract import LiveUpdate
+from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.core.logs import JsonFormatter
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
+from longhaul.domain.config import NatsConfig, SandboxConfig
 from nats.js import api
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,7 +26,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
-from tests.support.stack import InProcessExecutor
+from tests.support.stack import FAST_LEASE_TTL_S, InProcessExecutor, test_config
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -37,6 +38,8 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 READY_DEADLINE_S = 30.0
+SANDBOX = Sandbox(SandboxConfig()).state()
+"""What an executor with the default configuration reports here (``ok`` where bwrap works)."""
 
 
 async def readyz_until(client: httpx.AsyncClient, status: int) -> httpx.Response:
@@ -64,11 +67,24 @@ async def test_readyz_waits_for_an_executor_consuming(
         ready = await readyz_until(client, 200)
         assert ready.json() == {
             "status": "ok",
-            "checks": {"nats": "ok", "stream": "ok", "executors": "ok"},
+            "checks": {"nats": "ok", "stream": "ok", "executors": "ok", "sandbox": SANDBOX},
         }
     # A stopped executor deletes its presence: not ready again.
     gone = await readyz_until(client, 503)
     assert "no executor" in gone.json()["checks"]["executors"]
+
+
+async def test_readyz_says_when_executors_run_tools_unsandboxed_and_stays_ready(
+    client: httpx.AsyncClient, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    config = test_config(nats_url, namespace, lease_ttl_s=FAST_LEASE_TTL_S)
+    config.sandbox.mode = "none"
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-unconfined", config=config, settings={"working_root": tmp_path}
+    ):
+        ready = await readyz_until(client, 200)
+    assert ready.json()["checks"]["executors"] == "ok"
+    assert ready.json()["checks"]["sandbox"] == "off: sandbox.mode none, tools run unconfined"
 
 
 async def test_readyz_is_503_when_nats_goes_away() -> None:

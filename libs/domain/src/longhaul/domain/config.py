@@ -287,9 +287,8 @@ class SandboxConfig(BaseModel):
 
     ``auto`` uses bubblewrap when it works here and otherwise refuses to run them; ``bwrap``
     insists on it; ``none`` runs them unconfined (an explicit operator opt-out). The limits
-    apply in every mode (``setrlimit``). A service running as root starts tool processes as
-    ``uid``/``gid`` (an unprivileged identity: the kernel exempts root from ``max_processes``,
-    and a root inside the sandbox's namespace is root on the host for what it can reach).
+    apply in every mode (``setrlimit``); a root service runs confined tools as ``uid`` (host
+    root inside the sandbox could write ``/proc/sys`` and ignores ``max_processes``).
     """
 
     mode: Literal["auto", "bwrap", "none"] = "auto"
@@ -299,15 +298,22 @@ class SandboxConfig(BaseModel):
     memory_mb: int = Field(default=4096, ge=16, description="address space per process")
     max_processes: int = Field(default=1024, ge=8)
     file_mb: int = Field(default=1024, ge=1, description="largest file a process may write")
+    tmp_mb: int = Field(default=256, ge=1, description="size of the private /tmp (and /var/tmp)")
+    workdir_mb: int = Field(
+        default=10240,
+        ge=1,
+        description="disk a working directory may use: a tool process is refused once it is over",
+    )
+    uid: int = Field(
+        default=65534,
+        ge=1,
+        description="unprivileged user (and group) tool processes run as when the service runs "
+        "as root; their working directory is handed to it before each run",
+    )
     read_only: list[str] = Field(
         default_factory=list,
         description="extra host paths tool processes may read (e.g. a toolchain in /opt)",
     )
-    tmp_mb: int = Field(default=512, ge=1, description="size of the private /tmp and /var/tmp")
-    uid: int = Field(
-        default=65534, ge=1, description="who tool processes run as under a root service"
-    )
-    gid: int = Field(default=65534, ge=1)
 
 
 class VerifierCommand(BaseModel):

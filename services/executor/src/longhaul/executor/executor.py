@@ -18,6 +18,7 @@ from wsgiref.simple_server import WSGIServer
 
 import msgspec
 import nats.errors
+from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.core.consumer import Fetcher
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
@@ -154,8 +155,12 @@ class Executor:
             log.info("executor %s stopped", self.settings.id)
 
     async def _announce(self) -> Lease | None:
-        """``executor.<id>`` in ``lh_leases`` while this replica lives (ops and tests)."""
-        return await self.leases.acquire(Leases.presence_key(self.settings.id))
+        """``executor.<id>`` in ``lh_leases`` while this replica lives (ops and tests), with
+        whether its tools run confined (the gateway's ``/readyz`` shows it)."""
+        # the first Sandbox here probes bwrap (a subprocess): off the event loop
+        state = await asyncio.to_thread(lambda: Sandbox(self.ctx.config.sandbox).state())
+        log.info("executor %s sandbox: %s", self.settings.id, state)
+        return await self.leases.acquire(Leases.presence_key(self.settings.id), sandbox=state)
 
     async def _reclaim(self, owner: str, incarnation: str | None = None) -> None:
         """Release the leases a dead incarnation of ``owner`` held and run those traces now:

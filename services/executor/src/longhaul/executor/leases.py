@@ -35,17 +35,20 @@ WRONG_LAST_SEQUENCE = (10071, 10164)
 MARKER_TTL = "1s"
 
 
-class LeaseValue(msgspec.Struct, kw_only=True):
+class LeaseValue(msgspec.Struct, kw_only=True, omit_defaults=True):
     owner: str
     acquired_at: float
     incarnation: str = ""
+    sandbox: str | None = None
+    """An executor's presence only: whether its tools run confined (``/readyz`` shows it)."""
 
 
 class Lease:
     """A held lease. ``lost`` is set when a renewal fails or the TTL may have run out."""
 
-    def __init__(self, leases: Leases, key: str, revision: int) -> None:
+    def __init__(self, leases: Leases, key: str, revision: int, sandbox: str | None) -> None:
         self.leases = leases
+        self.sandbox = sandbox
         self.key = key
         self.revision = revision
         self.renewed_at = time.monotonic()
@@ -80,7 +83,7 @@ class Lease:
         return True
 
     def _value(self) -> bytes:
-        return self.leases.value()
+        return self.leases.value(self.sandbox)
 
     async def release(self) -> None:
         """Remove the lease if it is still ours; never raises (the TTL is the fallback)."""
@@ -134,22 +137,24 @@ class Leases:
     def _ttl(self) -> str:
         return f"{int(self.ttl_s)}s"
 
-    async def acquire(self, key: str) -> Lease | None:
-        """Take ``key`` if nobody holds it; None when another holder's lease is live."""
+    async def acquire(self, key: str, *, sandbox: str | None = None) -> Lease | None:
+        """Take ``key`` if nobody holds it; None when another holder's lease is live.
+        ``sandbox``: the state a presence publishes."""
         kv = await self.conn.kv(self.bucket)
         started = time.monotonic()
         try:
-            revision = await kv.create(key, self.value(), msg_ttl=self.ttl_s)
+            revision = await kv.create(key, self.value(sandbox), msg_ttl=self.ttl_s)
         except KeyWrongLastSequenceError:
             return None
-        lease = Lease(self, key, int(revision))
+        lease = Lease(self, key, int(revision), sandbox)
         lease.renewed_at = started
         return lease
 
-    def value(self) -> bytes:
-        return msgspec.json.encode(
-            LeaseValue(owner=self.owner, acquired_at=time.time(), incarnation=self.incarnation)
+    def value(self, sandbox: str | None = None) -> bytes:
+        held = LeaseValue(
+            owner=self.owner, acquired_at=time.time(), incarnation=self.incarnation, sandbox=sandbox
         )
+        return msgspec.json.encode(held)
 
     async def release_dead(self, owner: str, *, incarnation: str | None = None) -> list[str]:
         """Delete the live leases ``owner`` holds under another incarnation than ours (only

@@ -45,7 +45,7 @@ class Runtime:
     ctx: ServiceContext | None = None
     models: ModelRegistry | None = None
     """Set by the lifespan: the one model the gateway asks is the router's utility model."""
-    executors_checked: tuple[float, str] | None = None
+    executors_checked: tuple[float, tuple[str, str]] | None = None
     """``/readyz``'s last look at the executors (monotonic time, result), reused briefly."""
     _index: TraceIndex | None = field(default=None, init=False)
     _mirror: IndexMirror | None = field(default=None, init=False)

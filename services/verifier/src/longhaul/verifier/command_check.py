@@ -11,13 +11,14 @@ operator set ``sandbox.mode: none``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from longhaul.agent.tools.childproc import child_env
-from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable, rlimits
+from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable, WorkdirFull, rlimits
 from longhaul.verifier.durable import Job, run_once
 from longhaul.verifier.result import CheckResult
 from longhaul.verifier.spec import CommandCheck
@@ -83,7 +84,8 @@ async def _run(
     env = child_env(Path(cwd or os.getcwd()), {**check.env, "LONGHAUL_TRACE_ID": trace_id})
     try:
         argv = _confined(check, cwd, working_dir, env, sandbox)
-    except SandboxUnavailable as exc:
+        await asyncio.to_thread(sandbox.prepare, [Path(p) for p in (working_dir, cwd) if p])
+    except (SandboxUnavailable, WorkdirFull) as exc:
         return CheckResult("command", passed=False, errors=[str(exc)], log=str(exc))
     except OSError as exc:
         message = f"could not start {shown!r} in {cwd or 'the current directory'}: {exc}"

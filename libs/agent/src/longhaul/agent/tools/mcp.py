@@ -122,6 +122,13 @@ class McpServer:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _next_attempt: float = 0.0
 
+    async def _prepare(self) -> None:
+        """A sandboxed server's directory is handed to the sandbox's user (when the service
+        is root) before it starts, as before every ``bash`` run."""
+        place = self.placement or Placement()
+        if place.working_dir is not None and place.sandbox is not None:
+            await asyncio.to_thread(place.sandbox.prepare, [place.working_dir])
+
     def _transport(self) -> Any:
         config = self.config
         where = f"tools.mcp_servers.{self.name}"
@@ -165,6 +172,7 @@ class McpServer:
             try:
                 async with contextlib.AsyncExitStack() as stack:
                     async with asyncio.timeout(self.config.connect_timeout_s):
+                        await self._prepare()
                         client = Client(
                             self._transport(), read_timeout_seconds=self.config.call_timeout_s
                         )

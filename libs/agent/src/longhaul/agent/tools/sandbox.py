@@ -6,8 +6,17 @@ read-write, a private ``/tmp``, ``/dev`` and ``/proc``, and nothing else: no oth
 or key's directory, no data dir, no configuration, no service home. It runs in fresh
 namespaces (PID, IPC, UTS, mount, network unless allowed) with no capabilities, a cleared
 environment plus the caller's allow-list, and resource limits (CPU time, address space,
-processes, file size, no core dumps). It dies with the process that started it, and killing
-the ``bwrap`` process (the group leader) takes the whole PID namespace with it.
+processes, file size, no core dumps). ``/proc/sys`` is read-only, ``/tmp`` is a tmpfs of
+``tmp_mb``, and the process can create no user namespace of its own (``--disable-userns``:
+a nested one would give it every capability again, over a kernel surface meant for root). It
+dies with the process that started it, and killing the ``bwrap`` process (the group leader)
+takes the whole PID namespace with it.
+
+A service running as root would make the tool host root (a user namespace maps it back to
+uid 0: ``/proc/sys`` writable, no process limit). So as root, an outer ``bwrap`` builds the
+mounts and namespaces (it can reach any path), ``setpriv`` drops to ``sandbox.uid`` and an
+inner unprivileged ``bwrap`` adds the user namespace; the working directory is handed to
+that uid first (:meth:`Sandbox.prepare`). Root keeps full access to what the tool wrote.
 
 ``mode: auto`` uses bubblewrap when it works on this machine and otherwise refuses (the
 caller reports a tool error); ``mode: none`` is the operator's explicit opt-out.
@@ -20,7 +29,6 @@ import functools
 import os
 import resource
 import shutil
-import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,84 +50,29 @@ _ETC_NETWORK = (
     "ca-certificates.conf",
 )
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-
-
-# The kernel's knobs stay read-only even for a process that could write them.
-_PROC_READ_ONLY = (
-    *("--ro-bind", "/proc/sys", "/proc/sys"),
-    *("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"),
-)
+# (bwrap builds its new root under /tmp: an inner one needs it to exist.)
+_PROBE_MOUNTS = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 
 
 class SandboxUnavailable(RuntimeError):
     """No confinement mechanism works here and the operator did not opt out."""
 
 
-def _drop(config: SandboxConfig) -> list[str]:
-    """Under a root service, tool processes start as ``config.uid``: bubblewrap's namespace
-    would map its root to host root otherwise (able to write what is bound in, exempt from
-    ``RLIMIT_NPROC``)."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv") or "setpriv"
-    return [setpriv, f"--reuid={config.uid}", f"--regid={config.gid}", "--clear-groups", "--"]
-
-
-def _searchable(path: Path, uid: int, gid: int) -> bool:
-    info = path.stat()
-    if info.st_uid == uid:
-        return bool(info.st_mode & stat.S_IXUSR)
-    if info.st_gid == gid:
-        return bool(info.st_mode & stat.S_IXGRP)
-    return bool(info.st_mode & stat.S_IXOTH)
-
-
-def hand_over(directory: Path, uid: int, gid: int) -> None:
-    """Give ``directory`` and what root made in it to the sandbox's identity, so that tool
-    processes can write where the file tools and uploads (running as root) wrote; entries
-    owned by anyone else are left alone, and links are never followed. A walk per command:
-    cheap next to starting a sandbox, and nothing root wrote since the last one is missed."""
-    for path in (directory, *directory.rglob("*")):
-        with contextlib.suppress(FileNotFoundError):
-            if path.lstat().st_uid == 0:
-                os.chown(path, uid, gid, follow_symlinks=False)
-
-
-def _unprivileged(config: SandboxConfig, places: Sequence[Path]) -> list[str]:
-    """The command prefix that drops root (empty when not root), after making ``places``
-    the sandbox identity's and checking that it can reach them."""
-    prefix = _drop(config)
-    if not prefix:
-        return []
-    for place in places:
-        resolved = Path(place).resolve()
-        blocked = [p for p in resolved.parents if not _searchable(p, config.uid, config.gid)]
-        if blocked:
-            raise SandboxUnavailable(
-                f"refused: the sandbox runs tool processes as uid {config.uid} (the service is "
-                f"root), which cannot reach {resolved}: {blocked[0]} is not searchable by it "
-                "(chmod o+x it, or set sandbox.uid)"
-            )
-        hand_over(resolved, config.uid, config.gid)
-    return prefix
+class WorkdirFull(RuntimeError):
+    """The working directory uses more disk than ``sandbox.workdir_mb``."""
 
 
 @functools.lru_cache(maxsize=8)
-def _probe(bwrap: str | None, drop: tuple[str, ...] = ()) -> str | None:
-    """``None`` if ``bwrap`` can build a sandbox here (as the identity ``drop`` switches to),
-    else the reason it cannot."""
+def _probe(bwrap: str | None, uid: int | None) -> str | None:
+    """``None`` if ``bwrap`` can build a sandbox here (as ``uid``, when given), else the
+    reason it cannot."""
     if bwrap is None:
         return "bubblewrap (bwrap) is not installed or not on PATH"
+    if uid is not None and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is not installed: needed to run tools as a non-root user"
     try:
         done = subprocess.run(
-            [
-                *drop,
-                bwrap,
-                *_system_binds(),
-                *("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"),
-                *("--unshare-all", "--unshare-user", "--disable-userns"),
-                *("--cap-drop", "ALL", "--", "true"),
-            ],
+            [*_layers(bwrap, uid, [*_system_binds(), *_PROBE_MOUNTS], "/"), "--", "true"],
             capture_output=True,
             timeout=20,
             check=False,
@@ -130,6 +83,29 @@ def _probe(bwrap: str | None, drop: tuple[str, ...] = ()) -> str | None:
         detail = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
         return f"{bwrap} cannot create namespaces here: {detail}"
     return None
+
+
+def _layers(bwrap: str, uid: int | None, mounts: list[str], cwd: str) -> list[str]:
+    """The ``bwrap`` command line(s) up to the ``--`` before the program: ``mounts`` and the
+    namespaces (not network: the caller adds ``--unshare-net``), then, as ``uid`` when given,
+    the user namespace with no nested one and a read-only ``/proc/sys``."""
+    inner = [
+        *("--unshare-user", "--disable-userns", "--ro-bind", "/proc/sys", "/proc/sys"),
+        *("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"),
+        *("--chdir", cwd, "--cap-drop", "ALL"),
+    ]
+    spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    if uid is None:
+        return [bwrap, *spaces, *mounts, *inner]
+    # bwrap as root writes the uid map 0 -> 0: the drop happens between two bwraps.
+    # bwrap as root maps uid 0 to 0: the drop happens between two bwraps. setpriv keeps only
+    # what it needs to change user; after the change no capability is left.
+    caps = ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    outer = [bwrap, *spaces, *caps, *mounts, "--"]
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    # The inner bwrap keeps everything the outer one mounted, devices included.
+    ids = ["--uid", str(uid), "--gid", str(uid), "--dev-bind", "/", "/"]
+    return [*outer, *drop, bwrap, *ids, *inner]
 
 
 def _system_binds() -> list[str]:
@@ -152,11 +128,22 @@ class Sandbox:
         self.problem: str | None = None
         if self.config.mode != "none":
             self.bwrap = shutil.which("bwrap")
-            self.problem = _probe(self.bwrap, tuple(_drop(self.config)))
+            self.problem = _probe(self.bwrap, self.uid)
+
+    @property
+    def uid(self) -> int | None:
+        """The user tool processes run as: ``sandbox.uid`` when this service is root."""
+        return self.config.uid if os.geteuid() == 0 else None
 
     @property
     def confined(self) -> bool:
         return self.config.mode != "none" and self.problem is None
+
+    def state(self) -> str:
+        """``ok`` when tools run confined, else why not (an executor's presence, ``/readyz``)."""
+        if self.config.mode == "none":
+            return "off: sandbox.mode none, tools run unconfined"
+        return "ok" if self.problem is None else f"unavailable: {self.problem}"
 
     def describe(self) -> str:
         """One line for the start-up log."""
@@ -170,11 +157,22 @@ class Sandbox:
                 "(install bubblewrap, or set sandbox.mode: none to run them unconfined)"
             )
         network = "on" if c.network else "off"
-        who = f", as uid {c.uid} (the service is root)" if os.geteuid() == 0 else ""
-        return (
-            f"sandbox: bubblewrap ({self.bwrap}){who}, network {network}, {limits}, "
-            f"/tmp {c.tmp_mb} MB, no nested namespaces"
-        )
+        user = "" if self.uid is None else f", as uid {self.uid}"
+        return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}"
+
+    def prepare(self, places: Sequence[Path]) -> None:
+        """Before a run: refuse it (:class:`WorkdirFull`) when the first of ``places`` (the
+        working directory) uses more than ``workdir_mb``; as root, hand ``places``
+        (recursively) to the sandbox's user so that its tools can write there. One walk per
+        place. Blocking: call it off the event loop."""
+        uid = self.uid if self.confined else None
+        for index, place in enumerate(places):
+            used = _walk(Path(place), uid)
+            if index == 0 and used > self.config.workdir_mb * 1024 * 1024:
+                raise WorkdirFull(
+                    f"refused: the working directory uses {used / 1048576:.0f} MB, over "
+                    f"sandbox.workdir_mb ({self.config.workdir_mb} MB); delete files first"
+                )
 
     def command(
         self,
@@ -197,27 +195,28 @@ class Sandbox:
             )
         assert self.bwrap is not None
         c = self.config
-        prefix = _unprivileged(c, (working_dir, *writable))
-        args = [*prefix, self.bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
-        args += ["--unshare-user", "--disable-userns"]  # no nested namespaces inside
-        if c.network:
-            args.append("--share-net")
-        args += ["--cap-drop", "ALL", "--hostname", "sandbox", *_system_binds()]
+        mounts = ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        if not c.network:
+            mounts.append("--unshare-net")
+        mounts += _system_binds()
+        mounts += ["--perms", "0755", "--dir", "/etc", "--perms", "0755", "--dir", "/var"]
         etc = _ETC + (_ETC_NETWORK if c.network else ())
         for name in etc:
-            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+            mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         for path in c.read_only:
-            args += ["--ro-bind-try", path, path]
+            mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
         tmp = str(c.tmp_mb * 1024 * 1024)
-        args += ["--dev", "/dev", "--proc", "/proc", *_PROC_READ_ONLY]
-        args += ["--size", tmp, "--tmpfs", "/tmp", "--size", tmp, "--tmpfs", "/var/tmp"]
+        mounts += ["--dev", "/dev", "--proc", "/proc"]
+        for scratch in ("/tmp", "/var/tmp"):  # writable by the tool's user, like the host's
+            mounts += ["--perms", "1777", "--size", tmp, "--tmpfs", scratch]
         for place in (working_dir, *writable):
-            resolved = str(Path(place).resolve())
-            args += ["--bind", resolved, resolved]
-        args += ["--chdir", str((cwd or working_dir).resolve()), "--clearenv"]
+            resolved = Path(place).resolve()
+            mounts += [*_parents(resolved), "--bind", str(resolved), str(resolved)]
+        mounts.append("--clearenv")
         for name, value in env.items():
-            args += ["--setenv", name, value]
-        return [*args, "--", *argv]
+            mounts += ["--setenv", name, value]
+        where = str((cwd or working_dir).resolve())
+        return [*_layers(self.bwrap, self.uid, mounts, where), "--", *argv]
 
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""
@@ -234,3 +233,30 @@ def rlimits(c: SandboxConfig) -> list[tuple[int, int, int]]:
         (resource.RLIMIT_FSIZE, c.file_mb * mb, c.file_mb * mb),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+
+
+def _parents(path: Path) -> list[str]:
+    """bwrap creates a mount point's missing parents 0700, which a non-root tool could not
+    pass: create them passable (not listable) first; existing ones stay as they are."""
+    args: list[str] = []
+    for parent in reversed(path.parents[:-1]):
+        args += ["--perms", "0711", "--dir", str(parent)]
+    return args
+
+
+def _walk(top: Path, uid: int | None) -> int:
+    """Bytes of disk ``top`` and everything below it use; with ``uid``, each entry is also
+    handed to that user. Relative to directory descriptors, links never followed: a tool
+    running meanwhile in the same directory cannot swap a directory for a link to elsewhere
+    and have root chown what it points at."""
+    if not top.exists():
+        return 0
+    used = 0
+    for _root, dirs, files, fd in os.fwalk(top):
+        for name in (".", *dirs, *files):
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                stat = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                used += stat.st_blocks * 512
+                if uid is not None and stat.st_uid != uid:
+                    os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
+    return used

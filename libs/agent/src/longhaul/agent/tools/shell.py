@@ -22,7 +22,7 @@ from longhaul.agent.tools.childproc import GROUP_GUARD, child_env
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import ToolResult
-from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable
+from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable, WorkdirFull
 
 _CHUNK = 65_536
 
@@ -67,6 +67,10 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
         argv = sandbox.command(shell, working_dir=ctx.working_dir, env=env)
     except SandboxUnavailable as exc:
         raise ToolError(str(exc), code="sandbox_unavailable") from None
+    try:
+        await asyncio.to_thread(sandbox.prepare, [ctx.working_dir])
+    except WorkdirFull as exc:
+        raise ToolError(str(exc), code="workdir_full") from None
     process = await asyncio.create_subprocess_exec(
         *argv,
         cwd=ctx.working_dir,

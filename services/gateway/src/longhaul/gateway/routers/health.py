@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import time
 
 from fastapi import APIRouter, Request, Response
@@ -26,36 +27,48 @@ PRESENCE_FILTER = "executor.>"
 consumer is bound, and deletes it when it stops: a present key is an executor consuming."""
 
 
-async def _any_presence(conn: Connection) -> bool:
-    """Whether any live ``executor.<id>`` key is in ``lh_leases``: a watch delivers each
-    key's latest entry (deleted ones skipped), then ``None``."""
+async def _presences(conn: Connection) -> list[str]:
+    """The sandbox state each live ``executor.<id>`` key in ``lh_leases`` publishes (empty:
+    no executor); a watch delivers each key's latest entry (deleted ones skipped), then
+    ``None``."""
     kv = await conn.kv(conn.names.leases)
-    watcher = await kv.watch(PRESENCE_FILTER, ignore_deletes=True, meta_only=True)
+    watcher = await kv.watch(PRESENCE_FILTER, ignore_deletes=True)
+    states: list[str] = []
     try:
         while True:
             entry = await watcher.updates(timeout=READY_TIMEOUT_S)
             if entry is None:
-                return False
+                return states
             if entry.operation is None:
-                return True
+                states.append(_sandbox_of(entry.value or b""))
     finally:
         with contextlib.suppress(Exception):
             await watcher.stop()
 
 
-async def _executors(runtime: Runtime, conn: Connection) -> str:
-    """``ok`` while at least one executor is consuming, else the reason (cached briefly)."""
+def _sandbox_of(value: bytes) -> str:
+    try:
+        state = json.loads(value).get("sandbox")
+    except (ValueError, AttributeError):
+        state = None
+    return state if isinstance(state, str) else "unknown: the executor does not say"
+
+
+async def _executors(runtime: Runtime, conn: Connection) -> tuple[str, str]:
+    """``ok`` while at least one executor is consuming, else the reason; and ``ok`` while
+    every executor's tools run sandboxed, else the first other state (cached briefly)."""
     now = time.monotonic()
     cached = runtime.executors_checked
     if cached is not None and now - cached[0] < EXECUTORS_CACHE_S:
         return cached[1]
     try:
-        present = await asyncio.wait_for(_any_presence(conn), READY_TIMEOUT_S)
-        result = "ok" if present else "none consuming: no executor is running"
+        states = await asyncio.wait_for(_presences(conn), READY_TIMEOUT_S)
+        present = "ok" if states else "none consuming: no executor is running"
+        sandbox = next((s for s in states if s != "ok"), "ok" if states else "unknown")
     except Exception as exc:  # any failure means "not ready", with the reason
-        result = f"unknown: {type(exc).__name__}"
-    runtime.executors_checked = (now, result)
-    return result
+        present = sandbox = f"unknown: {type(exc).__name__}"
+    runtime.executors_checked = (now, (present, sandbox))
+    return present, sandbox
 
 
 class Health(BaseModel):
@@ -71,7 +84,8 @@ async def healthz() -> Health:
 @router.get(
     "/readyz",
     response_model=Health,
-    summary="NATS connected, the event stream present and an executor consuming",
+    summary="NATS connected, the event stream present and an executor consuming "
+    "(and whether their tools run sandboxed)",
     responses={503: {"model": Health, "description": "not ready"}},
 )
 async def readyz(request: Request) -> JSONResponse:
@@ -87,8 +101,9 @@ async def readyz(request: Request) -> JSONResponse:
             checks["stream"] = "ok"
         except Exception as exc:  # any failure means "not ready", with the reason
             checks["stream"] = f"missing: {type(exc).__name__}"
-        checks["executors"] = await _executors(runtime, ctx.conn)
-    ready = all(value == "ok" for value in checks.values())
+        checks["executors"], checks["sandbox"] = await _executors(runtime, ctx.conn)
+    # no sandbox is reported, not a reason to stop traffic: bash is refused, the rest works
+    ready = all(value == "ok" for name, value in checks.items() if name != "sandbox")
     body = Health(status="ok" if ready else "unavailable", checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
