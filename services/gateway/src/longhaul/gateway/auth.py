@@ -6,7 +6,9 @@ A key's *owner id* (``k_`` + the first 16 hex digits of its digest) is what ``Tr
 records, so traces survive key rotation only by keeping the key, never by name.
 
 With no key configured the gateway is a local development server: it binds loopback only
-(see ``main``), refuses non-loopback peers with 403, and every request acts as one owner.
+(see ``main``), refuses non-loopback peers with 403, refuses requests whose ``Host`` is not a
+loopback name with 403 (DNS rebinding: a web page whose name now resolves to 127.0.0.1 would
+otherwise pass both the peer and the same-origin checks), and every request acts as one owner.
 """
 
 from __future__ import annotations
@@ -86,8 +88,21 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def authenticate_token(keys: KeyRing, token: str | None, peer: str | None) -> Principal:
-    """The shared rule for HTTP and WebSocket requests."""
+def host_name(host: str | None) -> str | None:
+    """The name part of a ``Host`` header (``localhost:8080`` → ``localhost``, ``[::1]:80`` →
+    ``::1``), or None when it does not parse."""
+    if not host:
+        return None
+    try:
+        return urlsplit(f"//{host}").hostname
+    except ValueError:
+        return None
+
+
+def authenticate_token(
+    keys: KeyRing, token: str | None, peer: str | None, host: str | None
+) -> Principal:
+    """The shared rule for HTTP and WebSocket requests (``host``: the ``Host`` header)."""
     if keys.open:
         if not is_loopback(peer):
             raise ApiError(
@@ -95,6 +110,14 @@ def authenticate_token(keys: KeyRing, token: str | None, peer: str | None) -> Pr
                 "forbidden",
                 "this gateway has no API keys and only serves loopback clients; "
                 "set LONGHAUL_API_KEYS to serve others",
+            )
+        if not is_loopback(host_name(host)):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"this gateway has no API keys and only answers to a loopback Host "
+                f"(localhost, 127.0.0.1, [::1]), not {host!r}; "
+                "set LONGHAUL_API_KEYS to serve other host names",
             )
         return Principal(LOCAL_OWNER)
     if not token:
@@ -160,7 +183,7 @@ async def current_principal(
         runtime.config.gateway.cors_origins,
     )
     peer = request.client.host if request.client else None
-    principal = authenticate_token(runtime.keys, token, peer)
+    principal = authenticate_token(runtime.keys, token, peer, request.headers.get("host"))
     enforce_rate_limit(runtime.limiter, principal)
     return principal
 

@@ -157,7 +157,7 @@ async def trace_watch(
         bearer = authorization.lower().startswith("bearer ")
         token = authorization[7:].strip() if bearer else api_key
         peer = websocket.client.host if websocket.client else None
-        principal = authenticate_token(runtime.keys, token, peer)
+        principal = authenticate_token(runtime.keys, token, peer, websocket.headers.get("host"))
         enforce_rate_limit(runtime.limiter, principal)
         await access.require_trace_owner(runtime, principal, trace_id)
     except ApiError as exc:
