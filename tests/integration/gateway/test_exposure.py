@@ -3,12 +3,13 @@ keyless gateway, label growth in the metrics, reading the metrics, unauthenticat
 
 from __future__ import annotations
 
+import secrets
 from urllib.parse import urlsplit
 
 import httpx
 from longhaul.core.store import EventStore
 
-from tests.integration.gateway.harness import user_message
+from tests.integration.gateway.harness import RunningGateway, user_message
 
 CREATE = {"messages": [user_message("hello")]}
 
@@ -42,3 +43,34 @@ async def test_a_rebound_host_name_cannot_reach_a_keyless_gateway(
         assert response.status_code == 200, host
     created = await shared_client.post("/api/traces", json=CREATE)
     assert created.status_code == 202
+
+
+def request_series(gateway: RunningGateway) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """Every series (sample name, labels) of the request counter and latency histogram."""
+    series: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for family in gateway.runtime.metrics.registry.collect():
+        if family.name.startswith("longhaul_http_request"):
+            for sample in family.samples:
+                series.add((sample.name, tuple(sorted(sample.labels.items()))))
+    return series
+
+
+async def test_invented_methods_and_paths_add_no_metric_series(
+    shared_gateway: RunningGateway, shared_client: httpx.AsyncClient
+) -> None:
+    async def garbage(count: int) -> None:
+        for _ in range(count):
+            method = "X" + secrets.token_hex(4).upper()
+            path = f"/{secrets.token_hex(6)}/{secrets.token_hex(3)}"
+            response = await shared_client.request(method, path)
+            assert response.status_code in (404, 405)
+            response = await shared_client.request(method, "/api/traces")
+            assert response.status_code in (401, 404, 405)
+
+    await garbage(5)  # the first ones create the "other" / "unmatched" series once
+    before = request_series(shared_gateway)
+    await garbage(100)
+    after = request_series(shared_gateway)
+    assert after == before
+    methods = {dict(labels).get("method", "") for _, labels in after}
+    assert "other" in methods and not any(method.startswith("X") for method in methods)
