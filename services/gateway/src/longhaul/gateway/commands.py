@@ -9,6 +9,7 @@ the retry policy is a 409 the client may retry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
@@ -130,7 +131,7 @@ async def create_trace(
     loser's create conflicts, 409 with Retry-After, and its retry finds the winner's)."""
     trace_id = trace_id or new_id("t")
     event = msgspec.structs.replace(event, owner=principal.owner)
-    async with runtime.quota.starting(runtime.mirror, principal.owner):
+    async with _starting(runtime, principal):
         state = await _append_first(runtime, "trace", trace_id, event, TraceState)
         runtime.mirror.put(TraceIndexEntry.from_state(state))
     runtime.service.spawn(_write_index(runtime, state), name=f"index-{trace_id}")
@@ -159,20 +160,38 @@ async def append_to_trace(
     if not state.is_final:
         return await _append_checked(runtime, "trace", trace_id, state, build)
     # A request on an ended trace starts a new run: it counts against the key's cap.
-    async with runtime.quota.starting(runtime.mirror, principal.owner):
+    async with _starting(runtime, principal):
         state, recorded = await _append_checked(runtime, "trace", trace_id, state, build)
         runtime.mirror.put(TraceIndexEntry.from_state(state))
     return state, recorded
 
 
+def _starting(
+    runtime: Runtime, principal: Principal, task_id: str | None = None
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """The key's active-run cap around a start (``quota``: tasks count as runs too)."""
+
+    async def task_active(task_id: str) -> bool:
+        async with runtime.nats_call():
+            return not (await runtime.store.load_task(task_id)).is_final
+
+    return runtime.quota.starting(runtime.mirror, principal.owner, task_active, task_id)
+
+
 async def create_task(runtime: Runtime, principal: Principal, event: ev.TaskCreated) -> TaskState:
     event = msgspec.structs.replace(event, owner=principal.owner)
-    return await _append_first(runtime, "task", new_id("task"), event, TaskState)
+    task_id = new_id("task")
+    async with _starting(runtime, principal, task_id):
+        return await _append_first(runtime, "task", task_id, event, TaskState)
 
 
 async def append_to_task(
     runtime: Runtime, principal: Principal, task_id: str, event: ev.TaskEvent
 ) -> tuple[TaskState, Recorded]:
-    """Append ``event`` to a task the caller owns; returns the state after it."""
+    """Append ``event`` to a task the caller owns; returns the state after it. An event on
+    a finished task (a resume) starts it again: it counts against the key's cap."""
     state = await access.load_task(runtime, principal, task_id)
-    return await _append_checked(runtime, "task", task_id, state, lambda _: event)
+    if not state.is_final:
+        return await _append_checked(runtime, "task", task_id, state, lambda _: event)
+    async with _starting(runtime, principal, task_id):
+        return await _append_checked(runtime, "task", task_id, state, lambda _: event)
