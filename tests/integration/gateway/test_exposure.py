@@ -8,10 +8,17 @@ from urllib.parse import urlsplit
 
 import httpx
 from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
 
-from tests.integration.gateway.harness import RunningGateway, user_message
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
 
 CREATE = {"messages": [user_message("hello")]}
+TENANT, SCRAPER = "tenant-key-0123456789", "scraper-key-9876543210"
 
 
 async def stored_events(store: EventStore) -> int:
@@ -74,3 +81,30 @@ async def test_invented_methods_and_paths_add_no_metric_series(
     assert after == before
     methods = {dict(labels).get("method", "") for _, labels in after}
     assert "other" in methods and not any(method.startswith("X") for method in methods)
+
+
+async def test_metrics_are_for_the_operators_scraper_only(nats_config: NatsConfig) -> None:
+    config = gateway_config(nats_config, api_keys=TENANT, metrics_keys=[SCRAPER])
+    async with serve_gateway(config) as gateway:
+        async with gateway.client(TENANT) as tenant:
+            assert (await tenant.post("/api/traces", json=CREATE)).status_code == 202
+        async with (
+            gateway.client() as anonymous,
+            gateway.client(TENANT) as tenant,
+            gateway.client(SCRAPER) as scraper,
+        ):
+            for refused in (await anonymous.get("/metrics"), await tenant.get("/metrics")):
+                assert refused.status_code == 401
+                assert refused.json()["error"]["code"] == "unauthorized"
+                assert "longhaul_traces" not in refused.text
+            scraped = await scraper.get("/metrics")
+            assert scraped.status_code == 200
+            assert 'longhaul_traces{status="running"} 1.0' in scraped.text
+            # The scraper's key is not an API key.
+            assert (await scraper.get("/api/traces")).status_code == 401
+    # Keys but no scraper key: the metrics are no one's.
+    config = gateway_config(nats_config, api_keys=TENANT)
+    async with serve_gateway(config) as gateway, gateway.client(TENANT) as tenant:
+        refused = await tenant.get("/metrics")
+        assert refused.status_code == 403
+        assert "gateway.metrics_keys" in refused.json()["error"]["message"]

@@ -135,6 +135,18 @@ def authenticate_token(
     return principal
 
 
+def _bearer(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The bearer token, or None; another ``Authorization`` scheme is a 401."""
+    if credentials is None and request.headers.get("authorization"):
+        raise ApiError(
+            401,
+            "unauthorized",
+            "Authorization header must be 'Bearer <key>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return credentials.credentials if credentials else None
+
+
 def check_origin(origin: str | None, host: str | None, allowed: list[str]) -> None:
     """Refuse browser requests from other sites (403).
 
@@ -169,14 +181,7 @@ async def current_principal(
 ) -> Principal:
     """FastAPI dependency of every ``/api`` route: authenticate, then rate-limit per key."""
     runtime: Runtime = request.app.state.runtime
-    token = credentials.credentials if credentials else None
-    if token is None and request.headers.get("authorization"):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "Authorization header must be 'Bearer <key>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    token = _bearer(request, credentials)
     check_origin(
         request.headers.get("origin"),
         request.headers.get("host"),
@@ -189,3 +194,27 @@ async def current_principal(
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+async def metrics_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> None:
+    """FastAPI dependency of ``/metrics``, whose totals cover every key's traces: the
+    operator's. A keyless gateway serves it as it serves its API (loopback only); one with API
+    keys only to a bearer of ``gateway.metrics_keys``, never to a tenant's API key."""
+    runtime: Runtime = request.app.state.runtime
+    token = _bearer(request, credentials)
+    peer = request.client.host if request.client else None
+    host = request.headers.get("host")
+    if runtime.keys.open:
+        authenticate_token(runtime.keys, token, peer, host)
+        return
+    if runtime.metrics_keys.open:
+        raise ApiError(
+            403,
+            "forbidden",
+            "metrics cover every key's traces and are the operator's: set gateway.metrics_keys "
+            "(LONGHAUL_METRICS_KEYS) and scrape with Authorization: Bearer <metrics key>",
+        )
+    authenticate_token(runtime.metrics_keys, token, peer, host)

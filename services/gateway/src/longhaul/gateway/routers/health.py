@@ -1,4 +1,5 @@
-"""Liveness, readiness and Prometheus metrics (unauthenticated: meant for probes/scrapers)."""
+"""Liveness and readiness (unauthenticated: meant for probes) and Prometheus metrics (the
+operator's scraper key: they total every key's traces, see ``auth.metrics_reader``)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import asyncio
 import contextlib
 import time
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from longhaul.core.connection import Connection
+from longhaul.gateway.auth import metrics_reader
+from longhaul.gateway.errors import JSON_ERROR_RESPONSES
 from longhaul.gateway.runtime import Runtime, runtime_of
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
@@ -92,8 +95,12 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get(
     "/metrics",
-    summary="Prometheus metrics",
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    summary="Prometheus metrics (Bearer: one of gateway.metrics_keys)",
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **JSON_ERROR_RESPONSES,
+    },
+    dependencies=[Depends(metrics_reader)],
 )
 async def metrics(request: Request) -> Response:
     runtime = runtime_of(request.app)
