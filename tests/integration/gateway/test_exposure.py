@@ -3,7 +3,9 @@ keyless gateway, label growth in the metrics, reading the metrics, unauthenticat
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpx
@@ -19,6 +21,8 @@ from tests.integration.gateway.harness import (
 
 CREATE = {"messages": [user_message("hello")]}
 TENANT, SCRAPER = "tenant-key-0123456789", "scraper-key-9876543210"
+OTHER = "other-tenant-key-5555555555"
+MAX_UPLOAD = 64 * 1024
 
 
 async def stored_events(store: EventStore) -> int:
@@ -108,3 +112,56 @@ async def test_metrics_are_for_the_operators_scraper_only(nats_config: NatsConfi
         refused = await tenant.get("/metrics")
         assert refused.status_code == 403
         assert "gateway.metrics_keys" in refused.json()["error"]["message"]
+
+
+async def status_while_sending(url: str, path: str, headers: dict[str, str]) -> int:
+    """Declare a multipart upload of the largest allowed size, send 16 KiB of it and read the
+    answer without sending more: only a server that decides before reading the body answers."""
+    parsed = urlsplit(url)
+    assert parsed.hostname is not None and parsed.port is not None
+    reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port)
+    try:
+        head = [
+            f"POST {path} HTTP/1.1",
+            f"Host: {parsed.netloc}",
+            "Content-Type: multipart/form-data; boundary=x",
+            f"Content-Length: {MAX_UPLOAD}",
+            *(f"{name}: {value}" for name, value in headers.items()),
+        ]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+        writer.write(b'--x\r\nContent-Disposition: form-data; name="files"; filename="a"\r\n\r\n')
+        writer.write(b"0" * 16384)
+        await writer.drain()
+        async with asyncio.timeout(10):
+            status_line = await reader.readline()
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+async def test_an_upload_is_authenticated_before_its_body_is_read(
+    nats_config: NatsConfig,
+) -> None:
+    config = gateway_config(nats_config, api_keys=f"{TENANT},{OTHER}", max_upload_bytes=MAX_UPLOAD)
+    async with serve_gateway(config) as gateway:
+        async with gateway.client(TENANT) as tenant:
+            trace_id = (await tenant.post("/api/traces", json=CREATE)).json()["trace_id"]
+        path = f"/api/traces/{trace_id}/files"
+        assert await status_while_sending(gateway.url, path, {}) == 401
+        wrong_key = {"Authorization": f"Bearer {OTHER}"}
+        assert await status_while_sending(gateway.url, path, wrong_key) == 404
+        async with gateway.client(TENANT) as tenant:  # still serving, uploads still work
+            sent = await tenant.post(path, files=[("files", ("a.txt", b"hello"))])
+            assert sent.status_code == 202
+
+            async def chunks() -> AsyncIterator[bytes]:
+                yield b'--x\r\nContent-Disposition: form-data; name="files"; filename="b"\r\n\r\n'
+                for _ in range(4):
+                    yield b"0" * MAX_UPLOAD
+
+            streamed = await tenant.post(
+                path, content=chunks(), headers={"Content-Type": "multipart/form-data; boundary=x"}
+            )
+            assert "content-length" not in streamed.request.headers
+            assert streamed.status_code == 413
+            assert streamed.json()["error"]["code"] == "body_too_large"
