@@ -212,9 +212,10 @@ async def metrics_reader(
         return
     if runtime.metrics_keys.open:
         raise ApiError(
-            403,
-            "forbidden",
+            401,
+            "unauthorized",
             "metrics cover every key's traces and are the operator's: set gateway.metrics_keys "
             "(LONGHAUL_METRICS_KEYS) and scrape with Authorization: Bearer <metrics key>",
+            headers={"WWW-Authenticate": "Bearer"},
         )
     authenticate_token(runtime.metrics_keys, token, peer, host)

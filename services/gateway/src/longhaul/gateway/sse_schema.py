@@ -92,8 +92,13 @@ def event_stream_schema(aggregate: ev.Aggregate) -> tuple[dict[str, Any], dict[s
     return {"oneOf": branches}, {PREFIX + name: schema for name, schema in components.items()}
 
 
+LAST_EVENT_ID = {"type": "string", "pattern": "^[0-9]{1,19}$"}
+"""What ``Last-Event-ID`` may be: an ``id`` the stream sent (FastAPI would document an optional
+header as string-or-null, and a header has no null)."""
+
+
 def document_event_streams(document: dict[str, Any]) -> None:
-    """Give every ``…/events`` route of ``document`` its event schema."""
+    """Give every ``…/events`` route of ``document`` its event schema and resume header."""
     schemas = document.setdefault("components", {}).setdefault("schemas", {})
     for path, item in document.get("paths", {}).items():
         if not path.endswith("/events") or "get" not in item:
@@ -103,3 +108,6 @@ def document_event_streams(document: dict[str, Any]) -> None:
         schemas.update(components)
         content = item["get"]["responses"]["200"]["content"]
         content["text/event-stream"] = {"schema": schema}
+        for parameter in item["get"].get("parameters", []):
+            if parameter["in"] == "header" and parameter["name"] == "last-event-id":
+                parameter["schema"] = dict(LAST_EVENT_ID)
