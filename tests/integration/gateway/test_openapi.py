@@ -125,7 +125,8 @@ async def fuzz_target(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
     config = gateway_config(
         nats_config, api_keys=FUZZ_KEY, metrics_keys=[FUZZ_KEY], rate_limit_per_minute=0
     )
-    async with serve_gateway(config, heartbeat_s=0.3) as running:
+    # frequent heartbeats: a stream the fuzzer reads (3 events) ends quickly once idle
+    async with serve_gateway(config, heartbeat_s=0.05) as running:
         yield running
 
 
