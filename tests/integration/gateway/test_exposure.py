@@ -4,13 +4,18 @@ keyless gateway, label growth in the metrics, reading the metrics, unauthenticat
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
+import socket
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
+import websockets
 from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
+from websockets.typing import Origin
 
 from tests.integration.gateway.harness import (
     RunningGateway,
@@ -54,6 +59,27 @@ async def test_a_rebound_host_name_cannot_reach_a_keyless_gateway(
         assert response.status_code == 200, host
     created = await shared_client.post("/api/traces", json=CREATE)
     assert created.status_code == 202
+
+
+async def test_a_rebound_host_name_cannot_watch_a_keyless_gateway(
+    shared_client: httpx.AsyncClient,
+) -> None:
+    trace_id = (await shared_client.post("/api/traces", json=CREATE)).json()["trace_id"]
+    gateway = urlsplit(str(shared_client.base_url))
+    assert gateway.hostname is not None and gateway.port is not None
+    for name, allowed in (("evil.example:8080", False), (gateway.netloc, True)):
+        # The browser's own socket to 127.0.0.1, its handshake naming the rebound host.
+        sock = socket.create_connection((gateway.hostname, gateway.port))
+        url = f"ws://{name}/api/traces/{trace_id}/watch"
+        async with websockets.connect(url, sock=sock, origin=Origin(f"http://{name}")) as ws:
+            first = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if allowed:
+                assert first["event"] == "trace_created"
+                continue
+            assert first["error"]["code"] == "forbidden"
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4403
 
 
 def request_series(gateway: RunningGateway) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
