@@ -138,31 +138,6 @@ async def test_keyless_gateway_acts_as_one_local_owner(
     assert info["auth"] is False and info["owner"] == "local"
 
 
-async def test_a_keyless_gateway_refuses_a_rebound_host_name(client: httpx.AsyncClient) -> None:
-    """DNS rebinding: a page on evil.example re-points its name at 127.0.0.1 and calls the
-    gateway from the victim's browser. The peer is loopback and ``Origin`` equals ``Host``,
-    so only the host name tells the attack apart."""
-    port = client.base_url.port
-    rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
-    before = len((await client.get("/api/traces?limit=200")).json()["traces"])
-    refused = await client.post(
-        "/api/traces", json={"messages": [user_message("rm -rf ~")]}, headers=rebound
-    )
-    assert refused.status_code == 403, refused.text
-    assert refused.json()["error"]["code"] == "forbidden"
-    assert "evil.example" in refused.json()["error"]["message"]
-    listed = await client.get("/api/traces", headers=rebound)
-    assert listed.status_code == 403
-    assert len((await client.get("/api/traces?limit=200")).json()["traces"]) == before
-    # the rebound name in the handshake's Host, the connection to loopback
-    rebound_ws = f"ws://evil.example:{port}/api/traces/t_x/watch"
-    async with websockets.connect(rebound_ws, host="127.0.0.1", port=port) as ws:
-        error = json.loads(await asyncio.wait_for(ws.recv(), 10))
-        assert error["error"]["code"] == "forbidden"
-    for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}", "127.0.0.2"):
-        assert (await client.get("/api/traces", headers={"Host": host})).status_code == 200
-
-
 def non_loopback_address() -> str | None:
     """This machine's address on its default route, if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
@@ -218,19 +193,3 @@ async def test_cors_is_off_by_default_and_on_for_configured_origins(
             headers={"Origin": "https://other.example"},
         )
         assert other.status_code == 403
-
-
-async def test_metrics_are_the_operators_on_a_keyed_gateway(nats_config: NatsConfig) -> None:
-    """/metrics shows every key's totals: no client key opens it, only the operator's."""
-    async with serve_gateway(gateway_config(nats_config, api_keys=ALICE)) as unset:
-        async with unset.client() as anonymous, unset.client(ALICE) as alice:
-            assert (await anonymous.get("/metrics")).status_code == 403
-            refused = await alice.get("/metrics")
-            assert refused.status_code == 403 and "metrics_key" in refused.text
-    config = gateway_config(nats_config, api_keys=ALICE)
-    config.gateway.metrics_key = SecretStr("scrape-0123456789")
-    async with serve_gateway(config) as keyed:
-        async with keyed.client(ALICE) as alice, keyed.client("scrape-0123456789") as scraper:
-            assert (await alice.get("/metrics")).status_code == 401
-            scraped = await scraper.get("/metrics")
-            assert scraped.status_code == 200 and "longhaul_http_requests_total" in scraped.text

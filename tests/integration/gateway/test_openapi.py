@@ -4,19 +4,30 @@ no server error and no response that contradicts the document."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
+import jsonschema
 import pytest
 from longhaul.domain.config import NatsConfig
 
-from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    sse_events,
+    user_message,
+)
 
 FUZZ_KEY = "fuzz-key-0123456789"
 ST_CONFIG = """\
+# an event stream is read this far (its typed events are checked against the document)
+max-stream-events = 3
+
 [checks.negative_data_rejection]
 # 413 is a correct refusal of an oversized (and so schema-violating) body.
 expected-statuses = ["400", "401", "403", "404", "405", "409", "413", "422", "429"]
@@ -72,10 +83,50 @@ async def test_openapi_documents_every_route(shared_client: httpx.AsyncClient) -
     assert error["properties"]["error"]["$ref"].endswith("/ErrorDetail")
 
 
+async def test_event_streams_describe_every_event_they_send(
+    shared_client: httpx.AsyncClient,
+) -> None:
+    """Each frame of a real stream (stored events, then a heartbeat) matches the documented
+    event schema, its ``data`` the schema of its event name."""
+    document = (await shared_client.get("/openapi.json")).json()
+    paths = document["paths"]
+    for path in ("/api/tasks/{task_id}/events", "/api/traces/{trace_id}/events"):
+        content = paths[path]["get"]["responses"]["200"]["content"]["text/event-stream"]
+        assert "oneOf" in content["schema"], path
+    schema = paths["/api/traces/{trace_id}/events"]["get"]["responses"]["200"]["content"][
+        "text/event-stream"
+    ]["schema"]
+    branches = {branch["properties"]["event"]["const"]: branch for branch in schema["oneOf"]}
+    assert {"trace_created", "message_appended", "live", "heartbeat", "error"} <= set(branches)
+    components = {"components": document["components"]}
+    created = await shared_client.post("/api/traces", json={"messages": [user_message("hi")]})
+    trace_id = created.json()["trace_id"]
+    seen: list[str] = []
+    async with shared_client.stream("GET", f"/api/traces/{trace_id}/events") as response:
+        async for frame in sse_events(response):
+            as_sent = {"event": frame.event, "data": frame.data}
+            if frame.id is not None:
+                as_sent["id"] = frame.id
+            jsonschema.validate(as_sent, {**schema, **components})
+            data_schema = branches[frame.event]["properties"]["data"]["contentSchema"]
+            jsonschema.validate(frame.json(), {**data_schema, **components})
+            seen.append(frame.event)
+            if frame.event == "heartbeat":
+                break
+    assert seen[0] == "trace_created" and seen[-1] == "heartbeat"
+    wrong = {"event": "trace_created", "data": '{"type": "trace_created"}', "id": "1"}
+    with pytest.raises(jsonschema.ValidationError):
+        data_schema = branches["trace_created"]["properties"]["data"]["contentSchema"]
+        jsonschema.validate(json.loads(wrong["data"]), {**data_schema, **components})
+
+
 @pytest.fixture
 async def fuzz_target(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
-    config = gateway_config(nats_config, api_keys=FUZZ_KEY, rate_limit_per_minute=0)
-    async with serve_gateway(config, heartbeat_s=0.3) as running:
+    config = gateway_config(
+        nats_config, api_keys=FUZZ_KEY, metrics_keys=[FUZZ_KEY], rate_limit_per_minute=0
+    )
+    # frequent heartbeats: a stream the fuzzer reads (3 events) ends quickly once idle
+    async with serve_gateway(config, heartbeat_s=0.05) as running:
         yield running
 
 
@@ -95,13 +146,12 @@ async def test_schemathesis_finds_no_server_error(
         f"{fuzz_target.url}/openapi.json",
         "--checks",
         "all",
-        # endless streams (test_streams) and binary multipart uploads, which the fuzzer
-        # types as JSON (test_uploads), and /readyz, whose 503 without an executor is its
-        # contract (test_health), and the experience import, a markdown file whose grammar a
-        # JSON schema cannot state (test_experiences_api); one regex: a repeated option keeps
-        # only the last
+        # binary multipart uploads, which the fuzzer types as JSON (test_uploads), /readyz,
+        # whose 503 without an executor is its contract (test_health), and the experience
+        # import, a markdown file whose grammar a JSON schema cannot state
+        # (test_experiences_api); one regex: a repeated option keeps only the last
         "--exclude-path-regex",
-        "/(events|files|readyz|import)$",
+        "/(files|readyz|import)$",
         "--max-examples",
         "15",
         "--seed",

@@ -162,13 +162,14 @@ class GatewayConfig(BaseModel):
         "beyond it starting a run answers 429 with Retry-After",
     )
     cors_origins: list[str] = Field(default_factory=list)
-    metrics_key: SecretStr | None = Field(
-        default=None,
-        description="bearer token of GET /metrics on a gateway with API keys (it shows every "
-        "key's totals, so no client key opens it; unset: /metrics answers 403)",
+    metrics_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=lambda: _split_csv(os.environ.get("LONGHAUL_METRICS_KEYS", "")),
+        validate_default=True,
+        description="bearer keys of the operator's scraper for /metrics (every key's totals); "
+        "none: a gateway with API keys serves /metrics to no one",
     )
 
-    @field_validator("api_keys", mode="before")
+    @field_validator("api_keys", "metrics_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
         return _split_csv(value) if isinstance(value, str) else value

@@ -56,6 +56,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     runtime = Runtime(
         config=config,
         keys=KeyRing(gateway.api_keys),
+        metrics_keys=KeyRing(gateway.metrics_keys),
         limiter=RateLimiter(gateway.rate_limit_per_minute),
         quota=ActiveQuota(gateway.max_active_traces_per_key),
         metrics=GatewayMetrics(),

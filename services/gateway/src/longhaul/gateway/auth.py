@@ -6,7 +6,9 @@ A key's *owner id* (``k_`` + the first 16 hex digits of its digest) is what ``Tr
 records, so traces survive key rotation only by keeping the key, never by name.
 
 With no key configured the gateway is a local development server: it binds loopback only
-(see ``main``), refuses non-loopback peers with 403, and every request acts as one owner.
+(see ``main``), refuses non-loopback peers with 403, refuses requests whose ``Host`` is not a
+loopback name with 403 (DNS rebinding: a web page whose name now resolves to 127.0.0.1 would
+otherwise pass both the peer and the same-origin checks), and every request acts as one owner.
 """
 
 from __future__ import annotations
@@ -86,22 +88,21 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def host_name(host_header: str | None) -> str | None:
-    """The name of a ``Host`` header without its port (``[::1]:8080`` → ``::1``)."""
-    if not host_header:
+def host_name(host: str | None) -> str | None:
+    """The name part of a ``Host`` header (``localhost:8080`` → ``localhost``, ``[::1]:80`` →
+    ``::1``), or None when it does not parse."""
+    if not host:
         return None
-    return urlsplit(f"//{host_header}").hostname
+    try:
+        return urlsplit(f"//{host}").hostname
+    except ValueError:
+        return None
 
 
 def authenticate_token(
     keys: KeyRing, token: str | None, peer: str | None, host: str | None
 ) -> Principal:
-    """The shared rule for HTTP and WebSocket requests.
-
-    A keyless gateway serves loopback peers, and only under a loopback ``Host``: a web page
-    whose name an attacker re-points at 127.0.0.1 (DNS rebinding) reaches a loopback peer
-    with its own name in ``Host`` (and the same in ``Origin``, so the origin check passes).
-    """
+    """The shared rule for HTTP and WebSocket requests (``host``: the ``Host`` header)."""
     if keys.open:
         if not is_loopback(peer):
             raise ApiError(
@@ -114,9 +115,9 @@ def authenticate_token(
             raise ApiError(
                 403,
                 "forbidden",
-                f"this gateway has no API keys and answers only to localhost or a loopback "
-                f"address, not to the host name {host!r}; set LONGHAUL_API_KEYS to serve "
-                "other names",
+                f"this gateway has no API keys and only answers to a loopback Host "
+                f"(localhost, 127.0.0.1, [::1]), not {host!r}; "
+                "set LONGHAUL_API_KEYS to serve other host names",
             )
         return Principal(LOCAL_OWNER)
     if not token:
@@ -132,6 +133,18 @@ def authenticate_token(
             401, "unauthorized", "invalid API key", headers={"WWW-Authenticate": "Bearer"}
         )
     return principal
+
+
+def _bearer(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The bearer token, or None; another ``Authorization`` scheme is a 401."""
+    if credentials is None and request.headers.get("authorization"):
+        raise ApiError(
+            401,
+            "unauthorized",
+            "Authorization header must be 'Bearer <key>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return credentials.credentials if credentials else None
 
 
 def check_origin(origin: str | None, host: str | None, allowed: list[str]) -> None:
@@ -168,14 +181,7 @@ async def current_principal(
 ) -> Principal:
     """FastAPI dependency of every ``/api`` route: authenticate, then rate-limit per key."""
     runtime: Runtime = request.app.state.runtime
-    token = credentials.credentials if credentials else None
-    if token is None and request.headers.get("authorization"):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "Authorization header must be 'Bearer <key>'",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    token = _bearer(request, credentials)
     check_origin(
         request.headers.get("origin"),
         request.headers.get("host"),
@@ -188,3 +194,28 @@ async def current_principal(
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+async def metrics_reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> None:
+    """FastAPI dependency of ``/metrics``, whose totals cover every key's traces: the
+    operator's. A keyless gateway serves it as it serves its API (loopback only); one with API
+    keys only to a bearer of ``gateway.metrics_keys``, never to a tenant's API key."""
+    runtime: Runtime = request.app.state.runtime
+    token = _bearer(request, credentials)
+    peer = request.client.host if request.client else None
+    host = request.headers.get("host")
+    if runtime.keys.open:
+        authenticate_token(runtime.keys, token, peer, host)
+        return
+    if runtime.metrics_keys.open:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "metrics cover every key's traces and are the operator's: set gateway.metrics_keys "
+            "(LONGHAUL_METRICS_KEYS) and scrape with Authorization: Bearer <metrics key>",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    authenticate_token(runtime.metrics_keys, token, peer, host)

@@ -5,6 +5,11 @@ is answered 413 before any handler runs (and before anything can be appended), w
 ``Content-Length`` header claims. Requests without a body pass through untouched, which keeps
 streams' disconnect notifications flowing.
 
+File uploads (up to ``max_upload_bytes``) are not buffered here: they pass through counted, so
+the route authenticates and checks the trace before it reads a byte (an anonymous caller must
+not make the gateway hold 25 MB per connection), and a body that outgrows the limit while it is
+read is a 413 then.
+
 Also: ``curl -d '{…}'`` sends ``application/x-www-form-urlencoded`` unless told otherwise.
 The API takes no forms, so such a body is handed on as JSON, which makes the documented curl
 one-liners work as written.
@@ -15,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from longhaul.gateway.errors import error_response
+from longhaul.gateway.errors import ApiError, error_response
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,18 +42,18 @@ class BodyLimitMiddleware:
         self.max_upload_bytes = max_upload_bytes
         self.drain_bytes = max(DRAIN_BYTES, 2 * max_body_bytes)
 
-    def _limit(self, scope: Scope) -> int:
-        upload = scope.get("method") == "POST" and str(scope.get("path", "")).endswith(
-            UPLOAD_SUFFIX
+    def _upload(self, scope: Scope) -> bool:
+        return bool(self.max_upload_bytes) and (
+            scope.get("method") == "POST" and str(scope.get("path", "")).endswith(UPLOAD_SUFFIX)
         )
-        return self.max_upload_bytes if upload and self.max_upload_bytes else self.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        limit = self._limit(scope)
+        upload = self._upload(scope)
+        limit = self.max_upload_bytes if upload else self.max_body_bytes
         declared = headers.get("content-length")
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         if declared is None and not chunked:
@@ -65,6 +70,9 @@ class BodyLimitMiddleware:
                     await self._drain(receive, 0)
                 await self._too_large(scope, receive, send, limit)
                 return
+        if upload:
+            await self.app(scope, _counted(receive, limit), send)
+            return
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -122,3 +130,25 @@ class BodyLimitMiddleware:
             headers={"Connection": "close"},
         )
         await response(scope, receive, send)
+
+
+def _counted(receive: Receive, limit: int) -> Receive:
+    """``receive`` that refuses the chunk taking the body past ``limit`` (a 413 raised in
+    whoever reads it: a chunked upload declares no length to check up front)."""
+    size = 0
+
+    async def counted() -> Message:
+        nonlocal size
+        message = await receive()
+        size += len(message.get("body", b""))
+        if size > limit:
+            raise ApiError(
+                413,
+                "body_too_large",
+                f"request body exceeds {limit} bytes",
+                details={"max_body_bytes": limit},
+                headers={"Connection": "close"},
+            )
+        return message
+
+    return counted

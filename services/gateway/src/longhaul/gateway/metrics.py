@@ -177,6 +177,14 @@ class GatewayMetrics:
 
 access_log = logging.getLogger("longhaul.gateway.access")
 
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""Methods counted under their own name; any other token a client invents is ``other``: each
+label value is a series kept for the life of the process, so a client must not mint them."""
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "other"
+
 
 # Any token is a valid HTTP method, and every label value is kept for ever: methods no route
 # serves are counted as one, so an unauthenticated caller cannot grow the registry.
@@ -184,8 +192,9 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPT
 
 
 class RequestObserver:
-    """Counts and times every HTTP request under its route template (bounded label values)
-    and logs it as one JSON line carrying the trace or task id it concerned."""
+    """Counts and times every HTTP request under its route template and a known method
+    (``unmatched`` / ``other`` otherwise: bounded label values whatever clients send) and logs
+    it as one JSON line carrying the trace or task id it concerned."""
 
     def __init__(self, app: ASGIApp, metrics: GatewayMetrics) -> None:
         self.app = app
@@ -211,8 +220,8 @@ class RequestObserver:
             template = route.path if isinstance(route, Route) else "unmatched"
             method = scope["method"] if scope["method"] in KNOWN_METHODS else "other"
             elapsed = time.perf_counter() - started
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(elapsed)
+            self.metrics.requests.labels(method_label(method), template, str(status)).inc()
+            self.metrics.latency.labels(method_label(method), template).observe(elapsed)
             params = scope.get("path_params") or {}
             access_log.info(
                 "%s %s %d %.1fms",

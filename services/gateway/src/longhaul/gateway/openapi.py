@@ -3,7 +3,8 @@
 The verification checks a client may name are the operator's (``verifier.commands``), so the
 schema lists exactly those names: a client (or a fuzzer) reading the document never has to
 guess, and a name outside the list is schema-invalid, not only refused. The same holds for
-the experience categories (``memory.categories``).
+the experience categories (``memory.categories``). The event streams' typed events are
+described by ``sse_schema``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from longhaul.gateway.schemas.common import MODEL_PATTERN, MODEL_SPEC
+from longhaul.gateway.sse_schema import document_event_streams
 
 VERIFICATION_SCHEMA = "VerificationBody"
 
@@ -59,6 +61,7 @@ def configured_openapi(
                 description=app.description,
                 routes=app.routes,
             )
+            document_event_streams(document)
             schemas = document.get("components", {}).get("schemas", {})
             if models is not None:
                 _replace_pattern(document, MODEL_PATTERN, models)

@@ -5,7 +5,8 @@ The bytes go to the workspace (KV, large ones to the object store) under their d
 executor writes them into the working directory and tells the model before its next call.
 Names are plain file names (no paths, no leading dot); a request is bounded by
 ``gateway.max_upload_bytes`` and a key's total by ``gateway.upload_quota_bytes_per_key``; a
-refused request writes nothing.
+refused request writes nothing. The body is read only once the key is known and owns the trace
+(not a ``File`` parameter, which FastAPI would parse before any dependency runs).
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import hashlib
 import re
 from functools import partial
-from typing import Annotated
+from typing import Any
 
-from fastapi import APIRouter, File, Request, UploadFile
+from fastapi import APIRouter, Request
 from longhaul.core.workspace import WorkspaceConflict, WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
@@ -25,12 +26,36 @@ from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
 from pydantic import BaseModel
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException
 
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 MAX_FILES = 20
 QUOTA_ATTEMPTS = 8
+MAX_FIELDS = 10
+
+UPLOAD_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "required": ["files"],
+                "properties": {
+                    "files": {
+                        "type": "array",
+                        "items": {"type": "string", "format": "binary"},
+                        "minItems": 1,
+                        "maxItems": MAX_FILES,
+                        "description": "one or more files",
+                    }
+                },
+            }
+        }
+    },
+}
 
 
 class UploadedFile(BaseModel):
@@ -86,20 +111,30 @@ async def _charge(runtime: Runtime, owner: str, size: int) -> None:
     raise ApiError(409, "concurrent_update", "the upload quota kept changing; retry")
 
 
+async def _files(request: Request) -> list[UploadFile]:
+    """The ``files`` parts of the multipart body, read now (after authentication)."""
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise ApiError(415, "unsupported_media_type", "send the files as multipart/form-data")
+    try:
+        form = await request.form(max_files=MAX_FILES + 1, max_fields=MAX_FIELDS)
+    except MultiPartException as exc:
+        raise ApiError(400, "bad_request", f"malformed multipart body: {exc.message}") from None
+    return [part for part in form.getlist("files") if isinstance(part, UploadFile)]
+
+
 @router.post(
     "/{trace_id}/files",
     status_code=202,
     response_model=FilesAccepted,
     summary="Upload files into the trace's working directory (multipart field 'files')",
+    openapi_extra={"requestBody": UPLOAD_BODY},
 )
 async def upload_files(
-    trace_id: str,
-    request: Request,
-    principal: CurrentPrincipal,
-    files: Annotated[list[UploadFile], File(description="one or more files", min_length=1)],
+    trace_id: str, request: Request, principal: CurrentPrincipal
 ) -> FilesAccepted:
     runtime = runtime_of(request.app)
     state = await access.load_trace(runtime, principal, trace_id)
+    files = await _files(request)
     if not files or len(files) > MAX_FILES:
         raise ApiError(422, "invalid_request", f"send 1 to {MAX_FILES} files")
     if len(state.uploads_pending) + len(files) > MAX_PENDING_UPLOADS:

@@ -1,21 +1,21 @@
-"""Liveness, readiness and Prometheus metrics (unauthenticated: meant for probes/scrapers)."""
+"""Liveness and readiness (unauthenticated: meant for probes) and Prometheus metrics (the
+operator's scraper key: they total every key's traces, see ``auth.metrics_reader``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import time
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from longhaul.core.connection import Connection
-from longhaul.gateway.auth import authenticate_token
-from longhaul.gateway.errors import ApiError
+from longhaul.gateway.auth import metrics_reader
+from longhaul.gateway.errors import JSON_ERROR_RESPONSES
 from longhaul.gateway.runtime import Runtime, runtime_of
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 
 router = APIRouter(tags=["health"])
 
@@ -110,33 +110,16 @@ async def readyz(request: Request) -> JSONResponse:
 
 @router.get(
     "/metrics",
-    summary="Prometheus metrics",
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    summary="Prometheus metrics (Bearer: one of gateway.metrics_keys)",
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **JSON_ERROR_RESPONSES,
+    },
+    dependencies=[Depends(metrics_reader)],
 )
 async def metrics(request: Request) -> Response:
-    """The operator's: it shows every key's totals. A keyless gateway serves loopback only
-    (so it is open there); a keyed one asks for ``gateway.metrics_key``, never a client key."""
     runtime = runtime_of(request.app)
-    _operator_only(request, runtime.config.gateway.metrics_key, runtime.keys.open)
     if runtime.ctx is not None:
         await runtime.metrics.refresh_consumer_lag(runtime.ctx.conn)
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-
-def _operator_only(request: Request, key: SecretStr | None, keyless: bool) -> None:
-    if keyless:
-        peer = request.client.host if request.client else None
-        authenticate_token(runtime_of(request.app).keys, None, peer, request.headers.get("host"))
-        return
-    if key is None:
-        raise ApiError(
-            403, "forbidden", "metrics are the operator's: set gateway.metrics_key to scrape them"
-        )
-    sent = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(sent.encode(), key.get_secret_value().encode()):
-        raise ApiError(
-            401,
-            "unauthorized",
-            "metrics need the operator's metrics key (Authorization: Bearer <gateway.metrics_key>)",
-            headers={"WWW-Authenticate": "Bearer"},
-        )

@@ -41,9 +41,9 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
         "description": (
             "text/event-stream. Stored events: `id: <stream sequence>`, `event: <type>`, "
             "`data: <event JSON>`. Token deltas: `event: live` (no id). "
-            "`event: heartbeat` when idle."
+            "`event: heartbeat` when idle. The schema describes one event (``sse_schema``)."
         ),
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": {"type": "object"}}},
     }
 }
 RETRY_MS = 1000
