@@ -113,8 +113,12 @@ async def test_two_keys_cannot_see_each_others_files_through_an_mcp_server(
         assert not [out for out in seen if SECRET in out]
         assert "secret.txt" not in listed
         assert all("mcp_tool_error" in out for out in refused)
-        assert keys == owner_of(KEY_B)  # A's directory is not in B's server's view
-        assert scratch == "work"  # nor this test's scripts next to the working root
+        # A's directory is not in B's server's view, nor this test's scripts next to the
+        # working root: the directories above are mount-point parents holding only the path
+        # down (under a root service, where tools run as nobody, not even listable)
+        for above, only in ((keys, owner_of(KEY_B)), (scratch, "work")):
+            assert above == only or "mcp_tool_error" in above, above
+            assert owner_of(KEY_A) not in above and "a.yaml" not in above
         assert a_file.read_text() == SECRET
 
         await eventually(lambda: none_running(alice), within=60, every=0.2)  # reaped
