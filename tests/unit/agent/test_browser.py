@@ -6,6 +6,7 @@ subresources included."""
 from __future__ import annotations
 
 import base64
+import gzip
 import os
 import shutil
 from pathlib import Path
@@ -176,3 +177,29 @@ async def test_a_missing_browser_is_a_clear_error(tmp_path: Path) -> None:
     [failed] = results(sink)
     assert failed.error_code == "browser_unavailable"
     assert "cannot start Chromium" in str(failed.content)
+
+
+async def test_the_page_is_fetched_from_the_address_that_was_checked(tmp_path: Path) -> None:
+    """DNS rebinding: the guard checks a name's addresses, then fetches from the one it
+    checked itself (the name kept in ``Host``), so Chromium never resolves the name again.
+    The site sees the guard's request, not Chromium's (its ``Accept-Encoding`` is the
+    guard's), under the name the page asked for; a gzipped page still renders."""
+    site = LocalSite(
+        {"/zipped": ("text/html", gzip.compress(b"<html><body><p>unzipped</p></body></html>"))},
+        headers={"/zipped": {"Content-Encoding": "gzip"}},
+    )
+    async with site as url:
+        sink, _ = await run(
+            tmp_path,
+            url,
+            [
+                call("browser_navigate", {"url": url + "zipped"}),
+                call("browser_snapshot", {}),
+            ],
+        )
+    navigated, snapshot = results(sink)
+    assert navigated.error_code is None, navigated.content
+    assert "unzipped" in str(snapshot.content)
+    port = url.rsplit(":", 1)[1].strip("/")
+    assert site.hosts and all(host == f"localhost:{port}" for host in site.hosts)
+    assert site.accept_encodings and set(site.accept_encodings) == {"gzip, deflate"}

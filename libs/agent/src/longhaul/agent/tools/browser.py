@@ -14,11 +14,12 @@ intercepted, its host checked, and fetched by Playwright without following redir
 guard follows a redirect itself, checking each hop, and hands the browser the last response
 (Playwright does not intercept the hops of a redirect the browser follows). So after a
 redirect the page's URL is still the one requested (``browser_navigate`` names where it
-landed; relative links resolve against the requested URL). WebSockets are
-checked the same way; service workers are blocked (they would bypass interception), WebRTC
-may not use UDP outside a proxy, background networking is off. Left open: Chromium (and
-Playwright's fetch) resolve names themselves after the check, so a DNS-rebinding attacker
-racing the two lookups could still reach a private address; pin or proxy if that matters.
+landed; relative links resolve against the requested URL). The guard fetches over httpx,
+connected to the address it checked (``Host`` and TLS server name kept), so a name that
+resolves elsewhere a moment later (DNS rebinding) is never asked again; bodies are capped
+while they are decoded. WebSockets are checked the same way but connected by Chromium, which
+resolves the name again; service workers are blocked (they would bypass interception), WebRTC
+may not use UDP outside a proxy, background networking is off.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
+import httpx
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
-from longhaul.agent.tools.netguard import checked_addresses
+from longhaul.agent.tools.decoding import ACCEPT_ENCODING, BoundedDecoder
+from longhaul.agent.tools.netguard import IPAddress, checked_addresses
 from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import Attachment, ToolResult
 from longhaul.agent.tools.settings import ToolSettings
+from longhaul.agent.tools.web import pinned
 
 if TYPE_CHECKING:
     from playwright.async_api import Locator, Page, Route, WebSocketRoute
@@ -45,6 +49,14 @@ LOCAL_SCHEMES = ("about", "data", "blob")
 """Requests that never leave the browser."""
 MAX_REDIRECTS = 10
 REDIRECTS = (301, 302, 303, 307, 308)
+PAGE_MAX_BYTES = 20 * 1024 * 1024
+"""One response's decoded body; a bigger one reaches the page cut."""
+_HOP_HEADERS = frozenset(
+    {"host", "connection", "content-length", "accept-encoding", "transfer-encoding"}
+)
+_DECODED_HEADERS = frozenset(
+    {"content-encoding", "content-length", "transfer-encoding", "connection"}
+)
 ARGS = [
     "--disable-dev-shm-usage",
     "--disable-background-networking",
@@ -61,22 +73,59 @@ class Browser:
         self.refused: list[str] = []
         self.landed: dict[str, str] = {}
         """Requested URL → where its redirects led (the page keeps the requested URL)."""
+        self._client: httpx.AsyncClient | None = None
 
-    async def check(self, url: str) -> str | None:
-        """Why ``url`` may not be requested, or ``None``."""
+    async def addresses(self, url: str) -> list[IPAddress] | str:
+        """The checked addresses ``url`` may be fetched from, or why it may not."""
         parts = urlsplit(url)
-        if parts.scheme in LOCAL_SCHEMES:
-            return None
         if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
             return f"unsupported URL {url!r}: only http(s) pages"
         port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
         try:
-            await checked_addresses(
+            return await checked_addresses(
                 parts.hostname, port, allow_private=self.settings.webfetch_allow_private
             )
         except ToolError as exc:
             return str(exc)
-        return None
+
+    async def check(self, url: str) -> str | None:
+        """Why ``url`` may not be requested, or ``None``."""
+        if urlsplit(url).scheme in LOCAL_SCHEMES:
+            return None
+        found = await self.addresses(url)
+        return found if isinstance(found, str) else None
+
+    async def fetch(
+        self, url: str, address: IPAddress, method: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One request to the checked ``address`` (never resolved again), no redirects
+        followed, the body decoded with a cap."""
+        target, host, extensions = pinned(url, str(address))
+        sent = {k: v for k, v in headers.items() if k.lower() not in _HOP_HEADERS}
+        sent.update(host)
+        sent["Accept-Encoding"] = ACCEPT_ENCODING
+        async with self.client().stream(
+            method, target, headers=sent, content=body, extensions=extensions
+        ) as response:
+            decoder = BoundedDecoder(response.headers.get("content-encoding", ""), PAGE_MAX_BYTES)
+            data = bytearray()
+            async for chunk in response.aiter_raw():
+                data += decoder.feed(chunk)
+                if decoder.cut:
+                    break
+            kept = {k: v for k, v in response.headers.items() if k.lower() not in _DECODED_HEADERS}
+            return response.status_code, kept, bytes(data)
+
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                timeout=self.settings.browser_timeout_s, follow_redirects=False
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
 
     async def guard(self, route: Route) -> None:
         """Each request: checked, fetched without following redirects, each redirect hop
@@ -87,25 +136,28 @@ class Browser:
             await route.continue_()
             return
         method = route.request.method
+        headers = await route.request.all_headers()
+        body = route.request.post_data_buffer
         for _ in range(MAX_REDIRECTS + 1):
-            reason = await self.check(url)
-            if reason is not None:
-                self.refused.append(reason)
+            found = await self.addresses(url)
+            if isinstance(found, str):
+                self.refused.append(found)
                 await route.abort("blockedbyclient")
                 return
             try:
-                response = await route.fetch(url=url, method=method, max_redirects=0)
-            except Exception:  # the page sees a failed request, as without interception
+                status, answer, content = await self.fetch(url, found[0], method, headers, body)
+            except (httpx.HTTPError, ToolError):  # the page sees a failed request
                 await route.abort("failed")
                 return
-            location = response.headers.get("location")
-            if response.status not in REDIRECTS or not location:
+            location = answer.get("location")
+            if status not in REDIRECTS or not location:
                 if url != route.request.url:
                     self.landed[route.request.url] = url
-                await route.fulfill(response=response)
+                await route.fulfill(status=status, headers=answer, body=content)
                 return
             url = urljoin(url, location)
-            method = method if response.status in (307, 308) else "GET"
+            if status not in (307, 308):
+                method, body = "GET", None
         self.refused.append(f"more than {MAX_REDIRECTS} redirects from {route.request.url}")
         await route.abort("blockedbyclient")
 
@@ -148,7 +200,10 @@ async def _open(settings: ToolSettings) -> AsyncIterator[Browser]:
             session = Browser(page, settings)
             await context.route("**/*", session.guard)
             await context.route_web_socket("**/*", session.guard_socket)
-            yield session
+            try:
+                yield session
+            finally:
+                await session.aclose()
         finally:
             await browser.close()
 

@@ -70,7 +70,7 @@ def html_to_text(html: str, url: str) -> str:
     return text or trafilatura.html2txt(html)
 
 
-def _pinned(url: str, address: str) -> tuple[str, dict[str, str], dict[str, str]]:
+def pinned(url: str, address: str) -> tuple[str, dict[str, str], dict[str, str]]:
     """The URL rewritten to the checked address, the Host header and TLS server name."""
     parts = urlsplit(url)
     host = parts.hostname or ""
@@ -107,11 +107,11 @@ async def _get(
     target, or the page."""
     last_error: httpx.HTTPError | None = None
     for address in addresses:
-        pinned, headers, extensions = _pinned(url, str(address))
+        target, headers, extensions = pinned(url, str(address))
         try:
             headers["Accept-Encoding"] = ACCEPT_ENCODING
             async with client.stream(
-                "GET", pinned, headers=headers, extensions=extensions
+                "GET", target, headers=headers, extensions=extensions
             ) as response:
                 if response.is_redirect and "location" in response.headers:
                     return urljoin(url, response.headers["location"])
