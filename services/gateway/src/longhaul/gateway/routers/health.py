@@ -122,4 +122,3 @@ async def metrics(request: Request) -> Response:
     if runtime.ctx is not None:
         await runtime.metrics.refresh_consumer_lag(runtime.ctx.conn)
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
