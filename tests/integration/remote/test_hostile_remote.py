@@ -5,11 +5,8 @@ parent's `agent` call fails with the reason and the parent goes on."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from longhaul.llm.types import ModelRequest
 from tests.integration.gateway.harness import RunningGateway, user_message
 from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path
 from tests.integration.remote.test_remote_agents import LOCAL_KEY, agent_call, local  # noqa: F401
+from tests.support.counting_server import JsonHandler, serving
 from tests.support.stack import InProcessExecutor, test_config
 
 
@@ -30,18 +28,10 @@ def hostile_remote(run_usage: dict[str, Any]) -> Iterator[str]:
     completed child with ``run_usage`` (``json`` writes NaN as the bare token ``NaN``, which
     Python's and httpx's JSON readers accept)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Hostile(JsonHandler):
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            self._answer(202, {"trace_id": "t_evil", "status": "running", "event_id": 1})
+            self.answer(202, {"trace_id": "t_evil", "status": "running", "event_id": 1})
 
         def do_GET(self) -> None:
             body = {
@@ -51,19 +41,10 @@ def hostile_remote(run_usage: dict[str, Any]) -> Iterator[str]:
                 "event_id": 9,
                 "run_usage": {"iterations": 1, **run_usage},
             }
-            self._answer(200, body)
+            self.answer(200, body)
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Hostile) as url:
+        yield url
 
 
 def parent_model(request: ModelRequest) -> dict[str, Any]:
