@@ -16,10 +16,15 @@ pytestmark = pytest.mark.real_model
 
 
 def test_unknown_names_and_missing_files_are_refused_with_the_choices(tmp_path: Path) -> None:
-    registry = ModelRegistry(env={})
+    registry = ModelRegistry(ModelsConfig(default="scripted:auto"), env={})
     for spec in ("local:nope", f"local:{tmp_path / 'missing.gguf'}", f"local:{tmp_path}"):
-        with pytest.raises(LocalModelError, match=r"local:smollm2 or the path"):
+        with pytest.raises(LocalModelError, match=r"not a local model of this deployment"):
             registry.resolve(spec)
+        # written by the operator, a path is taken, and must be a .gguf file
+        operator = ModelRegistry(ModelsConfig(default=spec), env={})
+        if spec != "local:nope":
+            with pytest.raises(LocalModelError, match=r"no \.gguf file there"):
+                operator.resolve(spec)
 
 
 async def test_local_smollm2_starts_once_and_streams_a_named_tool_call() -> None:

@@ -165,6 +165,15 @@ async def http_server() -> AsyncIterator[str]:
         assert process.stdout is not None
         async with asyncio.timeout(30):
             port = int(await process.stdout.readline())
+            while True:  # the port is printed before uvicorn listens on it
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                await writer.wait_closed()
+                break
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.kill()
