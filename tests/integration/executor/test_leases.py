@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
+import msgspec
 from longhaul.core.connection import Connection
-from longhaul.executor.leases import Leases
+from longhaul.executor.leases import Leases, LeaseValue
 
 from tests.support.stack import eventually
 
@@ -69,3 +71,25 @@ async def test_a_stale_holder_cannot_renew_or_release_its_successors_lease(
     assert old.lost.is_set()
     await old.release()
     assert await first.holder("trace.t4") == "exec-b"
+
+
+async def test_a_lease_the_server_failed_to_expire_is_taken_over_once_stale(
+    conn: Connection,
+) -> None:
+    """A replica that was down when the TTL ran out can lead the bucket with the key still
+    there: stored without a TTL here, the value's own age decides."""
+    kv = await conn.kv(conn.names.leases)
+    ghost = LeaseValue(owner="exec-gone", acquired_at=time.time() - 3 * 2 - 1)
+    await kv.put("trace.t9", msgspec.json.encode(ghost))
+    fresh = LeaseValue(owner="exec-live", acquired_at=time.time())
+    await kv.put("trace.t10", msgspec.json.encode(fresh))
+    other = Leases(conn, "exec-b", 2)
+
+    assert await other.holder("trace.t9") is None
+    taken = await other.acquire("trace.t9")
+    assert taken is not None
+    assert await Leases(conn, "exec-c", 2).holder("trace.t9") == "exec-b"
+    assert await Leases(conn, "exec-c", 2).acquire("trace.t9") is None  # now live again
+
+    assert await other.holder("trace.t10") == "exec-live"
+    assert await other.acquire("trace.t10") is None

@@ -12,6 +12,12 @@ Every lease names its holder's id *and incarnation* (one per process start, set 
 supervisor in ``LONGHAUL_INCARNATION``): a restarted process releases what its dead predecessor
 held under the same id instead of waiting for the TTL, and a peer told by the supervisor that
 an incarnation died releases that incarnation's leases at once (:meth:`Leases.release_dead`).
+
+The server's TTL is not the only judge: a replica that was down when a key's TTL ran out can
+come back as the bucket's leader still holding it (nats-server applies per-message TTLs per
+replica). A value not rewritten for :data:`STALE_TTLS` TTLs is therefore treated as expired —
+nobody holds it, and :meth:`Leases.acquire` takes it over with a compare-and-set — so a trace
+can never be stranded behind a lease that no live process renews.
 """
 
 from __future__ import annotations
@@ -28,16 +34,21 @@ import nats.errors
 from longhaul.core.connection import Connection
 from longhaul.domain.ids import process_incarnation
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
+from nats.js.kv import KeyValue
 
 log = logging.getLogger(__name__)
 
 WRONG_LAST_SEQUENCE = (10071, 10164)
 MARKER_TTL = "1s"
+STALE_TTLS = 3
+"""A lease value older than this many TTLs is expired whatever the server still shows (clocks
+of different hosts may disagree by much less than that)."""
 
 
 class LeaseValue(msgspec.Struct, kw_only=True, omit_defaults=True):
     owner: str
     acquired_at: float
+    """When this value was written (every renewal rewrites it): how old a lease is."""
     incarnation: str = ""
     sandbox: str | None = None
     """An executor's presence only: whether its tools run confined (``/readyz`` shows it)."""
@@ -145,10 +156,38 @@ class Leases:
         try:
             revision = await kv.create(key, self.value(sandbox), msg_ttl=self.ttl_s)
         except KeyWrongLastSequenceError:
-            return None
+            taken = await self._take_stale(kv, key, sandbox)
+            if taken is None:
+                return None
+            revision = taken
         lease = Lease(self, key, int(revision), sandbox)
         lease.renewed_at = started
         return lease
+
+    async def _take_stale(self, kv: KeyValue, key: str, sandbox: str | None) -> int | None:
+        """Take ``key`` over if its value is stale (see the module's docstring); its new
+        revision, or None when the lease is live or another replica took it first."""
+        try:
+            entry = await kv.get(key)
+        except KeyNotFoundError:
+            return None  # expired meanwhile: the next attempt creates it
+        if not self._stale(entry.value):
+            return None
+        try:
+            revision = await self.publish(key, self.value(sandbox), last=int(entry.revision or 0))
+        except KeyWrongLastSequenceError:
+            return None
+        log.warning("lease %s was not renewed for %d TTLs; taken over", key, STALE_TTLS)
+        return revision
+
+    def _stale(self, value: bytes | None) -> bool:
+        if not value:
+            return False  # a delete marker: the server treats the key as free already
+        try:
+            written = msgspec.json.decode(value, type=LeaseValue).acquired_at
+        except msgspec.DecodeError:
+            return False
+        return time.time() - written > self.ttl_s * STALE_TTLS
 
     def value(self, sandbox: str | None = None) -> bytes:
         held = LeaseValue(
@@ -193,7 +232,7 @@ class Leases:
             entry = await kv.get(key)
         except KeyNotFoundError:
             return None
-        if not entry.value:
+        if not entry.value or self._stale(entry.value):
             return None
         try:
             return msgspec.json.decode(entry.value, type=LeaseValue).owner
