@@ -31,6 +31,7 @@ from longhaul.agent.tools import Tool, tool
 from longhaul.core import event_loop, repository
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
+from longhaul.core.snapshots import SnapshotStore
 from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
@@ -95,10 +96,10 @@ async def load_seconds(nats: NatsConfig, trace_id: str, *, snapshot: bool) -> tu
         store = EventStore(reader)
         started = time.perf_counter()
         if snapshot:
-            state = await repository.traces(store).load(trace_id)
+            state = await repository.traces(store, snapshots=SnapshotStore(reader)).load(trace_id)
         else:
             state = TraceState()
-            await store.catch_up("trace", trace_id, state)
+            await repository.traces(store).catch_up(trace_id, state)
         return time.perf_counter() - started, len(state.messages)
     finally:
         await reader.close()

@@ -42,6 +42,7 @@ from longhaul.planner.service import DURABLE
 from nats.js.errors import NotFoundError
 
 from bench.common import median, percentile, private_nats, report
+from tests.support.folds import task_state
 from tests.support.stack import ExecutorProcess
 
 NAMESPACE = "benchplanner_"
@@ -142,7 +143,7 @@ async def stored_at(conn: Connection, seq: int) -> float:
 async def overheads(conn: Connection, store: EventStore, task_id: str) -> list[float]:
     """Per dependant: when its trace_created was stored minus when its dependency's step
     trace completed was stored."""
-    task = await store.load_task(task_id)
+    task = await task_state(store, task_id)
     created: dict[str, float] = {}
     completed: dict[str, float] = {}
     for pid in task.order:
@@ -176,7 +177,7 @@ async def resume_once(
             await kv.purge(checkpoint_key(task_id, f"p{n}"))
     ctx, planner = await start_planner(config)
     try:
-        task = await store.load_task(task_id)
+        task = await task_state(store, task_id)
         [request] = await store.append(
             "task",
             task_id,

@@ -13,6 +13,8 @@ import msgspec
 from longhaul.core import event_loop
 from longhaul.core.connection import connect
 from longhaul.core.provision import ProvisionSettings
+from longhaul.core.repository import traces
+from longhaul.core.snapshots import SnapshotStore, pack_snapshot
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
@@ -36,7 +38,9 @@ async def run(count: int) -> None:
         conn = await connect(
             NatsConfig(url=url, namespace="bench_"), provision_settings=ProvisionSettings()
         )
-        store = EventStore(conn, snapshot_every=0)
+        store = EventStore(conn)
+        snapshots = SnapshotStore(conn)
+        folds = traces(store, snapshots=snapshots)
         events = [message(i) for i in range(2, count + 2)]
 
         # raw: the same payloads, plain js.publish, one aggregate subject, awaited one by one
@@ -78,7 +82,7 @@ async def run(count: int) -> None:
         events_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         state = TraceState()
-        await store.catch_up("trace", trace_id, state)
+        await folds.catch_up(trace_id, state)
         full_s = time.perf_counter() - t0
         snap_state = TraceState()
         cut = int(count * 0.9)
@@ -86,9 +90,9 @@ async def run(count: int) -> None:
             snap_state.apply(rec.event, rec.seq)
             if rec.event.n >= cut:
                 break
-        await store.write_snapshot("trace", trace_id, snap_state)
+        await snapshots.write("trace", trace_id, pack_snapshot(snap_state))
         t0 = time.perf_counter()
-        loaded = await store.load_trace(trace_id)
+        loaded = await folds.load(trace_id)
         snap_s = time.perf_counter() - t0
         assert loaded.version == state.version
         await conn.close()

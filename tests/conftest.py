@@ -70,7 +70,7 @@ async def conn(nats_config: NatsConfig) -> AsyncIterator[Connection]:
 
 @pytest.fixture
 async def store(conn: Connection) -> EventStore:
-    return EventStore(conn, snapshot_every=50)
+    return EventStore(conn)
 
 
 @pytest.fixture

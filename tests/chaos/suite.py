@@ -50,6 +50,7 @@ from pydantic import SecretStr
 from tests.integration.executor.scripts import record_steps
 from tests.integration.planner.support import create_task, phase
 from tests.support.env import SCRIPTED_DIR_VAR, service_env
+from tests.support.folds import task_state, trace_state
 from tests.support.stack import create_trace
 
 SCENARIOS = ("executor", "planner", "verifier", "gateway", "nats", "executor-stop")
@@ -277,8 +278,8 @@ async def run_scenario(
         # otherwise finish the whole workload before the strike and leave nothing to recover).
         total = work.traces * work.steps + work.tasks * 2 * (work.steps // 2)
         await _wait_steps(steps_log, max(1, int(rng.uniform(0.2, 0.6) * total)))
-        unfinished = [t for t in trace_ids if not (await store.load_trace(t)).is_final]
-        unfinished += [t for t in task_ids if not (await store.load_task(t)).is_final]
+        unfinished = [t for t in trace_ids if not (await trace_state(store, t)).is_final]
+        unfinished += [t for t in task_ids if not (await task_state(store, t)).is_final]
         row.affected = len(unfinished)
         killed_at, back_at = await _strike(scenario, up, recorder.last_executor, row)
         await _wait_final(store, trace_ids, task_ids)
@@ -357,9 +358,9 @@ async def _wait_final(store: EventStore, trace_ids: list[str], task_ids: list[st
         for aggregate_id in list(pending):
             with contextlib.suppress(Exception):  # the log may be down for a while
                 loaded = await (
-                    store.load_task(aggregate_id)
+                    task_state(store, aggregate_id)
                     if aggregate_id in task_ids
-                    else store.load_trace(aggregate_id)
+                    else trace_state(store, aggregate_id)
                 )
                 if loaded.is_final:
                     pending.discard(aggregate_id)
@@ -374,9 +375,9 @@ async def _check(
     steps_log: Path,
     verify_log: Path,
 ) -> None:
-    traces: list[TraceState] = [await store.load_trace(t) for t in trace_ids]
+    traces: list[TraceState] = [await trace_state(store, t) for t in trace_ids]
     for task_id in task_ids:
-        task = await store.load_task(task_id)
+        task = await task_state(store, task_id)
         row.aggregates += 1
         if task.status == "completed":
             row.finished += 1
@@ -384,7 +385,7 @@ async def _check(
             row.lost += 1
             row.notes.append(f"task {task_id}: {task.status}")
         for p in task.phases.values():
-            traces += [await store.load_trace(t) for t in p.trace_ids]
+            traces += [await trace_state(store, t) for t in p.trace_ids]
     for state in traces:
         if state.trace_id in trace_ids:
             row.aggregates += 1

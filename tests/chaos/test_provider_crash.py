@@ -19,6 +19,7 @@ from typing import Any
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 
+from tests.support.folds import trace_state
 from tests.support.llm_fakes import Call, FakeOpenAI, Reply
 from tests.support.stack import ExecutorProcess, create_trace, wait_for_trace
 
@@ -109,7 +110,7 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
                     )
                     async with asyncio.timeout(WITHIN_S):
                         assert await started.readline() == b"started\n"
-                    in_flight = await store.load_trace(trace_id)
+                    in_flight = await trace_state(store, trace_id)
                     [call] = in_flight.unanswered_tool_calls()  # recorded, result not yet
                     await victim.kill()
                     await survivor.start()

@@ -29,6 +29,7 @@ from tests.chaos.suite import Row, _check, render
 from tests.integration.executor.scripts import record_steps
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.integration.planner.support import create_task, phase, planner_service
+from tests.support.folds import task_state, trace_state
 from tests.support.nats import unique_namespace
 from tests.support.stack import ExecutorProcess, create_trace, test_config
 
@@ -148,9 +149,9 @@ async def test_killing_the_leader_and_another_node_loses_nothing(tmp_path: Path)
                     for kind, aggregate_id in list(pending):
                         with contextlib.suppress(Exception):  # a node may still be electing
                             state = await (
-                                store.load_trace(aggregate_id)
+                                trace_state(store, aggregate_id)
                                 if kind == "trace"
-                                else store.load_task(aggregate_id)
+                                else task_state(store, aggregate_id)
                             )
                             if state.is_final:
                                 pending.discard((kind, aggregate_id))

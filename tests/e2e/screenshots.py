@@ -21,6 +21,7 @@ from longhaul.domain.config import NatsConfig
 from playwright.async_api import async_playwright
 
 from tests.integration.gateway.harness import gateway_config, serve_gateway
+from tests.support.folds import task_state
 from tests.support.nats import nats_server_url, unique_namespace
 from tests.support.stack import InProcessExecutor
 
@@ -67,7 +68,7 @@ async def shoot(out: Path, nats_url: str, work: Path) -> None:
         conn = await connect(nats, provision_settings=ProvisionSettings())
         try:
             store = EventStore(conn)
-            state = await store.load_task(task["task_id"])
+            state = await task_state(store, task["task_id"])
             await store.append(
                 "task",
                 task["task_id"],

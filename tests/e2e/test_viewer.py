@@ -27,6 +27,7 @@ from tests.integration.gateway.harness import (
     gateway_config,
     serve_gateway,
 )
+from tests.support.folds import task_state, trace_state
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -127,7 +128,7 @@ async def test_list_filters_searches_nests_and_updates(
         config=ev.TraceConfig(model="scripted:auto", tools=[]),
     )
     await store.append("trace", child, [created], expected=Position())
-    await TraceIndex(store.conn).update(await store.load_trace(child))
+    await TraceIndex(store.conn).update(await trace_state(store, child))
 
     await page.goto(stack.url + "/")
     rows = page.locator('[data-testid="trace-row"]')
@@ -294,7 +295,7 @@ async def test_task_list_and_page_draw_the_phase_dag_and_resume(
 ) -> None:
     async with stack.client() as http:
         task = (await http.post("/api/tasks", json={"goal": "ship the report"})).json()["task_id"]
-    state = await store.load_task(task)
+    state = await task_state(store, task)
     await store.append(
         "task",
         task,
@@ -369,7 +370,7 @@ async def test_a_plan_waiting_for_review_is_edited_in_the_viewer_and_approved(
     async with stack.client() as http:
         task = (await http.post("/api/tasks", json={"goal": "g", "review": True})).json()
     task_id = task["task_id"]
-    state = await store.load_task(task_id)
+    state = await task_state(store, task_id)
     proposed = [
         ev.PhaseSpec(
             id=pid,

@@ -46,6 +46,7 @@ from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.types import Model
 
 from tests.support.env import service_env as base_service_env
+from tests.support.folds import trace_state
 
 T = TypeVar("T")
 
@@ -398,7 +399,7 @@ async def create_trace(
 
 async def append_to(store: EventStore, trace_id: str, event: ev.TraceEvent) -> TraceState:
     """Append ``event`` the way the gateway does: fold first, refuse what cannot apply."""
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     state.check(event)
     [recorded] = await store.append(
         "trace",

@@ -12,10 +12,14 @@ import pytest
 from longhaul.core.connection import Connection
 from longhaul.core.direct import OBJECT_PAGE, DirectGetError, read_object
 from longhaul.core.provision import ProvisionSettings, provision
+from longhaul.core.repository import traces
+from longhaul.core.snapshots import SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
+
+from tests.support.folds import trace_state
 
 
 def created(text: str = "hello") -> ev.TraceCreated:
@@ -41,14 +45,14 @@ async def test_append_and_replay_round_trip(store: EventStore) -> None:
     assert [r.event for r in replayed] == [r.event for r in recorded]
     assert replayed[1].event.aggregate_id == trace_id
     assert replayed[1].event.actor == "test"
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert [m.content for m in state.main_path()] == ["hello", "hi there"]
     assert state.stream_seq == recorded[-1].seq
 
 
 async def test_replay_of_unknown_aggregate_is_empty(store: EventStore) -> None:
     assert [r async for r in store.replay("trace", "t_missing")] == []
-    state = await store.load_trace("t_missing")
+    state = await trace_state(store, "t_missing")
     assert not state.exists
 
 
@@ -72,7 +76,7 @@ async def test_concurrent_writers_exactly_one_wins(store: EventStore) -> None:
     wins = [r for r in results if isinstance(r, list)]
     conflicts = [r for r in results if isinstance(r, ConcurrencyError)]
     assert len(wins) == 1 and len(conflicts) == 1
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert state.last_sequence == 2
     assert state.messages[2].content == wins[0][0].event.content  # type: ignore[attr-defined]
 
@@ -81,7 +85,7 @@ async def test_other_aggregates_do_not_conflict(store: EventStore) -> None:
     a, b = new_id("t"), new_id("t")
     await store.append("trace", a, [created()], expected=Position())
     await store.append("trace", b, [created()], expected=Position())
-    assert (await store.load_trace(a)).exists and (await store.load_trace(b)).exists
+    assert (await trace_state(store, a)).exists and (await trace_state(store, b)).exists
 
 
 async def test_duplicate_publish_is_deduplicated(store: EventStore) -> None:
@@ -117,11 +121,12 @@ async def test_batched_append_keeps_order(store: EventStore) -> None:
     batch += [assistant(i, f"m{i}") if i % 2 == 0 else user(i, f"m{i}") for i in range(2, 12)]
     recorded = await store.append("trace", trace_id, batch, expected=Position())
     assert [r.event.n for r in recorded] == list(range(1, 12))
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert state.path == list(range(1, 12))
 
 
-async def test_snapshot_plus_tail_equals_full_replay(store: EventStore) -> None:
+async def test_snapshot_plus_tail_equals_full_replay(store: EventStore, conn: Connection) -> None:
+    snapshots = SnapshotStore(conn)
     trace_id = new_id("t")
     recorded = await store.append("trace", trace_id, [created()], expected=Position())
     position = Position(recorded[-1].seq, 1)
@@ -130,11 +135,11 @@ async def test_snapshot_plus_tail_equals_full_replay(store: EventStore) -> None:
         [r] = await store.append("trace", trace_id, [factory(seq, f"m{seq}")], expected=position)
         position = Position(r.seq, r.event.n)
         if seq == 60:
-            mid = await store.load_trace(trace_id)
-            await store.write_snapshot("trace", trace_id, mid)
-    snapshot = await store.read_snapshot("trace", trace_id, TraceState)
+            mid = await trace_state(store, trace_id)
+            await snapshots.write("trace", trace_id, pack_snapshot(mid))
+    snapshot = await snapshots.read("trace", trace_id, TraceState)
     assert snapshot is not None and snapshot.version == 60
-    from_snapshot = await store.load_trace(trace_id)
+    from_snapshot = await traces(store, snapshots=snapshots).load(trace_id)
     scratch = TraceState()
     async for r in store.replay("trace", trace_id):
         scratch.apply(r.event, r.seq)
@@ -148,9 +153,10 @@ async def test_large_snapshot_goes_to_object_store(store: EventStore, conn: Conn
     recorded = await store.append(
         "trace", trace_id, [created(big), assistant(2, big)], expected=Position()
     )
-    state = await store.load_trace(trace_id)
-    await store.write_snapshot("trace", trace_id, state)
-    loaded = await store.read_snapshot("trace", trace_id, type(state))
+    state = await trace_state(store, trace_id)
+    snapshots = SnapshotStore(conn)
+    await snapshots.write("trace", trace_id, pack_snapshot(state))
+    loaded = await snapshots.read("trace", trace_id, type(state))
     assert loaded is not None and loaded.stream_seq == recorded[-1].seq
     assert loaded.messages[2].content == big
     stored = await (await conn.artifacts()).get(f"snapshot/trace/{trace_id}")
@@ -192,7 +198,7 @@ async def test_replay_10000_events(store: EventStore) -> None:
     async for _ in store.replay("trace", trace_id):
         count += 1
     assert count == 10_000
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert state.last_sequence == 10_000 and len(state.path) == 10_000
     assert state.stream_seq == position.seq
 
@@ -207,7 +213,7 @@ async def test_fold_of_interleaved_aggregates_ends_at_its_own_last_sequence(
             [r] = await store.append("trace", trace_id, [event], expected=positions[trace_id])
             positions[trace_id] = Position(r.seq, r.event.n)
     for trace_id, position in positions.items():
-        state = await store.load_trace(trace_id)
+        state = await trace_state(store, trace_id)
         assert state.stream_seq == position.seq and state.version == 5
         assert state.messages[5].content == f"{trace_id} 5"
 
@@ -225,7 +231,7 @@ async def test_a_malformed_event_is_skipped_by_reads_and_recorded_as_a_fault(
     ack = await conn.js.publish(conn.names.subject("trace", trace_id, "completed"), b"{broken")
     replayed = [r.event.type async for r in store.replay("trace", trace_id)]
     assert replayed == ["trace_created"]
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert state.status == "running" and state.stream_seq == ack.seq
     [fault] = state.faults
     assert fault.stream_seq == ack.seq and fault.type == "" and "malformed" in fault.error
@@ -272,7 +278,7 @@ async def test_an_append_begun_in_flight_settles_to_its_record(store: EventStore
     assert in_flight.event.n == 2 and in_flight.event.aggregate_id == trace_id
     recorded = await in_flight.settle()
     assert recorded.seq > first.seq and await in_flight.settle() == recorded  # settles once
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert state.stream_seq == recorded.seq and state.main_path()[-1].content == "a"
 
 
@@ -287,5 +293,5 @@ async def test_an_append_begun_after_another_writer_fails_when_it_settles(
     )
     with pytest.raises(ConcurrencyError, match="moved past"):
         await in_flight.settle()
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     assert [m.content for m in state.main_path()] == ["hello", "theirs"]

@@ -11,6 +11,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 
 from tests.integration.executor.scripts import record_steps, write_script
+from tests.support.folds import trace_state
 from tests.support.stack import (
     InProcessExecutor,
     append_to,
@@ -110,7 +111,7 @@ async def test_a_childs_tokens_count_against_the_roots_max_tokens(
     assert state.run_usage.tokens == 1400
     stopped = await stopped_event(store, parent)
     assert stopped.used == ev.RunUsage(iterations=2, tokens=1400)
-    children = [await store.load_trace(child) for child in state.subtraces]
+    children = [await trace_state(store, child) for child in state.subtraces]
     assert [child.config.max_tokens for child in children] == [900, 200]
 
 
@@ -141,7 +142,7 @@ async def test_children_running_side_by_side_cannot_together_escape_the_roots_ma
     async with InProcessExecutor(nats_url, namespace):
         root_id = await create_trace(store, history, model=model, max_tokens=1000)
         root = await wait_for_trace(store, root_id, within=60)
-    children = [await store.load_trace(child) for child in root.subtraces]
+    children = [await trace_state(store, child) for child in root.subtraces]
     spent = sum(child.run_usage.tokens for child in children)
     # Each child checks the root's tree before every call, so together they stop once the
     # root's 1000 is used (plus at most the call each had in flight); alone each could

@@ -12,6 +12,7 @@ from longhaul.domain.config import DelegationConfig, PipelineConfig
 from longhaul.domain.state import TraceState
 
 from tests.integration.executor.scripts import write_script
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor, create_trace, test_config, wait_for_trace
 
 
@@ -32,7 +33,7 @@ async def test_a_delegated_child_is_offered_no_agent_or_evaluate(
         root = await wait_for_trace(store, root_id, within=60)
     assert root.status == "completed", root.error
     [child_id] = root.subtraces
-    child = await store.load_trace(child_id)
+    child = await trace_state(store, child_id)
     assert child.depth == 1 and child.config.preset == "default"
     assert root.context is not None and {"agent", "evaluate"} <= set(root.context.tools)
     assert child.context is not None and "bash" in child.context.tools
@@ -53,9 +54,9 @@ async def test_a_nesting_preset_delegates_down_to_the_depth_limit_and_no_further
         root = await wait_for_trace(store, root_id, within=60)
     assert root.status == "completed", root.error
     [child_id] = root.subtraces
-    child = await store.load_trace(child_id)
+    child = await trace_state(store, child_id)
     [grandchild_id] = child.subtraces
-    grandchild = await store.load_trace(grandchild_id)
+    grandchild = await trace_state(store, grandchild_id)
     assert (child.depth, grandchild.depth) == (1, 2)
     assert tool_errors(grandchild) == ["delegation_limit"]  # depth 2 may not delegate
     refusal = next(m for m in grandchild.main_path() if m.role == "tool")

@@ -14,6 +14,7 @@ from longhaul.domain.ids import new_id
 from longhaul.executor.poison import POISON_STOP_REASON
 
 from tests.integration.executor.scripts import record_steps, write_script
+from tests.support.folds import trace_state
 from tests.support.stack import (
     InProcessExecutor,
     append_to,
@@ -53,7 +54,7 @@ async def test_broken_events_are_skipped_as_faults_and_the_trace_goes_on(
             [ev.VerificationPassed(attempt=1)],
             expected=Position(asked.stream_seq + 1, asked.version + 1),
         )
-        state = await store.load_trace(trace_id)
+        state = await trace_state(store, trace_id)
         assert (state.status, state.wait_reason) == ("waiting", "human")
         assert [(f.type, f.stream_seq) for f in state.faults] == [
             ("", asked.stream_seq + 1),
@@ -64,8 +65,8 @@ async def test_broken_events_are_skipped_as_faults_and_the_trace_goes_on(
         replied = await append_to(store, trace_id, ev.HumanReplied(content="blue"))
         assert replied.version == asked.version + 3
         await wait_for_trace(store, trace_id)
-        done = await store.load_trace(trace_id)
-        garbage = await store.load_trace(garbage_only)
+        done = await trace_state(store, trace_id)
+        garbage = await trace_state(store, garbage_only)
     assert done.status == "completed" and len(done.faults) == 2
     assert not garbage.exists and len(garbage.faults) == 1
 

@@ -10,6 +10,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 
 from tests.integration.executor.scripts import write_script
+from tests.support.folds import trace_state
 from tests.support.stack import (
     InProcessExecutor,
     create_trace,
@@ -56,7 +57,7 @@ async def test_a_parent_with_five_children_across_two_executors(
 
     spans: list[tuple[float, float]] = []
     for child_id, info in state.subtraces.items():
-        child = await store.load_trace(child_id)
+        child = await trace_state(store, child_id)
         assert child.parent_trace_id == parent and child.parent_tool_call_id == info.tool_call_id
         assert child.config.read_only and child.config.preset == "explore"
         assert child.main_path()[0].content == info.task
@@ -115,7 +116,7 @@ async def test_a_keyed_trace_and_its_sub_traces_share_one_directory_in_the_key_s
         state = await wait_for_trace(store, parent, within=60)
     assert state.status == "completed", state.error
     (child_id,) = state.subtraces
-    child = await store.load_trace(child_id)
+    child = await trace_state(store, child_id)
     assert child.owner == "k_share" and child.root_trace_id == parent
     assert (work / "keys" / "k_share" / parent / "from-child.txt").read_text() == "CHILD-WROTE"
     read = [m for m in state.main_path() if m.role == "tool"][-1]
@@ -158,7 +159,7 @@ async def test_a_sub_agent_never_regains_a_tool_the_client_took_away(
         state = await wait_for_trace(store, parent, within=60)
     assert state.status == "completed", state.error
     [child_id] = state.subtraces
-    child = await store.load_trace(child_id)
+    child = await trace_state(store, child_id)
     assert child.context is not None and child.config.preset == "default"
     assert "bash" not in child.context.tools and "read" in child.context.tools
     [refused] = [m for m in child.main_path() if m.role == "tool"]

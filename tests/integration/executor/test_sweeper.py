@@ -16,6 +16,7 @@ from longhaul.executor.sweeper import Sweeper
 from longhaul.executor.wakeups import consumer_config, subscribe
 
 from tests.integration.executor.scripts import record_steps
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor, wait_for_trace
 
 
@@ -28,7 +29,7 @@ async def orphan(store: EventStore, model: str, *, age_s: float = 60.0) -> str:
         ts=time.time() - age_s,
     )
     await store.append("trace", trace_id, [created], expected=Position())
-    await TraceIndex(store.conn).update(await store.load_trace(trace_id))
+    await TraceIndex(store.conn).update(await trace_state(store, trace_id))
     return trace_id
 
 
@@ -92,7 +93,7 @@ async def finished(store: EventStore) -> str:
     trace_id = new_id("t")
     created = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="done already")])
     await store.append("trace", trace_id, [created], expected=Position())
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     await TraceIndex(store.conn).update(state)
     await store.append(
         "trace",
@@ -100,7 +101,7 @@ async def finished(store: EventStore) -> str:
         [ev.Completed(summary="done")],
         expected=Position(state.stream_seq, state.version),
     )
-    await TraceIndex(store.conn).update(await store.load_trace(trace_id))
+    await TraceIndex(store.conn).update(await trace_state(store, trace_id))
     return trace_id
 
 

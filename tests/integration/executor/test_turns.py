@@ -19,6 +19,7 @@ from longhaul.domain.state import TraceState
 
 from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
+from tests.support.folds import trace_state
 from tests.support.stack import (
     InProcessExecutor,
     append_to,
@@ -165,7 +166,7 @@ async def test_a_turn_that_loses_its_lease_is_cancelled_at_once(
             return bool(lost._value.get() >= 1)
 
         await eventually(noticed, within=10)
-        stalled = await store.load_trace(trace_id)
+        stalled = await trace_state(store, trace_id)
         assert stalled.unanswered_tool_calls()  # the gate call was cancelled, not answered
         await kv.purge(f"trace.{trace_id}")  # the intruder goes away without a TTL
         tooling.GATES.setdefault(gate, asyncio.Event()).set()
@@ -183,7 +184,7 @@ async def test_each_tool_call_acts_only_once_the_previous_result_is_in_the_log(
 
     async def tool_results_in_log(trace_id: str) -> str:
         fresh = EventStore(store.conn)  # no cached fold: what the server holds now
-        logged = await fresh.load_trace(trace_id)
+        logged = await trace_state(fresh, trace_id)
         return str(sum(1 for m in logged.main_path() if m.role == "tool"))
 
     tooling.LOG_PROBES["results"] = tool_results_in_log

@@ -13,6 +13,7 @@ from longhaul.executor.leases import Leases
 
 from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
+from tests.support.folds import trace_state
 from tests.support.stack import (
     FAST_LEASE_TTL_S,
     InProcessExecutor,
@@ -119,7 +120,7 @@ async def test_rewind_through_the_log_matches_the_pure_fold(
     pure = TraceState()
     async for recorded in store.replay("trace", trace_id):
         pure.apply(recorded.event, recorded.seq)
-    loaded = await store.load_trace(trace_id)  # snapshot + tail, as an executor resumes
+    loaded = await trace_state(store, trace_id)  # snapshot + tail, as an executor resumes
     assert rewound.path == pure.path == loaded.path
     assert msgspec.json.encode(loaded.main_path()) == msgspec.json.encode(pure.main_path())
     assert pure.path[: len(kept)] == kept

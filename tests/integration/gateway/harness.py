@@ -21,6 +21,8 @@ from longhaul.gateway.app import create_app
 from longhaul.gateway.main import GatewayServer, build_server
 from longhaul.gateway.runtime import Runtime, runtime_of
 
+from tests.support.folds import trace_state
+
 START_TIMEOUT_S = 10.0
 
 
@@ -82,7 +84,7 @@ async def serve_gateway(
 async def append_as_executor(store: EventStore, trace_id: str, *events: ev.TraceEvent) -> int:
     """Append what an executor would (assistant messages, waits, completion) so API paths can
     be exercised without one; returns the stream sequence of the last event."""
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     recorded = await store.append(
         "trace",
         trace_id,

@@ -25,6 +25,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
+from tests.support.folds import trace_state
 
 ALICE, BOB, CAROL = "alice-key-0123456789", "bob-key-9876543210", "carol-key-5555"
 CAROL_HASHED = "sha256:" + hashlib.sha256(CAROL.encode()).hexdigest()
@@ -70,7 +71,7 @@ async def test_traces_are_isolated_between_keys(keyed: RunningGateway, store: Ev
     async with keyed.client(ALICE) as alice, keyed.client(BOB) as bob:
         created = await alice.post("/api/traces", json={"messages": [user_message("secret")]})
         trace_id = created.json()["trace_id"]
-        state = await store.load_trace(trace_id)
+        state = await trace_state(store, trace_id)
         assert state.owner == (await alice.get("/api/info")).json()["owner"]
         assert state.owner is not None and state.owner.startswith("k_")
         assert ALICE not in state.owner
@@ -133,7 +134,7 @@ async def test_keyless_gateway_acts_as_one_local_owner(
     trace_id = (await client.post("/api/traces", json={"messages": [user_message("x")]})).json()[
         "trace_id"
     ]
-    assert (await store.load_trace(trace_id)).owner == "local"
+    assert (await trace_state(store, trace_id)).owner == "local"
     info = (await client.get("/api/info")).json()
     assert info["auth"] is False and info["owner"] == "local"
 

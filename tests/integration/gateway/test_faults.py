@@ -12,6 +12,7 @@ from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 
 from tests.integration.gateway.harness import RunningGateway, sse_events, user_message
+from tests.support.folds import trace_state
 
 
 async def test_a_poisoned_log_is_read_around_and_its_faults_are_shown(
@@ -22,7 +23,7 @@ async def test_a_poisoned_log_is_read_around_and_its_faults_are_shown(
     ]
     names = store.conn.names
     await store.conn.js.publish(names.subject("trace", trace_id, "stopped"), b"\x00\xb2 not json")
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     await store.append(
         "trace",
         trace_id,
@@ -55,7 +56,7 @@ async def test_a_poisoned_log_is_read_around_and_its_faults_are_shown(
     assert seen == ["trace_created", "human_replied", "stop_requested"]
 
     # Whoever next indexes the trace (an executor, here by hand) carries the count to metrics.
-    await TraceIndex(store.conn).update(await store.load_trace(trace_id))
+    await TraceIndex(store.conn).update(await trace_state(store, trace_id))
     async with asyncio.timeout(10):
         await gateway.runtime.mirror.wait_until(lambda m: m.entries[trace_id].faults == 2)
     metrics = (await client.get("/metrics")).text

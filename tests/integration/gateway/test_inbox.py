@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.repository import traces
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
@@ -32,6 +33,7 @@ from tests.integration.gateway.test_full_stack import (
     waits_for_human,
 )
 from tests.integration.gateway.test_tasks_api import planner_appends
+from tests.support.folds import task_state
 from tests.support.stack import InProcessExecutor
 
 KEY_A, KEY_B = "key-a-inbox-0123456789", "key-b-inbox-9876543210"
@@ -224,10 +226,14 @@ async def test_step_traces_of_one_task_message_each_other(
         ev.PlanCreated(phases=list(phases.values())),
         *(ev.PhaseStarted(phase_id=pid, trace_ids=[step[pid]]) for pid in phases),
     )
-    task = await store.load_task(task_id)
-    assert await ensure_step_trace(store, step["b"], step_trace_created(task, phases["b"], 0))
+    task = await task_state(store, task_id)
+    assert await ensure_step_trace(
+        traces(store), step["b"], step_trace_created(task, phases["b"], 0)
+    )
     await follow_until(alice, step["b"], waits_for_human)
-    assert await ensure_step_trace(store, step["a"], step_trace_created(task, phases["a"], 0))
+    assert await ensure_step_trace(
+        traces(store), step["a"], step_trace_created(task, phases["a"], 0)
+    )
     events = await follow_until(alice, step["a"], is_final)
     assert events[-1].event == "completed"
     [sent] = [m for m in await main_path(alice, step["a"]) if m["role"] == "tool"]

@@ -11,6 +11,7 @@ from longhaul.core.store import EventStore
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, user_message
 from tests.integration.gateway.test_uploads import final_view
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor
 
 WHOLE = "".join(f"{n}\n" for n in range(1, 200_001))  # 1,288,895 bytes
@@ -53,7 +54,7 @@ async def test_a_large_output_is_stored_whole_and_the_model_told_the_truth(
             ],
         )
         body = {"messages": [user_message("read on")], "model": reader}
-        after = (await store.load_trace(trace_id)).stream_seq
+        after = (await trace_state(store, trace_id)).stream_seq
         assert (await http.post(f"/api/traces/{trace_id}/run", json=body)).status_code == 202
         view = await final_view(http, store, trace_id, after)
         assert view["status"] == "completed", view

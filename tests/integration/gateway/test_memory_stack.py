@@ -28,6 +28,7 @@ from tests.integration.gateway.harness import (
 )
 from tests.integration.gateway.test_key_isolation import owner_of
 from tests.integration.gateway.test_uploads import final_view
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor, test_config
 
 KEY_A, KEY_B = "key-a-recall-0123456789", "key-b-recall-9876543210"
@@ -105,7 +106,7 @@ async def test_a_second_run_starts_with_what_the_first_learned(
     ):
         first = await run_trace(alice, store, first_model)
         before = await messages(alice, first, "main_path")
-        after_seq = (await store.load_trace(first)).stream_seq
+        after_seq = (await trace_state(store, first)).stream_seq
         assert (
             await alice.post(f"/api/traces/{first}/reflect", json={"focus": "search"})
         ).status_code == 202

@@ -19,6 +19,7 @@ from tests.integration.gateway.harness import (
     user_message,
 )
 from tests.integration.gateway.test_tasks_api import planner_appends
+from tests.support.folds import task_state, trace_state
 from tests.support.stack import append_to
 
 ALICE, BOB = "alice-quota-key-0123456789", "bob-quota-key-9876543210"
@@ -58,9 +59,9 @@ async def test_the_cap_refuses_a_start_without_writing_and_frees_on_stop(
             await mirror.wait_until(lambda m: m.entries[first].status == "stopped")
         assert (await alice.post("/api/traces", json=body)).status_code == 202
         # Restarting the stopped trace would be a third active run: refused, nothing written.
-        before = (await store.load_trace(first)).version
+        before = (await trace_state(store, first)).version
         assert (await alice.post(f"/api/traces/{first}/resume")).status_code == 429
-        assert (await store.load_trace(first)).version == before
+        assert (await trace_state(store, first)).version == before
 
 
 async def test_tasks_and_runs_count_against_the_cap_however_they_start(
@@ -81,7 +82,7 @@ async def test_tasks_and_runs_count_against_the_cap_however_they_start(
             phase_id="p1",
         )
         await store.append("trace", "t_step_quota", [step], expected=Position(), actor="test")
-        await TraceIndex(store.conn).update(await store.load_trace("t_step_quota"))
+        await TraceIndex(store.conn).update(await trace_state(store, "t_step_quota"))
         async with asyncio.timeout(10):
             await capped.runtime.mirror.wait_until(lambda m: "t_step_quota" in m.entries)
         before = (await store.conn.js.stream_info(store.names.stream)).state.messages
@@ -105,4 +106,4 @@ async def test_tasks_and_runs_count_against_the_cap_however_they_start(
         assert (await alice.post("/api/traces", json=trace)).status_code == 202
         resumed = await alice.post(f"/api/tasks/{task_id}/resume")
         assert resumed.status_code == 429
-        assert (await store.load_task(task_id)).status == "failed"
+        assert (await task_state(store, task_id)).status == "failed"

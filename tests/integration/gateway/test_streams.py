@@ -23,6 +23,7 @@ from tests.integration.gateway.harness import (
     sse_events,
     user_message,
 )
+from tests.support.folds import task_state
 
 DEADLINE_S = 10
 
@@ -173,7 +174,7 @@ async def test_task_events_stream_planner_progress(
     created = await client.post("/api/tasks", json={"goal": "write a report"})
     assert created.status_code == 202
     task_id = created.json()["task_id"]
-    state = await store.load_task(task_id)
+    state = await task_state(store, task_id)
     await store.append(
         "task",
         task_id,

@@ -8,9 +8,11 @@ from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 
+from tests.support.folds import task_state
+
 
 async def planner_appends(store: EventStore, task_id: str, *events: ev.TaskEvent) -> None:
-    state = await store.load_task(task_id)
+    state = await task_state(store, task_id)
     await store.append(
         "task",
         task_id,

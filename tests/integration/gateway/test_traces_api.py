@@ -15,6 +15,7 @@ from tests.integration.gateway.harness import (
     assistant,
     user_message,
 )
+from tests.support.folds import trace_state
 
 
 async def create(client: httpx.AsyncClient, text: str = "hello", **extra: object) -> str:
@@ -264,7 +265,7 @@ async def test_listing_filters_and_pages(
     assert pages == ids[::-1] and third["next_cursor"] is None
     # Play the executor's part (it updates the index after a turn); the gateway learns of it
     # through its KV watch.
-    await TraceIndex(store.conn).update(await store.load_trace(ids[0]))
+    await TraceIndex(store.conn).update(await trace_state(store, ids[0]))
     async with asyncio.timeout(10):
         await gateway.runtime.mirror.wait_until(
             lambda mirror: mirror.entries[ids[0]].status == "completed"
@@ -300,7 +301,7 @@ async def test_parent_filter_lists_sub_traces(
         messages=[ev.InputMessage(role="user", content="sub")], parent_trace_id=parent
     )
     await store.append("trace", child, [created], expected=Position())
-    await TraceIndex(store.conn).update(await store.load_trace(child))
+    await TraceIndex(store.conn).update(await trace_state(store, child))
     async with asyncio.timeout(10):
         await gateway.runtime.mirror.wait_until(lambda mirror: child in mirror.entries)
     listed = (await client.get(f"/api/traces?parent={parent}")).json()["traces"]

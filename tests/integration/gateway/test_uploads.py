@@ -21,6 +21,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor
 
 ALICE, BOB = "alice-upload-key-0123456789", "bob-upload-key-9876543210"
@@ -119,7 +120,7 @@ async def test_bad_uploads_are_refused_and_write_nothing(
         spent = await alice.post(url, files=[("files", ("two.bin", b"2" * (60 * 1024)))])
         assert spent.status_code == 413
         assert spent.json()["error"]["code"] == "upload_quota_exceeded"
-        state = await store.load_trace(trace_id)
+        state = await trace_state(store, trace_id)
     assert [u.name for u in state.uploads_pending] == ["one.bin"]
     kinds = [r.event.type async for r in store.replay("trace", trace_id)]
     assert kinds.count("file_uploaded") == 1

@@ -24,6 +24,7 @@ from longhaul.planner.main import run as run_planner
 from longhaul.verifier.main import run as run_verifier
 
 from tests.support.env import service_env as base_service_env
+from tests.support.folds import task_state, trace_state
 from tests.support.stack import ServiceProcess, fold_until
 
 # ------------------------------------------------------------------------------ tasks
@@ -67,7 +68,7 @@ async def create_task(
 
 
 async def request_resume(store: EventStore, task_id: str) -> None:
-    task = await store.load_task(task_id)
+    task = await task_state(store, task_id)
     event = ev.ResumeRequested()
     probe = msgspec.convert(msgspec.to_builtins(task), TaskState)
     probe.apply(event)  # what the gateway does: refuse a resume that cannot apply
@@ -289,7 +290,7 @@ class StepCompleter:
                 within=60,
                 describe=lambda s: f"status {s.status}, stop_requested {s.stop_requested}",
             )
-        state = await self.store.load_trace(trace_id)
+        state = await trace_state(self.store, trace_id)
         events: list[ev.TraceEvent]
         if isinstance(outcome, Succeed | RunUntilStopped):
             output = outcome.output if isinstance(outcome, Succeed) else "partial work"

@@ -9,6 +9,7 @@ import asyncio
 import msgspec
 from longhaul.core.checkpoints import Checkpoint, Checkpoints, checkpoint_key
 from longhaul.core.connection import Connection
+from longhaul.core.repository import traces
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.state import TaskState
@@ -32,6 +33,7 @@ from tests.integration.planner.support import (
     temp_dir,
     wait_task,
 )
+from tests.support.folds import task_state
 
 
 class Gate:
@@ -52,14 +54,14 @@ class Gate:
 async def planned_task(store: EventStore, phases: list[dict[str, object]]) -> TaskState:
     """A task whose plan is on the log and nothing else (as a planner left it)."""
     task_id = await create_task(store, phases=phases)
-    created = await store.load_task(task_id)
+    created = await task_state(store, task_id)
     await store.append(
         "task",
         task_id,
         [ev.PlanCreated(phases=[msgspec.convert(p, ev.PhaseSpec) for p in phases])],
         expected=Position(created.stream_seq, created.version),
     )
-    return await store.load_task(task_id)
+    return await task_state(store, task_id)
 
 
 def resumed(events: list[ev.Event]) -> ev.Resumed:
@@ -118,7 +120,7 @@ async def test_killed_planner_resumes_without_rerunning_completed_phases(
         assert len(completer.trace_ids(pid)) == 1, pid  # nothing ran twice
     started = [e.phase_id for e in events if isinstance(e, ev.PhaseStarted)]
     assert started == ["p1", "p2", "p3", "p4"]
-    state = await store.load_task(task_id)
+    state = await task_state(store, task_id)
     assert state.resume_source == "checkpoint"
 
 
@@ -186,7 +188,9 @@ async def test_checkpoint_written_before_a_crash_completes_the_phase_on_resume(
         [ev.PhaseStarted(phase_id="p1", trace_ids=[p1_trace])],
         expected=Position(task.stream_seq, task.version),
     )
-    await ensure_step_trace(store, p1_trace, step_trace_created(task, task.phases["p1"].spec, 0))
+    await ensure_step_trace(
+        traces(store), p1_trace, step_trace_created(task, task.phases["p1"].spec, 0)
+    )
     await Checkpoints(conn, enabled=True).save(
         Checkpoint(
             task_id=task_id,

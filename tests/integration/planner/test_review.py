@@ -28,6 +28,7 @@ from tests.integration.planner.support import (
     temp_dir,
     wait_task,
 )
+from tests.support.folds import task_state
 
 GOAL = "Compare Feishu and DingTalk and write a report"
 
@@ -179,7 +180,7 @@ async def test_review_follows_the_configured_default_and_a_task_may_opt_out(
         await wait_task(store, reviewed, awaiting)
         direct = await create(client, review=False)
         assert (await wait_task(store, direct)).status == "completed"
-    assert (await store.load_task(reviewed)).status == "awaiting_review"
+    assert (await task_state(store, reviewed)).status == "awaiting_review"
 
 
 async def test_a_plan_not_waiting_for_review_cannot_be_reviewed(

@@ -28,6 +28,7 @@ from tests.integration.planner.support import (
     task_events,
     wait_task,
 )
+from tests.support.folds import task_state
 
 DIAMOND = [phase("a"), phase("b", "a"), phase("c", "a"), phase("d", "a"), phase("e", "b", "c", "d")]
 
@@ -68,7 +69,7 @@ async def test_independent_phases_run_in_parallel_up_to_three(
         task_id = await create_task(store, phases=phases)
         await asyncio.wait_for(three_running.wait(), 20)
         # Three run, none finished: the planner must not have started a fourth.
-        state = await store.load_task(task_id)
+        state = await task_state(store, task_id)
         assert len(state.running_phases()) == 3
         release.set()
         await wait_task(store, task_id)

@@ -38,6 +38,7 @@ from tests.integration.planner.support import (
     verifier_service,
     wait_task,
 )
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor
 from tests.support.stack import test_config as stack_test_config
 
@@ -126,7 +127,7 @@ async def test_diamond_with_real_step_traces(
         spans.append((seqs[ev.TraceCreated], seqs[ev.Completed]))
     assert max(sum(1 for s, e in spans if s <= point <= e) for point, _ in spans) <= 2
     # e got b's summary in its brief and read b's full output with workspace_read.
-    trace = await store.load_trace(task.phases["e"].trace_ids[0])
+    trace = await trace_state(store, task.phases["e"].trace_ids[0])
     brief = str(trace.main_path()[0].content)
     assert task.phases["b"].summary in brief and len(task.phases["b"].summary) <= SUMMARY_LIMIT
     [tool_result] = [m for m in trace.main_path() if m.role == "tool"]
@@ -256,5 +257,5 @@ async def test_planner_killed_mid_task_resumes_without_rerunning_phases(
     for n in range(1, crash_at):
         pid = f"p{n}"
         assert task.phases[pid].trace_ids == before.phases[pid].trace_ids
-        trace = await store.load_trace(task.phases[pid].trace_ids[0])
+        trace = await trace_state(store, task.phases[pid].trace_ids[0])
         assert trace.runs == 1 and trace.status == "completed"

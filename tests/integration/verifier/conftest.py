@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, run_consumer
+from longhaul.core.repository import traces
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.config import (
@@ -112,7 +113,10 @@ async def make_verifier(
         registry = ModelRegistry(config.models)
         registries.append(registry)
         return Verifier(
-            store, registry, config, VerdictLedger(store.conn, ttl_s=config.store.lease_ttl_s)
+            traces(store),
+            registry,
+            config,
+            VerdictLedger(store.conn, ttl_s=config.store.lease_ttl_s),
         )
 
     yield factory

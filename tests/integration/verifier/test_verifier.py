@@ -21,6 +21,7 @@ from longhaul.verifier.handler import Verifier
 from tests.integration.verifier.conftest import Checks, verdict, verdicts, waiting_trace
 from tests.support import procs
 from tests.support.env import service_env as base_service_env
+from tests.support.folds import trace_state
 
 Start = Callable[..., Awaitable[None]]
 SCHEMA = {
@@ -49,7 +50,7 @@ async def test_json_schema_pass_and_fail(store: EventStore, run_verifier: Start)
     garbage = await verdict(store, not_json)
     assert isinstance(garbage, ev.VerificationFailed)
     assert "not JSON" in garbage.errors[0]
-    state = await store.load_trace(good)
+    state = await trace_state(store, good)
     assert state.status == "running" and state.verification.passed
 
 
@@ -287,7 +288,7 @@ async def test_superseded_request_gets_no_answer(
 ) -> None:
     trace_id = await waiting_trace(store, "x", checks("true"))
     stale = await delivery_of(store, trace_id)
-    state = await store.load_trace(trace_id)
+    state = await trace_state(store, trace_id)
     # The user stops the trace and reruns it; it asks again for attempt 1 on a new answer.
     await store.append(
         "trace",

@@ -10,6 +10,8 @@ from longhaul.core.memory import MemoryStore
 from longhaul.core.store import ConcurrencyError, Position
 from longhaul.domain import events as ev
 
+from tests.support.folds import trace_state
+
 CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
 
 
@@ -49,7 +51,7 @@ async def test_replay_and_catch_up_by_stream_sequence_per_aggregate() -> None:
     replayed = [r.event.type async for r in store.replay("trace", "t_a")]
     assert replayed == ["trace_created", "message_appended"]
     assert [r.event.n async for r in store.replay("trace", "t_a", after=a.seq)] == [2]
-    state = await store.load_trace("t_a")
+    state = await trace_state(store, "t_a")
     assert state.version == 2 and (await store.last_position("trace", "t_a")).n == 2
 
 
@@ -76,5 +78,5 @@ async def test_interleaved_writes_land_first_and_make_the_next_append_conflict()
     store.interleave("trace", "t_1", ev.StopRequested(reason="user"))
     with pytest.raises(ConcurrencyError):
         await store.append("trace", "t_1", [message(2, "late")], expected=Position(a.seq, 1))
-    state = await store.load_trace("t_1")
+    state = await trace_state(store, "t_1")
     assert state.stop_requested and state.version == 2

@@ -4,12 +4,14 @@ re-decided on conflict, bounded retries, creation, cached loads."""
 from __future__ import annotations
 
 import pytest
-from longhaul.core.memory import MemoryStore
+from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import ONCE, RetryPolicy, tasks, traces
-from longhaul.core.snapshots import Snapshots
+from longhaul.core.snapshots import Snapshots, pack_snapshot
 from longhaul.core.store import ConcurrencyError
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
+
+from tests.support.folds import trace_state
 
 CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
 FAST = RetryPolicy(attempts=3, base_s=0.0, cap_s=0.0)
@@ -34,7 +36,7 @@ async def test_save_appends_at_the_fold_position_and_applies() -> None:
     assert recorded.event.n == 2 and recorded.event.actor == "x"
     assert state.version == 2 and state.stream_seq == recorded.seq
     assert state.messages[2].content == "a"
-    assert (await store.load_trace("t_1")).last_sequence == 2
+    assert (await trace_state(store, "t_1")).last_sequence == 2
 
 
 async def test_an_event_the_fold_refuses_never_reaches_the_log() -> None:
@@ -147,8 +149,9 @@ async def test_load_starts_from_a_snapshot() -> None:
         stream_seq=state.stream_seq,
         name="from snapshot",
     )
-    await store.write_snapshot("trace", "t_1", snapshot)
-    loaded = await traces(store).load("t_1")
+    snapshots = MemorySnapshots()
+    await snapshots.write("trace", "t_1", pack_snapshot(snapshot))
+    loaded = await traces(store, snapshots=snapshots).load("t_1")
     assert loaded.name == "from snapshot" and loaded.version == 2
 
 
@@ -161,15 +164,15 @@ def test_a_pause_is_jittered_and_capped() -> None:
 
 
 async def test_a_save_starts_a_snapshot_when_one_is_due() -> None:
-    store = MemoryStore(snapshot_every=3)
-    snapshots = Snapshots(store)
-    repo = traces(store, snapshots=snapshots)
+    store, stored = MemoryStore(), MemorySnapshots()
+    snapshots = Snapshots(stored, every=3)
+    repo = traces(store, snapshots=stored).taking_snapshots(snapshots)
     state = await created(store)
     await repo.save("t_1", state, lambda s: [message(2, "a")], actor="x")
     await snapshots.flush(5)
-    assert await store.read_snapshot("trace", "t_1", TraceState) is None  # version 2: not due
+    assert await stored.read("trace", "t_1", TraceState) is None  # version 2: not due
     await repo.save("t_1", state, lambda s: [message(3, "b")], actor="x")
     await snapshots.flush(5)
-    snapshot = await store.read_snapshot("trace", "t_1", TraceState)
+    snapshot = await stored.read("trace", "t_1", TraceState)
     assert snapshot is not None and snapshot.version == 3
     assert (await repo.load("t_1")).main_path()[-1].content == "b"

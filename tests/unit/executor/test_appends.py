@@ -10,6 +10,8 @@ from longhaul.executor.appends import append_while
 from longhaul.executor.children import Children, final_summary
 from longhaul.executor.metrics import ExecutorMetrics
 
+from tests.support.folds import trace_state
+
 CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
 
 
@@ -27,9 +29,9 @@ async def test_appends_while_the_condition_holds() -> None:
     store = MemoryStore()
     state = await running(store)
     assert await append_while(
-        store, state, ev.StopRequested(reason="r"), still_running, actor="executor"
+        traces(store), state, ev.StopRequested(reason="r"), still_running, actor="executor"
     )
-    assert state.stop_requested and (await store.load_trace("t_1")).stop_requested
+    assert state.stop_requested and (await trace_state(store, "t_1")).stop_requested
 
 
 async def test_a_race_that_ends_the_trace_drops_the_append() -> None:
@@ -37,7 +39,7 @@ async def test_a_race_that_ends_the_trace_drops_the_append() -> None:
     state = await running(store)
     store.interleave("trace", "t_1", ev.Completed(summary="done first"))
     appended = await append_while(
-        store, state, ev.StopRequested(reason="r"), still_running, actor="executor"
+        traces(store), state, ev.StopRequested(reason="r"), still_running, actor="executor"
     )
     assert not appended and state.status == "completed" and not state.stop_requested
     assert store.conflicts == 1
@@ -47,7 +49,7 @@ async def test_an_event_the_fold_refuses_is_not_appended() -> None:
     store = MemoryStore()
     state = await running(store)
     refused = ev.SubtraceFinished(child_trace_id="t_unknown", status="completed")
-    assert not await append_while(store, state, refused, lambda s: True, actor="executor")
+    assert not await append_while(traces(store), state, refused, lambda s: True, actor="executor")
     assert store.appends == 1
 
 
@@ -64,7 +66,9 @@ async def test_a_child_end_is_reported_once_to_its_parent() -> None:
     await traces(store).save(
         "t_child", child_state, lambda s: [ev.Completed(summary="found it")], actor="executor"
     )
-    children = Children(store, max_concurrent=2, actor="executor", metrics=ExecutorMetrics())
+    children = Children(
+        traces(store), max_concurrent=2, actor="executor", metrics=ExecutorMetrics()
+    )
     await children.on_child_final(child_state)
     await children.on_child_final(child_state)  # a redelivered wake-up
     finished = [

@@ -11,13 +11,16 @@ import pytest
 from longhaul.agent.contract import StaleState
 from longhaul.core.connection import Connection
 from longhaul.core.index import TraceIndex
-from longhaul.core.memory import MemoryStore
+from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import traces
+from longhaul.core.snapshots import Snapshots
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.sink import TraceSink
 from longhaul.executor.upkeep import TurnUpkeep
+
+from tests.support.folds import trace_state
 
 CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
 
@@ -27,13 +30,24 @@ class Held:
         self.lost = asyncio.Event()
 
 
-async def sink_on(store: MemoryStore, lease: Held | None = None) -> TraceSink:
-    state = await traces(store).create("t_1", CREATED, actor="test")
+async def sink_on(
+    store: MemoryStore,
+    lease: Held | None = None,
+    *,
+    snapshots: MemorySnapshots | None = None,
+    snapshot_every: int = 200,
+) -> TraceSink:
+    repository = traces(store, snapshots=snapshots)
+    state = await repository.create("t_1", CREATED, actor="test")
     assert state is not None
     # The index is written only every interval_s; an infinite one keeps it (and NATS) out.
-    upkeep = TurnUpkeep(store, TraceIndex(cast(Connection, None)), interval_s=float("inf"))
+    upkeep = TurnUpkeep(
+        Snapshots(snapshots or MemorySnapshots(), snapshot_every),
+        TraceIndex(cast(Connection, None)),
+        interval_s=float("inf"),
+    )
     return TraceSink(
-        store,
+        repository,
         state,
         actor="executor",
         lease=lease or Held(),
@@ -64,7 +78,7 @@ async def test_events_are_appended_in_order_and_applied() -> None:
     await sink.emit([message(sink.state, "a")])
     await sink.emit([message(sink.state, "b"), ev.Completed(summary="b")])
     assert sink.appended == 3 and sink.state.status == "completed"
-    stored = await store.load_trace("t_1")
+    stored = await trace_state(store, "t_1")
     assert [m.content for m in stored.main_path()] == ["hi", "a", "b"]
     written = [r.event async for r in store.replay("trace", "t_1") if r.event.n > 1]
     assert [e.actor for e in written] == ["executor"] * 3
@@ -96,7 +110,7 @@ async def test_a_race_the_event_does_not_survive_ends_the_turn_as_stale() -> Non
     with pytest.raises(StaleState):
         await sink.emit([message(sink.state, "too late")])
     assert conflicts(sink, "stale") == 1
-    assert (await store.load_trace("t_1")).last_sequence == 1
+    assert (await trace_state(store, "t_1")).last_sequence == 1
 
 
 async def test_a_lost_lease_ends_the_turn_before_anything_is_written() -> None:
@@ -110,12 +124,12 @@ async def test_a_lost_lease_ends_the_turn_before_anything_is_written() -> None:
 
 
 async def test_snapshots_are_taken_as_the_log_grows() -> None:
-    store = MemoryStore(snapshot_every=5)
-    sink = await sink_on(store)
+    store, snapshots = MemoryStore(), MemorySnapshots()
+    sink = await sink_on(store, snapshots=snapshots, snapshot_every=5)
     for n in range(12):
         await sink.emit([message(sink.state, f"m{n}")])
     await asyncio.sleep(0)  # let the background snapshot task run
-    snapshot = await store.read_snapshot("trace", "t_1", TraceState)
+    snapshot = await snapshots.read("trace", "t_1", TraceState)
     # taken in the background from the live state: at least the 5th event, and consistent
     assert snapshot is not None and snapshot.version >= 5
     assert snapshot.last_sequence == snapshot.version and snapshot.stream_seq > 0
@@ -132,7 +146,7 @@ async def test_a_write_behind_event_is_settled_before_the_next_append() -> None:
     assert sink.state.messages[2].content == "a" and sink.appended == 0
     await sink.emit([message(sink.state, "b")])
     assert sink.appended == 2
-    stored = await store.load_trace("t_1")
+    stored = await trace_state(store, "t_1")
     assert [m.content for m in stored.main_path()] == ["hi", "a", "b"]
     assert sink.state.stream_seq == stored.stream_seq and sink.state.version == stored.version
 
@@ -148,7 +162,7 @@ async def test_a_write_behind_race_the_event_survives_re_appends_it_and_ends_the
     written = [r.event async for r in store.replay("trace", "t_1")]
     assert [e.type for e in written] == ["trace_created", "stop_requested", "message_appended"]
     assert conflicts(sink, "reappended") == 1 and conflicts(sink, "stale") == 0
-    stored = await store.load_trace("t_1")
+    stored = await trace_state(store, "t_1")
     assert stored.stop_requested and stored.messages[2].content == "tool result"
     assert stored.faults == []
 
@@ -161,18 +175,18 @@ async def test_a_write_behind_race_the_event_does_not_survive_ends_the_turn_unwr
     with pytest.raises(StaleState, match="no longer applies"):
         await sink.emit([message(sink.state, "never written")])
     assert conflicts(sink, "stale") == 1
-    stored = await store.load_trace("t_1")
+    stored = await trace_state(store, "t_1")
     assert stored.status == "stopped" and stored.last_sequence == 1
 
 
 async def test_a_snapshot_due_before_a_write_behind_event_matches_the_log() -> None:
-    store = MemoryStore(snapshot_every=2)
-    sink = await sink_on(store)
+    store, snapshots = MemoryStore(), MemorySnapshots()
+    sink = await sink_on(store, snapshots=snapshots, snapshot_every=2)
     await sink.emit([message(sink.state, "a")])  # the 2nd event: a snapshot is due
     await sink.emit_behind([message(sink.state, "b")])  # applied before the snapshot task runs
     await asyncio.sleep(0)  # the background snapshot task runs now
     await sink.settle()
-    snapshot = await store.read_snapshot("trace", "t_1", TraceState)
+    snapshot = await snapshots.read("trace", "t_1", TraceState)
     assert snapshot is not None and (snapshot.version, snapshot.last_sequence) == (2, 2)
-    loaded = await store.load_trace("t_1")  # snapshot + catch-up
+    loaded = await traces(store, snapshots=snapshots).load("t_1")  # snapshot + catch-up
     assert loaded.faults == [] and [m.content for m in loaded.main_path()] == ["hi", "a", "b"]

@@ -9,8 +9,9 @@ from typing import cast
 import pytest
 from longhaul.core.connection import Connection
 from longhaul.core.memory import MemoryStore
+from longhaul.core.repository import tasks, traces
 from longhaul.core.service import ServiceContext
-from longhaul.core.store import EventStore, Position
+from longhaul.core.store import Position
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TraceState
@@ -21,6 +22,8 @@ from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.runtime import Runtime
+
+from tests.support.folds import trace_state
 
 ALICE = Principal(owner="alice")
 
@@ -35,10 +38,10 @@ def runtime(store: MemoryStore) -> Runtime:
         metrics=GatewayMetrics(),
         heartbeat_s=15.0,
     )
-    # The commands only use the store; a path that reached NATS would fail on the None.
-    rt.ctx = ServiceContext(
-        name="gateway", config=config, conn=cast(Connection, None), store=cast(EventStore, store)
-    )
+    # The commands only use the repositories; a path that reached NATS would fail on the None.
+    rt.ctx = ServiceContext(name="gateway", config=config, conn=cast(Connection, None))
+    rt.ctx.traces = traces(store)
+    rt.ctx.tasks = tasks(store)
     return rt
 
 
@@ -106,4 +109,4 @@ async def test_a_race_that_never_settles_is_a_retryable_409() -> None:
     with pytest.raises(ApiError) as exhausted:
         await commands.append_to_trace(runtime(store), ALICE, "t_1", always_beaten)
     assert exhausted.value.status == 409 and exhausted.value.code == "concurrent_update"
-    assert not (await store.load_trace("t_1")).stop_requested
+    assert not (await trace_state(store, "t_1")).stop_requested

@@ -10,6 +10,7 @@ import pytest
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection
 from longhaul.core.memory import MemoryStore
+from longhaul.core.repository import tasks, traces
 from longhaul.core.store import ConcurrencyError, Position
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
@@ -20,6 +21,8 @@ from longhaul.planner.driver import PlannerDeps, TaskDriver
 from longhaul.planner.models import PlannerModels
 from longhaul.planner.steps import ensure_step_trace, step_trace_created
 
+from tests.support.folds import task_state, trace_state
+
 NO_SERVER = cast(Connection, None)
 """These steps never reach NATS; a step that did would fail on it, not pass silently."""
 
@@ -29,7 +32,8 @@ def driver(store: MemoryStore, *, max_concurrent_phases: int = 3) -> TaskDriver:
     return TaskDriver(
         PlannerDeps(
             conn=NO_SERVER,
-            store=store,
+            traces=traces(store),
+            tasks=tasks(store, cache_size=256),
             workspace=WorkspaceStore(NO_SERVER),
             checkpoints=Checkpoints(NO_SERVER, enabled=False),
             models=PlannerModels(ModelRegistry(models), models),
@@ -76,10 +80,10 @@ async def test_a_given_plan_starts_its_ready_phases_and_their_step_traces() -> N
     await created(store, [phase("a"), phase("b"), phase("c", "a", "b")])
     await steps(driver(store, max_concurrent_phases=1), 2)
     assert await types(store) == ["task_created", "plan_created", "phase_started"]
-    task = await store.load_task("task_1")
+    task = await task_state(store, "task_1")
     assert task.plan_source == "options" and task.running_phases() == ["a"]
     [trace_id] = task.phases["a"].trace_ids
-    step = await store.load_trace(trace_id)
+    step = await trace_state(store, trace_id)
     assert step.exists and step.task_id == "task_1" and step.phase_id == "a"
     assert "do a" in str(step.main_path()[0].content)
 
@@ -88,7 +92,7 @@ async def test_an_invalid_given_plan_fails_the_task() -> None:
     store = MemoryStore()
     await created(store, [phase("a", "b"), phase("b", "a")])
     await driver(store).drive("task_1")
-    task = await store.load_task("task_1")
+    task = await task_state(store, "task_1")
     assert task.status == "failed" and "invalid plan" in task.error
 
 
@@ -116,8 +120,8 @@ async def test_creating_a_step_trace_twice_is_a_no_op() -> None:
     store = MemoryStore()
     await created(store, [phase("a")])
     await steps(driver(store), 2)
-    task = await store.load_task("task_1")
+    task = await task_state(store, "task_1")
     [trace_id] = task.phases["a"].trace_ids
     created_again = step_trace_created(task, task.phases["a"].spec, 0)
-    assert not await ensure_step_trace(store, trace_id, created_again)
+    assert not await ensure_step_trace(traces(store), trace_id, created_again)
     assert await types(store, "trace", trace_id) == ["trace_created"]

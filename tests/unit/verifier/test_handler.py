@@ -8,6 +8,7 @@ from typing import Any
 
 from longhaul.core.consumer import Delivery
 from longhaul.core.memory import MemoryStore
+from longhaul.core.repository import traces
 from longhaul.core.store import Position, Recorded
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
@@ -15,6 +16,7 @@ from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
 
 from tests.support.counting_server import counting_server
+from tests.support.folds import trace_state
 
 SCHEMA = {"json_schema": {"type": "object", "required": ["ok"]}}
 
@@ -52,7 +54,7 @@ def delivery(request: Recorded) -> Delivery:
 
 def verifier(store: MemoryStore) -> Verifier:
     config = LonghaulConfig()
-    return Verifier(store, ModelRegistry(config.models), config)
+    return Verifier(traces(store), ModelRegistry(config.models), config)
 
 
 async def verdicts(store: MemoryStore) -> list[ev.Event]:
@@ -72,7 +74,7 @@ async def test_an_awaited_request_is_answered_once() -> None:
     [answer] = await verdicts(store)
     assert isinstance(answer, ev.VerificationPassed) and answer.attempt == 1
     assert answer.causation_id == request.event.id and answer.actor == "verifier"
-    assert (await store.load_trace("t_1")).status == "running"
+    assert (await trace_state(store, "t_1")).status == "running"
 
 
 async def test_a_failing_answer_gets_the_schema_errors() -> None:
@@ -90,13 +92,13 @@ async def test_a_stop_that_lands_while_checking_drops_the_verdict() -> None:
     store.interleave("trace", "t_1", ev.Stopped(reason="user"))
     await verifier(store).handle(delivery(request))
     assert await verdicts(store) == []
-    assert (await store.load_trace("t_1")).status == "stopped"
+    assert (await trace_state(store, "t_1")).status == "stopped"
 
 
 async def test_a_superseded_request_is_not_answered() -> None:
     store = MemoryStore()
     request = await requested(store, '{"ok": true}')
-    state = await store.load_trace("t_1")
+    state = await trace_state(store, "t_1")
     await store.append(
         "trace",
         "t_1",

@@ -1,21 +1,18 @@
-"""``EventLog``: the event store's surface, as the code that reads and writes events sees it.
+"""``EventLog``: the recorder's surface, as the code that reads and writes events sees it.
 
 Implemented by :class:`~longhaul.core.store.EventStore` (JetStream) and by
 :class:`~longhaul.core.memory.MemoryStore` (in memory, for unit tests of what services
-decide). Code typed against this protocol runs on either.
+decide); one conformance suite runs over both. Folding lives in the repository.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from longhaul.core.store import PackedSnapshot, Position, Recorded
+from longhaul.core.store import EventPage, Position, Recorded
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
-from longhaul.domain.state import Fold, TaskState, TraceState
-
-S = TypeVar("S", bound=Fold)
 
 
 class InFlight(Protocol):
@@ -30,8 +27,6 @@ class InFlight(Protocol):
 
 
 class EventLog(Protocol):
-    snapshot_every: int
-
     async def append(
         self,
         aggregate: Aggregate,
@@ -73,22 +68,8 @@ class EventLog(Protocol):
 
     async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position: ...
 
-    async def catch_up(self, aggregate: Aggregate, aggregate_id: str, state: S) -> int: ...
-
-    async def load(self, aggregate: Aggregate, aggregate_id: str, state_type: type[S]) -> S: ...
-
-    async def load_trace(self, trace_id: str) -> TraceState: ...
-
-    async def load_task(self, task_id: str) -> TaskState: ...
-
-    async def read_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, state_type: type[S]
-    ) -> S | None: ...
-
-    async def write_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, state: Fold
-    ) -> None: ...
-
-    async def write_packed_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot
-    ) -> None: ...
+    async def read_page(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int, with_seqs: bool = False
+    ) -> EventPage:
+        """The next batch after ``after``, undecodable payloads included, for a fold."""
+        ...

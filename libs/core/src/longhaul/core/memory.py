@@ -3,10 +3,11 @@
 Same rules as :class:`~longhaul.core.store.EventStore`: events are stamped (``aggregate_id``,
 ``n``, actor, causation and correlation), encoded and decoded as on the wire, appended only at
 the aggregate's expected position (else :class:`ConcurrencyError`), replayed and watched by
-stream sequence, and folded with snapshots. Conflicts are simulated with :meth:`interleave`:
-another writer's events land just before the next append to that aggregate, as they would when
-a gateway request races an executor turn. Services' wiring, chaos and clusters keep testing
-against a real nats-server; this is for what a service *decides*.
+stream sequence (:class:`MemorySnapshots` keeps snapshots beside it). Conflicts are simulated
+with :meth:`interleave`: another writer's events land just before the next append to that
+aggregate, as they would when a gateway request races an executor turn. Services' wiring,
+chaos and clusters keep testing against a real nats-server; this is for what a service
+*decides*.
 """
 
 from __future__ import annotations
@@ -16,18 +17,11 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import msgspec
-from longhaul.core.store import (
-    ConcurrencyError,
-    PackedSnapshot,
-    Position,
-    Recorded,
-    pack_snapshot,
-    stamp,
-)
+from longhaul.core.snapshots import PackedSnapshot
+from longhaul.core.store import REPLAY_PAGE, ConcurrencyError, EventPage, Position, Recorded, stamp
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
-from longhaul.domain.state import Fold, TaskState, TraceState
-from longhaul.domain.state.fold import apply_or_skip
+from longhaul.domain.state import Fold
 
 State = TypeVar("State", bound=Fold)
 
@@ -54,12 +48,10 @@ class Settled:
 
 
 class MemoryStore:
-    def __init__(self, *, snapshot_every: int = 200) -> None:
-        self.snapshot_every = snapshot_every
+    def __init__(self) -> None:
         self._seq = 0
         self._logs: dict[tuple[str, str], list[Recorded]] = {}
         self._payloads: dict[int, bytes] = {}
-        self._snapshots: dict[tuple[str, str], bytes] = {}
         self._pending: dict[tuple[str, str], list[ev.Event]] = {}
         self._changed = asyncio.Condition()
         self.appends = 0
@@ -191,34 +183,34 @@ class MemoryStore:
     async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position:
         return self._end((aggregate, aggregate_id))
 
-    async def catch_up(self, aggregate: Aggregate, aggregate_id: str, state: State) -> int:
-        applied = 0
-        async for recorded in self.replay(aggregate, aggregate_id, after=state.stream_seq):
-            apply_or_skip(state, recorded.event, recorded.seq)
-            applied += 1
-        return applied
+    async def read_page(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int, with_seqs: bool = False
+    ) -> EventPage:
+        page = EventPage(last_seq=after)
+        for recorded in self._logs.get((aggregate, aggregate_id), []):
+            if recorded.seq <= after:
+                continue
+            if len(page.events) == REPLAY_PAGE:
+                break
+            page.events.append(self._stored(recorded.seq))
+            page.seqs.append(recorded.seq)
+            page.last_seq = recorded.seq
+        if not with_seqs:
+            page.seqs.clear()
+        return page
 
-    async def load(self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]) -> State:
-        state = await self.read_snapshot(aggregate, aggregate_id, state_type) or state_type()
-        await self.catch_up(aggregate, aggregate_id, state)
-        return state
 
-    async def load_trace(self, trace_id: str) -> TraceState:
-        return await self.load("trace", trace_id, TraceState)
+class MemorySnapshots:
+    """Snapshots in memory, beside a :class:`MemoryStore`."""
 
-    async def load_task(self, task_id: str) -> TaskState:
-        return await self.load("task", task_id, TaskState)
+    def __init__(self) -> None:
+        self._stored: dict[tuple[str, str], bytes] = {}
 
-    async def read_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]
+    async def read(
+        self, aggregate: Aggregate, aggregate_id: str, fold: type[State]
     ) -> State | None:
-        packed = self._snapshots.get((aggregate, aggregate_id))
-        return None if packed is None else msgspec.msgpack.decode(packed, type=state_type)
+        packed = self._stored.get((aggregate, aggregate_id))
+        return None if packed is None else msgspec.msgpack.decode(packed, type=fold)
 
-    async def write_snapshot(self, aggregate: Aggregate, aggregate_id: str, state: Fold) -> None:
-        await self.write_packed_snapshot(aggregate, aggregate_id, pack_snapshot(state))
-
-    async def write_packed_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot
-    ) -> None:
-        self._snapshots[(aggregate, aggregate_id)] = packed.data
+    async def write(self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot) -> None:
+        self._stored[(aggregate, aggregate_id)] = packed.data

@@ -15,12 +15,19 @@ planner's steps, the verifier's verdicts) goes through :meth:`Repository.save`:
    of times (:class:`RetryPolicy`), after which the conflict is the caller's.
 
 :meth:`Repository.load` is snapshot plus catch-up, optionally through a small LRU of folds so
-a service that keeps coming back to the same aggregates reads only their new events.
+a service that keeps coming back to the same aggregates reads only their new events. Catch-up
+is where the log's items become state: each is applied, or — when it does not decode or the
+fold refuses it — recorded on the state as a fault and skipped, so one bad event never holds
+an aggregate's readers hostage (:func:`~longhaul.domain.state.fold.apply_or_skip`).
+
+Repositories are built once per service, by its composition root
+(:class:`~longhaul.core.service.ServiceContext`), which declares their cache and snapshots.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Callable, Sequence
@@ -29,11 +36,13 @@ from typing import Generic, TypeVar
 
 from longhaul.core.eventlog import EventLog, InFlight
 from longhaul.core.lru import Lru
-from longhaul.core.snapshots import Snapshots
-from longhaul.core.store import ConcurrencyError, Position, Recorded
+from longhaul.core.snapshots import SnapshotIO, Snapshots
+from longhaul.core.store import ConcurrencyError, EventPage, Position, Recorded
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold, TaskState, TraceState
+from longhaul.domain.state.faults import Fault
+from longhaul.domain.state.fold import apply_or_skip
 
 log = logging.getLogger(__name__)
 
@@ -82,17 +91,33 @@ class Repository(Generic[S]):
         aggregate: Aggregate,
         fold: type[S],
         *,
+        snapshots: SnapshotIO | None = None,
+        snapshotter: Snapshots | None = None,
         cache_size: int = 0,
         retry: RetryPolicy = DEFAULT_RETRY,
-        snapshots: Snapshots | None = None,
     ) -> None:
         self.store = store
         self.snapshots = snapshots
+        """Where a load starts from (none: a full replay)."""
+        self.snapshotter = snapshotter
         """Takes a snapshot when one is due after a save (none without it)."""
         self.aggregate: Aggregate = aggregate
         self.fold = fold
         self.retry = retry
         self._cache: Lru[str, S] | None = Lru(cache_size) if cache_size > 0 else None
+
+    def taking_snapshots(self, snapshotter: Snapshots) -> Repository[S]:
+        """This repository, its saves also taking snapshots through ``snapshotter`` (which
+        its owner flushes; an executor's turn has its own). No cache: the owner keeps its
+        fold."""
+        return Repository(
+            self.store,
+            self.aggregate,
+            self.fold,
+            snapshots=self.snapshots,
+            snapshotter=snapshotter,
+            retry=self.retry,
+        )
 
     # ------------------------------------------------------------------ read
 
@@ -102,17 +127,63 @@ class Repository(Generic[S]):
         not cached)."""
         state = self._cache.get(aggregate_id) if self._cache is not None else None
         if state is None:
-            state = await self.store.read_snapshot(self.aggregate, aggregate_id, self.fold)
+            if self.snapshots is not None:
+                state = await self.snapshots.read(self.aggregate, aggregate_id, self.fold)
             if state is None:
                 state = self.fold()
-        await self.store.catch_up(self.aggregate, aggregate_id, state)
+        await self.catch_up(aggregate_id, state)
         if self._cache is not None and state.exists:
             self._cache.put(aggregate_id, state)
         return state
 
+    async def exists(self, aggregate_id: str) -> bool:
+        """True if the aggregate has any event (no fold)."""
+        return await self.store.exists(self.aggregate, aggregate_id)
+
     async def catch_up(self, aggregate_id: str, state: S) -> int:
-        """Apply the events newer than ``state``; returns how many there were."""
-        return await self.store.catch_up(self.aggregate, aggregate_id, state)
+        """Apply the events newer than ``state`` (faults recorded and skipped); returns how
+        many items there were."""
+        applied = 0
+        while True:
+            after = state.stream_seq
+            page = await self.store.read_page(self.aggregate, aggregate_id, after=after)
+            faults: list[tuple[int, Fault]] = []
+            for index, item in enumerate(page.events):
+                seq = page.seqs[index] if page.seqs else 0
+                fault = apply_or_skip(state, item, seq)
+                if fault is not None:
+                    faults.append((index, fault))
+            if faults:
+                await self._locate(aggregate_id, after, page, faults)
+            if page.events:
+                state.stream_seq = page.last_seq
+            applied += len(page.events)
+            if not page.full:
+                return applied
+
+    async def _locate(
+        self, aggregate_id: str, after: int, page: EventPage, faults: list[tuple[int, Fault]]
+    ) -> None:
+        """Give the faults of a page read without sequences their place in the stream (rare:
+        reading the page again is cheaper than always carrying them), and log them."""
+        if not page.seqs:
+            with contextlib.suppress(Exception):  # diagnostics only: the fold is already right
+                seqs = (
+                    await self.store.read_page(
+                        self.aggregate, aggregate_id, after=after, with_seqs=True
+                    )
+                ).seqs
+                for index, fault in faults:
+                    if index < len(seqs):
+                        fault.stream_seq = seqs[index]
+        for _, fault in faults:
+            log.warning(
+                "%s %s: skipped event %d: %s",
+                self.aggregate,
+                aggregate_id,
+                fault.stream_seq,
+                fault.error,
+            )
 
     def forget(self, aggregate_id: str) -> None:
         """Drop a cached fold (an aggregate that will not be written again)."""
@@ -179,7 +250,7 @@ class Repository(Generic[S]):
                 if on_conflict is not None:
                     on_conflict(state)
                 await asyncio.sleep(policy.pause(conflict - 1))
-                moved = await self.store.catch_up(self.aggregate, aggregate_id, state)
+                moved = await self.catch_up(aggregate_id, state)
                 log.debug(
                     "%s %s moved by %d event(s); re-deciding", self.aggregate, aggregate_id, moved
                 )
@@ -198,8 +269,8 @@ class Repository(Generic[S]):
                     previous = state.version
                     state.apply(recorded.event, recorded.seq)
                     written.append(recorded)
-                    if self.snapshots is not None:
-                        self.snapshots.after_save(self.aggregate, aggregate_id, state, previous)
+                    if self.snapshotter is not None:
+                        self.snapshotter.after_save(self.aggregate, aggregate_id, state, previous)
                     if on_applied is not None:
                         on_applied(state, recorded, previous)
                 return written
@@ -269,8 +340,8 @@ class SaveInFlight(Generic[S]):
         recorded = await self._in_flight.settle()
         state, repository = self.state, self.repository
         state.stream_seq = recorded.seq
-        if repository.snapshots is not None:
-            repository.snapshots.after_save(
+        if repository.snapshotter is not None:
+            repository.snapshotter.after_save(
                 repository.aggregate, self.aggregate_id, state, self._previous
             )
         if on_applied is not None:
@@ -279,12 +350,14 @@ class SaveInFlight(Generic[S]):
 
 
 def traces(
-    store: EventLog, *, cache_size: int = 0, snapshots: Snapshots | None = None
+    store: EventLog, *, snapshots: SnapshotIO | None = None, cache_size: int = 0
 ) -> Repository[TraceState]:
     """The repository of trace aggregates."""
-    return Repository(store, "trace", TraceState, cache_size=cache_size, snapshots=snapshots)
+    return Repository(store, "trace", TraceState, snapshots=snapshots, cache_size=cache_size)
 
 
-def tasks(store: EventLog, *, cache_size: int = 0) -> Repository[TaskState]:
+def tasks(
+    store: EventLog, *, snapshots: SnapshotIO | None = None, cache_size: int = 0
+) -> Repository[TaskState]:
     """The repository of task aggregates."""
-    return Repository(store, "task", TaskState, cache_size=cache_size)
+    return Repository(store, "task", TaskState, snapshots=snapshots, cache_size=cache_size)

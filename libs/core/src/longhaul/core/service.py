@@ -1,7 +1,12 @@
-"""What every service ``main`` shares: config, logging, connection, signals, clean shutdown.
+"""What every service ``main`` shares: config, logging, connection, signals, clean shutdown,
+and its composition root.
 
 A service is an ``async def run(ctx)`` that works until ``ctx.shutdown`` is set; background
-tasks it starts belong to ``ctx.tasks`` and are cancelled on the way out.
+tasks it starts belong to ``ctx.background`` and are cancelled on the way out.
+:class:`ServiceContext` is the one place a service's stores are built — the event recorder,
+the trace and task repositories (with their snapshots declared here), the trace index,
+workspace, experiences and checkpoints — each once, on first use; routers and handlers ask the
+context for them and never construct their own.
 """
 
 from __future__ import annotations
@@ -11,17 +16,29 @@ import logging
 import signal
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from longhaul.core import event_loop
+from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection, connect
+from longhaul.core.experiences import ExperienceStore
+from longhaul.core.index import TraceIndex
 from longhaul.core.logs import configure_logging
 from longhaul.core.provision import ProvisionSettings
+from longhaul.core.repository import Repository
+from longhaul.core.snapshots import Snapshots, SnapshotStore
 from longhaul.core.store import EventStore
 from longhaul.core.telemetry import tracing
+from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
+from longhaul.domain.state import TaskState, TraceState
 
 log = logging.getLogger(__name__)
+
+TASK_FOLDS_CACHED = {"planner": 256}
+"""Services that keep coming back to the same tasks keep their folds (the planner, at each
+step of each phase) and read only the new events; the others read snapshot plus tail."""
 
 
 @dataclass
@@ -29,29 +46,75 @@ class ServiceContext:
     name: str
     config: LonghaulConfig
     conn: Connection
-    store: EventStore
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
-    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    # ------------------------------------------------------------------ the stores, built once
+
+    @cached_property
+    def store(self) -> EventStore:
+        """The event recorder (append, replay, watch): for folds, use the repositories."""
+        return EventStore(self.conn)
+
+    @cached_property
+    def snapshots(self) -> SnapshotStore:
+        return SnapshotStore(self.conn)
+
+    @cached_property
+    def traces(self) -> Repository[TraceState]:
+        """Trace folds: snapshot plus catch-up, no cache (each reader holds its own fold)."""
+        return Repository(self.store, "trace", TraceState, snapshots=self.snapshots)
+
+    @cached_property
+    def tasks(self) -> Repository[TaskState]:
+        """Task folds, cached where :data:`TASK_FOLDS_CACHED` says so."""
+        return Repository(
+            self.store,
+            "task",
+            TaskState,
+            snapshots=self.snapshots,
+            cache_size=TASK_FOLDS_CACHED.get(self.name, 0),
+        )
+
+    def snapshotter(self) -> Snapshots:
+        """A new snapshot taker for one writer, who flushes it (``store.snapshot_every``)."""
+        return Snapshots(self.snapshots, self.config.store.snapshot_every)
+
+    @cached_property
+    def index(self) -> TraceIndex:
+        return TraceIndex(self.conn)
+
+    @cached_property
+    def workspace(self) -> WorkspaceStore:
+        return WorkspaceStore(self.conn)
+
+    @cached_property
+    def experiences(self) -> ExperienceStore:
+        return ExperienceStore(self.conn)
+
+    @cached_property
+    def checkpoints(self) -> Checkpoints:
+        return Checkpoints(self.conn, enabled=self.config.pipeline.checkpoint.enabled)
 
     def spawn(
         self, coro: Coroutine[Any, Any, Any], *, name: str | None = None
     ) -> asyncio.Task[Any]:
         """Start a background task owned by the service (cancelled at shutdown)."""
         task = asyncio.create_task(coro, name=name)
-        self.tasks.add(task)
+        self.background.add(task)
         task.add_done_callback(self._task_done)
         return task
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self.tasks.discard(task)
+        self.background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("background task %s crashed", task.get_name(), exc_info=task.exception())
             self.shutdown.set()
 
     async def close(self) -> None:
-        for task in list(self.tasks):
+        for task in list(self.background):
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*self.background, return_exceptions=True)
         await self.conn.close()
 
 
@@ -66,12 +129,7 @@ async def open_context(name: str, config: LonghaulConfig) -> ServiceContext:
     conn = await connect(
         config.nats, name=f"longhaul-{name}", provision_settings=provision_settings(config)
     )
-    return ServiceContext(
-        name=name,
-        config=config,
-        conn=conn,
-        store=EventStore(conn, snapshot_every=config.store.snapshot_every),
-    )
+    return ServiceContext(name=name, config=config, conn=conn)
 
 
 async def serve(

@@ -1,30 +1,142 @@
-"""Snapshots taken when due, off the writer's critical path.
+"""Snapshots: folds stored beside the log so a load replays only the tail, taken when due,
+off the writer's critical path.
 
-A :class:`Repository` given a :class:`Snapshots` asks it after every applied event
-(:meth:`Snapshots.after_save`); a snapshot is due every ``snapshot_every`` events while the
-aggregate is small and every ~1/8 of its length once it is long (:func:`snapshot_interval`):
-re-encoding a 20,000-message state every 200 events would make snapshot work quadratic in the
-log's length, this keeps it linear while a load still replays at most a quarter of the log.
-Snapshots are written by a background task, one at a time per aggregate, from the state as
-encoded when the save was applied (:func:`~longhaul.core.store.pack_snapshot`): the fold then
-matches the stream sequence it records, which it need not a moment later (write-behind applies
-an event before its append lands). The owner calls
-:meth:`Snapshots.flush` when it is done writing (an executor at the end of a turn).
+Two parts, kept apart as the ``eventsourcing`` library keeps them:
+
+* where snapshots live — :class:`SnapshotStore` (``lh_snapshots`` KV, zlib-compressed msgpack;
+  a value too big for the KV goes to the object store behind a pointer) and its in-memory twin
+  in :mod:`~longhaul.core.memory`; both speak :class:`SnapshotIO`;
+* when one is taken — :class:`Snapshots`: a :class:`~longhaul.core.repository.Repository`
+  given one asks it after every applied event (:meth:`Snapshots.after_save`); a snapshot is
+  due every ``every`` events while the aggregate is small and every ~1/8 of its length once it
+  is long (:func:`snapshot_interval`): re-encoding a 20,000-message state every 200 events
+  would make snapshot work quadratic in the log's length, this keeps it linear while a load
+  still replays at most a quarter of the log. Snapshots are written by a background task, one
+  at a time per aggregate, from the state as encoded when the save was applied
+  (:func:`pack_snapshot`): the fold then matches the stream sequence it records, which it need
+  not a moment later (write-behind applies an event before its append lands). The owner calls
+  :meth:`Snapshots.flush` when it is done writing (an executor at the end of a turn).
+
+A snapshot is only an optimisation: one that does not read back is ignored (a full replay).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import zlib
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, TypeVar
 
+import msgspec
+import nats.js.errors
 from longhaul.core.background import drain
-from longhaul.core.eventlog import EventLog
-from longhaul.core.store import PackedSnapshot, pack_snapshot
+from longhaul.core.connection import Connection
+from longhaul.core.direct import DirectGetError
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold
+from nats.js.errors import NotFoundError, ObjectNotFoundError
 
 log = logging.getLogger(__name__)
+
+S = TypeVar("S", bound=Fold)
+
+INLINE_LIMIT = 512 * 1024
+"""Larger compressed snapshots go to the object store."""
+OFF_LOOP_BYTES = 256 * 1024
+
+
+class PackedSnapshot(NamedTuple):
+    """A fold encoded at one moment, with the position it had then."""
+
+    data: bytes
+    seq: int
+    n: int
+
+
+def pack_snapshot(state: Fold) -> PackedSnapshot:
+    """Encode ``state`` now: a snapshot must be taken where the fold matches the log (an event
+    whose append is still in flight has moved ``version`` but not ``stream_seq``)."""
+    return PackedSnapshot(msgspec.msgpack.encode(state), state.stream_seq, state.version)
+
+
+class SnapshotIO(Protocol):
+    """Where snapshots are read and written."""
+
+    async def read(self, aggregate: Aggregate, aggregate_id: str, fold: type[S]) -> S | None:
+        """The stored fold, or None when there is none or it does not read back."""
+        ...
+
+    async def write(self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot) -> None:
+        """Store a fold encoded earlier (:func:`pack_snapshot`), at the position it had then."""
+        ...
+
+
+class _Stored(msgspec.Struct):
+    """KV value of a snapshot: zlib-compressed msgpack of the state, inline or in the object
+    store."""
+
+    seq: int
+    n: int
+    state: bytes = b""
+    object_name: str | None = None
+
+
+class SnapshotStore:
+    """Snapshots in JetStream: the ``lh_snapshots`` KV, big ones in the object store."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    @staticmethod
+    def _key(aggregate: Aggregate, aggregate_id: str) -> str:
+        return f"{aggregate}.{aggregate_id}"
+
+    async def read(self, aggregate: Aggregate, aggregate_id: str, fold: type[S]) -> S | None:
+        kv = await self.conn.kv(self.conn.names.snapshots)
+        try:
+            entry = await kv.get(self._key(aggregate, aggregate_id))
+        except (NotFoundError, nats.js.errors.KeyNotFoundError):
+            return None
+        if not entry.value:
+            return None
+        try:
+            stored = msgspec.msgpack.decode(entry.value, type=_Stored)
+            blob = stored.state
+            if stored.object_name:
+                blob = await self.conn.read_artifact(stored.object_name)
+            packed = await _off_loop(zlib.decompress, blob)
+            return msgspec.msgpack.decode(packed, type=fold)
+        except (
+            msgspec.DecodeError,
+            msgspec.ValidationError,
+            ObjectNotFoundError,
+            DirectGetError,
+            zlib.error,
+        ) as exc:
+            log.warning("ignoring unreadable snapshot of %s %s: %s", aggregate, aggregate_id, exc)
+            return None
+
+    async def write(self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot) -> None:
+        stored = _Stored(seq=packed.seq, n=packed.n)
+        blob = await _off_loop(zlib.compress, packed.data, 1)
+        if len(blob) <= INLINE_LIMIT:
+            stored.state = blob
+        else:
+            name = f"snapshot/{aggregate}/{aggregate_id}"
+            objects = await self.conn.artifacts()
+            await objects.put(name, blob)
+            stored.object_name = name
+        kv = await self.conn.kv(self.conn.names.snapshots)
+        await kv.put(self._key(aggregate, aggregate_id), msgspec.msgpack.encode(stored))
+
+
+async def _off_loop(fn: Callable[..., bytes], data: bytes, *args: int) -> bytes:
+    """Run zlib on a worker thread when the payload is big enough to stall the event loop
+    (zlib releases the GIL)."""
+    if len(data) < OFF_LOOP_BYTES:
+        return fn(data, *args)
+    return await asyncio.to_thread(fn, data, *args)
 
 
 def snapshot_interval(every: int, version: int) -> int:
@@ -36,16 +148,18 @@ def snapshot_interval(every: int, version: int) -> int:
 
 
 class Snapshots:
-    def __init__(self, store: EventLog) -> None:
+    """Takes snapshots when due (``every`` events; 0 never), in the background."""
+
+    def __init__(self, store: SnapshotIO, every: int) -> None:
         self.store = store
+        self.every = every
         self._writing: set[tuple[Aggregate, str]] = set()
         self._pending: set[asyncio.Task[Any]] = set()
 
     def due(self, version: int, previous_version: int) -> bool:
-        every = self.store.snapshot_every
-        if every <= 0:
+        if self.every <= 0:
             return False
-        interval = snapshot_interval(every, version)
+        interval = snapshot_interval(self.every, version)
         return version // interval != previous_version // interval
 
     def after_save(
@@ -68,7 +182,7 @@ class Snapshots:
     async def _write(self, key: tuple[Aggregate, str], packed: PackedSnapshot) -> None:
         aggregate, aggregate_id = key
         try:
-            await self.store.write_packed_snapshot(aggregate, aggregate_id, packed)
+            await self.store.write(aggregate, aggregate_id, packed)
         finally:
             self._writing.discard(key)
 

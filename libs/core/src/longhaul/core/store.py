@@ -1,6 +1,11 @@
-"""The event store: append with optimistic concurrency, replay, snapshots, live watch.
+"""The event store, a recorder: append with optimistic concurrency, replay, live watch.
 
-Append rule (DESIGN.md §3): each event is published with
+It stores and reads events and knows nothing of what they mean: folding them into state
+(catch-up, fault skipping) is the repository's work (:mod:`~longhaul.core.repository`), and
+snapshots live beside the log (:mod:`~longhaul.core.snapshots`). An import contract keeps this
+module free of the state folds.
+
+Append rule (docs/ARCHITECTURE.md, "The event log"): each event is published with
 ``Nats-Expected-Last-Subject-Sequence`` (the stream sequence of the aggregate's last event) on
 the aggregate's wildcard subject, and ``Nats-Msg-Id: <id>:<n>`` so a retried publish is
 de-duplicated by the server. A duplicate ack whose stored payload differs from ours means two
@@ -11,38 +16,27 @@ writers produced event ``n``: that is a conflict, not a success. The event's
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
-import zlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import NamedTuple, TypeVar
+from collections.abc import AsyncIterator, Sequence
 
 import msgspec
-import nats.errors
 from longhaul.core.connection import Connection
-from longhaul.core.direct import DirectGetError, direct_page
+from longhaul.core.direct import direct_page
 from longhaul.core.telemetry import carrier_headers, current_carrier
 from longhaul.core.transient import is_transient, retry_transient
 from longhaul.domain import events as ev
-from longhaul.domain.events import Aggregate
-from longhaul.domain.state import Fold, TaskState, TraceState
-from longhaul.domain.state.faults import Fault, Unreadable
-from longhaul.domain.state.fold import apply_or_skip
+from longhaul.domain.events import Aggregate, Unreadable
 from nats.aio.msg import Msg
 from nats.js import api
-from nats.js.errors import APIError, NotFoundError, ObjectNotFoundError
+from nats.js.errors import APIError, NotFoundError
 
 log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
-SNAPSHOT_INLINE_LIMIT = 512 * 1024
 REPLAY_PAGE = 2048
-OFF_LOOP_BYTES = 256 * 1024
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
-
-State = TypeVar("State", bound=Fold)
 
 
 class ConcurrencyError(Exception):
@@ -88,34 +82,19 @@ def stamp(
     )
 
 
-class _Page(msgspec.Struct):
+class EventPage(msgspec.Struct):
+    """One batch of an aggregate's log as a fold reads it: every stored item in order, an
+    undecodable payload as :class:`~longhaul.domain.events.Unreadable`, and where the batch
+    ended. ``seqs`` (each item's stream sequence) only when asked for."""
+
     last_seq: int
     events: list[ev.Event | Unreadable] = msgspec.field(default_factory=list)
     seqs: list[int] = msgspec.field(default_factory=list)
 
-
-class PackedSnapshot(NamedTuple):
-    """A fold encoded at one moment, with the position it had then."""
-
-    data: bytes
-    seq: int
-    n: int
-
-
-def pack_snapshot(state: Fold) -> PackedSnapshot:
-    """Encode ``state`` now: a snapshot must be taken where the fold matches the log (an event
-    whose append is still in flight has moved ``version`` but not ``stream_seq``)."""
-    return PackedSnapshot(msgspec.msgpack.encode(state), state.stream_seq, state.version)
-
-
-class _Snapshot(msgspec.Struct):
-    """KV value of a snapshot: zlib-compressed msgpack of the state, inline or in the object
-    store."""
-
-    seq: int
-    n: int
-    state: bytes = b""
-    object_name: str | None = None
+    @property
+    def full(self) -> bool:
+        """A whole page: more may follow."""
+        return len(self.events) >= REPLAY_PAGE
 
 
 def _retrieve(future: asyncio.Future[api.PubAck]) -> None:
@@ -221,10 +200,9 @@ class PendingAppend:
 
 
 class EventStore:
-    def __init__(self, conn: Connection, *, snapshot_every: int = 200) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.names = conn.names
-        self.snapshot_every = snapshot_every
 
     # ------------------------------------------------------------------ append
 
@@ -331,11 +309,20 @@ class EventStore:
                     log.warning("skipping unreadable event %d of %s: %s", seq, subject, event.error)
                     continue
                 yield Recorded(event, seq)
-            if len(page.events) < REPLAY_PAGE:
+            if not page.full:
                 return
             after = page.last_seq
 
-    async def _direct_page(self, subject: str, after: int, *, with_headers: bool) -> _Page:
+    async def read_page(
+        self, aggregate: Aggregate, aggregate_id: str, *, after: int, with_seqs: bool = False
+    ) -> EventPage:
+        """The next batch of the aggregate's log after stream sequence ``after``, undecodable
+        payloads included (a fold records them as faults). Without ``with_seqs`` the server
+        sends bare payloads, which halves the cost of a fold (it only needs ``last_seq``)."""
+        subject = self.names.aggregate_filter(aggregate, aggregate_id)
+        return await self._direct_page(subject, after, with_headers=with_seqs)
+
+    async def _direct_page(self, subject: str, after: int, *, with_headers: bool) -> EventPage:
         """One batch of up to ``REPLAY_PAGE`` events after ``after``.
 
         Without headers the server sends bare payloads (no per-message sequence, no stored
@@ -348,8 +335,8 @@ class EventStore:
             within_s=self.conn.unavailable_retry_s,
         )
 
-    async def _direct_page_once(self, subject: str, after: int, *, with_headers: bool) -> _Page:
-        page = _Page(last_seq=after)
+    async def _direct_page_once(self, subject: str, after: int, *, with_headers: bool) -> EventPage:
+        page = EventPage(last_seq=after)
 
         def on_message(msg: Msg) -> None:
             seq = int((msg.headers or {}).get("Nats-Sequence", 0) or 0) if with_headers else 0
@@ -419,118 +406,3 @@ class EventStore:
         async for recorded in self.replay(aggregate, aggregate_id):
             position = Position(recorded.seq, recorded.event.n)
         return position
-
-    # ------------------------------------------------------------------ load + snapshots
-
-    async def load_trace(self, trace_id: str) -> TraceState:
-        return await self.load("trace", trace_id, TraceState)
-
-    async def load_task(self, task_id: str) -> TaskState:
-        return await self.load("task", task_id, TaskState)
-
-    async def load(self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]) -> State:
-        """Snapshot (if any) plus the tail of the log. A missing aggregate folds to an empty
-        state whose ``exists`` is False."""
-        state = await self.read_snapshot(aggregate, aggregate_id, state_type)
-        if state is None:
-            state = state_type()
-        await self.catch_up(aggregate, aggregate_id, state)
-        return state
-
-    async def catch_up(self, aggregate: Aggregate, aggregate_id: str, state: State) -> int:
-        """Apply events newer than ``state.stream_seq``; returns how many were applied."""
-        subject = self.names.aggregate_filter(aggregate, aggregate_id)
-        applied = 0
-        while True:
-            after = state.stream_seq
-            page = await self._direct_page(subject, after, with_headers=False)
-            faults = [
-                (index, fault)
-                for index, event in enumerate(page.events)
-                if (fault := apply_or_skip(state, event)) is not None
-            ]
-            if faults:
-                await self._locate(subject, after, faults)
-                for _, fault in faults:
-                    log.warning(
-                        "%s %s: skipped event %d: %s",
-                        aggregate,
-                        aggregate_id,
-                        fault.stream_seq,
-                        fault.error,
-                    )
-            if page.events:
-                state.stream_seq = page.last_seq
-            applied += len(page.events)
-            if len(page.events) < REPLAY_PAGE:
-                return applied
-
-    async def _locate(self, subject: str, after: int, faults: list[tuple[int, Fault]]) -> None:
-        """Fill in the stream sequences of faults found in a header-less page (rare: reading
-        the page again with headers is cheaper than always carrying them)."""
-        with contextlib.suppress(Exception):  # diagnostics only: the fold is already right
-            seqs = (await self._direct_page(subject, after, with_headers=True)).seqs
-            for index, fault in faults:
-                if index < len(seqs):
-                    fault.stream_seq = seqs[index]
-
-    def _snapshot_key(self, aggregate: Aggregate, aggregate_id: str) -> str:
-        return f"{aggregate}.{aggregate_id}"
-
-    async def read_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, state_type: type[State]
-    ) -> State | None:
-        kv = await self.conn.kv(self.names.snapshots)
-        try:
-            entry = await kv.get(self._snapshot_key(aggregate, aggregate_id))
-        except (NotFoundError, nats.js.errors.KeyNotFoundError):
-            return None
-        if not entry.value:
-            return None
-        try:
-            snapshot = msgspec.msgpack.decode(entry.value, type=_Snapshot)
-            blob = snapshot.state
-            if snapshot.object_name:
-                blob = await self.conn.read_artifact(snapshot.object_name)
-            packed = await _off_loop(zlib.decompress, blob)
-            state = msgspec.msgpack.decode(packed, type=state_type)
-        except (
-            msgspec.DecodeError,
-            msgspec.ValidationError,
-            ObjectNotFoundError,
-            DirectGetError,
-            zlib.error,
-        ) as exc:
-            # A snapshot is only an optimisation: fall back to a full replay.
-            log.warning("ignoring unreadable snapshot of %s %s: %s", aggregate, aggregate_id, exc)
-            return None
-        return state
-
-    async def write_snapshot(self, aggregate: Aggregate, aggregate_id: str, state: Fold) -> None:
-        """Store the folded state as compressed msgpack; what does not fit a KV value goes to
-        the object store with a KV pointer."""
-        await self.write_packed_snapshot(aggregate, aggregate_id, pack_snapshot(state))
-
-    async def write_packed_snapshot(
-        self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot
-    ) -> None:
-        """Store a state encoded earlier (:func:`pack_snapshot`), at the position it had then."""
-        snapshot = _Snapshot(seq=packed.seq, n=packed.n)
-        blob = await _off_loop(zlib.compress, packed.data, 1)
-        if len(blob) <= SNAPSHOT_INLINE_LIMIT:
-            snapshot.state = blob
-        else:
-            name = f"snapshot/{aggregate}/{aggregate_id}"
-            store = await self.conn.artifacts()
-            await store.put(name, blob)
-            snapshot.object_name = name
-        kv = await self.conn.kv(self.names.snapshots)
-        await kv.put(self._snapshot_key(aggregate, aggregate_id), msgspec.msgpack.encode(snapshot))
-
-
-async def _off_loop(fn: Callable[..., bytes], data: bytes, *args: int) -> bytes:
-    """Run zlib on a worker thread when the payload is big enough to stall the event loop
-    (zlib releases the GIL)."""
-    if len(data) < OFF_LOOP_BYTES:
-        return fn(data, *args)
-    return await asyncio.to_thread(fn, data, *args)

@@ -26,6 +26,14 @@ class EventDecodeError(ValueError):
     """A payload is not a valid event: malformed JSON, unknown type or wrong field types."""
 
 
+class Unreadable(msgspec.Struct, kw_only=True):
+    """A stored payload that does not decode as an event, as the log hands it to a fold (which
+    records it as a fault and goes on)."""
+
+    error: str
+    stream_seq: int = 0
+
+
 def _now() -> float:
     return time.time()
 

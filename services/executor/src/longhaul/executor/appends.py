@@ -8,8 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import traces
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 
@@ -17,7 +16,7 @@ log = logging.getLogger(__name__)
 
 
 async def append_while(
-    store: EventLog,
+    traces: Repository[TraceState],
     state: TraceState,
     event: ev.TraceEvent,
     wanted: Callable[[TraceState], bool],
@@ -34,7 +33,7 @@ async def append_while(
         return [event] if wanted(current) else []
 
     try:
-        written = await traces(store).save(state.trace_id, state, decide, actor=actor)
+        written = await traces.save(state.trace_id, state, decide, actor=actor)
     except InvalidTransition as exc:
         log.info("not appending %s to %s: %s", event.type, state.trace_id, exc)
         return False

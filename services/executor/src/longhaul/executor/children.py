@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import traces
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
@@ -103,7 +102,7 @@ def final_summary(child: TraceState) -> str:
 class Children:
     def __init__(
         self,
-        store: EventLog,
+        traces: Repository[TraceState],
         *,
         max_concurrent: int,
         actor: str,
@@ -111,7 +110,7 @@ class Children:
         max_descendants: int = 50,
         remote: RemoteAgents | None = None,
     ) -> None:
-        self.store = store
+        self.traces = traces
         self.remote = remote
         self.max_descendants = max_descendants
         self.max_concurrent = max(1, max_concurrent)
@@ -131,12 +130,12 @@ class Children:
                 else:
                     queued.append((info, None))
             elif info.continue_from is not None:
-                child = await self.store.load_trace(info.child_trace_id)
+                child = await self.traces.load(info.child_trace_id)
                 if child.exists and not child.is_final:
                     active += 1
                 else:
                     queued.append((info, child))
-            elif await self.store.exists("trace", info.child_trace_id):
+            elif await self.traces.exists(info.child_trace_id):
                 active += 1
             else:
                 queued.append((info, None))
@@ -155,7 +154,7 @@ class Children:
             return await self._start_remote(parent, info, info.remote)
         if previous is not None and previous.exists:
             return await append_while(
-                self.store,
+                self.traces,
                 previous,
                 ev.RunRequested(
                     messages=[ev.InputMessage(role="user", content=info.task)],
@@ -164,7 +163,7 @@ class Children:
                 lambda child: child.is_final,
                 actor=self.actor,
             )
-        created = await traces(self.store).create(
+        created = await self.traces.create(
             info.child_trace_id,
             child_created(parent, info, self.max_descendants),
             actor=self.actor,
@@ -182,11 +181,11 @@ class Children:
         except RemoteError as exc:
             log.warning("remote child of %s not started: %s", parent.trace_id, exc)
             await finish_remote(
-                self.store, parent, info.child_trace_id, failure(str(exc)), actor=self.actor
+                self.traces, parent, info.child_trace_id, failure(str(exc)), actor=self.actor
             )
             return False
         return await append_while(
-            self.store,
+            self.traces,
             parent,
             ev.RemoteSubtraceLinked(child_trace_id=info.child_trace_id, remote_id=linked),
             lambda p: (
@@ -210,7 +209,7 @@ class Children:
         """Record the child's end on its parent (once) and start the parent's next child."""
         if child.parent_trace_id is None or not child.is_final:
             return
-        parent = await self.store.load_trace(child.parent_trace_id)
+        parent = await self.traces.load(child.parent_trace_id)
         finished = ev.SubtraceFinished(
             child_trace_id=child.trace_id,
             status=child.status or "failed",
@@ -220,7 +219,7 @@ class Children:
             descendants=child.descendants,
         )
         await append_while(
-            self.store,
+            self.traces,
             parent,
             finished,
             lambda p: _child_running(p, child.trace_id),
@@ -234,10 +233,10 @@ class Children:
             if info.remote is not None:
                 await self._stop_remote(info, info.remote)
                 continue
-            child = await self.store.load_trace(info.child_trace_id)
+            child = await self.traces.load(info.child_trace_id)
             if child.exists and not child.is_final and not child.stop_requested:
                 await append_while(
-                    self.store,
+                    self.traces,
                     child,
                     ev.StopRequested(reason=reason),
                     lambda c: c.exists and not c.is_final and not c.stop_requested,

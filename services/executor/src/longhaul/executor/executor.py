@@ -20,9 +20,7 @@ import msgspec
 import nats.errors
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.core.consumer import Fetcher
-from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
-from longhaul.core.store import EventStore
 from longhaul.core.transient import BrokerUnavailable, retry_transient
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
@@ -65,15 +63,15 @@ class Executor:
         self.settings = settings
         self.agent = agent
         self.tools = tools
-        self.store: EventStore = ctx.store
-        self.index = TraceIndex(ctx.conn)
+        self.traces = ctx.traces
+        self.index = ctx.index
         self.metrics = ExecutorMetrics()
         self.leases = Leases(ctx.conn, settings.id, ctx.config.store.lease_ttl_s)
         actor = f"executor:{settings.id}"
         self.actor = actor
         self.remote = remote or RemoteAgents(ctx.config.remote_agents)
         self.children = Children(
-            self.store,
+            self.traces,
             max_concurrent=ctx.config.pipeline.max_concurrent_subtraces,
             max_descendants=ctx.config.pipeline.delegation.max_descendants,
             actor=actor,
@@ -81,8 +79,7 @@ class Executor:
             remote=self.remote,
         )
         self.turns = TurnRunner(
-            self.store,
-            self.index,
+            ctx,
             self.leases,
             agent,
             self.metrics,
@@ -127,7 +124,7 @@ class Executor:
         waits = RemoteWaits(
             self.ctx.conn.js,
             self.ctx.conn.names,
-            self.store,
+            self.traces,
             self.remote,
             durable=f"{self.settings.durable}-remote",
             actor=self.actor,
@@ -267,10 +264,10 @@ class Executor:
 
     async def _dispatch(self, wakeup: Wakeup, *, redelivered: bool) -> None:
         if wakeup.event_type in SPAWN_TYPES:
-            parent = await self.store.load_trace(wakeup.trace_id)
+            parent = await self.traces.load(wakeup.trace_id)
             await self.children.start_queued(parent)
         elif wakeup.event_type in FINAL_TYPES:
-            state = await self.store.load_trace(wakeup.trace_id)
+            state = await self.traces.load(wakeup.trace_id)
             await self.children.on_child_final(state)
             if state.is_final and state.running_subtraces():
                 await self.children.stop_children(state, reason=f"parent {state.status}")
@@ -306,7 +303,7 @@ class Executor:
         self.metrics.poison.inc()
         try:
             await record_poison(
-                self.store,
+                self.traces,
                 self.index,
                 wakeup.trace_id,
                 f"poison event ({wakeup.event_type}): {reason}",

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import ToolRegistry
-from longhaul.core.experiences import ExperienceStore
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
@@ -42,15 +41,17 @@ def build_executor(
     agent = AgentTurns(
         ctx.config,
         registry,
-        workspace=KvWorkspace(ctx.conn),
+        workspace=KvWorkspace(ctx.workspace),
         working_root=working_root,
         resolve_model=resolve_model,
-        ancestor_budget=partial(ancestor_over_budget, ctx.store),
-        messenger=LogMessenger(ctx.store, actor=f"executor:{settings.id}", remote=remote),
-        experiences=ExperienceStore(ctx.conn),
+        ancestor_budget=partial(ancestor_over_budget, ctx.traces),
+        messenger=LogMessenger(
+            ctx.traces, ctx.tasks, actor=f"executor:{settings.id}", remote=remote
+        ),
+        experiences=ctx.experiences,
     )
     offered = ExecutorTools(
-        ctx.conn,
+        ctx.workspace,
         settings.id,
         registry,
         ctx.config.tools,

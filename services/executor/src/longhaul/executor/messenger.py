@@ -12,28 +12,33 @@ message already there and reports it delivered once.
 from __future__ import annotations
 
 from longhaul.agent.errors import ToolError
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import traces
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
-from longhaul.domain.state import InvalidTransition, TraceState
+from longhaul.domain.state import InvalidTransition, TaskState, TraceState
 from longhaul.domain.state.collaborators import collaborators, is_step_trace, reachable
 from longhaul.executor.remote import RemoteAgents, RemoteError
 
 
 class LogMessenger:
-    def __init__(self, store: EventLog, *, actor: str, remote: RemoteAgents | None = None) -> None:
-        self.store = store
+    def __init__(
+        self,
+        traces: Repository[TraceState],
+        tasks: Repository[TaskState],
+        *,
+        actor: str,
+        remote: RemoteAgents | None = None,
+    ) -> None:
+        self.traces = traces
+        self.tasks = tasks
         self.actor = actor
         self.remote = remote
 
     async def send(
         self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
     ) -> str:
-        parent = (
-            await self.store.load_trace(sender.parent_trace_id) if sender.parent_trace_id else None
-        )
+        parent = await self.traces.load(sender.parent_trace_id) if sender.parent_trace_id else None
         task = (
-            await self.store.load_task(sender.task_id)
+            await self.tasks.load(sender.task_id)
             if is_step_trace(sender) and sender.task_id
             else None
         )
@@ -48,7 +53,7 @@ class LogMessenger:
         if target_id.startswith("agent://"):
             await self._send_remote(sender, target_id, content, wake)
             return target_id
-        target = await self.store.load_trace(target_id)
+        target = await self.traces.load(target_id)
         if target.owner != sender.owner:  # never across API keys, whatever a log says
             raise ToolError(f"{to!r} is not reachable", code="unknown_collaborator")
         # Who the sender is to the recipient.
@@ -68,7 +73,7 @@ class LogMessenger:
         if any(m.message_id == message_id for m in target.inbox):
             return target_id
         try:
-            await traces(self.store).save(target_id, target, lambda _: [event], actor=self.actor)
+            await self.traces.save(target_id, target, lambda _: [event], actor=self.actor)
         except InvalidTransition as exc:
             if exc.code == "duplicate_message":
                 return target_id

@@ -11,8 +11,9 @@ readers and this executor keep working.
 from __future__ import annotations
 
 from longhaul.core.index import TraceIndex
-from longhaul.core.store import EventStore
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.executor.appends import append_while
 
 POISON_STOP_REASON = "poison_event"
@@ -20,14 +21,14 @@ ERROR_LIMIT = 2000
 
 
 async def record_poison(
-    store: EventStore, index: TraceIndex, trace_id: str, reason: str, *, actor: str
+    traces: Repository[TraceState], index: TraceIndex, trace_id: str, reason: str, *, actor: str
 ) -> None:
     """Fail the trace with ``reason`` (if it still runs or waits)."""
-    state = await store.load_trace(trace_id)
+    state = await traces.load(trace_id)
     if not state.exists:
         return
     failed = ev.Failed(error=reason[:ERROR_LIMIT], stop_reason=POISON_STOP_REASON)
     await append_while(
-        store, state, failed, lambda s: s.status in ("running", "waiting"), actor=actor
+        traces, state, failed, lambda s: s.status in ("running", "waiting"), actor=actor
     )
     await index.update(state)

@@ -40,7 +40,7 @@ from longhaul.client.errors import (
     Unreachable,
 )
 from longhaul.core.consumer import Fetcher
-from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.config import RemoteAgentConfig
 from longhaul.domain.names import Names
@@ -175,7 +175,12 @@ class RemoteAgents:
 
 
 async def finish_remote(
-    store: EventLog, parent: TraceState, child: str, status: RemoteStatus, *, actor: str
+    traces: Repository[TraceState],
+    parent: TraceState,
+    child: str,
+    status: RemoteStatus,
+    *,
+    actor: str,
 ) -> bool:
     """Append the remote child's end to the parent (once)."""
     finished = ev.SubtraceFinished(
@@ -185,7 +190,7 @@ async def finish_remote(
         tokens=status.tokens,
         cost=status.cost,
     )
-    return await append_while(store, parent, finished, lambda p: _running(p, child), actor=actor)
+    return await append_while(traces, parent, finished, lambda p: _running(p, child), actor=actor)
 
 
 def _running(parent: TraceState, child: str) -> bool:
@@ -214,7 +219,7 @@ class RemoteWaits:
         self,
         js: JetStreamContext,
         names: Names,
-        store: EventLog,
+        traces: Repository[TraceState],
         remote: RemoteAgents,
         *,
         durable: str,
@@ -224,7 +229,7 @@ class RemoteWaits:
     ) -> None:
         self.js = js
         self.names = names
-        self.store = store
+        self.traces = traces
         self.remote = remote
         self.durable = durable
         self.actor = actor
@@ -284,7 +289,7 @@ class RemoteWaits:
                 "remote waits: dropping %s, not a remote_subtrace_linked event", msg.subject
             )
             return None  # forged or corrupt: nothing to follow, never retried
-        parent = await self.store.load_trace(linked.aggregate_id)
+        parent = await self.traces.load(linked.aggregate_id)
         info = parent.subtraces.get(linked.child_trace_id)
         if info is None or info.status != "running" or info.remote_id != linked.remote_id:
             return None  # already reported, or superseded by a later link
@@ -302,6 +307,8 @@ class RemoteWaits:
                 status = failure(str(exc))
             if status.status not in FINAL:
                 return config.poll_s
-        if await finish_remote(self.store, parent, linked.child_trace_id, status, actor=self.actor):
+        if await finish_remote(
+            self.traces, parent, linked.child_trace_id, status, actor=self.actor
+        ):
             await self.on_finished(parent)
         return None

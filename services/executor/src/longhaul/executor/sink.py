@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from longhaul.agent.contract import StaleState
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import RetryPolicy, SaveInFlight, traces
+from longhaul.core.repository import Repository, RetryPolicy, SaveInFlight
 from longhaul.core.store import ConcurrencyError, Recorded
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
@@ -62,7 +61,7 @@ class HeldLease(Protocol):
 class TraceSink:
     def __init__(
         self,
-        store: EventLog,
+        traces: Repository[TraceState],
         state: TraceState,
         *,
         actor: str,
@@ -70,7 +69,7 @@ class TraceSink:
         metrics: ExecutorMetrics,
         upkeep: TurnUpkeep,
     ) -> None:
-        self.repository = traces(store, snapshots=upkeep.snapshots)
+        self.repository = traces.taking_snapshots(upkeep.snapshots)
         self.state = state
         self.actor = actor
         self.lease = lease

@@ -32,7 +32,6 @@ from longhaul.agent.tools.builtin import OPT_IN_TOOLS
 from longhaul.agent.tools.catalogue import build_catalogue, catalogue_key
 from longhaul.agent.tools.mcp_tools import McpTools
 from longhaul.agent.tools.search import backend_for, web_search_tool
-from longhaul.core.connection import Connection
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain.config import ConfigError, SandboxConfig, ToolsConfig
 
@@ -94,7 +93,7 @@ class ExecutorTools:
 
     def __init__(
         self,
-        conn: Connection,
+        workspace: WorkspaceStore,
         executor_id: str,
         registry: ToolRegistry,
         config: ToolsConfig,
@@ -104,7 +103,7 @@ class ExecutorTools:
     ) -> None:
         self.executor_id = executor_id
         self.registry = registry
-        self.workspace = WorkspaceStore(conn)
+        self.workspace = workspace
         self.mcp = McpTools(
             config.mcp_servers,
             registry,

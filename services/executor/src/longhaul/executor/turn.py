@@ -21,7 +21,8 @@ from typing import Any
 from longhaul.agent.contract import LiveCallback, LiveUpdate, StaleState, TurnOutcome
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import current_trace_id
-from longhaul.core.store import EventStore
+from longhaul.core.repository import Repository
+from longhaul.core.service import ServiceContext
 from longhaul.core.telemetry import context_of, tracer
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
@@ -80,15 +81,15 @@ def turn_span(state: TraceState, actor: str) -> Span:
 class TurnRunner:
     def __init__(
         self,
-        store: EventStore,
-        index: TraceIndex,
+        ctx: ServiceContext,
         leases: Leases,
         run_turn: RunTurn,
         metrics: ExecutorMetrics,
         settings: TurnSettings,
     ) -> None:
-        self.store = store
-        self.index = index
+        self.ctx = ctx
+        self.traces: Repository[TraceState] = ctx.traces
+        self.index: TraceIndex = ctx.index
         self.leases = leases
         self.run_turn = run_turn
         self.metrics = metrics
@@ -112,7 +113,7 @@ class TurnRunner:
                     return
                 takeover = False
                 # Events that came while we held the lease were acked by whoever saw it busy.
-                await self.store.catch_up("trace", trace_id, state)
+                await self.traces.catch_up(trace_id, state)
                 if decide(state) is Action.NOTHING:
                     return
         finally:
@@ -123,13 +124,13 @@ class TurnRunner:
         crashed one never will. Publishing the trace's current status in the index (e.g.
         ``running`` again after a human reply, where the holder last wrote ``waiting``) lets
         the sweeper pick the trace up once that lease has expired."""
-        state = await self.store.load_trace(trace_id)
+        state = await self.traces.load(trace_id)
         if state.exists:
             await self.index.update(state)
 
     async def _work(self, trace_id: str, lease: Lease, *, takeover: bool) -> TraceState | None:
         """Act once under the lease; returns the state reached (None if the lease was lost)."""
-        state = await self.store.load_trace(trace_id)
+        state = await self.traces.load(trace_id)
         action = decide(state)
         if action is Action.NOTHING:
             if state.exists:  # a stale entry would keep the sweeper coming back
@@ -137,7 +138,7 @@ class TurnRunner:
             return state
         if action is Action.STOP:
             await append_while(
-                self.store,
+                self.traces,
                 state,
                 ev.Stopped(reason="stop_requested"),
                 lambda s: s.exists and not s.is_final and s.stop_requested,
@@ -150,16 +151,18 @@ class TurnRunner:
         return await self._run_agent(state, lease)
 
     async def _run_agent(self, state: TraceState, lease: Lease) -> TraceState | None:
-        upkeep = TurnUpkeep(self.store, self.index, interval_s=self.settings.index_interval_s)
+        upkeep = TurnUpkeep(
+            self.ctx.snapshotter(), self.index, interval_s=self.settings.index_interval_s
+        )
         sink = TraceSink(
-            self.store,
+            self.traces,
             state,
             actor=self.settings.actor,
             lease=lease,
             metrics=self.metrics,
             upkeep=upkeep,
         )
-        live = LivePublisher(self.store.conn.nc, self.store.conn.names.live(state.trace_id))
+        live = LivePublisher(self.ctx.conn.nc, self.ctx.conn.names.live(state.trace_id))
         self.metrics.active_turns.inc()
         span = turn_span(state, self.settings.actor)
         with trace.use_span(span):  # the turn's task starts in (a copy of) this context

@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 from longhaul.core.background import drain
-from longhaul.core.eventlog import EventLog
 from longhaul.core.index import TraceIndex
 from longhaul.core.snapshots import Snapshots
 from longhaul.domain.state import TraceState
@@ -28,12 +27,11 @@ FLUSH_TIMEOUT_S = 10.0
 
 
 class TurnUpkeep:
-    def __init__(self, store: EventLog, index: TraceIndex, *, interval_s: float) -> None:
-        self.store = store
+    def __init__(self, snapshots: Snapshots, index: TraceIndex, *, interval_s: float) -> None:
         self.index = index
         self.interval_s = interval_s
-        self.snapshots = Snapshots(store)
-        """Given to the turn's trace repository, which starts snapshots when due."""
+        self.snapshots = snapshots
+        """The turn's own: given to its trace repository, which starts snapshots when due."""
         self._indexed_at = 0.0
         self._pending: set[asyncio.Task[Any]] = set()
 

@@ -3,13 +3,12 @@ KV (large values offloaded to the object store by ``longhaul.core.workspace``)."
 
 from __future__ import annotations
 
-from longhaul.core.connection import Connection
 from longhaul.core.workspace import WorkspaceStore
 
 
 class KvWorkspace:
-    def __init__(self, conn: Connection) -> None:
-        self._workspace = WorkspaceStore(conn)
+    def __init__(self, workspace: WorkspaceStore) -> None:
+        self._workspace = workspace
 
     async def get(self, key: str) -> bytes | None:
         entry = await self._workspace.get(key)

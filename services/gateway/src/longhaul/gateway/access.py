@@ -100,10 +100,10 @@ async def require_trace_owner(runtime: Runtime, principal: Principal, trace_id: 
         raise not_found("trace", trace_id)
 
 
-async def load_trace(runtime: Runtime, principal: Principal, trace_id: str) -> TraceState:
+async def owned_trace(runtime: Runtime, principal: Principal, trace_id: str) -> TraceState:
     checked_id("trace", trace_id)
     async with runtime.nats_call():
-        state = await runtime.store.load_trace(trace_id)
+        state = await runtime.traces.load(trace_id)
         if not state.exists:
             raise not_found("trace", trace_id)
         owner = await resolve_owner(runtime, state.owner, state.parent_trace_id, state.task_id)
@@ -120,10 +120,10 @@ async def require_task_owner(runtime: Runtime, principal: Principal, task_id: st
         raise not_found("task", task_id)
 
 
-async def load_task(runtime: Runtime, principal: Principal, task_id: str) -> TaskState:
+async def owned_task(runtime: Runtime, principal: Principal, task_id: str) -> TaskState:
     checked_id("task", task_id)
     async with runtime.nats_call():
-        state = await runtime.store.load_task(task_id)
+        state = await runtime.tasks.load(task_id)
     if not state.exists or state.owner != principal.owner:
         raise not_found("task", task_id)
     return state

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 from longhaul.core.index import TraceIndexEntry
@@ -52,15 +53,17 @@ def _conflict_exhausted(kind: str, identifier: str) -> ApiError:
     )
 
 
+def _repository(runtime: Runtime, aggregate: Aggregate) -> Repository[Any]:
+    return runtime.traces if aggregate == "trace" else runtime.tasks
+
+
 async def _append_first(
-    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, event: ev.Event, fold: type[S]
-) -> S:
+    runtime: Runtime, aggregate: Aggregate, aggregate_id: str, event: ev.Event
+) -> Any:
     """Append the creation event of a new aggregate; returns its fold."""
     _encodable(event)
     async with runtime.nats_call():
-        state = await Repository(runtime.store, aggregate, fold).create(
-            aggregate_id, event, actor=ACTOR
-        )
+        state = await _repository(runtime, aggregate).create(aggregate_id, event, actor=ACTOR)
     if state is None:  # a fresh random id is never taken; if it were, the client retries
         raise _conflict_exhausted(aggregate, aggregate_id)
     runtime.metrics.appended.labels(event.type).inc()
@@ -91,7 +94,7 @@ async def _append_checked(
 
     try:
         async with runtime.nats_call():
-            [recorded] = await Repository(runtime.store, aggregate, type(state)).save(
+            [recorded] = await _repository(runtime, aggregate).save(
                 aggregate_id, state, decide, actor=ACTOR, on_conflict=conflicted
             )
     except ConcurrencyError as exc:
@@ -132,7 +135,7 @@ async def create_trace(
     trace_id = trace_id or new_id("t")
     event = msgspec.structs.replace(event, owner=principal.owner)
     async with _starting(runtime, principal):
-        state = await _append_first(runtime, "trace", trace_id, event, TraceState)
+        state: TraceState = await _append_first(runtime, "trace", trace_id, event)
         runtime.mirror.put(TraceIndexEntry.from_state(state))
     runtime.service.spawn(_write_index(runtime, state), name=f"index-{trace_id}")
     return state
@@ -156,7 +159,7 @@ async def append_to_trace(
     build: Callable[[TraceState], ev.TraceEvent],
 ) -> tuple[TraceState, Recorded]:
     """Append ``build(state)`` to a trace the caller owns; returns the state after it."""
-    state = await access.load_trace(runtime, principal, trace_id)
+    state = await access.owned_trace(runtime, principal, trace_id)
     if not state.is_final:
         return await _append_checked(runtime, "trace", trace_id, state, build)
     # A request on an ended trace starts a new run: it counts against the key's cap.
@@ -173,7 +176,7 @@ def _starting(
 
     async def task_active(task_id: str) -> bool:
         async with runtime.nats_call():
-            return not (await runtime.store.load_task(task_id)).is_final
+            return not (await runtime.tasks.load(task_id)).is_final
 
     return runtime.quota.starting(runtime.mirror, principal.owner, task_active, task_id)
 
@@ -182,7 +185,8 @@ async def create_task(runtime: Runtime, principal: Principal, event: ev.TaskCrea
     event = msgspec.structs.replace(event, owner=principal.owner)
     task_id = new_id("task")
     async with _starting(runtime, principal, task_id):
-        return await _append_first(runtime, "task", task_id, event, TaskState)
+        task: TaskState = await _append_first(runtime, "task", task_id, event)
+        return task
 
 
 async def append_to_task(
@@ -190,7 +194,7 @@ async def append_to_task(
 ) -> tuple[TaskState, Recorded]:
     """Append ``event`` to a task the caller owns; returns the state after it. An event on
     a finished task (a resume) starts it again: it counts against the key's cap."""
-    state = await access.load_task(runtime, principal, task_id)
+    state = await access.owned_task(runtime, principal, task_id)
     if not state.is_final:
         return await _append_checked(runtime, "task", task_id, state, lambda _: event)
     async with _starting(runtime, principal, task_id):

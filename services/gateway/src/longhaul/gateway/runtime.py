@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 import nats.errors
 from fastapi import FastAPI
 from longhaul.core.index import TraceIndex
+from longhaul.core.repository import Repository
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
 from longhaul.core.transient import BrokerUnavailable
 from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.metrics import GatewayMetrics
@@ -49,7 +51,6 @@ class Runtime:
     """Set by the lifespan: the one model the gateway asks is the router's utility model."""
     executors_checked: tuple[float, tuple[str, str]] | None = None
     """``/readyz``'s last look at the executors (monotonic time, result), reused briefly."""
-    _index: TraceIndex | None = field(default=None, init=False)
     _mirror: IndexMirror | None = field(default=None, init=False)
 
     def connect(self, ctx: ServiceContext) -> IndexMirror:
@@ -57,7 +58,6 @@ class Runtime:
         (:attr:`index`, written) and its in-memory mirror (:attr:`mirror`, read by listings);
         returns the mirror, whose follower the caller runs."""
         self.ctx = ctx
-        self._index = TraceIndex(ctx.conn)
         self._mirror = IndexMirror(ctx.conn)
         return self._mirror
 
@@ -82,10 +82,16 @@ class Runtime:
         return self.service.store
 
     @property
+    def traces(self) -> Repository[TraceState]:
+        return self.service.traces
+
+    @property
+    def tasks(self) -> Repository[TaskState]:
+        return self.service.tasks
+
+    @property
     def index(self) -> TraceIndex:
-        if self._index is None:
-            raise _not_connected()
-        return self._index
+        return self.service.index
 
     @property
     def mirror(self) -> IndexMirror:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import traces
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import TaskState, TraceState
 
@@ -31,8 +30,8 @@ def capped(task: TaskState) -> bool:
     return task.max_tokens is not None or task.max_cost is not None
 
 
-async def usage(store: EventLog, task: TaskState) -> Usage:
-    states = await asyncio.gather(*(store.load_trace(t) for t in task.step_traces))
+async def usage(traces: Repository[TraceState], task: TaskState) -> Usage:
+    states = await asyncio.gather(*(traces.load(t) for t in task.step_traces))
     return Usage(
         tokens=sum(s.totals.prompt_tokens + s.totals.completion_tokens for s in states),
         cost=sum(s.totals.cost for s in states),
@@ -55,7 +54,7 @@ def left(task: TaskState, used: Usage) -> tuple[int | None, float | None]:
     return tokens, cost
 
 
-async def stop_live_steps(store: EventLog, task: TaskState) -> None:
+async def stop_live_steps(traces: Repository[TraceState], task: TaskState) -> None:
     """Ask every live step trace of the running phases to stop (once each)."""
 
     def decide(state: TraceState) -> list[ev.TraceEvent]:
@@ -63,8 +62,7 @@ async def stop_live_steps(store: EventLog, task: TaskState) -> None:
             return []
         return [ev.StopRequested(reason=STOP_REASON)]
 
-    repository = traces(store)
     for pid in task.running_phases():
         for trace_id in task.phases[pid].trace_ids:
-            state = await repository.load(trace_id)
-            await repository.save(trace_id, state, decide, actor="planner")
+            state = await traces.load(trace_id)
+            await traces.save(trace_id, state, decide, actor="planner")

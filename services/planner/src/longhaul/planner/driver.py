@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from longhaul.agent.planning.schema import InvalidPlan
 from longhaul.core.checkpoints import Checkpoint, Checkpoints
 from longhaul.core.connection import Connection
-from longhaul.core.eventlog import EventLog
 from longhaul.core.lru import Lru
-from longhaul.core.repository import ONCE, tasks
+from longhaul.core.repository import ONCE, Repository
 from longhaul.core.store import ConcurrencyError
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import PipelineConfig
-from longhaul.domain.state import TaskState
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.domain.state.trace import FINAL_STATUSES
 from longhaul.planner.budget import capped, left, overrun, stop_live_steps, usage
 from longhaul.planner.decompose import decompose
@@ -65,14 +64,15 @@ from longhaul.planner.steps import (
 log = logging.getLogger(__name__)
 
 MAX_STEPS_PER_WAKE = 1000
-REMEMBERED_TASKS = 256
 REMEMBERED_TRACES = 4096
 
 
 @dataclass
 class PlannerDeps:
     conn: Connection
-    store: EventLog
+    traces: Repository[TraceState]
+    tasks: Repository[TaskState]
+    """Cached (``longhaul.core.service``): the planner keeps coming back to the same tasks."""
     workspace: WorkspaceStore
     checkpoints: Checkpoints
     models: PlannerModels
@@ -84,9 +84,9 @@ class PlannerDeps:
 class TaskDriver:
     def __init__(self, deps: PlannerDeps) -> None:
         self.deps = deps
-        self.store = deps.store
+        self.traces = deps.traces
         self.pipeline = deps.pipeline
-        self.tasks = tasks(deps.store, cache_size=REMEMBERED_TASKS)
+        self.tasks = deps.tasks
         self.step_tasks: Lru[str, str] = Lru(REMEMBERED_TRACES)
         """Step trace id -> task id, for the traces this replica created."""
 
@@ -139,9 +139,9 @@ class TaskDriver:
         if task.status == "awaiting_review":
             return False  # a plan_reviewed event wakes it
         if capped(task):
-            reason = overrun(task, await usage(self.store, task))
+            reason = overrun(task, await usage(self.traces, task))
             if reason:
-                await stop_live_steps(self.store, task)
+                await stop_live_steps(self.traces, task)
                 await self._append(task, [ev.TaskFailed(error=reason)])
                 return True
         for phase_id in task.running_phases():
@@ -158,7 +158,7 @@ class TaskDriver:
         return await self._start_ready(task)
 
     async def _budget(self, task: TaskState) -> Budget:
-        return left(task, await usage(self.store, task)) if capped(task) else (None, None)
+        return left(task, await usage(self.traces, task)) if capped(task) else (None, None)
 
     async def _append(self, task: TaskState, events: Sequence[ev.TaskEvent]) -> None:
         """Save the step's events after the state ``task`` shows, each checked against the
@@ -228,7 +228,7 @@ class TaskDriver:
             for index, trace_id in enumerate(ids):
                 self.step_tasks.put(trace_id, task.task_id)
                 created = step_trace_created(task, task.phases[pid].spec, index, budget)
-                await ensure_step_trace(self.store, trace_id, created)
+                await ensure_step_trace(self.traces, trace_id, created)
         return True
 
     async def _settle(self, task: TaskState, phase_id: str, ended: str | None) -> bool:
@@ -241,11 +241,11 @@ class TaskDriver:
             status = await trace_status(self.deps.conn, trace_id)
             if status is None:  # the planner died between phase_started and trace_created
                 created = step_trace_created(task, phase.spec, index, await self._budget(task))
-                await ensure_step_trace(self.store, trace_id, created)
+                await ensure_step_trace(self.traces, trace_id, created)
             live = live or status in (None, "running")
         if live:
             return False
-        outcomes = [await step_outcome(self.store, tid) for tid in phase.trace_ids]
+        outcomes = [await step_outcome(self.traces, tid) for tid in phase.trace_ids]
         if any(o.status not in FINAL_STATUSES for o in outcomes):
             return False
         labels = [
@@ -310,7 +310,8 @@ class TaskDriver:
         for pid in task.failed_phases():
             phase = task.phases[pid]
             tails = [
-                (await step_outcome(self.store, tid)).transcript_tail for tid in phase.trace_ids[:1]
+                (await step_outcome(self.traces, tid)).transcript_tail
+                for tid in phase.trace_ids[:1]
             ]
             reports.append(FailureReport(pid, phase.spec.name, phase.error, "".join(tails)))
         model = self.deps.models.planner()

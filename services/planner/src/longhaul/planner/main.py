@@ -5,10 +5,8 @@ from __future__ import annotations
 from longhaul.agent.config_check import check_config
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
-from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.consumer import run_consumer
 from longhaul.core.service import ServiceContext, run_main
-from longhaul.core.workspace import WorkspaceStore
 from longhaul.llm.registry import ModelRegistry
 from longhaul.planner.driver import PlannerDeps, TaskDriver
 from longhaul.planner.models import PlannerModels
@@ -19,9 +17,10 @@ def planner_deps(ctx: ServiceContext, registry: ModelRegistry) -> PlannerDeps:
     config = ctx.config
     return PlannerDeps(
         conn=ctx.conn,
-        store=ctx.store,
-        workspace=WorkspaceStore(ctx.conn),
-        checkpoints=Checkpoints(ctx.conn, enabled=config.pipeline.checkpoint.enabled),
+        traces=ctx.traces,
+        tasks=ctx.tasks,
+        workspace=ctx.workspace,
+        checkpoints=ctx.checkpoints,
         models=PlannerModels(registry, config.models),
         pipeline=config.pipeline,
         presets=PresetCatalog(config.presets).names(),

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from longhaul.core.connection import Connection
-from longhaul.core.eventlog import EventLog
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from nats.js.errors import NotFoundError
 
 FINAL_EVENTS = {"completed": "completed", "failed": "failed", "stopped": "stopped"}
@@ -58,9 +59,9 @@ def _text(content: object) -> str:
     return ""
 
 
-async def step_outcome(store: EventLog, trace_id: str) -> StepOutcome:
+async def step_outcome(traces: Repository[TraceState], trace_id: str) -> StepOutcome:
     """A final trace's result: its last assistant answer, or why it did not finish."""
-    state = await store.load_trace(trace_id)
+    state = await traces.load(trace_id)
     path = state.main_path()
     answers = [m for m in path if m.role == "assistant" and not m.tool_calls]
     output = _text(answers[-1].content) if answers else (state.summary or "")

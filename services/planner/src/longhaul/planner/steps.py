@@ -12,11 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import traces
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec, TraceConfig
-from longhaul.domain.state import TaskState
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.planner.context import phase_brief
 
 WORKSPACE_TOOL = "workspace_read"
@@ -88,6 +87,8 @@ def step_trace_created(
     )
 
 
-async def ensure_step_trace(store: EventLog, trace_id: str, created: ev.TraceCreated) -> bool:
+async def ensure_step_trace(
+    traces: Repository[TraceState], trace_id: str, created: ev.TraceCreated
+) -> bool:
     """Create the trace unless it exists; True if this call created it."""
-    return await traces(store).create(trace_id, created, actor="planner") is not None
+    return await traces.create(trace_id, created, actor="planner") is not None

@@ -22,8 +22,7 @@ from typing import Any
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workdir import WorkingDirError, trace_working_dir
 from longhaul.core.consumer import Delivery
-from longhaul.core.eventlog import EventLog
-from longhaul.core.repository import traces
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TraceState
@@ -77,12 +76,12 @@ def text_of(content: object) -> str:
 class Verifier:
     def __init__(
         self,
-        store: EventLog,
+        traces: Repository[TraceState],
         models: ModelRegistry,
         config: LonghaulConfig,
         ledger: VerdictLedger | None = None,
     ) -> None:
-        self.store = store
+        self.traces = traces
         self.models = models
         self.config = config
         self.ledger = ledger
@@ -121,10 +120,11 @@ class Verifier:
     async def _awaiting_state(
         self, delivery: Delivery, request: ev.VerificationRequested
     ) -> TraceState | None:
-        state = await self.store.load_trace(delivery.aggregate_id)
+        state = await self.traces.load(delivery.aggregate_id)
         if not awaiting(state, request.attempt):
             return None
-        async for later in self.store.replay("trace", state.trace_id, after=delivery.stream_seq):
+        recorder = self.traces.store
+        async for later in recorder.replay("trace", state.trace_id, after=delivery.stream_seq):
             if isinstance(later.event, _SUPERSEDING):
                 return None
         return state
@@ -135,7 +135,7 @@ class Verifier:
         def decide(current: TraceState) -> list[ev.Event]:
             return [answer] if awaiting(current, request.attempt) else []
 
-        written = await traces(self.store).save(
+        written = await self.traces.save(
             state.trace_id,
             state,
             decide,

@@ -32,7 +32,7 @@ def consumer_spec(ctx: ServiceContext) -> ConsumerSpec:
 async def run(ctx: ServiceContext) -> None:
     async with ModelRegistry(ctx.config.models) as models:
         ledger = VerdictLedger(ctx.conn, ttl_s=ctx.config.store.lease_ttl_s)
-        verifier = Verifier(ctx.store, models, ctx.config, ledger)
+        verifier = Verifier(ctx.traces, models, ctx.config, ledger)
         pruned = await asyncio.to_thread(prune, verifier.runs_dir)
         if pruned:
             log.info("removed %d stale verification spools", pruned)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import msgspec
 from longhaul.domain import events as ev
+from longhaul.domain.events import Unreadable
 
 MAX_FAULTS = 50
 """Kept per aggregate (the latest): enough to diagnose, bounded against a flood."""
@@ -24,13 +25,6 @@ class Fault(msgspec.Struct, kw_only=True, omit_defaults=True):
     n: int = 0
     error: str
     ts: float = 0.0
-
-
-class Unreadable(msgspec.Struct, kw_only=True):
-    """A stored payload that does not decode as an event, as the store hands it to a fold."""
-
-    error: str
-    stream_seq: int = 0
 
 
 def fault_of(item: ev.Event | Unreadable, error: Exception | None, stream_seq: int = 0) -> Fault:

@@ -99,7 +99,7 @@ def _view(item: exp.Experience) -> ExperienceView:
 
 
 def _store(runtime: Runtime) -> ExperienceStore:
-    return ExperienceStore(runtime.service.conn)
+    return runtime.service.experiences
 
 
 def _invalid(exc: exp.ExperienceError, code: str = "invalid_experience") -> ApiError:

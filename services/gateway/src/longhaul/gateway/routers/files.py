@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
-from longhaul.core.workspace import WorkspaceConflict, WorkspaceStore
+from longhaul.core.workspace import WorkspaceConflict
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.trace import MAX_PENDING_UPLOADS
@@ -89,7 +89,7 @@ def _name(upload: UploadFile) -> str:
 async def _charge(runtime: Runtime, owner: str, size: int) -> None:
     """Add ``size`` to the key's uploaded bytes (compare-and-set), or 413 over the quota."""
     quota = runtime.config.gateway.upload_quota_bytes_per_key
-    workspace = WorkspaceStore(runtime.service.conn)
+    workspace = runtime.service.workspace
     key = f"quota/uploads/{owner}"
     for _ in range(QUOTA_ATTEMPTS):
         entry = await workspace.get(key)
@@ -133,7 +133,7 @@ async def upload_files(
     trace_id: str, request: Request, principal: CurrentPrincipal
 ) -> FilesAccepted:
     runtime = runtime_of(request.app)
-    state = await access.load_trace(runtime, principal, trace_id)
+    state = await access.owned_trace(runtime, principal, trace_id)
     files = await _files(request)
     if not files or len(files) > MAX_FILES:
         raise ApiError(422, "invalid_request", f"send 1 to {MAX_FILES} files")
@@ -147,7 +147,7 @@ async def upload_files(
     contents = [(_name(upload), await upload.read()) for upload in files]
     async with runtime.nats_call():
         await _charge(runtime, principal.owner, sum(len(data) for _, data in contents))
-        workspace = WorkspaceStore(runtime.service.conn)
+        workspace = runtime.service.workspace
         uploaded: list[ev.FileUploaded] = []
         for (name, data), upload in zip(contents, files, strict=True):
             digest = hashlib.sha256(data).hexdigest()

@@ -11,7 +11,6 @@ from longhaul.agent.planning.quality import plan_issues
 from longhaul.agent.planning.schema import InvalidPlan, parse_phases
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
-from longhaul.core.checkpoints import Checkpoints
 from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
 from longhaul.gateway import access, commands
@@ -150,7 +149,7 @@ def tasks_router(prefix: str) -> APIRouter:
             if len(page) == limit:
                 return TaskList(tasks=page, next_cursor=page[-1].task_id)
             async with runtime.nats_call():
-                state = await runtime.store.load_task(task_id)
+                state = await runtime.tasks.load(task_id)
             page.append(
                 TaskSummary(
                     task_id=task_id,
@@ -170,7 +169,7 @@ def tasks_router(prefix: str) -> APIRouter:
 
     @router.get("/{task_id}", response_model=TaskView, summary="A task with its phases")
     async def get_task(task_id: str, request: Request, principal: CurrentPrincipal) -> TaskView:
-        return task_view(await access.load_task(runtime_of(request.app), principal, task_id))
+        return task_view(await access.owned_task(runtime_of(request.app), principal, task_id))
 
     @router.post(
         "/{task_id}/resume",
@@ -198,7 +197,7 @@ def tasks_router(prefix: str) -> APIRouter:
         task_id: str, body: ReviewPlanRequest, request: Request, principal: CurrentPrincipal
     ) -> TaskAccepted:
         runtime = runtime_of(request.app)
-        task = await access.load_task(runtime, principal, task_id)  # another key's: 404
+        task = await access.owned_task(runtime, principal, task_id)  # another key's: 404
         if task.status != "awaiting_review":
             raise ApiError(409, "conflict", f"task {task_id} is {task.status}, not awaiting_review")
         phases = None
@@ -225,7 +224,7 @@ def tasks_router(prefix: str) -> APIRouter:
         runtime = runtime_of(request.app)
         await access.require_task_owner(runtime, principal, task_id)
         async with runtime.nats_call():
-            saved = await Checkpoints(runtime.service.conn, enabled=True).list(task_id)
+            saved = await runtime.service.checkpoints.list(task_id)
         return CheckpointList(
             checkpoints=[
                 CheckpointView(
@@ -251,7 +250,7 @@ def tasks_router(prefix: str) -> APIRouter:
         runtime = runtime_of(request.app)
         await access.require_task_owner(runtime, principal, task_id)
         async with runtime.nats_call():
-            cleared = await Checkpoints(runtime.service.conn, enabled=True).clear(task_id)
+            cleared = await runtime.service.checkpoints.clear(task_id)
         return CheckpointsCleared(task_id=task_id, cleared=cleared)
 
     @router.get(

@@ -102,9 +102,8 @@ async def _catalogue(workspace: WorkspaceStore, executor_id: str) -> Catalogue |
 async def list_tools(request: Request, principal: CurrentPrincipal) -> ToolList:
     runtime = runtime_of(request.app)
     async with runtime.nats_call():
-        conn = runtime.service.conn
-        executors = await live_executors(conn)
-        workspace = WorkspaceStore(conn)
+        executors = await live_executors(runtime.service.conn)
+        workspace = runtime.service.workspace
         catalogues = await asyncio.gather(*(_catalogue(workspace, eid) for eid in executors))
     tools: dict[str, ToolView] = {}
     servers: list[McpServerView] = []

@@ -16,7 +16,6 @@ from fastapi.responses import PlainTextResponse
 from longhaul.agent.images import offload_images
 from longhaul.agent.tools.offload import output_key
 from longhaul.core.index import TraceIndexEntry
-from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
@@ -58,7 +57,7 @@ async def _inputs(
     raw = [m.model_dump(exclude_none=True) for m in messages]
     runtime = runtime_of(request.app)
     async with runtime.nats_call():
-        workspace = WorkspaceStore(runtime.service.conn)
+        workspace = runtime.service.workspace
         raw = await offload_images(raw, principal.owner, workspace.put)
     return [msgspec.convert(m, ev.InputMessage) for m in raw]
 
@@ -255,13 +254,13 @@ async def running_traces(
 )
 async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
     runtime = runtime_of(request.app)
-    state = await access.load_trace(runtime, principal, trace_id)
+    state = await access.owned_trace(runtime, principal, trace_id)
     parent = task = None
     async with runtime.nats_call():
         if state.parent_trace_id is not None:
-            parent = await runtime.store.load_trace(state.parent_trace_id)
+            parent = await runtime.traces.load(state.parent_trace_id)
         elif is_step_trace(state) and state.task_id:
-            task = await runtime.store.load_task(state.task_id)
+            task = await runtime.tasks.load(state.task_id)
     return trace_view(state, runtime.mirror, parent, task)
 
 
@@ -278,13 +277,13 @@ async def get_output(
     trace_id: str, tool_call_id: str, request: Request, principal: CurrentPrincipal
 ) -> PlainTextResponse:
     runtime = runtime_of(request.app)
-    state = await access.load_trace(runtime, principal, trace_id)
+    state = await access.owned_trace(runtime, principal, trace_id)
     if not any(
         m.role == "tool" and m.tool_call_id == tool_call_id for m in state.messages.values()
     ):
         raise ApiError(404, "not_found", f"trace {trace_id} has no result of that tool call")
     async with runtime.nats_call():
-        entry = await WorkspaceStore(runtime.service.conn).get(output_key(trace_id, tool_call_id))
+        entry = await runtime.service.workspace.get(output_key(trace_id, tool_call_id))
     if entry is None:
         raise ApiError(404, "not_found", "that tool call's output was shown whole; none stored")
     return PlainTextResponse(entry.value.decode("utf-8", errors="replace"))
@@ -298,11 +297,11 @@ async def get_context(
     trace_id: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     runtime = runtime_of(request.app)
-    state = await access.load_trace(runtime, principal, trace_id)
+    state = await access.owned_trace(runtime, principal, trace_id)
     if state.context is None:
         raise ApiError(404, "not_found", f"trace {trace_id} has not recorded a context yet")
     async with runtime.nats_call():
-        entry = await WorkspaceStore(runtime.service.conn).get(f"context/{state.context.hash}")
+        entry = await runtime.service.workspace.get(f"context/{state.context.hash}")
     if entry is None:
         raise ApiError(404, "not_found", f"context {state.context.hash} is not stored")
     body: dict[str, Any] = msgspec.json.decode(entry.value)
@@ -329,7 +328,7 @@ async def get_messages(
         ),
     ] = 0,
 ) -> Response:
-    state = await access.load_trace(runtime_of(request.app), principal, trace_id)
+    state = await access.owned_trace(runtime_of(request.app), principal, trace_id)
     messages = state.main_path() if mode == "main_path" else state.all_messages()
     if after:
         messages = [m for m in messages if m.sequence > after]
