@@ -1,0 +1,141 @@
+"""One conformance suite over both recorders: the JetStream event store (a real nats-server)
+and the in-memory one the unit tests decide against. Whatever a unit test learns from
+:class:`MemoryStore` holds for the store services run on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from longhaul.core.eventlog import EventLog
+from longhaul.core.memory import MemoryStore
+from longhaul.core.repository import traces
+from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
+from longhaul.domain.state import TraceState
+
+CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
+
+
+def message(sequence: int, text: str) -> ev.MessageAppended:
+    return ev.MessageAppended(
+        sequence=sequence, parent_sequence=sequence - 1, role="assistant", content=text
+    )
+
+
+@pytest.fixture(params=["jetstream", "memory"])
+def recorder(request: pytest.FixtureRequest) -> EventLog:
+    if request.param == "memory":
+        return MemoryStore()
+    store: EventStore = request.getfixturevalue("store")
+    return store
+
+
+async def test_appends_only_at_the_expected_position_and_stamps_each_event(
+    recorder: EventLog,
+) -> None:
+    trace_id = new_id("t")
+    [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position(), actor="a")
+    assert (first.event.aggregate_id, first.event.n, first.event.actor) == (trace_id, 1, "a")
+    with pytest.raises(ConcurrencyError):
+        await recorder.append("trace", trace_id, [message(2, "x")], expected=Position())
+    [second] = await recorder.append(
+        "trace", trace_id, [message(2, "x")], expected=Position(first.seq, 1)
+    )
+    assert second.seq > first.seq and second.event.n == 2
+
+
+async def test_a_retried_event_is_stored_once_and_another_event_n_conflicts(
+    recorder: EventLog,
+) -> None:
+    trace_id = new_id("t")
+    [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position())
+    [again] = await recorder.append("trace", trace_id, [first.event], expected=Position())
+    assert again.seq == first.seq
+    assert [r.seq async for r in recorder.replay("trace", trace_id)] == [first.seq]
+    with pytest.raises(ConcurrencyError):
+        other = ev.TraceCreated(messages=[], name="other")
+        await recorder.append("trace", trace_id, [other], expected=Position())
+
+
+async def test_replay_read_page_exists_and_last_position_agree(recorder: EventLog) -> None:
+    a, b = new_id("t"), new_id("t")
+    [first] = await recorder.append("trace", a, [CREATED], expected=Position())
+    await recorder.append("trace", b, [CREATED], expected=Position())
+    [second] = await recorder.append("trace", a, [message(2, "x")], expected=Position(first.seq, 1))
+    replayed = [(r.event.type, r.seq) async for r in recorder.replay("trace", a)]
+    assert replayed == [("trace_created", first.seq), ("message_appended", second.seq)]
+    assert [r.event.n async for r in recorder.replay("trace", a, after=first.seq)] == [2]
+
+    page = await recorder.read_page("trace", a, after=0, with_seqs=True)
+    assert [e.type for e in page.events if isinstance(e, ev.Event)] == [t for t, _ in replayed]
+    assert page.seqs == [first.seq, second.seq] and page.last_seq == second.seq
+    assert not page.full
+    bare = await recorder.read_page("trace", a, after=first.seq)
+    assert len(bare.events) == 1 and bare.seqs == [] and bare.last_seq == second.seq
+
+    assert await recorder.exists("trace", a) and not await recorder.exists("trace", new_id("t"))
+    assert await recorder.last_position("trace", a) == Position(second.seq, 2)
+    assert await recorder.last_position("trace", new_id("t")) == Position()
+
+
+async def test_watch_yields_the_past_then_live_events(recorder: EventLog) -> None:
+    trace_id = new_id("t")
+    [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position())
+    seen: list[int] = []
+
+    async def follow() -> None:
+        async for recorded in recorder.watch("trace", trace_id):
+            seen.append(recorded.event.n)
+            if recorded.event.n == 2:
+                return
+
+    watcher = asyncio.create_task(follow())
+    await recorder.append("trace", trace_id, [message(2, "live")], expected=Position(first.seq, 1))
+    await asyncio.wait_for(watcher, 10)
+    assert seen == [1, 2]
+
+
+async def test_an_append_in_flight_settles_to_its_record_or_to_a_conflict(
+    recorder: EventLog,
+) -> None:
+    trace_id = new_id("t")
+    [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position())
+    in_flight = await recorder.begin_append(
+        "trace", trace_id, message(2, "a"), expected=Position(first.seq, 1), actor="test"
+    )
+    assert in_flight.event.n == 2
+    recorded = await in_flight.settle()
+    assert recorded.seq > first.seq and recorded.event.aggregate_id == trace_id
+
+    late = await recorder.begin_append(
+        "trace", trace_id, message(3, "stale"), expected=Position(first.seq, 1)
+    )
+    with pytest.raises(ConcurrencyError):
+        await late.settle()
+
+
+def next_message(state: TraceState) -> list[ev.Event]:
+    n = state.version + 1
+    return [message(n, f"m{n}")]
+
+
+async def test_the_repository_folds_both_to_the_same_state(store: EventStore) -> None:
+    memory = MemoryStore()
+    trace_id = new_id("t")
+    folds = []
+    for recorder in (store, memory):
+        repository = traces(recorder)
+        state = await repository.create(trace_id, CREATED, actor="test")
+        assert state is not None
+        for _ in range(4):
+            await repository.save(trace_id, state, next_message, actor="x")
+        folds.append(await repository.load(trace_id))
+    jetstream, in_memory = folds
+    assert [m.content for m in jetstream.main_path()] == [m.content for m in in_memory.main_path()]
+    assert (
+        (jetstream.version, jetstream.status)
+        == (in_memory.version, in_memory.status)
+        == (5, "running")
+    )
