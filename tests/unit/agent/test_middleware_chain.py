@@ -85,7 +85,7 @@ def test_default_chain_is_the_design_order() -> None:
     names = [m.config_name() for m in default_middleware()]
     assert names == list(DEFAULT_ORDER)
     assert names == [
-        "TraceContext", "DanglingToolCall", "ToolErrorHandling", "ToolSchemaValidation",
+        "DanglingToolCall", "ToolErrorHandling", "ToolSchemaValidation",
         "Guardrail", "Summarization", "ContextInjection", "PromptCache", "TokenUsage",
         "SubagentLimit", "LoopDetection", "Clarification", "ExperienceRecall", "ToolApproval",
     ]  # fmt: skip
@@ -102,12 +102,14 @@ def test_config_switches_off_and_reorders_in_place() -> None:
     names = [m.config_name() for m in default_middleware(config)]
     assert "LoopDetection" not in names
     # PromptCache and Summarization swap slots; nothing else moves.
-    assert names[5:8] == ["PromptCache", "ContextInjection", "Summarization"]
-    assert names[:5] == list(DEFAULT_ORDER[:5])
+    assert names[4:7] == ["PromptCache", "ContextInjection", "Summarization"]
+    assert names[:4] == list(DEFAULT_ORDER[:4])
     assert names[-3:] == ["Clarification", "ExperienceRecall", "ToolApproval"]
 
 
 def test_unknown_or_repeated_names_are_config_errors() -> None:
+    with pytest.raises(ValueError, match="TraceContext is no longer a middleware"):
+        default_middleware(PipelineConfig(middleware=[MiddlewareEntry(name="trace_context")]))
     with pytest.raises(ValueError, match="unknown middleware"):
         default_middleware(PipelineConfig(middleware=[MiddlewareEntry(name="Nope")]))
     twice = [MiddlewareEntry(name="Guardrail"), MiddlewareEntry(name="guardrail")]

@@ -15,6 +15,7 @@ import logging
 
 import msgspec
 from longhaul.agent.turn import Turn
+from longhaul.agent.turn_settings import pinned
 from longhaul.domain.events import ContextRecorded, ModelParams
 from longhaul.llm.types import ToolSpec
 
@@ -37,7 +38,7 @@ def context_key(digest: str) -> str:
 
 
 def resolved(turn: Turn) -> RunContext:
-    """The context today's config and presets give (``TraceContext`` has resolved it)."""
+    """The context today's config and presets give (``turn_settings.resolve`` made it)."""
     return RunContext(
         system_prompt=turn.system_prompt,
         tools=list(turn.tools.specs()),
@@ -81,10 +82,14 @@ async def pin_context(turn: Turn) -> None:
 
 
 def apply(turn: Turn, context: RunContext) -> None:
-    turn.system_prompt = context.system_prompt
-    turn.tools = turn.all_tools.only(spec.name for spec in context.tools)
-    turn.tool_specs = context.tools
-    turn.skills = turn.env.skills.only(context.skills)
-    turn.model_params = context.model_params or ModelParams()
-    turn.temperature = context.temperature
-    turn.max_iterations = context.max_iterations or turn.max_iterations
+    turn.settings = pinned(
+        turn.settings,
+        turn.all_tools,
+        turn.env.skills,
+        system_prompt=context.system_prompt,
+        tools=context.tools,
+        skill_names=context.skills,
+        model_params=context.model_params,
+        temperature=context.temperature,
+        max_iterations=context.max_iterations,
+    )

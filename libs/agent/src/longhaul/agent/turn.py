@@ -16,12 +16,13 @@ from longhaul.agent.batch import Batch
 from longhaul.agent.contract import EventSink, LiveCallback, LiveUpdate, WriteBehindSink
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.history import History
-from longhaul.agent.presets import DEFAULT_SYSTEM_PROMPT, Preset
+from longhaul.agent.presets import Preset
 from longhaul.agent.resources import TurnResources
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.result import ToolResult
+from longhaul.agent.turn_settings import TurnSettings
 from longhaul.domain.config import PipelineConfig
 from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, Usage
 from longhaul.domain.experiences import Experience
@@ -60,14 +61,9 @@ class Turn:
         self.images: dict[str, str] = {}
         """Image references resolved this turn (``longhaul.agent.images``): digest → data URL."""
         self.all_tools = tools
-        # Resolved by TraceContext (before_agent); these defaults hold without it.
-        self.tools = tools
-        self.tool_specs: list[ToolSpec] | None = None
-        """The schemas shown to the model when a recorded context fixes them (``run_context``)."""
-        self.preset: Preset = env.presets.get(state.config.preset)
-        self.skills: SkillIndex = env.skills
-        self.working_dir: Path = env.working_root
-        self.system_prompt = state.config.system_prompt or DEFAULT_SYSTEM_PROMPT
+        self.settings = TurnSettings.unresolved(state, env, config, tools)
+        """Resolved and pinned once when the turn starts (``turn_settings``, ``run_context``),
+        then only read."""
         self.reflect: Callable[[], Awaitable[None]] | None = None
         """A reflection on a side branch, ending in experiences (set by the engine's loop; level-2
         compaction runs it first when the trace's owner has an experience store)."""
@@ -76,10 +72,6 @@ class Turn:
         step's usage carries them: ``Usage.saved_tokens``)."""
         self.memory: list[str] = []
         """Volatile prompt text (recalled experiences, notes): after the cacheable prefix."""
-        self.max_iterations = state.config.max_iterations or config.max_iterations
-        self.max_continuations = config.max_continuations
-        self.temperature = state.config.temperature
-        self.model_params = state.config.model_params or ModelParams()
         self.steps = 0
         self.stop_reason: str | None = None
         self._locals: dict[int, Any] = {}
@@ -88,6 +80,48 @@ class Turn:
     @property
     def trace_id(self) -> str:
         return self.state.trace_id
+
+    # The settings, as the engine and middleware read them.
+
+    @property
+    def preset(self) -> Preset:
+        return self.settings.preset
+
+    @property
+    def tools(self) -> ToolRegistry:
+        return self.settings.tools
+
+    @property
+    def tool_specs(self) -> tuple[ToolSpec, ...] | None:
+        return self.settings.tool_specs
+
+    @property
+    def skills(self) -> SkillIndex:
+        return self.settings.skills
+
+    @property
+    def working_dir(self) -> Path:
+        return self.settings.working_dir
+
+    @property
+    def system_prompt(self) -> str:
+        return self.settings.system_prompt
+
+    @property
+    def max_iterations(self) -> int:
+        return self.settings.max_iterations
+
+    @property
+    def max_continuations(self) -> int:
+        return self.settings.max_continuations
+
+    @property
+    def temperature(self) -> float | None:
+        return self.settings.temperature
+
+    @property
+    def model_params(self) -> ModelParams:
+        return self.settings.model_params
 
     async def emit(self, events: Sequence[TraceEvent] | Batch, *, behind: bool = False) -> None:
         """Hand ``events`` to the sink. ``behind``: the append may still be in flight on
@@ -146,6 +180,9 @@ class Turn:
             resources=self.resources,
         )
 
+    async def has_experiences(self) -> bool:
+        return bool(await self.experience_pool())
+
     async def experience_pool(self) -> list[Experience]:
         """The trace owner's experiences, read once per turn (empty without a store)."""
         if self._pool is None:
@@ -159,7 +196,7 @@ class Turn:
         return ModelRequest(
             model=self.model.name,
             messages=self.history.messages(),
-            tools=self.tool_specs if self.tool_specs is not None else self.tools.specs(),
+            tools=list(self.tool_specs) if self.tool_specs is not None else self.tools.specs(),
             system_stable=self.system_prompt,
             cache_system=False,
             metadata={"trace_id": self.trace_id},

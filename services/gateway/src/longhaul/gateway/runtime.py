@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import nats.errors
 from fastapi import FastAPI
+from longhaul.agent import turn_settings
+from longhaul.agent.presets import PresetCatalog
 from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.core.service import ServiceContext
@@ -60,6 +63,15 @@ class Runtime:
         self.ctx = ctx
         self._mirror = IndexMirror(ctx.conn)
         return self._mirror
+
+    @functools.cached_property
+    def presets(self) -> PresetCatalog:
+        return PresetCatalog(self.config.presets)
+
+    def max_iterations(self, state: TraceState) -> int:
+        """The iteration limit a turn of ``state`` runs with: the same rule as the engine's."""
+        preset = self.presets.get(state.config.preset)
+        return turn_settings.max_iterations(state.config, preset, self.config.pipeline)
 
     def utility_model(self) -> Model | None:
         """The utility model, or ``None`` when it is offline or cannot be built (rules then)."""

@@ -80,11 +80,12 @@ def _child_view(info: SubtraceInfo, mirror: IndexMirror) -> SubTraceView:
 def trace_view(
     state: TraceState,
     mirror: IndexMirror,
+    max_iterations: int,
     parent: TraceState | None = None,
     task: TaskState | None = None,
 ) -> TraceView:
-    """``parent`` (a sub-trace's) or ``task`` (a step trace's): for the collaborators
-    (siblings)."""
+    """``max_iterations``: the limit that applies (``Runtime.max_iterations``); ``parent`` (a
+    sub-trace's) or ``task`` (a step trace's): for the collaborators (siblings)."""
     goals = state.goals
     return TraceView(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
@@ -116,7 +117,7 @@ def trace_view(
         runs=state.runs,
         run_usage=RunUsageView.model_validate(msgspec.structs.asdict(state.run_usage)),
         budget=BudgetView(
-            max_iterations=state.config.max_iterations,
+            max_iterations=max_iterations,
             max_tokens=state.config.max_tokens,
             max_cost=state.config.max_cost,
         ),

@@ -1,7 +1,8 @@
 """The ReAct loop of one turn.
 
 Entry: a trace that is not running has nothing to do (a waiting one is only stopped if a stop
-was requested). Then ``before_agent``, a pending stop request, what arrived while the trace
+was requested). Then the turn's settings are resolved and pinned (``turn_settings``,
+``run_context``), ``before_agent``, a pending stop request, what arrived while the trace
 waited (``settle``), a requested reflection. Then, step by step: stop request → final answer
 at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
 (wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
@@ -24,8 +25,10 @@ from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_call
 from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
+from longhaul.agent.run_context import pin_context
 from longhaul.agent.stop_reasons import MAX_ITERATIONS, STOP_REQUESTED
 from longhaul.agent.turn import Step, Turn, elapsed_ms
+from longhaul.agent.turn_settings import resolve
 from longhaul.llm.types import ModelError
 
 
@@ -54,6 +57,10 @@ class TurnLoop:
     async def _run(self) -> TurnOutcome:
         turn, state = self.turn, self.turn.state
         try:
+            turn.settings = await resolve(
+                state, turn.env, turn.config, turn.all_tools, has_experiences=turn.has_experiences
+            )
+            await pin_context(turn)
             await self.chain.before_agent(turn)
         except TurnConfigError as exc:
             return await fail(turn, str(exc), "config_error")

@@ -15,7 +15,6 @@ from longhaul.agent.middleware.subagent_limit import SubagentLimit
 from longhaul.agent.middleware.summarization import Summarization
 from longhaul.agent.middleware.token_usage import TokenUsage
 from longhaul.agent.middleware.tool_errors import ToolErrorHandling
-from longhaul.agent.middleware.trace_context import TraceContext
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -35,7 +34,6 @@ __all__ = [
     "ToolErrorHandling",
     "ToolHandler",
     "ToolSchemaValidation",
-    "TraceContext",
     "default_middleware",
     "with_framework_layers",
 ]

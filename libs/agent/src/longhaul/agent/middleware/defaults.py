@@ -31,13 +31,11 @@ from longhaul.agent.middleware.subagent_limit import SubagentLimit
 from longhaul.agent.middleware.summarization import ContextLimit, Summarization
 from longhaul.agent.middleware.token_usage import TokenUsage
 from longhaul.agent.middleware.tool_errors import ToolErrorHandling
-from longhaul.agent.middleware.trace_context import TraceContext
 from longhaul.domain.config import PipelineConfig
 
 OUTER_NAMES = frozenset(layer.config_name() for layer in FRAMEWORK_LAYERS)
 
 DEFAULT_ORDER = (
-    "TraceContext",
     "DanglingToolCall",
     "ToolErrorHandling",
     "ToolSchemaValidation",
@@ -68,7 +66,6 @@ def default_middleware(
 ) -> list[Middleware]:
     config = config or PipelineConfig()
     built: dict[str, Middleware] = {
-        "TraceContext": TraceContext(),
         "ExperienceRecall": ExperienceRecall(),
         "DanglingToolCall": DanglingToolCall(),
         "ToolErrorHandling": ToolErrorHandling(),
@@ -93,6 +90,11 @@ def default_middleware(
             raise ValueError(
                 f"pipeline.middleware[{entry.name}]: before/after/options are for operator "
                 "middleware (with use: module:Class); built-ins are reordered by listing them"
+            )
+        if normalise(entry.name) == "tracecontext":
+            raise ValueError(
+                "pipeline.middleware: TraceContext is no longer a middleware (the turn's "
+                "settings are resolved before the chain runs); remove it from the list"
             )
         name = by_key.get(normalise(entry.name))
         if name is None:

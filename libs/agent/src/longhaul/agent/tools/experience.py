@@ -1,7 +1,7 @@
 """``get_experience``: the key's experiences that match an intent and/or a state, on demand.
 
-Offered only to a trace whose key has experiences (``TraceContext`` drops it otherwise), so a
-deployment without any sees no extra tool.
+Offered only to a trace whose key has experiences (``turn_settings.resolve`` drops it
+otherwise), so a deployment without any sees no extra tool.
 """
 
 from __future__ import annotations

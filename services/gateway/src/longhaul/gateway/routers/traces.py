@@ -261,7 +261,7 @@ async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal
             parent = await runtime.traces.load(state.parent_trace_id)
         elif is_step_trace(state) and state.task_id:
             task = await runtime.tasks.load(state.task_id)
-    return trace_view(state, runtime.mirror, parent, task)
+    return trace_view(state, runtime.mirror, runtime.max_iterations(state), parent, task)
 
 
 @router.get(
