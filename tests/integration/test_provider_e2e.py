@@ -1,4 +1,6 @@
-"""A trace through the executor service and the real HTTP provider fakes (DESIGN.md §5-§6).
+"""A trace through the executor service and the real HTTP provider fakes.
+
+See docs/ARCHITECTURE.md §5-§6.
 
 The fakes speak the OpenAI / Anthropic wire formats and answer 400 exactly like the real APIs
 when tool calls are unpaired, Anthropic's tool results are not grouped, or (with

@@ -1,12 +1,12 @@
 """Durable pull consumers shared by the replicas of a service (competing consumers).
 
-A delivery is only a wake-up (DESIGN.md §4): handlers re-read the aggregate and decide from
-state, so they are idempotent. The loop therefore acks after the handler returns, naks with a
-delay when it raises (redelivery is harmless), and terms messages that can never be handled
-(a subject that is not an event subject). While a handler runs, its message is kept alive with
-``in_progress`` so a long model call or command is not redelivered to another replica midway.
-Deliveries with the same key (by default the aggregate id) are handled one at a time in a
-replica, which keeps optimistic-concurrency retries rare. Each handling is a consumer span
+A delivery is only a wake-up (docs/ARCHITECTURE.md §4): handlers re-read the aggregate and
+decide from state, so they are idempotent. The loop therefore acks after the handler returns,
+naks with a delay when it raises (redelivery is harmless), and terms messages that can never be
+handled (a subject that is not an event subject). While a handler runs, its message is kept
+alive with ``in_progress`` so a long model call or command is not redelivered to another replica
+midway. Deliveries with the same key (by default the aggregate id) are handled one at a time in
+a replica, which keeps optimistic-concurrency retries rare. Each handling is a consumer span
 continuing the trace context the message's headers carry (``longhaul.core.telemetry``).
 """
 

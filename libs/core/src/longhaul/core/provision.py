@@ -1,4 +1,7 @@
-"""Idempotent creation/update of every JetStream resource longhaul uses (DESIGN.md §3)."""
+"""Idempotent creation/update of every JetStream resource longhaul uses.
+
+The resources are listed in docs/ARCHITECTURE.md §3.
+"""
 
 from __future__ import annotations
 

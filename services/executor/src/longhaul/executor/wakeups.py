@@ -1,7 +1,8 @@
-"""The durable pull consumer on the trace events that wake an executor (DESIGN.md §4).
+"""The durable pull consumer on the trace events that wake an executor.
 
 All replicas bind to one durable per namespace and compete for its messages. A delivered
-message is only a wake-up: handlers never trust its payload, they re-read the trace.
+message is only a wake-up: handlers never trust its payload, they re-read the trace
+(docs/ARCHITECTURE.md §4).
 """
 
 from __future__ import annotations

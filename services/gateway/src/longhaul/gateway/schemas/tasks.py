@@ -1,4 +1,4 @@
-"""Task requests and views (DESIGN.md §7 shapes)."""
+"""Task requests and views (docs/ARCHITECTURE.md §7 shapes)."""
 
 from __future__ import annotations
 
