@@ -65,8 +65,8 @@ from longhaul.domain.config import (
     PipelineConfig,
     PromptCacheConfig,
 )
+from longhaul.domain.messages import content_text
 from longhaul.domain.state import TraceState
-from longhaul.llm.prompt import content_text
 from longhaul.llm.providers.openai import OpenAICodec
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest, ModelResponse, ToolCall

@@ -31,9 +31,9 @@ from collections.abc import Iterator, Sequence
 from itertools import chain, islice
 from typing import Any, overload
 
+from longhaul.domain.messages import content_text
 from longhaul.domain.state import Message, TraceState
 from longhaul.llm.estimate import estimate_tokens
-from longhaul.llm.prompt import content_text
 from longhaul.llm.types import ChatMessage
 
 MESSAGE_OVERHEAD_TOKENS = 4

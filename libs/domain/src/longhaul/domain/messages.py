@@ -1,4 +1,5 @@
-"""The parts of a message every layer shares: one tool-call type and one usage type.
+"""The parts of a message every layer shares: one tool-call type, one usage type, and the
+text of a content (``content_text``).
 
 A tool call keeps the OpenAI shape it is stored in (``{"id", "type", "function": {"name",
 "arguments"}}``) from the provider's parser through the event log to the API, so nothing
@@ -7,9 +8,23 @@ converts it on the way; ``name`` and ``arguments`` read through to the function 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
+
+
+def content_text(content: Any) -> str:
+    """Text of an OpenAI ``content``: a string, a list of parts, or anything JSON-able."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return json.dumps(content)
 
 
 class FunctionCall(msgspec.Struct, kw_only=True):

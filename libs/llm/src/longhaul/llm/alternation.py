@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from longhaul.llm.prompt import content_text
+from longhaul.domain.messages import content_text
 from longhaul.llm.types import ChatMessage, ToolCall
 
 

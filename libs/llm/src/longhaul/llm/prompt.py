@@ -15,20 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from longhaul.domain.messages import content_text
 from longhaul.llm.types import ChatMessage, ModelRequest
-
-
-def content_text(content: Any) -> str:
-    """Text of an OpenAI ``content``: a string, a list of parts, or anything JSON-able."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
-        )
-    return json.dumps(content)
 
 
 def split_system(messages: Sequence[ChatMessage]) -> tuple[list[str], list[ChatMessage]]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from longhaul.core.connection import Connection
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
+from longhaul.domain.messages import content_text
 from longhaul.domain.state import TraceState
 from nats.js.errors import NotFoundError
 
@@ -51,20 +52,12 @@ class StepOutcome:
     transcript_tail: str = ""
 
 
-def _text(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
 async def step_outcome(traces: Repository[TraceState], trace_id: str) -> StepOutcome:
     """A final trace's result: its last assistant answer, or why it did not finish."""
     state = await traces.load(trace_id)
     path = state.main_path()
     answers = [m for m in path if m.role == "assistant" and not m.tool_calls]
-    output = _text(answers[-1].content) if answers else (state.summary or "")
+    output = content_text(answers[-1].content) if answers else (state.summary or "")
     error = state.error or (f"stopped: {state.stop_reason}" if state.status == "stopped" else "")
-    tail = "\n".join(f"[{m.role}] {_text(m.content)}" for m in path[-6:])[-TAIL_CHARS:]
+    tail = "\n".join(f"[{m.role}] {content_text(m.content)}" for m in path[-6:])[-TAIL_CHARS:]
     return StepOutcome(trace_id, state.status or "running", output, error, tail)

@@ -25,6 +25,7 @@ from longhaul.core.consumer import Delivery
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.messages import content_text
 from longhaul.domain.state import TraceState
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.command_check import run_command
@@ -63,14 +64,6 @@ def request_key(state: TraceState, request: ev.VerificationRequested) -> str:
 def runs_dir(config: LonghaulConfig) -> Path:
     """Where the keepers of verification commands leave their results."""
     return (config.data_dir / "verifier-runs").resolve()
-
-
-def text_of(content: object) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
 
 
 class Verifier:
@@ -154,7 +147,7 @@ class Verifier:
         except InvalidVerificationConfig as exc:
             message = f"invalid verification config: {exc}"
             return Verdict(passed=False, errors=[message], log=message)
-        answer = request.answer or text_of(
+        answer = request.answer or content_text(
             getattr(state.messages.get(request.answer_sequence), "content", None)
         )
         results: list[CheckResult] = []
@@ -198,5 +191,5 @@ class Verifier:
         except ValueError as exc:
             message = f"judge model {model_string} unavailable: {exc}"
             return CheckResult("judge", passed=False, errors=[message], log=message)
-        task = next((text_of(m.content) for m in state.main_path() if m.role == "user"), "")
+        task = next((content_text(m.content) for m in state.main_path() if m.role == "user"), "")
         return await run_judge(check, answer, model=model, task=task)

@@ -4,8 +4,8 @@ Pure reads of the fold; ``engine.cut`` acts on them."""
 
 from __future__ import annotations
 
+from longhaul.domain.messages import content_text
 from longhaul.domain.state import Message, TraceState
-from longhaul.llm.prompt import content_text
 
 
 def ended(message: Message | None, reason: str) -> bool:

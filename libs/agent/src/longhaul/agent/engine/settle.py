@@ -20,8 +20,8 @@ from longhaul.agent.messages import tool_message
 from longhaul.agent.tools.result import ToolResult
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import VerificationFailed, Waiting
+from longhaul.domain.messages import content_text
 from longhaul.domain.state import SubtraceInfo
-from longhaul.llm.prompt import content_text
 
 LOG_LIMIT = 8_000
 

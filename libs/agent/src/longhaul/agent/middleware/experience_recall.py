@@ -23,7 +23,7 @@ from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import ExperiencesRecalled
 from longhaul.domain.experiences import cited_ids, rank, reference_block
-from longhaul.llm.prompt import content_text
+from longhaul.domain.messages import content_text
 
 log = logging.getLogger(__name__)
 

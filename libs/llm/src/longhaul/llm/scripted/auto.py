@@ -17,7 +17,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from longhaul.llm.prompt import content_text
+from longhaul.domain.messages import content_text
 from longhaul.llm.scripted.schema_sample import sample_schema
 from longhaul.llm.types import ChatMessage, ModelRequest
 

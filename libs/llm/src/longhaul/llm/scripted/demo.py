@@ -21,7 +21,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from longhaul.llm.prompt import GOAL_NOTE, content_text
+from longhaul.domain.messages import content_text
+from longhaul.llm.prompt import GOAL_NOTE
 from longhaul.llm.scripted.auto import auto_turn
 from longhaul.llm.types import ChatMessage, ModelRequest
 
