@@ -196,7 +196,7 @@ async def _handle(
     delivery = _delivery(conn, msg)
     if delivery is None:
         log.warning("terminating %s: not an event subject", msg.subject)
-        await _settle(msg.term())
+        await _send_ack(msg.term())
         return
     heartbeat = asyncio.create_task(_keep_alive(msg, spec.ack_wait_s / 3))
     try:
@@ -212,7 +212,7 @@ async def _handle(
     except BrokerUnavailable as exc:  # the broker's trouble: never a step toward giving up
         heartbeat.cancel()
         log.warning("%s; handing %s back", exc, delivery.aggregate_id)
-        await _settle(msg.nak(delay=30.0))
+        await _send_ack(msg.nak(delay=30.0))
         return
     except Exception:
         heartbeat.cancel()
@@ -226,10 +226,10 @@ async def _handle(
             ", giving up" if final else "",
         )
         delay = min(30.0, spec.retry_delay_s * 2 ** (delivery.num_delivered - 1))
-        await _settle(msg.term() if final else msg.nak(delay=delay))
+        await _send_ack(msg.term() if final else msg.nak(delay=delay))
         return
     heartbeat.cancel()
-    await _settle(msg.ack())
+    await _send_ack(msg.ack())
 
 
 def _process_span(spec: ConsumerSpec, msg: Msg, delivery: Delivery) -> AbstractContextManager[Span]:
@@ -254,12 +254,12 @@ def _process_span(spec: ConsumerSpec, msg: Msg, delivery: Delivery) -> AbstractC
 async def _keep_alive(msg: Msg, every_s: float) -> None:
     while True:
         await asyncio.sleep(every_s)
-        await _settle(msg.in_progress())
+        await _send_ack(msg.in_progress())
 
 
-async def _settle(ack: Awaitable[None]) -> None:
+async def _send_ack(ack: Awaitable[None]) -> None:
     """Ack/nak/term are fire-and-forget publishes; a lost one only means a redelivery."""
     try:
         await ack
     except (nats.errors.Error, OSError) as exc:
-        log.warning("could not settle a message: %s", exc)
+        log.warning("could not send a message's acknowledgement: %s", exc)
