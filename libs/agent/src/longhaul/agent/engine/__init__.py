@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
-from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
 from longhaul.agent.engine.loop import TurnLoop
 from longhaul.agent.env import AgentEnv
-from longhaul.agent.guardrail_policy import GuardrailPolicy
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.middleware.defaults import default_middleware
 from longhaul.agent.middleware.framework import with_framework_layers
-from longhaul.agent.presets import PresetCatalog
-from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.agent.tools.registry import ToolRegistry
-from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.turn import Turn
-from longhaul.agent.workspace import Workspace
-from longhaul.domain.config import LonghaulConfig, PipelineConfig
+from longhaul.domain.config import PipelineConfig
 from longhaul.domain.state import TraceState
 from longhaul.llm.types import Model
 
@@ -49,38 +42,6 @@ class Engine:
         chosen = middleware if middleware is not None else default_middleware(self.config)
         self.middleware = with_framework_layers(chosen)
         self._chain = MiddlewareChain(self.middleware)
-
-    @classmethod
-    def from_config(
-        cls,
-        config: LonghaulConfig,
-        *,
-        tools: ToolRegistry | None = None,
-        working_root: Path | None = None,
-        workspace: Workspace | None = None,
-        tool_settings: ToolSettings | None = None,
-        guardrail: GuardrailPolicy | None = None,
-        context_hooks: ContextHooks | None = None,
-    ) -> Engine:
-        """The engine a service runs: pipeline settings, user presets, skills (``memory.
-        skills_dir`` over the built-ins) and model
-        prices / context limits from ``config``; the rest from the arguments."""
-        env = AgentEnv(
-            presets=PresetCatalog(config.presets),
-            skills=SkillIndex.load(skill_dirs(config.memory.skills_dir)),
-            workspace=workspace,
-            working_root=working_root or config.data_dir / "work",
-            tool_settings=tool_settings
-            or ToolSettings(
-                sandbox=config.sandbox,
-                max_delegation_depth=config.pipeline.delegation.max_depth,
-                max_descendants=config.pipeline.delegation.max_descendants,
-            ),
-            models=config.models,
-            context_hooks=context_hooks or ContextHooks(),
-        )
-        middleware = default_middleware(config.pipeline, guardrail=guardrail)
-        return cls(tools=tools, config=config.pipeline, env=env, middleware=middleware)
 
     async def run_turn(
         self,

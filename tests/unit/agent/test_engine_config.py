@@ -1,10 +1,12 @@
-"""Engine.from_config: what a service builds from longhaul.yaml."""
+"""An engine built from longhaul.yaml's sections: user presets, project skills, the pipeline."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from longhaul.agent import Engine
+from longhaul.agent import AgentEnv, Engine
+from longhaul.agent.presets import PresetCatalog
+from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, MemoryConfig, MiddlewareEntry, PipelineConfig
 
@@ -22,7 +24,13 @@ async def test_presets_pipeline_and_paths_come_from_the_config(tmp_path: Path) -
         pipeline=PipelineConfig(middleware=[MiddlewareEntry(name="PromptCache", enabled=False)]),
         data_dir=tmp_path / "data",
     )
-    engine = Engine.from_config(config)
+    env = AgentEnv(
+        presets=PresetCatalog(config.presets),
+        skills=SkillIndex.load(skill_dirs(config.memory.skills_dir)),
+        working_root=config.data_dir / "work",
+        models=config.models,
+    )
+    engine = Engine(config=config.pipeline, env=env)
     assert "PromptCache" not in [m.config_name() for m in engine.middleware]
     model, script = scripted(answer("ok"))
     state = new_state(config=ev.TraceConfig(preset="triager"))
