@@ -196,9 +196,9 @@ async def _handle(
     delivery = _delivery(conn, msg)
     if delivery is None:
         log.warning("terminating %s: not an event subject", msg.subject)
-        await _send_ack(msg.term())
+        await send_ack(msg.term())
         return
-    heartbeat = asyncio.create_task(_keep_alive(msg, spec.ack_wait_s / 3))
+    heartbeat = asyncio.create_task(keep_alive(msg, spec.ack_wait_s / 3))
     try:
         async with locks.hold(key(delivery)):
             with _process_span(spec, msg, delivery):
@@ -212,7 +212,7 @@ async def _handle(
     except BrokerUnavailable as exc:  # the broker's trouble: never a step toward giving up
         heartbeat.cancel()
         log.warning("%s; handing %s back", exc, delivery.aggregate_id)
-        await _send_ack(msg.nak(delay=30.0))
+        await send_ack(msg.nak(delay=30.0))
         return
     except Exception:
         heartbeat.cancel()
@@ -226,10 +226,10 @@ async def _handle(
             ", giving up" if final else "",
         )
         delay = min(30.0, spec.retry_delay_s * 2 ** (delivery.num_delivered - 1))
-        await _send_ack(msg.term() if final else msg.nak(delay=delay))
+        await send_ack(msg.term() if final else msg.nak(delay=delay))
         return
     heartbeat.cancel()
-    await _send_ack(msg.ack())
+    await send_ack(msg.ack())
 
 
 def _process_span(spec: ConsumerSpec, msg: Msg, delivery: Delivery) -> AbstractContextManager[Span]:
@@ -251,13 +251,15 @@ def _process_span(spec: ConsumerSpec, msg: Msg, delivery: Delivery) -> AbstractC
     )
 
 
-async def _keep_alive(msg: Msg, every_s: float) -> None:
+async def keep_alive(msg: Msg, every_s: float) -> None:
+    """Tell the server every ``every_s`` that ``msg`` is still being handled (until
+    cancelled), so a long handling is not redelivered to another replica."""
     while True:
         await asyncio.sleep(every_s)
-        await _send_ack(msg.in_progress())
+        await send_ack(msg.in_progress())
 
 
-async def _send_ack(ack: Awaitable[None]) -> None:
+async def send_ack(ack: Awaitable[None]) -> None:
     """Ack/nak/term are fire-and-forget publishes; a lost one only means a redelivery."""
     try:
         await ack

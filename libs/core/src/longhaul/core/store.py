@@ -5,7 +5,7 @@ It stores and reads events and knows nothing of what they mean: folding them int
 snapshots live beside the log (:mod:`~longhaul.core.snapshots`). An import contract keeps this
 module free of the state folds.
 
-Append rule (docs/ARCHITECTURE.md, "The event log"): each event is published with
+Append rule (docs/ARCHITECTURE.md §3): each event is published with
 ``Nats-Expected-Last-Subject-Sequence`` (the stream sequence of the aggregate's last event) on
 the aggregate's wildcard subject, and ``Nats-Msg-Id: <id>:<n>`` so a retried publish is
 de-duplicated by the server. A duplicate ack whose stored payload differs from ours means two

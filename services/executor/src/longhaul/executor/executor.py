@@ -19,7 +19,7 @@ from wsgiref.simple_server import WSGIServer
 import msgspec
 import nats.errors
 from longhaul.agent.tools.sandbox import Sandbox
-from longhaul.core.consumer import Fetcher
+from longhaul.core.consumer import Fetcher, keep_alive, send_ack
 from longhaul.core.service import ServiceContext
 from longhaul.core.transient import BrokerUnavailable, retry_transient
 from longhaul.domain.liveness import ProcessExited
@@ -243,9 +243,9 @@ class Executor:
         wakeup = parse_wakeup(self.ctx.conn.names, msg.subject)
         if wakeup is None:
             log.warning("terminating unexpected wake-up subject %s", msg.subject)
-            await _send_ack(msg.term())
+            await send_ack(msg.term())
             return
-        heartbeat = asyncio.create_task(_keep_alive(msg, self.settings.ack_wait_s / 3))
+        heartbeat = asyncio.create_task(keep_alive(msg, self.settings.ack_wait_s / 3))
         try:
             redelivered = msg.metadata.num_delivered > 1
             await retry_transient(
@@ -253,12 +253,12 @@ class Executor:
                 what=f"{wakeup.event_type} of {wakeup.trace_id}",
             )
         except asyncio.CancelledError:
-            await _send_ack(msg.nak())  # shutting down: another replica takes it now
+            await send_ack(msg.nak())  # shutting down: another replica takes it now
             raise
         except Exception as exc:
             await self._failed(msg, wakeup, exc)
         else:
-            await _send_ack(msg.ack())
+            await send_ack(msg.ack())
         finally:
             heartbeat.cancel()
 
@@ -278,7 +278,7 @@ class Executor:
         self.metrics.handler_errors.inc()
         if isinstance(exc, BrokerUnavailable):  # the broker's trouble, not the event's
             log.warning("%s; handing the wake-up back", exc)
-            await _send_ack(msg.nak(delay=MAX_RETRY_DELAY_S))
+            await send_ack(msg.nak(delay=MAX_RETRY_DELAY_S))
             return
         attempt = msg.metadata.num_delivered
         reason = f"{type(exc).__name__}: {exc}"
@@ -290,7 +290,7 @@ class Executor:
                 attempt,
                 reason,
             )
-            await _send_ack(msg.nak(delay=min(MAX_RETRY_DELAY_S, 0.25 * 2 ** (attempt - 1))))
+            await send_ack(msg.nak(delay=min(MAX_RETRY_DELAY_S, 0.25 * 2 ** (attempt - 1))))
             return
         log.error(
             "poison wake-up %s of %s after %d attempts: %s",
@@ -311,26 +311,12 @@ class Executor:
             )
         except Exception:
             log.exception("could not record the poison failure on %s", wakeup.trace_id)
-        await _send_ack(msg.term())
+        await send_ack(msg.term())
 
 
 def _stop_http(server: WSGIServer) -> None:
     server.shutdown()
     server.server_close()
-
-
-async def _keep_alive(msg: Msg, every_s: float) -> None:
-    while True:
-        await asyncio.sleep(every_s)
-        await _send_ack(msg.in_progress())
-
-
-async def _send_ack(ack: Any) -> None:
-    """Ack/nak/term/in-progress are fire-and-forget: a lost one only means a redelivery."""
-    try:
-        await ack
-    except (nats.errors.Error, OSError) as exc:
-        log.warning("could not send a message's acknowledgement: %s", exc)
 
 
 async def _first(*aws: Any) -> None:
