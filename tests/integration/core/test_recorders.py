@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
+import msgspec
 import pytest
 from longhaul.core.eventlog import EventLog
-from longhaul.core.memory import MemoryStore
+from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import traces
+from longhaul.core.snapshots import SnapshotIO, SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
@@ -139,3 +141,30 @@ async def test_the_repository_folds_both_to_the_same_state(store: EventStore) ->
         == (in_memory.version, in_memory.status)
         == (5, "running")
     )
+
+
+@pytest.fixture(params=["jetstream", "memory"])
+def recorder_and_snapshots(request: pytest.FixtureRequest) -> tuple[EventLog, SnapshotIO]:
+    if request.param == "memory":
+        return MemoryStore(), MemorySnapshots()
+    store: EventStore = request.getfixturevalue("store")
+    return store, SnapshotStore(request.getfixturevalue("conn"))
+
+
+async def test_a_snapshot_of_another_fold_shape_is_not_read(
+    recorder_and_snapshots: tuple[EventLog, SnapshotIO],
+) -> None:
+    """A fold whose fields moved (``SCHEMA`` raised) replays the log instead of decoding an old
+    snapshot into the wrong fields."""
+    recorder, snapshots = recorder_and_snapshots
+    trace_id = new_id("t")
+    repository = traces(recorder, snapshots=snapshots)
+    state = await repository.create(trace_id, CREATED, actor="test")
+    assert state is not None
+    await repository.save(trace_id, state, next_message, actor="x")
+    stale = msgspec.structs.replace(state, name="from an old shape")
+    packed = pack_snapshot(stale)
+    await snapshots.write("trace", trace_id, packed._replace(schema=TraceState.SCHEMA - 1))
+    assert (await repository.load(trace_id)).name != "from an old shape"
+    await snapshots.write("trace", trace_id, packed)
+    assert (await repository.load(trace_id)).name == "from an old shape"  # same shape: read

@@ -204,13 +204,15 @@ class MemorySnapshots:
     """Snapshots in memory, beside a :class:`MemoryStore`."""
 
     def __init__(self) -> None:
-        self._stored: dict[tuple[str, str], bytes] = {}
+        self._stored: dict[tuple[str, str], PackedSnapshot] = {}
 
     async def read(
         self, aggregate: Aggregate, aggregate_id: str, fold: type[State]
     ) -> State | None:
         packed = self._stored.get((aggregate, aggregate_id))
-        return None if packed is None else msgspec.msgpack.decode(packed, type=fold)
+        if packed is None or packed.schema != fold.SCHEMA:
+            return None
+        return msgspec.msgpack.decode(packed.data, type=fold)
 
     async def write(self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot) -> None:
-        self._stored[(aggregate, aggregate_id)] = packed.data
+        self._stored[(aggregate, aggregate_id)] = packed

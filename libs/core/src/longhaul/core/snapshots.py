@@ -47,17 +47,20 @@ OFF_LOOP_BYTES = 256 * 1024
 
 
 class PackedSnapshot(NamedTuple):
-    """A fold encoded at one moment, with the position it had then."""
+    """A fold encoded at one moment, with the position it had then and its shape."""
 
     data: bytes
     seq: int
     n: int
+    schema: int
 
 
 def pack_snapshot(state: Fold) -> PackedSnapshot:
     """Encode ``state`` now: a snapshot must be taken where the fold matches the log (an event
     whose append is still in flight has moved ``version`` but not ``stream_seq``)."""
-    return PackedSnapshot(msgspec.msgpack.encode(state), state.stream_seq, state.version)
+    return PackedSnapshot(
+        msgspec.msgpack.encode(state), state.stream_seq, state.version, type(state).SCHEMA
+    )
 
 
 class SnapshotIO(Protocol):
@@ -80,6 +83,8 @@ class _Stored(msgspec.Struct):
     n: int
     state: bytes = b""
     object_name: str | None = None
+    schema: int = 0
+    """The fold's ``SCHEMA`` when it was taken (0: before folds had one)."""
 
 
 class SnapshotStore:
@@ -102,6 +107,15 @@ class SnapshotStore:
             return None
         try:
             stored = msgspec.msgpack.decode(entry.value, type=_Stored)
+            if stored.schema != fold.SCHEMA:
+                log.info(
+                    "snapshot of %s %s has shape %d, not %d: replaying the log instead",
+                    aggregate,
+                    aggregate_id,
+                    stored.schema,
+                    fold.SCHEMA,
+                )
+                return None
             blob = stored.state
             if stored.object_name:
                 blob = await self.conn.read_artifact(stored.object_name)
@@ -118,7 +132,7 @@ class SnapshotStore:
             return None
 
     async def write(self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot) -> None:
-        stored = _Stored(seq=packed.seq, n=packed.n)
+        stored = _Stored(seq=packed.seq, n=packed.n, schema=packed.schema)
         blob = await _off_loop(zlib.compress, packed.data, 1)
         if len(blob) <= INLINE_LIMIT:
             stored.state = blob

@@ -8,7 +8,7 @@ position (``stream_seq``) and applies it. :class:`~longhaul.domain.state.TraceSt
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from longhaul.domain import events as ev
 from longhaul.domain.state.faults import MAX_FAULTS, Fault, Unreadable, fault_of, next_version
@@ -17,6 +17,10 @@ from longhaul.domain.state.faults import MAX_FAULTS, Fault, Unreadable, fault_of
 @runtime_checkable
 class Fold(Protocol):
     """A pure, snapshot-serialisable fold of one aggregate's events."""
+
+    SCHEMA: ClassVar[int]
+    """The fold's shape, raised when its fields move: a snapshot taken in another shape is
+    not read (a full replay instead), never decoded into the wrong fields."""
 
     version: int
     """``n`` of the last applied event (0 for an aggregate that does not exist yet)."""

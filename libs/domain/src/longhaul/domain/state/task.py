@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 import msgspec
 from longhaul.domain import events as ev
@@ -63,6 +64,9 @@ class PhaseState(msgspec.Struct, kw_only=True):
 
 
 class TaskState(msgspec.Struct, kw_only=True):
+    SCHEMA: ClassVar[int] = 1
+    """The shape of this fold: a snapshot of another shape is not read (``snapshots``)."""
+
     task_id: str = ""
     status: TaskStatus | None = None
     goal: str = ""

@@ -6,7 +6,7 @@ appending to the head is O(1) and building a request does not re-walk the histor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from longhaul.domain import events as ev
@@ -15,14 +15,12 @@ from longhaul.domain.messages import add_counts
 from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.faults import Fault
 from longhaul.domain.state.goals import GoalTree
+from longhaul.domain.state.waits import WAKEABLE_WAITS, Approvals, ClientCalls, Inbox, Wait
 
 MAX_PENDING_UPLOADS = 50
 """Files a trace may hold for its next turn (more is a 409: let it run first)."""
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
-
-WAKEABLE_WAITS: frozenset[str] = frozenset({"human", "subtraces"})
-"""Waits a message with ``wake: true`` breaks (the others wait on a decision or a verdict)."""
 
 
 Message = ev.MessageAppended
@@ -67,6 +65,9 @@ class VerificationState(msgspec.Struct, kw_only=True):
 
 
 class TraceState(msgspec.Struct, kw_only=True):
+    SCHEMA: ClassVar[int] = 2
+    """The shape of this fold: a snapshot of another shape is not read (``snapshots``)."""
+
     trace_id: str = ""
     status: TraceStatus | None = None
     name: str | None = None
@@ -100,10 +101,10 @@ class TraceState(msgspec.Struct, kw_only=True):
     stop_reason: str | None = None
     summary: str | None = None
 
-    wait_reason: WaitReason | None = None
-    wait_detail: str = ""
-    wait_tool_call_id: str | None = None
-    human_reply: str | None = None
+    wait: Wait = msgspec.field(default_factory=Wait)
+    approvals: Approvals = msgspec.field(default_factory=Approvals)
+    client_calls: ClientCalls = msgspec.field(default_factory=ClientCalls)
+    mailbox: Inbox = msgspec.field(default_factory=Inbox)
     context: ev.ContextRecorded | None = None
     """The recorded context the model is shown; ``None`` until the first turn records it and
     again after a run request that changes the config."""
@@ -111,12 +112,6 @@ class TraceState(msgspec.Struct, kw_only=True):
     """The experiences matched when the trace started (``None``: not matched)."""
     uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
     """Files uploaded but not yet written into the working directory (latest per name)."""
-    approval_pending: list[str] = msgspec.field(default_factory=list)
-    """Tool calls still waiting for a decision (``wait_reason == "approval"``)."""
-    tool_decisions: dict[str, ev.ToolDecided] = msgspec.field(default_factory=dict)
-    client_pending: list[str] = msgspec.field(default_factory=list)
-    """Tool calls handed to the client, still without a result (``client_tools``)."""
-    client_results: dict[str, ev.ClientToolResult] = msgspec.field(default_factory=dict)
     stop_requested: bool = False
     reflect_focus: str | None = None
     reflect_requested: bool = False
@@ -128,13 +123,6 @@ class TraceState(msgspec.Struct, kw_only=True):
     run_trace_context: dict[str, str] | None = None
     """Trace context of the event that started the current run (the request that created or
     continued the trace): every turn of the run is its child, on whichever executor."""
-    inbox: list[ev.MessageReceived] = msgspec.field(default_factory=list)
-    """Messages received (``message_received``; and a sub-trace's end once the call that
-    spawned it was answered early), oldest first."""
-    inbox_read: dict[str, int] = msgspec.field(default_factory=dict)
-    """``message_id`` → the sequence at which ``check_messages`` showed it."""
-    interrupted_wait: WaitReason | None = None
-    """A message with ``wake`` broke this wait: the next turn answers the waiting call."""
     faults: list[Fault] = msgspec.field(default_factory=list)
     """Events of the log this fold skipped (see ``faults``)."""
     image_messages: int = 0
@@ -145,6 +133,52 @@ class TraceState(msgspec.Struct, kw_only=True):
     """``n`` of the last applied event."""
     stream_seq: int = 0
     """Stream sequence of the last applied event (the store's optimistic-concurrency token)."""
+
+    # ------------------------------------------------------------------ the parts, as read
+
+    @property
+    def wait_reason(self) -> WaitReason | None:
+        return self.wait.reason
+
+    @property
+    def wait_detail(self) -> str:
+        return self.wait.detail
+
+    @property
+    def wait_tool_call_id(self) -> str | None:
+        return self.wait.tool_call_id
+
+    @property
+    def human_reply(self) -> str | None:
+        return self.wait.human_reply
+
+    @property
+    def interrupted_wait(self) -> WaitReason | None:
+        return self.wait.interrupted
+
+    @property
+    def approval_pending(self) -> list[str]:
+        return self.approvals.pending
+
+    @property
+    def tool_decisions(self) -> dict[str, ev.ToolDecided]:
+        return self.approvals.decisions
+
+    @property
+    def client_pending(self) -> list[str]:
+        return self.client_calls.pending
+
+    @property
+    def client_results(self) -> dict[str, ev.ClientToolResult]:
+        return self.client_calls.results
+
+    @property
+    def inbox(self) -> list[ev.MessageReceived]:
+        return self.mailbox.messages
+
+    @property
+    def inbox_read(self) -> dict[str, int]:
+        return self.mailbox.read
 
     # ------------------------------------------------------------------ queries
 
@@ -190,7 +224,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         return []
 
     def unread_messages(self) -> list[ev.MessageReceived]:
-        return [m for m in self.inbox if m.message_id not in self.inbox_read]
+        return self.mailbox.unread()
 
     def safe_cut(self, sequence: int) -> int:
         """The cut at ``sequence`` moved forward past the tool results its calls need."""
@@ -279,22 +313,10 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _check_message_received(self, event: ev.MessageReceived) -> None:
         self._require("running", "waiting", what="receive a message")
-        if not self.config.messaging:
-            raise InvalidTransition(
-                f"trace {self.trace_id} has no inbox (create it with messaging: true)",
-                code="messaging_off",
-            )
-        if not event.message_id or any(m.message_id == event.message_id for m in self.inbox):
-            raise InvalidTransition(
-                f"message {event.message_id!r} is missing or already in the inbox",
-                code="duplicate_message",
-            )
+        self.mailbox.check_received(self.trace_id, self.config.messaging, event)
 
     def _check_messages_read(self, event: ev.MessagesRead) -> None:
-        known = {m.message_id for m in self.inbox}
-        unknown = [i for i in event.message_ids if i not in known]
-        if unknown:
-            raise InvalidTransition(f"unknown inbox messages {unknown}", code="not_found")
+        self.mailbox.check_read(event)
 
     def _check_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
         if event.child_trace_id not in self.subtraces:
@@ -340,14 +362,10 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.stop_reason = None
         self.summary = None
         self.stop_requested = False
-        self.wait_reason = None
-        self.wait_detail = ""
-        self.wait_tool_call_id = None
-        self.human_reply = None
-        self.approval_pending = []
-        self.client_pending = []
+        self.wait = Wait()
+        self.approvals.pending = []
+        self.client_calls.pending = []
         self.verification = VerificationState()
-        self.interrupted_wait = None
 
     def _append_inputs(self, messages: list[ev.InputMessage], ts: float) -> None:
         for item in messages:
@@ -372,7 +390,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         on_path = set(self.path)
         self.goals = self.goals.as_of(on_path)
         self.pending_warnings = []
-        self.inbox_read = {i: at for i, at in self.inbox_read.items() if at in on_path}
+        self.mailbox.forget_reads_off(on_path)
 
     def _check_follows(self, sequence: int, parent: int | None) -> None:
         if sequence != self.last_sequence + 1:
@@ -426,11 +444,8 @@ class TraceState(msgspec.Struct, kw_only=True):
             self.pending_warnings = []
         if event.role == "user" and self.verification.unconsumed_failure:
             self.verification.unconsumed_failure = False
-        if event.role == "tool" and event.tool_call_id == self.wait_tool_call_id:
-            self.human_reply = None
-            self.wait_tool_call_id = None
         if event.role == "tool":
-            self.interrupted_wait = None
+            self.wait.on_tool_result(event.tool_call_id)
         if event.branch_type == "reflection":
             self.reflect_requested = False
             self.reflect_focus = None
@@ -464,41 +479,24 @@ class TraceState(msgspec.Struct, kw_only=True):
         self._wake()
 
     def _on_waiting(self, event: ev.Waiting) -> None:
-        self._wait(event.reason, event.detail)
-        self.wait_tool_call_id = event.tool_call_id
+        self.status = "waiting"
+        self.wait.begin(event.reason, event.detail, event.tool_call_id)
         if event.reason == "approval":
-            self.approval_pending = list(event.pending_calls)
+            self.approvals.pending = list(event.pending_calls)
         elif event.reason == "client_tools":
-            self.client_pending = list(event.pending_calls)
+            self.client_calls.pending = list(event.pending_calls)
 
     def _check_tool_results(self, event: ev.ToolResultsPosted) -> None:
         self._require_wait("client_tools")
-        ids = [result.tool_call_id for result in event.results]
-        unknown = [i for i in ids if i not in self.client_pending]
-        if unknown or len(set(ids)) != len(ids) or not ids:
-            waiting = ", ".join(self.client_pending) or "none"
-            raise InvalidTransition(
-                f"results for {', '.join(unknown) or 'repeated or no calls'} do not match the "
-                f"calls trace {self.trace_id} waits for ({waiting})",
-                code="conflict",
-            )
+        self.client_calls.check(self.trace_id, event)
 
     def _on_tool_results(self, event: ev.ToolResultsPosted) -> None:
-        for result in event.results:
-            self.client_results[result.tool_call_id] = result
-            self.client_pending.remove(result.tool_call_id)
-        if not self.client_pending:
+        if self.client_calls.post(event):
             self._wake()
 
     def _check_tool_decided(self, event: ev.ToolDecided) -> None:
         self._require_wait("approval")
-        if event.tool_call_id not in self.approval_pending:
-            waiting = ", ".join(self.approval_pending) or "none"
-            raise InvalidTransition(
-                f"tool call {event.tool_call_id} of trace {self.trace_id} does not wait for "
-                f"approval (waiting: {waiting})",
-                code="conflict",
-            )
+        self.approvals.check(self.trace_id, event)
 
     def _check_file_uploaded(self, event: ev.FileUploaded) -> None:
         if len(self.uploads_pending) >= MAX_PENDING_UPLOADS:
@@ -543,15 +541,13 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.uploads_pending = [u for u in self.uploads_pending if u.name not in delivered]
 
     def _on_tool_decided(self, event: ev.ToolDecided) -> None:
-        self.tool_decisions[event.tool_call_id] = event
-        self.approval_pending.remove(event.tool_call_id)
-        if not self.approval_pending:
+        if self.approvals.decide(event):
             self._wake()
 
     def _on_human_replied(self, event: ev.HumanReplied) -> None:
-        self.human_reply = event.content
+        self.wait.human_reply = event.content
         self.status = "running"
-        self.wait_reason = None
+        self.wait.reason = None
 
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
         previous = self.subtraces.get(event.child_trace_id)
@@ -580,21 +576,20 @@ class TraceState(msgspec.Struct, kw_only=True):
         info.linked = True
 
     def _on_message_received(self, event: ev.MessageReceived) -> None:
-        self.inbox.append(event)
-        if event.wake and self.status == "waiting" and self.wait_reason in WAKEABLE_WAITS:
-            self.interrupted_wait = self.wait_reason
+        self.mailbox.messages.append(event)
+        if event.wake and self.status == "waiting" and self.wait.reason in WAKEABLE_WAITS:
+            self.wait.interrupted = self.wait.reason
             self._wake()
 
     def _on_messages_read(self, event: ev.MessagesRead) -> None:
-        for message_id in event.message_ids:
-            self.inbox_read[message_id] = event.at_sequence
+        self.mailbox.mark_read(event)
 
     def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
         info = self.subtraces[event.child_trace_id]
         if info.tool_call_id not in {c.id for c in self.unanswered_tool_calls()}:
             # The call that spawned it was answered early (a message woke the parent):
             # the child's end arrives as a message instead of as that call's result.
-            self.inbox.append(
+            self.mailbox.messages.append(
                 ev.MessageReceived(
                     id=event.id,
                     ts=event.ts,
@@ -609,7 +604,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         info.descendants = event.descendants
         self.run_usage.tokens += event.tokens
         self.run_usage.cost += event.cost
-        if self.wait_reason == "subtraces" and not self.running_subtraces():
+        if self.wait.reason == "subtraces" and not self.running_subtraces():
             self._wake()
 
     @property
@@ -649,8 +644,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.status = "stopped"
         self.stop_reason = event.reason
         self.stop_requested = False
-        self.wait_reason = None
-        self.approval_pending = []
+        self.wait.reason = None
+        self.approvals.pending = []
 
     def _on_completed(self, event: ev.Completed) -> None:
         self.status = "completed"
@@ -660,25 +655,23 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.status = "failed"
         self.error = event.error
         self.stop_reason = event.stop_reason or self.stop_reason
-        self.wait_reason = None
+        self.wait.reason = None
 
     # helpers -----------------------------------------------------------------
 
     def _wait(self, reason: WaitReason, detail: str) -> None:
         self.status = "waiting"
-        self.wait_reason = reason
-        self.wait_detail = detail
+        self.wait.begin(reason, detail, self.wait.tool_call_id)
 
     def _require_wait(self, reason: str) -> None:
-        if self.status != "waiting" or self.wait_reason != reason:
+        if self.status != "waiting" or self.wait.reason != reason:
             raise InvalidTransition(
                 f"trace {self.trace_id} is not waiting for {reason}", code="conflict"
             )
 
     def _wake(self) -> None:
         self.status = "running"
-        self.wait_reason = None
-        self.wait_detail = ""
+        self.wait.end()
 
 
 _HANDLERS: dict[type[ev.Event], Any] = {
