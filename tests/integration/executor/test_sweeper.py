@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import nats.errors
+from longhaul.core.consumer import ensure_consumer
 from longhaul.core.index import TraceIndex, TraceIndexEntry
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
@@ -13,7 +14,7 @@ from longhaul.domain.ids import new_id
 from longhaul.executor.leases import Leases
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.sweeper import Sweeper
-from longhaul.executor.wakeups import consumer_config, subscribe
+from longhaul.executor.wakeups import consumer_spec
 
 from tests.integration.executor.scripts import record_steps
 from tests.support.folds import trace_state
@@ -61,16 +62,9 @@ async def test_an_orphaned_trace_is_finished_by_the_sweeper(
     trace_id = await orphan(store, model)
     # Swallow its wake-up, as if an executor had taken it and died after acknowledging it.
     settings = ExecutorSettings(id="drain")
-    sub = await subscribe(
-        store.conn.js,
-        store.conn.names,
-        consumer_config(
-            store.conn.names,
-            settings.durable,
-            ack_wait_s=6,
-            max_deliver=settings.poison_attempts * 4,
-            max_ack_pending=max(1000, settings.concurrency * 64),
-        ),
+    await ensure_consumer(store.conn, consumer_spec(store.conn.names, settings))
+    sub = await store.conn.js.pull_subscribe_bind(
+        durable=settings.durable, stream=store.conn.names.stream
     )
     try:
         for msg in await sub.fetch(10, timeout=2):

@@ -290,6 +290,17 @@ class StepCompleter:
                 within=60,
                 describe=lambda s: f"status {s.status}, stop_requested {s.stop_requested}",
             )
+        # The created event reaches core subscribers as it is published, maybe before the
+        # stream has stored it: fold until the trace is there.
+        await fold_until(
+            self.store,
+            "trace",
+            trace_id,
+            TraceState(),
+            lambda s: s.exists,
+            within=30,
+            describe=lambda s: "not stored",
+        )
         state = await trace_state(self.store, trace_id)
         events: list[ev.TraceEvent]
         if isinstance(outcome, Succeed | RunUntilStopped):

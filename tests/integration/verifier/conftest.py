@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from longhaul.core.connection import Connection
-from longhaul.core.consumer import ConsumerSpec, run_consumer
+from longhaul.core.consumer import ConsumerSpec, consume
 from longhaul.core.repository import traces
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
@@ -140,7 +140,7 @@ async def run_verifier(
             retry_delay_s=0.1,
         )
         verifier = make_verifier(config)
-        tasks.append(asyncio.create_task(run_consumer(conn, spec, verifier.handle, shutdown)))
+        tasks.append(asyncio.create_task(consume(conn, spec, verifier.handle, shutdown)))
 
     yield start
     shutdown.set()

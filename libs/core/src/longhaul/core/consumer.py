@@ -1,13 +1,18 @@
-"""Durable pull consumers shared by the replicas of a service (competing consumers).
+"""Durable pull consumers shared by the replicas of a service (competing consumers): the one
+consumer loop every service runs (:func:`consume`).
 
 A delivery is only a wake-up (docs/ARCHITECTURE.md §4): handlers re-read the aggregate and
-decide from state, so they are idempotent. The loop therefore acks after the handler returns,
-naks with a delay when it raises (redelivery is harmless), and terms messages that can never be
-handled (a subject that is not an event subject). While a handler runs, its message is kept
-alive with ``in_progress`` so a long model call or command is not redelivered to another replica
-midway. Deliveries with the same key (by default the aggregate id) are handled one at a time in
-a replica, which keeps optimistic-concurrency retries rare. Each handling is a consumer span
-continuing the trace context the message's headers carry (``longhaul.core.telemetry``).
+decide from state, so they are idempotent. The loop therefore acks after the handler returns
+(or naks with the delay it returns: "ask me again then"), asks its :class:`ConsumerHooks` what
+to answer when it raises (by default a nak with backoff, redelivery being harmless, and a term
+after ``max_deliver``), and terms messages that can never be handled (a subject that is not an
+event subject). While a handler runs, its message is kept alive with ``in_progress`` so a long
+model call or turn is not redelivered to another replica midway; one cancelled by shutdown is
+handed back at once. Work runs in :class:`Slots`, which a service may share with work of its
+own (the executor's sweeper) and which shutdown drains. Deliveries with the same key (by
+default the aggregate id) are handled one at a time in a replica, which keeps
+optimistic-concurrency retries rare. Each handling may be a consumer span continuing the trace
+context the message's headers carry (``longhaul.core.telemetry``).
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any, Final
 
 import nats.errors
 from longhaul.core.connection import Connection
@@ -43,9 +49,17 @@ class Delivery:
     num_delivered: int
     data: bytes
 
+    @property
+    def redelivered(self) -> bool:
+        return self.num_delivered > 1
 
-Handler = Callable[[Delivery], Awaitable[None]]
+
+Handler = Callable[[Delivery], Awaitable[float | None]]
+"""Handles one delivery: ``None`` acks it; a number of seconds naks it with that delay (not a
+failure: the handler wants to look again then)."""
 BUSY_FETCH_S = 0.05
+TERM: Final = "term"
+"""What :meth:`ConsumerHooks.failed` answers for a message never to be delivered again."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +68,102 @@ class ConsumerSpec:
     subjects: list[str]
     ack_wait_s: float = 3.0
     max_deliver: int = 20
+    """Deliveries before the default failure policy gives up (-1: never)."""
     concurrency: int = 8
     retry_delay_s: float = 1.0
     fetch_timeout_s: float = 1.0
+    max_ack_pending: int | None = None
+    description: str | None = None
+    grace_s: float | None = None
+    """On shutdown, how long handlers in flight may finish before they are cancelled (and
+    their messages handed back); ``None``: as long as they take."""
+
+
+class ConsumerHooks:
+    """What a service changes about the one loop; the defaults suit a stateless handler."""
+
+    spans: bool = True
+    """Each handling is a consumer span (the executor's turns have spans of their own)."""
+
+    def key(self, delivery: Delivery) -> str | None:
+        """Deliveries with the same key are handled one at a time (``None``: no lock)."""
+        return delivery.aggregate_id
+
+    async def failed(self, spec: ConsumerSpec, delivery: Delivery, exc: Exception) -> float | str:
+        """The answer to a handler that raised: a nak delay in seconds, or :data:`TERM`."""
+        if isinstance(exc, BrokerUnavailable):  # the broker's trouble: never a step to giving up
+            log.warning("%s; handing %s back", exc, delivery.aggregate_id)
+            return 30.0
+        final = 0 < spec.max_deliver <= delivery.num_delivered
+        log.error(
+            "%s handler failed on %s %s (delivery %d%s)",
+            spec.durable,
+            delivery.event_type,
+            delivery.aggregate_id,
+            delivery.num_delivered,
+            ", giving up" if final else "",
+            exc_info=exc,
+        )
+        return TERM if final else min(30.0, spec.retry_delay_s * 2 ** (delivery.num_delivered - 1))
+
+
+DEFAULT_HOOKS = ConsumerHooks()
+
+
+class Slots:
+    """A replica's concurrent work: the consumer loop and whatever else the service runs
+    beside it (the executor's sweeper) take from one budget, and shutdown drains it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._work: set[asyncio.Task[Any]] = set()
+        self._freed = asyncio.Event()
+
+    @property
+    def free(self) -> int:
+        return max(0, self.size - len(self._work))
+
+    def start(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` in a slot (a message already fetched may overrun the budget by what
+        other work took meanwhile: it is never dropped)."""
+        task = asyncio.create_task(coro, name=name)
+        self._work.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def try_start(self, coro: Coroutine[Any, Any, Any], *, name: str) -> bool:
+        """Run ``coro`` if a slot is free; False (and ``coro`` closed) otherwise."""
+        if self.free == 0:
+            coro.close()
+            return False
+        self.start(coro, name=name)
+        return True
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._work.discard(task)
+        self._freed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("task %s crashed", task.get_name(), exc_info=task.exception())
+
+    async def wait_free(self, shutdown: asyncio.Event) -> None:
+        """Until a slot is free or ``shutdown`` is set."""
+        while self.free == 0 and not shutdown.is_set():
+            self._freed.clear()
+            stop = asyncio.ensure_future(shutdown.wait())
+            freed = asyncio.ensure_future(self._freed.wait())
+            try:
+                await asyncio.wait({stop, freed}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                freed.cancel()
+
+    async def drain(self, grace_s: float | None) -> None:
+        """Let the work in flight finish (for at most ``grace_s``), then cancel the rest."""
+        if self._work:
+            await asyncio.wait(set(self._work), timeout=grace_s)
+        for task in list(self._work):
+            task.cancel()
+        await asyncio.gather(*self._work, return_exceptions=True)
 
 
 @dataclass
@@ -115,11 +222,13 @@ async def ensure_consumer(conn: Connection, spec: ConsumerSpec) -> None:
     config = api.ConsumerConfig(
         name=spec.durable,
         durable_name=spec.durable,
+        description=spec.description,
         filter_subjects=list(spec.subjects),
         ack_policy=api.AckPolicy.EXPLICIT,
         deliver_policy=api.DeliverPolicy.ALL,
         ack_wait=spec.ack_wait_s,
         max_deliver=spec.max_deliver,
+        max_ack_pending=spec.max_ack_pending,
     )
     try:
         await conn.js.add_consumer(conn.names.stream, config)
@@ -127,27 +236,34 @@ async def ensure_consumer(conn: Connection, spec: ConsumerSpec) -> None:
         log.warning("consumer %s kept its settings: %s", spec.durable, exc.description)
 
 
-async def run_consumer(
+async def consume(
     conn: Connection,
     spec: ConsumerSpec,
     handler: Handler,
     shutdown: asyncio.Event,
     *,
-    key: Callable[[Delivery], str] = lambda delivery: delivery.aggregate_id,
+    hooks: ConsumerHooks = DEFAULT_HOOKS,
+    slots: Slots | None = None,
 ) -> None:
-    """Fetch and handle deliveries until ``shutdown`` is set; handlers in flight finish."""
+    """Fetch and handle deliveries until ``shutdown`` is set, then drain the work in flight
+    (``spec.grace_s``)."""
     await ensure_consumer(conn, spec)
-    sub = await conn.js.pull_subscribe_bind(durable=spec.durable, stream=conn.names.stream)
-    slots = asyncio.Semaphore(spec.concurrency)
+    sub = await conn.js.pull_subscribe_bind(
+        durable=spec.durable,
+        stream=conn.names.stream,
+        pending_msgs_limit=-1,
+        pending_bytes_limit=-1,
+    )
+    slots = slots or Slots(spec.concurrency)
     fetcher = Fetcher(sub, idle_timeout_s=spec.fetch_timeout_s)
     locks = KeyLocks()
-    running: set[asyncio.Task[None]] = set()
     try:
         while not shutdown.is_set():
-            await slots.acquire()
-            slots.release()
+            if slots.free == 0:
+                await slots.wait_free(shutdown)
+                continue
             try:
-                messages = await fetcher.next(limit=spec.concurrency)
+                messages = await fetcher.next(limit=slots.free)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except nats.errors.Error as exc:
@@ -157,14 +273,10 @@ async def run_consumer(
                     await asyncio.wait_for(shutdown.wait(), timeout=spec.retry_delay_s)
                 continue
             for msg in messages:
-                await slots.acquire()
-                task = asyncio.create_task(_handle(conn, spec, msg, handler, locks, key))
-                running.add(task)
-                task.add_done_callback(running.discard)
-                task.add_done_callback(lambda _t: slots.release())
+                handling = _handle(conn, spec, hooks, msg, handler, locks)
+                slots.start(handling, name=f"{spec.durable}:{msg.subject}")
     finally:
-        if running:
-            await asyncio.gather(*running, return_exceptions=True)
+        await slots.drain(spec.grace_s)
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
 
@@ -188,10 +300,10 @@ def _delivery(conn: Connection, msg: Msg) -> Delivery | None:
 async def _handle(
     conn: Connection,
     spec: ConsumerSpec,
+    hooks: ConsumerHooks,
     msg: Msg,
     handler: Handler,
     locks: KeyLocks,
-    key: Callable[[Delivery], str],
 ) -> None:
     delivery = _delivery(conn, msg)
     if delivery is None:
@@ -199,37 +311,25 @@ async def _handle(
         await send_ack(msg.term())
         return
     heartbeat = asyncio.create_task(keep_alive(msg, spec.ack_wait_s / 3))
+    key = hooks.key(delivery)
     try:
-        async with locks.hold(key(delivery)):
-            with _process_span(spec, msg, delivery):
-                await retry_transient(
+        async with locks.hold(key) if key is not None else contextlib.nullcontext():
+            with _process_span(spec, msg, delivery) if hooks.spans else contextlib.nullcontext():
+                again = await retry_transient(
                     lambda: handler(delivery),
                     what=f"{spec.durable}: {delivery.event_type} of {delivery.aggregate_id}",
                 )
     except asyncio.CancelledError:
         heartbeat.cancel()
+        await send_ack(msg.nak())  # shutting down: another replica takes it now
         raise
-    except BrokerUnavailable as exc:  # the broker's trouble: never a step toward giving up
+    except Exception as exc:
         heartbeat.cancel()
-        log.warning("%s; handing %s back", exc, delivery.aggregate_id)
-        await send_ack(msg.nak(delay=30.0))
-        return
-    except Exception:
-        heartbeat.cancel()
-        final = delivery.num_delivered >= spec.max_deliver
-        log.exception(
-            "%s handler failed on %s %s (delivery %d%s)",
-            spec.durable,
-            delivery.event_type,
-            delivery.aggregate_id,
-            delivery.num_delivered,
-            ", giving up" if final else "",
-        )
-        delay = min(30.0, spec.retry_delay_s * 2 ** (delivery.num_delivered - 1))
-        await send_ack(msg.term() if final else msg.nak(delay=delay))
+        answer = await hooks.failed(spec, delivery, exc)
+        await send_ack(msg.term() if answer == TERM else msg.nak(delay=float(answer)))
         return
     heartbeat.cancel()
-    await send_ack(msg.ack())
+    await send_ack(msg.ack() if again is None else msg.nak(delay=again))
 
 
 def _process_span(spec: ConsumerSpec, msg: Msg, delivery: Delivery) -> AbstractContextManager[Span]:

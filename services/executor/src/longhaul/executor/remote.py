@@ -19,7 +19,6 @@ retried spawn gets the same remote trace back instead of creating a second one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -29,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-import nats.errors
 from longhaul.client import AsyncClient
 from longhaul.client.errors import (
     ApiError,
@@ -39,15 +37,13 @@ from longhaul.client.errors import (
     Unauthorized,
     Unreachable,
 )
-from longhaul.core.consumer import Fetcher
+from longhaul.core.connection import Connection
+from longhaul.core.consumer import ConsumerHooks, ConsumerSpec, Delivery, consume
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.config import RemoteAgentConfig
-from longhaul.domain.names import Names
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
-from nats.aio.msg import Msg
-from nats.js import JetStreamContext, api
 
 log = logging.getLogger(__name__)
 
@@ -212,13 +208,15 @@ def failure(message: str) -> RemoteStatus:
     return RemoteStatus(status="failed", summary=f"failed: {message}", tokens=0, cost=0.0)
 
 
-class RemoteWaits:
-    """The durable wait: follows every linked remote child until it ends (see module doc)."""
+class RemoteWaits(ConsumerHooks):
+    """The durable wait: follows every linked remote child until it ends (see module doc).
+    It runs on the one consumer loop; a failed look is asked again in 5 s, never given up."""
+
+    spans = False
 
     def __init__(
         self,
-        js: JetStreamContext,
-        names: Names,
+        conn: Connection,
         traces: Repository[TraceState],
         remote: RemoteAgents,
         *,
@@ -227,66 +225,40 @@ class RemoteWaits:
         ack_wait_s: float,
         on_finished: Any,
     ) -> None:
-        self.js = js
-        self.names = names
+        self.conn = conn
         self.traces = traces
         self.remote = remote
-        self.durable = durable
         self.actor = actor
-        self.ack_wait_s = ack_wait_s
         self.on_finished = on_finished
+        self.spec = ConsumerSpec(
+            durable=durable,
+            subjects=[conn.names.type_filter("trace", "remote_subtrace_linked")],
+            description="longhaul executors: waits on remote sub-agents",
+            ack_wait_s=ack_wait_s,
+            max_deliver=-1,
+        )
 
     async def run(self, shutdown: asyncio.Event) -> None:
-        config = api.ConsumerConfig(
-            name=self.durable,
-            durable_name=self.durable,
-            description="longhaul executors: waits on remote sub-agents",
-            deliver_policy=api.DeliverPolicy.ALL,
-            ack_policy=api.AckPolicy.EXPLICIT,
-            ack_wait=self.ack_wait_s,
-            max_deliver=-1,
-            filter_subjects=[self.names.type_filter("trace", "remote_subtrace_linked")],
-        )
-        await self.js.add_consumer(self.names.stream, config)
-        sub = await self.js.pull_subscribe_bind(durable=self.durable, stream=self.names.stream)
-        fetcher = Fetcher(sub, idle_timeout_s=1.0)
-        try:
-            while not shutdown.is_set():
-                try:
-                    messages = await fetcher.next(limit=8)
-                except (TimeoutError, nats.errors.TimeoutError):
-                    continue
-                except nats.errors.Error as exc:
-                    log.warning("remote waits: fetch failed: %s", exc)
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(shutdown.wait(), 1.0)
-                    continue
-                await asyncio.gather(*(self._handle(msg) for msg in messages))
-        finally:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+        await consume(self.conn, self.spec, self._check, shutdown, hooks=self)
 
-    async def _handle(self, msg: Msg) -> None:
-        try:
-            delay = await self._check(msg)
-        except Exception:
-            log.exception("remote wait %s failed; retrying", msg.subject)
-            delay = 5.0
-        with contextlib.suppress(nats.errors.Error, OSError):
-            if delay is None:
-                await msg.ack()
-            else:
-                await msg.nak(delay=delay)
+    def key(self, delivery: Delivery) -> str | None:
+        return None
 
-    async def _check(self, msg: Msg) -> float | None:
+    async def failed(self, spec: ConsumerSpec, delivery: Delivery, exc: Exception) -> float | str:
+        log.error("remote wait on %s failed; retrying", delivery.aggregate_id, exc_info=exc)
+        return 5.0
+
+    async def _check(self, delivery: Delivery) -> float | None:
         """``None``: the wait is over; else ask again after that many seconds."""
         try:
-            linked = ev.decode(msg.data)
+            linked = ev.decode(delivery.data)
         except ev.EventDecodeError:
             linked = None
         if not isinstance(linked, ev.RemoteSubtraceLinked) or not linked.aggregate_id:
             log.warning(
-                "remote waits: dropping %s, not a remote_subtrace_linked event", msg.subject
+                "remote waits: dropping %s of %s, not a remote_subtrace_linked event",
+                delivery.event_type,
+                delivery.aggregate_id,
             )
             return None  # forged or corrupt: nothing to follow, never retried
         parent = await self.traces.load(linked.aggregate_id)

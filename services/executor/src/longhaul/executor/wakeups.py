@@ -7,10 +7,9 @@ message is only a wake-up: handlers never trust its payload, they re-read the tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from longhaul.core.consumer import ConsumerSpec, Delivery
 from longhaul.domain.names import Names
-from nats.js import JetStreamContext, api
+from longhaul.executor.settings import ExecutorSettings
 
 RUN_TYPES = (
     "trace_created",
@@ -37,48 +36,24 @@ FINAL_TYPES = ("completed", "failed", "stopped")
 WAKE_TYPES = RUN_TYPES + SPAWN_TYPES + FINAL_TYPES
 
 
-@dataclass(frozen=True)
-class Wakeup:
-    trace_id: str
-    event_type: str
-
-
-def parse_wakeup(names: Names, subject: str) -> Wakeup | None:
-    """The trace and event type a subject names, or None for anything unexpected."""
-    try:
-        aggregate, aggregate_id, event_type = names.parse_subject(subject)
-    except IndexError:
-        return None
-    if aggregate != "trace" or event_type not in WAKE_TYPES or not aggregate_id:
-        return None
-    return Wakeup(aggregate_id, event_type)
-
-
-def consumer_config(
-    names: Names, durable: str, *, ack_wait_s: float, max_deliver: int, max_ack_pending: int
-) -> api.ConsumerConfig:
-    return api.ConsumerConfig(
-        name=durable,
-        durable_name=durable,
+def consumer_spec(names: Names, settings: ExecutorSettings) -> ConsumerSpec:
+    """The executors' durable: one per namespace, every replica competing for it."""
+    return ConsumerSpec(
+        durable=settings.durable,
+        subjects=[names.type_filter("trace", t) for t in WAKE_TYPES],
         description="longhaul executors: trace wake-ups",
-        deliver_policy=api.DeliverPolicy.ALL,
-        ack_policy=api.AckPolicy.EXPLICIT,
-        ack_wait=ack_wait_s,
-        max_deliver=max_deliver,
-        max_ack_pending=max_ack_pending,
-        filter_subjects=[names.type_filter("trace", t) for t in WAKE_TYPES],
+        ack_wait_s=settings.ack_wait_s,
+        max_deliver=settings.poison_attempts * 4,
+        concurrency=settings.concurrency,
+        max_ack_pending=max(1000, settings.concurrency * 64),
+        grace_s=settings.shutdown_grace_s,
     )
 
 
-async def subscribe(
-    js: JetStreamContext, names: Names, config: api.ConsumerConfig
-) -> JetStreamContext.PullSubscription:
-    """Create (or update) the shared durable and bind a pull subscription to it."""
-    await js.add_consumer(names.stream, config)
-    assert config.durable_name is not None
-    return await js.pull_subscribe_bind(
-        durable=config.durable_name,
-        stream=names.stream,
-        pending_msgs_limit=-1,
-        pending_bytes_limit=-1,
+def is_wakeup(delivery: Delivery) -> bool:
+    """A trace event an executor reacts to (anything else is a forged or stray subject)."""
+    return (
+        delivery.aggregate == "trace"
+        and delivery.event_type in WAKE_TYPES
+        and bool(delivery.aggregate_id)
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from longhaul.agent.config_check import check_config
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
-from longhaul.core.consumer import run_consumer
+from longhaul.core.consumer import consume
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
 from longhaul.planner.driver import PlannerDeps, TaskDriver
@@ -31,7 +31,7 @@ def planner_deps(ctx: ServiceContext, registry: ModelRegistry) -> PlannerDeps:
 async def run(ctx: ServiceContext) -> None:
     async with ModelRegistry(ctx.config.models) as registry:
         planner = Planner(ctx.conn, TaskDriver(planner_deps(ctx, registry)))
-        await run_consumer(ctx.conn, consumer_spec(ctx.conn), planner.handle, ctx.shutdown)
+        await consume(ctx.conn, consumer_spec(ctx.conn), planner.handle, ctx.shutdown)
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import asyncio
 import logging
 
 from longhaul.agent.config_check import check_config
-from longhaul.core.consumer import ConsumerSpec, run_consumer
+from longhaul.core.consumer import ConsumerSpec, consume
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.durable import prune
@@ -37,7 +37,7 @@ async def run(ctx: ServiceContext) -> None:
         if pruned:
             log.info("removed %d stale verification spools", pruned)
         log.info("command checks: %s", verifier.sandbox.describe())
-        await run_consumer(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
+        await consume(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
 
 
 def main() -> None:
