@@ -83,7 +83,7 @@ class ModelPrice(BaseModel):
 
 
 class LocalModelConfig(BaseModel):
-    """``local:`` models: llama.cpp's server started inside each executor process."""
+    """``local:`` models: llama.cpp's server, a child process of each executor."""
 
     threads: int = Field(
         default_factory=lambda: max(1, min(4, os.cpu_count() or 1)),
@@ -100,6 +100,13 @@ class LocalModelConfig(BaseModel):
         default_factory=dict,
         description="GGUF files clients may name as local:<name>; a path in a model string "
         "is the operator's only (models.default, models.roles)",
+    )
+    idle_s: float = Field(
+        default=600.0,
+        ge=0,
+        description="seconds a model's server may go unused (counted from the end of its last "
+        "request) before it is stopped and its memory returned; the next request starts it "
+        "again. 0: never stopped",
     )
 
 

@@ -7,9 +7,11 @@ is silent, from ``<NAME>_BASE_URL`` / ``<NAME>_API_KEY`` (``OPENAI_…``, ``ANTH
 ``GEMINI_…``). A custom name maps to a wire format with ``kind``, e.g. ``vllm: {kind: openai,
 base_url: …}`` makes ``vllm:llama-3`` an OpenAI-compatible model.
 
-``local:smollm2`` / ``local:/path/model.gguf`` run llama.cpp's server inside this process
+``local:smollm2`` / ``local:/path/model.gguf`` run llama.cpp's server in a child process
 (:mod:`longhaul.llm.local`, optional extra ``longhaul[local]``) and speak to it through the
-OpenAI codec; ``models.local`` sets threads, context and chat template.
+OpenAI codec; ``models.local`` sets threads, context, chat template and how long an unused
+server is kept (``idle_s``). The registry owns those servers: :meth:`ModelRegistry.aclose`
+stops them.
 
 ``scripted:demo`` is an offline agent worth watching (plans, reads, writes, delegates).
 ``scripted:auto``, ``scripted:demo`` and ``scripted:<file.yaml>`` take options as a query string:
@@ -29,6 +31,7 @@ from longhaul.llm.http_model import Codec, Endpoint, HttpModel
 from longhaul.llm.limits import CallLimits, RateLimiter
 from longhaul.llm.local import (
     LocalModel,
+    LocalServers,
     ServerSpec,
     model_path,
     refuse_unlisted,
@@ -162,6 +165,7 @@ class ModelRegistry:
         self.config = config or ModelsConfig()
         self._env = env if env is not None else os.environ
         self._endpoints: dict[tuple[str, str], Endpoint] = {}
+        self.local_servers = LocalServers(self.config.local.idle_s, self._forget_local)
 
     def resolve(self, model_string: str, config: ModelsConfig | None = None) -> Model:
         config = config or self.config
@@ -189,7 +193,13 @@ class ModelRegistry:
             )
             return HttpModel(model_string, spec, endpoint, codec)
 
-        return LocalModel(model_string, server, connect)
+        return LocalModel(model_string, server, self.local_servers, connect)
+
+    async def _forget_local(self, base_url: str) -> None:
+        """A local server stopped: close the HTTP client that spoke to its port."""
+        stale = [k for k in self._endpoints if k[0] == "local" and k[1].startswith(f"{base_url}|")]
+        for key in stale:
+            await self._endpoints.pop(key).aclose()
 
     def for_role(self, role: str) -> Model:
         """The model configured for ``role`` (planner, verifier, utility …) or the default."""
@@ -232,6 +242,8 @@ class ModelRegistry:
         return self._endpoints[key]
 
     async def aclose(self) -> None:
+        """Stop the local model servers, close the HTTP clients."""
+        await self.local_servers.aclose()
         endpoints, self._endpoints = list(self._endpoints.values()), {}
         for endpoint in endpoints:
             await endpoint.aclose()
