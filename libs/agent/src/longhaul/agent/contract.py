@@ -22,6 +22,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import msgspec
 from longhaul.domain.events import TraceEvent
+from longhaul.domain.state import TraceState
 
 
 class StaleState(Exception):
@@ -85,3 +86,15 @@ class TurnOutcome(msgspec.Struct, kw_only=True):
     end: TurnEnd
     steps: int = 0
     stop_reason: str | None = None
+
+
+class Messenger(Protocol):
+    """How ``send_message`` reaches another trace: the executor's port to the log (this
+    library never touches another trace's log itself)."""
+
+    async def send(
+        self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
+    ) -> str:
+        """Deliver ``content`` into the inbox of the collaborator ``to`` names; returns its
+        trace id. Raises :class:`ToolError` when ``to`` is not reachable."""
+        ...

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from longhaul.agent.context_hooks import ContextHooks
+from longhaul.agent.contract import Messenger
 from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
-from longhaul.agent.tools.messaging import Messenger
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
 from longhaul.domain.config import MemoryConfig, ModelsConfig

@@ -13,14 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from longhaul.agent.context_hooks import ContextHooks
-from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
+from longhaul.agent.contract import EventSink, LiveCallback, Messenger, TurnOutcome
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv, AncestorBudget
 from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools import ToolRegistry, ToolSettings
-from longhaul.agent.tools.messaging import Messenger
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workspace import Workspace
 from longhaul.domain import events as ev

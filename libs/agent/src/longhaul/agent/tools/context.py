@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from longhaul.agent.contract import Messenger
 from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.resources import TurnResources
 from longhaul.agent.skills import SkillIndex
@@ -13,9 +13,6 @@ from longhaul.agent.tools.settings import ToolSettings
 from longhaul.agent.workspace import Workspace
 from longhaul.domain.events import TraceEvent
 from longhaul.domain.state import TraceState
-
-if TYPE_CHECKING:
-    from longhaul.agent.tools.messaging import Messenger
 
 
 @dataclass(slots=True)

@@ -3,14 +3,12 @@
 
 Reading is an event (``messages_read``, recorded with the result), so a replay shows the same
 messages as read and a rewind before the call makes them unread again. Sending goes through
-the executor's :class:`Messenger` (this library never touches the log of another trace); the
-message id is derived from the call's idempotency key, so a call re-run after a crash does not
-deliver twice.
+the executor's :class:`~longhaul.agent.contract.Messenger` (this library never touches the log
+of another trace); the message id is derived from the call's idempotency key, so a call re-run
+after a crash does not deliver twice.
 """
 
 from __future__ import annotations
-
-from typing import Protocol
 
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
@@ -19,15 +17,6 @@ from longhaul.domain.events import MessagesRead
 from longhaul.domain.state import TraceState
 
 MESSAGING_TOOLS = ["check_messages", "send_message"]
-
-
-class Messenger(Protocol):
-    async def send(
-        self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
-    ) -> str:
-        """Deliver ``content`` into the inbox of the collaborator ``to`` names; returns its
-        trace id. Raises :class:`ToolError` when ``to`` is not reachable."""
-        ...
 
 
 def inbox_note(state: TraceState) -> str | None:
