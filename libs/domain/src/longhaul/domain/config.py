@@ -312,6 +312,11 @@ class SandboxConfig(BaseModel):
         ge=1,
         description="disk a working directory may use: a tool process is refused once it is over",
     )
+    cgroups: bool = Field(
+        default=True,
+        description="run each bash command's process tree in a cgroup of its own (memory_mb and "
+        "max_processes for the whole tree) where the host lets this service manage cgroups",
+    )
     uid: int = Field(
         default=65534,
         ge=1,

@@ -24,15 +24,17 @@ caller reports a tool error); ``mode: none`` is the operator's explicit opt-out.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import os
 import resource
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
+from longhaul.agent.tools.cgroups import Placement, ToolCgroup, placement
 from longhaul.agent.tools.childproc import limit_child
 from longhaul.domain.config import SandboxConfig
 
@@ -158,7 +160,32 @@ class Sandbox:
             )
         network = "on" if c.network else "off"
         user = "" if self.uid is None else f", as uid {self.uid}"
-        return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}"
+        where = self.cgroups()
+        trees = where.describe() if isinstance(where, Placement) else f"no cgroups: {where}"
+        return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}; {trees}"
+
+    def cgroups(self) -> Placement | str:
+        """Where each run's cgroup is made, or why there is none (blocking the first time)."""
+        if not self.config.cgroups:
+            return "off (sandbox.cgroups: false)"
+        return placement()
+
+    @contextlib.asynccontextmanager
+    async def tool_cgroup(self) -> AsyncIterator[ToolCgroup | None]:
+        """A cgroup for one run (``None`` where there is none); on the way out, whatever the
+        run left in it is killed and it is removed."""
+        where = await asyncio.to_thread(self.cgroups)
+        if not isinstance(where, Placement):
+            yield None
+            return
+        c = self.config
+        cgroup = await asyncio.to_thread(
+            ToolCgroup.create, where, memory_mb=c.memory_mb, max_processes=c.max_processes
+        )
+        try:
+            yield cgroup
+        finally:
+            await asyncio.to_thread(cgroup.remove)
 
     def prepare(self, places: Sequence[Path]) -> None:
         """Before a run: refuse it (:class:`WorkdirFull`) when the first of ``places`` (the
@@ -221,6 +248,17 @@ class Sandbox:
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""
         limit_child(rlimits(self.config))
+
+    def preexec_in(self, cgroup: ToolCgroup | None) -> Callable[[], None]:
+        """:meth:`preexec`, and into ``cgroup`` before the tool's code runs."""
+        if cgroup is None:
+            return self.preexec
+
+        def preexec() -> None:
+            cgroup.enter()
+            self.preexec()
+
+        return preexec
 
 
 def rlimits(c: SandboxConfig) -> list[tuple[int, int, int]]:

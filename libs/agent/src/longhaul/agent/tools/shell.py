@@ -71,35 +71,36 @@ async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -
         await asyncio.to_thread(sandbox.prepare, [ctx.working_dir])
     except WorkdirFull as exc:
         raise ToolError(str(exc), code="workdir_full") from None
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=ctx.working_dir,
-        env=env,
-        preexec_fn=sandbox.preexec,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        start_new_session=True,
-    )
-    assert process.stdout is not None
-    reader = asyncio.ensure_future(_capture(process.stdout, settings.capture_max_bytes))
-    try:
-        await asyncio.wait_for(asyncio.shield(process.wait()), timeout)
-    except TimeoutError:
-        _kill_group(process)
-        await process.wait()
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
-        raise ToolError(
-            f"command timed out after {timeout:g}s and was killed (with its children)",
-            code="timeout",
-        ) from None
-    except BaseException:
-        _kill_group(process)
-        reader.cancel()
-        raise
-    _kill_group(process)  # background children left behind hold the pipe open otherwise
+    async with sandbox.tool_cgroup() as cgroup:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=ctx.working_dir,
+            env=env,
+            preexec_fn=sandbox.preexec_in(cgroup),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        reader = asyncio.ensure_future(_capture(process.stdout, settings.capture_max_bytes))
+        try:
+            await asyncio.wait_for(asyncio.shield(process.wait()), timeout)
+        except TimeoutError:
+            _kill_group(process)
+            await process.wait()
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            raise ToolError(
+                f"command timed out after {timeout:g}s and was killed (with its children)",
+                code="timeout",
+            ) from None
+        except BaseException:
+            _kill_group(process)
+            reader.cancel()
+            raise
+        _kill_group(process)  # background children left behind hold the pipe open otherwise
     kept, total = await reader
     # Over the cap: the whole output to the workspace, head and tail (with the true size and
     # where the rest is) to the model, the exit code always last.
