@@ -13,14 +13,17 @@ from pathlib import Path
 import msgspec
 import nats
 import pytest
+from longhaul.cli.supervisor import ChildSpec
+from longhaul.cli.up import ExitReporter
 from longhaul.core import nats_auth
 from longhaul.core.connection import Connection, connect
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.provision import ProvisionSettings
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
+from longhaul.domain.config import LonghaulConfig, NatsConfig
+from longhaul.domain.liveness import dead_key
 from longhaul.domain.names import Names
-from longhaul.domain.permissions import ADMIN_USER, WRITES
+from longhaul.domain.permissions import ADMIN_USER, BUCKET_WRITES, WRITES, Bucket
 from nats.js.errors import NotFoundError
 from pydantic import SecretStr
 
@@ -156,3 +159,85 @@ def test_credentials_are_owner_only_and_survive_a_restart(tmp_path: Path) -> Non
     assert again == first
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert len(set(first.values())) == len(first)  # one password per user
+
+
+@pytest.mark.parametrize(
+    ("user", "bucket"),
+    [
+        ("verifier", "leases"),  # allowed: its ledger (the check below is for the others)
+        ("gateway", "snapshots"),
+        ("gateway", "leases"),
+        ("planner", "traces"),
+        ("planner", "leases"),
+        ("verifier", "traces"),
+        ("verifier", "experiences"),
+        ("verifier", "artifacts"),
+        ("supervisor", "workspace"),
+        ("supervisor", "traces"),
+    ],
+)
+async def test_a_service_writes_only_its_own_buckets(
+    credentials_and_url: tuple[dict, str], admin: Connection, user: str, bucket: Bucket
+) -> None:
+    """A leaked credential is tried on a bucket its service never writes: the server refuses
+    the KV put (or object chunk) and the bucket does not hold it."""
+    credentials, url = credentials_and_url
+    allowed = bucket in BUCKET_WRITES[user]  # type: ignore[index]
+    refusals = Refusals()
+    nc = await connect_raw(url, credentials, user, refusals)
+    name = getattr(NAMES, bucket)
+    subject = f"$O.{name}.C.forged-{user}" if bucket == "artifacts" else f"$KV.{name}.forged-{user}"
+    try:
+        if allowed:
+            await nc.jetstream().publish(subject, b"mine", timeout=DEADLINE_S)
+        else:
+            await nc.publish(subject, b"forged")
+            await nc.flush(timeout=int(DEADLINE_S))
+            await asyncio.wait_for(refusals.arrived.wait(), timeout=DEADLINE_S)
+    finally:
+        await nc.close()
+    stream = f"OBJ_{name}" if bucket == "artifacts" else f"KV_{name}"
+    if allowed:
+        assert (await admin.js.get_last_msg(stream, subject)).data == b"mine"
+        return
+    refused = [e for e in refusals.errors if "permissions violation" in e.lower()]
+    assert any(subject.lower() in e.lower() for e in refused), refusals.errors
+    with pytest.raises(NotFoundError):
+        await admin.js.get_last_msg(stream, subject)
+
+
+@pytest.mark.parametrize("user", ["gateway", "planner", "executor", "verifier", "supervisor"])
+async def test_a_service_can_write_every_bucket_it_needs(
+    credentials_and_url: tuple[dict, str], admin: Connection, user: str
+) -> None:
+    credentials, url = credentials_and_url
+    conn = await connect(as_user(url, credentials, user))
+    try:
+        for bucket in BUCKET_WRITES[user]:  # type: ignore[index]
+            if bucket == "artifacts":
+                objects = await conn.artifacts()
+                await objects.put(f"allowed-{user}", b"x" * 300_000)  # chunks and metadata
+            else:
+                kv = await conn.kv(getattr(NAMES, bucket))
+                await kv.put(f"allowed-{user}", b"mine")
+                await kv.purge(f"allowed-{user}")
+    finally:
+        await conn.close()
+
+
+async def test_the_supervisor_records_a_dead_process_under_its_own_credentials(
+    credentials_and_url: tuple[dict, str], admin: Connection
+) -> None:
+    """``longhaul up``'s exit report (a core publish and a record in ``lh_leases``) as the
+    supervisor user: the record lands, which a missing bucket permission would refuse."""
+    credentials, url = credentials_and_url
+    reporter = ExitReporter(LonghaulConfig(), url)
+    reporter.authenticate(credentials)
+    spec = ChildSpec(name="verifier", module="longhaul.verifier.main", env={})
+    try:
+        await reporter(spec, "inc-dead-1", -9)
+    finally:
+        await reporter.close()
+    kv = await admin.kv(NAMES.leases)
+    record = await kv.get(dead_key("inc-dead-1"))
+    assert record.value is not None and b"inc-dead-1" in record.value

@@ -6,8 +6,10 @@ credential cannot claim that a trace ``completed`` or that verification passed. 
 checked against the source by ``tests/unit/test_event_writers.py``: an event a service starts
 writing must be added here, or the suite fails before NATS would refuse it in production.
 
-What this does not narrow: the JetStream API, KV and object-store subjects, which every
-service needs for reads, consumers, leases, snapshots and artifacts.
+The KV buckets and the object store are narrowed the same way (:data:`BUCKET_WRITES`): a
+leaked verifier credential cannot take an executor's lease, a gateway one cannot write a
+snapshot. What this does not narrow: the JetStream API (``$JS.API.>``), which every service
+needs for reads, consumers and provisioning.
 """
 
 from __future__ import annotations
@@ -79,9 +81,35 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
     "supervisor": (),
 }
 
+Bucket = Literal[
+    "traces",
+    "active",
+    "leases",
+    "snapshots",
+    "checkpoints",
+    "workspace",
+    "experiences",
+    "artifacts",
+]
+
+BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
+    # the index (with its active marks), a key's experiences, uploads and offloaded images,
+    # clearing a task's checkpoints
+    "gateway": ("traces", "active", "experiences", "workspace", "checkpoints", "artifacts"),
+    # phase outputs and checkpoints
+    "planner": ("workspace", "checkpoints", "artifacts"),
+    # the index, leases, snapshots, tool outputs and recorded contexts, experience counts
+    "executor": (
+        "traces", "active", "leases", "snapshots", "workspace", "experiences", "artifacts"
+    ),
+    "verifier": ("leases",),  # its verdict ledger
+    "supervisor": ("leases",),  # the record of a process that died (``longhaul up``)
+}  # fmt: skip
+"""The KV buckets (and the object store, ``artifacts``) each service writes."""
+
 # Needed by every client: JetStream API requests (reads, consumers, provisioning), acks and
-# flow control, request replies, KV (index, leases, snapshots, checkpoints) and the object store.
-_COMMON_PUBLISH = ("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "_INBOX.>", "$KV.>", "$O.>")
+# flow control, request replies.
+_COMMON_PUBLISH = ("$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "_INBOX.>")
 
 
 def event_subjects(names: Names, service: Service) -> list[str]:
@@ -90,9 +118,16 @@ def event_subjects(names: Names, service: Service) -> list[str]:
     return sorted(names.type_filter(aggregate, str(tag)) for aggregate, tag in kinds)
 
 
+def bucket_subject(names: Names, bucket: Bucket) -> str:
+    """The subjects a write to ``bucket`` publishes on."""
+    name = getattr(names, bucket)
+    return f"$O.{name}.>" if bucket == "artifacts" else f"$KV.{name}.>"
+
+
 def publish_allow(names: Names, service: Service) -> list[str]:
     """Every subject ``service`` may publish on."""
-    subjects = [*_COMMON_PUBLISH, *event_subjects(names, service)]
+    buckets = [bucket_subject(names, bucket) for bucket in BUCKET_WRITES[service]]
+    subjects = [*_COMMON_PUBLISH, *buckets, *event_subjects(names, service)]
     if service == "executor":
         subjects.append(f"{names.live_root}.>")  # token deltas and status, not persisted
     if service == "supervisor":
