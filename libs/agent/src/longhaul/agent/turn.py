@@ -165,8 +165,10 @@ class Turn:
         value: T = self._locals[key]
         return value
 
-    def tool_context(self, call_id: str) -> ToolContext:
+    def tool_context(self, call_id: str, tool: str = "") -> ToolContext:
+        """The context of one call of ``tool`` (its secrets, and only its)."""
         return ToolContext(
+            secrets=self.env.tool_settings.secrets.get(tool, {}),
             trace_id=self.trace_id,
             tool_call_id=call_id,
             working_dir=self.working_dir,

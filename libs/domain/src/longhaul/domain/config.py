@@ -468,6 +468,11 @@ class ToolsConfig(BaseModel):
         description="let webfetch reach loopback, private and link-local addresses (a lab "
         "network, a local dev server); off: only global unicast ones",
     )
+    secrets: dict[str, dict[str, str]] = Field(
+        default_factory=dict,
+        description="what each of your tools may read as ctx.secrets: {tool: {name: "
+        "ENVIRONMENT_VARIABLE of the executor}}; never shown to the model, never logged",
+    )
 
     @field_validator("mcp_servers")
     @classmethod

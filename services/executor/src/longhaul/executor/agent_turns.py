@@ -9,6 +9,7 @@ the reason instead of being retried as a poison event.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from longhaul.agent.workspace import Workspace
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TraceState
+from longhaul.executor.tools import tool_secrets
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import Model
 
@@ -63,6 +65,7 @@ class AgentTurns:
                     max_descendants=config.pipeline.delegation.max_descendants,
                     webfetch_allow_private=config.tools.webfetch_allow_private,
                     remote_agents={name: r.url for name, r in config.remote_agents.items()},
+                    secrets=tool_secrets(config.tools, os.environ),
                 ),
                 models=config.models,
                 ancestor_budget=ancestor_budget,

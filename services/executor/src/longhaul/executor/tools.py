@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import importlib.metadata
 import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 
 import msgspec
 from longhaul.agent.tools import BUILTIN_TOOLS, Tool, ToolRegistry, builtin_tools
@@ -42,13 +44,19 @@ class ToolModuleError(RuntimeError):
     """A configured tool module cannot be loaded."""
 
 
+ENTRY_POINT_GROUP = "longhaul.tools"
+"""Installed packages add tools here: each entry point names a module (``TOOLS`` or
+``register(registry)``), a :class:`Tool`, or a list of them."""
+
+
 def load_tools(
     modules: list[str],
     config: ToolsConfig | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ToolRegistry:
     """The built-ins and the opt-in ones presets name, ``web_search`` when ``config`` has it
-    (keys from ``environ``), then the modules' tools."""
+    (keys from ``environ``), the tools of installed packages (entry points of
+    :data:`ENTRY_POINT_GROUP`), then the configured modules' tools."""
     registry = builtin_tools()
     for item in OPT_IN_TOOLS:
         registry.register(item)
@@ -56,23 +64,57 @@ def load_tools(
         registry.register(
             web_search_tool(config.web_search, os.environ if environ is None else environ)
         )
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = entry.load()
+        except Exception as exc:
+            raise ToolModuleError(
+                f"tool entry point {entry.name!r} cannot be loaded: {exc}"
+            ) from exc
+        _register(registry, loaded, f"entry point {entry.name!r}")
     for name in modules:
         try:
             module = importlib.import_module(name)
         except ImportError as exc:
             raise ToolModuleError(f"tool module {name!r} cannot be imported: {exc}") from exc
-        register = getattr(module, "register", None)
+        _register(registry, module, f"tool module {name!r}")
+    return registry
+
+
+def _register(registry: ToolRegistry, loaded: object, what: str) -> None:
+    """A module's tools (``register(registry)`` or ``TOOLS``), one :class:`Tool`, or a list."""
+    if isinstance(loaded, Tool):
+        registry.register(loaded)
+        return
+    if isinstance(loaded, ModuleType):
+        register = getattr(loaded, "register", None)
         if callable(register):
             register(registry)
-            continue
-        tools = getattr(module, "TOOLS", None)
-        if tools is None:
-            raise ToolModuleError(f"tool module {name!r} defines neither register() nor TOOLS")
-        for item in tools:
-            if not isinstance(item, Tool):
-                raise ToolModuleError(f"{name}.TOOLS holds {item!r}, which is not a Tool")
-            registry.register(item)
-    return registry
+            return
+        loaded = getattr(loaded, "TOOLS", None)
+        if loaded is None:
+            raise ToolModuleError(f"{what} defines neither register() nor TOOLS")
+    if not isinstance(loaded, list | tuple):
+        raise ToolModuleError(f"{what} is neither a module, a Tool nor a list of them")
+    for item in loaded:
+        if not isinstance(item, Tool):
+            raise ToolModuleError(f"{what} holds {item!r}, which is not a Tool")
+        registry.register(item)
+
+
+def tool_secrets(config: ToolsConfig, environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``tools.secrets`` with each value read from the executor's environment; a missing
+    variable is a configuration error (the executor does not start without it)."""
+    resolved: dict[str, dict[str, str]] = {}
+    for tool, names in config.secrets.items():
+        missing = [variable for variable in names.values() if variable not in environ]
+        if missing:
+            raise ConfigError(
+                f"tools.secrets.{tool}: environment variable(s) {', '.join(missing)} not set "
+                "for the executor"
+            )
+        resolved[tool] = {name: environ[variable] for name, variable in names.items()}
+    return resolved
 
 
 BUILTIN_NAMES = frozenset([*(item.name for item in (*BUILTIN_TOOLS, *OPT_IN_TOOLS)), "web_search"])
@@ -80,7 +122,9 @@ BUILTIN_NAMES = frozenset([*(item.name for item in (*BUILTIN_TOOLS, *OPT_IN_TOOL
 
 
 def check_tools(config: ToolsConfig, environ: Mapping[str, str]) -> None:
-    """What the executor needs to offer the configured tools (a search key) is there."""
+    """What the executor needs to offer the configured tools (a search key, the secrets it
+    grants) is there."""
+    tool_secrets(config, environ)
     if config.web_search is not None:
         try:
             backend_for(config.web_search, environ)

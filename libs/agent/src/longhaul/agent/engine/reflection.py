@@ -187,7 +187,7 @@ async def _run_tools(
 ) -> None:
     for call in response.tool_calls:
         tool = tools.get(call.name)
-        invocation = ToolInvocation(call, tool, turn.tool_context(call.id))
+        invocation = ToolInvocation(call, tool, turn.tool_context(call.id, call.name))
         reply = await call_tool(invocation)
         if not isinstance(reply, ToolResult):  # a deferral (approval, sub-agent): not here
             reply = ToolResult(

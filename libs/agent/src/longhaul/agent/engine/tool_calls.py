@@ -108,7 +108,9 @@ async def _run_one(
 ) -> _Wait | None:
     """Run one call and record its answer, or defer it; returns the turn's wait (joined by
     this call if it was deferred)."""
-    invocation = ToolInvocation(call, turn.tools.get(call.name), turn.tool_context(call.id))
+    invocation = ToolInvocation(
+        call, turn.tools.get(call.name), turn.tool_context(call.id, call.name)
+    )
     await turn.notify(LiveUpdate(kind="tool_start", tool=call.name, tool_call_id=call.id))
     reply = await handler(invocation)
     if isinstance(reply, Deferred):

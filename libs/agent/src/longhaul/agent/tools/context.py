@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,8 @@ class ToolContext:
     resources: TurnResources = field(default_factory=TurnResources)
     """Closed when the turn ends (see :mod:`longhaul.agent.resources`)."""
     recorded: list[TraceEvent] = field(default_factory=list)
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    """What the operator granted this tool (``tools.secrets``): never in the model's view."""
 
     @property
     def idempotency_key(self) -> str:

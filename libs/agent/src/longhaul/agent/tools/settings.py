@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from longhaul.domain.config import SandboxConfig
@@ -34,6 +35,9 @@ class ToolSettings:
     max_descendants: int = 50
     """Sub-traces per root, every level (``pipeline.delegation.max_descendants``)."""
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Per tool name, the secrets the operator granted it (``tools.secrets``, resolved from
+    the executor's environment): a tool reads only its own, as ``ctx.secrets``."""
     """How ``bash`` is confined (see :mod:`longhaul.agent.tools.sandbox`)."""
     remote_agents: dict[str, str] = field(default_factory=dict)
     """Configured remote longhauls (name → URL) ``agent(agent_url=…)`` may delegate to."""
