@@ -39,7 +39,7 @@ def _client(ctx: ToolContext) -> httpx.AsyncClient:
     )
 
 
-@tool
+@tool(effects="idempotent")  # the ticket system files one ticket per Idempotency-Key
 async def create_ticket(
     ctx: ToolContext, title: str, body: str, priority: Literal["low", "normal", "high"] = "normal"
 ) -> ToolResult:

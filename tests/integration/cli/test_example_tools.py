@@ -115,5 +115,9 @@ async def test_the_example_tools_run_in_longhaul_up_with_their_secrets(tmp_path:
     tools = {tool["name"]: tool for tool in listed}
     assert tools["create_ticket"]["input_schema"]["required"] == ["title", "body"]
     assert tools["find_tickets"]["read_only"] and not tools["create_ticket"]["read_only"]
+    assert (tools["create_ticket"]["effects"], tools["find_tickets"]["effects"]) == (
+        "idempotent",
+        "none",
+    )
     seen_by_model = json.dumps([m.model_dump() for m in messages]) + json.dumps(listed)
     assert TOKEN not in seen_by_model and url not in seen_by_model

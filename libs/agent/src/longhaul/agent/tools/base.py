@@ -21,7 +21,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 from jsonschema import Draft202012Validator
 from longhaul.agent.tools.context import ToolContext
@@ -32,6 +32,10 @@ from longhaul.llm.types import ToolSpec
 from longhaul.llm.untrusted_schema import untrusted_validator
 
 ToolFunction = Callable[..., Awaitable[str | ToolReply] | str | ToolReply]
+
+Effects = Literal["none", "idempotent", "unsafe"]
+"""What a call does outside the trace: nothing; something a repeat with the same idempotency
+key does not do twice; or something that may happen twice if the call is run again."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +57,15 @@ class Tool:
     path_params: tuple[str, ...] = ()
     wants_context: bool = True
     metadata: dict[str, Any] = field(default_factory=dict)
+    effects: Effects | None = None
+    """Declared effects; ``None``: ``none`` for a read-only tool, else ``unsafe``."""
+
+    @property
+    def effect(self) -> Effects:
+        """The declared effects, or what ``read_only`` implies."""
+        if self.effects is not None:
+            return self.effects
+        return "none" if self.read_only else "unsafe"
 
     @cached_property
     def spec(self) -> ToolSpec:
@@ -83,6 +96,7 @@ def make_tool(
     description: str | None = None,
     read_only: bool = False,
     path_params: tuple[str, ...] = (),
+    effects: Effects | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__.rstrip("_")
     doc = parse_docstring(fn.__doc__)
@@ -99,6 +113,7 @@ def make_tool(
         read_only=read_only,
         path_params=path_params,
         wants_context=takes_context(fn),
+        effects=effects,
     )
 
 
@@ -113,6 +128,7 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     path_params: tuple[str, ...] = (),
+    effects: Effects | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -124,8 +140,10 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     path_params: tuple[str, ...] = (),
+    effects: Effects | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
-    """Turn a function into a :class:`Tool`; usable bare (``@tool``) or with options."""
+    """Turn a function into a :class:`Tool`; usable bare (``@tool``) or with options.
+    ``effects``: see :data:`Effects` (default: ``none`` if ``read_only``, else ``unsafe``)."""
 
     def decorate(function: ToolFunction) -> Tool:
         return make_tool(
@@ -134,6 +152,7 @@ def tool(
             description=description,
             read_only=read_only,
             path_params=path_params,
+            effects=effects,
         )
 
     return decorate(fn) if fn is not None else decorate

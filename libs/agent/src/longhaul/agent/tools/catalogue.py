@@ -29,6 +29,8 @@ class CatalogueTool(msgspec.Struct, kw_only=True, omit_defaults=True):
     input_schema: dict[str, Any]
     origin: Origin
     read_only: bool = False
+    effects: str = "unsafe"
+    """``none``, ``idempotent`` or ``unsafe`` (``longhaul.agent.tools.base.Effects``)."""
     server: str | None = None
     """The MCP server a tool of origin ``mcp`` belongs to."""
     shared: bool = False
@@ -74,6 +76,7 @@ def describe(tool: Tool, builtin: Iterable[str]) -> CatalogueTool:
         input_schema=tool.input_schema,
         origin=origin,
         read_only=tool.read_only,
+        effects=tool.effect,
         server=tool.metadata.get("server"),
         shared=bool(tool.metadata.get("shared")),
     )

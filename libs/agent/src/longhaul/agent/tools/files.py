@@ -128,7 +128,7 @@ def _write(root: Path, path: str, data: bytes) -> None:
         beneath.replace_file(root_dir, path, data)
 
 
-@tool(path_params=("path",))
+@tool(path_params=("path",), effects="idempotent")  # the same content written again
 async def write(ctx: ToolContext, path: str, content: str) -> ToolResult:
     """Create or overwrite a text file (parent directories are created).
 

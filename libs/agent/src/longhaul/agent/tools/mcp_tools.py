@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import mcp_types
-from longhaul.agent.tools.base import Tool
+from longhaul.agent.tools.base import Effects, Tool
 from longhaul.agent.tools.catalogue import CatalogueServer
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.mcp import McpServer, exposed_name
@@ -160,6 +160,7 @@ class McpTools:
                     arguments=_AnyArguments,
                     input_schema=_input_schema(remote),
                     read_only=bool(remote.annotations and remote.annotations.read_only_hint),
+                    effects=_effects(remote),
                     metadata=metadata,
                     server=server,
                     remote_name=remote.name,
@@ -186,3 +187,13 @@ class McpTools:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         await asyncio.gather(*(server.aclose() for server in self.keyed.values()))
+
+
+def _effects(remote: mcp_types.Tool) -> Effects:
+    """What the server's annotations say (hints; absent ones mean the worst: ``unsafe``)."""
+    hints = remote.annotations
+    if hints is not None and hints.read_only_hint:
+        return "none"
+    if hints is not None and hints.idempotent_hint:
+        return "idempotent"
+    return "unsafe"

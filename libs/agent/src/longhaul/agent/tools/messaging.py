@@ -53,7 +53,7 @@ async def check_messages(ctx: ToolContext) -> str:
     return "\n\n".join(blocks)
 
 
-@tool
+@tool(effects="idempotent")  # the message id is the call's idempotency key
 async def send_message(ctx: ToolContext, to: str, content: str, wake: bool = False) -> str:
     """Send a message to an agent you work with: ``parent``, or the trace id of one of your
     sub-agents (``agent://…`` for one on another longhaul) or of a sibling sub-agent. It

@@ -100,7 +100,7 @@ def _continuable(ctx: ToolContext, child: str) -> None:
         raise ToolError(f"continue_from: {child} is still running", code="tool_call_invalid")
 
 
-@tool
+@tool(effects="idempotent")  # the child's id is derived from the call: started once
 async def agent(
     ctx: ToolContext,
     mode: Literal["delegate", "explore"] = "delegate",
@@ -159,7 +159,7 @@ async def agent(
     return Deferred("subtraces", detail=", ".join(children))
 
 
-@tool
+@tool(effects="idempotent")  # likewise
 async def evaluate(
     ctx: ToolContext, subject: str, criteria: list[str], continue_from: str | None = None
 ) -> Deferred:

@@ -38,6 +38,11 @@ class ToolView(BaseModel):
         "(LONGHAUL_EXECUTOR__TOOL_MODULES) or mcp (tools.mcp_servers)"
     )
     read_only: bool
+    effects: Literal["none", "idempotent", "unsafe"] = Field(
+        default="unsafe",
+        description="what a call does outside the trace: nothing; something a repeat with the "
+        "same idempotency key does not do twice; or something that may happen twice",
+    )
     server: str | None = Field(default=None, description="the MCP server of an mcp tool")
     shared: bool = Field(
         default=False,
