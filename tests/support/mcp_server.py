@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ImageContent, TextContent
 
@@ -38,6 +38,12 @@ BOOT = uuid.uuid4().hex
 @server.tool(description="Echo the text back.")
 def echo(text: str) -> str:
     return f"echo: {text}"
+
+
+@server.tool(description="The idempotency key the call carried in its _meta.")
+def key(ctx: Context) -> str:
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("io.longhaul/idempotency-key", "none"))
 
 
 @server.tool(description="Add two integers.")

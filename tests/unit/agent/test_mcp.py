@@ -67,7 +67,7 @@ async def test_tools_are_registered_with_their_schema(
 async def test_servers_that_cannot_start_say_why(servers: tuple[McpTools, ToolRegistry]) -> None:
     tools, registry = servers
     status = {server.name: server for server in tools.status()}
-    assert status["t"].state == "up" and status["t"].tools == 10
+    assert status["t"].state == "up" and status["t"].tools == 11
     assert status["nokey"].state == "down"
     assert "LONGHAUL_TEST_UNSET_VARIABLE is not set" in str(status["nokey"].error)
     assert status["gone"].state == "down" and status["gone"].transport == "http"
@@ -87,6 +87,19 @@ async def test_a_slow_call_times_out(
     assert echo is not None  # the server is still up after a timeout
     answer = await echo.run(tool_context(tmp_path), {"text": "still here"})
     assert isinstance(answer, ToolResult) and answer.output == "echo: still here"
+
+
+async def test_a_call_carries_its_idempotency_key_in_its_meta(
+    servers: tuple[McpTools, ToolRegistry], tmp_path: Path
+) -> None:
+    """The same key when the call is re-run after a crash: a server that honours it acts once."""
+    _, registry = servers
+    key = registry.get("t__key")
+    assert key is not None
+    context = tool_context(tmp_path)
+    answer = await key.run(context, {})
+    assert isinstance(answer, ToolResult) and answer.output == context.idempotency_key
+    assert context.tool_call_id in answer.output
 
 
 async def test_images_become_attachments(

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mcp_types
 from longhaul.agent.errors import ToolError
@@ -47,6 +47,16 @@ from mcp.client.streamable_http import create_mcp_http_client, streamable_http_c
 from mcp.shared.exceptions import MCPError
 
 log = logging.getLogger(__name__)
+
+IDEMPOTENCY_META_KEY = "io.longhaul/idempotency-key"
+"""In every call's ``_meta``: the call's idempotency key, the same when the executor re-runs
+the call after a crash, so a server that honours it acts once."""
+
+
+def _meta(idempotency_key: str) -> mcp_types.RequestParamsMeta:
+    # an open map (PEP 728 ``extra_items``): extra keys round-trip, which mypy cannot see
+    return cast(mcp_types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: idempotency_key})
+
 
 SEPARATOR = "__"
 MAX_NAME = 64
@@ -298,7 +308,12 @@ class McpServer:
         qualified = exposed_name(self.name, tool)
         try:
             async with asyncio.timeout(seconds + 1):
-                result = await client.call_tool(tool, arguments, read_timeout_seconds=seconds)
+                result = await client.call_tool(
+                    tool,
+                    arguments,
+                    read_timeout_seconds=seconds,
+                    meta=_meta(ctx.idempotency_key),
+                )
         except TimeoutError:
             raise ToolError(
                 f"{qualified} did not answer within {seconds:g} s", code="mcp_timeout"
