@@ -14,14 +14,10 @@ from longhaul.agent.turn_settings import resolve
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, NatsConfig, PipelineConfig
 from longhaul.domain.state import TraceState
-from longhaul.gateway.auth import KeyRing
-from longhaul.gateway.metrics import GatewayMetrics
-from longhaul.gateway.quota import ActiveQuota
-from longhaul.gateway.ratelimit import RateLimiter
-from longhaul.gateway.runtime import Runtime
 
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.support.nats import unique_namespace
+from tests.support.runtime import offline_runtime
 
 PRESETS = {"short": {"max_iterations": 3}, "plain": {}}
 
@@ -74,12 +70,5 @@ async def test_the_gateways_rule_is_the_engines(
     settings = await resolve(
         state, env, config.pipeline, builtin_tools(), has_experiences=no_experiences
     )
-    runtime = Runtime(
-        config=config,
-        keys=KeyRing([]),
-        limiter=RateLimiter(0),
-        quota=ActiveQuota(None),
-        metrics=GatewayMetrics(),
-        heartbeat_s=15.0,
-    )
+    runtime = offline_runtime(config)
     assert runtime.max_iterations(state) == settings.max_iterations

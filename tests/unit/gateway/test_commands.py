@@ -16,28 +16,19 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TraceState
 from longhaul.gateway import commands
-from longhaul.gateway.auth import KeyRing, Principal
+from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.metrics import GatewayMetrics
-from longhaul.gateway.quota import ActiveQuota
-from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.runtime import Runtime
 
 from tests.support.folds import trace_state
+from tests.support.runtime import offline_runtime
 
 ALICE = Principal(owner="alice")
 
 
 def runtime(store: MemoryStore) -> Runtime:
     config = LonghaulConfig()
-    rt = Runtime(
-        config=config,
-        keys=KeyRing([]),
-        limiter=RateLimiter(0),
-        quota=ActiveQuota(None),
-        metrics=GatewayMetrics(),
-        heartbeat_s=15.0,
-    )
+    rt = offline_runtime(config)
     # The commands only use the repositories; a path that reached NATS would fail on the None.
     rt.ctx = ServiceContext(name="gateway", config=config, conn=cast(Connection, None))
     rt.ctx.traces = traces(store)
