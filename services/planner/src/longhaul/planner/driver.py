@@ -145,7 +145,7 @@ class TaskDriver:
                 await self._append(task, [ev.TaskFailed(error=reason)])
                 return True
         for phase_id in task.running_phases():
-            if await self._settle(task, phase_id, ended):
+            if await self._record_phase_outcome(task, phase_id, ended):
                 return True
         if task.failed_phases():
             if task.running_phases():
@@ -231,7 +231,9 @@ class TaskDriver:
                 await ensure_step_trace(self.traces, trace_id, created)
         return True
 
-    async def _settle(self, task: TaskState, phase_id: str, ended: str | None) -> bool:
+    async def _record_phase_outcome(
+        self, task: TaskState, phase_id: str, ended: str | None
+    ) -> bool:
         """Record the phase's result once all its step traces ended; False while they run."""
         phase = task.phases[phase_id]
         live = False

@@ -3,7 +3,7 @@
 Entry: a trace that is not running has nothing to do (a waiting one is only stopped if a stop
 was requested). Then the turn's settings are resolved and pinned (``turn_settings``,
 ``run_context``), ``before_agent``, a pending stop request, what arrived while the trace
-waited (``settle``), a requested reflection. Then, step by step: stop request → final answer
+waited (``take_arrivals``), a requested reflection. Then, step by step: stop request → final answer
 at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
 (wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
 recorded before the next call acts. Write-behind: a result's append is in flight while the
@@ -16,11 +16,11 @@ append or a call with effects. A crash therefore loses at most the call in fligh
 from __future__ import annotations
 
 from longhaul.agent.contract import TurnOutcome
+from longhaul.agent.engine.arrivals import take_arrivals
 from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
 from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
 from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
-from longhaul.agent.engine.settle import settle
 from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_calls
 from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
@@ -66,7 +66,7 @@ class TurnLoop:
             return await fail(turn, str(exc), "config_error")
         if state.stop_requested:
             return await stop(turn, STOP_REQUESTED)
-        outcome = await settle(turn)
+        outcome = await take_arrivals(turn)
         if outcome is None:
             outcome = await self._decided_calls()
         if state.reflect_requested and outcome is None:

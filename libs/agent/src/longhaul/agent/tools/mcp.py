@@ -256,7 +256,7 @@ class McpServer:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def settled(self) -> None:
+    async def wait_started(self) -> None:
         """Return once the server is up or its current attempt failed."""
         while self.state == "starting":
             await self._changed.wait()
@@ -284,7 +284,7 @@ class McpServer:
         if self.state == "starting":
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.config.connect_timeout_s):
-                    await self.settled()
+                    await self.wait_started()
         if self._client is not None:
             return self._client
         retry = self._next_attempt - time.monotonic()

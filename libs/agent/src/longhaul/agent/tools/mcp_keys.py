@@ -89,7 +89,7 @@ class KeyedMcpServer:
         try:
             headers = next(iter(self.config.headers_per_key.values()), {})
             server = self._instance("", Placement(scratch, self.sandbox, headers), None)
-            await server.settled()
+            await server.wait_started()
             if server.state != "up":
                 self.last_error = server.last_error
                 self.state = "down"

@@ -125,7 +125,7 @@ class McpTools:
         for server in self.shared.values():
             self._tasks.append(asyncio.create_task(server.supervise(), name=f"mcp-{server.name}"))
         await asyncio.gather(
-            *(server.settled() for server in self.shared.values()),
+            *(server.wait_started() for server in self.shared.values()),
             *(server.probe() for server in self.keyed.values()),
         )
 

@@ -26,7 +26,8 @@ from longhaul.domain.state import SubtraceInfo
 LOG_LIMIT = 8_000
 
 
-async def settle(turn: Turn) -> TurnOutcome | None:
+async def take_arrivals(turn: Turn) -> TurnOutcome | None:
+    """Answer what arrived while the trace waited; an outcome when the turn ends here."""
     await _human_reply(turn)
     await _interrupted(turn)
     outcome = await _subtraces(turn)
