@@ -163,6 +163,7 @@ async def test_killing_the_leader_and_another_node_loses_nothing(tmp_path: Path)
             await asyncio.gather(*(e.__aexit__(None, None, None) for e in executors))
             await conn.close()
     print(render([row], "cluster: leader and another node killed"))
+    print("\n".join(row.notes))  # whole: the table shows only the first notes
     assert row.aggregates == TRACES + 1, render([row], "cluster")
     assert row.clean and row.finished == row.aggregates, render([row], "cluster")
 

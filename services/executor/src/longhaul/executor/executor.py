@@ -25,7 +25,7 @@ from longhaul.core.transient import BrokerUnavailable
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
-from longhaul.executor.leases import Lease, Leases
+from longhaul.executor.leases import STALE_TTLS, Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
 from longhaul.executor.remote import RemoteAgents, RemoteWaits
@@ -187,14 +187,14 @@ class Executor:
 
     # ------------------------------------------------------------------ one wake-up
 
-    async def _handle(self, delivery: Delivery) -> None:
+    async def _handle(self, delivery: Delivery) -> float | None:
         if not is_wakeup(delivery):
             log.warning(
                 "ignoring an unexpected wake-up %s of %s",
                 delivery.event_type,
                 delivery.aggregate_id,
             )
-            return
+            return None
         trace_id, event_type = delivery.aggregate_id, delivery.event_type
         if event_type in SPAWN_TYPES:
             parent = await self.traces.load(trace_id)
@@ -204,8 +204,11 @@ class Executor:
             await self.children.on_child_final(state)
             if state.is_final and state.running_subtraces():
                 await self.children.stop_children(state, reason=f"parent {state.status}")
-        else:
-            await self.turns.drive(trace_id, takeover=delivery.redelivered)
+        elif await self.turns.drive(trace_id, takeover=delivery.redelivered):
+            # Work left that nobody does: the wake-up comes back once our lost lease can be
+            # taken (expired, or stale if the server failed to expire it).
+            return self.leases.ttl_s * (STALE_TTLS + 1)
+        return None
 
     async def failed(self, delivery: Delivery, exc: Exception) -> float | str:
         """A wake-up whose handling raised: retried with backoff, poison after

@@ -95,8 +95,11 @@ class TurnRunner:
         self.metrics = metrics
         self.settings = settings
 
-    async def drive(self, trace_id: str, *, takeover: bool = False) -> None:
-        """Do whatever the trace needs now, unless another executor holds it."""
+    async def drive(self, trace_id: str, *, takeover: bool = False) -> bool:
+        """Do whatever the trace needs now, unless another executor holds it. True when work
+        is left that nobody is doing: the lease was lost mid-turn (the broker's trouble), or
+        the rounds ran out — the caller asks again later rather than trust the sweeper to find
+        a trace whose index entry the same trouble may have kept from being written."""
         token = current_trace_id.set(trace_id)
         try:
             for round_ in range(MAX_ROUNDS):
@@ -104,18 +107,19 @@ class TurnRunner:
                 if lease is None:
                     if round_ == 0:
                         await self._hand_to_sweeper(trace_id)
-                    return
+                    return False
                 try:
                     state = await self._work(trace_id, lease, takeover=takeover)
                 finally:
                     await lease.release()
                 if state is None:
-                    return
+                    return True
                 takeover = False
                 # Events that came while we held the lease were acked by whoever saw it busy.
                 await self.traces.catch_up(trace_id, state)
                 if decide(state) is Action.NOTHING:
-                    return
+                    return False
+            return True
         finally:
             current_trace_id.reset(token)
 
