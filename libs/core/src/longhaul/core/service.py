@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from longhaul.core import event_loop
+from longhaul.core import event_loop, repository
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection, connect
 from longhaul.core.experiences import ExperienceStore
@@ -63,18 +63,13 @@ class ServiceContext:
     @cached_property
     def traces(self) -> Repository[TraceState]:
         """Trace folds: snapshot plus catch-up, no cache (each reader holds its own fold)."""
-        return Repository(self.store, "trace", TraceState, snapshots=self.snapshots)
+        return repository.traces(self.store, snapshots=self.snapshots)
 
     @cached_property
     def tasks(self) -> Repository[TaskState]:
         """Task folds, cached where :data:`TASK_FOLDS_CACHED` says so."""
-        return Repository(
-            self.store,
-            "task",
-            TaskState,
-            snapshots=self.snapshots,
-            cache_size=TASK_FOLDS_CACHED.get(self.name, 0),
-        )
+        cache_size = TASK_FOLDS_CACHED.get(self.name, 0)
+        return repository.tasks(self.store, snapshots=self.snapshots, cache_size=cache_size)
 
     def snapshotter(self) -> Snapshots:
         """A new snapshot taker for one writer, who flushes it (``store.snapshot_every``)."""
