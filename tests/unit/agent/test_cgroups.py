@@ -63,10 +63,21 @@ async def test_the_whole_tree_shares_one_memory_limit(tmp_path: Path) -> None:
 @needs_cgroups
 async def test_a_root_services_run_is_bounded_in_processes(tmp_path: Path) -> None:
     """Unconfined as root, RLIMIT_NPROC does not apply; the run's pids.max does."""
-    # builtins only: with the run's processes used up, a pipeline could not fork
+    # os.fork fails at once when the cgroup is full; bash would retry a failed fork for 15 s
+    # and then give up on the whole script, which made the count depend on timing.
     command = (
-        "for i in $(seq 60); do sleep 3 & done 2>/dev/null; "
-        "jobs -rp > running.txt; mapfile -t running < running.txt; echo ${#running[@]}; wait"
+        "python3 -c 'import os, time\n"
+        "started = 0\n"
+        "for _ in range(60):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError:\n"
+        "        break\n"
+        "    if pid == 0:\n"
+        "        time.sleep(5)\n"
+        "        os._exit(0)\n"
+        "    started += 1\n"
+        "print(started)'"
     )
     result = await run(tmp_path, command, mode="none", max_processes=30)
     assert int(result.output.split()[0]) < 30, result.output
