@@ -12,7 +12,9 @@ tasks of two phases made of such traces, waits a random time, then kills one pro
 
 Reported per scenario: finished / lost (not completed in time) / duplicated (a tool call
 answered twice, a step twice on the path) / unpaired (a tool call without its result) / run
-twice (a step's tool or a trace's verification command executed more than once), and for every
+twice (a step's tool executed under two idempotency keys — a re-run with the call's own key is
+the effect ledger at work — or a trace's verification command executed more than once), and
+for every
 trace or task that was unfinished at the kill, the time from the killed process being back
 (its replacement spawned by ``longhaul up``) to that aggregate's next event: median and max.
 For SIGSTOP the clock starts at the stop (the process is never "back" before its peers must
@@ -38,15 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import msgspec
 import nats.errors
 from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.state import TraceState
-from pydantic import SecretStr
 
+from tests.chaos.effects import EffectRow, render_effects, run_kill_at_effect
+from tests.chaos.up import Up, admin_config
 from tests.integration.executor.scripts import record_steps
 from tests.integration.planner.support import create_task, phase
 from tests.support.env import SCRIPTED_DIR_VAR, service_env
@@ -54,8 +55,9 @@ from tests.support.folds import task_state, trace_state
 from tests.support.stack import create_trace
 
 SCENARIOS = ("executor", "planner", "verifier", "gateway", "nats", "executor-stop")
+EFFECTS = "kill-at-effect"
+"""Executors killed while payments are in flight, many times (``tests.chaos.effects``)."""
 TOOLS = "tests.integration.executor.tooling"
-UP_TIMEOUT_S = 90.0
 FINISH_TIMEOUT_S = 240.0
 # `make chaos` fails a scenario whose slowest takeover misses these (README, ARCHITECTURE 7b).
 TAKEOVER_S = 5.0
@@ -106,76 +108,6 @@ class Row:
         return f"{statistics.median(self.next_event_s):.1f}", f"{max(self.next_event_s):.1f}"
 
 
-class Up:
-    """``longhaul up`` as a subprocess in a data dir of its own."""
-
-    def __init__(self, root: Path, env: dict[str, str]) -> None:
-        self.root = root
-        self.env = env
-        self.process: asyncio.subprocess.Process | None = None
-
-    @property
-    def state_file(self) -> Path:
-        return self.root / "up.json"
-
-    def state(self) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self.state_file.read_text()))
-        except (OSError, ValueError):
-            return {}
-
-    async def start(self) -> dict[str, Any]:
-        longhaul = Path(sys.executable).with_name("longhaul")
-        out = os.open(self.root / "up.out", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            self.process = await asyncio.create_subprocess_exec(
-                str(longhaul),
-                "up",
-                "--port",
-                "0",
-                "--nats-port",
-                "0",
-                "--executors",
-                "2",
-                "--data-dir",
-                str(self.root),
-                env=self.env,
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
-        finally:
-            os.close(out)
-        deadline = time.monotonic() + UP_TIMEOUT_S
-        async with httpx.AsyncClient(timeout=2.0) as http:
-            while time.monotonic() < deadline:  # readiness is only observable by asking
-                state = self.state()
-                if state.get("gateway"):
-                    with contextlib.suppress(httpx.HTTPError):
-                        if (await http.get(f"{state['gateway']}/readyz")).status_code == 200:
-                            return state
-                await asyncio.sleep(0.2)
-        raise RuntimeError(f"longhaul up not ready in {UP_TIMEOUT_S}s; see {self.root}/logs")
-
-    def pid_of(self, target: str) -> int | None:
-        state = self.state()
-        if target == "nats":
-            return state.get("nats_pid")
-        return state.get("children", {}).get(target)
-
-    async def stop(self) -> None:
-        if self.process is None or self.process.returncode is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.process.wait(), timeout=30)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            await self.process.wait()
-
-
 class Recorder:
     """Wall-clock time of every event published, per aggregate (a core NATS subscription on
     the event subjects: it sees each append as it happens)."""
@@ -201,12 +133,6 @@ class Recorder:
 
     def next_after(self, aggregate_id: str, t: float) -> float | None:
         return next((x for x in self.times.get(aggregate_id, []) if x > t), None)
-
-
-def admin_config(state: dict[str, Any]) -> NatsConfig:
-    """Connect to ``longhaul up``'s authenticated NATS as its admin user."""
-    credentials = json.loads(Path(state["nats_credentials"]).read_text())
-    return NatsConfig(url=state["nats"], user="admin", password=SecretStr(credentials["admin"]))
 
 
 async def run_scenario(
@@ -409,19 +335,21 @@ async def _check(
             row.unpaired += 1
     starts, verified = await asyncio.to_thread(_executions, steps_log, verify_log)
     attempts = {s.trace_id: s.verification.attempts for s in traces}
-    row.run_twice = sum(1 for n in starts.values() if n > 1) + sum(
+    row.run_twice = sum(1 for keys in starts.values() if len(keys) > 1) + sum(
         1 for trace_id, n in verified.items() if n > max(1, attempts.get(trace_id, 1))
     )
 
 
-def _executions(steps_log: Path, verify_log: Path) -> tuple[Counter[Any], Counter[str]]:
-    """Starts per (trace, step) of the recorded tool; verification command runs per trace."""
-    starts = Counter(
-        (run["trace"], run["step"])
-        for run in map(json.loads, steps_log.read_text().splitlines())
-        if run["phase"] == "start"
-    )
-    return starts, Counter(verify_log.read_text().split())
+def _executions(
+    steps_log: Path, verify_log: Path
+) -> tuple[dict[tuple[str, int], set[str]], Counter[str]]:
+    """The idempotency keys each (trace, step) of the recorded tool ran under; verification
+    command runs per trace."""
+    keys: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for run in map(json.loads, steps_log.read_text().splitlines()):
+        if run["phase"] == "start":
+            keys[(run["trace"], run["step"])].add(run["key"])
+    return keys, Counter(verify_log.read_text().split())
 
 
 def render(rows: list[Row], title: str) -> str:
@@ -459,20 +387,41 @@ async def run_suite(scenarios: list[str], work: Workload, seed: int, keep: bool)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenarios", nargs="*", help=f"any of {', '.join(SCENARIOS)} (all)")
+    parser.add_argument(
+        "scenarios", nargs="*", help=f"any of {', '.join((*SCENARIOS, EFFECTS))} (all)"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--keep", action="store_true", help="keep each scenario's data dir")
     args = parser.parse_args()
-    unknown = set(args.scenarios) - set(SCENARIOS)
+    unknown = set(args.scenarios) - {*SCENARIOS, EFFECTS}
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
     work = Workload(traces=4, tasks=1, steps=8) if args.quick else Workload()
-    rows = asyncio.run(run_suite(list(args.scenarios or SCENARIOS), work, seed, args.keep))
+    chosen = list(args.scenarios or (*SCENARIOS, EFFECTS))
+    scenarios = [s for s in chosen if s != EFFECTS]
+    rows = asyncio.run(run_suite(scenarios, work, seed, args.keep)) if scenarios else []
+    effects_clean = True
+    if EFFECTS in chosen:
+        effects = asyncio.run(_effects(seed, quick=args.quick, keep=args.keep))
+        print(render_effects(effects, f"{EFFECTS} (seed {seed})"), flush=True)
+        effects_clean = effects.clean
     print()
     print(render(rows, f"chaos suite (seed {seed})"))
-    sys.exit(0 if all(r.clean and r.within_target for r in rows) else 1)
+    sys.exit(0 if effects_clean and all(r.clean and r.within_target for r in rows) else 1)
+
+
+async def _effects(seed: int, *, quick: bool, keep: bool) -> EffectRow:
+    """Charges, refunds and payouts under kill -9: at least 20 kills (9 with ``--quick``)."""
+    root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{EFFECTS}-"))
+    try:
+        return await run_kill_at_effect(
+            root, traces=6 if quick else 12, rounds=4, kills=9 if quick else 21, seed=seed
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

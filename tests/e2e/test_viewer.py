@@ -18,6 +18,7 @@ from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
+from longhaul.domain.messages import FunctionCall, ToolCall
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.integration.executor.scripts import write_script
@@ -534,3 +535,68 @@ async def test_a_cut_tool_output_is_shown_whole_on_request(
     await expect(button).to_have_count(0)
     await expect(result).to_contain_text("150000")
     await expect(result).not_to_contain_text("bytes in all")
+
+
+async def test_an_outcome_unknown_call_is_shown_and_decided(
+    nats_config: NatsConfig, store: EventStore, page: Page
+) -> None:
+    """A payout cut off by a crash while it acted (the effect ledger's record, written as an
+    executor would): the page shows it, with its key and how it was resumed, and a person
+    marks it done from the page, the composer's text being what the model is told."""
+    call = ToolCall(
+        id="call_pay",
+        function=FunctionCall(name="payout", arguments='{"amount": 50, "account": "a1"}'),
+    )
+    # no executor: the trace keeps the state this test writes
+    async with serve_gateway(gateway_config(nats_config)) as gateway:
+        async with gateway.client() as http:
+            trace = await start(http, "pay out")
+            key = f"{trace}:call_pay"
+            await append_as_executor(
+                store,
+                trace,
+                ev.MessageAppended(
+                    sequence=2, parent_sequence=1, role="assistant", content="", tool_calls=[call]
+                ),
+                ev.EffectStarted(
+                    tool_call_id="call_pay", tool="payout", idempotency_key=key, effects="unsafe"
+                ),
+                ev.EffectResumed(tool_call_id="call_pay", resolution="asked", detail="no hook"),
+                ev.Waiting(
+                    reason="approval",
+                    detail="outcome unknown: payout call call_pay was cut off by a crash",
+                    pending_calls=["call_pay"],
+                ),
+            )
+            await page.goto(f"{gateway.url}/#/traces/{trace}")
+            unknown = page.locator('[data-testid="outcome-unknown"]')
+            await expect(unknown).to_contain_text("payout")
+            note = message(page, 2).locator('[data-testid="cut-off-effect"]')
+            await expect(note).to_contain_text(key)
+            await expect(note).to_contain_text("outcome unknown: waiting for a person")
+            await page.fill('[data-testid="composer"]', "payout P-7 went through")
+            await unknown.locator('[data-testid="took-effect"]').click()
+            await expect(note).to_have_attribute("data-decision", "took_effect")
+            await expect(note).to_contain_text("decided: it took effect")
+            await expect(unknown).to_have_count(0)
+            shown = (await http.get(f"/api/traces/{trace}")).json()
+    [decided] = [
+        r.event async for r in store.replay("trace", trace) if r.event.type == "tool_decided"
+    ]
+    assert isinstance(decided, ev.ToolDecided)
+    assert (decided.took_effect, decided.approved, decided.reason) == (
+        True,
+        False,
+        "payout P-7 went through",
+    )
+    assert shown["cut_off_effects"] == [
+        {
+            "tool_call_id": "call_pay",
+            "tool": "payout",
+            "effects": "unsafe",
+            "idempotency_key": key,
+            "resolutions": ["asked"],
+            "decision": "took_effect",
+            "settled": False,
+        }
+    ]

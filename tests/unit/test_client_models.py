@@ -21,6 +21,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.WaitingBelow, traces.WaitingBelowView),
     (models.TraceSummary, traces.TraceSummary),
     (models.PendingCall, traces.PendingCallView),
+    (models.CutOffEffect, traces.CutOffEffectView),
     (models.Goal, traces.GoalView),
     (models.GoalTree, traces.GoalTreeView),
     (models.SubTrace, traces.SubTraceView),

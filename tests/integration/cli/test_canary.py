@@ -15,7 +15,7 @@ import httpx
 import websockets
 from longhaul.core.connection import connect
 
-from tests.chaos.suite import Up, admin_config
+from tests.chaos.up import Up, admin_config
 from tests.integration.executor.scripts import write_script
 from tests.support.env import SCRIPTED_DIR_VAR, service_env
 

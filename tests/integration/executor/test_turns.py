@@ -170,10 +170,16 @@ async def test_a_turn_that_loses_its_lease_is_cancelled_at_once(
         assert stalled.unanswered_tool_calls()  # the gate call was cancelled, not answered
         await kv.purge(f"trace.{trace_id}")  # the intruder goes away without a TTL
         tooling.GATES.setdefault(gate, asyncio.Event()).set()
-        state = await wait_for_trace(store, trace_id)  # the sweeper brings it back
+        # The sweeper brings it back. ``gate`` is unsafe and was cut off while it acted: the
+        # effect ledger does not run it again blindly, a person is asked.
+        asked = await wait_for_trace(store, trace_id, lambda s: s.wait_reason == "approval")
+        [call] = stalled.unanswered_tool_calls()
+        assert asked.approval_pending == [call.id] and "outcome unknown" in asked.wait_detail
+        await append_to(store, trace_id, ev.ToolDecided(tool_call_id=call.id, approved=True))
+        state = await wait_for_trace(store, trace_id)
     assert state.status == "completed"
-    [healed] = [m for m in state.main_path() if m.role == "tool"]
-    assert healed.synthetic  # "interrupted" result written before the next model call
+    [answer] = [m for m in state.main_path() if m.role == "tool"]
+    assert answer.content == f"gate {gate} passed" and not answer.synthetic  # run again
 
 
 async def test_each_tool_call_acts_only_once_the_previous_result_is_in_the_log(

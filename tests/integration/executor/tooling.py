@@ -4,8 +4,10 @@
 ``record`` (and ``observe``, the same declared read-only) appends one JSON line per execution
 (start and end, with the idempotency key, the executor's pid and wall-clock times) to the file
 named in its arguments, so a test can check "at most twice, same key" and "never two
-executors at once" across processes. ``gate`` (in process only) parks a tool call until the
-test opens the gate; ``probe`` (in process only) reads the trace's log as the call acts.
+executors at once" across processes. ``record`` is declared ``idempotent`` (its log is keyed):
+cut off by a crash, the effect ledger runs it again with the same key. ``gate`` (in process
+only) parks a tool call until the test opens the gate; ``probe`` (in process only) reads the
+trace's log as the call acts.
 ``CrashOnMarker`` is a middleware with a bug, for poison wake-ups.
 """
 
@@ -32,7 +34,7 @@ def _line(path: str, **fields: object) -> None:
         out.write(json.dumps(fields) + "\n")
 
 
-@tool
+@tool(effects="idempotent")
 async def record(ctx: ToolContext, step: int, log: str, hold_ms: int = 0) -> str:
     """Record this execution in a log file (tests).
 

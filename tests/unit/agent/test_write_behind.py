@@ -98,14 +98,17 @@ async def test_a_call_with_effects_acts_only_once_everything_before_it_is_in_the
     assert Journal.journal == [
         "model",
         "emit assistant",  # the calls are recorded before any of them acts
+        "emit effect_started",  # the ledger: durably before the call acts
         "tool 0",
         "behind tool",
         "settled",  # before the second call acts
+        "emit effect_started",
         "tool 1",
         "behind tool",
         "model",  # the next request is built and sent while the result is in flight
         "settled",
         "emit assistant",
+        "emit effect_started",
         "tool 2",
         "behind tool",
         "model",
@@ -141,12 +144,13 @@ async def test_one_call_with_effects_keeps_the_message_ahead_of_every_call(
     tmp_path: Path,
 ) -> None:
     await turn_of(tmp_path, calls(call("look", {"n": 0}), call("act", {"n": 1})), answer("done"))
-    assert Journal.journal[:7] == [
+    assert Journal.journal[:8] == [
         "model",
         "emit assistant",
         "tool 0",
         "behind tool",
         "settled",
+        "emit effect_started",
         "tool 1",
         "behind tool",
     ]

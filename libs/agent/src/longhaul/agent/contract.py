@@ -29,6 +29,11 @@ class StaleState(Exception):
     """The engine's view is out of date and its events no longer apply; end the turn."""
 
 
+class EffectNotRecorded(Exception):
+    """The ledger's ``effect_started`` could not be appended: the call must not act, and the
+    turn ends (the wake-up comes again; the call, which never acted, is then interrupted)."""
+
+
 class EventSink(Protocol):
     async def emit(self, events: Sequence[TraceEvent]) -> None:
         """Durably append ``events`` (in order) and apply them to the turn's state."""

@@ -75,10 +75,26 @@ def show(ctx: typer.Context, trace_id: TraceId) -> None:
         if trace.goal_tree.goals:
             console.print(goal_tree(trace.goal_tree))
         for pending in trace.pending_approvals:
+            if pending.outcome_unknown:
+                console.print(
+                    f"[red]outcome unknown[/red] {pending.tool_call_id} "
+                    f"{escape(pending.name)}({escape(pending.arguments[:200])}) was cut off by a "
+                    "crash while it acted  [dim]longhaul traces approve (run again) | "
+                    f"took-effect | deny (it failed) {trace_id} {pending.tool_call_id}[/dim]"
+                )
+                continue
             console.print(
                 f"[yellow]needs approval[/yellow] {pending.tool_call_id} "
                 f"{escape(pending.name)}({escape(pending.arguments[:200])})  "
                 f"[dim]longhaul traces approve|deny {trace_id} {pending.tool_call_id}[/dim]"
+            )
+        for effect in trace.cut_off_effects:
+            how = " → ".join(effect.resolutions)
+            decided = f", a person: {effect.decision}" if effect.decision else ""
+            console.print(
+                f"[dim]cut off by a crash[/dim] {effect.tool_call_id} {escape(effect.tool)} "
+                f"({effect.effects}): {how}{decided}"
+                + ("" if effect.settled else " [yellow](unsettled)[/yellow]")
             )
         for sub in trace.sub_traces:
             console.print(
@@ -224,8 +240,22 @@ def deny(
     reason: Reason = None,
     follow: Follow = False,
 ) -> None:
-    """Refuse one tool call that waits for approval; the model is told, with the reason."""
+    """Refuse one tool call that waits for approval; the model is told, with the reason. For
+    a call whose outcome is unknown: it did not take effect."""
     _decide(ctx, trace_id, tool_call_id, approved=False, reason=reason, follow=follow)
+
+
+@app.command("took-effect")
+def took_effect(
+    ctx: typer.Context,
+    trace_id: TraceId,
+    tool_call_id: CallId,
+    reason: Reason = None,
+    follow: Follow = False,
+) -> None:
+    """Answer a call whose outcome is unknown (cut off by a crash): it did take effect; it is
+    not run again and the model is told so, with the reason (say what it returned)."""
+    _decide(ctx, trace_id, tool_call_id, approved=False, reason=reason, follow=follow, done=True)
 
 
 def _decide(
@@ -236,12 +266,15 @@ def _decide(
     approved: bool,
     reason: str | None,
     follow: bool,
+    done: bool = False,
 ) -> None:
     _steer(
         ctx,
         trace_id,
         "approve",
-        lambda client: client.approve(trace_id, tool_call_id, approved=approved, reason=reason),
+        lambda client: client.approve(
+            trace_id, tool_call_id, approved=approved, reason=reason, took_effect=done
+        ),
         follow,
     )
 

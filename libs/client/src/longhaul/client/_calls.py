@@ -227,10 +227,22 @@ def reply(trace_id: str, content: str) -> Call[models.Accepted]:
 
 
 def approve(
-    trace_id: str, tool_call_id: str, *, approved: bool = True, reason: str | None = None
+    trace_id: str,
+    tool_call_id: str,
+    *,
+    approved: bool = True,
+    reason: str | None = None,
+    took_effect: bool = False,
 ) -> Call[models.Accepted]:
-    """Decide one tool call waiting for approval (``approved=False`` denies it)."""
-    body = _present(tool_call_id=tool_call_id, approved=approved, reason=reason)
+    """Decide one tool call waiting for approval (``approved=False`` denies it). For a call
+    whose outcome is unknown, ``took_effect=True`` (with ``approved=False``) says it happened:
+    ``reason`` is what the model is told."""
+    body = _present(
+        tool_call_id=tool_call_id,
+        approved=approved,
+        reason=reason,
+        took_effect=took_effect or None,
+    )
     return _steer(trace_id, "approve", body)
 
 

@@ -152,6 +152,21 @@ class PendingCall(Model):
     tool_call_id: str
     name: str
     arguments: str
+    outcome_unknown: bool = False
+    """Cut off by a crash while it acted: approve runs it again (same idempotency key), deny
+    says it failed, ``approve(..., took_effect=True)`` says it happened."""
+
+
+class CutOffEffect(Model):
+    """A call with effects a crash cut off while it acted, and how it was resumed."""
+
+    tool_call_id: str
+    tool: str
+    effects: str
+    idempotency_key: str
+    resolutions: list[str] = Field(default_factory=list)
+    decision: str | None = None
+    settled: bool = False
 
 
 class Goal(Model):
@@ -193,6 +208,7 @@ class Trace(TraceSummary):
     summary: str | None = None
     wait_detail: str = ""
     pending_approvals: list[PendingCall] = Field(default_factory=list)
+    cut_off_effects: list[CutOffEffect] = Field(default_factory=list)
     pending_client_calls: list[PendingCall] = Field(default_factory=list)
     model: str | None = None
     preset: str = "default"

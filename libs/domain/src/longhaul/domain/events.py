@@ -338,12 +338,37 @@ class ToolResultsPosted(TraceEvent, tag="tool_results_posted", kw_only=True, omi
     results: list[ClientToolResult]
 
 
+class EffectStarted(TraceEvent, tag="effect_started", kw_only=True, omit_defaults=True):
+    """A tool call with effects outside the trace is about to act (the effect ledger). Its
+    tool result settles it; one still unsettled after a crash has an unknown outcome: an
+    ``idempotent`` call is run again with the same key, an ``unsafe`` one waits for a person."""
+
+    tool_call_id: str
+    tool: str
+    idempotency_key: str
+    effects: Literal["idempotent", "unsafe"]
+
+
+class EffectResumed(TraceEvent, tag="effect_resumed", kw_only=True, omit_defaults=True):
+    """How a resumed turn dealt with a call whose outcome is unknown (``effect_started``
+    without a result): ``rerun`` (idempotent, same key), ``reconciled_done`` /
+    ``reconciled_not_done`` (the tool's ``reconcile`` hook answered; not done is run again),
+    ``asked`` (waits for a person), ``run_again`` (a person said so; run with the same key)."""
+
+    tool_call_id: str
+    resolution: Literal["rerun", "reconciled_done", "reconciled_not_done", "asked", "run_again"]
+    detail: str = ""
+
+
 class ToolDecided(TraceEvent, tag="tool_decided", kw_only=True, omit_defaults=True):
-    """A person approved or denied one tool call that waited for approval."""
+    """A person approved or denied one tool call that waited for approval. For a call whose
+    outcome is unknown, approved means run it again, denied means it did not take effect, and
+    ``took_effect`` (never with approved) means it did: ``reason`` is what the model is told."""
 
     tool_call_id: str
     approved: bool
     reason: str = ""
+    took_effect: bool = False
 
 
 class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=True):
@@ -609,6 +634,8 @@ AnyEvent = (
     | ContextRecorded
     | ExperiencesRecalled
     | ToolDecided
+    | EffectStarted
+    | EffectResumed
     | ToolResultsPosted
     | SubtraceSpawned
     | SubtraceFinished

@@ -67,6 +67,8 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.Waiting,
         ev.FilesDelivered,
         ev.ContextRecorded,
+        ev.EffectStarted,
+        ev.EffectResumed,
         ev.SubtraceSpawned,
         ev.SubtraceFinished,
         ev.RemoteSubtraceLinked,

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 from longhaul.core.index import TraceIndexEntry
-from longhaul.domain.events import RouteDecision
+from longhaul.domain.events import RouteDecision, ToolDecided
 from longhaul.domain.state import Message, TaskState, TraceState
 from longhaul.domain.state.collaborators import collaborators
 from longhaul.domain.state.trace import SubtraceInfo
@@ -17,6 +17,7 @@ from longhaul.gateway.schemas.traces import (
     BudgetView,
     CollaboratorView,
     ContextView,
+    CutOffEffectView,
     FaultView,
     GoalTreeView,
     GoalView,
@@ -106,11 +107,15 @@ def trace_view(
         ],
         pending_approvals=[
             PendingCallView(
-                tool_call_id=call.id, name=call.function.name, arguments=call.function.arguments
+                tool_call_id=call.id,
+                name=call.function.name,
+                arguments=call.function.arguments,
+                outcome_unknown=call.id in state.ledger,
             )
             for call in state.unanswered_tool_calls()
             if call.id in state.approval_pending
         ],
+        cut_off_effects=_cut_off_effects(state),
         wait_detail=state.wait_detail,
         model=state.config.model,
         preset=state.config.preset,
@@ -212,3 +217,34 @@ def task_view(state: TaskState) -> TaskView:
         updated_at=state.updated_at,
         event_id=state.stream_seq,
     )
+
+
+def _cut_off_effects(state: TraceState) -> list[CutOffEffectView]:
+    cut_off = [effect for effect in state.ledger.effects.values() if effect.cut_off]
+    if not cut_off:
+        return []
+    answered = {m.tool_call_id for m in state.messages.values() if m.role == "tool"}
+    decisions = state.tool_decisions
+    views = []
+    for effect in cut_off:
+        started = effect.started
+        decided = decisions.get(started.tool_call_id)
+        asked = any(r.resolution == "asked" for r in effect.resumed)
+        views.append(
+            CutOffEffectView(
+                tool_call_id=started.tool_call_id,
+                tool=started.tool,
+                effects=started.effects,
+                idempotency_key=started.idempotency_key,
+                resolutions=[r.resolution for r in effect.resumed],
+                decision=_decision(decided) if asked and decided is not None else None,
+                settled=started.tool_call_id in answered,
+            )
+        )
+    return views
+
+
+def _decision(decided: ToolDecided) -> Literal["run_again", "took_effect", "failed"]:
+    if decided.took_effect:
+        return "took_effect"
+    return "run_again" if decided.approved else "failed"

@@ -69,6 +69,8 @@ class TurnLoop:
         outcome = await take_arrivals(turn)
         if outcome is None:
             outcome = await self._decided_calls()
+        if outcome is None:
+            outcome = await self._unsettled_effects()
         if state.reflect_requested and outcome is None:
             await reflect(turn, self.call_tool)
         while outcome is None:
@@ -87,6 +89,16 @@ class TurnLoop:
         if not decided:
             return None
         return await run_calls(self.turn, decided, self.call_tool)
+
+    async def _unsettled_effects(self) -> TurnOutcome | None:
+        """Calls cut off while acting (the effect ledger): an ``idempotent`` one is run again
+        with its first idempotency key, never the model asked; an ``unsafe`` one waits for a
+        person's decision (the approval gate). The model sees one result per call."""
+        state = self.turn.state
+        cut_off = [c for c in state.unsettled_effects() if c.id not in state.tool_decisions]
+        if not cut_off:
+            return None
+        return await run_calls(self.turn, cut_off, self.call_tool)
 
     async def _step(self) -> TurnOutcome | None:
         turn, state = self.turn, self.turn.state

@@ -16,6 +16,7 @@ from typing import Any
 
 from longhaul.agent.contract import LiveUpdate, TurnOutcome
 from longhaul.agent.engine.attachments import show_images, store_attachments
+from longhaul.agent.engine.effects import act
 from longhaul.agent.engine.endings import stop
 from longhaul.agent.errors import ToolError
 from longhaul.agent.invocation import ToolInvocation
@@ -41,7 +42,7 @@ def innermost(turn: Turn) -> ToolHandler:
             )
         if not invocation.tool.read_only:
             await turn.settle()  # what came before is in the log before this call acts
-        return await invocation.tool.run(invocation.ctx, invocation.arguments())
+        return await act(turn, invocation.tool, invocation)
 
     return execute
 

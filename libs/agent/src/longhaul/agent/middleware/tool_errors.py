@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from longhaul.agent.contract import EffectNotRecorded, StaleState
 from longhaul.agent.errors import ToolError
 from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.messages import failure
@@ -34,6 +35,8 @@ class ToolErrorHandling(Middleware):
     ) -> ToolReply:
         try:
             return await call_next(invocation)
+        except (StaleState, EffectNotRecorded):
+            raise  # the log's trouble, not the tool's: the turn ends
         except ToolError as exc:
             invocation.ctx.recorded.clear()
             return failure(exc.code, str(exc))

@@ -37,6 +37,11 @@ Effects = Literal["none", "idempotent", "unsafe"]
 """What a call does outside the trace: nothing; something a repeat with the same idempotency
 key does not do twice; or something that may happen twice if the call is run again."""
 
+Reconcile = Callable[[ToolContext], Awaitable[str | ToolResult | None]]
+"""Asked about a call cut off by a crash (``ctx.idempotency_key`` is the call's key): its
+result if the effect happened (recorded as the call's answer), ``None`` if it did not (the
+call runs once more with the same key). Raising leaves the decision to a person."""
+
 
 @dataclass(frozen=True, eq=False)
 class Tool:
@@ -59,6 +64,7 @@ class Tool:
     metadata: dict[str, Any] = field(default_factory=dict)
     effects: Effects | None = None
     """Declared effects; ``None``: ``none`` for a read-only tool, else ``unsafe``."""
+    reconcile: Reconcile | None = None
 
     @property
     def effect(self) -> Effects:
@@ -97,6 +103,7 @@ def make_tool(
     read_only: bool = False,
     path_params: tuple[str, ...] = (),
     effects: Effects | None = None,
+    reconcile: Reconcile | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__.rstrip("_")
     doc = parse_docstring(fn.__doc__)
@@ -104,6 +111,10 @@ def make_tool(
     unknown = set(path_params) - set(model.model_fields)
     if unknown:
         raise TypeError(f"tool {tool_name}: path_params {sorted(unknown)} are not parameters")
+    if reconcile is not None and (effects == "none" or (effects is None and read_only)):
+        raise TypeError(f"tool {tool_name}: reconcile is for tools with effects")
+    if reconcile is not None and not inspect.iscoroutinefunction(reconcile):
+        raise TypeError(f"tool {tool_name}: reconcile must be an async function")
     return Tool(
         name=tool_name,
         description=description if description is not None else doc.description,
@@ -114,6 +125,7 @@ def make_tool(
         path_params=path_params,
         wants_context=takes_context(fn),
         effects=effects,
+        reconcile=reconcile,
     )
 
 
@@ -129,6 +141,7 @@ def tool(
     read_only: bool = False,
     path_params: tuple[str, ...] = (),
     effects: Effects | None = None,
+    reconcile: Reconcile | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -141,9 +154,12 @@ def tool(
     read_only: bool = False,
     path_params: tuple[str, ...] = (),
     effects: Effects | None = None,
+    reconcile: Reconcile | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function into a :class:`Tool`; usable bare (``@tool``) or with options.
-    ``effects``: see :data:`Effects` (default: ``none`` if ``read_only``, else ``unsafe``)."""
+    ``effects``: see :data:`Effects` (default: ``none`` if ``read_only``, else ``unsafe``).
+    ``reconcile``: see :data:`Reconcile` (without it, an ``unsafe`` call cut off by a crash
+    waits for a person)."""
 
     def decorate(function: ToolFunction) -> Tool:
         return make_tool(
@@ -153,6 +169,7 @@ def tool(
             read_only=read_only,
             path_params=path_params,
             effects=effects,
+            reconcile=reconcile,
         )
 
     return decorate(fn) if fn is not None else decorate

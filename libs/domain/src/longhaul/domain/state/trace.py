@@ -12,6 +12,7 @@ import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import TraceConfig, TraceStatus, WaitReason
 from longhaul.domain.messages import add_counts
+from longhaul.domain.state.effects import Ledger
 from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.faults import Fault
 from longhaul.domain.state.goals import GoalTree
@@ -65,7 +66,7 @@ class VerificationState(msgspec.Struct, kw_only=True):
 
 
 class TraceState(msgspec.Struct, kw_only=True):
-    SCHEMA: ClassVar[int] = 2
+    SCHEMA: ClassVar[int] = 3
     """The shape of this fold: a snapshot of another shape is not read (``snapshots``)."""
 
     trace_id: str = ""
@@ -105,6 +106,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     approvals: Approvals = msgspec.field(default_factory=Approvals)
     client_calls: ClientCalls = msgspec.field(default_factory=ClientCalls)
     mailbox: Inbox = msgspec.field(default_factory=Inbox)
+    ledger: Ledger = msgspec.field(default_factory=Ledger)
+    """The effect ledger: calls with effects that started acting (settled by their tool
+    result, see :meth:`unsettled_effects`) and how each one cut off was resumed."""
     context: ev.ContextRecorded | None = None
     """The recorded context the model is shown; ``None`` until the first turn records it and
     again after a run request that changes the config."""
@@ -222,6 +226,11 @@ class TraceState(msgspec.Struct, kw_only=True):
                 return []
             current = message.parent_sequence or 0
         return []
+
+    def unsettled_effects(self) -> list[ev.ToolCall]:
+        """Calls of the head's tool-call message that started acting and have no result: their
+        outcome is unknown (the executor died meanwhile)."""
+        return [call for call in self.unanswered_tool_calls() if call.id in self.ledger]
 
     def unread_messages(self) -> list[ev.MessageReceived]:
         return self.mailbox.unread()
@@ -494,9 +503,28 @@ class TraceState(msgspec.Struct, kw_only=True):
         if self.client_calls.post(event):
             self._wake()
 
+    def _check_effect_started(self, event: ev.EffectStarted) -> None:
+        self._require("running", what="start an effect")
+        if event.tool_call_id not in {call.id for call in self.unanswered_tool_calls()}:
+            raise InvalidTransition(
+                f"tool call {event.tool_call_id} of trace {self.trace_id} is not waiting to run",
+                code="conflict",
+            )
+
+    def _on_effect_started(self, event: ev.EffectStarted) -> None:
+        self.ledger.start(event)
+
+    def _check_effect_resumed(self, event: ev.EffectResumed) -> None:
+        self._require("running", what="resume an effect")
+        self.ledger.check_resumed(self.trace_id, event)
+
+    def _on_effect_resumed(self, event: ev.EffectResumed) -> None:
+        self.ledger.resume(event)
+
     def _check_tool_decided(self, event: ev.ToolDecided) -> None:
         self._require_wait("approval")
         self.approvals.check(self.trace_id, event)
+        self.ledger.check_decided(self.trace_id, event)
 
     def _check_file_uploaded(self, event: ev.FileUploaded) -> None:
         if len(self.uploads_pending) >= MAX_PENDING_UPLOADS:
@@ -541,6 +569,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.uploads_pending = [u for u in self.uploads_pending if u.name not in delivered]
 
     def _on_tool_decided(self, event: ev.ToolDecided) -> None:
+        self.ledger.decide(event)
         if self.approvals.decide(event):
             self._wake()
 
@@ -688,6 +717,8 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.Waiting: TraceState._on_waiting,
     ev.HumanReplied: TraceState._on_human_replied,
     ev.ToolDecided: TraceState._on_tool_decided,
+    ev.EffectStarted: TraceState._on_effect_started,
+    ev.EffectResumed: TraceState._on_effect_resumed,
     ev.ToolResultsPosted: TraceState._on_tool_results,
     ev.FileUploaded: TraceState._on_file_uploaded,
     ev.FilesDelivered: TraceState._on_files_delivered,
@@ -740,6 +771,8 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.Waiting: _requires("running", what="wait"),
     ev.HumanReplied: _requires_wait("human"),
     ev.ToolDecided: TraceState._check_tool_decided,
+    ev.EffectStarted: TraceState._check_effect_started,
+    ev.EffectResumed: TraceState._check_effect_resumed,
     ev.ToolResultsPosted: TraceState._check_tool_results,
     ev.FileUploaded: TraceState._check_file_uploaded,
     ev.FilesDelivered: TraceState._check_nothing,

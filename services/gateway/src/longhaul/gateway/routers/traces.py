@@ -415,13 +415,16 @@ async def approve_call(
 ) -> Accepted:
     """Each pending call needs its own decision; the trace runs again after the last one.
     A call that is not pending (unknown, already decided, or the trace does not wait for
-    approval) is a 409."""
+    approval) is a 409, as is ``took_effect`` for a call whose outcome is known."""
     return await _steer(
         request,
         principal,
         trace_id,
         lambda _: ev.ToolDecided(
-            tool_call_id=body.tool_call_id, approved=body.approved, reason=body.reason or ""
+            tool_call_id=body.tool_call_id,
+            approved=body.approved,
+            reason=body.reason or "",
+            took_effect=body.took_effect,
         ),
     )
 

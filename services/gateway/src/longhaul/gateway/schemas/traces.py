@@ -207,8 +207,24 @@ class ReplyRequest(Body):
 
 class ApproveRequest(Body):
     tool_call_id: str = Field(min_length=1, max_length=128)
-    approved: bool
-    reason: Text | None = Field(default=None, description="shown to the model when denied")
+    approved: bool = Field(
+        description="run the call (for a call whose outcome is unknown: run it again, with "
+        "the same idempotency key); false: deny it (outcome unknown: it did not take effect)"
+    )
+    reason: Text | None = Field(
+        default=None, description="shown to the model when denied or marked done"
+    )
+    took_effect: bool = Field(
+        default=False,
+        description="only for a call whose outcome is unknown (pending with outcome_unknown): "
+        "it did take effect and is not run again; needs approved false",
+    )
+
+    @model_validator(mode="after")
+    def _done_is_not_run(self) -> ApproveRequest:
+        if self.took_effect and self.approved:
+            raise ValueError("took_effect means the call is not run again: send approved false")
+        return self
 
 
 class ToolResultBody(Body):
@@ -227,6 +243,29 @@ class PendingCallView(BaseModel):
     tool_call_id: str
     name: str
     arguments: str
+    outcome_unknown: bool = Field(
+        default=False,
+        description="the call was cut off by a crash while it acted (effect ledger): approve "
+        "runs it again with the same key, deny says it failed, took_effect says it happened",
+    )
+
+
+class CutOffEffectView(BaseModel):
+    """A call with effects that a crash cut off while it acted, and how it was resumed."""
+
+    tool_call_id: str
+    tool: str
+    effects: Literal["idempotent", "unsafe"]
+    idempotency_key: str
+    resolutions: list[str] = Field(
+        description="each resumption in order: rerun (idempotent, same key), reconciled_done, "
+        "reconciled_not_done (the tool's reconcile hook), asked (waited for a person), "
+        "run_again (a person's decision)"
+    )
+    decision: Literal["run_again", "took_effect", "failed"] | None = Field(
+        default=None, description="what a person decided about it, if one was asked"
+    )
+    settled: bool = Field(description="its result is in the trace")
 
 
 class ReflectRequest(Body):
@@ -393,6 +432,10 @@ class TraceView(TraceSummary):
     )
     pending_approvals: list[PendingCallView] = Field(
         default_factory=list, description="calls waiting for POST …/approve (wait_reason approval)"
+    )
+    cut_off_effects: list[CutOffEffectView] = Field(
+        default_factory=list,
+        description="calls with effects a crash cut off while they acted (the effect ledger)",
     )
     model: str | None = None
     preset: str = "default"

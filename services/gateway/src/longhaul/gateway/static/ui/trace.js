@@ -91,10 +91,34 @@ export function tracePage(root, traceId) {
     reconcile(messages, out);
   }
 
+  // The effect ledger: a call a crash cut off while it acted, and how it was resumed.
+  const RESOLVED = { rerun: "run again with the same key", reconciled_done: "the tool's reconcile said it happened",
+    reconciled_not_done: "the tool's reconcile said it did not happen: run again with the same key",
+    asked: "outcome unknown: waiting for a person", run_again: "a person said run it again (same key)" };
+  const DECIDED = { run_again: "run again", took_effect: "it took effect", failed: "it failed" };
+
+  function cutOff(callId) {
+    return ((s.trace && s.trace.cut_off_effects) || []).find((e) => e.tool_call_id === callId);
+  }
+
+  function cutOffKey(callId) {
+    const e = cutOff(callId);
+    return e ? ":" + e.resolutions.join("+") + ":" + (e.decision || "") : "";
+  }
+
+  function cutOffNote(callId) {
+    const e = cutOff(callId);
+    if (!e) return null;
+    return el("div", { class: "effect-note", "data-testid": "cut-off-effect", dataset: { resolutions: e.resolutions.join(" "), decision: e.decision || "" } },
+      el("strong", { text: "Cut off by a crash while it acted" }), " (" + e.effects + ", key " + e.idempotency_key + ")",
+      el("ol", {}, e.resolutions.map((r) => el("li", { text: RESOLVED[r] || r }))),
+      e.decision ? el("div", { text: "decided: " + DECIDED[e.decision] }) : null);
+  }
+
   function signature(row, results) {
     const m = row.message;
     return [m.sequence, row.onMain, row.index, row.alternatives.map((a) => a.sequence).join(","),
-      (m.tool_calls || []).map((c) => (results.get(c.id) || {}).sequence || "-").join(","),
+      (m.tool_calls || []).map((c) => ((results.get(c.id) || {}).sequence || "-") + cutOffKey(c.id)).join(","),
       row.side.map((x) => x.sequence).join(","), (row.compacted || []).map((c) => c.length).join(",")].join("|");
   }
 
@@ -122,6 +146,7 @@ export function tracePage(root, traceId) {
       box.append(el("div", { class: "tool-call", "data-testid": "tool-call", dataset: { callId: call.id } },
         el("div", { class: "call-sig" }, "→ ", el("strong", { text: call.function.name })),
         foldable(prettyArgs(call.function.arguments), "args"),
+        cutOffNote(call.id),
         result ? toolResult(result) : el("div", { class: "meta pending", text: "… no result yet" })));
     }
     for (const range of row.compacted || []) {
@@ -210,7 +235,21 @@ export function tracePage(root, traceId) {
         el("button", { type: "button", onclick: () => { s.rewindAfter = null; renderControls(s.trace); }, text: "cancel" })));
     }
     for (const call of t.pending_approvals || []) {
-      const decide = (approved) => () => act(async () => { await post(base + "/approve", { tool_call_id: call.tool_call_id, approved }); soon(); });
+      // for a call whose outcome is unknown the composer's text is the reason the model is told
+      const decide = (approved, extra) => () => act(async () => {
+        const reason = call.outcome_unknown ? text.value.trim() : "";
+        await post(base + "/approve", { tool_call_id: call.tool_call_id, approved, ...(reason ? { reason } : {}), ...(extra || {}) });
+        if (reason) text.value = "";
+        soon(); });
+      if (call.outcome_unknown) {
+        rows.push(el("div", { class: "approval outcome-unknown", "data-testid": "outcome-unknown" }, "Outcome unknown: ",
+          el("code", { text: call.name + "(" + call.arguments + ")" }), " was cut off by a crash while it acted. ",
+          el("button", { type: "button", "data-testid": "run-again", onclick: decide(true), text: "run again" }),
+          el("button", { type: "button", "data-testid": "took-effect", onclick: decide(false, { took_effect: true }), text: "mark done" }),
+          el("button", { type: "button", "data-testid": "effect-failed", onclick: decide(false), text: "it failed" }),
+          el("span", { class: "meta", text: " (the text box is told to the model)" })));
+        continue;
+      }
       rows.push(el("div", { class: "approval", "data-testid": "approval" }, "Approve ", el("code", { text: call.name + "(" + call.arguments + ")" }), "? ",
         el("button", { type: "button", "data-testid": "approve", onclick: decide(true), text: "approve" }),
         el("button", { type: "button", "data-testid": "deny", onclick: decide(false), text: "deny" })));
