@@ -417,7 +417,11 @@ async def _effects(seed: int, *, quick: bool, keep: bool) -> EffectRow:
     root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{EFFECTS}-"))
     try:
         return await run_kill_at_effect(
-            root, traces=6 if quick else 12, rounds=4, kills=9 if quick else 21, seed=seed
+            root,
+            traces=6 if quick else 12,
+            rounds=5 if quick else 10,
+            kills=9 if quick else 21,
+            seed=seed,
         )
     finally:
         if not keep:

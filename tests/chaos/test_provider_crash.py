@@ -4,7 +4,8 @@ The fake answers 400 exactly like the real API when an assistant ``tool_calls`` 
 followed by a tool message for each call, so the healed conversation the survivor sends is
 checked on the wire. The slow tool is the real ``bash`` built-in, parked on FIFOs the test
 controls (no timing): it announces itself on ``started.fifo`` and then waits on
-``release.fifo``.
+``release.fifo``. ``bash`` is ``unsafe``: the effect ledger never runs it again blindly, so the
+survivor asks a person, who (having checked) says it took effect.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from longhaul.domain import events as ev
 
 from tests.support.folds import trace_state
 from tests.support.llm_fakes import Call, FakeOpenAI, Reply
-from tests.support.stack import ExecutorProcess, create_trace, wait_for_trace
+from tests.support.stack import ExecutorProcess, append_to, create_trace, wait_for_trace
 
 WITHIN_S = 30.0
 PARK = (
@@ -115,6 +116,21 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
                     await victim.kill()
                     await survivor.start()
                     try:
+                        asked = await wait_for_trace(
+                            store, trace_id, lambda s: s.wait_reason == "approval", within=WITHIN_S
+                        )
+                        assert asked.approval_pending == [call.id]
+                        assert asked.wait_detail.startswith("outcome unknown: bash call")
+                        await append_to(
+                            store,
+                            trace_id,
+                            ev.ToolDecided(
+                                tool_call_id=call.id,
+                                approved=False,
+                                took_effect=True,
+                                reason="runs.log says the job ran",
+                            ),
+                        )
                         state = await wait_for_trace(store, trace_id, within=WITHIN_S)
                     except TimeoutError as exc:
                         raise AssertionError(
@@ -129,14 +145,16 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
     assert state.status == "completed", f"{state.error}\n{context}"
     assert state.summary == answer
 
-    # the survivor answered the interrupted call with a synthetic result, never re-running it
+    # the survivor answered the cut-off call with what the person said, never re-running it
     path = state.main_path()
     assert [m.role for m in path] == ["user", "assistant", "tool", "assistant"], context
     assert [c.id for c in path[1].tool_calls or ()] == [call.id]
     healed = path[2]
     assert healed.tool_call_id == call.id and healed.name == "bash"
-    assert healed.synthetic and healed.error_code == "interrupted"
-    assert isinstance(healed.content, str) and "interrupted" in healed.content
+    assert healed.error_code is None and isinstance(healed.content, str)
+    assert "took effect: runs.log says the job ran" in healed.content
+    effect = state.ledger.get(call.id)
+    assert effect is not None and [r.resolution for r in effect.resumed] == ["asked"]
     assert path[3].content == answer
     assert (work / "runs.log").read_text() == "run\n"  # the bash command ran exactly once
 

@@ -5,13 +5,17 @@ the API, and a decision that does not fit the trace is refused without touching 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.messages import FunctionCall, ToolCall
 
 from tests.integration.executor.scripts import write_script
-from tests.integration.gateway.harness import sse_events, user_message
+from tests.integration.gateway.harness import append_as_executor, sse_events, user_message
 from tests.support.stack import ExecutorProcess
 
 DEADLINE_S = 60
@@ -113,3 +117,55 @@ async def test_decisions_that_do_not_fit_are_refused(client: httpx.AsyncClient) 
         json={"messages": [user_message("hi")], "approval": {"tools": "bash"}},
     )
     assert wrong_approval.status_code == 422
+
+
+async def test_took_effect_answers_only_a_call_whose_outcome_is_unknown(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    """A person may say a call cut off by a crash took effect; not with ``approved`` (a call
+    that happened is not run again), and not for a call that merely waits for approval."""
+    trace_id = (await client.post("/api/traces", json={"messages": [user_message("pay")]})).json()[
+        "trace_id"
+    ]
+    calls = [
+        ToolCall(id=call_id, function=FunctionCall(name=name, arguments="{}"))
+        for call_id, name in (("c_cut", "payout"), ("c_gated", "bash"))
+    ]
+    await append_as_executor(
+        store,
+        trace_id,
+        ev.MessageAppended(
+            sequence=2, parent_sequence=1, role="assistant", content="", tool_calls=calls
+        ),
+        ev.EffectStarted(
+            tool_call_id="c_cut",
+            tool="payout",
+            idempotency_key=f"{trace_id}:c_cut",
+            effects="unsafe",
+        ),
+        ev.EffectResumed(tool_call_id="c_cut", resolution="asked"),
+        ev.Waiting(reason="approval", detail="outcome unknown", pending_calls=["c_cut", "c_gated"]),
+    )
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    assert [(p["tool_call_id"], p["outcome_unknown"]) for p in view["pending_approvals"]] == [
+        ("c_cut", True),
+        ("c_gated", False),
+    ]
+    approve = f"/api/traces/{trace_id}/approve"
+    for refused in (
+        {"tool_call_id": "c_cut", "approved": True, "took_effect": True},
+        {"tool_call_id": "c_gated", "approved": False, "took_effect": True},
+    ):
+        response = await client.post(approve, json=refused)
+        assert response.status_code == 409, (refused, response.text)
+    done = {"tool_call_id": "c_cut", "approved": False, "took_effect": True, "reason": "P-3"}
+    assert (await client.post(approve, json=done)).status_code == 202
+    [decided] = [e async for e in _events(store, trace_id) if isinstance(e, ev.ToolDecided)]
+    assert (decided.tool_call_id, decided.took_effect, decided.reason) == ("c_cut", True, "P-3")
+    view = (await client.get(f"/api/traces/{trace_id}")).json()
+    assert view["cut_off_effects"][0]["decision"] == "took_effect"
+
+
+async def _events(store: EventStore, trace_id: str) -> AsyncIterator[ev.Event]:
+    async for recorded in store.replay("trace", trace_id):
+        yield recorded.event

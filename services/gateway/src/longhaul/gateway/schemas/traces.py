@@ -217,14 +217,8 @@ class ApproveRequest(Body):
     took_effect: bool = Field(
         default=False,
         description="only for a call whose outcome is unknown (pending with outcome_unknown): "
-        "it did take effect and is not run again; needs approved false",
+        "it did take effect and is not run again; with approved true it is a 409",
     )
-
-    @model_validator(mode="after")
-    def _done_is_not_run(self) -> ApproveRequest:
-        if self.took_effect and self.approved:
-            raise ValueError("took_effect means the call is not run again: send approved false")
-        return self
 
 
 class ToolResultBody(Body):
