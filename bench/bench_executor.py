@@ -72,11 +72,22 @@ async def noop(n: int) -> str:
     return "ok"
 
 
-TOOLS: list[Tool] = [noop]
+@tool(effects="idempotent")
+async def noop_effect(n: int) -> str:
+    """Do nothing, declared with effects: every call goes through the effect ledger (an
+    ``effect_started`` append before it acts) (benchmark tool).
+
+    Args:
+        n: the step number.
+    """
+    return "ok"
+
+
+TOOLS: list[Tool] = [noop, noop_effect]
 """Loaded by executor processes through ``LONGHAUL_EXECUTOR__TOOL_MODULES=bench.bench_executor``."""
 
 
-def instant_model(steps: int) -> Model:
+def instant_model(steps: int, tool_name: str = "noop") -> Model:
     """Calls ``noop`` ``steps`` times, then answers; O(1) per call (no history scan, usage
     given, call ids given) so the model costs nothing the harness would be blamed for."""
     calls = itertools.count()
@@ -86,7 +97,7 @@ def instant_model(steps: int) -> Model:
         usage = Usage(prompt_tokens=10, completion_tokens=5)
         if n >= steps:
             return ModelResponse(content="done", usage=usage)
-        call = ToolCall.of(id=f"call_{n}", name="noop", arguments=f'{{"n": {n}}}')
+        call = ToolCall.of(id=f"call_{n}", name=tool_name, arguments=f'{{"n": {n}}}')
         return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls")
 
     return ScriptedModel(script, name="scripted:bench")
@@ -186,7 +197,7 @@ async def raw_appends(conn: Connection, encoded: list[tuple[str, bytes]], *, rul
     return time.perf_counter() - started
 
 
-async def durable_step_cost(url: str, steps: int) -> StepCost:
+async def durable_step_cost(url: str, steps: int, tool_name: str = "noop") -> StepCost:
     """One trace of ``steps`` steps, and the raw appends of its events."""
     namespace = f"b{steps}{new_id('r')[-6:].lower()}_"
     conn = await connect(
@@ -194,7 +205,7 @@ async def durable_step_cost(url: str, steps: int) -> StepCost:
     )
     store = EventStore(conn)
     try:
-        trace_id, durable = await timed_trace(conn, url, instant_model(steps))
+        trace_id, durable = await timed_trace(conn, url, instant_model(steps, tool_name))
         encoded = [
             (r.event.type, ev.encode(r.event)) async for r in store.replay("trace", trace_id)
         ]
@@ -272,6 +283,22 @@ async def main(quick: bool) -> None:
                     round(per_step[size] / per_step[sizes[0]], 2),
                 ]
             )
+        # The effect ledger's price: the same steps with a tool that declares effects.
+        ledger = [await durable_step_cost(url, sizes[-1], "noop_effect") for _ in range(3)]
+        durable = statistics.median(run.durable for run in ledger)
+        appends = statistics.median(run.appends for run in ledger)
+        bare = statistics.median(run.bare for run in ledger)
+        rows.append(
+            [
+                f"{sizes[-1]} steps, a tool with effects ({ledger[0].events} events)",
+                round(bare / sizes[-1] * 1000, 3),
+                round(appends / sizes[-1] * 1000, 3),
+                round(durable / sizes[-1] * 1000, 3),
+                round(durable / appends, 2),
+                round(durable / bare, 2),
+                round(durable / sizes[-1] * 1000 / per_step[sizes[0]], 2),
+            ]
+        )
         report(
             "executor: durable cost per step",
             [
@@ -290,6 +317,8 @@ async def main(quick: bool) -> None:
                 "append rule's headers (Msg-Id, expected last subject sequence); bare: no headers",
                 "medians of interleaved runs; targets: 10,000-step within 1.5x of 100-step, "
                 "<= 1.3x raw appends (issue 16)",
+                "a tool with effects: each call's effect_started is appended (and awaited) "
+                "before it acts — the effect ledger's price",
             ],
         )
         rates = [(p, await throughput(url, traces, steps, p)) for p in (1, 2)]
