@@ -126,6 +126,47 @@ def run(
     execute(ctx, command)
 
 
+@app.command("eval")
+def eval_suite(
+    ctx: typer.Context,
+    suite: Annotated[Path, typer.Argument(help="the suite file (YAML)")],
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model", help="provider:model to run it on (repeatable; default: the gateway's)"
+        ),
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, max=100, help="runs of each task per model")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="runs at a time")] = 4,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="write the results as JSON here")
+    ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(help="an earlier --json: mark regressions, exit 1 if anything regressed"),
+    ] = None,
+    resume: Annotated[
+        str | None, typer.Option(help="continue this eval id; scored runs are not run again")
+    ] = None,
+) -> None:
+    """Run a suite of tasks on models, score each run, print a table per model."""
+    from longhaul.cli.evals import Options, run_eval
+
+    options = Options(
+        models=model or [],
+        repeat=repeat,
+        concurrency=concurrency,
+        json_out=json_out,
+        baseline=baseline,
+        resume=resume,
+    )
+
+    async def command(client: AsyncClient) -> int:
+        return await run_eval(client, suite, options)
+
+    execute(ctx, command)
+
+
 @app.command("nats-auth")
 def nats_auth_files(
     out: Annotated[Path, typer.Option(help="directory for the generated files")] = Path(
