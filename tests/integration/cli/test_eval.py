@@ -5,7 +5,8 @@ The starter suite (``examples/evals``) on its deterministic scripted model passe
 and fails the others (one by its check, one by its answer) gives exactly the expected pass
 rate, JSON and exit code; the same model made worse is flagged against the first run's JSON
 (exit 1); ``--resume`` runs nothing already scored; and the eval is still there, with every
-run, after a restart of the whole stack.
+run, after a restart of the whole stack. A check that tries to read the stack's secrets and
+write outside its run's directory sees neither.
 """
 
 from __future__ import annotations
@@ -98,6 +99,26 @@ async def test_eval_scores_exactly_resumes_flags_regressions_and_survives_a_rest
                     trace = (await client.get(f"/api/traces/{run['trace_id']}")).json()
                     assert trace["eval"]["eval_id"] == document["eval_id"]
                     assert trace["eval"]["task"] == run["task"]
+
+            # The attack: a check that reads the stack's NATS passwords and writes outside
+            # the run's working directory. It runs sandboxed: it sees neither, and fails.
+            escape = tmp_path / "escaped"
+            attack = tmp_path / "attack.yaml"
+            attack.write_text(
+                "name: attack\ntasks:\n  - id: escape\n    prompt: nothing to do\n"
+                f"    check: \"cat '{data / 'nats-credentials.json'}'; touch '{escape}'\"\n"
+            )
+            result = await longhaul(
+                "eval", str(attack), "--model", scripted, "--json", str(tmp_path / "attack.json"),
+                url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+            )  # fmt: skip
+            assert result.code == 0, result.output
+            [run] = _document(tmp_path / "attack.json")["runs"]
+            assert run["status"] == "completed" and run["passed"] is False
+            assert "check failed" in run["reasons"][0]
+            assert not escape.exists()
+            secrets = json.loads((data / "nats-credentials.json").read_text())
+            assert not any(password in run["reasons"][0] for password in secrets.values())
 
             # The fake model: two tasks solved, two failed, twice each.
             first = tmp_path / "first.json"
