@@ -195,3 +195,47 @@ async def test_a_bad_suite_is_refused_with_every_problem_named(tmp_path: Path) -
     assert "tasks[0].files" in flat and "'../escape'" in flat
     assert "tasks[0].answer" in flat and "not a regular expression" in flat
     assert "tasks[1].id: Field required" in flat
+
+
+def _outcomes(document: dict[str, Any]) -> dict[tuple[str, int], tuple[str, bool]]:
+    return {(r["task"], r["repeat"]): (r["status"], r["passed"]) for r in document["runs"]}
+
+
+async def test_chaos_kills_executors_and_the_results_equal_a_run_without_faults(
+    tmp_path: Path,
+) -> None:
+    """``--chaos executor:2`` on two executors: two SIGKILLs land while runs are in flight,
+    the runs hit are reported recovered, and every task ends as it did without faults."""
+    shutil.copy(EXAMPLES / "scripted.yaml", tmp_path / "scripted.yaml")
+    # Slow enough model calls that a kill finds runs in flight.
+    model = f"scripted:{tmp_path / 'scripted.yaml'}?latency_ms=300"
+    data = tmp_path / "data"
+    env = cli_env()
+    starter = str(EXAMPLES / "starter.yaml")
+    long = ("--repeat", "3", "--concurrency", "2")  # room for two kills and their restarts
+    async with running_up(data, env, executors=2) as url:
+        calm, chaos = tmp_path / "calm.json", tmp_path / "chaos.json"
+        result = await longhaul(
+            "eval", starter, "--model", model, "--json", str(calm), *long,
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 0, result.output
+        result = await longhaul(
+            "eval", starter, "--model", model, "--json", str(chaos), *long,
+            "--chaos", "executor:2", "--data-dir", str(data),
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 0, result.output
+        assert result.stdout.count("chaos: SIGKILL executor-") == 2, result.output
+        calm_document, chaos_document = _document(calm), _document(chaos)
+        assert _outcomes(chaos_document) == _outcomes(calm_document)
+        assert calm_document["summary"][model]["passed"] == 27
+        assert sum(r["recovered"] for r in chaos_document["runs"]) >= 1
+        assert chaos_document["summary"][model]["recovered"] >= 1
+
+        # --chaos needs the stack it talks to.
+        elsewhere = await longhaul(
+            "eval", starter, "--chaos", "executor", "--data-dir", str(tmp_path / "none"),
+            url=url, env=env,
+        )  # fmt: skip
+        assert elsewhere.code == 2 and "no running `longhaul up`" in elsewhere.stderr

@@ -17,10 +17,11 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from longhaul.cli.chaos import Faults
 from longhaul.cli.context import console, errors
 from longhaul.client import AsyncClient, NotFound
 from longhaul.client.models import Eval, EvalRun, Trace
@@ -47,18 +48,6 @@ class Options:
     json_out: Path | None = None
     baseline: Path | None = None
     resume: str | None = None
-
-
-@dataclass
-class Faults:
-    """Runs in flight when a fault was injected (``--chaos``): they are ``recovered`` if
-    they still finish."""
-
-    hit: set[str] = field(default_factory=set)
-    in_flight: set[str] = field(default_factory=set)
-
-    def strike(self) -> None:
-        self.hit |= self.in_flight
 
 
 def read_baseline(path: Path) -> dict[str, Any]:
@@ -111,11 +100,11 @@ async def score(
     """Run one (task, model, repeat) to its end and score it; the ``EvalRun`` fields."""
     accepted = await client.start_eval_run(eval_id, task.id, model, repeat)
     trace_id = accepted.trace_id
-    faults.in_flight.add(trace_id)
+    await faults.started(trace_id)
     try:
         trace, reasons = await _finished(client, trace_id)
     finally:
-        faults.in_flight.discard(trace_id)
+        await faults.ended(trace_id)
     if trace.status != "completed":
         reasons.append(
             f"the trace {trace.status}: {trace.error or trace.stop_reason or ''}".strip()
@@ -203,9 +192,11 @@ async def run_eval(
     options: Options,
     *,
     during: Callable[[Faults], Any] | None = None,
+    on_end: Callable[[], None] | None = None,
 ) -> int:
     """Exit code: 0 done, 1 something regressed against ``--baseline``, 2 bad input.
-    ``during``: started beside the runs (``--chaos``), cancelled when they end."""
+    ``during``: started beside the runs (``--chaos``), cancelled when they end, then
+    ``on_end``."""
     try:
         suite = evals.load_suite(suite_path)
         baseline = read_baseline(options.baseline) if options.baseline else None
@@ -264,6 +255,8 @@ async def run_eval(
             if side is not None:
                 side.cancel()
                 await asyncio.gather(side, return_exceptions=True)
+                if on_end is not None:
+                    on_end()
     final = await client.get_eval(record.eval_id)
     document = report(final, final.runs)
     console.print(table(document))

@@ -148,9 +148,28 @@ def eval_suite(
     resume: Annotated[
         str | None, typer.Option(help="continue this eval id; scored runs are not run again")
     ] = None,
+    chaos: Annotated[
+        str | None,
+        typer.Option(
+            help="executor[:N]: SIGKILL a random executor of the local `longhaul up` N times "
+            "(default 2) while the suite runs"
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path, typer.Option(help="--chaos: the data dir of that `longhaul up`")
+    ] = Path(".longhaul"),
 ) -> None:
     """Run a suite of tasks on models, score each run, print a table per model."""
+    from longhaul.cli.chaos import Chaos, ChaosError, local_stack, parse_chaos
     from longhaul.cli.evals import Options, run_eval
+
+    injector = None
+    if chaos is not None:
+        try:
+            injector = Chaos(local_stack(data_dir, ctx.obj.url), parse_chaos(chaos))
+        except ChaosError as exc:
+            errors.print(f"[red]error:[/red] {escape(str(exc))}")
+            raise typer.Exit(2) from None
 
     options = Options(
         models=model or [],
@@ -162,7 +181,9 @@ def eval_suite(
     )
 
     async def command(client: AsyncClient) -> int:
-        return await run_eval(client, suite, options)
+        if injector is None:
+            return await run_eval(client, suite, options)
+        return await run_eval(client, suite, options, during=injector.run, on_end=injector.report)
 
     execute(ctx, command)
 
