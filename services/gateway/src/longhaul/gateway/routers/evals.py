@@ -27,39 +27,40 @@ from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.routers.files import charge, store_upload
 from longhaul.gateway.routers.traces import trace_creation
 from longhaul.gateway.runtime import Runtime, runtime_of
-from longhaul.gateway.schemas.common import Body, ModelName
+from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
 from longhaul.gateway.schemas.traces import Accepted, CreateTraceRequest
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 router = APIRouter(prefix="/api/evals", tags=["evals"], responses=ERROR_RESPONSES)
 
 EvalId = Annotated[str, Path(pattern=rf"^{EVAL_PREFIX}_[A-Za-z0-9]{{1,64}}$")]
 TaskName = Annotated[str, Field(pattern=evals.TASK_ID)]
+Repeat = Annotated[int, Field(ge=0, lt=evals.MAX_REPEAT), BeforeValidator(integral)]
 
 
 class CreateEvalRequest(Body):
     suite: dict[str, Any] = Field(description="the suite (README: Evals), as parsed YAML")
     models: list[ModelName] = Field(min_length=1, max_length=evals.MAX_MODELS)
-    repeat: int = Field(default=1, ge=1, le=evals.MAX_REPEAT)
+    repeat: Annotated[int, Field(ge=1, le=evals.MAX_REPEAT), BeforeValidator(integral)] = 1
 
 
 class StartRunRequest(Body):
     task: TaskName
     model: ModelName
-    repeat: int = Field(ge=0, lt=evals.MAX_REPEAT)
+    repeat: Repeat
 
 
 class RunResultBody(Body):
     task: TaskName
     model: ModelName
-    repeat: int = Field(ge=0, lt=evals.MAX_REPEAT)
+    repeat: Repeat
     trace_id: str = Field(min_length=1, max_length=128)
     status: str = Field(max_length=32)
     passed: bool
-    tokens: int = Field(default=0, ge=0)
+    tokens: Amount = 0
     cost: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     duration_s: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-    model_calls: int = Field(default=0, ge=0)
+    model_calls: Amount = 0
     recovered: bool = False
     reasons: list[Annotated[str, Field(max_length=4096)]] = Field(
         default_factory=list, max_length=16
@@ -203,11 +204,7 @@ async def start_run(
     suite = evals.parse_suite(record.suite)
     task = suite.task(body.task)
     if task is None or body.model not in record.models or body.repeat >= record.repeat:
-        raise ApiError(
-            422,
-            "invalid_request",
-            f"eval {eval_id} has no run {body.task}/{body.model}/{body.repeat}",
-        )
+        raise not_found(f"eval {eval_id} run", f"{body.task}/{body.model}/{body.repeat}")
     key = evals.run_key(task.id, body.model, body.repeat)
     trace_id = commands.keyed_trace_id(principal.owner, f"eval:{eval_id}:{key}")
     seq = await commands.keyed_creation(runtime, principal, trace_id)
