@@ -13,7 +13,7 @@ completes and files under ``<owner>.<eval>.check.<trace>``.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 from fastapi import APIRouter, Path, Request
@@ -28,6 +28,7 @@ from longhaul.gateway.routers.files import charge, store_upload
 from longhaul.gateway.routers.traces import trace_creation
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
+from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.traces import Accepted, CreateTraceRequest
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
@@ -67,19 +68,12 @@ class RunResultBody(Body):
     )
 
 
-class RunView(BaseModel):
-    task: str
-    model: str
-    repeat: int
-    trace_id: str
-    status: str
-    passed: bool
-    tokens: int = 0
-    cost: float = 0.0
-    duration_s: float = 0.0
-    model_calls: int = 0
-    recovered: bool = False
-    reasons: list[str] = Field(default_factory=list)
+if TYPE_CHECKING:  # derived at runtime; mypy sees a model of unknown fields
+
+    class RunView(BaseModel): ...
+
+else:
+    RunView = view_of(evals.RunResult, name="RunView")
 
 
 class EvalSummary(BaseModel):
