@@ -127,6 +127,17 @@ async def test_a_suite_that_cannot_run_is_refused(
         assert (await alice.get("/api/evals")).json()["evals"] == []
 
 
+async def test_a_suite_too_large_to_store_is_refused(gateway: RunningGateway) -> None:
+    files = {f"f{n}.txt": "x" * 200_000 for n in range(5)}
+    async with gateway.client(ALICE) as alice:
+        body = _one({"files": files})
+        response = await alice.post("/api/evals", json=body)
+        assert response.status_code == 413, response.text
+        assert response.json()["error"]["code"] == "body_too_large"
+        assert "bytes stored" in response.json()["error"]["message"]  # not the body limit
+        assert (await alice.get("/api/evals")).json()["evals"] == []
+
+
 async def test_a_client_cannot_put_an_eval_tag_on_its_own_trace(gateway: RunningGateway) -> None:
     """The attack: a trace created directly with an ``eval`` carrying a ``check``, so that
     the verifier would run a command of the client's choosing. The create body has no such

@@ -32,6 +32,9 @@ from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.traces import Accepted, CreateTraceRequest
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
+MAX_RECORD_BYTES = 768 * 1024
+"""An eval record (the suite with its files) is one KV value, under JetStream's 1 MiB."""
+
 router = APIRouter(prefix="/api/evals", tags=["evals"], responses=ERROR_RESPONSES)
 
 EvalId = Annotated[str, Path(pattern=rf"^{EVAL_PREFIX}_[A-Za-z0-9]{{1,64}}$")]
@@ -143,6 +146,14 @@ async def create_eval(
         repeat=body.repeat,
         created_at=time.time(),
     )
+    size = len(msgspec.json.encode(record))
+    if size > MAX_RECORD_BYTES:
+        raise ApiError(
+            413,
+            "body_too_large",
+            f"the suite takes {size} bytes stored, over {MAX_RECORD_BYTES}: move large files "
+            "out of it",
+        )
     runtime = runtime_of(request.app)
     async with runtime.nats_call():
         await runtime.service.evals.create(principal.owner, record)
