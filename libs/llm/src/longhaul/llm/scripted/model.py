@@ -6,7 +6,8 @@ Turn N of a file script answers the request that already holds N assistant messa
 trace resumed after a crash, in another process, continues the script where the log says it
 is. A file may also hold one script per prompt, ``{by_prompt: [{match: <regex>, turns:
 [...]}, ...]}``: the first whose regex is found in the first user message plays (an eval
-suite's tasks, or a parent and its sub-agents, on one deterministic model). Output is streamed in small chunks so that every streaming code path runs offline too.
+suite's tasks, or a parent and its sub-agents, on one deterministic model). Output is
+streamed in small chunks so that every streaming code path runs offline too.
 """
 
 from __future__ import annotations
