@@ -195,6 +195,16 @@ async def test_a_bad_suite_is_refused_with_every_problem_named(tmp_path: Path) -
     assert "tasks[0].files" in flat and "'../escape'" in flat
     assert "tasks[0].answer" in flat and "not a regular expression" in flat
     assert "tasks[1].id: Field required" in flat
+    baseline = tmp_path / "not-a-baseline.json"
+    baseline.write_text('{"runs": []}')
+    result = await longhaul(
+        "eval",
+        str(EXAMPLES / "starter.yaml"),
+        "--baseline",
+        str(baseline),
+        url="http://127.0.0.1:9",
+    )
+    assert result.code == 2 and "not the JSON of `longhaul eval --json`" in result.stderr
 
 
 def _outcomes(document: dict[str, Any]) -> dict[tuple[str, int], tuple[str, bool]]:
