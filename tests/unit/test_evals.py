@@ -4,12 +4,14 @@ task's files written below sub-directories, never through a planted link."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from longhaul.agent.engine.uploads import _write
+from longhaul.cli.chaos import ChaosError, local_stack, parse_chaos
 from longhaul.domain import evals
 from longhaul.llm.scripted import load_script
 from longhaul.llm.types import ModelRequest
@@ -188,3 +190,17 @@ def test_a_planted_directory_link_is_never_followed(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="is not a directory"):
         _write(work, "notes/seed.txt", b"x")
     assert list(outside.iterdir()) == []
+
+
+def test_chaos_options_and_the_stack_they_need(tmp_path: Path) -> None:
+    assert parse_chaos("executor") == 2 and parse_chaos("executor:5") == 5
+    for bad in ("gateway", "executor:x", "executor:0"):
+        with pytest.raises(ChaosError):
+            parse_chaos(bad)
+    with pytest.raises(ChaosError, match="no running `longhaul up`"):
+        local_stack(tmp_path, "http://127.0.0.1:8080")
+    state = {"gateway": "http://127.0.0.1:8080", "children": {"executor-1": 10, "gateway": 11}}
+    (tmp_path / "up.json").write_text(json.dumps(state))
+    with pytest.raises(ChaosError, match=r"not http://127\.0\.0\.1:9 "):
+        local_stack(tmp_path, "http://127.0.0.1:9")
+    assert local_stack(tmp_path, "http://127.0.0.1:8080/") == tmp_path / "up.json"
