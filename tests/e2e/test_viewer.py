@@ -7,6 +7,7 @@ One browser per module; each test gets a fresh context (its own sessionStorage).
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -98,7 +99,7 @@ async def test_viewer_assets_are_static_modules_and_safe(stack: RunningGateway) 
         missing = await http.get("/ui/..%2Fapp.py")
         modules = [
             (await http.get(f"/ui/{name}")).text
-            for name in ("api.js", "dom.js", "sse.js", "tree.js", "trace.js", "list.js")
+            for name in ("api.js", "dom.js", "sse.js", "tree.js", "trace.js", "list.js", "evals.js")
         ]
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script type="module" src="/ui/app.js">' in page.text
@@ -600,3 +601,50 @@ async def test_an_outcome_unknown_call_is_shown_and_decided(
             "settled": False,
         }
     ]
+
+
+async def _scored_eval(http: httpx.AsyncClient, failing: set[tuple[str, int]]) -> str:
+    """An eval of two tasks, twice each, on scripted:auto, scored as ``failing`` says."""
+    suite = {"name": "view", "tasks": [{"id": "one", "prompt": "1"}, {"id": "two", "prompt": "2"}]}
+    created = await http.post(
+        "/api/evals", json={"suite": suite, "models": ["scripted:auto"], "repeat": 2}
+    )
+    eval_id = str(created.json()["eval_id"])
+    for task in ("one", "two"):
+        for repeat in (0, 1):
+            run = {"task": task, "model": "scripted:auto", "repeat": repeat}
+            started = await http.post(f"/api/evals/{eval_id}/runs", json=run)
+            passed = (task, repeat) not in failing
+            score = {**run, "trace_id": started.json()["trace_id"], "status": "completed"}
+            stored = await http.put(
+                f"/api/evals/{eval_id}/runs", json={**score, "passed": passed, "tokens": 50}
+            )
+            assert stored.status_code == 200, stored.text
+    return eval_id
+
+
+async def test_the_evals_pages_list_show_and_compare_two_runs(
+    stack: RunningGateway, page: Page
+) -> None:
+    async with stack.client() as http:
+        before = await _scored_eval(http, failing=set())
+        after = await _scored_eval(http, failing={("one", 1)})
+    await page.goto(f"{stack.url}/#/evals/{before}")
+    await expect(page.get_by_test_id("eval-title")).to_contain_text(before)
+    await expect(page.get_by_test_id("pass-bar")).to_contain_text("100% [")
+    await expect(page.get_by_test_id("eval-run")).to_have_count(4)
+    await page.get_by_test_id("eval-run").first.click()
+    await expect(page).to_have_url(re.compile(r"#/traces/t_k"))  # a link to the run's trace
+
+    await page.goto(f"{stack.url}/#/evals")
+    rows = page.get_by_test_id("eval-row")
+    await expect(rows).to_have_count(2)
+    await page.locator(f'[data-eval-id="{before}"] [data-testid="eval-check"]').check()
+    await page.locator(f'[data-eval-id="{after}"] [data-testid="eval-check"]').check()
+    await page.get_by_test_id("compare").click()
+    regression = page.get_by_test_id("regression")
+    await expect(regression.first).to_contain_text("task one passed in every run before")
+    await expect(page.locator(".eval-side").last.locator("tr.regressed")).to_have_attribute(
+        "data-task", "one"
+    )
+    await expect(page.get_by_test_id("pass-bar")).to_have_count(2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from longhaul.client import models
-from longhaul.gateway.routers import experiences, files
+from longhaul.gateway.routers import evals, experiences, files
 from longhaul.gateway.routers.info import Info
 from longhaul.gateway.schemas import runs, tasks, traces
 from pydantic import BaseModel
@@ -43,6 +43,12 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Imported, experiences.Imported),
     (models.UploadedFile, files.UploadedFile),
     (models.FilesAccepted, files.FilesAccepted),
+    (models.EvalTag, traces.EvalTagView),
+    (models.EvalRun, evals.RunView),
+    (models.EvalSummary, evals.EvalSummary),
+    (models.Eval, evals.EvalView),
+    (models.EvalList, evals.EvalList),
+    (models.EvalCheck, evals.CheckView),
 ]
 
 

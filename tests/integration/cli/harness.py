@@ -48,7 +48,12 @@ def alive(pid: int) -> bool:
 COMMAND_DEADLINE_S = 60.0
 
 
-async def longhaul(*args: str, url: str, env: dict[str, str] | None = None) -> Result:
+async def longhaul(
+    *args: str,
+    url: str,
+    env: dict[str, str] | None = None,
+    deadline_s: float = COMMAND_DEADLINE_S,
+) -> Result:
     process = await asyncio.create_subprocess_exec(
         LONGHAUL,
         "--url",
@@ -59,7 +64,7 @@ async def longhaul(*args: str, url: str, env: dict[str, str] | None = None) -> R
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        async with asyncio.timeout(COMMAND_DEADLINE_S):
+        async with asyncio.timeout(deadline_s):
             stdout, stderr = await process.communicate()
     except TimeoutError:
         process.kill()

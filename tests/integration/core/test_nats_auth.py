@@ -174,6 +174,8 @@ def test_credentials_are_owner_only_and_survive_a_restart(tmp_path: Path) -> Non
         ("verifier", "artifacts"),
         ("supervisor", "workspace"),
         ("supervisor", "traces"),
+        ("executor", "evals"),  # a run cannot forge its own score or check outcome
+        ("planner", "evals"),
     ],
 )
 async def test_a_service_writes_only_its_own_buckets(

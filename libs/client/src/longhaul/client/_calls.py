@@ -328,6 +328,41 @@ def import_experiences(markdown: str) -> Call[models.Imported]:
     return Call("POST", "/api/experiences/import", _json(models.Imported), markdown=markdown)
 
 
+def create_eval(
+    suite: Mapping[str, Any], model_names: Sequence[str], *, repeat: int = 1
+) -> Call[models.Eval]:
+    """Register an eval run of ``suite`` (parsed YAML) on ``model_names``, ``repeat`` times."""
+    body = {"suite": dict(suite), "models": list(model_names), "repeat": repeat}
+    return Call("POST", "/api/evals", _json(models.Eval), body=body)
+
+
+def list_evals() -> Call[models.EvalList]:
+    """Your eval runs, newest first."""
+    return Call("GET", "/api/evals", _json(models.EvalList))
+
+
+def get_eval(eval_id: str) -> Call[models.Eval]:
+    """An eval run with the runs scored so far and its table per model."""
+    return Call("GET", f"/api/evals/{_id(eval_id)}", _json(models.Eval))
+
+
+def start_eval_run(eval_id: str, task: str, model: str, repeat: int) -> Call[models.Accepted]:
+    """Start one run as a trace (a repeat answers the same trace and starts nothing)."""
+    body = {"task": task, "model": model, "repeat": repeat}
+    return Call("POST", f"/api/evals/{_id(eval_id)}/runs", _json(models.Accepted), body=body)
+
+
+def record_eval_run(eval_id: str, run: Mapping[str, Any]) -> Call[models.EvalRun]:
+    """Store how one run scored (``EvalRun`` fields)."""
+    return Call("PUT", f"/api/evals/{_id(eval_id)}/runs", _json(models.EvalRun), body=dict(run))
+
+
+def eval_check(eval_id: str, trace_id: str) -> Call[models.EvalCheck]:
+    """A run's check outcome (:class:`NotFound` until the verifier ran it)."""
+    path = f"/api/evals/{_id(eval_id)}/checks/{_id(trace_id)}"
+    return Call("GET", path, _json(models.EvalCheck))
+
+
 def trace_events_path(trace_id: str) -> str:
     return f"/api/traces/{_id(trace_id)}/events"
 

@@ -204,8 +204,18 @@ class Budget(Model):
     max_cost: float | None = None
 
 
+class EvalTag(Model):
+    """The eval run a trace is one run of."""
+
+    eval_id: str
+    task: str
+    repeat: int
+    check: str | None = None
+
+
 class Trace(TraceSummary):
     summary: str | None = None
+    eval: EvalTag | None = None
     wait_detail: str = ""
     pending_approvals: list[PendingCall] = Field(default_factory=list)
     cut_off_effects: list[CutOffEffect] = Field(default_factory=list)
@@ -362,3 +372,49 @@ class Event:
         return self.event in FINAL_STATUSES or (
             self.event == "waiting" and self.data.get("reason") in PERSON_WAITS
         )
+
+
+class EvalRun(Model):
+    """One scored (task, model, repeat) of an eval."""
+
+    task: str
+    model: str
+    repeat: int
+    trace_id: str
+    status: str
+    passed: bool
+    tokens: int = 0
+    cost: float = 0.0
+    duration_s: float = 0.0
+    model_calls: int = 0
+    recovered: bool = False
+    reasons: list[str] = Field(default_factory=list)
+
+
+class EvalSummary(Model):
+    eval_id: str
+    suite_name: str
+    models: list[str]
+    repeat: int
+    tasks: int
+    created_at: float
+
+
+class Eval(EvalSummary):
+    """An eval run: its suite, the runs scored so far and the table per model."""
+
+    suite: dict[str, Any]
+    runs: list[EvalRun]
+    summary: dict[str, dict[str, Any]]
+
+
+class EvalList(Model):
+    evals: list[EvalSummary]
+
+
+class EvalCheck(Model):
+    """What a run's ``check`` did in its working directory."""
+
+    trace_id: str
+    passed: bool
+    log: str

@@ -111,6 +111,7 @@ async def provision(
             description="shared workspace",
         ),
         kv_stream_config(names.experiences, settings, description="experiences, per API key"),
+        kv_stream_config(names.evals, settings, description="eval runs, per API key"),
     ]
     for config in buckets:
         await ensure_stream(js, config)

@@ -5,8 +5,8 @@ A service is an ``async def run(ctx)`` that works until ``ctx.shutdown`` is set;
 tasks it starts belong to ``ctx.background`` and are cancelled on the way out.
 :class:`ServiceContext` is the one place a service's stores are built — the event recorder,
 the trace and task repositories (with their snapshots declared here), the trace index,
-workspace, experiences and checkpoints — each once, on first use; routers and handlers ask the
-context for them and never construct their own.
+workspace, experiences, evals and checkpoints — each once, on first use; routers and handlers
+ask the context for them and never construct their own.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Any
 from longhaul.core import event_loop, repository
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection, connect
+from longhaul.core.evals import EvalStore
 from longhaul.core.experiences import ExperienceStore
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import configure_logging
@@ -86,6 +87,10 @@ class ServiceContext:
     @cached_property
     def experiences(self) -> ExperienceStore:
         return ExperienceStore(self.conn)
+
+    @cached_property
+    def evals(self) -> EvalStore:
+        return EvalStore(self.conn)
 
     @cached_property
     def checkpoints(self) -> Checkpoints:

@@ -201,6 +201,16 @@ class TraceEvent(Event, kw_only=True, omit_defaults=True):
     aggregate: ClassVar[Aggregate] = "trace"
 
 
+class EvalTag(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The eval run a trace is one run of (``longhaul.domain.evals``); the verifier runs its
+    ``check`` in the trace's working directory once the trace completes."""
+
+    eval_id: str
+    task: str
+    repeat: int
+    check: str | None = None
+
+
 class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=True):
     messages: list[InputMessage]
     config: TraceConfig = msgspec.field(default_factory=TraceConfig)
@@ -220,6 +230,11 @@ class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=
     ``None``: the configured limit (a root)."""
     route: RouteDecision | None = None
     """Set when ``POST /api/runs`` chose a single agent."""
+    eval: EvalTag | None = None
+    """Set on the runs of an eval (``POST /api/evals/{id}/runs``)."""
+    files: list[FileUploaded] = msgspec.field(default_factory=list)
+    """Written into the working directory before the first model call (an eval task's
+    ``files``, which may name sub-directories)."""
 
 
 class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):

@@ -68,6 +68,10 @@ class Names:
         return self._bucket("lh_experiences")
 
     @property
+    def evals(self) -> str:
+        return self._bucket("lh_evals")
+
+    @property
     def artifacts(self) -> str:
         return self._bucket("lh_artifacts")
 

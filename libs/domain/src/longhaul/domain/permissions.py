@@ -92,19 +92,22 @@ Bucket = Literal[
     "workspace",
     "experiences",
     "artifacts",
+    "evals",
 ]
 
 BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     # the index (with its active marks), a key's experiences, uploads and offloaded images,
-    # clearing a task's checkpoints
-    "gateway": ("traces", "active", "experiences", "workspace", "checkpoints", "artifacts"),
+    # clearing a task's checkpoints, eval runs and their results
+    "gateway": (
+        "traces", "active", "experiences", "workspace", "checkpoints", "artifacts", "evals"
+    ),
     # phase outputs and checkpoints
     "planner": ("workspace", "checkpoints", "artifacts"),
     # the index, leases, snapshots, tool outputs and recorded contexts, experience counts
     "executor": (
         "traces", "active", "leases", "snapshots", "workspace", "experiences", "artifacts"
     ),
-    "verifier": ("leases",),  # its verdict ledger
+    "verifier": ("leases", "evals"),  # its verdict ledger, eval checks' outcomes
     "supervisor": ("leases",),  # the record of a process that died (``longhaul up``)
 }  # fmt: skip
 """The KV buckets (and the object store, ``artifacts``) each service writes."""

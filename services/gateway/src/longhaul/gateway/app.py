@@ -21,6 +21,7 @@ from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.routers import (
+    evals,
     experiences,
     files,
     health,
@@ -108,6 +109,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         info.router,
         tools.router,
         experiences.router,
+        evals.router,
         skills.router,
         health.router,
         viewer.router,

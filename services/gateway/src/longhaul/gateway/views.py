@@ -92,6 +92,7 @@ def trace_view(
         **_summary_fields(TraceIndexEntry.from_state(state), mirror),
         summary=state.summary,
         route=_route(state.route),
+        eval=None if state.eval is None else msgspec.to_builtins(state.eval),
         context=ContextView.model_validate(msgspec.to_builtins(state.context))
         if state.context
         else None,

@@ -1,6 +1,7 @@
 """`longhaul-verifier`: answers verification requests of traces and phases.
 
-Replicas share one durable consumer (competing consumers) on ``verification_requested``.
+Replicas share one durable consumer (competing consumers) on ``verification_requested``, and
+another on ``completed`` for the checks of eval runs (:mod:`longhaul.verifier.eval_checks`).
 """
 
 from __future__ import annotations
@@ -13,18 +14,28 @@ from longhaul.core.consumer import ConsumerSpec, consume
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.durable import prune
+from longhaul.verifier.eval_checks import EvalChecks
 from longhaul.verifier.handler import Verifier
 from longhaul.verifier.ledger import VerdictLedger
 
 log = logging.getLogger(__name__)
 
 DURABLE = "verifier"
+EVAL_DURABLE = "verifier-evals"
 
 
 def consumer_spec(ctx: ServiceContext) -> ConsumerSpec:
     return ConsumerSpec(
         durable=DURABLE,
         subjects=[ctx.conn.names.type_filter("trace", "verification_requested")],
+        concurrency=4,
+    )
+
+
+def eval_consumer_spec(ctx: ServiceContext) -> ConsumerSpec:
+    return ConsumerSpec(
+        durable=EVAL_DURABLE,
+        subjects=[ctx.conn.names.type_filter("trace", "completed")],
         concurrency=4,
     )
 
@@ -37,7 +48,12 @@ async def run(ctx: ServiceContext) -> None:
         if pruned:
             log.info("removed %d stale verification spools", pruned)
         log.info("command checks: %s", verifier.sandbox.describe())
-        await consume(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown)
+        checks = EvalChecks(ctx.traces, ctx.evals, verifier)
+        async with asyncio.TaskGroup() as group:  # one failing stops the other
+            group.create_task(consume(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown))
+            group.create_task(
+                consume(ctx.conn, eval_consumer_spec(ctx), checks.handle, ctx.shutdown)
+            )
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ The gateway keeps an upload's bytes in the workspace and records ``FileUploaded`
 are written into the trace's working directory and the model is told, in one batch with
 ``FilesDelivered`` (so a crash never tells twice or loses one). The write goes to a temporary
 file in the directory and is renamed over the name, so a symlink or hard link planted under
-that name by a tool is replaced, never followed.
+that name by a tool is replaced, never followed. A trace's initial files (an eval task's) may
+name sub-directories: each is created in turn and must be a real directory, never a link.
 """
 
 from __future__ import annotations
@@ -26,10 +27,23 @@ def _size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 
 
-def _write(directory: Path, name: str, data: bytes) -> None:
-    if Path(name).name != name or name.startswith("."):
-        raise ValueError(f"unsafe upload name {name!r}")
+def _subdirectory(directory: Path, parts: tuple[str, ...]) -> Path:
+    """``directory/parts…``, each level created if missing and refused if it is a link."""
     directory.mkdir(parents=True, exist_ok=True)
+    for part in parts:
+        directory = directory / part
+        directory.mkdir(exist_ok=True)
+        if directory.is_symlink() or not directory.is_dir():
+            raise ValueError(f"{part!r} is not a directory")
+    return directory
+
+
+def _write(directory: Path, name: str, data: bytes) -> None:
+    parts = tuple(name.split("/"))
+    if any(not part or part.startswith(".") or Path(part).name != part for part in parts):
+        raise ValueError(f"unsafe upload name {name!r}")
+    directory = _subdirectory(directory, parts[:-1])
+    name = parts[-1]
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=".upload-")
     try:
         with os.fdopen(fd, "wb") as out:

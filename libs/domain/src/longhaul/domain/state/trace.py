@@ -116,6 +116,8 @@ class TraceState(msgspec.Struct, kw_only=True):
     """The experiences matched when the trace started (``None``: not matched)."""
     uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
     """Files uploaded but not yet written into the working directory (latest per name)."""
+    eval: ev.EvalTag | None = None
+    """The eval run this trace is one run of."""
     stop_requested: bool = False
     reflect_focus: str | None = None
     reflect_requested: bool = False
@@ -348,6 +350,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.depth = event.depth
         self.max_descendants = event.max_descendants
         self.route = event.route
+        self.eval = event.eval
+        self.uploads_pending = list(event.files)
         self.created_at = event.ts
         self.runs = 1
         self.run_trace_context = event.trace_context

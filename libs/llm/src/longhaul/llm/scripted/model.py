@@ -4,7 +4,10 @@ A *turn* is ``{content?, tool_calls?: [{name, arguments, id?}], finish_reason?, 
 provider_fields?}``; ``arguments`` may be a dict or raw text (to test invalid JSON).
 Turn N of a file script answers the request that already holds N assistant messages, so a
 trace resumed after a crash, in another process, continues the script where the log says it
-is. Output is streamed in small chunks so that every streaming code path runs offline too.
+is. A file may also hold one script per prompt, ``{by_prompt: [{match: <regex>, turns:
+[...]}, ...]}``: the first whose regex is found in the first user message plays (an eval
+suite's tasks, or a parent and its sub-agents, on one deterministic model). Output is
+streamed in small chunks so that every streaming code path runs offline too.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
+from longhaul.domain.messages import content_text
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.base import StreamingModel
 from longhaul.llm.ids import new_call_id
@@ -59,8 +64,34 @@ class TurnScript:
         return self.turns[position] if position < len(self.turns) else {"content": EXHAUSTED}
 
 
-def load_script(path: str | Path) -> TurnScript:
-    """A YAML or JSON file holding a list of turns."""
+class PromptScript:
+    """One :class:`TurnScript` per prompt: the first whose ``match`` regex is found in the
+    request's first user message."""
+
+    NO_MATCH: ClassVar[Turn] = {"content": "no script matches this prompt"}
+
+    def __init__(self, entries: Sequence[Any]) -> None:
+        self.entries: list[tuple[re.Pattern[str], TurnScript]] = []
+        for n, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("match"), str):
+                raise ValueError(f"by_prompt[{n}]: needs a 'match' regex and 'turns'")
+            try:
+                pattern = re.compile(entry["match"])
+            except re.error as exc:
+                raise ValueError(f"by_prompt[{n}].match: {exc}") from None
+            self.entries.append((pattern, TurnScript(entry.get("turns") or [])))
+
+    def __call__(self, request: ModelRequest) -> Turn:
+        first = next((m for m in request.messages if m.get("role") == "user"), None)
+        prompt = content_text(first.get("content")) if first is not None else ""
+        for pattern, script in self.entries:
+            if pattern.search(prompt):
+                return script(request)
+        return self.NO_MATCH
+
+
+def load_script(path: str | Path) -> TurnScript | PromptScript:
+    """A YAML or JSON file holding a list of turns, or ``{by_prompt: [...]}``."""
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
@@ -68,6 +99,8 @@ def load_script(path: str | Path) -> TurnScript:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise ValueError(f"{Path(path).name}: not a valid YAML/JSON script{where}") from None
+    if isinstance(data, dict) and isinstance(data.get("by_prompt"), list):
+        return PromptScript(data["by_prompt"])
     if not isinstance(data, list):
         raise ValueError(f"{path}: a script is a list of turns, got {type(data).__name__}")
     return TurnScript(data)

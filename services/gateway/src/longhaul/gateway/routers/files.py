@@ -86,7 +86,7 @@ def _name(upload: UploadFile) -> str:
     return name
 
 
-async def _charge(runtime: Runtime, owner: str, size: int) -> None:
+async def charge(runtime: Runtime, owner: str, size: int) -> None:
     """Add ``size`` to the key's uploaded bytes (compare-and-set), or 413 over the quota."""
     quota = runtime.config.gateway.upload_quota_bytes_per_key
     workspace = runtime.service.workspace
@@ -109,6 +109,16 @@ async def _charge(runtime: Runtime, owner: str, size: int) -> None:
         except WorkspaceConflict:
             continue
     raise ApiError(409, "concurrent_update", "the upload quota kept changing; retry")
+
+
+async def store_upload(
+    runtime: Runtime, trace_id: str, name: str, data: bytes, media_type: str
+) -> ev.FileUploaded:
+    """Keep ``data`` in the workspace under its digest; the event that names it."""
+    digest = hashlib.sha256(data).hexdigest()
+    key = f"uploads/{trace_id}/{digest}"
+    await runtime.service.workspace.put(key, data)
+    return ev.FileUploaded(name=name, size=len(data), sha256=digest, key=key, media_type=media_type)
 
 
 async def _files(request: Request) -> list[UploadFile]:
@@ -146,22 +156,11 @@ async def upload_files(
         )
     contents = [(_name(upload), await upload.read()) for upload in files]
     async with runtime.nats_call():
-        await _charge(runtime, principal.owner, sum(len(data) for _, data in contents))
-        workspace = runtime.service.workspace
+        await charge(runtime, principal.owner, sum(len(data) for _, data in contents))
         uploaded: list[ev.FileUploaded] = []
         for (name, data), upload in zip(contents, files, strict=True):
-            digest = hashlib.sha256(data).hexdigest()
-            key = f"uploads/{trace_id}/{digest}"
-            await workspace.put(key, data)
-            uploaded.append(
-                ev.FileUploaded(
-                    name=name,
-                    size=len(data),
-                    sha256=digest,
-                    key=key,
-                    media_type=upload.content_type or "application/octet-stream",
-                )
-            )
+            media_type = upload.content_type or "application/octet-stream"
+            uploaded.append(await store_upload(runtime, trace_id, name, data, media_type))
     event_id = 0
     for event in uploaded:
         _, recorded = await commands.append_to_trace(

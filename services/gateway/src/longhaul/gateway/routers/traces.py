@@ -106,6 +106,16 @@ async def create_trace(
         if seq is not None:  # a repeat: the first request's answer, nothing started
             response.headers["Location"] = f"/api/traces/{trace_id}"
             return Accepted(trace_id=trace_id, status="running", event_id=seq)
+    event = await trace_creation(request, principal, body)
+    state = await commands.create_trace(runtime, principal, event, trace_id)
+    response.headers["Location"] = f"/api/traces/{state.trace_id}"
+    return _accepted(state, state.stream_seq)
+
+
+async def trace_creation(
+    request: Request, principal: Principal, body: CreateTraceRequest
+) -> ev.TraceCreated:
+    """The ``trace_created`` event a create body asks for (model and verification checked)."""
     _check_model(request, body.model)
     verification = _verification(request, body.verification)
     config = ev.TraceConfig(
@@ -127,10 +137,7 @@ async def create_trace(
     if body.preset:
         config.preset = body.preset
     messages = await _inputs(request, principal, body.messages)
-    event = ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
-    state = await commands.create_trace(runtime, principal, event, trace_id)
-    response.headers["Location"] = f"/api/traces/{state.trace_id}"
-    return _accepted(state, state.stream_seq)
+    return ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
 
 
 def _check_model(request: Request, model: str | None) -> None:

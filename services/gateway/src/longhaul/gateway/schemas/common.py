@@ -27,19 +27,20 @@ Text = Annotated[str, StringConstraints(max_length=200_000)]
 ShortText = Annotated[str, StringConstraints(max_length=200)]
 
 
-def _integral(value: Any) -> Any:
+def integral(value: Any) -> Any:
     """JSON Schema counts ``7.0`` as an integer; so do we (``7.5`` still fails)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # Strict integers that also take integral JSON numbers written with a fraction. The bounds
 # come before the validator so they reach the JSON schema as ``minimum``/``maximum``.
-Iterations = Annotated[int, Field(ge=1, le=100_000), BeforeValidator(_integral)]
-TokenCount = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(_integral)]
-Sequence = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(_integral)]
-Counter = Annotated[int, Field(ge=0, le=2**31), BeforeValidator(_integral)]
-ResponseTokens = Annotated[int, Field(ge=1, le=1_000_000), BeforeValidator(_integral)]
-Seed = Annotated[int, Field(ge=0, le=2**32 - 1), BeforeValidator(_integral)]
+Iterations = Annotated[int, Field(ge=1, le=100_000), BeforeValidator(integral)]
+TokenCount = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(integral)]
+Sequence = Annotated[int, Field(ge=1, le=2**53), BeforeValidator(integral)]
+Counter = Annotated[int, Field(ge=0, le=2**31), BeforeValidator(integral)]
+ResponseTokens = Annotated[int, Field(ge=1, le=1_000_000), BeforeValidator(integral)]
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1), BeforeValidator(integral)]
+Amount = Annotated[int, Field(ge=0, le=2**53), BeforeValidator(integral)]
 
 
 class Input(BaseModel):

@@ -295,8 +295,11 @@ if TYPE_CHECKING:  # derived at runtime; mypy sees a model of unknown fields
 
     class MessageView(BaseModel): ...
 
+    class EvalTagView(BaseModel): ...
+
 else:
     RunUsageView = view_of(ev.RunUsage)
+    EvalTagView = view_of(ev.EvalTag)
     # a message of the tree: the ``message_appended`` payload (client input folds into the
     # same shape) with ``created_at`` for its time
     MessageView = view_of(
@@ -414,6 +417,9 @@ class TraceView(TraceSummary):
         default=None, description="why POST /api/runs made a single-agent run"
     )
     wait_detail: str = ""
+    eval: EvalTagView | None = Field(
+        default=None, description="the eval run this trace is one run of (GET /api/evals/{id})"
+    )
     fault_log: list[FaultView] = Field(
         default_factory=list, description="the skipped events, latest 50"
     )
