@@ -134,7 +134,10 @@ async def run_kill_at_effect(
                 ids = []
                 for n in range(traces):
                     model = _script(root, n, rounds)
-                    ids.append((await client.create_trace(f"payments {n}", model=model)).trace_id)
+                    created = await client.create_trace(
+                        f"payments {n}", model=model, max_iterations=3 * rounds + 1
+                    )
+                    ids.append(created.trace_id)
                 person = asyncio.create_task(_person(client, service, ids, row))
                 try:
                     for n in range(kills):
