@@ -419,7 +419,7 @@ async def _effects(seed: int, *, quick: bool, keep: bool) -> EffectRow:
         return await run_kill_at_effect(
             root,
             traces=6 if quick else 12,
-            rounds=8 if quick else 20,
+            rounds=8 if quick else 32,
             kills=9 if quick else 21,
             seed=seed,
         )
