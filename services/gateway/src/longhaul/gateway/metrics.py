@@ -120,6 +120,12 @@ class GatewayMetrics:
             "optimistic-concurrency retries",
             registry=self.registry,
         )
+        self.erased = Counter(
+            "longhaul_gateway_erased",
+            "traces and tasks erased (DELETE), sub-traces and step traces included",
+            ["kind"],
+            registry=self.registry,
+        )
         self.streams = Gauge(
             "longhaul_gateway_open_streams",
             "open SSE/WebSocket streams",

@@ -36,7 +36,11 @@ class IndexMirror:
         self._changed = asyncio.Condition()
 
     def put(self, entry: TraceIndexEntry) -> None:
-        """Keep the entry folded from the later stream position."""
+        """Keep the entry folded from the later stream position; a tombstone (an erased
+        trace) removes it."""
+        if entry.is_tombstone:
+            self._remove(entry.trace_id)
+            return
         current = self.entries.get(entry.trace_id)
         if current is None or entry.last_event_seq >= current.last_event_seq:
             self.entries[entry.trace_id] = entry

@@ -233,6 +233,20 @@ class ReflectRequest(Body):
     focus: Text | None = None
 
 
+class Deleted(BaseModel):
+    """What a delete erased: the ids (the trace and its local sub-traces), the events purged
+    from the stream, bucket entries and stored objects removed, and what became of the
+    working directory (``removed``, ``absent``, ``shared`` — a sub-trace's or step trace's is
+    its root's or task's —, ``unreached``: no executor answered)."""
+
+    trace_id: str
+    deleted: list[str]
+    events: int
+    entries: int
+    objects: int
+    working_dir: Literal["removed", "absent", "shared", "unreached"]
+
+
 class Accepted(BaseModel):
     """The request is on the log. ``event_id`` is its stream sequence: pass it as
     ``Last-Event-ID`` to follow what happens next."""

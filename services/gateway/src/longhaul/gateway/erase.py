@@ -1,0 +1,136 @@
+"""Deleting a trace with its family: stop, wait until nobody runs it, erase.
+
+Order is what makes it safe against an executor turn in flight. Every member of the family
+(the trace and its local sub-traces, recursively) that has not ended is asked to stop — the
+executor stops the trace's remote children as it does for any stopped parent — and the
+gateway waits until each member is final *and* its lease is free: an executor writes its
+last snapshot and index entry before it releases the lease, so from then on no turn of the
+family is running. Then each member is erased (``longhaul.core.erasure``), deepest first and
+the trace itself last, so a delete cut short is finished by a repeat. A wake-up that folded
+the trace just before the erasure finds the log purged (its append's expected position no
+longer exists) and the index entry buried under a tombstone it cannot outrank.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+
+import msgspec
+import nats.errors
+from longhaul.agent.images import SCHEME
+from longhaul.core.erasure import Removed
+from longhaul.core.index import TraceIndexEntry
+from longhaul.domain.erasure import WorkdirErased, WorkdirErasure
+from longhaul.domain.state import TraceState
+from longhaul.gateway import access, commands
+from longhaul.gateway.auth import Principal
+from longhaul.gateway.errors import ApiError
+from longhaul.gateway.runtime import Runtime
+from nats.js.errors import KeyNotFoundError
+
+log = logging.getLogger(__name__)
+
+STOP_WAIT_S = 30.0
+"""How long a delete waits for the family's turns to stop before answering 409."""
+WORKDIR_WAIT_S = 5.0
+_IMAGE = re.compile(re.escape(SCHEME) + r"([0-9a-f]{64})")
+
+
+async def family_of(runtime: Runtime, root: TraceState) -> list[TraceState]:
+    """The trace and its local sub-traces, parents before children."""
+    members = [root]
+    seen = {root.trace_id}
+    for member in members:
+        for info in member.subtraces.values():
+            if info.remote is None and info.child_trace_id not in seen:
+                seen.add(info.child_trace_id)
+                child = await runtime.traces.load(info.child_trace_id)
+                if child.exists:
+                    members.append(child)
+    return members
+
+
+async def _lease_free(runtime: Runtime, trace_id: str) -> bool:
+    kv = await runtime.service.conn.kv(runtime.service.conn.names.leases)
+    try:
+        entry = await kv.get(f"trace.{trace_id}")
+    except KeyNotFoundError:
+        return True
+    return not entry.value
+
+
+async def _settled(runtime: Runtime, members: list[TraceState]) -> None:
+    """Wait until every member has ended and no executor holds it (409 past the deadline;
+    the stops are recorded, so a repeat finds them done)."""
+    deadline = time.monotonic() + STOP_WAIT_S
+    pause = 0.05
+    for state in members:
+        while True:
+            await runtime.traces.catch_up(state.trace_id, state)
+            if state.is_final and await _lease_free(runtime, state.trace_id):
+                break
+            if time.monotonic() > deadline:
+                raise ApiError(
+                    409,
+                    "conflict",
+                    f"trace {state.trace_id} is still stopping; send the delete again",
+                    headers={"Retry-After": "2"},
+                )
+            await asyncio.sleep(pause)  # polls the fold and the lease: no event says "released"
+            pause = min(pause * 2, 0.5)
+
+
+def _images(members: list[TraceState]) -> set[str]:
+    """The stored images the family's messages name (``longhaul.agent.images``)."""
+    digests: set[str] = set()
+    for state in members:
+        for message in state.all_messages():
+            if not isinstance(message.content, str):
+                digests.update(_IMAGE.findall(msgspec.json.encode(message.content).decode()))
+    return digests
+
+
+async def _remove_workdir(runtime: Runtime, owner: str, scope: str) -> str:
+    """Ask the executors to remove the directory: ``removed``, ``absent`` or ``unreached``
+    (no executor answered: it is removed by none, say so)."""
+    conn = runtime.service.conn
+    body = msgspec.json.encode(WorkdirErasure(owner=owner, scope=scope))
+    try:
+        reply = await conn.nc.request(conn.names.erasures, body, timeout=WORKDIR_WAIT_S)
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+        log.warning("no executor answered the erasure of %s's working directory", scope)
+        return "unreached"
+    return "removed" if msgspec.json.decode(reply.data, type=WorkdirErased).removed else "absent"
+
+
+async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) -> dict[str, object]:
+    root = await access.owned_trace(runtime, principal, trace_id)
+    async with runtime.nats_call():
+        members = await family_of(runtime, root)
+        for state in members:
+            await commands.stop_for_erasure(runtime, state)
+    async with asyncio.timeout(STOP_WAIT_S + runtime.deadline_s):
+        await _settled(runtime, members)
+    eraser = runtime.service.eraser
+    removed = Removed()
+    images = [f"images/{principal.owner}/{digest}" for digest in sorted(_images(members))]
+    async with runtime.nats_call():
+        for state in reversed(members):
+            own_images = images if state is root else []
+            removed.add(await eraser.erase_trace(state.trace_id, workspace=own_images))
+            runtime.mirror.put(TraceIndexEntry.tombstone(state.trace_id))
+    workdir = "shared"  # a sub-trace or a step trace works in its root's or task's directory
+    if root.parent_trace_id is None and root.task_id is None:
+        workdir = await _remove_workdir(runtime, principal.owner, root.trace_id)
+    runtime.metrics.erased.labels("trace").inc(len(members))
+    return {
+        "trace_id": trace_id,
+        "deleted": removed.ids,
+        "events": removed.events,
+        "entries": removed.entries,
+        "objects": removed.objects,
+        "working_dir": workdir,
+    }
