@@ -153,4 +153,3 @@ class Eraser:
         if await self.delete_object(f"snapshot/{aggregate}/{aggregate_id}"):
             removed.objects += 1
         return removed
-

@@ -1,0 +1,238 @@
+"""DELETE /api/traces/{id} through the running stack, checked in JetStream and on disk: the
+trace and its sub-trace are gone from the stream and from every bucket, object and
+directory, every route answers as for an id that never existed, another key's trace is
+byte-for-byte the same, and a turn in flight when the delete comes writes nothing back."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from longhaul.core.connection import Connection, connect
+from longhaul.core.index import TraceIndex
+from longhaul.core.store import EventStore
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.state import TraceState
+from longhaul.gateway.auth import owner_id
+
+from tests.integration.executor.scripts import record_steps, write_script
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
+from tests.support.folds import trace_state
+from tests.support.stack import InProcessExecutor, wait_for_trace, wait_lease_released
+
+ALICE, BOB = "alice-delete-key-0123456789", "bob-delete-key-9876543210"
+DEADLINE_S = 60
+TOOLS = {"tool_modules": ["tests.integration.executor.tooling"]}
+
+
+def owner_of(key: str) -> str:
+    return owner_id(hashlib.sha256(key.encode()).digest())
+
+
+@pytest.fixture
+async def keyed(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
+    async with serve_gateway(gateway_config(nats_config, api_keys=f"{ALICE},{BOB}")) as running:
+        yield running
+
+
+@pytest.fixture
+async def conn(nats_config: NatsConfig) -> AsyncIterator[Connection]:
+    connection = await connect(nats_config)
+    try:
+        yield connection
+    finally:
+        await connection.close()
+
+
+async def stored(conn: Connection) -> dict[str, dict[str, int]]:
+    """Every subject of the event stream and of each bucket's stream, object names decoded."""
+    names = conn.names
+    buckets = ("traces", "active", "leases", "snapshots", "checkpoints", "workspace")
+    streams = [names.stream, *(f"KV_{getattr(names, b)}" for b in buckets)]
+    found: dict[str, dict[str, int]] = {}
+    for stream in [*streams, f"OBJ_{names.artifacts}"]:
+        info = await conn.js.stream_info(stream, subjects_filter=">")
+        found[stream] = dict(info.state.subjects or {})
+    meta = f"$O.{names.artifacts}.M."
+    found["objects"] = {
+        base64.urlsafe_b64decode(s[len(meta) :]).decode(): n
+        for s, n in found[f"OBJ_{names.artifacts}"].items()
+        if s.startswith(meta)
+    }
+    return found
+
+
+def naming(found: dict[str, dict[str, int]], ids: list[str]) -> list[str]:
+    return sorted(s for subjects in found.values() for s in subjects if any(i in s for i in ids))
+
+
+async def holding(conn: Connection, ids: list[str]) -> list[str]:
+    """The subjects naming ``ids`` that hold something: a released lease's delete marker
+    (empty, expiring after a second) holds nothing."""
+    leases = f"KV_{conn.names.leases}"
+    found = await stored(conn)
+    for subject in list(found[leases]):
+        last = await conn.js.get_last_msg(leases, subject, direct=True)
+        if not last.data:
+            del found[leases][subject]
+    return naming(found, ids)
+
+
+async def raw_messages(conn: Connection, trace_id: str) -> list[tuple[int, Any]]:
+    return [(r.seq, r.event) async for r in EventStore(conn).replay("trace", trace_id)]
+
+
+def two_steps_done(state: TraceState) -> bool:
+    return sum(m.role == "tool" for m in state.messages.values()) >= 2
+
+
+async def answers(client: httpx.AsyncClient, trace_id: str) -> list[tuple[int, Any]]:
+    """What each route answers for ``trace_id``, with the id itself written as ``ID``."""
+    calls = [
+        ("GET", f"/api/traces/{trace_id}", None),
+        ("GET", f"/api/traces/{trace_id}/messages", None),
+        ("GET", f"/api/traces/{trace_id}/context", None),
+        ("GET", f"/api/traces/{trace_id}/events", None),
+        ("POST", f"/api/traces/{trace_id}/run", {}),
+        ("POST", f"/api/traces/{trace_id}/stop", None),
+        ("POST", f"/api/traces/{trace_id}/reply", {"content": "x"}),
+        ("DELETE", f"/api/traces/{trace_id}", None),
+    ]
+    out = []
+    for method, url, body in calls:
+        response = await client.request(method, url, json=body)
+        out.append((response.status_code, response.text.replace(trace_id, "ID")))
+    return out
+
+
+async def test_delete_erases_the_family_everywhere_and_nothing_of_another_key(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    write = {"name": "write", "arguments": {"path": "from-child.txt", "content": "CHILD"}}
+    # children answer turns 0-1; the parent starts with two assistant messages: delegates
+    # (turn 2), then answers (3)
+    model = write_script(
+        tmp_path / "family.yaml",
+        [
+            {"tool_calls": [write]},
+            {"content": "child wrote it"},
+            {"tool_calls": [{"name": "agent", "arguments": {"task": "write it"}}]},
+            {"content": "parent done"},
+        ],
+    )
+    simple = write_script(tmp_path / "bob.yaml", [{"content": "bob done"}] * 4)
+    image = b"\x89PNG\r\n\x1a\n" + os.urandom(20_000)
+    url = "data:image/png;base64," + base64.b64encode(image).decode()
+    picture = {"type": "image_url", "image_url": {"url": url}}
+    first = [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, picture]},
+        {"role": "assistant", "content": "b"},
+        user_message("c"),
+        {"role": "assistant", "content": "d"},
+        user_message("go"),
+    ]  # fmt: skip
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={"working_root": work}),
+        keyed.client(ALICE) as alice,
+        keyed.client(BOB) as bob,
+    ):
+        made = await alice.post("/api/traces", json={"messages": first, "model": model})
+        parent = made.json()["trace_id"]
+        bobs = (
+            await bob.post("/api/traces", json={"messages": [user_message("hi")], "model": simple})
+        ).json()["trace_id"]
+        for trace_id in (parent, bobs):
+            done = await wait_for_trace(EventStore(conn), trace_id, within=DEADLINE_S)
+            assert done.status == "completed", done.error
+        upload = await alice.post(
+            f"/api/traces/{parent}/files", files=[("files", ("data.csv", b"a,b\n", "text/csv"))]
+        )
+        assert upload.status_code == 202, upload.text
+        # a large stored output, as a tool offloads it (past the KV limit: an object)
+        await WorkspaceStore(conn).put(f"outputs/{parent}/call_1", b"x" * 300_000)
+        (child,) = (await trace_state(EventStore(conn), parent)).subtraces
+        family = [parent, child]
+        for trace_id in (*family, bobs):  # the executor has let go: nothing more is written
+            await wait_lease_released(conn, trace_id)
+        home = work / "keys" / owner_of(ALICE) / parent
+        assert (home / "from-child.txt").read_text() == "CHILD"
+
+        before = await stored(conn)
+        held = await holding(conn, family)
+        digest = hashlib.sha256(url.encode()).hexdigest()
+        # it is there to be erased: events of both, index, uploads, outputs, objects, image
+        assert any(s.startswith(conn.names.subject_root) and child in s for s in held)
+        assert any(f"uploads.{parent}" in s for s in held)
+        assert f"workspace/outputs/{parent}/call_1" in before["objects"]
+        assert any(digest in s for s in before[f"KV_{conn.names.workspace}"])
+        bob_before = await raw_messages(conn, bobs)
+        bob_subjects = await holding(conn, [bobs])
+        bytes_before = (await conn.js.stream_info(conn.names.stream)).state.bytes
+        never = "t_01NEVEREXISTED0000000000"
+        unknown = await answers(alice, never)
+
+        # another key cannot delete it, and learns nothing
+        refused = await bob.delete(f"/api/traces/{parent}")
+        assert refused.status_code == 404
+        assert refused.text.replace(parent, "ID") == unknown[-1][1].replace(never, "ID")
+        assert await holding(conn, family) == held
+
+        deleted = await alice.delete(f"/api/traces/{parent}")
+        assert deleted.status_code == 200, deleted.text
+        report = deleted.json()
+        assert sorted(report["deleted"]) == sorted(family)
+        assert report["working_dir"] == "removed" and report["events"] > 0
+
+        after = await stored(conn)
+        assert await answers(alice, parent) == [
+            (code, text.replace(never, "ID")) for code, text in unknown
+        ]
+        listed = (await alice.get("/api/traces")).json()["traces"]
+        assert not {t["trace_id"] for t in listed} & set(family)
+    # the executor is gone: nothing can write any more
+    after = await stored(conn)
+    left = await holding(conn, family)
+    # only the index tombstone, which names nothing but the id and expires
+    assert left == [f"$KV.{conn.names.traces}.{i}" for i in sorted(family)]
+    assert await TraceIndex(conn).get(parent) is None
+    assert not any(digest in s for s in after[f"KV_{conn.names.workspace}"])
+    assert not home.exists() and home.parent.exists()
+    assert (await conn.js.stream_info(conn.names.stream)).state.bytes < bytes_before
+    assert await raw_messages(conn, bobs) == bob_before
+    assert await holding(conn, [bobs]) == bob_subjects
+    async with keyed.client(BOB) as bob:
+        assert (await bob.get(f"/api/traces/{bobs}")).json()["status"] == "completed"
+
+
+async def test_a_turn_in_flight_is_stopped_and_writes_nothing_back(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "steps.log"
+    model = record_steps(tmp_path / "slow.yaml", 20, log, hold_ms=400)
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={**TOOLS, "working_root": tmp_path}),
+        keyed.client(ALICE) as alice,
+    ):
+        trace_id = (
+            await alice.post("/api/traces", json={"messages": [user_message("go")], "model": model})
+        ).json()["trace_id"]
+        await wait_for_trace(EventStore(conn), trace_id, two_steps_done, within=DEADLINE_S)
+        deleted = await alice.delete(f"/api/traces/{trace_id}")
+        assert deleted.status_code == 200, deleted.text
+        steps = log.read_text().count("\n")
+        assert (await alice.get(f"/api/traces/{trace_id}")).status_code == 404
+    assert steps < 20  # it was stopped, not run to its end
+    assert await holding(conn, [trace_id]) == [f"$KV.{conn.names.traces}.{trace_id}"]
