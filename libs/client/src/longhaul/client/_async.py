@@ -75,6 +75,7 @@ class AsyncClient:
     run = bind_async(calls.run)
     send_message = bind_async(calls.send_message)
     stop = bind_async(calls.stop)
+    delete = bind_async(calls.delete)
     resume = bind_async(calls.resume)
     reply = bind_async(calls.reply)
     approve = bind_async(calls.approve)

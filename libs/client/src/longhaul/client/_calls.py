@@ -216,6 +216,12 @@ def stop(trace_id: str) -> Call[models.Accepted]:
     return _steer(trace_id, "stop")
 
 
+def delete(trace_id: str) -> Call[models.Deleted]:
+    """Delete a trace and its sub-traces everywhere they are stored (a running one is
+    stopped first); the id is unknown afterwards (``NotFound``, a repeat included)."""
+    return Call("DELETE", f"/api/traces/{_id(trace_id)}", _json(models.Deleted))
+
+
 def resume(trace_id: str) -> Call[models.Accepted]:
     """Continue a stopped, failed or completed trace from its head."""
     return _steer(trace_id, "resume")

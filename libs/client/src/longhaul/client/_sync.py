@@ -75,6 +75,7 @@ class Client:
     run = bind_sync(calls.run)
     send_message = bind_sync(calls.send_message)
     stop = bind_sync(calls.stop)
+    delete = bind_sync(calls.delete)
     resume = bind_sync(calls.resume)
     reply = bind_sync(calls.reply)
     approve = bind_sync(calls.approve)

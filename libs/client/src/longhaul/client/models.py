@@ -54,6 +54,19 @@ class Accepted(Model):
     event_id: int
 
 
+class Deleted(Model):
+    """What a delete erased: the trace and its local sub-traces, the events, stored entries
+    and objects removed, and ``working_dir``: removed, absent, shared (a sub-trace's or
+    step trace's belongs to its root or task) or unreached (no executor answered)."""
+
+    trace_id: str
+    deleted: list[str]
+    events: int
+    entries: int
+    objects: int
+    working_dir: str
+
+
 class MessageAccepted(Model):
     """The message is in the trace's inbox."""
 
