@@ -91,6 +91,18 @@ async def test_reply_and_stop(stack: RunningGateway) -> None:
     assert resumed.code == 0 and "accepted" in resumed.stdout
 
 
+async def test_delete_a_waiting_trace(stack: RunningGateway) -> None:
+    """The trace waits for a person: the delete stops it first, then it is unknown."""
+    waiting = trace_id_in(
+        (await longhaul("run", "ask me", "--tool", "ask_human", url=stack.url)).stdout
+    )
+    deleted = await longhaul("traces", "delete", waiting, "--yes", url=stack.url)
+    assert deleted.code == 0, deleted.output
+    assert "deleted 1 trace(s)" in deleted.stdout
+    gone = await longhaul("traces", "show", waiting, url=stack.url)
+    assert gone.code == 1 and "404 not_found" in gone.stderr
+
+
 async def test_clear_errors(stack: RunningGateway) -> None:
     unknown = await longhaul("traces", "show", "t_nope", url=stack.url)
     assert unknown.code == 1 and "404 not_found" in unknown.stderr

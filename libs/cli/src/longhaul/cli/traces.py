@@ -162,6 +162,27 @@ def stop(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> None:
     _steer(ctx, trace_id, "stop", lambda client: client.stop(trace_id), follow)
 
 
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    trace_id: TraceId,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+) -> None:
+    """Delete a trace and its sub-traces everywhere they are stored (stopped first)."""
+    if not yes:
+        typer.confirm(f"erase trace {trace_id} and its sub-traces for good?", abort=True)
+
+    async def command(client: AsyncClient) -> None:
+        report = await client.delete(trace_id)
+        console.print(
+            f"deleted {len(report.deleted)} trace(s): {report.events} events, "
+            f"{report.entries} stored entries, {report.objects} objects; "
+            f"working directory {report.working_dir}"
+        )
+
+    execute(ctx, command)
+
+
 @app.command("resume")
 def resume(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> None:
     """Continue a stopped, failed or completed trace from its head."""
