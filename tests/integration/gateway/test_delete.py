@@ -14,11 +14,14 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.checkpoints import Checkpoint, Checkpoints
 from longhaul.core.connection import Connection, connect
 from longhaul.core.index import TraceIndex
-from longhaul.core.store import EventStore
+from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
+from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 from longhaul.gateway.auth import owner_id
 
@@ -29,7 +32,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
-from tests.support.folds import trace_state
+from tests.support.folds import task_state, trace_state
 from tests.support.stack import InProcessExecutor, wait_for_trace, wait_lease_released
 
 ALICE, BOB = "alice-delete-key-0123456789", "bob-delete-key-9876543210"
@@ -236,3 +239,63 @@ async def test_a_turn_in_flight_is_stopped_and_writes_nothing_back(
         assert (await alice.get(f"/api/traces/{trace_id}")).status_code == 404
     assert steps < 20  # it was stopped, not run to its end
     assert await holding(conn, [trace_id]) == [f"$KV.{conn.names.traces}.{trace_id}"]
+
+
+async def test_delete_a_task_erases_it_with_its_step_traces(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """The planner's part (plan, phase, step trace, checkpoint, phase output) is written
+    as the planner writes it; the step trace runs on a real executor."""
+    work = tmp_path / "work"
+    write = {"name": "write", "arguments": {"path": "step.txt", "content": "STEP"}}
+    model = write_script(tmp_path / "step.yaml", [{"tool_calls": [write]}, {"content": "done"}])
+    store = EventStore(conn)
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={"working_root": work}),
+        keyed.client(ALICE) as alice,
+        keyed.client(BOB) as bob,
+    ):
+        task = (await alice.post("/api/tasks", json={"goal": "ship it"})).json()["task_id"]
+        planning = await alice.delete(f"/api/tasks/{task}")
+        assert planning.status_code == 409, planning.text
+        step = new_id("t")
+        await plan(store, task, ev.PlanCreated(phases=[ev.PhaseSpec(id="p", name="p")]))
+        await plan(store, task, ev.PhaseStarted(phase_id="p", trace_ids=[step]))
+        created = ev.TraceCreated(
+            messages=[ev.InputMessage(role="user", content="go")],
+            config=ev.TraceConfig(model=model),
+            owner=owner_of(ALICE),
+            task_id=task,
+            phase_id="p",
+        )
+        await store.append("trace", step, [created], expected=Position())
+        assert (await wait_for_trace(store, step, within=DEADLINE_S)).status == "completed"
+        await WorkspaceStore(conn).put(f"task/{task}/phase/p/output", b"the output")
+        checkpoint = Checkpoint(task_id=task, phase_id="p", name="p", result_ref="r")
+        await Checkpoints(conn, enabled=True).save(checkpoint)
+        await plan(store, task, ev.PhaseCompleted(phase_id="p", summary="ok"), ev.TaskCompleted())
+        await wait_lease_released(conn, step)
+        held = await holding(conn, [task, step])
+        assert any(f"task.{task}" in s for s in held) and any(
+            f"checkpoints.task.{task}" in s for s in held
+        )
+        assert (work / "keys" / owner_of(ALICE) / task / "step.txt").read_text() == "STEP"
+
+        assert (await bob.delete(f"/api/tasks/{task}")).status_code == 404
+        assert await holding(conn, [task, step]) == held
+        deleted = await alice.delete(f"/api/tasks/{task}")
+        assert deleted.status_code == 200, deleted.text
+        assert deleted.json()["deleted"] == [step, task]
+        assert deleted.json()["working_dir"] == "removed"
+        for url in (f"/api/tasks/{task}", f"/api/traces/{step}", f"/api/tasks/{task}/checkpoints"):
+            assert (await alice.get(url)).status_code == 404
+        assert (await alice.delete(f"/api/tasks/{task}")).status_code == 404
+    assert await holding(conn, [task, step]) == [f"$KV.{conn.names.traces}.{step}"]
+    assert not (work / "keys" / owner_of(ALICE) / task).exists()
+
+
+async def plan(store: EventStore, task: str, *events: ev.TaskEvent) -> None:
+    """Append to the task as its planner would."""
+    state = await task_state(store, task)
+    position = Position(state.stream_seq, state.version)
+    await store.append("task", task, list(events), expected=position, actor="planner:test")

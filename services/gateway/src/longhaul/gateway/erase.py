@@ -106,10 +106,13 @@ async def _remove_workdir(runtime: Runtime, owner: str, scope: str) -> str:
     return "removed" if msgspec.json.decode(reply.data, type=WorkdirErased).removed else "absent"
 
 
-async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) -> dict[str, object]:
-    root = await access.owned_trace(runtime, principal, trace_id)
+async def _erase_families(
+    runtime: Runtime, principal: Principal, roots: list[TraceState]
+) -> Removed:
+    """Stop, settle and erase each root's family; the images its messages name go too."""
     async with runtime.nats_call():
-        members = await family_of(runtime, root)
+        families = [await family_of(runtime, root) for root in roots]
+        members = [state for family in families for state in family]
         for state in members:
             await commands.stop_for_erasure(runtime, state)
     async with asyncio.timeout(STOP_WAIT_S + runtime.deadline_s):
@@ -119,18 +122,48 @@ async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) ->
     images = [f"images/{principal.owner}/{digest}" for digest in sorted(_images(members))]
     async with runtime.nats_call():
         for state in reversed(members):
-            own_images = images if state is root else []
+            own_images = images if state is members[0] else []
             removed.add(await eraser.erase_trace(state.trace_id, workspace=own_images))
             runtime.mirror.put(TraceIndexEntry.tombstone(state.trace_id))
-    workdir = "shared"  # a sub-trace or a step trace works in its root's or task's directory
-    if root.parent_trace_id is None and root.task_id is None:
-        workdir = await _remove_workdir(runtime, principal.owner, root.trace_id)
     runtime.metrics.erased.labels("trace").inc(len(members))
+    return removed
+
+
+def _report(removed: Removed, working_dir: str) -> dict[str, object]:
     return {
-        "trace_id": trace_id,
         "deleted": removed.ids,
         "events": removed.events,
         "entries": removed.entries,
         "objects": removed.objects,
-        "working_dir": workdir,
+        "working_dir": working_dir,
     }
+
+
+async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) -> dict[str, object]:
+    root = await access.owned_trace(runtime, principal, trace_id)
+    removed = await _erase_families(runtime, principal, [root])
+    workdir = "shared"  # a sub-trace or a step trace works in its root's or task's directory
+    if root.parent_trace_id is None and root.task_id is None:
+        workdir = await _remove_workdir(runtime, principal.owner, root.trace_id)
+    return {"trace_id": trace_id, **_report(removed, workdir)}
+
+
+async def delete_task(runtime: Runtime, principal: Principal, task_id: str) -> dict[str, object]:
+    """A task that has ended (or waits for its plan's review) with its step traces. One
+    still planning or running is refused: nothing stops a task's planner yet, and a step
+    trace it started after the erasure would belong to nobody."""
+    task = await access.owned_task(runtime, principal, task_id)
+    if not (task.is_final or task.status == "awaiting_review"):
+        raise ApiError(
+            409,
+            "conflict",
+            f"task {task_id} is {task.status}: it can be deleted once it has ended",
+        )
+    async with runtime.nats_call():
+        steps = [await runtime.traces.load(step) for step in task.step_traces]
+    removed = await _erase_families(runtime, principal, [s for s in steps if s.exists])
+    async with runtime.nats_call():
+        removed.add(await runtime.service.eraser.erase_task(task_id))
+    runtime.metrics.erased.labels("task").inc()
+    workdir = await _remove_workdir(runtime, principal.owner, task_id)
+    return {"task_id": task_id, **_report(removed, workdir)}

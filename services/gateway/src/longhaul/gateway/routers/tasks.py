@@ -13,7 +13,7 @@ from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
-from longhaul.gateway import access, commands
+from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
@@ -26,6 +26,7 @@ from longhaul.gateway.schemas.tasks import (
     CreateTaskRequest,
     ReviewPlanRequest,
     TaskAccepted,
+    TaskDeleted,
     TaskList,
     TaskSummary,
     TaskView,
@@ -237,6 +238,21 @@ def tasks_router(prefix: str) -> APIRouter:
                 )
                 for c in saved
             ]
+        )
+
+    @router.delete(
+        "/{task_id}",
+        response_model=TaskDeleted,
+        summary="Delete an ended task with its step traces everywhere they are stored",
+    )
+    async def delete_task(
+        task_id: str, request: Request, principal: CurrentPrincipal
+    ) -> TaskDeleted:
+        """Its events, snapshot, checkpoints, phase outputs, its step traces (as a trace's
+        delete erases them) and its working directory. A task still planning or running is
+        409: it can be deleted once it has ended."""
+        return TaskDeleted.model_validate(
+            await erase.delete_task(runtime_of(request.app), principal, task_id)
         )
 
     @router.delete(

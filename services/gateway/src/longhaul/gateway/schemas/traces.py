@@ -233,18 +233,21 @@ class ReflectRequest(Body):
     focus: Text | None = None
 
 
-class Deleted(BaseModel):
-    """What a delete erased: the ids (the trace and its local sub-traces), the events purged
-    from the stream, bucket entries and stored objects removed, and what became of the
-    working directory (``removed``, ``absent``, ``shared`` — a sub-trace's or step trace's is
-    its root's or task's —, ``unreached``: no executor answered)."""
+class Erased(BaseModel):
+    """What a delete erased: the ids (traces with their local sub-traces, the task), the
+    events purged from the stream, bucket entries and stored objects removed, and what
+    became of the working directory (``removed``, ``absent``, ``shared`` — a sub-trace's or
+    step trace's is its root's or task's —, ``unreached``: no executor answered)."""
 
-    trace_id: str
     deleted: list[str]
     events: int
     entries: int
     objects: int
     working_dir: Literal["removed", "absent", "shared", "unreached"]
+
+
+class Deleted(Erased):
+    trace_id: str
 
 
 class Accepted(BaseModel):
