@@ -38,6 +38,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Checkpoint, tasks.CheckpointView),
     (models.CheckpointList, tasks.CheckpointList),
     (models.CheckpointsCleared, tasks.CheckpointsCleared),
+    (models.TaskDeleted, tasks.TaskDeleted),
     (models.Experience, experiences.ExperienceView),
     (models.ExperienceList, experiences.ExperienceList),
     (models.Imported, experiences.Imported),

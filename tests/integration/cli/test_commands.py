@@ -98,9 +98,18 @@ async def test_delete_a_waiting_trace(stack: RunningGateway) -> None:
     )
     deleted = await longhaul("traces", "delete", waiting, "--yes", url=stack.url)
     assert deleted.code == 0, deleted.output
-    assert "deleted 1 trace(s)" in deleted.stdout
+    assert "deleted 1 aggregate(s)" in deleted.stdout
     gone = await longhaul("traces", "show", waiting, url=stack.url)
     assert gone.code == 1 and "404 not_found" in gone.stderr
+
+
+async def test_a_task_still_planning_is_not_deleted(stack: RunningGateway) -> None:
+    async with stack.client() as http:
+        task = (await http.post("/api/tasks", json={"goal": "plan it"})).json()["task_id"]
+    refused = await longhaul("tasks", "delete", task, "--yes", url=stack.url)
+    assert refused.code == 1 and "409 conflict" in refused.stderr and "planning" in refused.stderr
+    async with stack.client() as http:
+        assert (await http.get(f"/api/tasks/{task}")).status_code == 200
 
 
 async def test_clear_errors(stack: RunningGateway) -> None:

@@ -86,6 +86,7 @@ class AsyncClient:
     list_tasks = bind_async(calls.list_tasks)
     get_task = bind_async(calls.get_task)
     resume_task = bind_async(calls.resume_task)
+    delete_task = bind_async(calls.delete_task)
     task_checkpoints = bind_async(calls.task_checkpoints)
     clear_task_checkpoints = bind_async(calls.clear_task_checkpoints)
     review_plan = bind_async(calls.review_plan)

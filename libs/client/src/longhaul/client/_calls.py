@@ -295,6 +295,12 @@ def resume_task(task_id: str) -> Call[models.TaskAccepted]:
     return Call("POST", f"/api/tasks/{_id(task_id)}/resume", _json(models.TaskAccepted))
 
 
+def delete_task(task_id: str) -> Call[models.TaskDeleted]:
+    """Delete an ended task with its step traces everywhere they are stored (``Conflict``
+    while it still plans or runs)."""
+    return Call("DELETE", f"/api/tasks/{_id(task_id)}", _json(models.TaskDeleted))
+
+
 def list_experiences(
     *,
     tag: str | None = None,

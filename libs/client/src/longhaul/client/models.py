@@ -54,17 +54,22 @@ class Accepted(Model):
     event_id: int
 
 
-class Deleted(Model):
-    """What a delete erased: the trace and its local sub-traces, the events, stored entries
-    and objects removed, and ``working_dir``: removed, absent, shared (a sub-trace's or
-    step trace's belongs to its root or task) or unreached (no executor answered)."""
+class Erased(Model):
+    """What a delete erased: the ids, the events, stored entries and objects removed, and
+    ``working_dir``: removed, absent, shared (a sub-trace's or step trace's belongs to its
+    root or task) or unreached (no executor answered)."""
 
-    trace_id: str
     deleted: list[str]
     events: int
     entries: int
     objects: int
     working_dir: str
+
+
+class Deleted(Erased):
+    """A trace and its local sub-traces, erased."""
+
+    trace_id: str
 
 
 class MessageAccepted(Model):
@@ -297,6 +302,12 @@ class Checkpoint(Model):
 
 class CheckpointList(Model):
     checkpoints: list[Checkpoint]
+
+
+class TaskDeleted(Erased):
+    """A task and its step traces, erased."""
+
+    task_id: str
 
 
 class CheckpointsCleared(Model):
