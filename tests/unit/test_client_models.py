@@ -14,6 +14,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Info, Info),
     (models.Accepted, traces.Accepted),
     (models.MessageAccepted, traces.MessageAccepted),
+    (models.Erased, traces.Erased),
     (models.Deleted, traces.Deleted),
     (models.TaskAccepted, tasks.TaskAccepted),
     (models.RunAccepted, runs.RunAccepted),

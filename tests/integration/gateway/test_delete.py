@@ -36,6 +36,7 @@ from tests.support.folds import task_state, trace_state
 from tests.support.stack import InProcessExecutor, wait_for_trace, wait_lease_released
 
 ALICE, BOB = "alice-delete-key-0123456789", "bob-delete-key-9876543210"
+OPERATOR = "operator-admin-key-5555555555"
 DEADLINE_S = 60
 TOOLS = {"tool_modules": ["tests.integration.executor.tooling"]}
 
@@ -299,3 +300,63 @@ async def plan(store: EventStore, task: str, *events: ev.TaskEvent) -> None:
     state = await task_state(store, task)
     position = Position(state.stream_seq, state.version)
     await store.append("task", task, list(events), expected=position, actor="planner:test")
+
+
+async def test_an_operator_erases_one_key_s_data_and_nothing_of_another(
+    nats_config: NatsConfig, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    model = write_script(tmp_path / "one.yaml", [{"content": "done"}] * 4)
+    config = gateway_config(nats_config, api_keys=f"{ALICE},{BOB}", admin_keys=[OPERATOR])
+    picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 20_000}}
+    experience = {"category": "environment", "content": "no network here"}
+    store = EventStore(conn)
+    async with (
+        serve_gateway(config) as gateway,
+        InProcessExecutor(nats_url, namespace, settings={"working_root": work}),
+        gateway.client(ALICE) as alice,
+        gateway.client(BOB) as bob,
+        gateway.client(OPERATOR) as operator,
+    ):
+        made: dict[str, list[str]] = {}
+        for name, client in (("alice", alice), ("bob", bob)):
+            body = {"messages": [{"role": "user", "content": [picture]}], "model": model}
+            trace_id = (await client.post("/api/traces", json=body)).json()["trace_id"]
+            done = await wait_for_trace(store, trace_id, within=DEADLINE_S)
+            assert done.status == "completed", done.error
+            files = [("files", ("a.txt", b"a", "text/plain"))]
+            assert (await client.post(f"/api/traces/{trace_id}/files", files=files)).is_success
+            assert (await client.post("/api/experiences", json=experience)).is_success
+            task = (await client.post("/api/tasks", json={"goal": "g"})).json()["task_id"]
+            await plan(store, task, ev.TaskFailed(error="given up"))
+            made[name] = [trace_id, task]
+            await wait_lease_released(conn, trace_id)
+        alice_owner, bob_owner = owner_of(ALICE), owner_of(BOB)
+        bob_held = await holding(conn, [*made["bob"], bob_owner])
+        bob_messages = await raw_messages(conn, made["bob"][0])
+        assert any(alice_owner in s for s in await holding(conn, [alice_owner]))
+        assert (work / "keys" / alice_owner).is_dir()
+
+        url = f"/api/admin/keys/{alice_owner}/data"
+        for tenant in (alice, bob):  # a client key is not the operator's
+            assert (await tenant.delete(url)).status_code == 401
+        erased = await operator.delete(url)
+        assert erased.status_code == 200, erased.text
+        report = erased.json()
+        assert sorted(report["deleted"]) == sorted(made["alice"]) and report["skipped"] == []
+        assert report["working_dir"] == "removed"
+
+        for path in ("/api/traces", "/api/tasks", "/api/experiences"):
+            listed = (await alice.get(path)).json()
+            assert not next(v for k, v in listed.items() if isinstance(v, list)), (path, listed)
+        assert (await alice.get(f"/api/traces/{made['alice'][0]}")).status_code == 404
+        # the key itself still works, from nothing
+        assert (await alice.get("/api/info")).status_code == 200
+        running = (await alice.post("/api/tasks", json={"goal": "g"})).json()["task_id"]
+        again = (await operator.delete(url)).json()
+        assert again["skipped"] == [running] and again["deleted"] == []
+    left = await holding(conn, [*made["alice"], alice_owner])
+    assert left == [f"$KV.{conn.names.traces}.{made['alice'][0]}"]
+    assert not (work / "keys" / alice_owner).exists() and (work / "keys" / bob_owner).is_dir()
+    assert await holding(conn, [*made["bob"], bob_owner]) == bob_held
+    assert await raw_messages(conn, made["bob"][0]) == bob_messages

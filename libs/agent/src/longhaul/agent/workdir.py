@@ -45,12 +45,14 @@ def trace_home(root: Path, trace: Placed) -> Path:
     return key_home(root, trace.owner, trace.task_id or trace.root_trace_id or trace.trace_id)
 
 
-def key_home(root: Path, owner: str, scope: str) -> Path:
-    """The directory of ``scope`` (a top-most trace's or a task's id) under ``owner``'s."""
-    for part in (owner, scope):
+def key_home(root: Path, owner: str, scope: str | None = None) -> Path:
+    """The directory of ``scope`` (a top-most trace's or a task's id) under ``owner``'s, or
+    ``owner``'s own without a scope."""
+    parts = [owner] if scope is None else [owner, scope]
+    for part in parts:
         if not _SAFE.fullmatch(part):
             raise WorkingDirError(f"cannot place a working directory under {part!r}")
-    return root / KEYS_DIR / owner / scope
+    return root.joinpath(KEYS_DIR, *parts)
 
 
 def resolve_working_dir(root: Path, requested: str | None, home: Path | None = None) -> Path:

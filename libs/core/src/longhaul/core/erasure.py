@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from longhaul.core.connection import Connection
+from longhaul.core.experiences import owner_segment
 from longhaul.core.index import TraceIndex
 from longhaul.core.workspace import stored_object, workspace_subject
 from longhaul.domain.events import Aggregate
@@ -143,6 +144,14 @@ class Eraser:
         removed.add(await self._erase_snapshot("task", task_id))
         removed.entries += await self._purge_bucket(names.checkpoints, f"task.{task_id}.>")
         removed.add(await self.erase_workspace([f"task/{task_id}"]))
+        return removed
+
+    async def erase_key_records(self, owner: str) -> Removed:
+        """What a key holds outside its traces and tasks: its experiences, its images, its
+        upload quota's count."""
+        removed = await self.erase_workspace([f"images/{owner}", f"quota/uploads/{owner}"])
+        experiences = f"{owner_segment(owner)}.>"
+        removed.entries += await self._purge_bucket(self.conn.names.experiences, experiences)
         return removed
 
     async def _erase_snapshot(self, aggregate: Aggregate, aggregate_id: str) -> Removed:

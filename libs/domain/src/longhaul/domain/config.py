@@ -176,7 +176,14 @@ class GatewayConfig(BaseModel):
         "none: a gateway with API keys serves /metrics to no one",
     )
 
-    @field_validator("api_keys", "metrics_keys", mode="before")
+    admin_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=lambda: _split_csv(os.environ.get("LONGHAUL_ADMIN_KEYS", "")),
+        validate_default=True,
+        description="bearer keys of the operator for /api/admin (erasing a key's data); "
+        "none: a gateway with API keys serves /api/admin to no one",
+    )
+
+    @field_validator("api_keys", "metrics_keys", "admin_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
         return _split_csv(value) if isinstance(value, str) else value

@@ -14,8 +14,9 @@ import msgspec
 class WorkdirErasure(msgspec.Struct, kw_only=True):
     owner: str
     """The API key's owner id (``k_…``) whose directory holds it."""
-    scope: str
-    """The top-most trace's id, or the task's id for a task's step traces."""
+    scope: str | None = None
+    """The top-most trace's id, or the task's id for a task's step traces; ``None``: the
+    key's whole directory (its data erased)."""
 
 
 class WorkdirErased(msgspec.Struct, kw_only=True):

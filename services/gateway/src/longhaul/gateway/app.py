@@ -21,6 +21,7 @@ from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.routers import (
+    admin,
     experiences,
     files,
     health,
@@ -57,6 +58,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         config=config,
         keys=KeyRing(gateway.api_keys),
         metrics_keys=KeyRing(gateway.metrics_keys),
+        admin_keys=KeyRing(gateway.admin_keys),
         limiter=RateLimiter(gateway.rate_limit_per_minute),
         quota=ActiveQuota(gateway.max_active_traces_per_key),
         metrics=GatewayMetrics(),
@@ -110,6 +112,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         experiences.router,
         skills.router,
         health.router,
+        admin.router,
         viewer.router,
     ):
         app.include_router(router)

@@ -23,8 +23,9 @@ import nats.errors
 from longhaul.agent.images import SCHEME
 from longhaul.core.erasure import Removed
 from longhaul.core.index import TraceIndexEntry
+from longhaul.domain import events as ev
 from longhaul.domain.erasure import WorkdirErased, WorkdirErasure
-from longhaul.domain.state import TraceState
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
@@ -93,7 +94,7 @@ def _images(members: list[TraceState]) -> set[str]:
     return digests
 
 
-async def _remove_workdir(runtime: Runtime, owner: str, scope: str) -> str:
+async def _remove_workdir(runtime: Runtime, owner: str, scope: str | None) -> str:
     """Ask the executors to remove the directory: ``removed``, ``absent`` or ``unreached``
     (no executor answered: it is removed by none, say so)."""
     conn = runtime.service.conn
@@ -148,22 +149,74 @@ async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) ->
     return {"trace_id": trace_id, **_report(removed, workdir)}
 
 
+def _deletable(task: TaskState) -> bool:
+    """A task that has ended or waits for its plan's review. One still planning or running
+    is not: nothing stops a task's planner yet, and a step trace it started after the
+    erasure would belong to nobody."""
+    return task.is_final or task.status == "awaiting_review"
+
+
+async def _erase_task(runtime: Runtime, principal: Principal, task: TaskState) -> Removed:
+    """The task's step traces (each with its family), then the task's own records."""
+    async with runtime.nats_call():
+        steps = [await runtime.traces.load(step) for step in task.step_traces]
+    removed = await _erase_families(runtime, principal, [s for s in steps if s.exists])
+    async with runtime.nats_call():
+        removed.add(await runtime.service.eraser.erase_task(task.task_id))
+    runtime.metrics.erased.labels("task").inc()
+    return removed
+
+
 async def delete_task(runtime: Runtime, principal: Principal, task_id: str) -> dict[str, object]:
-    """A task that has ended (or waits for its plan's review) with its step traces. One
-    still planning or running is refused: nothing stops a task's planner yet, and a step
-    trace it started after the erasure would belong to nobody."""
     task = await access.owned_task(runtime, principal, task_id)
-    if not (task.is_final or task.status == "awaiting_review"):
+    if not _deletable(task):
         raise ApiError(
             409,
             "conflict",
             f"task {task_id} is {task.status}: it can be deleted once it has ended",
         )
-    async with runtime.nats_call():
-        steps = [await runtime.traces.load(step) for step in task.step_traces]
-    removed = await _erase_families(runtime, principal, [s for s in steps if s.exists])
-    async with runtime.nats_call():
-        removed.add(await runtime.service.eraser.erase_task(task_id))
-    runtime.metrics.erased.labels("task").inc()
+    removed = await _erase_task(runtime, principal, task)
     workdir = await _remove_workdir(runtime, principal.owner, task_id)
     return {"task_id": task_id, **_report(removed, workdir)}
+
+
+async def _tasks_of(runtime: Runtime, owner: str) -> list[TaskState]:
+    """The key's tasks (every task's creation is read: an operator's rare, whole-key job)."""
+    found = []
+    for task_id in await access.task_ids(runtime):
+        async with runtime.nats_call():
+            created = await access.first_event(runtime, "task", task_id)
+            if isinstance(created, ev.TaskCreated) and created.owner == owner:
+                found.append(await runtime.tasks.load(task_id))
+    return found
+
+
+async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
+    """Every trace, task, experience, upload and image of one API key (the operator's).
+    Its traces are found through the index; a task still planning or running is left and
+    named in ``skipped`` (see :func:`_deletable`), with its directory."""
+    principal = Principal(owner)
+    tasks = await _tasks_of(runtime, owner)
+    mirror = runtime.mirror
+    async with runtime.nats_call():
+        roots = [
+            await runtime.traces.load(entry.trace_id)
+            for entry in list(mirror.entries.values())
+            if entry.parent_trace_id is None
+            and entry.task_id is None
+            and mirror.owner_of(entry) == owner
+        ]
+    removed = await _erase_families(runtime, principal, [r for r in roots if r.exists])
+    skipped = [task.task_id for task in tasks if not _deletable(task)]
+    for task in tasks:
+        if _deletable(task):
+            removed.add(await _erase_task(runtime, principal, task))
+    async with runtime.nats_call():
+        removed.add(await runtime.service.eraser.erase_key_records(owner))
+    if skipped:  # a running task keeps its directory: only the erased ones' go
+        for scope in [r.trace_id for r in roots] + [t.task_id for t in tasks if _deletable(t)]:
+            await _remove_workdir(runtime, owner, scope)
+        workdir = "shared"
+    else:
+        workdir = await _remove_workdir(runtime, owner, None)
+    return {"owner": owner, "skipped": skipped, **_report(removed, workdir)}

@@ -17,7 +17,7 @@ from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.tasks import (
     ApprovePlan,
     CheckpointList,
@@ -34,18 +34,6 @@ from longhaul.gateway.schemas.tasks import (
 from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import task_view
 from longhaul.llm.registry import check_model_string
-
-
-async def _task_ids(runtime: Runtime) -> list[str]:
-    """Every task id in the stream, newest first (ids are time-ordered): the subjects of the
-    ``task_created`` events, as the stream reports them (one request, no payloads)."""
-    conn = runtime.service.conn
-    async with runtime.nats_call():
-        info = await conn.js.stream_info(
-            conn.names.stream, subjects_filter=conn.names.type_filter("task", "task_created")
-        )
-    subjects = info.state.subjects or {}
-    return sorted((subject.split(".")[-2] for subject in subjects), reverse=True)
 
 
 def _check_phases(request: Request, options: dict[str, Any]) -> None:
@@ -140,7 +128,7 @@ def tasks_router(prefix: str) -> APIRouter:
     ) -> TaskList:
         runtime = runtime_of(request.app)
         page: list[TaskSummary] = []
-        for task_id in await _task_ids(runtime):
+        for task_id in await access.task_ids(runtime):
             if cursor is not None and task_id >= cursor:
                 continue
             async with runtime.nats_call():

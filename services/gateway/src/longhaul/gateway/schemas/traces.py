@@ -250,6 +250,11 @@ class Deleted(Erased):
     trace_id: str
 
 
+class KeyErased(Erased):
+    owner: str
+    skipped: list[str] = Field(description="tasks still planning or running, left as they are")
+
+
 class Accepted(BaseModel):
     """The request is on the log. ``event_id`` is its stream sequence: pass it as
     ``Last-Event-ID`` to follow what happens next."""
