@@ -16,6 +16,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.MessageAccepted, traces.MessageAccepted),
     (models.Erased, traces.Erased),
     (models.Deleted, traces.Deleted),
+    (models.KeyErased, traces.KeyErased),
     (models.TaskAccepted, tasks.TaskAccepted),
     (models.RunAccepted, runs.RunAccepted),
     (models.Route, runs.RouteView),

@@ -112,6 +112,14 @@ async def test_a_task_still_planning_is_not_deleted(stack: RunningGateway) -> No
         assert (await http.get(f"/api/tasks/{task}")).status_code == 200
 
 
+async def test_keys_erase_reports_what_it_removed(stack: RunningGateway) -> None:
+    """A key with nothing stored (the stack's own key keeps its traces for the other tests;
+    what erasing one removes is tested in tests/integration/gateway/test_delete.py)."""
+    erased = await longhaul("keys", "erase", "k_00000000deadbeef", "--yes", url=stack.url)
+    assert erased.code == 0, erased.output
+    assert "deleted 0 aggregate(s): 0 events" in erased.stdout
+
+
 async def test_clear_errors(stack: RunningGateway) -> None:
     unknown = await longhaul("traces", "show", "t_nope", url=stack.url)
     assert unknown.code == 1 and "404 not_found" in unknown.stderr

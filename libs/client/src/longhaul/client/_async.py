@@ -87,6 +87,7 @@ class AsyncClient:
     get_task = bind_async(calls.get_task)
     resume_task = bind_async(calls.resume_task)
     delete_task = bind_async(calls.delete_task)
+    erase_key = bind_async(calls.erase_key)
     task_checkpoints = bind_async(calls.task_checkpoints)
     clear_task_checkpoints = bind_async(calls.clear_task_checkpoints)
     review_plan = bind_async(calls.review_plan)

@@ -301,6 +301,12 @@ def delete_task(task_id: str) -> Call[models.TaskDeleted]:
     return Call("DELETE", f"/api/tasks/{_id(task_id)}", _json(models.TaskDeleted))
 
 
+def erase_key(owner: str) -> Call[models.KeyErased]:
+    """The operator's (a client built with one of ``gateway.admin_keys``): erase every
+    trace, task, experience, upload and image of the key whose owner id is ``owner``."""
+    return Call("DELETE", f"/api/admin/keys/{_id(owner)}/data", _json(models.KeyErased))
+
+
 def list_experiences(
     *,
     tag: str | None = None,

@@ -87,6 +87,7 @@ class Client:
     get_task = bind_sync(calls.get_task)
     resume_task = bind_sync(calls.resume_task)
     delete_task = bind_sync(calls.delete_task)
+    erase_key = bind_sync(calls.erase_key)
     task_checkpoints = bind_sync(calls.task_checkpoints)
     clear_task_checkpoints = bind_sync(calls.clear_task_checkpoints)
     review_plan = bind_sync(calls.review_plan)

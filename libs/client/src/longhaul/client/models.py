@@ -72,6 +72,13 @@ class Deleted(Erased):
     trace_id: str
 
 
+class KeyErased(Erased):
+    """One API key's data, erased (``skipped``: its tasks still running, left)."""
+
+    owner: str
+    skipped: list[str]
+
+
 class MessageAccepted(Model):
     """The message is in the trace's inbox."""
 
