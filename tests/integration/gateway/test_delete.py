@@ -360,3 +360,12 @@ async def test_an_operator_erases_one_key_s_data_and_nothing_of_another(
     assert not (work / "keys" / alice_owner).exists() and (work / "keys" / bob_owner).is_dir()
     assert await holding(conn, [*made["bob"], bob_owner]) == bob_held
     assert await raw_messages(conn, made["bob"][0]) == bob_messages
+
+
+async def test_without_admin_keys_no_one_erases_a_key(nats_config: NatsConfig) -> None:
+    """A tenant key tries the operator's route on a gateway that set no admin key."""
+    config = gateway_config(nats_config, api_keys=f"{ALICE},{BOB}")
+    async with serve_gateway(config) as gateway, gateway.client(ALICE) as alice:
+        refused = await alice.delete(f"/api/admin/keys/{owner_of(BOB)}/data")
+        assert refused.status_code == 401
+        assert "gateway.admin_keys" in refused.json()["error"]["message"]
