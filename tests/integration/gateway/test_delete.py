@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from longhaul.core.checkpoints import Checkpoint, Checkpoints
-from longhaul.core.connection import Connection, connect
+from longhaul.core.connection import Connection
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
@@ -33,6 +33,7 @@ from tests.integration.gateway.harness import (
     user_message,
 )
 from tests.support.folds import task_state, trace_state
+from tests.support.jetstream import holding, stored
 from tests.support.stack import InProcessExecutor, wait_for_trace, wait_lease_released
 
 ALICE, BOB = "alice-delete-key-0123456789", "bob-delete-key-9876543210"
@@ -49,49 +50,6 @@ def owner_of(key: str) -> str:
 async def keyed(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
     async with serve_gateway(gateway_config(nats_config, api_keys=f"{ALICE},{BOB}")) as running:
         yield running
-
-
-@pytest.fixture
-async def conn(nats_config: NatsConfig) -> AsyncIterator[Connection]:
-    connection = await connect(nats_config)
-    try:
-        yield connection
-    finally:
-        await connection.close()
-
-
-async def stored(conn: Connection) -> dict[str, dict[str, int]]:
-    """Every subject of the event stream and of each bucket's stream, object names decoded."""
-    names = conn.names
-    buckets = ("traces", "active", "leases", "snapshots", "checkpoints", "workspace")
-    streams = [names.stream, *(f"KV_{getattr(names, b)}" for b in buckets)]
-    found: dict[str, dict[str, int]] = {}
-    for stream in [*streams, f"OBJ_{names.artifacts}"]:
-        info = await conn.js.stream_info(stream, subjects_filter=">")
-        found[stream] = dict(info.state.subjects or {})
-    meta = f"$O.{names.artifacts}.M."
-    found["objects"] = {
-        base64.urlsafe_b64decode(s[len(meta) :]).decode(): n
-        for s, n in found[f"OBJ_{names.artifacts}"].items()
-        if s.startswith(meta)
-    }
-    return found
-
-
-def naming(found: dict[str, dict[str, int]], ids: list[str]) -> list[str]:
-    return sorted(s for subjects in found.values() for s in subjects if any(i in s for i in ids))
-
-
-async def holding(conn: Connection, ids: list[str]) -> list[str]:
-    """The subjects naming ``ids`` that hold something: a released lease's delete marker
-    (empty, expiring after a second) holds nothing."""
-    leases = f"KV_{conn.names.leases}"
-    found = await stored(conn)
-    for subject in list(found[leases]):
-        last = await conn.js.get_last_msg(leases, subject, direct=True)
-        if not last.data:
-            del found[leases][subject]
-    return naming(found, ids)
 
 
 async def raw_messages(conn: Connection, trace_id: str) -> list[tuple[int, Any]]:

@@ -20,6 +20,7 @@ from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
 from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
+from longhaul.gateway.retention import Retention
 from longhaul.gateway.routers import (
     admin,
     experiences,
@@ -69,6 +70,10 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = await open_context("gateway", config)
         mirror = runtime.metrics.mirror = runtime.connect(ctx)
+        retention = Retention(runtime, config.retention)
+        if retention.enabled:
+            mirror.observers.append(retention.observe)
+            ctx.spawn(retention.run(ctx.shutdown), name="retention")
         ctx.spawn(mirror.run(), name="index-mirror")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live

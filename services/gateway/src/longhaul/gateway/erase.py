@@ -28,7 +28,7 @@ from longhaul.domain.erasure import WorkdirErased, WorkdirErasure
 from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
-from longhaul.gateway.errors import ApiError
+from longhaul.gateway.errors import ApiError, not_found
 from longhaul.gateway.runtime import Runtime
 from nats.js.errors import KeyNotFoundError
 
@@ -107,10 +107,9 @@ async def _remove_workdir(runtime: Runtime, owner: str, scope: str | None) -> st
     return "removed" if msgspec.json.decode(reply.data, type=WorkdirErased).removed else "absent"
 
 
-async def _erase_families(
-    runtime: Runtime, principal: Principal, roots: list[TraceState]
-) -> Removed:
-    """Stop, settle and erase each root's family; the images its messages name go too."""
+async def _erase_families(runtime: Runtime, owner: str | None, roots: list[TraceState]) -> Removed:
+    """Stop, settle and erase each root's family; the images its messages name (stored
+    under ``owner``) go too."""
     async with runtime.nats_call():
         families = [await family_of(runtime, root) for root in roots]
         members = [state for family in families for state in family]
@@ -120,7 +119,8 @@ async def _erase_families(
         await _settled(runtime, members)
     eraser = runtime.service.eraser
     removed = Removed()
-    images = [f"images/{principal.owner}/{digest}" for digest in sorted(_images(members))]
+    digests = sorted(_images(members)) if owner else []
+    images = [f"images/{owner}/{digest}" for digest in digests]
     async with runtime.nats_call():
         for state in reversed(members):
             own_images = images if state is members[0] else []
@@ -140,13 +140,32 @@ def _report(removed: Removed, working_dir: str) -> dict[str, object]:
     }
 
 
-async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) -> dict[str, object]:
-    root = await access.owned_trace(runtime, principal, trace_id)
-    removed = await _erase_families(runtime, principal, [root])
+async def _erase_trace(
+    runtime: Runtime, owner: str | None, root: TraceState
+) -> tuple[Removed, str]:
+    """Erase ``root``'s family and, for a top-level trace, its working directory."""
+    removed = await _erase_families(runtime, owner, [root])
     workdir = "shared"  # a sub-trace or a step trace works in its root's or task's directory
     if root.parent_trace_id is None and root.task_id is None:
-        workdir = await _remove_workdir(runtime, principal.owner, root.trace_id)
+        workdir = (
+            "absent" if owner is None else await _remove_workdir(runtime, owner, root.trace_id)
+        )
+    return removed, workdir
+
+
+async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) -> dict[str, object]:
+    root = await access.owned_trace(runtime, principal, trace_id)
+    removed, workdir = await _erase_trace(runtime, principal.owner, root)
     return {"trace_id": trace_id, **_report(removed, workdir)}
+
+
+async def delete_family(runtime: Runtime, owner: str | None, trace_id: str) -> tuple[Removed, str]:
+    """Retention's delete: no caller to check, the index named the owner."""
+    async with runtime.nats_call():
+        root = await runtime.traces.load(trace_id)
+    if not root.exists:
+        raise not_found("trace", trace_id)
+    return await _erase_trace(runtime, owner, root)
 
 
 def _deletable(task: TaskState) -> bool:
@@ -160,7 +179,7 @@ async def _erase_task(runtime: Runtime, principal: Principal, task: TaskState) -
     """The task's step traces (each with its family), then the task's own records."""
     async with runtime.nats_call():
         steps = [await runtime.traces.load(step) for step in task.step_traces]
-    removed = await _erase_families(runtime, principal, [s for s in steps if s.exists])
+    removed = await _erase_families(runtime, principal.owner, [s for s in steps if s.exists])
     async with runtime.nats_call():
         removed.add(await runtime.service.eraser.erase_task(task.task_id))
     runtime.metrics.erased.labels("task").inc()
@@ -206,7 +225,7 @@ async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
             and entry.task_id is None
             and mirror.owner_of(entry) == owner
         ]
-    removed = await _erase_families(runtime, principal, [r for r in roots if r.exists])
+    removed = await _erase_families(runtime, owner, [r for r in roots if r.exists])
     skipped = [task.task_id for task in tasks if not _deletable(task)]
     for task in tasks:
         if _deletable(task):
