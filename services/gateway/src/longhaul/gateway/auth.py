@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
@@ -217,21 +218,21 @@ def _operator(request: Request, token: str | None, ring: KeyRing, setting: str) 
     authenticate_token(ring, token, peer, host)
 
 
-async def metrics_reader(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-) -> None:
-    """FastAPI dependency of ``/metrics``, whose totals cover every key's traces."""
-    runtime: Runtime = request.app.state.runtime
-    token = _bearer(request, credentials)
-    _operator(request, token, runtime.metrics_keys, "gateway.metrics_keys")
+def operator(ring: Literal["metrics_keys", "admin_keys"]) -> Callable[..., Awaitable[None]]:
+    """A FastAPI dependency admitting the bearers of ``gateway.<ring>`` only."""
+
+    async def dependency(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+    ) -> None:
+        runtime: Runtime = request.app.state.runtime
+        token = _bearer(request, credentials)
+        _operator(request, token, getattr(runtime, ring), f"gateway.{ring}")
+
+    return dependency
 
 
-async def administrator(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-) -> None:
-    """FastAPI dependency of ``/api/admin``: the operator's ``gateway.admin_keys``."""
-    runtime: Runtime = request.app.state.runtime
-    token = _bearer(request, credentials)
-    _operator(request, token, runtime.admin_keys, "gateway.admin_keys")
+metrics_reader = operator("metrics_keys")
+"""``/metrics``, whose totals cover every key's traces: the operator's scraper."""
+administrator = operator("admin_keys")
+"""``/api/admin``: erasing a key's data."""
