@@ -327,3 +327,18 @@ async def test_without_admin_keys_no_one_erases_a_key(nats_config: NatsConfig) -
         refused = await alice.delete(f"/api/admin/keys/{owner_of(BOB)}/data")
         assert refused.status_code == 401
         assert "gateway.admin_keys" in refused.json()["error"]["message"]
+
+
+async def test_a_trace_no_executor_runs_is_deleted_without_waiting(
+    keyed: RunningGateway, conn: Connection
+) -> None:
+    """Nothing will ever stop it (no executor is consuming), and nothing can write it back:
+    the delete does not wait for the stop."""
+    async with keyed.client(ALICE) as alice:
+        body = {"messages": [user_message("hi")]}
+        trace_id = (await alice.post("/api/traces", json=body)).json()["trace_id"]
+        deleted = await alice.delete(f"/api/traces/{trace_id}")
+        assert deleted.status_code == 200, deleted.text
+        assert deleted.json()["events"] == 2  # created, and the stop asked before erasing
+        assert (await alice.get(f"/api/traces/{trace_id}")).status_code == 404
+    assert await holding(conn, [trace_id]) == [f"$KV.{conn.names.traces}.{trace_id}"]

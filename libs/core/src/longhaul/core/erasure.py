@@ -132,8 +132,10 @@ class Eraser:
         removed.entries += await self._purge_bucket(names.leases, f"verify.{trace_id}.>")
         prefixes = [f"outputs/{trace_id}", f"uploads/{trace_id}", f"trace/{trace_id}"]
         removed.add(await self.erase_workspace([*prefixes, *workspace]))
-        removed.entries += await self._purge_bucket(names.active, trace_id)
+        # the tombstone before the active mark: an index update that passed its check just
+        # before the tombstone may still mark the trace active, then loses its write's CAS
         await self.index.bury(trace_id)
+        removed.entries += await self._purge_bucket(names.active, trace_id)
         return removed
 
     async def erase_task(self, task_id: str) -> Removed:

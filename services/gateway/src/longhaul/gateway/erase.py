@@ -29,6 +29,7 @@ from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError, not_found
+from longhaul.gateway.routers.health import READY_TIMEOUT_S, presences
 from longhaul.gateway.runtime import Runtime
 from nats.js.errors import KeyNotFoundError
 
@@ -63,15 +64,25 @@ async def _lease_free(runtime: Runtime, trace_id: str) -> bool:
     return not entry.value
 
 
+async def _executors_present(runtime: Runtime) -> bool:
+    """Whether any executor is consuming: with none, a trace nobody holds will not stop by
+    itself, and nobody can run it while it is erased (a later one finds it gone)."""
+    conn = runtime.service.conn
+    return bool(await asyncio.wait_for(presences(conn), READY_TIMEOUT_S))
+
+
 async def _settled(runtime: Runtime, members: list[TraceState]) -> None:
-    """Wait until every member has ended and no executor holds it (409 past the deadline;
-    the stops are recorded, so a repeat finds them done)."""
+    """Wait until no executor holds any member and each has ended — or no executor is
+    there to end it (409 past the deadline; the stops are recorded, so a repeat finds them
+    done)."""
     deadline = time.monotonic() + STOP_WAIT_S
     pause = 0.05
     for state in members:
         while True:
             await runtime.traces.catch_up(state.trace_id, state)
-            if state.is_final and await _lease_free(runtime, state.trace_id):
+            if await _lease_free(runtime, state.trace_id) and (
+                state.is_final or not await _executors_present(runtime)
+            ):
                 break
             if time.monotonic() > deadline:
                 raise ApiError(
