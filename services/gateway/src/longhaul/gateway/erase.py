@@ -30,7 +30,7 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError, not_found
 from longhaul.gateway.routers.health import READY_TIMEOUT_S, presences
-from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.runtime import RETRY, Runtime
 from nats.js.errors import KeyNotFoundError
 
 log = logging.getLogger(__name__)
@@ -118,16 +118,32 @@ async def _remove_workdir(runtime: Runtime, owner: str, scope: str | None) -> st
     return "removed" if msgspec.json.decode(reply.data, type=WorkdirErased).removed else "absent"
 
 
+async def _stopped_family(runtime: Runtime, roots: list[TraceState]) -> list[TraceState]:
+    """The roots' families, asked to stop and settled. A turn may spawn a child between the
+    first look and its stop, so the family is looked at again once settled, until no new
+    member appears."""
+    known: set[str] = set()
+    try:
+        while True:
+            async with runtime.nats_call():
+                members = [m for root in roots for m in await family_of(runtime, root)]
+                if {m.trace_id for m in members} <= known:
+                    return members
+                known = {m.trace_id for m in members}
+                for state in members:
+                    await commands.stop_for_erasure(runtime, state)
+            async with asyncio.timeout(STOP_WAIT_S + runtime.deadline_s):
+                await _settled(runtime, members)
+    except (TimeoutError, nats.errors.Error) as exc:
+        raise ApiError(
+            503, "unavailable", f"event store unavailable: {type(exc).__name__}", headers=RETRY
+        ) from exc
+
+
 async def _erase_families(runtime: Runtime, owner: str | None, roots: list[TraceState]) -> Removed:
     """Stop, settle and erase each root's family; the images its messages name (stored
     under ``owner``) go too."""
-    async with runtime.nats_call():
-        families = [await family_of(runtime, root) for root in roots]
-        members = [state for family in families for state in family]
-        for state in members:
-            await commands.stop_for_erasure(runtime, state)
-    async with asyncio.timeout(STOP_WAIT_S + runtime.deadline_s):
-        await _settled(runtime, members)
+    members = await _stopped_family(runtime, roots)
     eraser = runtime.service.eraser
     removed = Removed()
     digests = sorted(_images(members)) if owner else []

@@ -44,6 +44,7 @@ from longhaul.gateway.schemas.traces import (
 from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import message_view, summary_of, trace_view
 from longhaul.llm.registry import check_model_string
+from starlette.convertors import StringConvertor, register_url_convertor
 
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 
@@ -376,8 +377,18 @@ def _model_params(body: ModelParamsBody) -> ev.ModelParams:
     return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
 
 
+class TraceIdConvertor(StringConvertor):
+    """``{trace_id}`` of the DELETE route never matches ``running`` (a GET-only route of its
+    own): ``Allow`` on ``/api/traces/running`` then names what it serves."""
+
+    regex = r"(?!running$)[A-Za-z0-9_-]+"
+
+
+register_url_convertor("trace_id", TraceIdConvertor())
+
+
 @router.delete(
-    "/{trace_id}",
+    "/{trace_id:trace_id}",
     response_model=Deleted,
     summary="Delete a trace and its sub-traces everywhere they are stored",
 )
