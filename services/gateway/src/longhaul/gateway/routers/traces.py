@@ -381,7 +381,7 @@ class TraceIdConvertor(StringConvertor):
     """``{trace_id}`` of the DELETE route never matches ``running`` (a GET-only route of its
     own): ``Allow`` on ``/api/traces/running`` then names what it serves."""
 
-    regex = r"(?!running$)[A-Za-z0-9_-]+"
+    regex = r"(?!running$)[^/]+"
 
 
 register_url_convertor("trace_id", TraceIdConvertor())
