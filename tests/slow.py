@@ -46,6 +46,9 @@ SLOW_TESTS = frozenset(
         "test_a_turn_resumed_after_kill_9_continues_the_original_trace",
         "tests/integration/test_telemetry.py::"
         "test_a_subprocess_executor_with_the_sdk_disabled_exports_nothing",
+        "tests/integration/gateway/test_delete.py::"
+        "test_delete_erases_the_family_everywhere_and_nothing_of_another_key",
+        "tests/integration/gateway/test_retention.py::test_retention_deletes_only_what_expired",
     }
 )
 

@@ -290,6 +290,12 @@ async def test_reply_to_a_trace_waiting_for_a_person(stack: RunningGateway, page
     await expect(page.locator('[data-testid="error"]')).to_have_text(
         refused.json()["error"]["message"]
     )
+    # delete, once confirmed: the viewer goes back to the list, the trace is unknown
+    page.once("dialog", lambda dialog: asyncio.ensure_future(dialog.accept()))
+    await page.locator('[data-testid="delete"]').click()
+    await expect(page).to_have_url(f"{stack.url}/#/")
+    async with stack.client() as http:
+        assert (await http.get(f"/api/traces/{trace}")).status_code == 404
 
 
 async def test_task_list_and_page_draw_the_phase_dag_and_resume(

@@ -91,6 +91,35 @@ async def test_reply_and_stop(stack: RunningGateway) -> None:
     assert resumed.code == 0 and "accepted" in resumed.stdout
 
 
+async def test_delete_a_waiting_trace(stack: RunningGateway) -> None:
+    """The trace waits for a person: the delete stops it first, then it is unknown."""
+    waiting = trace_id_in(
+        (await longhaul("run", "ask me", "--tool", "ask_human", url=stack.url)).stdout
+    )
+    deleted = await longhaul("traces", "delete", waiting, "--yes", url=stack.url)
+    assert deleted.code == 0, deleted.output
+    assert "deleted 1 aggregate(s)" in deleted.stdout
+    gone = await longhaul("traces", "show", waiting, url=stack.url)
+    assert gone.code == 1 and "404 not_found" in gone.stderr
+
+
+async def test_a_task_still_planning_is_not_deleted(stack: RunningGateway) -> None:
+    async with stack.client() as http:
+        task = (await http.post("/api/tasks", json={"goal": "plan it"})).json()["task_id"]
+    refused = await longhaul("tasks", "delete", task, "--yes", url=stack.url)
+    assert refused.code == 1 and "409 conflict" in refused.stderr and "planning" in refused.stderr
+    async with stack.client() as http:
+        assert (await http.get(f"/api/tasks/{task}")).status_code == 200
+
+
+async def test_keys_erase_reports_what_it_removed(stack: RunningGateway) -> None:
+    """A key with nothing stored (the stack's own key keeps its traces for the other tests;
+    what erasing one removes is tested in tests/integration/gateway/test_delete.py)."""
+    erased = await longhaul("keys", "erase", "k_00000000deadbeef", "--yes", url=stack.url)
+    assert erased.code == 0, erased.output
+    assert "deleted 0 aggregate(s): 0 events" in erased.stdout
+
+
 async def test_clear_errors(stack: RunningGateway) -> None:
     unknown = await longhaul("traces", "show", "t_nope", url=stack.url)
     assert unknown.code == 1 and "404 not_found" in unknown.stderr

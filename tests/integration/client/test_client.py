@@ -70,6 +70,18 @@ async def test_a_trace_from_start_to_answer(stack: RunningGateway, flavour: str)
 
 
 @pytest.mark.parametrize("flavour", FLAVOURS)
+async def test_a_deleted_trace_is_unknown_afterwards(stack: RunningGateway, flavour: str) -> None:
+    trace_id = (await using(flavour, stack.url, "create_trace", "x", tools=["glob"])).trace_id
+    async with asyncio.timeout(DEADLINE_S):
+        await using(flavour, stack.url, "wait", trace_id)
+    deleted = await using(flavour, stack.url, "delete", trace_id)
+    assert deleted.deleted == [trace_id] and deleted.events > 0
+    for method in ("get_trace", "delete"):
+        with pytest.raises(NotFound):
+            await using(flavour, stack.url, method, trace_id)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
 async def test_uploaded_files_reach_the_working_directory(
     stack: RunningGateway, flavour: str
 ) -> None:

@@ -17,13 +17,18 @@ from longhaul.cli.supervisor import ChildSpec
 from longhaul.cli.up import ExitReporter
 from longhaul.core import nats_auth
 from longhaul.core.connection import Connection, connect
+from longhaul.core.erasure import Eraser
+from longhaul.core.index import TraceIndex
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.provision import ProvisionSettings
+from longhaul.core.store import EventStore, Position
+from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, NatsConfig
 from longhaul.domain.liveness import dead_key
 from longhaul.domain.names import Names
 from longhaul.domain.permissions import ADMIN_USER, BUCKET_WRITES, WRITES, Bucket
+from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 from pydantic import SecretStr
 
@@ -243,3 +248,50 @@ async def test_the_supervisor_records_a_dead_process_under_its_own_credentials(
     kv = await admin.kv(NAMES.leases)
     record = await kv.get(dead_key("inc-dead-1"))
     assert record.value is not None and b"inc-dead-1" in record.value
+
+
+async def test_the_gateway_s_credential_can_erase_a_trace_and_ask_for_its_directory(
+    credentials_and_url: tuple[dict, str], admin: Connection
+) -> None:
+    """Erasure under the gateway's own user (stream and bucket purges through the JetStream
+    API, the index tombstone, the object's removal, the request to the executors); another
+    service's credential cannot ask the executors to remove a directory."""
+    credentials, url = credentials_and_url
+    trace_id = "t_erased_by_the_gateway"
+    created = ev.TraceCreated(messages=[], config=ev.TraceConfig(), owner="k_erase")
+    await EventStore(admin).append("trace", trace_id, [created], expected=Position())
+    await (await admin.kv(NAMES.leases)).put(f"trace.{trace_id}", b"held")
+    await (await admin.kv(NAMES.snapshots)).put(f"trace.{trace_id}", b"snap")
+    await WorkspaceStore(admin).put(f"outputs/{trace_id}/call", b"x" * 300_000)
+    executor = await connect(as_user(url, credentials, "executor"))
+    asked: list[bytes] = []
+
+    async def answer(msg: Msg) -> None:
+        asked.append(msg.data)
+        await msg.respond(b'{"removed": true}')
+
+    await executor.nc.subscribe(NAMES.erasures, cb=answer)
+    await executor.nc.flush()
+    gateway = await connect(as_user(url, credentials, "gateway"))
+    try:
+        removed = await Eraser(gateway, TraceIndex(gateway)).erase_trace(trace_id)
+        await gateway.nc.request(NAMES.erasures, b'{"owner": "k_erase", "scope": "x"}', timeout=5)
+    finally:
+        await gateway.close()
+    assert (removed.events, removed.objects) == (1, 1) and removed.entries >= 3
+    info = await admin.js.stream_info(NAMES.stream, subjects_filter=f"lh.ev.trace.{trace_id}.>")
+    assert not info.state.subjects
+    assert await TraceIndex(admin).get(trace_id) is None
+    assert await WorkspaceStore(admin).get(f"outputs/{trace_id}/call") is None
+    assert len(asked) == 1
+    refusals = Refusals()
+    verifier = await connect_raw(url, credentials, "verifier", refusals)
+    try:
+        await verifier.publish(NAMES.erasures, b'{"owner": "k_erase", "scope": "x"}')
+        await verifier.flush(timeout=int(DEADLINE_S))
+        await asyncio.wait_for(refusals.arrived.wait(), timeout=DEADLINE_S)
+    finally:
+        await verifier.close()
+        await executor.close()
+    assert any("permissions violation" in e.lower() for e in refusals.errors)
+    assert len(asked) == 1

@@ -42,11 +42,17 @@ def trace_home(root: Path, trace: Placed) -> Path:
     """The directory a trace's working directory must lie in (not created)."""
     if not trace.owner:
         return root
-    scope = trace.task_id or trace.root_trace_id or trace.trace_id
-    for part in (trace.owner, scope):
+    return key_home(root, trace.owner, trace.task_id or trace.root_trace_id or trace.trace_id)
+
+
+def key_home(root: Path, owner: str, scope: str | None = None) -> Path:
+    """The directory of ``scope`` (a top-most trace's or a task's id) under ``owner``'s, or
+    ``owner``'s own without a scope."""
+    parts = [owner] if scope is None else [owner, scope]
+    for part in parts:
         if not _SAFE.fullmatch(part):
             raise WorkingDirError(f"cannot place a working directory under {part!r}")
-    return root / KEYS_DIR / trace.owner / scope
+    return root.joinpath(KEYS_DIR, *parts)
 
 
 def resolve_working_dir(root: Path, requested: str | None, home: Path | None = None) -> Path:

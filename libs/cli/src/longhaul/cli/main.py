@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli import experiences, tasks, traces
+from longhaul.cli import experiences, keys, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.run import run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
@@ -22,6 +22,7 @@ app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM
 app.add_typer(traces.app, name="traces")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(experiences.app, name="experiences")
+app.add_typer(keys.app, name="keys")
 
 
 @app.callback()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from longhaul.client.models import GoalTree, TraceSummary, content_text
+import typer
+from longhaul.client.models import Erased, GoalTree, TraceSummary, content_text
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -141,3 +142,15 @@ def goal_tree(tree: GoalTree) -> Tree:
             label += " [bold](focus)[/bold]"
         nodes[goal.id] = parent.add(label)
     return root
+
+
+Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
+
+
+def erased(report: Erased) -> str:
+    """One line saying what a delete removed."""
+    return (
+        f"deleted {len(report.deleted)} aggregate(s): {report.events} events, "
+        f"{report.entries} stored entries, {report.objects} objects; "
+        f"working directory {report.working_dir}"
+    )

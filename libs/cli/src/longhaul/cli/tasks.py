@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from longhaul.cli.context import console, execute
-from longhaul.cli.render import clip, status_text
+from longhaul.cli.render import Yes, clip, erased, status_text
 from longhaul.client import AsyncClient
 from longhaul.client.models import Phase
 from rich.markup import escape
@@ -95,6 +95,18 @@ def plan(
         else:
             answer = await client.review_plan(task_id, approved=True, phases=phases, reason=reason)
         console.print(f"{task_id} ", status_text(answer.status))
+
+    execute(ctx, command)
+
+
+@app.command("delete")
+def delete(ctx: typer.Context, task_id: TaskId, yes: Yes = False) -> None:
+    """Delete an ended task with its step traces everywhere they are stored."""
+    if not yes:
+        typer.confirm(f"erase task {task_id} and its step traces for good?", abort=True)
+
+    async def command(client: AsyncClient) -> None:
+        console.print(erased(await client.delete_task(task_id)))
 
     execute(ctx, command)
 

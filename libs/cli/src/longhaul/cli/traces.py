@@ -9,7 +9,16 @@ from typing import Annotated, Any
 import typer
 from longhaul.cli.context import console, execute
 from longhaul.cli.follow import Follower
-from longhaul.cli.render import clip, describe, goal_tree, money, status_text, traces_table
+from longhaul.cli.render import (
+    Yes,
+    clip,
+    describe,
+    erased,
+    goal_tree,
+    money,
+    status_text,
+    traces_table,
+)
 from longhaul.client import Accepted, AsyncClient
 from rich.markup import escape
 from rich.panel import Panel
@@ -176,6 +185,22 @@ def _steer(
 def stop(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> None:
     """Ask a running or waiting trace to stop."""
     _steer(ctx, trace_id, "stop", lambda client: client.stop(trace_id), follow)
+
+
+@app.command("delete")
+def delete(
+    ctx: typer.Context,
+    trace_id: TraceId,
+    yes: Yes = False,
+) -> None:
+    """Delete a trace and its sub-traces everywhere they are stored (stopped first)."""
+    if not yes:
+        typer.confirm(f"erase trace {trace_id} and its sub-traces for good?", abort=True)
+
+    async def command(client: AsyncClient) -> None:
+        console.print(erased(await client.delete(trace_id)))
+
+    execute(ctx, command)
 
 
 @app.command("resume")

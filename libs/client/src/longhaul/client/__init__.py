@@ -27,6 +27,7 @@ from longhaul.client.errors import (
 )
 from longhaul.client.models import (
     Accepted,
+    Deleted,
     Event,
     Info,
     Message,
@@ -50,6 +51,7 @@ __all__ = [
     "BadRequest",
     "Client",
     "Conflict",
+    "Deleted",
     "Event",
     "Forbidden",
     "Info",

@@ -216,6 +216,12 @@ def stop(trace_id: str) -> Call[models.Accepted]:
     return _steer(trace_id, "stop")
 
 
+def delete(trace_id: str) -> Call[models.Deleted]:
+    """Delete a trace and its sub-traces everywhere they are stored (a running one is
+    stopped first); the id is unknown afterwards (``NotFound``, a repeat included)."""
+    return Call("DELETE", f"/api/traces/{_id(trace_id)}", _json(models.Deleted))
+
+
 def resume(trace_id: str) -> Call[models.Accepted]:
     """Continue a stopped, failed or completed trace from its head."""
     return _steer(trace_id, "resume")
@@ -299,6 +305,18 @@ def get_task(task_id: str) -> Call[models.Task]:
 def resume_task(task_id: str) -> Call[models.TaskAccepted]:
     """Resume a failed or stopped task from its checkpoints."""
     return Call("POST", f"/api/tasks/{_id(task_id)}/resume", _json(models.TaskAccepted))
+
+
+def delete_task(task_id: str) -> Call[models.TaskDeleted]:
+    """Delete an ended task with its step traces everywhere they are stored (``Conflict``
+    while it still plans or runs)."""
+    return Call("DELETE", f"/api/tasks/{_id(task_id)}", _json(models.TaskDeleted))
+
+
+def erase_key(owner: str) -> Call[models.KeyErased]:
+    """The operator's (a client built with one of ``gateway.admin_keys``): erase every
+    trace, task, experience, upload and image of the key whose owner id is ``owner``."""
+    return Call("DELETE", f"/api/admin/keys/{_id(owner)}/data", _json(models.KeyErased))
 
 
 def list_experiences(

@@ -54,6 +54,31 @@ class Accepted(Model):
     event_id: int
 
 
+class Erased(Model):
+    """What a delete erased: the ids, the events, stored entries and objects removed, and
+    ``working_dir``: removed, absent, shared (a sub-trace's or step trace's belongs to its
+    root or task) or unreached (no executor answered)."""
+
+    deleted: list[str]
+    events: int
+    entries: int
+    objects: int
+    working_dir: str
+
+
+class Deleted(Erased):
+    """A trace and its local sub-traces, erased."""
+
+    trace_id: str
+
+
+class KeyErased(Erased):
+    """One API key's data, erased (``skipped``: its tasks still running, left)."""
+
+    owner: str
+    skipped: list[str]
+
+
 class MessageAccepted(Model):
     """The message is in the trace's inbox."""
 
@@ -310,6 +335,12 @@ class Checkpoint(Model):
 
 class CheckpointList(Model):
     checkpoints: list[Checkpoint]
+
+
+class TaskDeleted(Erased):
+    """A task and its step traces, erased."""
+
+    task_id: str
 
 
 class CheckpointsCleared(Model):

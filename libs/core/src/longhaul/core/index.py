@@ -18,6 +18,11 @@ from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
 UNMARK_TTL_S = 60
+DELETED = "deleted"
+"""The status of an erased trace's tombstone (never a trace's own status)."""
+TOMBSTONE_TTL_S = 600
+"""How long a tombstone outranks a late writer: far longer than a wake-up that loaded the
+trace just before it was erased can take to write its entry."""
 
 
 class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -62,6 +67,15 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
             created_at=state.created_at,
             updated_at=state.updated_at,
         )
+
+    @classmethod
+    def tombstone(cls, trace_id: str) -> TraceIndexEntry:
+        """What an erased trace's entry becomes (:meth:`TraceIndex.bury`)."""
+        return cls(trace_id=trace_id, status=DELETED, last_event_seq=2**63 - 1)
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.status == DELETED
 
 
 class TraceIndex:
@@ -118,7 +132,19 @@ class TraceIndex:
         """The traces marked as not final."""
         return await _keys(await self.conn.kv(self.conn.names.active))
 
+    async def bury(self, trace_id: str) -> None:
+        """Replace the trace's entry (and its history) with a tombstone that names nothing
+        but the id and outranks every later :meth:`update` (its ``last_event_seq`` is higher
+        than any stream position): an executor that folded the trace just before it was
+        erased cannot write it back. The tombstone expires after :data:`TOMBSTONE_TTL_S`."""
+        await self.conn.js.publish(
+            f"$KV.{self.conn.names.traces}.{trace_id}",
+            msgspec.json.encode(TraceIndexEntry.tombstone(trace_id)),
+            headers={"Nats-Rollup": "sub", "Nats-TTL": f"{TOMBSTONE_TTL_S}s"},
+        )
+
     async def get(self, trace_id: str) -> TraceIndexEntry | None:
+        """The trace's entry; None when there is none or it is a tombstone."""
         kv = await self._kv()
         try:
             entry = await kv.get(trace_id)
@@ -126,7 +152,8 @@ class TraceIndex:
             return None
         if not entry.value:
             return None
-        return msgspec.json.decode(entry.value, type=TraceIndexEntry)
+        found = msgspec.json.decode(entry.value, type=TraceIndexEntry)
+        return None if found.is_tombstone else found
 
     async def entries(self) -> AsyncIterator[TraceIndexEntry]:
         """All entries (unordered)."""

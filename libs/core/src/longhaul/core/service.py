@@ -22,6 +22,7 @@ from typing import Any
 from longhaul.core import event_loop, repository
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection, connect
+from longhaul.core.erasure import Eraser
 from longhaul.core.evals import EvalStore
 from longhaul.core.experiences import ExperienceStore
 from longhaul.core.index import TraceIndex
@@ -79,6 +80,11 @@ class ServiceContext:
     @cached_property
     def index(self) -> TraceIndex:
         return TraceIndex(self.conn)
+
+    @cached_property
+    def eraser(self) -> Eraser:
+        """Erases a trace or task from every bucket and the stream (``DELETE`` routes)."""
+        return Eraser(self.conn, self.index)
 
     @cached_property
     def workspace(self) -> WorkspaceStore:

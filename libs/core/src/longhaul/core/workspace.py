@@ -40,6 +40,19 @@ def _kv_key(key: str) -> str:
     return ".".join(parts)
 
 
+def workspace_subject(bucket: str, key: str) -> str:
+    """The KV subject of a workspace ``key`` (``/``-separated) in ``bucket``."""
+    return f"$KV.{bucket}.{_kv_key(key)}"
+
+
+def stored_object(data: bytes) -> str | None:
+    """The object a stored workspace value was offloaded to, if any (erasure removes it)."""
+    try:
+        return msgspec.json.decode(data, type=_Stored).object_name
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
 class WorkspaceStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn

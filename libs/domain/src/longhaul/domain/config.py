@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -176,7 +184,14 @@ class GatewayConfig(BaseModel):
         "none: a gateway with API keys serves /metrics to no one",
     )
 
-    @field_validator("api_keys", "metrics_keys", mode="before")
+    admin_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=lambda: _split_csv(os.environ.get("LONGHAUL_ADMIN_KEYS", "")),
+        validate_default=True,
+        description="bearer keys of the operator for /api/admin (erasing a key's data); "
+        "none: a gateway with API keys serves /api/admin to no one",
+    )
+
+    @field_validator("api_keys", "metrics_keys", "admin_keys", mode="before")
     @classmethod
     def _split_keys(cls, value: Any) -> Any:
         return _split_csv(value) if isinstance(value, str) else value
@@ -491,6 +506,42 @@ class StoreConfig(BaseModel):
     lease_ttl_s: float = 5.0
 
 
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def _duration_s(value: Any) -> Any:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or a number of seconds, as seconds."""
+    if isinstance(value, str):
+        match = _DURATION.match(value)
+        if match is None:
+            raise ValueError(f"{value!r} is not a duration like 30d, 12h, 90m, 45s or 2w")
+        return float(match[1]) * _UNIT_S[match[2]]
+    return value
+
+
+Duration = Annotated[Annotated[float, Field(gt=0)] | None, BeforeValidator(_duration_s)]
+
+
+class RetentionConfig(BaseModel):
+    """How long an ended trace is kept after it ended, per final status (none: for ever).
+    The gateway deletes an expired top-level trace with its sub-traces as
+    ``DELETE /api/traces/{id}`` does; a task's step traces stay with their task."""
+
+    completed: Duration = None
+    failed: Duration = None
+    stopped: Duration = None
+    sweep_interval_s: float = Field(default=60.0, gt=0, description="between sweeps")
+
+    def keep_s(self, status: str) -> float | None:
+        """Seconds a trace ended with ``status`` is kept (None: for ever)."""
+        kept: float | None = getattr(self, status) if status in _FINAL else None
+        return kept
+
+
+_FINAL = ("completed", "failed", "stopped")
+
+
 class RemoteAgentConfig(BaseModel):
     """Another longhaul the ``agent`` tool may delegate to (``agent_url`` names it or its
     URL; nothing else is ever contacted)."""
@@ -518,6 +569,7 @@ class LonghaulConfig(BaseSettings):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     pipeline: PipelineConfig = Field(default_factory=PipelineConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)

@@ -38,6 +38,12 @@ class Names:
         return f"{self.namespace}lh.sys.exited"
 
     @property
+    def erasures(self) -> str:
+        """Core NATS subject on which the gateway asks the executors to remove an erased
+        trace's working directory (``longhaul.domain.erasure``)."""
+        return f"{self.namespace}lh.sys.erase"
+
+    @property
     def traces(self) -> str:
         return self._bucket("lh_traces")
 

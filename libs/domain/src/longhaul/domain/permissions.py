@@ -137,4 +137,6 @@ def publish_allow(names: Names, service: Service) -> list[str]:
         subjects.append(f"{names.live_root}.>")  # token deltas and status, not persisted
     if service == "supervisor":
         subjects.append(names.process_exits)
+    if service == "gateway":
+        subjects.append(names.erasures)  # an erased trace's working directory
     return subjects

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
 import msgspec
@@ -25,6 +26,7 @@ from longhaul.core.transient import BrokerUnavailable
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
+from longhaul.executor.erasure import WorkdirEraser
 from longhaul.executor.leases import STALE_TTLS, Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
@@ -49,8 +51,11 @@ class Executor:
         agent: AgentTurns,
         tools: ExecutorTools,
         remote: RemoteAgents | None = None,
+        *,
+        working_root: Path | None = None,
     ) -> None:
         self.ctx = ctx
+        self.workdirs = WorkdirEraser(working_root or Path.cwd())
         self.settings = settings
         self.agent = agent
         self.tools = tools
@@ -102,6 +107,9 @@ class Executor:
         exits = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.process_exits, cb=self._on_process_exit
         )
+        erasures = await self.ctx.conn.nc.subscribe(
+            self.ctx.conn.names.erasures, cb=self.workdirs.on_request
+        )
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
         waits = RemoteWaits(
@@ -129,6 +137,7 @@ class Executor:
         finally:
             with contextlib.suppress(Exception):
                 await exits.unsubscribe()
+                await erasures.unsubscribe()
             if presence is not None:
                 await presence.release()
             await self.agent.aclose()

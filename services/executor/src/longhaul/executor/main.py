@@ -58,7 +58,7 @@ def build_executor(
         working_root=working_root,
         sandbox=ctx.config.sandbox,
     )
-    return Executor(ctx, settings, agent, offered, remote)
+    return Executor(ctx, settings, agent, offered, remote, working_root=working_root)
 
 
 async def run(ctx: ServiceContext) -> None:

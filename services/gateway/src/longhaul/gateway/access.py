@@ -54,6 +54,18 @@ async def first_stored(
     )
 
 
+async def task_ids(runtime: Runtime) -> list[str]:
+    """Every task id in the stream, newest first (ids are time-ordered): the subjects of the
+    ``task_created`` events, as the stream reports them (one request, no payloads)."""
+    conn = runtime.service.conn
+    async with runtime.nats_call():
+        info = await conn.js.stream_info(
+            conn.names.stream, subjects_filter=conn.names.type_filter("task", "task_created")
+        )
+    subjects = info.state.subjects or {}
+    return sorted((subject.split(".")[-2] for subject in subjects), reverse=True)
+
+
 async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str) -> ev.Event | None:
     """The aggregate's creation event (one direct read), or None if it has no events."""
     stored = await first_stored(runtime, aggregate, aggregate_id)

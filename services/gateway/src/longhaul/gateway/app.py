@@ -20,7 +20,9 @@ from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
 from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
+from longhaul.gateway.retention import Retention
 from longhaul.gateway.routers import (
+    admin,
     evals,
     experiences,
     files,
@@ -58,6 +60,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         config=config,
         keys=KeyRing(gateway.api_keys),
         metrics_keys=KeyRing(gateway.metrics_keys),
+        admin_keys=KeyRing(gateway.admin_keys),
         limiter=RateLimiter(gateway.rate_limit_per_minute),
         quota=ActiveQuota(gateway.max_active_traces_per_key),
         metrics=GatewayMetrics(),
@@ -68,6 +71,10 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = await open_context("gateway", config)
         mirror = runtime.metrics.mirror = runtime.connect(ctx)
+        retention = Retention(runtime, config.retention)
+        if retention.enabled:
+            mirror.observers.append(retention.observe)
+            ctx.spawn(retention.run(ctx.shutdown), name="retention")
         ctx.spawn(mirror.run(), name="index-mirror")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
@@ -112,6 +119,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         evals.router,
         skills.router,
         health.router,
+        admin.router,
         viewer.router,
     ):
         app.include_router(router)

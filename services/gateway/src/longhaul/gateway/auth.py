@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from fastapi import Depends, Request
@@ -196,26 +197,42 @@ async def current_principal(
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
 
 
-async def metrics_reader(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-) -> None:
-    """FastAPI dependency of ``/metrics``, whose totals cover every key's traces: the
-    operator's. A keyless gateway serves it as it serves its API (loopback only); one with API
-    keys only to a bearer of ``gateway.metrics_keys``, never to a tenant's API key."""
+def _operator(request: Request, token: str | None, ring: KeyRing, setting: str) -> None:
+    """Authenticate the operator of a route that covers every key: a keyless gateway's
+    caller (loopback only), else only a bearer of ``setting``'s keys, never a tenant's."""
     runtime: Runtime = request.app.state.runtime
-    token = _bearer(request, credentials)
     peer = request.client.host if request.client else None
     host = request.headers.get("host")
     if runtime.keys.open:
         authenticate_token(runtime.keys, token, peer, host)
         return
-    if runtime.metrics_keys.open:
+    if ring.open:
+        env = "LONGHAUL_" + setting.rsplit(".", 1)[-1].upper()
         raise ApiError(
             401,
             "unauthorized",
-            "metrics cover every key's traces and are the operator's: set gateway.metrics_keys "
-            "(LONGHAUL_METRICS_KEYS) and scrape with Authorization: Bearer <metrics key>",
+            f"this route covers every key and is the operator's: set {setting} ({env}) "
+            "and send Authorization: Bearer <that key>",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    authenticate_token(runtime.metrics_keys, token, peer, host)
+    authenticate_token(ring, token, peer, host)
+
+
+def operator(ring: Literal["metrics_keys", "admin_keys"]) -> Callable[..., Awaitable[None]]:
+    """A FastAPI dependency admitting the bearers of ``gateway.<ring>`` only."""
+
+    async def dependency(
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+    ) -> None:
+        runtime: Runtime = request.app.state.runtime
+        token = _bearer(request, credentials)
+        _operator(request, token, getattr(runtime, ring), f"gateway.{ring}")
+
+    return dependency
+
+
+metrics_reader = operator("metrics_keys")
+"""``/metrics``, whose totals cover every key's traces: the operator's scraper."""
+administrator = operator("admin_keys")
+"""``/api/admin``: erasing a key's data."""

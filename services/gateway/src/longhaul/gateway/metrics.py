@@ -120,6 +120,23 @@ class GatewayMetrics:
             "optimistic-concurrency retries",
             registry=self.registry,
         )
+        self.erased = Counter(
+            "longhaul_gateway_erased",
+            "traces and tasks erased (DELETE), sub-traces and step traces included",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.retention_traces = Counter(
+            "longhaul_retention_traces_deleted",
+            "traces deleted by retention (sub-traces included), by the status they ended with",
+            ["status"],
+            registry=self.registry,
+        )
+        self.retention_events = Counter(
+            "longhaul_retention_events_deleted",
+            "events retention purged from the stream",
+            registry=self.registry,
+        )
         self.streams = Gauge(
             "longhaul_gateway_open_streams",
             "open SSE/WebSocket streams",

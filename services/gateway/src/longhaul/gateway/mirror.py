@@ -34,12 +34,20 @@ class IndexMirror:
         self._children: dict[str, set[str]] = {}
         self.ready = asyncio.Event()
         self._changed = asyncio.Condition()
+        self.observers: list[Callable[[TraceIndexEntry], None]] = []
+        """Told of every entry the mirror keeps (retention schedules the ended ones)."""
 
     def put(self, entry: TraceIndexEntry) -> None:
-        """Keep the entry folded from the later stream position."""
+        """Keep the entry folded from the later stream position; a tombstone (an erased
+        trace) removes it."""
+        if entry.is_tombstone:
+            self._remove(entry.trace_id)
+            return
         current = self.entries.get(entry.trace_id)
         if current is None or entry.last_event_seq >= current.last_event_seq:
             self.entries[entry.trace_id] = entry
+            for observe in self.observers:
+                observe(entry)
             if entry.parent_trace_id is not None:
                 self._children.setdefault(entry.parent_trace_id, set()).add(entry.trace_id)
 

@@ -47,6 +47,8 @@ class Runtime:
     heartbeat_s: float
     metrics_keys: KeyRing = field(default_factory=lambda: KeyRing([]))
     """The operator's scraper keys (``gateway.metrics_keys``), distinct from the tenants'."""
+    admin_keys: KeyRing = field(default_factory=lambda: KeyRing([]))
+    """The operator's keys for ``/api/admin`` (``gateway.admin_keys``)."""
     draining: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server is asked to stop: live streams end so shutdown is not held up."""
     ctx: ServiceContext | None = None

@@ -27,7 +27,7 @@ PRESENCE_FILTER = "executor.>"
 consumer is bound, and deletes it when it stops: a present key is an executor consuming."""
 
 
-async def _presences(conn: Connection) -> list[str]:
+async def presences(conn: Connection) -> list[str]:
     """The sandbox state each live ``executor.<id>`` key in ``lh_leases`` publishes (empty:
     no executor); a watch delivers each key's latest entry (deleted ones skipped), then
     ``None``."""
@@ -62,7 +62,7 @@ async def _executors(runtime: Runtime, conn: Connection) -> tuple[str, str]:
     if cached is not None and now - cached[0] < EXECUTORS_CACHE_S:
         return cached[1]
     try:
-        states = await asyncio.wait_for(_presences(conn), READY_TIMEOUT_S)
+        states = await asyncio.wait_for(presences(conn), READY_TIMEOUT_S)
         present = "ok" if states else "none consuming: no executor is running"
         sandbox = next((s for s in states if s != "ok"), "ok" if states else "unknown")
     except Exception as exc:  # any failure means "not ready", with the reason

@@ -13,11 +13,11 @@ from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
-from longhaul.gateway import access, commands
+from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.tasks import (
     ApprovePlan,
     CheckpointList,
@@ -26,6 +26,7 @@ from longhaul.gateway.schemas.tasks import (
     CreateTaskRequest,
     ReviewPlanRequest,
     TaskAccepted,
+    TaskDeleted,
     TaskList,
     TaskSummary,
     TaskView,
@@ -33,18 +34,6 @@ from longhaul.gateway.schemas.tasks import (
 from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import task_view
 from longhaul.llm.registry import check_model_string
-
-
-async def _task_ids(runtime: Runtime) -> list[str]:
-    """Every task id in the stream, newest first (ids are time-ordered): the subjects of the
-    ``task_created`` events, as the stream reports them (one request, no payloads)."""
-    conn = runtime.service.conn
-    async with runtime.nats_call():
-        info = await conn.js.stream_info(
-            conn.names.stream, subjects_filter=conn.names.type_filter("task", "task_created")
-        )
-    subjects = info.state.subjects or {}
-    return sorted((subject.split(".")[-2] for subject in subjects), reverse=True)
 
 
 def _check_phases(request: Request, options: dict[str, Any]) -> None:
@@ -139,7 +128,7 @@ def tasks_router(prefix: str) -> APIRouter:
     ) -> TaskList:
         runtime = runtime_of(request.app)
         page: list[TaskSummary] = []
-        for task_id in await _task_ids(runtime):
+        for task_id in await access.task_ids(runtime):
             if cursor is not None and task_id >= cursor:
                 continue
             async with runtime.nats_call():
@@ -237,6 +226,21 @@ def tasks_router(prefix: str) -> APIRouter:
                 )
                 for c in saved
             ]
+        )
+
+    @router.delete(
+        "/{task_id}",
+        response_model=TaskDeleted,
+        summary="Delete an ended task with its step traces everywhere they are stored",
+    )
+    async def delete_task(
+        task_id: str, request: Request, principal: CurrentPrincipal
+    ) -> TaskDeleted:
+        """Its events, snapshot, checkpoints, phase outputs, its step traces (as a trace's
+        delete erases them) and its working directory. A task still planning or running is
+        409: it can be deleted once it has ended."""
+        return TaskDeleted.model_validate(
+            await erase.delete_task(runtime_of(request.app), principal, task_id)
         )
 
     @router.delete(

@@ -19,7 +19,7 @@ from longhaul.core.index import TraceIndexEntry
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
-from longhaul.gateway import access, commands
+from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
@@ -29,6 +29,7 @@ from longhaul.gateway.schemas.traces import (
     ApproveRequest,
     ChatMessage,
     CreateTraceRequest,
+    Deleted,
     MessagesResponse,
     ModelParamsBody,
     ReflectRequest,
@@ -43,6 +44,7 @@ from longhaul.gateway.schemas.traces import (
 from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import message_view, summary_of, trace_view
 from longhaul.llm.registry import check_model_string
+from starlette.convertors import StringConvertor, register_url_convertor
 
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 
@@ -380,6 +382,31 @@ async def run_trace(
 
 def _model_params(body: ModelParamsBody) -> ev.ModelParams:
     return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
+
+
+class TraceIdConvertor(StringConvertor):
+    """``{trace_id}`` of the DELETE route never matches ``running`` (a GET-only route of its
+    own): ``Allow`` on ``/api/traces/running`` then names what it serves."""
+
+    regex = r"(?!running$)[^/]+"
+
+
+register_url_convertor("trace_id", TraceIdConvertor())
+
+
+@router.delete(
+    "/{trace_id:trace_id}",
+    response_model=Deleted,
+    summary="Delete a trace and its sub-traces everywhere they are stored",
+)
+async def delete_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Deleted:
+    """A running or waiting trace is stopped first (its remote children asked to stop);
+    once no executor runs any of the family, its events, snapshots, index entry, leases,
+    stored outputs, uploads, images and working directory are erased. Afterwards the id is
+    unknown to every route (404), a repeated delete included."""
+    return Deleted.model_validate(
+        await erase.delete_trace(runtime_of(request.app), principal, trace_id)
+    )
 
 
 @router.post("/{trace_id}/stop", status_code=202, response_model=Accepted, summary="Ask to stop")

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from longhaul.gateway.schemas.common import Body, ShortText, Text, TokenCount
 from longhaul.gateway.schemas.runs import RouteView
-from longhaul.gateway.schemas.traces import FaultView
+from longhaul.gateway.schemas.traces import Erased, FaultView
 from pydantic import BaseModel, Field
 
 
@@ -146,6 +146,10 @@ class CheckpointView(BaseModel):
 
 class CheckpointList(BaseModel):
     checkpoints: list[CheckpointView]
+
+
+class TaskDeleted(Erased):
+    task_id: str
 
 
 class CheckpointsCleared(BaseModel):

@@ -266,6 +266,28 @@ class ReflectRequest(Body):
     focus: Text | None = None
 
 
+class Erased(BaseModel):
+    """What a delete erased: the ids (traces with their local sub-traces, the task), the
+    events purged from the stream, bucket entries and stored objects removed, and what
+    became of the working directory (``removed``, ``absent``, ``shared`` — a sub-trace's or
+    step trace's is its root's or task's —, ``unreached``: no executor answered)."""
+
+    deleted: list[str]
+    events: int
+    entries: int
+    objects: int
+    working_dir: Literal["removed", "absent", "shared", "unreached"]
+
+
+class Deleted(Erased):
+    trace_id: str
+
+
+class KeyErased(Erased):
+    owner: str
+    skipped: list[str] = Field(description="tasks still planning or running, left as they are")
+
+
 class Accepted(BaseModel):
     """The request is on the log. ``event_id`` is its stream sequence: pass it as
     ``Last-Event-ID`` to follow what happens next."""

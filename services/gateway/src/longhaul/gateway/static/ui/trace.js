@@ -265,7 +265,11 @@ export function tracePage(root, traceId) {
       el("button", { type: "button", "data-testid": "stop", class: ACTIVE.has(t.status) ? "danger" : "", onclick: () => act(async () => { await post(base + "/stop"); soon(); }), text: "Stop" }),
       el("button", { type: "button", "data-testid": "resume", onclick: () => act(async () => { await post(base + "/resume"); soon(); }), text: "Resume" }),
       el("button", { type: "button", "data-testid": "reflect", onclick: () => act(async () => { await post(base + "/reflect", text.value.trim() ? { focus: text.value.trim() } : {}); soon(); }), text: "Reflect" }),
-      el("button", { type: "button", "data-testid": "compact", onclick: () => act(async () => { await post(base + "/compact"); soon(); }), text: "Compact" }));
+      el("button", { type: "button", "data-testid": "compact", onclick: () => act(async () => { await post(base + "/compact"); soon(); }), text: "Compact" }),
+      el("button", { type: "button", "data-testid": "delete", class: "danger", onclick: () => {
+        if (!confirm("Erase this trace and its sub-traces for good?")) return;
+        act(async () => { await api(base, { method: "DELETE" }); location.hash = "#/"; });
+      }, text: "Delete" }));
     const keep = controls.querySelector("textarea");
     if (keep) text.value = keep.value;
     const focused = keep && document.activeElement === keep;

@@ -1,0 +1,32 @@
+"""``longhaul keys …``: the operator's commands over one API key's data (run them with one
+of ``gateway.admin_keys`` as ``--api-key`` / ``LONGHAUL_API_KEY``)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from longhaul.cli.context import console, execute
+from longhaul.cli.render import Yes, erased
+from longhaul.client import AsyncClient
+
+app = typer.Typer(no_args_is_help=True, help="The operator's commands over an API key's data.")
+
+
+@app.command("erase")
+def erase(
+    ctx: typer.Context,
+    owner: Annotated[str, typer.Argument(help="the key's owner id (k_…, from /api/info)")],
+    yes: Yes = False,
+) -> None:
+    """Erase every trace, task, experience, upload and image of one API key."""
+    if not yes:
+        typer.confirm(f"erase everything key {owner} ever stored, for good?", abort=True)
+
+    async def command(client: AsyncClient) -> None:
+        report = await client.erase_key(owner)
+        console.print(erased(report))
+        if report.skipped:
+            console.print(f"left, still running: {', '.join(report.skipped)}", style="yellow")
+
+    execute(ctx, command)

@@ -1,0 +1,34 @@
+"""``/api/admin``: the operator's routes, which act on every API key's data.
+
+Guarded by ``gateway.admin_keys`` (``auth.administrator``), never a tenant's key: a client
+key is refused like any unknown key (401), as on ``/metrics``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from longhaul.gateway import access, erase
+from longhaul.gateway.auth import administrator
+from longhaul.gateway.errors import ERROR_RESPONSES
+from longhaul.gateway.runtime import runtime_of
+from longhaul.gateway.schemas.traces import KeyErased
+
+router = APIRouter(
+    prefix="/api/admin",
+    tags=["admin"],
+    responses=ERROR_RESPONSES,
+    dependencies=[Depends(administrator)],
+)
+
+
+@router.delete(
+    "/keys/{owner}/data",
+    response_model=KeyErased,
+    summary="Erase every trace, task, experience, upload and image of one API key",
+)
+async def erase_key(owner: str, request: Request) -> KeyErased:
+    """``owner`` is the key's owner id (``k_…``, ``GET /api/info`` shows it to the key's
+    holder; ``local`` on a keyless gateway). The key itself stays valid: its next request
+    starts from nothing. A task still planning or running is left, named in ``skipped``."""
+    access.checked_id("key", owner)
+    return KeyErased.model_validate(await erase.erase_key(runtime_of(request.app), owner))

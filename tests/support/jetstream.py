@@ -1,0 +1,42 @@
+"""What JetStream holds, read directly (not through the API): every subject of the event
+stream, of each bucket's stream and of the object store, for tests that show data erased."""
+
+from __future__ import annotations
+
+import base64
+
+from longhaul.core.connection import Connection
+
+
+async def stored(conn: Connection) -> dict[str, dict[str, int]]:
+    """Every subject of the event stream and of each bucket's stream, object names decoded."""
+    names = conn.names
+    buckets = ("traces", "active", "leases", "snapshots", "checkpoints", "workspace", "experiences")
+    streams = [names.stream, *(f"KV_{getattr(names, b)}" for b in buckets)]
+    found: dict[str, dict[str, int]] = {}
+    for stream in [*streams, f"OBJ_{names.artifacts}"]:
+        info = await conn.js.stream_info(stream, subjects_filter=">")
+        found[stream] = dict(info.state.subjects or {})
+    meta = f"$O.{names.artifacts}.M."
+    found["objects"] = {
+        base64.urlsafe_b64decode(s[len(meta) :]).decode(): n
+        for s, n in found[f"OBJ_{names.artifacts}"].items()
+        if s.startswith(meta)
+    }
+    return found
+
+
+def naming(found: dict[str, dict[str, int]], ids: list[str]) -> list[str]:
+    return sorted(s for subjects in found.values() for s in subjects if any(i in s for i in ids))
+
+
+async def holding(conn: Connection, ids: list[str]) -> list[str]:
+    """The subjects naming ``ids`` that hold something: a released lease's delete marker
+    (empty, expiring after a second) holds nothing."""
+    leases = f"KV_{conn.names.leases}"
+    found = await stored(conn)
+    for subject in list(found[leases]):
+        last = await conn.js.get_last_msg(leases, subject, direct=True)
+        if not last.data:
+            del found[leases][subject]
+    return naming(found, ids)
