@@ -268,6 +268,10 @@ async def test_an_operator_erases_one_key_s_data_and_nothing_of_another(
     config = gateway_config(nats_config, api_keys=f"{ALICE},{BOB}", admin_keys=[OPERATOR])
     picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 20_000}}
     experience = {"category": "environment", "content": "no network here"}
+    an_eval = {
+        "suite": {"name": "s", "tasks": [{"id": "one", "prompt": "hi"}]},
+        "models": ["scripted:auto"],
+    }
     store = EventStore(conn)
     async with (
         serve_gateway(config) as gateway,
@@ -285,6 +289,7 @@ async def test_an_operator_erases_one_key_s_data_and_nothing_of_another(
             files = [("files", ("a.txt", b"a", "text/plain"))]
             assert (await client.post(f"/api/traces/{trace_id}/files", files=files)).is_success
             assert (await client.post("/api/experiences", json=experience)).is_success
+            assert (await client.post("/api/evals", json=an_eval)).status_code == 201
             task = (await client.post("/api/tasks", json={"goal": "g"})).json()["task_id"]
             await plan(store, task, ev.TaskFailed(error="given up"))
             made[name] = [trace_id, task]
@@ -304,7 +309,7 @@ async def test_an_operator_erases_one_key_s_data_and_nothing_of_another(
         assert sorted(report["deleted"]) == sorted(made["alice"]) and report["skipped"] == []
         assert report["working_dir"] == "removed"
 
-        for path in ("/api/traces", "/api/tasks", "/api/experiences"):
+        for path in ("/api/traces", "/api/tasks", "/api/experiences", "/api/evals"):
             listed = (await alice.get(path)).json()
             assert not next(v for k, v in listed.items() if isinstance(v, list)), (path, listed)
         assert (await alice.get(f"/api/traces/{made['alice'][0]}")).status_code == 404

@@ -149,11 +149,12 @@ class Eraser:
         return removed
 
     async def erase_key_records(self, owner: str) -> Removed:
-        """What a key holds outside its traces and tasks: its experiences, its images, its
-        upload quota's count."""
+        """What a key holds outside its traces and tasks: its experiences, its eval runs, its
+        images, its upload quota's count."""
         removed = await self.erase_workspace([f"images/{owner}", f"quota/uploads/{owner}"])
-        experiences = f"{owner_segment(owner)}.>"
-        removed.entries += await self._purge_bucket(self.conn.names.experiences, experiences)
+        below_owner = f"{owner_segment(owner)}.>"
+        for bucket in (self.conn.names.experiences, self.conn.names.evals):
+            removed.entries += await self._purge_bucket(bucket, below_owner)
         return removed
 
     async def _erase_snapshot(self, aggregate: Aggregate, aggregate_id: str) -> Removed:

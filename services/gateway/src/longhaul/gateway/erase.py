@@ -238,7 +238,7 @@ async def _tasks_of(runtime: Runtime, owner: str) -> list[TaskState]:
 
 
 async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
-    """Every trace, task, experience, upload and image of one API key (the operator's).
+    """Every trace, task, experience, eval run, upload and image of one API key (the operator's).
     Its traces are found through the index; a task still planning or running is left and
     named in ``skipped`` (see :func:`_deletable`), with its directory."""
     principal = Principal(owner)
