@@ -51,13 +51,3 @@ async def shared_store(shared_gateway: RunningGateway) -> AsyncIterator[EventSto
         yield EventStore(conn)
     finally:
         await conn.close()
-
-
-@pytest.fixture
-async def conn(nats_config: NatsConfig) -> AsyncIterator[Connection]:
-    """A connection of its own on the test's namespace, to read JetStream directly."""
-    connection = await connect(nats_config)
-    try:
-        yield connection
-    finally:
-        await connection.close()
