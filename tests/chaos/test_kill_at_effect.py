@@ -14,12 +14,12 @@ from tests.chaos.effects import render_effects, run_kill_at_effect
 
 async def test_kills_while_payments_are_in_flight_pay_once(tmp_path: Path) -> None:
     seed = time.time_ns() % 1_000_000
-    row = await run_kill_at_effect(tmp_path, traces=6, rounds=3, kills=6, seed=seed)
+    row = await run_kill_at_effect(tmp_path, traces=4, rounds=3, kills=4, seed=seed)
     table = render_effects(row, f"kill-at-effect (seed {seed})")
     print(table)
     assert row.clean, table
-    assert row.kills == 6 and row.in_flight_kills >= 5, table
-    assert row.calls == 6 * 3 * 3, table
+    assert row.kills == 4 and row.in_flight_kills >= 3, table  # a charge, refund, payout, charge
+    assert row.calls == 4 * 3 * 3, table
     assert row.resolutions["rerun"] >= 1, table  # charge: idempotent
     assert row.resolutions["reconciled_done"] + row.resolutions["reconciled_not_done"] >= 1, table
     assert row.resolutions["asked"] >= 1 and sum(row.decisions.values()) >= 1, table
