@@ -115,14 +115,14 @@ def _string_argument(call: ast.Call, position: int, keyword: str) -> str | None:
 
 def _code_error_codes() -> set[str]:
     """Every code literal the gateway's source answers with: `ApiError(status, code, …)`,
-    `error_response(status, code, …)`, a helper's `code="…"` default, and the two tables
-    that map statuses and fold refusals onto codes."""
+    `error_response` / `shaped_error(status, code, …)`, a helper's `code="…"` default, and the
+    two tables that map statuses and fold refusals onto codes."""
     codes = set(STATUS_CODES.values()) | set(TRANSITION_STATUS)
     for file in GATEWAY_SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 name = getattr(node.func, "id", getattr(node.func, "attr", None))
-                if name in {"ApiError", "error_response"}:
+                if name in {"ApiError", "error_response", "shaped_error"}:
                     code = _string_argument(node, 1, "code")
                     if code is not None:
                         codes.add(code)

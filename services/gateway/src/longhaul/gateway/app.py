@@ -26,6 +26,7 @@ from longhaul.gateway.routers import (
     health,
     inbox,
     info,
+    openai_compat,
     runs,
     skills,
     tools,
@@ -96,7 +97,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         config.memory.categories,
         model_pattern({*CODECS, "local", *config.models.providers}, BUILTIN_SCRIPTS),
     )
-    install_error_handlers(app)
+    install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
         traces.router,
         files.router,
@@ -111,6 +112,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         skills.router,
         health.router,
         viewer.router,
+        openai_compat.router,
     ):
         app.include_router(router)
     # Added last is outermost: the observer sees every response (413s and CORS refusals
