@@ -34,6 +34,7 @@ from longhaul.gateway.routers import (
     traces,
     viewer,
 )
+from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
@@ -74,7 +75,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         )
         log.info("gateway connected to %s", config.nats.url)
         try:
-            async with ModelRegistry(config.models) as runtime.models:
+            async with ModelRegistry(config.models) as runtime.models, mcp.running():
                 yield
         finally:
             runtime.models = None
@@ -97,6 +98,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         config.memory.categories,
         model_pattern({*CODECS, "local", *config.models.providers}, BUILTIN_SCRIPTS),
     )
+    mcp = McpSurface(runtime)
+    mcp.mount(app)
     install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
         traces.router,
