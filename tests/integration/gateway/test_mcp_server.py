@@ -6,6 +6,8 @@ a request without a key is refused."""
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 from longhaul.domain.config import NatsConfig
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextResourceContents
 
@@ -42,6 +44,15 @@ async def keyed_stack(
             yield gateway
 
 
+def stdio_bridge(gateway: RunningGateway, key: str) -> StdioServerParameters:
+    """`longhaul mcp` as a desktop client launches it: a subprocess, the key in its env."""
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "longhaul.cli.main", "--url", gateway.url, "mcp"],
+        env={"PATH": os.environ.get("PATH", ""), "LONGHAUL_API_KEY": key},
+    )
+
+
 @contextlib.asynccontextmanager
 async def mcp_client(gateway: RunningGateway, key: str | None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -57,29 +68,30 @@ def structured(result: CallToolResult) -> Any:
 
 
 async def drive_a_run_that_asks(client: Client, model: str) -> str:
-    """start_run → get_run with progress (until it asks) → reply with progress → answer."""
-    started = structured(
-        await client.call_tool("start_run", {"prompt": "paint it", "model": model})
-    )
-    trace_id: str = started["trace_id"]
-    assert started["viewer"].endswith(f"/#/traces/{trace_id}")
+    """start_run with progress (until it asks) → reply with progress → the answer."""
     steps: list[str] = []
 
     async def progress(progress: float, total: float | None, message: str | None) -> None:
         steps.append(message or "")
 
     asked = structured(
-        await client.call_tool("get_run", {"trace_id": trace_id}, progress_callback=progress)
+        await client.call_tool(
+            "start_run", {"prompt": "paint it", "model": model}, progress_callback=progress
+        )
     )
+    trace_id: str = asked["trace_id"]
+    assert asked["viewer"].endswith(f"/#/traces/{trace_id}")
     assert (asked["status"], asked["question"]) == ("waiting", "which colour?")
-    assert "waits for human" in steps
+    assert steps == ["calls ask_human", "waits for human"]
+    now = structured(await client.call_tool("get_run", {"trace_id": trace_id}))
+    assert now["question"] == "which colour?"
     answered = structured(
         await client.call_tool(
             "reply", {"trace_id": trace_id, "text": "blue"}, progress_callback=progress
         )
     )
     assert (answered["status"], answered["answer"]) == ("completed", "blue it is")
-    assert steps[-1] == "completed"
+    assert steps[-2:] == ["answered", "completed"]
     return trace_id
 
 
@@ -155,3 +167,17 @@ async def test_a_request_without_a_valid_key_is_refused(keyed_stack: RunningGate
         )
     assert refused.status_code == 401
     assert refused.json()["error"]["message"].startswith("unauthorized")
+
+
+async def test_the_stdio_bridge_serves_the_same_tools_per_key(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    model = write_script(tmp_path / "stdio.yaml", ASKS)
+    async with Client(stdio_bridge(keyed_stack, KEY_A)) as client:
+        trace_id = await drive_a_run_that_asks(client, model)
+        read = await client.read_resource(f"longhaul://runs/{trace_id}/transcript")
+        assert "blue it is" in str(read.contents[0])
+    async with Client(stdio_bridge(keyed_stack, KEY_B)) as other:
+        refused = await other.call_tool("get_run", {"trace_id": trace_id})
+        assert refused.is_error and "not_found" in str(refused.content)
+        assert structured(await other.call_tool("list_runs", {}))["result"] == []

@@ -172,8 +172,8 @@ class GatewayConfig(BaseModel):
     completion_timeout_s: float = Field(
         default=300.0,
         gt=0,
-        description="how long POST /v1/chat/completions waits for a run to settle before "
-        "answering where it can be followed",
+        description="how long POST /v1/chat/completions (and an MCP call that follows a run) "
+        "waits for the run to settle before answering where it can be followed",
     )
     metrics_keys: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=lambda: _split_csv(os.environ.get("LONGHAUL_METRICS_KEYS", "")),
