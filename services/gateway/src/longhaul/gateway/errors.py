@@ -110,9 +110,10 @@ def shaped_error(
 ) -> JSONResponse:
     """The refusal in the shape of the surface the request came to (``/v1``: OpenAI's error
     object), else the gateway's own."""
-    shapes: dict[str, ErrorShape] = getattr(request.app.state, "error_shapes", {})
+    app_state = getattr(request.scope.get("app"), "state", None)
+    shapes: dict[str, ErrorShape] = getattr(app_state, "error_shapes", {})
     for prefix, shape in shapes.items():
-        if request.url.path.startswith(prefix):
+        if request.scope.get("path", "").startswith(prefix):
             return shape(status, code, message, details, headers)
     return error_response(status, code, message, details, headers)
 

@@ -8,8 +8,8 @@ as ``/api/traces`` (``start_trace``, ``commands.append_to_trace``). Its id comes
 **Continuing a conversation.** OpenAI clients resend the whole conversation each turn. When
 this endpoint answers, it records (per API key, in the workspace KV) the hash of the
 conversation *including its answer* → the trace and its head message. A request whose
-messages before the last user message hash to a recorded conversation continues that trace:
-the last message answers the run's question if it waits for one, else it is a new user turn
+messages before the last one hash to a recorded conversation continues that trace: the
+last message answers the run's question if it waits for one, else it is a new user turn
 (a rewind to the recorded head if the trace moved on since, e.g. the user edited a later
 turn). Anything else starts a new trace with the whole history.
 
@@ -186,8 +186,6 @@ async def _begin(
     runtime: Runtime, principal: Principal, body: ChatCompletionRequest
 ) -> tuple[str, int]:
     """(trace id, sequence to follow from) of the run this request starts or continues."""
-    if body.messages[-1].role != "user":
-        raise ApiError(400, "invalid_request", "the last message must be the user's")
     preset, model = _target(runtime, body.model)
     recorded = await _recorded(runtime, principal, body.messages[:-1])
     if recorded is not None:
@@ -236,6 +234,15 @@ async def _settle(
     "/chat/completions",
     response_model=ChatCompletion,
     summary="A chat completion: a run of a durable trace (stream: SSE chunks)",
+    responses={
+        200: {
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string", "description": "chat.completion.chunk frames"}
+                }
+            }
+        }
+    },
 )
 async def chat_completions(
     body: ChatCompletionRequest, request: Request, principal: CurrentPrincipal
