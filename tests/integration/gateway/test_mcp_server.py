@@ -15,7 +15,7 @@ from typing import Any
 import httpx2
 import pytest
 from longhaul.domain.config import NatsConfig
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextResourceContents
 
@@ -181,3 +181,17 @@ async def test_the_stdio_bridge_serves_the_same_tools_per_key(
         refused = await other.call_tool("get_run", {"trace_id": trace_id})
         assert refused.is_error and "not_found" in str(refused.content)
         assert structured(await other.call_tool("list_runs", {}))["result"] == []
+
+
+async def test_bad_input_gets_the_protocols_errors(keyed_stack: RunningGateway) -> None:
+    async with mcp_client(keyed_stack, KEY_A) as client:
+        unknown = await client.call_tool("get_run", {"trace_id": "t_unknown"})
+        assert unknown.is_error and "not_found" in str(unknown.content)
+        bad_name = await client.call_tool(
+            "start_run", {"prompt": "x", "files": {"../escape": "no"}}
+        )
+        assert bad_name.is_error and "invalid_file_name" in str(bad_name.content)
+        bad_preset = await client.call_tool("start_run", {"prompt": "x", "preset": "nope"})
+        assert bad_preset.is_error and "no preset" in str(bad_preset.content)
+        with pytest.raises(MCPError):
+            await client.read_resource("longhaul://runs/t_unknown/transcript")

@@ -149,3 +149,24 @@ async def test_refusals_use_openai_error_objects(keyed_stack: RunningGateway) ->
             messages=[{"role": "robot", "content": "x"}],  # type: ignore[list-item,misc]
         )
     assert invalid.value.type == "invalid_request_error" and invalid.value.param
+
+
+async def test_a_run_that_outlasts_the_wait_answers_where_to_follow_it(
+    nats_config: NatsConfig,
+) -> None:
+    # no executor: the run never settles, so the wait ends at completion_timeout_s
+    config = gateway_config(nats_config, api_keys=KEY_A, completion_timeout_s=0.5)
+    async with serve_gateway(config) as gateway:
+        client = client_for(gateway, KEY_A)
+        late = await client.chat.completions.create(
+            model="longhaul/default", messages=[user("a long job")]
+        )
+        info = (late.model_extra or {})["longhaul"]
+        assert info["status"] == "running"
+        assert info["viewer"] == f"{gateway.url}/#/traces/{info['trace_id']}"
+        assert info["viewer"] in (late.choices[0].message.content or "")
+        chunks = await client.chat.completions.create(
+            model="longhaul/default", messages=[user("another")], stream=True
+        )
+        streamed = "".join([c.choices[0].delta.content or "" async for c in chunks])
+        assert "still going" in streamed and "/#/traces/" in streamed
