@@ -14,34 +14,17 @@ from typing import Any
 
 import httpx2
 import pytest
-from longhaul.domain.config import NatsConfig
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextResourceContents
 
 from tests.integration.executor.scripts import write_script
-from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
-from tests.support.stack import InProcessExecutor
-
-KEY_A = "mcp-key-a"
-KEY_B = "mcp-key-b"
+from tests.integration.gateway.harness import KEY_A, KEY_B, RunningGateway
 
 ASKS: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "ask_human", "arguments": {"question": "which colour?"}}]},
     {"content": "blue it is"},
 ]
-
-
-@pytest.fixture
-async def keyed_stack(
-    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
-) -> AsyncIterator[RunningGateway]:
-    config = gateway_config(nats_config, api_keys=f"{KEY_A},{KEY_B}")
-    async with serve_gateway(config, heartbeat_s=1.0) as gateway:
-        async with InProcessExecutor(
-            nats_url, namespace, "exec-mcp", settings={"working_root": tmp_path / "work"}
-        ):
-            yield gateway
 
 
 def stdio_bridge(gateway: RunningGateway, key: str) -> StdioServerParameters:

@@ -5,7 +5,6 @@ refusals in OpenAI's error shape."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import openai
@@ -19,23 +18,13 @@ from openai.types.chat import (
 )
 
 from tests.integration.executor.scripts import write_script
-from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
-from tests.support.stack import InProcessExecutor
-
-KEY_A = "openai-key-a"
-KEY_B = "openai-key-b"
-
-
-@pytest.fixture
-async def keyed_stack(
-    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
-) -> AsyncIterator[RunningGateway]:
-    config = gateway_config(nats_config, api_keys=f"{KEY_A},{KEY_B}")
-    async with serve_gateway(config, heartbeat_s=1.0) as gateway:
-        async with InProcessExecutor(
-            nats_url, namespace, "exec-openai", settings={"working_root": tmp_path / "work"}
-        ):
-            yield gateway
+from tests.integration.gateway.harness import (
+    KEY_A,
+    KEY_B,
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+)
 
 
 def user(text: str) -> ChatCompletionUserMessageParam:
