@@ -206,6 +206,14 @@ class ReplyRequest(Body):
 
 
 class ApproveRequest(Body):
+    # the rule below, stated in the schema too (clients and the fuzzer read it there)
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"took_effect": {"const": True}}, "required": ["took_effect"]},
+            "then": {"properties": {"approved": {"const": False}}},
+        }
+    )
+
     tool_call_id: str = Field(min_length=1, max_length=128)
     approved: bool = Field(
         description="run the call (for a call whose outcome is unknown: run it again, with "
