@@ -32,6 +32,8 @@ SLOW_TESTS = frozenset(
         "tests/unit/agent/test_sandbox_seccomp.py::"
         "test_sandboxed_bash_works_under_the_deployment_profile_and_the_profile_holds",
         "tests/integration/core/test_store.py::test_replay_10000_events",
+        "tests/integration/gateway/test_mcp_server.py::"
+        "test_the_stdio_bridge_serves_the_same_tools_per_key",  # `longhaul mcp` subprocesses
         "tests/integration/remote/test_remote_agents.py::"
         "test_a_killed_executor_is_replaced_and_the_remote_wait_resumes",
         "tests/integration/executor/test_waits.py::"

@@ -15,6 +15,7 @@ from longhaul.cli.main import app as cli_app
 from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.app import create_app
 from longhaul.gateway.errors import STATUS_CODES, TRANSITION_STATUS
+from starlette.routing import Route
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
@@ -32,12 +33,19 @@ def _normalise(path: str) -> str:
     return re.sub(r"\{[^}]*\}", "{}", path)
 
 
+_FASTAPI_PAGES = {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+
+
 def _code_routes() -> set[tuple[str, str]]:
     app = create_app(LonghaulConfig())
     routes: set[tuple[str, str]] = set()
     for included in app.router.routes:
         contexts = getattr(included, "effective_route_contexts", None)
-        if contexts is None:  # FastAPI's own /openapi.json and /docs pages
+        if contexts is None:
+            # FastAPI's own /openapi.json and /docs pages are not listed; a plain route (an
+            # ASGI app such as /mcp) is
+            if isinstance(included, Route) and included.path not in _FASTAPI_PAGES:
+                routes |= {(m, included.path) for m in included.methods or () if m != "HEAD"}
             continue
         for context in contexts():
             path = context.path or context.original_route.path
@@ -115,14 +123,14 @@ def _string_argument(call: ast.Call, position: int, keyword: str) -> str | None:
 
 def _code_error_codes() -> set[str]:
     """Every code literal the gateway's source answers with: `ApiError(status, code, …)`,
-    `error_response(status, code, …)`, a helper's `code="…"` default, and the two tables
-    that map statuses and fold refusals onto codes."""
+    `error_response` / `shaped_error(status, code, …)`, a helper's `code="…"` default, and the
+    two tables that map statuses and fold refusals onto codes."""
     codes = set(STATUS_CODES.values()) | set(TRANSITION_STATUS)
     for file in GATEWAY_SRC.rglob("*.py"):
         for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call):
                 name = getattr(node.func, "id", getattr(node.func, "attr", None))
-                if name in {"ApiError", "error_response"}:
+                if name in {"ApiError", "error_response", "shaped_error"}:
                     code = _string_argument(node, 1, "code")
                     if code is not None:
                         codes.add(code)

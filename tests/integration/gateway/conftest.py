@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,8 +15,15 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
 
-from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
+from tests.integration.gateway.harness import (
+    KEY_A,
+    KEY_B,
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+)
 from tests.support.nats import unique_namespace
+from tests.support.stack import InProcessExecutor
 
 
 @pytest.fixture
@@ -51,3 +59,17 @@ async def shared_store(shared_gateway: RunningGateway) -> AsyncIterator[EventSto
         yield EventStore(conn)
     finally:
         await conn.close()
+
+
+@pytest.fixture
+async def keyed_stack(
+    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[RunningGateway]:
+    """A gateway with two API keys (``KEY_A``, ``KEY_B``) and an executor behind it: for the
+    protocol surfaces' tests, which drive runs and check that the keys never meet."""
+    config = gateway_config(nats_config, api_keys=f"{KEY_A},{KEY_B}")
+    async with serve_gateway(config, heartbeat_s=1.0) as gateway:
+        async with InProcessExecutor(
+            nats_url, namespace, "exec-keyed", settings={"working_root": tmp_path / "work"}
+        ):
+            yield gateway

@@ -24,6 +24,9 @@ from longhaul.gateway.runtime import Runtime, runtime_of
 from tests.support.folds import trace_state
 
 START_TIMEOUT_S = 10.0
+KEY_A = "gateway-key-a"
+KEY_B = "gateway-key-b"
+"""The two API keys of the ``keyed_stack`` fixture."""
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from longhaul.cli import experiences, keys, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
+from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.logs import configure_logging
@@ -204,6 +205,16 @@ def nats_auth_files(
     for path in write_deployment(out, Names(namespace)):
         console.print(f"wrote {path}")
     console.print("mount nats-auth.conf into nats-server (-c) and give each service its .env")
+
+
+@app.command("mcp")
+def mcp_stdio(ctx: typer.Context) -> None:
+    """Serve the gateway's MCP tools (/mcp) on stdin/stdout, for desktop MCP clients."""
+    target: Target = ctx.obj
+    try:
+        asyncio.run(serve_stdio(target.url, target.api_key))
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
 
 
 @app.command()

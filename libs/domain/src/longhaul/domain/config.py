@@ -177,6 +177,12 @@ class GatewayConfig(BaseModel):
         "beyond it starting a run answers 429 with Retry-After",
     )
     cors_origins: list[str] = Field(default_factory=list)
+    completion_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="how long POST /v1/chat/completions (and an MCP call that follows a run) "
+        "waits for the run to settle before answering where it can be followed",
+    )
     metrics_keys: Annotated[list[SecretStr], NoDecode] = Field(
         default_factory=lambda: _split_csv(os.environ.get("LONGHAUL_METRICS_KEYS", "")),
         validate_default=True,

@@ -29,6 +29,7 @@ from longhaul.gateway.routers import (
     health,
     inbox,
     info,
+    openai_compat,
     runs,
     skills,
     tools,
@@ -36,6 +37,7 @@ from longhaul.gateway.routers import (
     traces,
     viewer,
 )
+from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
@@ -81,7 +83,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         )
         log.info("gateway connected to %s", config.nats.url)
         try:
-            async with ModelRegistry(config.models) as runtime.models:
+            async with ModelRegistry(config.models) as runtime.models, mcp.running():
                 yield
         finally:
             runtime.models = None
@@ -104,7 +106,9 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         config.memory.categories,
         model_pattern({*CODECS, "local", *config.models.providers}, BUILTIN_SCRIPTS),
     )
-    install_error_handlers(app)
+    mcp = McpSurface(runtime)
+    mcp.mount(app)
+    install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
         traces.router,
         files.router,
@@ -121,6 +125,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         health.router,
         admin.router,
         viewer.router,
+        openai_compat.router,
     ):
         app.include_router(router)
     # Added last is outermost: the observer sees every response (413s and CORS refusals

@@ -20,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from longhaul.gateway.errors import ApiError, error_response
+from longhaul.gateway.errors import ApiError, shaped_error
 from starlette.datastructures import Headers
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 FORM = b"application/x-www-form-urlencoded"
@@ -61,9 +62,9 @@ class BodyLimitMiddleware:
             return
         if declared is not None:
             if not declared.strip().isdigit():
-                await error_response(400, "bad_request", "invalid Content-Length")(
-                    scope, receive, send
-                )
+                await shaped_error(
+                    400, "bad_request", "invalid Content-Length", request=Request(scope)
+                )(scope, receive, send)
                 return
             if int(declared) > limit:
                 if int(declared) <= self.drain_bytes:
@@ -122,12 +123,13 @@ class BodyLimitMiddleware:
                         return
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        response = error_response(
+        response = shaped_error(
             413,
             "body_too_large",
             f"request body exceeds {limit} bytes",
             {"max_body_bytes": limit},
             headers={"Connection": "close"},
+            request=Request(scope),
         )
         await response(scope, receive, send)
 

@@ -7,6 +7,7 @@ Starlette's unknown-route 404s and our domain refusals all share one shape.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -93,6 +94,30 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+ErrorShape = Callable[[int, str, str, Any, "dict[str, str] | None"], JSONResponse]
+"""Renders a refusal in a protocol's own error shape: (status, code, message, details,
+headers) → response."""
+
+
+def shaped_error(
+    status: int,
+    code: str,
+    message: str,
+    details: Any = None,
+    headers: dict[str, str] | None = None,
+    *,
+    request: Request,
+) -> JSONResponse:
+    """The refusal in the shape of the surface the request came to (``/v1``: OpenAI's error
+    object), else the gateway's own."""
+    app_state = getattr(request.scope.get("app"), "state", None)
+    shapes: dict[str, ErrorShape] = getattr(app_state, "error_shapes", {})
+    for prefix, shape in shapes.items():
+        if request.scope.get("path", "").startswith(prefix):
+            return shape(status, code, message, details, headers)
+    return error_response(status, code, message, details, headers)
+
+
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     """Pydantic's errors without ``input``/``ctx``: they may hold bytes or exception objects
     (not JSON) and would echo a client's possibly large payload back at it."""
@@ -104,15 +129,21 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
 
 async def _api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
+    return shaped_error(
+        exc.status, exc.code, exc.message, exc.details, exc.headers, request=request
+    )
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     details = _validation_details(exc)
     if any(item["type"] == "json_invalid" for item in details):
-        return error_response(400, "malformed_json", "request body is not valid JSON", details)
-    return error_response(422, "invalid_request", "request does not match the schema", details)
+        return shaped_error(
+            400, "malformed_json", "request body is not valid JSON", details, request=request
+        )
+    return shaped_error(
+        422, "invalid_request", "request does not match the schema", details, request=request
+    )
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -145,15 +176,17 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         message = f"{request.method} is not allowed here; allowed: {headers['Allow'] or 'none'}"
     else:
         message = str(exc.detail)
-    return error_response(exc.status_code, code, message, None, headers or None)
+    return shaped_error(exc.status_code, code, message, None, headers or None, request=request)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal", "internal error; see the gateway log")
+    return shaped_error(500, "internal", "internal error; see the gateway log", request=request)
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI, shapes: dict[str, ErrorShape] | None = None) -> None:
+    """``shapes``: path prefix → the error shape of the protocol served under it."""
+    app.state.error_shapes = shapes or {}
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -131,7 +131,7 @@ async def _checked_suite(request: Request, principal: Principal, body: CreateEva
                 raise ApiError(
                     422, "invalid_suite", f"task {task.id}: {evals.describe(exc)}"
                 ) from None
-            await trace_creation(request, principal, create)
+            await trace_creation(runtime_of(request.app), principal, create)
 
 
 @router.post("", status_code=201, response_model=EvalView, summary="Create an eval run")
@@ -216,7 +216,7 @@ async def start_run(
     if seq is not None:
         return Accepted(trace_id=trace_id, status="running", event_id=seq)
     create = CreateTraceRequest.model_validate(suite.body(task, body.model))
-    event = await trace_creation(request, principal, create)
+    event = await trace_creation(runtime, principal, create)
     files = await _files(runtime, principal, trace_id, task)
     tag = ev.EvalTag(eval_id=eval_id, task=task.id, repeat=body.repeat, check=task.check)
     event = msgspec.structs.replace(event, eval=tag, files=files)

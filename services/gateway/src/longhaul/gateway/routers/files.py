@@ -22,7 +22,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.trace import MAX_PENDING_UPLOADS
 from longhaul.gateway import access, commands
-from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
 from pydantic import BaseModel
@@ -74,8 +74,7 @@ def _same(event: ev.FileUploaded, _state: TraceState) -> ev.TraceEvent:
     return event
 
 
-def _name(upload: UploadFile) -> str:
-    name = upload.filename or ""
+def checked_name(name: str) -> str:
     if not SAFE_NAME.fullmatch(name) or ".." in name:
         raise ApiError(
             422,
@@ -154,21 +153,40 @@ async def upload_files(
             f"the trace already holds {len(state.uploads_pending)} files for its next turn "
             f"(at most {MAX_PENDING_UPLOADS}): let it run first",
         )
-    contents = [(_name(upload), await upload.read()) for upload in files]
+    contents = [
+        (
+            checked_name(upload.filename or ""),
+            await upload.read(),
+            upload.content_type or "application/octet-stream",
+        )
+        for upload in files
+    ]
+    uploaded, event_id = await put_files(runtime, principal, trace_id, contents)
+    return FilesAccepted(
+        trace_id=trace_id,
+        files=[UploadedFile(name=u.name, size=u.size, sha256=u.sha256) for u in uploaded],
+        event_id=event_id,
+    )
+
+
+async def put_files(
+    runtime: Runtime,
+    principal: Principal,
+    trace_id: str,
+    contents: list[tuple[str, bytes, str]],
+) -> tuple[list[ev.FileUploaded], int]:
+    """Store (name, bytes, media type) files for the trace's next turn, charged to the key's
+    quota; returns their events and the last one's sequence."""
     async with runtime.nats_call():
-        await charge(runtime, principal.owner, sum(len(data) for _, data in contents))
-        uploaded: list[ev.FileUploaded] = []
-        for (name, data), upload in zip(contents, files, strict=True):
-            media_type = upload.content_type or "application/octet-stream"
-            uploaded.append(await store_upload(runtime, trace_id, name, data, media_type))
+        await charge(runtime, principal.owner, sum(len(data) for _, data, _ in contents))
+        uploaded = [
+            await store_upload(runtime, trace_id, name, data, media_type)
+            for name, data, media_type in contents
+        ]
     event_id = 0
     for event in uploaded:
         _, recorded = await commands.append_to_trace(
             runtime, principal, trace_id, partial(_same, event)
         )
         event_id = recorded.seq
-    return FilesAccepted(
-        trace_id=trace_id,
-        files=[UploadedFile(name=u.name, size=u.size, sha256=u.sha256) for u in uploaded],
-        event_id=event_id,
-    )
+    return uploaded, event_id

@@ -51,13 +51,12 @@ router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPON
 MIRROR_READY_S = 5.0
 
 
-async def _inputs(
-    request: Request, principal: Principal, messages: list[ChatMessage]
+async def message_inputs(
+    runtime: Runtime, principal: Principal, messages: list[ChatMessage]
 ) -> list[ev.InputMessage]:
     """The messages as events carry them: a long ``data:`` image URL is stored in the
     workspace and named by reference (``longhaul.agent.images``)."""
     raw = [m.model_dump(exclude_none=True) for m in messages]
-    runtime = runtime_of(request.app)
     async with runtime.nats_call():
         workspace = runtime.service.workspace
         raw = await offload_images(raw, principal.owner, workspace.put)
@@ -108,18 +107,29 @@ async def create_trace(
         if seq is not None:  # a repeat: the first request's answer, nothing started
             response.headers["Location"] = f"/api/traces/{trace_id}"
             return Accepted(trace_id=trace_id, status="running", event_id=seq)
-    event = await trace_creation(request, principal, body)
-    state = await commands.create_trace(runtime, principal, event, trace_id)
+    state = await start_trace(runtime, principal, body, trace_id)
     response.headers["Location"] = f"/api/traces/{state.trace_id}"
     return _accepted(state, state.stream_seq)
 
 
+async def start_trace(
+    runtime: Runtime,
+    principal: Principal,
+    body: CreateTraceRequest,
+    trace_id: str | None = None,
+) -> TraceState:
+    """Check and start the trace ``body`` describes: the one way every surface (this API,
+    ``/v1``, ``/mcp``) starts a run."""
+    event = await trace_creation(runtime, principal, body)
+    return await commands.create_trace(runtime, principal, event, trace_id)
+
+
 async def trace_creation(
-    request: Request, principal: Principal, body: CreateTraceRequest
+    runtime: Runtime, principal: Principal, body: CreateTraceRequest
 ) -> ev.TraceCreated:
     """The ``trace_created`` event a create body asks for (model and verification checked)."""
-    _check_model(request, body.model)
-    verification = _verification(request, body.verification)
+    check_model(runtime, body.model)
+    verification = _verification(runtime, body.verification)
     config = ev.TraceConfig(
         model=body.model,
         tools=body.tools,
@@ -138,26 +148,26 @@ async def trace_creation(
     )
     if body.preset:
         config.preset = body.preset
-    messages = await _inputs(request, principal, body.messages)
+    messages = await message_inputs(runtime, principal, body.messages)
     return ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
 
 
-def _check_model(request: Request, model: str | None) -> None:
+def check_model(runtime: Runtime, model: str | None) -> None:
     """Refuse a model string no run could use (a script outside models.scripted_dir…)."""
     if model is None:
         return
     try:
-        check_model_string(model, runtime_of(request.app).config.models)
+        check_model_string(model, runtime.config.models)
     except ValueError as exc:
         raise ApiError(422, "invalid_model", str(exc)) from None
 
 
-def _verification(request: Request, body: VerificationBody | None) -> dict[str, Any] | None:
+def _verification(runtime: Runtime, body: VerificationBody | None) -> dict[str, Any] | None:
     """The trace's verification config; a check the operator did not configure is 422."""
     if body is None:
         return None
     config = body.model_dump(exclude_none=True)
-    errors = verification_problems(config, runtime_of(request.app).config.verifier.commands)
+    errors = verification_problems(config, runtime.config.verifier.commands)
     if errors:
         raise ApiError(422, "invalid_verification", "; ".join(errors))
     return config or None
@@ -363,8 +373,9 @@ async def run_trace(
 ) -> Accepted:
     """No body is a plain continue, like ``{}``."""
     body = body or RunRequest()
-    _check_model(request, body.model)
-    inputs = await _inputs(request, principal, body.messages)
+    runtime = runtime_of(request.app)
+    check_model(runtime, body.model)
+    inputs = await message_inputs(runtime, principal, body.messages)
     after = body.after_sequence
     changes: dict[str, object] = {}
     if body.model is not None:

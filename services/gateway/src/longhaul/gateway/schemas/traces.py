@@ -206,6 +206,14 @@ class ReplyRequest(Body):
 
 
 class ApproveRequest(Body):
+    # took_effect with approved is refused by the fold (409); the schema says so for clients
+    model_config = ConfigDict(
+        json_schema_extra={
+            "if": {"properties": {"took_effect": {"const": True}}, "required": ["took_effect"]},
+            "then": {"properties": {"approved": {"const": False}}},
+        }
+    )
+
     tool_call_id: str = Field(min_length=1, max_length=128)
     approved: bool = Field(
         description="run the call (for a call whose outcome is unknown: run it again, with "

@@ -1,0 +1,125 @@
+"""Where a run stands, as the protocol surfaces (``/v1``, ``/mcp``) report it.
+
+Those clients ask one question — "start this and tell me how it ended" — so what they need is
+the run's *outcome*: the answer once it completed, the question once it waits for a person,
+the error once it failed. :func:`follow` watches the trace's log (and, on request, its live
+token deltas) from the request's own event until the run settles, which is the same stream
+``/api/traces/{id}/events`` serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
+from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.streams import Item, aggregate_stream
+
+PERSON_WAITS = frozenset({"human", "approval", "client_tools"})
+"""Waits that end a request: nothing happens until someone acts (a wait on sub-traces or a
+verifier resolves by itself, so a follower keeps following)."""
+
+_ENDS = frozenset({"completed", "failed", "stopped"})
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    trace_id: str
+    status: str
+    answer: str | None
+    """The last assistant text on the main path (the final answer once completed)."""
+    question: str | None
+    """What the run asks, while it waits for a person."""
+    wait_reason: str | None
+    error: str | None
+    totals: dict[str, Any]
+
+    @property
+    def settled(self) -> bool:
+        return self.status in _ENDS or (
+            self.status == "waiting" and self.wait_reason in PERSON_WAITS
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "status": self.status,
+            "answer": self.answer,
+            "question": self.question,
+            "wait_reason": self.wait_reason,
+            "error": self.error,
+            "totals": self.totals,
+        }
+
+
+def text_of(content: str | list[dict[str, Any]] | None) -> str:
+    """A message's text: its string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    return "".join(
+        str(part.get("text", "")) for part in content or [] if part.get("type") == "text"
+    )
+
+
+def last_answer(state: TraceState) -> str | None:
+    for message in reversed(state.main_path()):
+        if message.role == "assistant" and not message.tool_calls:
+            return text_of(message.content)
+        if message.role == "user":
+            return None
+    return None
+
+
+def outcome_of(state: TraceState) -> RunOutcome:
+    status = state.status or "running"
+    waiting = status == "waiting"
+    return RunOutcome(
+        trace_id=state.trace_id,
+        status=status,
+        answer=last_answer(state),
+        question=state.wait_detail if waiting and state.wait_reason == "human" else None,
+        wait_reason=state.wait_reason if waiting else None,
+        error=state.error if status == "failed" else state.stop_reason,
+        totals=msgspec.to_builtins(state.totals),
+    )
+
+
+def viewer_link(base_url: str, trace_id: str) -> str:
+    """The run viewer's page of the trace (the viewer routes on the URL's fragment)."""
+    return f"{base_url.rstrip('/')}/#/traces/{trace_id}"
+
+
+def settles(item: Item) -> bool:
+    """A stored event after which the run is over or waits for someone."""
+    if item.kind != "event":
+        return False
+    if item.type in _ENDS:
+        return True
+    if item.type == "waiting":
+        waiting = msgspec.json.decode(item.data, type=dict[str, Any])
+        return waiting.get("reason") in PERSON_WAITS
+    return False
+
+
+async def follow(
+    runtime: Runtime, trace_id: str, *, after: int, live: bool = False
+) -> AsyncIterator[Item]:
+    """The trace's events after ``after`` (with live deltas if ``live``), ending with the one
+    that settles the run; callers bound it in time."""
+    async for item in aggregate_stream(
+        runtime, "trace", trace_id, after=after, follow=True, live=live
+    ):
+        if item.kind == "error":
+            raise ConnectionError(msgspec.json.decode(item.data, type=dict[str, Any])["message"])
+        yield item
+        if settles(item):
+            return
+
+
+def decoded(item: Item) -> ev.Event | None:
+    """The stored event an item carries (None for live, heartbeat and notice items)."""
+    return ev.decode(item.data) if item.kind == "event" else None

@@ -1,0 +1,341 @@
+"""``/v1``: an OpenAI-compatible chat endpoint, so chat UIs and scripts written for the OpenAI
+API drive longhaul agents.
+
+A completion is a run of a durable trace, started and continued through the same operations
+as ``/api/traces`` (``start_trace``, ``commands.append_to_trace``). Its id comes back in the
+``X-Longhaul-Trace-Id`` header and the ``trace_id`` field.
+
+**Continuing a conversation.** OpenAI clients resend the whole conversation each turn. When
+this endpoint answers, it records (per API key, in the workspace KV) the hash of the
+conversation *including its answer* → the trace and its head message. A request whose
+messages before the last one hash to a recorded conversation continues that trace: the
+last message answers the run's question if it waits for one, else it is a new user turn
+(a rewind to the recorded head if the trace moved on since, e.g. the user edited a later
+turn). Anything else starts a new trace with the whole history.
+
+**Long runs.** A request waits up to ``gateway.completion_timeout_s``; then the answer says the
+run still goes and where to follow it (the viewer link, also in ``longhaul.viewer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import msgspec
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from longhaul.agent.contract import LiveUpdate
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
+from longhaul.gateway import access, commands
+from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.errors import ApiError
+from longhaul.gateway.outcome import RunOutcome, decoded, follow, outcome_of, text_of, viewer_link
+from longhaul.gateway.routers.traces import check_model, message_inputs, start_trace
+from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.schemas.openai import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    Choice,
+    CompletionMessage,
+    ModelCard,
+    ModelList,
+    OpenAIError,
+    RunInfo,
+    Usage,
+    chunk,
+)
+from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
+
+PREFIX = "/v1"
+MODEL_PREFIX = "longhaul/"
+TRACE_HEADER = "X-Longhaul-Trace-Id"
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+router = APIRouter(
+    prefix=PREFIX,
+    tags=["openai"],
+    responses={
+        status: {"model": OpenAIError, "description": kind.replace("_", " ")}
+        for status, kind in _ERROR_TYPES.items()
+    },
+)
+
+
+def openai_error(
+    status: int, code: str, message: str, details: Any, headers: dict[str, str] | None
+) -> JSONResponse:
+    """OpenAI's error object: ``{"error": {"message", "type", "param", "code"}}``. A body
+    that does not match the schema is a 400, as OpenAI answers it."""
+    if status == 422:
+        status = 400
+    param = None
+    if isinstance(details, list) and details and isinstance(details[0], dict):
+        loc = [str(part) for part in details[0].get("loc", []) if part != "body"]
+        param = ".".join(loc) or None
+        message = f"{message}: {details[0].get('msg', '')} ({param})"
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+# ---------------------------------------------------------------- models
+
+
+def _card(preset: str) -> ModelCard:
+    return ModelCard(id=MODEL_PREFIX + preset)
+
+
+@router.get("/models", response_model=ModelList, summary="The presets, as OpenAI models")
+async def list_models(request: Request, principal: CurrentPrincipal) -> ModelList:
+    return ModelList(data=[_card(name) for name in runtime_of(request.app).presets.names()])
+
+
+@router.get("/models/{model:path}", response_model=ModelCard, summary="One preset as a model")
+async def get_model(model: str, request: Request, principal: CurrentPrincipal) -> ModelCard:
+    return _card(_preset(runtime_of(request.app), model))
+
+
+def _preset(runtime: Runtime, model: str) -> str:
+    name = model.removeprefix(MODEL_PREFIX)
+    if not model.startswith(MODEL_PREFIX) or name not in runtime.presets:
+        raise ApiError(404, "model_not_found", f"no model {model!r}; GET /v1/models lists them")
+    return name
+
+
+def _target(runtime: Runtime, model: str) -> tuple[str | None, str | None]:
+    """(preset, model string) a request's ``model`` names."""
+    if model.startswith(MODEL_PREFIX):
+        return _preset(runtime, model), None
+    check_model(runtime, model)
+    return None, model
+
+
+# ---------------------------------------------------------------- conversations
+
+
+def conversation_key(owner: str, messages: Sequence[ChatMessage | tuple[str, str]]) -> str:
+    """The workspace key of a conversation: the key's owner and each message's role and
+    text, hashed (so equal conversations of two keys never meet)."""
+    pairs = [m if isinstance(m, tuple) else (m.role, text_of(m.content)) for m in messages]
+    digest = hashlib.sha256(owner.encode() + b"\0" + msgspec.json.encode(pairs)).hexdigest()
+    return f"openai/{owner}/{digest[:48]}"
+
+
+class _Recorded(msgspec.Struct):
+    trace_id: str
+    head_sequence: int
+
+
+async def _recorded(
+    runtime: Runtime, principal: Principal, prior: list[ChatMessage]
+) -> _Recorded | None:
+    if not any(m.role == "assistant" for m in prior):
+        return None
+    async with runtime.nats_call():
+        entry = await runtime.service.workspace.get(conversation_key(principal.owner, prior))
+    return None if entry is None else msgspec.json.decode(entry.value, type=_Recorded)
+
+
+async def _remember(
+    runtime: Runtime,
+    principal: Principal,
+    messages: list[ChatMessage],
+    reply: str,
+    state: TraceState,
+) -> None:
+    history: list[ChatMessage | tuple[str, str]] = [*messages, ("assistant", reply)]
+    value = msgspec.json.encode(_Recorded(state.trace_id, state.head_sequence))
+    async with runtime.nats_call():
+        await runtime.service.workspace.put(conversation_key(principal.owner, history), value)
+
+
+async def _continue(
+    runtime: Runtime, principal: Principal, recorded: _Recorded, last: ChatMessage
+) -> int:
+    """Append the conversation's next turn to its trace; returns the event's sequence."""
+    inputs = await message_inputs(runtime, principal, [last])
+
+    def build(state: TraceState) -> ev.TraceEvent:
+        moved = state.head_sequence != recorded.head_sequence
+        if state.status == "waiting" and state.wait_reason == "human" and not moved:
+            return ev.HumanReplied(content=text_of(last.content))
+        return ev.RunRequested(
+            messages=inputs, after_sequence=recorded.head_sequence if moved else None
+        )
+
+    _, event = await commands.append_to_trace(runtime, principal, recorded.trace_id, build)
+    return event.seq
+
+
+async def _begin(
+    runtime: Runtime, principal: Principal, body: ChatCompletionRequest
+) -> tuple[str, int]:
+    """(trace id, sequence to follow from) of the run this request starts or continues."""
+    preset, model = _target(runtime, body.model)
+    recorded = await _recorded(runtime, principal, body.messages[:-1])
+    if recorded is not None:
+        return recorded.trace_id, await _continue(runtime, principal, recorded, body.messages[-1])
+    create = CreateTraceRequest(
+        messages=body.messages, model=model, preset=preset, temperature=body.temperature
+    )
+    state = await start_trace(runtime, principal, create)
+    return state.trace_id, state.stream_seq
+
+
+# ---------------------------------------------------------------- completions
+
+
+def _reply(outcome: RunOutcome, link: str, timeout_s: float) -> str:
+    """What the assistant says for the run's outcome."""
+    if outcome.status == "completed":
+        return outcome.answer or ""
+    if outcome.question is not None:
+        return outcome.question
+    if outcome.status == "failed":
+        return f"The run failed ({outcome.error}). See {link}"
+    if outcome.status == "stopped":
+        return f"The run stopped ({outcome.error or 'stop requested'}). See {link}"
+    if outcome.status == "waiting":
+        return f"The run waits for {outcome.wait_reason}: act on it at {link}"
+    return (
+        f"The run is still going after {timeout_s:g} s (trace {outcome.trace_id}). "
+        f"Follow it at {link}; send a new message in this conversation to continue it "
+        "once it is done."
+    )
+
+
+async def _settle(
+    runtime: Runtime, principal: Principal, trace_id: str, after: int, timeout_s: float
+) -> TraceState:
+    """The trace once its run settled, or as it stands after ``timeout_s``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            async for _ in follow(runtime, trace_id, after=after):
+                pass
+    return await access.owned_trace(runtime, principal, trace_id)
+
+
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    summary="A chat completion: a run of a durable trace (stream: SSE chunks)",
+    responses={
+        200: {
+            "content": {
+                "text/event-stream": {
+                    "schema": {"type": "string", "description": "chat.completion.chunk frames"}
+                }
+            }
+        }
+    },
+)
+async def chat_completions(
+    body: ChatCompletionRequest, request: Request, principal: CurrentPrincipal
+) -> Response:
+    runtime = runtime_of(request.app)
+    trace_id, after = await _begin(runtime, principal, body)
+    link = viewer_link(str(request.base_url), trace_id)
+    headers = {TRACE_HEADER: trace_id, "Location": f"/api/traces/{trace_id}"}
+    completion_id = f"chatcmpl-{trace_id}-{after}"
+    timeout_s = runtime.config.gateway.completion_timeout_s
+    if body.stream:
+        chunks = _stream(runtime, principal, body, trace_id, after, completion_id, link)
+        return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+    state = await _settle(runtime, principal, trace_id, after, timeout_s)
+    outcome = outcome_of(state)
+    reply = _reply(outcome, link, timeout_s)
+    await _remember(runtime, principal, body.messages, reply, state)
+    totals = state.totals
+    completion = ChatCompletion(
+        id=completion_id,
+        created=int(time.time()),
+        model=body.model,
+        choices=[Choice(message=CompletionMessage(content=reply))],
+        usage=Usage(
+            prompt_tokens=totals.prompt_tokens,
+            completion_tokens=totals.completion_tokens,
+            total_tokens=totals.prompt_tokens + totals.completion_tokens,
+        ),
+        trace_id=trace_id,
+        longhaul=RunInfo(
+            trace_id=trace_id,
+            status=outcome.status,
+            wait_reason=outcome.wait_reason,
+            viewer=link,
+        ),
+    )
+    return JSONResponse(completion.model_dump(), headers=headers)
+
+
+async def _stream(
+    runtime: Runtime,
+    principal: Principal,
+    body: ChatCompletionRequest,
+    trace_id: str,
+    after: int,
+    completion_id: str,
+    link: str,
+) -> AsyncIterator[bytes]:
+    """SSE chunks: the model's text as it is written (live deltas, completed from the stored
+    message when deltas were missed), then what the outcome adds (a question, a failure, a
+    timeout notice), a closing chunk and ``[DONE]``."""
+    created = int(time.time())
+    sent: list[str] = []
+
+    def frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        data = chunk(completion_id, created, body.model, trace_id, delta, finish)
+        return b"data: " + msgspec.json.encode(data) + b"\n\n"
+
+    def text(piece: str) -> bytes:
+        sent.append(piece)
+        return frame({"content": piece})
+
+    yield frame({"role": "assistant", "content": ""})
+    timeout_s = runtime.config.gateway.completion_timeout_s
+    streamed = ""  # of the assistant message being written
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                async for item in follow(runtime, trace_id, after=after, live=True):
+                    if item.kind == "live":
+                        update = msgspec.json.decode(item.data, type=LiveUpdate)
+                        if update.kind == "delta" and update.text:
+                            streamed += update.text
+                            yield text(update.text)
+                        continue
+                    event = decoded(item)
+                    if not isinstance(event, ev.MessageAppended) or event.role != "assistant":
+                        continue
+                    whole = text_of(event.content)
+                    if not event.tool_calls and whole.startswith(streamed) and whole != streamed:
+                        yield text(whole[len(streamed) :])
+                    streamed = ""
+        state = await access.owned_trace(runtime, principal, trace_id)
+        outcome = outcome_of(state)
+        if outcome.status != "completed":
+            notice = _reply(outcome, link, timeout_s)
+            yield text(("\n\n" if sent else "") + notice)
+        await _remember(runtime, principal, body.messages, "".join(sent), state)
+    except (ApiError, ConnectionError) as exc:
+        # the status line is sent: the error goes in the stream, as OpenAI streams it
+        status, code = (exc.status, exc.code) if isinstance(exc, ApiError) else (503, "unavailable")
+        refusal = openai_error(status, code, str(exc), None, None)
+        yield b"data: " + bytes(refusal.body) + b"\n\n"
+        return
+    yield frame({}, "stop")
+    yield b"data: [DONE]\n\n"

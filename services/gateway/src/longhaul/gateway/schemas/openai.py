@@ -1,0 +1,104 @@
+"""``/v1``: the slice of OpenAI's chat-completions API a chat UI or script needs."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from longhaul.gateway.schemas.traces import ChatMessage
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ChatCompletionRequest(BaseModel):
+    """Fields OpenAI clients send that longhaul has no use for (``n``, ``user``,
+    ``stream_options`` …) are ignored, as OpenAI-compatible servers do."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(
+        min_length=1,
+        max_length=256,
+        description="longhaul/<preset> (GET /v1/models), or a longhaul model string "
+        "(provider:model) run with the default preset",
+    )
+    messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
+    stream: bool = False
+    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "longhaul"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class OpenAIErrorDetail(BaseModel):
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIError(BaseModel):
+    error: OpenAIErrorDetail
+
+
+class RunInfo(BaseModel):
+    """Where the run behind a completion stands (an extension field, ``longhaul``)."""
+
+    trace_id: str
+    status: str
+    wait_reason: str | None = None
+    viewer: str
+
+
+class CompletionMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: CompletionMessage
+    finish_reason: Literal["stop"] = "stop"
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: Usage
+    trace_id: str = Field(description="the durable trace this run is (also X-Longhaul-Trace-Id)")
+    longhaul: RunInfo
+
+
+def chunk(
+    completion_id: str,
+    created: int,
+    model: str,
+    trace_id: str,
+    delta: dict[str, Any],
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` of a streamed answer."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "trace_id": trace_id,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
