@@ -126,12 +126,8 @@ async def run_kill_at_effect(
                 "PYTHONUNBUFFERED": "1",
             },
         )
-        try:
-            state = await up.start()
-            conn = await connect(admin_config(state))
-        except BaseException:
-            await up.stop()  # a stack that never got ready must not outlive the scenario
-            raise
+        state = await up.start()
+        conn = await connect(admin_config(state))
         store = EventStore(conn)
         try:
             async with AsyncClient(state["gateway"], timeout=30) as client:

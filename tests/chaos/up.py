@@ -69,6 +69,7 @@ class Up:
                         if (await http.get(f"{state['gateway']}/readyz")).status_code == 200:
                             return state
                 await asyncio.sleep(0.2)
+        await self.stop()  # a stack that never got ready must not outlive its test
         raise RuntimeError(f"longhaul up not ready in {UP_TIMEOUT_S}s; see {self.root}/logs")
 
     def pid_of(self, target: str) -> int | None:
