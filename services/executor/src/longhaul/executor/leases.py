@@ -155,6 +155,10 @@ class Leases:
         started = time.monotonic()
         try:
             revision = await kv.create(key, self.value(sandbox), msg_ttl=self.ttl_s)
+        except KeyNotFoundError:
+            # nats-py's create looks the key up after a wrong-sequence refusal; a lease that
+            # expired in between is gone then: free, and the next attempt creates it
+            return None
         except KeyWrongLastSequenceError:
             taken = await self._take_stale(kv, key, sandbox)
             if taken is None:
