@@ -45,7 +45,7 @@ sandbox:
 	  else echo "bwrap not found and cannot be installed here: the sandbox tests will be skipped"; fi; }
 
 test: sync browser sandbox
-	$(VENV)/bin/python -m pytest -q $(ARGS)
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile $(ARGS)
 
 lint: sync
 	$(VENV)/bin/ruff check libs services tests bench examples

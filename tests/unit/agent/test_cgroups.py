@@ -107,8 +107,13 @@ def test_empty_cgroups_left_by_a_killed_run_are_removed_later(tmp_path: Path) ->
 @needs_cgroups
 async def test_what_a_run_leaves_behind_is_killed_and_its_cgroup_removed(tmp_path: Path) -> None:
     """A process that left the run's session and group (``setsid``) still dies with the run."""
-    before = set(tool_cgroups())
-    result = await run(tmp_path, "setsid sleep 300 > /dev/null 2>&1 & echo $!", mode="none")
+    command = (
+        "setsid sleep 300 > /dev/null 2>&1 & echo $!; "
+        f"grep -o '{PREFIX}[^/]*' /proc/self/cgroup | head -1"
+    )
+    result = await run(tmp_path, command, mode="none")
+    pid, own = result.output.split()[:2]
+    assert own.startswith(PREFIX)  # the run's own cgroup (other runs may come and go meanwhile)
     # The cgroup is removed only once empty: by then the escaped process has exited.
-    assert not alive(int(result.output.split()[0]))
-    assert set(tool_cgroups()) <= before
+    assert not alive(int(pid))
+    assert own not in {c.name for c in tool_cgroups()}
