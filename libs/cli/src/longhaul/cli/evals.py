@@ -7,7 +7,9 @@ first), the verifier runs each task's ``check`` in the run's working directory o
 trace completes, and this command waits, matches ``answer`` against the final answer,
 records the score (``PUT /api/evals/{id}/runs``) and prints the table per model. An
 interrupted eval continues with ``--resume EVAL_ID``: runs already scored are not run
-again, a run started but not scored is waited for, not started twice.
+again, a run started but not scored is waited for, not started twice. ``--replay EVAL_ID``
+runs the suite again with every model call answered from that eval's recorded runs, reports
+where each run diverged from its record, and compares against it as the baseline.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from longhaul.cli.context import console, errors
 from longhaul.client import AsyncClient, NotFound
 from longhaul.client.models import Eval, EvalRun, Trace
 from longhaul.domain import evals
+from longhaul.domain.replay import divergence
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -48,6 +51,7 @@ class Options:
     json_out: Path | None = None
     baseline: Path | None = None
     resume: str | None = None
+    replay: str | None = None
 
 
 def read_baseline(path: Path) -> dict[str, Any]:
@@ -89,6 +93,13 @@ async def _check(client: AsyncClient, eval_id: str, trace_id: str) -> tuple[bool
         return outcome.passed, outcome.log
 
 
+async def diverged(client: AsyncClient, recorded_id: str, replayed_id: str) -> str | None:
+    """Where a replayed run first did something else than the run it replays."""
+    before = await client.messages(recorded_id)
+    after = await client.messages(replayed_id)
+    return divergence(before.messages, after.messages)
+
+
 async def score(
     client: AsyncClient,
     eval_id: str,
@@ -96,8 +107,10 @@ async def score(
     model: str,
     repeat: int,
     faults: Faults,
+    recorded: dict[tuple[str, str, int], str] | None = None,
 ) -> dict[str, Any]:
-    """Run one (task, model, repeat) to its end and score it; the ``EvalRun`` fields."""
+    """Run one (task, model, repeat) to its end and score it; the ``EvalRun`` fields.
+    ``recorded``: on a replay, the recorded run's trace per (task, model, repeat)."""
     accepted = await client.start_eval_run(eval_id, task.id, model, repeat)
     trace_id = accepted.trace_id
     await faults.started(trace_id)
@@ -116,6 +129,7 @@ async def score(
                 reasons.append(f"check failed: {log[-2000:]}")
         if task.answer is not None and not re.search(task.answer, trace.summary or ""):
             reasons.append(f"the answer does not match {task.answer!r}")
+    record_id = (recorded or {}).get((task.id, model, repeat))
     return {
         "task": task.id,
         "model": model,
@@ -129,6 +143,7 @@ async def score(
         "model_calls": trace.run_usage.iterations,
         "recovered": trace_id in faults.hit,
         "reasons": reasons,
+        "diverged": None if record_id is None else await diverged(client, record_id, trace_id),
     }
 
 
@@ -176,13 +191,15 @@ def table(document: dict[str, Any]) -> Table:
 
 
 async def _open(client: AsyncClient, suite: evals.Suite, options: Options) -> Eval:
+    payload = suite.model_dump(mode="json", exclude_unset=True)
+    if options.replay is not None:
+        return await client.create_eval(payload, replay_of=options.replay)
     if options.resume is not None:
         record = await client.get_eval(options.resume)
         if evals.parse_suite(record.suite) != suite:
             errors.print("[yellow]note:[/yellow] the suite file changed; resuming the stored one")
         return record
     models = options.models or [str((await client.info()).default_model)]
-    payload = suite.model_dump(mode="json", exclude_unset=True)
     return await client.create_eval(payload, models, repeat=options.repeat)
 
 
@@ -205,6 +222,12 @@ async def run_eval(
         return USAGE_EXIT
     record = await _open(client, suite, options)
     suite = evals.parse_suite(record.suite)
+    recorded: dict[tuple[str, str, int], str] | None = None
+    if record.replay_of is not None:
+        replayed = await client.get_eval(record.replay_of)
+        recorded = {(r.task, r.model, r.repeat): r.trace_id for r in replayed.runs}
+        baseline = baseline or report(replayed, replayed.runs)
+        console.print(f"replaying eval [bold]{record.replay_of}[/bold]: no model is called")
     done = {(r.task, r.model, r.repeat) for r in record.runs}
     todo = [
         (task, model, k)
@@ -240,7 +263,7 @@ async def run_eval(
 
         async def one(task: evals.EvalTask, model: str, k: int) -> None:
             async with gate:
-                run = await score(client, record.eval_id, task, model, k, faults)
+                run = await score(client, record.eval_id, task, model, k, faults, recorded)
                 await client.record_eval_run(record.eval_id, run)
             bar = bars[model]
             passed = progress.tasks[bar].fields["passed"] + run["passed"]
@@ -265,6 +288,12 @@ async def run_eval(
             why = "; ".join(run.reasons)[:300]
             console.print(
                 f"  [red]✗[/red] {escape(run.model)} {run.task}#{run.repeat}: {escape(why)}"
+            )
+    for run in final.runs:
+        if run.diverged:
+            console.print(
+                f"  [yellow]diverged[/yellow] {escape(run.model)} {run.task}#{run.repeat}: "
+                f"{escape(run.diverged)}"
             )
     if options.json_out is not None:
         options.json_out.write_text(json.dumps(document, indent=2) + "\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli import experiences, keys, tasks, traces
+from longhaul.cli import eval_commands, experiences, keys, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
@@ -24,6 +24,7 @@ app.add_typer(traces.app, name="traces")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(experiences.app, name="experiences")
 app.add_typer(keys.app, name="keys")
+app.add_typer(eval_commands.app, name="eval")
 
 
 @app.callback()
@@ -124,68 +125,6 @@ def run(
             review=review,
             follow=follow,
         )
-
-    execute(ctx, command)
-
-
-@app.command("eval")
-def eval_suite(
-    ctx: typer.Context,
-    suite: Annotated[Path, typer.Argument(help="the suite file (YAML)")],
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--model", help="provider:model to run it on (repeatable; default: the gateway's)"
-        ),
-    ] = None,
-    repeat: Annotated[int, typer.Option(min=1, max=100, help="runs of each task per model")] = 1,
-    concurrency: Annotated[int, typer.Option(min=1, max=64, help="runs at a time")] = 4,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="write the results as JSON here")
-    ] = None,
-    baseline: Annotated[
-        Path | None,
-        typer.Option(help="an earlier --json: mark regressions, exit 1 if anything regressed"),
-    ] = None,
-    resume: Annotated[
-        str | None, typer.Option(help="continue this eval id; scored runs are not run again")
-    ] = None,
-    chaos: Annotated[
-        str | None,
-        typer.Option(
-            help="executor[:N]: SIGKILL a random executor of the local `longhaul up` N times "
-            "(default 2) while the suite runs"
-        ),
-    ] = None,
-    data_dir: Annotated[
-        Path, typer.Option(help="--chaos: the data dir of that `longhaul up`")
-    ] = Path(".longhaul"),
-) -> None:
-    """Run a suite of tasks on models, score each run, print a table per model."""
-    from longhaul.cli.chaos import Chaos, ChaosError, local_stack, parse_chaos
-    from longhaul.cli.evals import Options, run_eval
-
-    injector = None
-    if chaos is not None:
-        try:
-            injector = Chaos(local_stack(data_dir, ctx.obj.url), parse_chaos(chaos))
-        except ChaosError as exc:
-            errors.print(f"[red]error:[/red] {escape(str(exc))}")
-            raise typer.Exit(2) from None
-
-    options = Options(
-        models=model or [],
-        repeat=repeat,
-        concurrency=concurrency,
-        json_out=json_out,
-        baseline=baseline,
-        resume=resume,
-    )
-
-    async def command(client: AsyncClient) -> int:
-        if injector is None:
-            return await run_eval(client, suite, options)
-        return await run_eval(client, suite, options, during=injector.run, on_end=injector.report)
 
     execute(ctx, command)
 

@@ -70,6 +70,7 @@ class AsyncClient:
     list_traces = bind_async(calls.list_traces)
     get_trace = bind_async(calls.get_trace)
     create_eval = bind_async(calls.create_eval)
+    task_from_trace = bind_async(calls.task_from_trace)
     list_evals = bind_async(calls.list_evals)
     get_eval = bind_async(calls.get_eval)
     start_eval_run = bind_async(calls.start_eval_run)

@@ -347,11 +347,30 @@ def import_experiences(markdown: str) -> Call[models.Imported]:
 
 
 def create_eval(
-    suite: Mapping[str, Any], model_names: Sequence[str], *, repeat: int = 1
+    suite: Mapping[str, Any],
+    model_names: Sequence[str] = (),
+    *,
+    repeat: int = 1,
+    replay_of: str | None = None,
 ) -> Call[models.Eval]:
-    """Register an eval run of ``suite`` (parsed YAML) on ``model_names``, ``repeat`` times."""
+    """Register an eval run of ``suite`` (parsed YAML) on ``model_names``, ``repeat`` times;
+    ``replay_of``: replay that eval instead (its models and repeats, no model call)."""
     body = {"suite": dict(suite), "models": list(model_names), "repeat": repeat}
+    if replay_of is not None:
+        body["replay_of"] = replay_of
     return Call("POST", "/api/evals", _json(models.Eval), body=body)
+
+
+def task_from_trace(
+    trace_id: str,
+    *,
+    task_id: str | None = None,
+    check: str | None = None,
+    answer: str | None = None,
+) -> Call[models.TaskFromTrace]:
+    """A suite task made from a recorded run: its first messages and the files it had."""
+    body = {"trace_id": trace_id, **_present(id=task_id, check=check, answer=answer)}
+    return Call("POST", "/api/evals/tasks", _json(models.TaskFromTrace), body=body)
 
 
 def list_evals() -> Call[models.EvalList]:

@@ -70,6 +70,7 @@ class Client:
     list_traces = bind_sync(calls.list_traces)
     get_trace = bind_sync(calls.get_trace)
     create_eval = bind_sync(calls.create_eval)
+    task_from_trace = bind_sync(calls.task_from_trace)
     list_evals = bind_sync(calls.list_evals)
     get_eval = bind_sync(calls.get_eval)
     start_eval_run = bind_sync(calls.start_eval_run)

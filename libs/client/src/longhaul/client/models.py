@@ -420,6 +420,8 @@ class EvalRun(Model):
     model_calls: int = 0
     recovered: bool = False
     reasons: list[str] = Field(default_factory=list)
+    diverged: str | None = None
+    """On a replay: where the run first did something else than its record."""
 
 
 class EvalSummary(Model):
@@ -429,6 +431,7 @@ class EvalSummary(Model):
     repeat: int
     tasks: int
     created_at: float
+    replay_of: str | None = None
 
 
 class Eval(EvalSummary):
@@ -441,6 +444,13 @@ class Eval(EvalSummary):
 
 class EvalList(Model):
     evals: list[EvalSummary]
+
+
+class TaskFromTrace(Model):
+    """A suite task made from a recorded run; ``skipped_files`` were not text."""
+
+    task: dict[str, Any]
+    skipped_files: list[str] = Field(default_factory=list)
 
 
 class EvalCheck(Model):

@@ -173,6 +173,9 @@ class EvalRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     models: list[str]
     repeat: int
     created_at: float
+    replay_of: str | None = None
+    """Set on a replay (``longhaul eval --replay``): each run answers the model calls of the
+    same (task, model, repeat) of this earlier eval from its recorded trace."""
 
 
 class RunResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -190,6 +193,9 @@ class RunResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     model_calls: int = 0
     recovered: bool = False
     reasons: list[str] = msgspec.field(default_factory=list)
+    diverged: str | None = None
+    """On a replay: where the run first did something else than its record (``None``: it
+    did the same)."""
 
 
 class CheckOutcome(msgspec.Struct, kw_only=True):

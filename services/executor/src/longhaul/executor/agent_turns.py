@@ -25,7 +25,9 @@ from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workspace import Workspace
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.replay import replayed_trace
 from longhaul.domain.state import TraceState
+from longhaul.executor.replay import Recordings
 from longhaul.executor.tools import tool_secrets
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import Model
@@ -47,8 +49,10 @@ class AgentTurns:
         ancestor_budget: AncestorBudget | None = None,
         messenger: Messenger | None = None,
         experiences: ExperienceBook | None = None,
+        recordings: Recordings | None = None,
     ) -> None:
         self.config = config
+        self.recordings = recordings
         self._registry = ModelRegistry(config.models)
         self.resolve_model = resolve_model or self._registry.resolve
         self.engine = Engine(
@@ -80,7 +84,7 @@ class AgentTurns:
     async def __call__(self, state: TraceState, sink: EventSink, live: LiveCallback) -> TurnOutcome:
         models = self.config.models
         try:
-            model = self.resolve_model(state.config.model or models.default)
+            model = await self._model(state, state.config.model or models.default)
             utility = self.resolve_model(models.for_role("utility"))
         except ValueError as exc:
             log.warning("trace %s: model not usable: %s", state.trace_id, exc)
@@ -90,6 +94,14 @@ class AgentTurns:
         return await self.engine.run_turn(
             state, sink, model=model, utility_model=utility, live=live
         )
+
+    async def _model(self, state: TraceState, model_string: str) -> Model:
+        """The trace's model; ``replay:<trace id>`` plays a recording of the same key."""
+        if replayed_trace(model_string) is not None:
+            if self.recordings is None:
+                raise ValueError("replays need the trace log (no recordings configured)")
+            return await self.recordings.model(state, model_string)
+        return self.resolve_model(model_string)
 
     async def aclose(self) -> None:
         """Release the HTTP clients of the model providers."""

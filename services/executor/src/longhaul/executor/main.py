@@ -21,6 +21,7 @@ from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
 from longhaul.executor.remote import RemoteAgents
+from longhaul.executor.replay import Recordings
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.tools import ExecutorTools, check_tools, load_tools
 from longhaul.executor.workspace import KvWorkspace
@@ -49,6 +50,7 @@ def build_executor(
             ctx.traces, ctx.tasks, actor=f"executor:{settings.id}", remote=remote
         ),
         experiences=ctx.experiences,
+        recordings=Recordings(ctx.traces),
     )
     offered = ExecutorTools(
         ctx.workspace,

@@ -12,6 +12,7 @@ completes and files under ``<owner>.<eval>.check.<trace>``.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,6 +22,8 @@ from longhaul.core.evals import EVAL_PREFIX
 from longhaul.domain import evals
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
+from longhaul.domain.messages import content_text
+from longhaul.domain.replay import REPLAY_PREFIX
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
@@ -44,8 +47,18 @@ Repeat = Annotated[int, Field(ge=0, lt=evals.MAX_REPEAT), BeforeValidator(integr
 
 class CreateEvalRequest(Body):
     suite: dict[str, Any] = Field(description="the suite (README: Evals), as parsed YAML")
-    models: list[ModelName] = Field(min_length=1, max_length=evals.MAX_MODELS)
+    models: list[ModelName] = Field(
+        default_factory=list,
+        max_length=evals.MAX_MODELS,
+        description="at least one, unless replay_of gives the recorded eval's",
+    )
     repeat: Annotated[int, Field(ge=1, le=evals.MAX_REPEAT), BeforeValidator(integral)] = 1
+    replay_of: str | None = Field(
+        default=None,
+        pattern=rf"^{EVAL_PREFIX}_[A-Za-z0-9]{{1,64}}$",
+        description="replay this earlier eval: its models and repeats, every model call "
+        "answered from the run it recorded (no tokens)",
+    )
 
 
 class StartRunRequest(Body):
@@ -69,6 +82,7 @@ class RunResultBody(Body):
     reasons: list[Annotated[str, Field(max_length=4096)]] = Field(
         default_factory=list, max_length=16
     )
+    diverged: str | None = Field(default=None, max_length=4096)
 
 
 if TYPE_CHECKING:  # derived at runtime; mypy sees a model of unknown fields
@@ -86,6 +100,7 @@ class EvalSummary(BaseModel):
     repeat: int
     tasks: int
     created_at: float
+    replay_of: str | None = None
 
 
 class EvalView(EvalSummary):
@@ -114,16 +129,22 @@ def _summary(record: evals.EvalRecord) -> EvalSummary:
         repeat=record.repeat,
         tasks=len(record.suite.get("tasks", [])),
         created_at=record.created_at,
+        replay_of=record.replay_of,
     )
 
 
-async def _checked_suite(request: Request, principal: Principal, body: CreateEvalRequest) -> None:
-    """Refuse a suite no run of could start: its format, each task's trace body, the models."""
+def _parsed(suite: dict[str, Any]) -> evals.Suite:
     try:
-        suite = evals.parse_suite(body.suite)
+        return evals.parse_suite(suite)
     except evals.SuiteError as exc:
         raise ApiError(422, "invalid_suite", str(exc)) from None
-    for model in body.models:
+
+
+async def _checked_suite(
+    runtime: Runtime, principal: Principal, suite: evals.Suite, models: list[str]
+) -> None:
+    """Refuse a suite no run of could start: each task's trace body on each model."""
+    for model in models:
         for task in suite.tasks:
             try:
                 create = CreateTraceRequest.model_validate(suite.body(task, model))
@@ -131,20 +152,44 @@ async def _checked_suite(request: Request, principal: Principal, body: CreateEva
                 raise ApiError(
                     422, "invalid_suite", f"task {task.id}: {evals.describe(exc)}"
                 ) from None
-            await trace_creation(runtime_of(request.app), principal, create)
+            await trace_creation(runtime, principal, create)
+
+
+async def _models_and_repeat(
+    runtime: Runtime, principal: Principal, body: CreateEvalRequest, suite: evals.Suite
+) -> tuple[list[str], int]:
+    """The body's, or on a replay the recorded eval's (each task must have been one of its)."""
+    if body.replay_of is None:
+        if not body.models:
+            raise ApiError(422, "invalid_request", "models: at least one model")
+        return list(body.models), body.repeat
+    recorded = await _record(runtime, principal, body.replay_of)
+    known = {task.get("id") for task in recorded.suite.get("tasks", [])}
+    missing = [task.id for task in suite.tasks if task.id not in known]
+    if missing:
+        raise ApiError(
+            422,
+            "invalid_suite",
+            f"eval {body.replay_of} recorded no run of task(s) {', '.join(missing)}",
+        )
+    return list(recorded.models), recorded.repeat
 
 
 @router.post("", status_code=201, response_model=EvalView, summary="Create an eval run")
 async def create_eval(
     body: CreateEvalRequest, request: Request, principal: CurrentPrincipal
 ) -> EvalView:
-    await _checked_suite(request, principal, body)
+    runtime = runtime_of(request.app)
+    suite = _parsed(body.suite)
+    models, repeat = await _models_and_repeat(runtime, principal, body, suite)
+    await _checked_suite(runtime, principal, suite, models)
     record = evals.EvalRecord(
         eval_id=new_id(EVAL_PREFIX),
         suite=body.suite,
-        models=list(body.models),
-        repeat=body.repeat,
+        models=models,
+        repeat=repeat,
         created_at=time.time(),
+        replay_of=body.replay_of,
     )
     size = len(msgspec.json.encode(record))
     if size > MAX_RECORD_BYTES:
@@ -154,7 +199,6 @@ async def create_eval(
             f"the suite takes {size} bytes stored, over {MAX_RECORD_BYTES}: move large files "
             "out of it",
         )
-    runtime = runtime_of(request.app)
     async with runtime.nats_call():
         await runtime.service.evals.create(principal.owner, record)
     return _view(record, [])
@@ -217,11 +261,25 @@ async def start_run(
         return Accepted(trace_id=trace_id, status="running", event_id=seq)
     create = CreateTraceRequest.model_validate(suite.body(task, body.model))
     event = await trace_creation(runtime, principal, create)
+    if record.replay_of is not None:
+        recorded = await _recorded_run(runtime, principal, record.replay_of, key)
+        config = msgspec.structs.replace(event.config, model=f"{REPLAY_PREFIX}{recorded}")
+        event = msgspec.structs.replace(event, config=config)
     files = await _files(runtime, principal, trace_id, task)
     tag = ev.EvalTag(eval_id=eval_id, task=task.id, repeat=body.repeat, check=task.check)
     event = msgspec.structs.replace(event, eval=tag, files=files)
     state = await commands.create_trace(runtime, principal, event, trace_id)
     return Accepted(trace_id=trace_id, status=state.status or "running", event_id=state.stream_seq)
+
+
+async def _recorded_run(runtime: Runtime, principal: Principal, eval_id: str, key: str) -> str:
+    """The trace the replayed eval recorded for one run (409 if it never scored that run)."""
+    async with runtime.nats_call():
+        runs = await runtime.service.evals.runs(principal.owner, eval_id)
+    for run in runs:
+        if evals.run_key(run.task, run.model, run.repeat) == key:
+            return run.trace_id
+    raise ApiError(409, "conflict", f"eval {eval_id} has no recorded run to replay here")
 
 
 async def _files(
@@ -276,3 +334,108 @@ async def get_check(
     if outcome is None:
         raise not_found("check of trace", trace_id)
     return CheckView(trace_id=outcome.trace_id, passed=outcome.passed, log=outcome.log)
+
+
+class TaskFromTraceRequest(Body):
+    trace_id: str = Field(min_length=1, max_length=128)
+    id: TaskName | None = Field(default=None, description="default: from the trace's name")
+    check: str | None = Field(default=None, min_length=1, max_length=4096)
+    answer: str | None = Field(default=None, min_length=1, max_length=1024)
+
+
+class TaskFromTrace(BaseModel):
+    task: dict[str, Any] = Field(description="a suite task (README: Evals), ready to append")
+    skipped_files: list[str] = Field(
+        default_factory=list, description="files the run started with that are not text"
+    )
+
+
+TASK_SETTINGS = (
+    "preset",
+    "tools",
+    "skills",
+    "max_iterations",
+    "max_tokens",
+    "max_cost",
+    "temperature",
+    "system_prompt",
+    "verification",
+)
+"""What a recorded run's configuration carries into its task (not its model: the eval
+chooses, and not approvals or client tools: an eval has nobody to answer them)."""
+
+
+async def _beginning(
+    runtime: Runtime, trace_id: str
+) -> tuple[ev.TraceCreated | None, list[ev.FileUploaded]]:
+    """The run's creation and the files it had before its first model answer."""
+    created: ev.TraceCreated | None = None
+    files: dict[str, ev.FileUploaded] = {}
+    async with runtime.nats_call():
+        async for recorded in runtime.service.store.replay("trace", trace_id):
+            event = recorded.event
+            if isinstance(event, ev.TraceCreated):
+                created = event
+                files.update((f.name, f) for f in event.files)
+            elif isinstance(event, ev.FileUploaded):
+                files[event.name] = event
+            elif isinstance(event, ev.MessageAppended) and event.role == "assistant":
+                break
+    return created, list(files.values())
+
+
+def _task_id(state_name: str | None, trace_id: str) -> str:
+    words = re.findall(r"[A-Za-z0-9]+", (state_name or "").lower())[:6]
+    return "-".join(words)[:64] or trace_id[-12:].lower()
+
+
+@router.post(
+    "/tasks",
+    response_model=TaskFromTrace,
+    summary="A suite task made from a recorded run (its first messages and files)",
+)
+async def task_from_trace(
+    body: TaskFromTraceRequest, request: Request, principal: CurrentPrincipal
+) -> TaskFromTrace:
+    runtime = runtime_of(request.app)
+    state = await access.owned_trace(runtime, principal, body.trace_id)
+    created, uploads = await _beginning(runtime, body.trace_id)
+    if created is None:
+        raise not_found("trace", body.trace_id)
+    prompt = "\n\n".join(
+        content_text(m.content) for m in created.messages if m.role == "user"
+    ).strip()
+    if not prompt:
+        raise ApiError(422, "invalid_request", f"trace {body.trace_id} started without a prompt")
+    task: dict[str, Any] = {"id": body.id or _task_id(state.name, body.trace_id), "prompt": prompt}
+    files, skipped = await _texts(runtime, uploads)
+    if files:
+        task["files"] = files
+    for field in ("check", "answer"):
+        if getattr(body, field) is not None:
+            task[field] = getattr(body, field)
+    config = msgspec.to_builtins(created.config)
+    task.update({k: config[k] for k in TASK_SETTINGS if config.get(k) not in (None, [], "default")})
+    try:
+        evals.EvalTask.model_validate(task)
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_suite", evals.describe(exc)) from None
+    return TaskFromTrace(task=task, skipped_files=skipped)
+
+
+async def _texts(
+    runtime: Runtime, uploads: list[ev.FileUploaded]
+) -> tuple[dict[str, str], list[str]]:
+    """The uploads' contents that are text within a task's limits; the names of the rest."""
+    files: dict[str, str] = {}
+    skipped: list[str] = []
+    for upload in uploads:
+        async with runtime.nats_call():
+            entry = await runtime.service.workspace.get(upload.key)
+        try:
+            if entry is None or len(entry.value) > evals.MAX_FILE_BYTES:
+                raise ValueError(upload.name)
+            files[upload.name] = entry.value.decode()
+        except (ValueError, UnicodeDecodeError):
+            skipped.append(upload.name)
+    return files, skipped
