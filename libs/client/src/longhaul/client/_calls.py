@@ -370,7 +370,7 @@ def task_from_trace(
 ) -> Call[models.TaskFromTrace]:
     """A suite task made from a recorded run: its first messages and the files it had."""
     body = {"trace_id": trace_id, **_present(id=task_id, check=check, answer=answer)}
-    return Call("POST", "/api/evals/tasks", _json(models.TaskFromTrace), body=body)
+    return Call("POST", "/api/eval-tasks", _json(models.TaskFromTrace), body=body)
 
 
 def list_evals() -> Call[models.EvalList]:

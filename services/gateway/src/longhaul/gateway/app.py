@@ -121,6 +121,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         tools.router,
         experiences.router,
         evals.router,
+        evals.tasks_router,
         skills.router,
         health.router,
         admin.router,
