@@ -23,6 +23,7 @@ from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.remote import RemoteAgents, RemoteError, failure, finish_remote
+from longhaul.executor.remote_status import RemoteStatus
 
 log = logging.getLogger(__name__)
 
@@ -180,9 +181,9 @@ class Children:
             linked = await self.remote.start(parent, info, name)
         except RemoteError as exc:
             log.warning("remote child of %s not started: %s", parent.trace_id, exc)
-            await finish_remote(
-                self.traces, parent, info.child_trace_id, failure(str(exc)), actor=self.actor
-            )
+            linked = failure(str(exc))
+        if isinstance(linked, RemoteStatus):  # refused, or an A2A agent's immediate answer
+            await finish_remote(self.traces, parent, info.child_trace_id, linked, actor=self.actor)
             return False
         return await append_while(
             self.traces,
