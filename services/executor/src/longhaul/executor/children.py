@@ -15,7 +15,9 @@ are that tool span's children whichever wake-up creates it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
@@ -117,9 +119,20 @@ class Children:
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
         self.metrics = metrics
+        self._starting: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def start_queued(self, parent: TraceState) -> list[str]:
-        """Create the children the parent is owed, up to the limit; returns the ids started."""
+        """Create the children the parent is owed, up to the limit; returns the ids started.
+        One parent's spawns are started one wake-up at a time in this process, on the
+        parent as it stands then: two wake-ups of one turn's spawns would otherwise both
+        send a remote child that is not linked yet (an A2A agent has no idempotency key)."""
+        lock = self._starting.setdefault(parent.trace_id, asyncio.Lock())
+        async with lock:
+            return await self._start_queued(await self.traces.load(parent.trace_id))
+
+    async def _start_queued(self, parent: TraceState) -> list[str]:
         if not parent.exists or parent.is_final:
             return []
         active = 0
