@@ -38,10 +38,10 @@ from tests.support.stack import ExecutorProcess, InProcessExecutor, test_config
 AGENT_ID = re.compile(r"agent://[\w.:-]+/[\w%-]+")
 
 
-def a2a_remotes(sdk_url: str, remote: RemoteStack) -> dict[str, Any]:
+def a2a_remotes(sdk_url: str, stack: RemoteStack) -> dict[str, Any]:
     return {
         "sdk": {"url": sdk_url, "protocol": "a2a", "poll_s": 0.2},
-        "lh": {"url": remote.gateway.url, "protocol": "a2a", "api_key_env": KEY_ENV, "poll_s": 0.2},
+        "lh": {"url": stack.gateway.url, "protocol": "a2a", "api_key_env": KEY_ENV, "poll_s": 0.2},
     }
 
 
