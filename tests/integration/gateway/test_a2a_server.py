@@ -1,8 +1,9 @@
 """``/a2a`` driven by the official ``a2a-sdk`` client against a real gateway and executor on a
 scripted model: the card, a blocking send that completes with the answer as an artifact, a
 streamed task that asks a question (input-required), answered by the next message on the same
-task, a cancel, v0.3's method names, two API keys that never see each other's tasks, and bad
-input answered with JSON-RPC error objects."""
+task, a cancel, v0.3's method names, a message sent again (same ``messageId``) that finds its
+task, two API keys that never see each other's tasks, and bad input answered with JSON-RPC
+error objects."""
 
 from __future__ import annotations
 
@@ -190,3 +191,6 @@ async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_pa
         foreign = {"Authorization": f"Bearer {KEY_B}"}
         other = await rpc(anonymous, "tasks/get", {"id": sent["id"]}, **foreign)
         assert other.json()["error"]["code"] == -32001
+        # B replays A's messageId: a task of B's own, never A's
+        replayed = (await rpc(anonymous, "message/send", v03, **foreign)).json()["result"]
+        assert replayed["id"] != sent["id"]
