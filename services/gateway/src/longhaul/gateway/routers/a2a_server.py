@@ -283,11 +283,11 @@ class LonghaulTasks(RequestHandler):
             raise InvalidParamsError(message=f"contextId is longer than {_CONTEXT_LIMIT}")
         text = _text(message)
         if message.task_id:
-            after = await self._answer(principal, message, text)
             task_id = message.task_id
-            context_id = await self._context_id(principal, task_id)
+            context_id = await self._context_id(principal, access.checked_id("task", task_id))
             if message.context_id and message.context_id != context_id:
                 raise InvalidParamsError(message="contextId is not the task's context")
+            after = await self._answer(principal, message, text)
         else:
             after = await self._start(principal, params, text)
             task_id = commands.keyed_trace_id(principal.owner, f"a2a:{message.message_id}")
