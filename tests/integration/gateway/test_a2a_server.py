@@ -7,6 +7,7 @@ error objects."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -121,6 +123,9 @@ async def test_send_stream_answer_and_cancel(
     # cancel a task that waits for its answer: canceled, and GetTask agrees
     waiting = only_task(await responses(a, request(message("paint that"), ask)))
     assert waiting.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    resubscribed = [r async for r in a_stream.subscribe(SubscribeToTaskRequest(id=waiting.id))]
+    assert resubscribed[0].task.id == waiting.id
+    assert resubscribed[-1].status_update.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
     canceled = await a.cancel_task(CancelTaskRequest(id=waiting.id))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     got = await a.get_task(GetTaskRequest(id=waiting.id))
@@ -163,6 +168,16 @@ async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_pa
         # the same messageId again is the same task, not a second run
         again = (await rpc(http, "message/send", v03)).json()["result"]
         assert again["id"] == sent["id"]
+        ended = (await rpc(http, "tasks/cancel", {"id": sent["id"]})).json()
+        assert ended["error"]["code"] == -32002  # not cancelable: it has ended
+        streamed = await rpc(
+            http, "message/stream", {**v03, "message": {**v03["message"], "messageId": "m-04"}}
+        )
+        frames = [
+            json.loads(line[5:]) for line in streamed.text.splitlines() if line.startswith("data:")
+        ]
+        assert frames[0]["result"]["kind"] == "task"
+        assert frames[-1]["result"]["status"]["state"] == "completed"
 
         errors = {
             "unknown method": (await rpc(http, "NoSuchMethod", {})).json(),

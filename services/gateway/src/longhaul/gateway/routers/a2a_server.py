@@ -345,24 +345,29 @@ class LonghaulTasks(RequestHandler):
     ) -> AsyncIterator[Event]:
         """The task, a ``working`` status per step, then the answer artifact and the final
         status (the last status is ``working`` if the run outlasts the bound)."""
-        base = _caller(context)[1]
-        viewer = viewer_link(base, task_id)
+        viewer = viewer_link(_caller(context)[1], task_id)
         with _refusals():
             state = await access.owned_trace(self.runtime, principal, task_id)
             yield task_of(state, context_id, viewer, 0)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                    async for item in follow(self.runtime, task_id, after=after):
-                        event = decoded(item)
-                        line = step_line(event) if event is not None else None
-                        if line is not None and not settles(item):
-                            message_id = f"{task_id}-step-{item.seq}"
-                            yield progress_update(task_id, context_id, line, message_id)
-            state = await access.owned_trace(self.runtime, principal, task_id)
+            if not (outcome_of(state).settled and after >= state.stream_seq):  # else: no more
+                async for update in self._steps(task_id, context_id, after):
+                    yield update
+                state = await access.owned_trace(self.runtime, principal, task_id)
         outcome = outcome_of(state)
         if outcome.status == "completed" and outcome.answer:
             yield artifact_update(task_id, context_id, outcome.answer)
         yield status_update(state, context_id, viewer)
+
+    async def _steps(self, task_id: str, context_id: str, after: int) -> AsyncIterator[Event]:
+        """A ``working`` status per step until the run settles or the bound passes."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
+                async for item in follow(self.runtime, task_id, after=after):
+                    event = decoded(item)
+                    line = step_line(event) if event is not None else None
+                    if line is not None and not settles(item):
+                        message_id = f"{task_id}-step-{item.seq}"
+                        yield progress_update(task_id, context_id, line, message_id)
 
     # ------------------------------------------------------------ tasks
 
