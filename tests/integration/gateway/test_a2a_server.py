@@ -191,12 +191,15 @@ async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_pa
                 )
             ).json(),
         }
+        no_id = {"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}
+        errors["no messageId"] = (await rpc(http, "SendMessage", no_id)).json()
         codes = {name: body["error"]["code"] for name, body in errors.items()}
         assert codes == {
             "unknown method": -32601,
             "bad params": -32602,
             "unknown task": -32001,
             "empty message": -32602,
+            "no messageId": -32602,
         }
         broken = await http.post("/a2a", content=b"{not json", headers=auth)
         assert broken.status_code == 200 and broken.json()["error"]["code"] == -32700

@@ -279,6 +279,8 @@ class LonghaulTasks(RequestHandler):
         """(caller, task id, context id, sequence to follow from) of a message."""
         principal, _ = _caller(context)
         message = params.message
+        if not message.message_id:
+            raise InvalidParamsError(message="the message has no messageId")
         if len(message.context_id) > _CONTEXT_LIMIT:
             raise InvalidParamsError(message=f"contextId is longer than {_CONTEXT_LIMIT}")
         text = _text(message)
