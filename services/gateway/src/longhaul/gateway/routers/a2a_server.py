@@ -239,13 +239,15 @@ class LonghaulTasks(RequestHandler):
 
     # ------------------------------------------------------------ messages
 
-    async def _start(self, principal: Principal, params: SendMessageRequest, text: str) -> int:
-        """Start the task a new message asks for; returns the sequence to follow from."""
+    async def _start(
+        self, principal: Principal, params: SendMessageRequest, text: str
+    ) -> tuple[str, int]:
+        """Start the task a new message asks for: (its id, the sequence to follow from)."""
         message = params.message
         trace_id = commands.keyed_trace_id(principal.owner, f"a2a:{message.message_id}")
         seq = await commands.keyed_creation(self.runtime, principal, trace_id)
         if seq is not None:  # the same message again: the task it started
-            return seq
+            return trace_id, seq
         preset = _option(params, "preset")
         if preset is not None and preset not in self.runtime.presets:
             raise InvalidParamsError(message=f"no preset {preset!r} (the card's skills)")
@@ -257,7 +259,7 @@ class LonghaulTasks(RequestHandler):
         state = await start_trace(self.runtime, principal, body, trace_id)
         if message.context_id:
             await self._remember_context(principal, trace_id, message.context_id)
-        return state.stream_seq
+        return trace_id, state.stream_seq
 
     async def _answer(self, principal: Principal, message: Message, text: str) -> int:
         """Answer the question of the task the message names."""
@@ -291,8 +293,7 @@ class LonghaulTasks(RequestHandler):
                 raise InvalidParamsError(message="contextId is not the task's context")
             after = await self._answer(principal, message, text)
         else:
-            after = await self._start(principal, params, text)
-            task_id = commands.keyed_trace_id(principal.owner, f"a2a:{message.message_id}")
+            task_id, after = await self._start(principal, params, text)
             context_id = message.context_id or task_id
         return principal, task_id, context_id, after
 
