@@ -149,7 +149,18 @@ async def test_a_killed_executor_resumes_both_a2a_waits(
         # both remote tasks finish while no local executor runs
         sdk.gate.set()
         remote.gate.set()
-        async with ExecutorProcess(nats_url, namespace, "exec-a2a-successor", env=env):
+        # the successor runs in this process (one executor start less)
+        remotes = {
+            name: RemoteAgentConfig.model_validate(entry)
+            for name, entry in a2a_remotes(sdk_url, remote).items()
+        }
+        async with InProcessExecutor(
+            nats_url,
+            namespace,
+            "exec-a2a-successor",
+            config=test_config(nats_url, namespace, remote_agents=remotes),
+            settings={"working_root": tmp_path / "local"},
+        ):
             events = await follow_until(client, parent, is_final)
         assert events[-1].event == "completed"
         tools = " ".join(
