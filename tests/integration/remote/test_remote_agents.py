@@ -200,6 +200,7 @@ async def test_a_spawn_retried_after_the_remote_accepted_it_creates_one_remote_t
         self: RemoteAgents, parent: TraceState, info: SubtraceInfo, name: str
     ) -> str:
         linked = await real_start(self, parent, info, name)
+        assert isinstance(linked, str)  # a longhaul remote always links
         accepted.append(linked)
         if len(accepted) == 1:
             raise RuntimeError("executor died after the remote accepted the child")

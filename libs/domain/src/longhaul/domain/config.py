@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -550,9 +551,17 @@ _FINAL = ("completed", "failed", "stopped")
 
 class RemoteAgentConfig(BaseModel):
     """Another longhaul the ``agent`` tool may delegate to (``agent_url`` names it or its
-    URL; nothing else is ever contacted)."""
+    URL; nothing else is ever contacted), or with ``protocol: a2a`` any A2A agent."""
 
-    url: str = Field(pattern=r"^https?://[^/\s]+/?$", description="the remote gateway's base URL")
+    url: str = Field(
+        pattern=r"^https?://[^/\s]+(/\S*)?$",
+        description="the remote gateway's base URL (a2a: where the agent card is found, "
+        "<url>/.well-known/agent-card.json)",
+    )
+    protocol: Literal["longhaul", "a2a"] = Field(
+        default="longhaul",
+        description="longhaul: another longhaul's /api; a2a: any A2A agent, through a2a-sdk",
+    )
     api_key_env: str | None = Field(
         default=None, description="environment variable holding the remote gateway's API key"
     )
@@ -561,6 +570,12 @@ class RemoteAgentConfig(BaseModel):
     give_up_s: float = Field(
         default=3600.0, gt=0, description="unreachable this long: the child counts as failed"
     )
+
+    @model_validator(mode="after")
+    def _base_url_only_for_longhaul(self) -> RemoteAgentConfig:
+        if self.protocol == "longhaul" and urlsplit(self.url).path not in ("", "/"):
+            raise ValueError("a longhaul remote's url is the gateway's base URL, without a path")
+        return self
 
 
 class LonghaulConfig(BaseSettings):

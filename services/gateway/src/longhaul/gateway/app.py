@@ -37,6 +37,7 @@ from longhaul.gateway.routers import (
     traces,
     viewer,
 )
+from longhaul.gateway.routers.a2a_server import A2ASurface
 from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
@@ -108,6 +109,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     )
     mcp = McpSurface(runtime)
     mcp.mount(app)
+    A2ASurface(runtime).mount(app)
     install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
         traces.router,
