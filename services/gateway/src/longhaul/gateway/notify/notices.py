@@ -24,7 +24,7 @@ whose tick failed, once schedules record that on the log — is one more entry i
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from longhaul.core.consumer import Delivery
 from longhaul.core.repository import Repository
@@ -111,36 +111,32 @@ def _pending_tools(state: TraceState, call_ids: list[str]) -> list[str]:
     return names
 
 
-def budget_notice(
+def budget_notices(
     event: ev.Event, state: TraceState, owner: str | None, ratio: float
-) -> Notice | None:
-    """The run's budget notice once it has used ``ratio`` of a limit (the larger share)."""
+) -> list[Notice]:
+    """A notice per limit of which the run has used at least ``ratio``, while it runs."""
     if not _top_level(state) or state.status not in ("running", "waiting"):
-        return None
+        return []
     used = state.run_usage
-    shares = [
-        BudgetInfo(limit=limit, used=spent, max=cap, ratio=spent / cap)
-        for limit, spent, cap in (
-            ("max_tokens", float(used.tokens), state.config.max_tokens),
-            ("max_cost", used.cost, state.config.max_cost),
-        )
-        if cap
-    ]
-    reached = [share for share in shares if share.ratio >= ratio]
-    if not reached:
-        return None
-    budget = max(reached, key=lambda share: share.ratio)
-    return Notice(
-        id=f"r{state.runs}-{budget.limit}",
-        kind="budget.nearly_spent",
-        at=event.ts,
-        trace_id=state.trace_id,
-        owner=owner,
-        name=state.name,
-        status=state.status,
-        budget=budget,
-        event_type=event.type,
+    limits: tuple[tuple[Literal["max_tokens", "max_cost"], float, float | None], ...] = (
+        ("max_tokens", float(used.tokens), state.config.max_tokens),
+        ("max_cost", used.cost, state.config.max_cost),
     )
+    return [
+        Notice(
+            id=f"r{state.runs}-{limit}",
+            kind="budget.nearly_spent",
+            at=event.ts,
+            trace_id=state.trace_id,
+            owner=owner,
+            name=state.name,
+            status=state.status,
+            budget=BudgetInfo(limit=limit, used=spent, max=cap, ratio=spent / cap),
+            event_type=event.type,
+        )
+        for limit, spent, cap in limits
+        if cap and spent / cap >= ratio
+    ]
 
 
 def task_notice(event: ev.Event, state: TaskState) -> Notice | None:
@@ -200,7 +196,6 @@ class NoticeSource:
         if isinstance(event, ev.MessageAppended | ev.SubtraceFinished):
             if self.budget_ratio is None:
                 return []
-            notice = budget_notice(event, state, owner, self.budget_ratio)
-        else:
-            notice = trace_notice(event, state, owner)
+            return budget_notices(event, state, owner, self.budget_ratio)
+        notice = trace_notice(event, state, owner)
         return [notice] if notice else []

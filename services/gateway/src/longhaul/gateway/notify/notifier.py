@@ -68,6 +68,7 @@ class Notifier:
             concurrency=CONCURRENCY,
             max_deliver=MAX_DELIVER,
             grace_s=2.0,
+            from_now=True,
             description="notifications: webhooks told of runs ending, waiting, nearing a budget",
         )
 

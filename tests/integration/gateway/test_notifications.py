@@ -1,0 +1,243 @@
+"""Notifications through the running stack (gateway with its notifier, an executor, a
+nats-server, a webhook receiver on loopback that fails the first two attempts of every
+delivery): each event reaches each webhook that wants it exactly once per delivery id, signed,
+in its format, restricted to its keys; each delivery is visible on its run (and to no other
+key) and counted on ``/metrics``; a delivery survives a restart of the notifier between the
+event and the delivery, including an event that happened while no notifier ran."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from longhaul.core.connection import connect
+from longhaul.core.store import EventStore
+from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
+
+from tests.integration.executor.scripts import write_script
+from tests.integration.gateway.harness import RunningGateway, serve_gateway, user_message
+from tests.integration.gateway.test_full_stack import follow_until, is_final, waits_for_human
+from tests.support.stack import InProcessExecutor, create_trace, wait_for_trace
+from tests.support.webhook_receiver import Receiver, webhook_receiver
+
+KEY_A, KEY_B = "key-a-notify-0123456789", "key-b-notify-9876543210"
+METRICS_KEY = "metrics-notify-0123456789"
+SECRET = "webhook-secret-for-tests"
+WITHIN_S = 20.0
+
+
+def key_id(key: str) -> str:
+    return "k_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def notify_config(nats: NatsConfig, receiver_url: str) -> LonghaulConfig:
+    fast = {"retry_base_s": 0.2, "retry_max_s": 1.0, "timeout_s": 2.0}
+    return LonghaulConfig(
+        nats=nats,
+        gateway=GatewayConfig(
+            api_keys=f"{KEY_A},{KEY_B}",  # type: ignore[arg-type]
+            metrics_keys=METRICS_KEY,  # type: ignore[arg-type]
+        ),
+        notify=[
+            {"name": "ops", "url": f"{receiver_url}/ops", "secret": SECRET, **fast},
+            {
+                "name": "chat",
+                "url": f"{receiver_url}/chat",
+                "format": "slack",
+                "events": ["run.completed"],
+                "keys": [key_id(KEY_B)],
+                **fast,
+            },
+        ],  # type: ignore[list-item]
+    )
+
+
+def signature_holds(request: Any) -> bool:
+    """The receiver's side of the scheme, written with the standard library only."""
+    timestamp = request.headers["x-longhaul-timestamp"]
+    mac = hmac.new(SECRET.encode(), f"{timestamp}.".encode() + request.body, hashlib.sha256)
+    fresh = abs(time.time() - int(timestamp)) < 300
+    return fresh and hmac.compare_digest(
+        "sha256=" + mac.hexdigest(), request.headers["x-longhaul-signature"]
+    )
+
+
+def kinds(receiver: Receiver, path: str) -> Counter[str]:
+    return Counter(r.headers["x-longhaul-event"] for r in receiver.delivered(path))
+
+
+async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_failures(
+    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    with webhook_receiver(fail_first=2) as receiver:
+        config = notify_config(nats_config, receiver.url)
+        async with (
+            serve_gateway(config) as gateway,
+            InProcessExecutor(
+                nats_url, namespace, "exec-notify", settings={"working_root": tmp_path / "work"}
+            ),
+            gateway.client(KEY_A) as alice,
+            gateway.client(KEY_B) as bob,
+        ):
+            asks = write_script(
+                tmp_path / "asks.yaml",
+                [
+                    {
+                        "tool_calls": [{"name": "ask_human", "arguments": {"question": "ship?"}}],
+                        "usage": {"prompt_tokens": 85, "completion_tokens": 5},
+                    },
+                    {"content": "shipped", "usage": {"prompt_tokens": 4, "completion_tokens": 1}},
+                ],
+            )
+            refused = write_script(
+                tmp_path / "refused.yaml", [{"content": "no", "finish_reason": "content_filter"}]
+            )
+            asking = (
+                await alice.post(
+                    "/api/traces",
+                    json={"messages": [user_message("ship it")], "model": asks, "max_tokens": 100},
+                )
+            ).json()["trace_id"]
+            failing = (
+                await alice.post(
+                    "/api/traces", json={"messages": [user_message("x")], "model": refused}
+                )
+            ).json()["trace_id"]
+            done = (
+                await bob.post(
+                    "/api/traces",
+                    json={"messages": [user_message("hi")], "model": "scripted:auto"},
+                )
+            ).json()["trace_id"]
+            await follow_until(alice, asking, waits_for_human)
+            # the budget is read from the run while it waits: answer once it was told
+            await receiver.until(
+                lambda: {"run.waiting", "budget.nearly_spent"} <= set(kinds(receiver, "/ops")),
+                within=WITHIN_S,
+            )
+            replied = await alice.post(f"/api/traces/{asking}/reply", json={"content": "yes"})
+            assert replied.status_code == 202
+            await follow_until(alice, asking, is_final)
+
+            wanted = Counter(
+                {"run.waiting": 1, "budget.nearly_spent": 1, "run.completed": 2, "run.failed": 1}
+            )
+            await receiver.until(
+                lambda: kinds(receiver, "/ops") == wanted and kinds(receiver, "/chat"),
+                within=WITHIN_S,
+            )
+
+            # once per delivery id, after exactly two failures each, signed
+            ops = receiver.delivered("/ops")
+            assert len({r.delivery_id for r in ops}) == len(ops) == 5
+            for request in ops:
+                assert [a.answered for a in receiver.attempts(request.delivery_id)] == [
+                    500,
+                    500,
+                    200,
+                ]
+                assert signature_holds(request)
+                body = request.json()
+                assert body["delivery_id"] == request.delivery_id
+                assert body["kind"] == request.headers["x-longhaul-event"]
+            by_kind = {r.json()["kind"]: r.json() for r in ops if r.json()["kind"] != "run.completed"}
+            assert by_kind["run.waiting"]["wait"] == {"kind": "question", "detail": "ship?"}
+            assert by_kind["run.waiting"]["owner"] == key_id(KEY_A)
+            assert by_kind["budget.nearly_spent"]["budget"] == {
+                "limit": "max_tokens",
+                "used": 90.0,
+                "max": 100.0,
+                "ratio": 0.9,
+            }
+            assert by_kind["run.failed"]["trace_id"] == failing
+            completed = {r.json()["trace_id"] for r in ops if r.json()["kind"] == "run.completed"}
+            assert completed == {asking, done}
+
+            # the Slack webhook: only key B's runs, in Slack's shape, unsigned
+            (chat,) = receiver.delivered("/chat")
+            slack = chat.json()
+            assert set(slack) == {"text", "blocks"} and done in slack["text"]
+            assert slack["blocks"][0]["type"] == "section"
+            assert "x-longhaul-signature" not in chat.headers
+
+            # visible on the run, to its key only
+            listed = (await alice.get(f"/api/traces/{asking}/notifications")).json()["items"]
+            assert {(i["webhook"], i["kind"], i["status"], i["attempts"]) for i in listed} == {
+                ("ops", "run.waiting", "delivered", 3),
+                ("ops", "budget.nearly_spent", "delivered", 3),
+                ("ops", "run.completed", "delivered", 3),
+            }
+            assert all(i["last_error"] is None and i["last_status_code"] == 200 for i in listed)
+            other = await bob.get(f"/api/traces/{asking}/notifications")
+            assert other.status_code == 404
+            unknown = await bob.get("/api/traces/t_unknown/notifications")
+            assert other.json()["error"] == {
+                **unknown.json()["error"],
+                "message": f"trace {asking} not found",
+            }
+            mine = (await bob.get(f"/api/traces/{done}/notifications")).json()["items"]
+            assert {i["webhook"] for i in mine} == {"ops", "chat"}
+
+            metrics = await _metrics(gateway)
+            counted = [
+                line.split("{")[1]
+                for line in metrics.splitlines()
+                if line.startswith("longhaul_notifications_total{")
+            ]
+            assert 'kind="run.completed",outcome="delivered",webhook="ops"} 2.0' in counted
+            retried = [line for line in counted if 'outcome="retried"' in line]
+            assert len(retried) == 5 and not any('outcome="failed"' in line for line in counted)
+
+
+async def _metrics(gateway: RunningGateway) -> str:
+    async with gateway.client(METRICS_KEY) as scraper:
+        response = await scraper.get("/metrics")
+    assert response.status_code == 200
+    return response.text
+
+
+async def test_a_delivery_survives_a_restart_of_the_notifier(
+    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    with webhook_receiver() as receiver:
+        receiver.down = True
+        config = notify_config(nats_config, receiver.url)
+        work = {"working_root": tmp_path}
+        async with InProcessExecutor(nats_url, namespace, "exec-notify-restart", settings=work):
+            async with serve_gateway(config) as gateway, gateway.client(KEY_A) as alice:
+                before = (
+                    await alice.post(
+                        "/api/traces",
+                        json={"messages": [user_message("a")], "model": "scripted:auto"},
+                    )
+                ).json()["trace_id"]
+                await receiver.until(
+                    lambda: any(before in r.delivery_id for r in receiver.requests),
+                    within=WITHIN_S,
+                )
+            # no notifier now: a run ends meanwhile
+            conn = await connect(nats_config)
+            try:
+                store = EventStore(conn)
+                meanwhile = await create_trace(store, "b", model="scripted:auto")
+                await wait_for_trace(store, meanwhile)
+            finally:
+                await conn.close()
+            receiver.down = False
+            async with serve_gateway(config) as gateway, gateway.client(KEY_A) as alice:
+                await receiver.until(
+                    lambda: {r.json()["trace_id"] for r in receiver.delivered("/ops")}
+                    == {before, meanwhile},
+                    within=WITHIN_S,
+                )
+                listed = (await alice.get(f"/api/traces/{before}/notifications")).json()
+        (record,) = listed["items"]
+        assert record["status"] == "delivered" and record["attempts"] >= 2
+        for request in receiver.delivered("/ops"):
+            attempts = receiver.attempts(request.delivery_id)
+            assert [a.answered for a in attempts].count(200) == 1
