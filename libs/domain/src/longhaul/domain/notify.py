@@ -88,7 +88,7 @@ class Notice(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     kind: NoticeKind
     at: float
-    aggregate: Literal["trace", "task"] = "trace"
+    aggregate: Literal["trace", "task"]
     trace_id: str | None = None
     task_id: str | None = None
     owner: str | None = None

@@ -71,6 +71,7 @@ def trace_notice(event: ev.Event, state: TraceState, owner: str | None) -> Notic
     base: dict[str, Any] = {
         "id": event.id,
         "at": event.ts,
+        "aggregate": "trace",
         "trace_id": state.trace_id,
         "owner": owner,
         "name": state.name,
@@ -127,6 +128,7 @@ def budget_notices(
             id=f"r{state.runs}-{limit}",
             kind="budget.nearly_spent",
             at=event.ts,
+            aggregate="trace",
             trace_id=state.trace_id,
             owner=owner,
             name=state.name,
