@@ -116,6 +116,15 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                     json={"messages": [user_message("hi")], "model": "scripted:auto"},
                 )
             ).json()["trace_id"]
+            # a client cannot name a receiver: URLs are the operator's
+            smuggled = await alice.post(
+                "/api/traces",
+                json={
+                    "messages": [user_message("x")],
+                    "notify": [{"name": "x", "url": f"{receiver.url}/smuggled"}],
+                },
+            )
+            assert smuggled.status_code == 422
             await follow_until(alice, asking, waits_for_human)
             # the budget is read from the run while it waits: answer once it was told
             await receiver.until(
@@ -167,6 +176,7 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
             assert set(slack) == {"text", "blocks"} and done in slack["text"]
             assert slack["blocks"][0]["type"] == "section"
             assert "x-longhaul-signature" not in chat.headers
+            assert {r.path for r in receiver.requests} == {"/ops", "/chat"}
 
             # visible on the run, to its key only
             listed = (await alice.get(f"/api/traces/{asking}/notifications")).json()["items"]
