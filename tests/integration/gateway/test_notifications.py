@@ -193,6 +193,8 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                 **unknown.json()["error"],
                 "message": f"trace {asking} not found",
             }
+            for path in ("/api/tasks/k_unknown/notifications", "/api/traces/a.b/notifications"):
+                assert (await bob.get(path)).status_code == 404
             mine = (await bob.get(f"/api/traces/{done}/notifications")).json()["items"]
             assert {i["webhook"] for i in mine} == {"ops", "chat"}
 

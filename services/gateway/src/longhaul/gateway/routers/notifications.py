@@ -5,6 +5,7 @@ run is 404, exactly as an unknown one."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -13,7 +14,7 @@ from longhaul.domain.notify import DeliveryRecord
 from longhaul.gateway import access
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.derived import view_of
 from pydantic import BaseModel, create_model
 
@@ -26,35 +27,33 @@ NotificationList: type[BaseModel] = create_model(
 router = APIRouter(tags=["notifications"], responses=ERROR_RESPONSES)
 
 
-async def _listing(runtime: Runtime, run_id: str) -> dict[str, Any]:
-    async with runtime.nats_call():
-        records = await runtime.service.deliveries.of_run(run_id)
-    return {"items": [msgspec.to_builtins(record) for record in records]}
-
-
-@router.get(
-    "/api/traces/{trace_id}/notifications",
-    response_model=NotificationList,
-    summary="The notifications this trace made and what became of each delivery",
+OWNER_CHECKS = {"trace": access.require_trace_owner, "task": access.require_task_owner}
+ROUTES = (
+    ("/api/traces/{run_id}/notifications", "trace"),
+    ("/api/tasks/{run_id}/notifications", "task"),
+    ("/api/v1/tasks/{run_id}/notifications", "task"),
 )
-async def trace_notifications(
-    trace_id: str, request: Request, principal: CurrentPrincipal
-) -> dict[str, Any]:
-    runtime = runtime_of(request.app)
-    await access.require_trace_owner(runtime, principal, trace_id)
-    return await _listing(runtime, trace_id)
 
 
-for _prefix in ("/api/tasks", "/api/v1/tasks"):
+def _listing(aggregate: str) -> Callable[..., Awaitable[dict[str, Any]]]:
+    check = OWNER_CHECKS[aggregate]
 
-    @router.get(
-        f"{_prefix}/{{task_id}}/notifications",
-        response_model=NotificationList,
-        summary="The notifications this task made and what became of each delivery",
-    )
-    async def task_notifications(
-        task_id: str, request: Request, principal: CurrentPrincipal
-    ) -> dict[str, Any]:
+    async def listing(run_id: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
         runtime = runtime_of(request.app)
-        await access.require_task_owner(runtime, principal, task_id)
-        return await _listing(runtime, task_id)
+        await check(runtime, principal, run_id)
+        async with runtime.nats_call():
+            records = await runtime.service.deliveries.of_run(run_id)
+        return {"items": [msgspec.to_builtins(record) for record in records]}
+
+    return listing
+
+
+for _path, _aggregate in ROUTES:
+    router.add_api_route(
+        _path,
+        _listing(_aggregate),
+        methods=["GET"],
+        response_model=NotificationList,
+        name=f"{_aggregate}_notifications",
+        summary=f"The notifications this {_aggregate} made and what became of each delivery",
+    )
