@@ -1,12 +1,14 @@
 """A webhook receiver on loopback (a real HTTP server in a thread) for notification tests: it
 records every request, fails the first ``fail_first`` attempts of each delivery id (500), can
-be taken ``down`` (503 for everything), and wakes waiting tests when a request arrives."""
+be taken ``down`` (503 for everything), answers the paths in ``hold`` only after that many
+seconds (a slow receiver), and wakes waiting tests when a request arrives."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +38,7 @@ class Receiver:
         self.loop = loop
         self.fail_first = fail_first
         self.down = False
+        self.hold: dict[str, float] = {}
         self.url = ""
         self.requests: list[Received] = []
         self._tries: Counter[str] = Counter()
@@ -81,6 +84,7 @@ def webhook_receiver(fail_first: int = 0) -> Iterator[Receiver]:
             body = self.rfile.read(length)
             headers = {name.lower(): value for name, value in self.headers.items()}
             status = receiver.answer(self.path, headers, body)
+            time.sleep(receiver.hold.get(self.path, 0.0))  # this request's thread only
             self.answer(status, {"ok": status == 200})
 
     with serving(Handler) as url:

@@ -20,7 +20,7 @@ from longhaul.domain.notify import WebhookConfig
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, serve_gateway, user_message
 from tests.integration.gateway.test_full_stack import follow_until, is_final, waits_for_human
-from tests.support.stack import InProcessExecutor, create_trace, wait_for_trace
+from tests.support.stack import InProcessExecutor, create_trace, eventually, wait_for_trace
 from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 KEY_A, KEY_B = "key-a-notify-0123456789", "key-b-notify-9876543210"
@@ -44,6 +44,16 @@ def notify_config(nats: NatsConfig, receiver_url: str) -> LonghaulConfig:
         notify=[
             WebhookConfig.model_validate(
                 {"name": "ops", "url": f"{receiver_url}/ops", "secret": SECRET, **fast}
+            ),
+            WebhookConfig.model_validate(
+                {
+                    "name": "slow",
+                    "url": f"{receiver_url}/slow",
+                    "events": ["run.failed"],
+                    **fast,
+                    "timeout_s": 0.3,
+                    "max_attempts": 2,
+                }
             ),
             WebhookConfig.model_validate(
                 {
@@ -77,6 +87,7 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
     nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
     with webhook_receiver(fail_first=2) as receiver:
+        receiver.hold["/slow"] = 2.0  # beyond its webhook's timeout_s: never delivered
         config = notify_config(nats_config, receiver.url)
         async with (
             serve_gateway(config) as gateway,
@@ -176,7 +187,6 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
             assert set(slack) == {"text", "blocks"} and done in slack["text"]
             assert slack["blocks"][0]["type"] == "section"
             assert "x-longhaul-signature" not in chat.headers
-            assert {r.path for r in receiver.requests} == {"/ops", "/chat"}
 
             # visible on the run, to its key only
             listed = (await alice.get(f"/api/traces/{asking}/notifications")).json()["items"]
@@ -195,6 +205,21 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
             }
             for path in ("/api/tasks/k_unknown/notifications", "/api/traces/a.b/notifications"):
                 assert (await bob.get(path)).status_code == 404
+
+            # the slow receiver: each attempt cut at its timeout, given up after two, and
+            # nothing else waited for it (the deliveries above all came through meanwhile)
+            async def given_up() -> dict[str, Any] | None:
+                listed = await alice.get(f"/api/traces/{failing}/notifications")
+                found = [i for i in listed.json()["items"] if i["webhook"] == "slow"]
+                return found[0] if found and found[0]["status"] != "pending" else None
+
+            slow = await eventually(given_up, within=WITHIN_S)
+            assert (slow["status"], slow["attempts"], slow["last_error"]) == (
+                "failed",
+                2,
+                "no answer within 0.3s",
+            )
+            assert {r.path for r in receiver.requests} == {"/ops", "/chat", "/slow"}
             mine = (await bob.get(f"/api/traces/{done}/notifications")).json()["items"]
             assert {i["webhook"] for i in mine} == {"ops", "chat"}
 
@@ -206,7 +231,10 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
             ]
             assert 'kind="run.completed",outcome="delivered",webhook="ops"} 2.0' in counted
             retried = [line for line in counted if 'outcome="retried"' in line]
-            assert len(retried) == 5 and not any('outcome="failed"' in line for line in counted)
+            assert len(retried) == 6
+            assert [line for line in counted if 'outcome="failed"' in line] == [
+                'kind="run.failed",outcome="failed",webhook="slow"} 1.0'
+            ]
 
 
 async def _metrics(gateway: RunningGateway) -> str:

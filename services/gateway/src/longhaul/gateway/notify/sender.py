@@ -11,6 +11,7 @@ delivery at once, as trying again would get the same answer.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 from collections.abc import Callable
@@ -66,18 +67,23 @@ async def attempt(
     *,
     clock: Callable[[], float] = time.time,
 ) -> Attempt:
-    """POST ``body`` once, within the webhook's ``timeout_s`` (connect to last byte)."""
+    """POST ``body`` once, all of it (connect to the last byte read) within the webhook's
+    ``timeout_s``; of the answer's body only the start is read, for the record's error."""
     sent = headers(hook, delivery_id, kind, body, clock())
     try:
-        response = await client.post(
-            str(hook.url), content=body, headers=sent, timeout=hook.timeout_s
-        )
-    except httpx.TimeoutException:
+        async with (
+            asyncio.timeout(hook.timeout_s),
+            client.stream(
+                "POST", str(hook.url), content=body, headers=sent, timeout=hook.timeout_s
+            ) as response,
+        ):
+            code = response.status_code
+            text = "" if 200 <= code < 300 else await _start_of(response)
+    except (TimeoutError, httpx.TimeoutException):
         return Attempt(delivered=False, retry=True, error=f"no answer within {hook.timeout_s:g}s")
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"[:ERROR_LIMIT]
         return Attempt(delivered=False, retry=True, error=error)
-    code = response.status_code
     if 200 <= code < 300:
         return Attempt(delivered=True, retry=False, status_code=code)
     retry = code >= 500 or code in RETRIED_STATUSES
@@ -85,9 +91,19 @@ async def attempt(
         delivered=False,
         retry=retry,
         status_code=code,
-        error=f"HTTP {code}: {response.text[:ERROR_LIMIT]}".rstrip(": "),
+        error=f"HTTP {code}: {text}".rstrip(": "),
         retry_after_s=_retry_after(response),
     )
+
+
+async def _start_of(response: httpx.Response) -> str:
+    """The first ``ERROR_LIMIT`` bytes of the answer (a receiver's error page may be big)."""
+    start = b""
+    async for chunk in response.aiter_bytes():
+        start += chunk
+        if len(start) >= ERROR_LIMIT:
+            break
+    return start[:ERROR_LIMIT].decode("utf-8", errors="replace")
 
 
 def backoff_s(
