@@ -3,24 +3,35 @@ nats-server, a webhook receiver on loopback that fails the first two attempts of
 delivery): each event reaches each webhook that wants it exactly once per delivery id, signed,
 in its format, restricted to its keys; each delivery is visible on its run (and to no other
 key) and counted on ``/metrics``; a delivery survives a restart of the notifier between the
-event and the delivery, including an event that happened while no notifier ran."""
+event and the delivery (a kill -9 of a gateway subprocess mid-attempt), including an event
+that happened while no notifier ran."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import socket
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, serve_gateway, user_message
 from tests.integration.gateway.test_full_stack import follow_until, is_final, waits_for_human
-from tests.support.stack import InProcessExecutor, create_trace, eventually, wait_for_trace
+from tests.support.env import service_env
+from tests.support.stack import (
+    InProcessExecutor,
+    ServiceProcess,
+    create_trace,
+    eventually,
+    wait_for_trace,
+)
 from tests.support.webhook_receiver import Receiver, webhook_receiver
 
 KEY_A, KEY_B = "key-a-notify-0123456789", "key-b-notify-9876543210"
@@ -244,33 +255,75 @@ async def _metrics(gateway: RunningGateway) -> str:
     return response.text
 
 
-async def test_a_delivery_survives_a_restart_of_the_notifier(
+def ops_hook(receiver_url: str) -> dict[str, Any]:
+    return {"name": "ops", "url": f"{receiver_url}/ops", "retry_base_s": 0.2, "timeout_s": 20}
+
+
+def gateway_env(nats_url: str, namespace: str, port: int, receiver_url: str) -> dict[str, str]:
+    """A keyless gateway subprocess whose notifier tells ``/ops`` of every run ending."""
+    env = service_env()
+    env.update(
+        {
+            "LONGHAUL_NATS__URL": nats_url,
+            "LONGHAUL_NATS__NAMESPACE": namespace,
+            "LONGHAUL_GATEWAY__HOST": "127.0.0.1",
+            "LONGHAUL_GATEWAY__PORT": str(port),
+            "LONGHAUL_NOTIFY": json.dumps([ops_hook(receiver_url)]),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+async def healthy(url: str) -> bool:
+    async with httpx.AsyncClient(base_url=url, timeout=1.0) as http:
+        try:
+            return (await http.get("/healthz")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+
+async def test_a_delivery_survives_a_kill_of_the_notifier_between_event_and_delivery(
     nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
-    with webhook_receiver() as receiver:
-        receiver.down = True
-        config = notify_config(nats_config, receiver.url)
-        work = {"working_root": tmp_path}
+    """kill -9 of a gateway subprocess while its first attempt waits for the receiver's
+    answer, a run ending while no gateway runs, then another gateway (in process, quicker to
+    start): both delivered, each once."""
+    with webhook_receiver(fail_first=1) as receiver, socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        url = f"http://127.0.0.1:{port}"
+        env = gateway_env(nats_url, namespace, port, receiver.url)
+        receiver.hold["/ops"] = 30.0  # the first attempt hangs: the gateway dies meanwhile
+        work = {"working_root": tmp_path / "work"}
         async with InProcessExecutor(
-            nats_url, namespace, "exec-notify-restart", settings=work
+            nats_url, namespace, "exec-notify-kill", settings=work
         ) as executor:
-            async with serve_gateway(config) as gateway, gateway.client(KEY_A) as alice:
-                before = (
-                    await alice.post(
+            assert executor.ctx is not None
+            store = executor.ctx.store
+            gateway = ServiceProcess("longhaul.gateway.main", env, tmp_path / "gateway.log")
+            try:
+                await gateway.start()
+                await eventually(lambda: healthy(url), within=WITHIN_S)
+                async with httpx.AsyncClient(base_url=url) as http:
+                    created = await http.post(
                         "/api/traces",
                         json={"messages": [user_message("a")], "model": "scripted:auto"},
                     )
-                ).json()["trace_id"]
+                before = created.json()["trace_id"]
                 await receiver.until(
                     lambda: any(before in r.delivery_id for r in receiver.requests),
                     within=WITHIN_S,
                 )
-            # no notifier now: a run ends meanwhile
-            assert executor.ctx is not None
-            meanwhile = await create_trace(executor.ctx.store, "b", model="scripted:auto")
-            await wait_for_trace(executor.ctx.store, meanwhile)
-            receiver.down = False
-            async with serve_gateway(config) as gateway, gateway.client(KEY_A) as alice:
+            finally:
+                await gateway.kill()
+            meanwhile = await create_trace(store, "b", model="scripted:auto")
+            await wait_for_trace(store, meanwhile)
+            receiver.hold.clear()
+            hook = WebhookConfig.model_validate(ops_hook(receiver.url))
+            config = LonghaulConfig(nats=nats_config, notify=[hook])
+            async with serve_gateway(config) as successor, successor.client() as http:
                 await receiver.until(
                     lambda: (
                         {r.json()["trace_id"] for r in receiver.delivered("/ops")}
@@ -278,9 +331,9 @@ async def test_a_delivery_survives_a_restart_of_the_notifier(
                     ),
                     within=WITHIN_S,
                 )
-                listed = (await alice.get(f"/api/traces/{before}/notifications")).json()
+                listed = (await http.get(f"/api/traces/{before}/notifications")).json()
         (record,) = listed["items"]
-        assert record["status"] == "delivered" and record["attempts"] >= 2
+        assert record["status"] == "delivered"
         for request in receiver.delivered("/ops"):
             attempts = receiver.attempts(request.delivery_id)
-            assert [a.answered for a in attempts].count(200) == 1
+            assert [a.answered for a in attempts] == [500, 200], gateway.log_tail()
