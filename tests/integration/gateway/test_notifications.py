@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import socket
 import time
 from collections import Counter
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
 
@@ -95,8 +97,13 @@ def kinds(receiver: Receiver, path: str) -> Counter[str]:
 
 
 async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_failures(
-    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+    nats_config: NatsConfig,
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="httpx")
     with webhook_receiver(fail_first=2) as receiver:
         receiver.hold["/slow"] = 2.0  # beyond its webhook's timeout_s: never delivered
         config = notify_config(nats_config, receiver.url)
@@ -231,6 +238,9 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                 "no answer within 0.3s",
             )
             assert {r.path for r in receiver.requests} == {"/ops", "/chat", "/slow"}
+            # webhook URLs are credentials: named, never shown, in the logs
+            logged = "\n".join(record.getMessage() for record in caplog.records)
+            assert "POST [webhook ops]" in logged and receiver.url not in logged
             mine = (await bob.get(f"/api/traces/{done}/notifications")).json()["items"]
             assert {i["webhook"] for i in mine} == {"ops", "chat"}
 

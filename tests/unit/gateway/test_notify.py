@@ -4,6 +4,7 @@ body shapes, the backoff's bounds and jitter, the signature, and the configurati
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from longhaul.domain import events as ev
@@ -20,6 +21,7 @@ from longhaul.gateway.notify.notices import (
     task_notice,
     trace_notice,
 )
+from longhaul.gateway.notify.redact import UrlRedactor
 from longhaul.gateway.notify.sender import backoff_s
 from pydantic import ValidationError
 
@@ -154,3 +156,16 @@ def test_the_configuration_refuses_what_could_not_work() -> None:
     ):
         with pytest.raises(ValidationError):
             LonghaulConfig(notify=[bad])  # type: ignore[list-item]
+
+
+def test_webhook_urls_are_named_never_shown_in_errors_and_log_lines() -> None:
+    secret_url = "https://hooks.slack.com/services/T000/B000/XXXX"
+    hook = WebhookConfig.model_validate({"name": "chat", "url": secret_url})
+    redactor = UrlRedactor([hook])
+    assert redactor.scrub(f"ConnectError: {secret_url} refused") == (
+        "ConnectError: [webhook chat] refused"
+    )
+    record = logging.LogRecord(
+        "httpx", logging.INFO, "", 0, "HTTP Request: %s %s", ("POST", secret_url), None
+    )
+    assert redactor.filter(record) and record.getMessage() == "HTTP Request: POST [webhook chat]"

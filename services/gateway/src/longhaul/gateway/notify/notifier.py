@@ -31,6 +31,7 @@ from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.notify import sender
 from longhaul.gateway.notify.bodies import render
 from longhaul.gateway.notify.notices import NoticeSource, subjects
+from longhaul.gateway.notify.redact import UrlRedactor
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Notifier:
         self.metrics = metrics
         self.clock = clock
         self.client: httpx.AsyncClient | None = None
+        self.redactor = UrlRedactor(hooks)
 
     def spec(self, names: Names) -> ConsumerSpec:
         kinds = {kind for hook in self.hooks for kind in hook.events}
@@ -75,9 +77,10 @@ class Notifier:
     async def run(self, conn: Connection, shutdown: asyncio.Event) -> None:
         """Deliver until ``shutdown``; deliveries in flight then get ``grace_s`` to end,
         the rest are handed back to JetStream."""
-        async with httpx.AsyncClient(follow_redirects=False) as client:
-            self.client = client
-            await consume(conn, self.spec(conn.names), self.handle, shutdown)
+        with self.redactor.installed():
+            async with httpx.AsyncClient(follow_redirects=False) as client:
+                self.client = client
+                await consume(conn, self.spec(conn.names), self.handle, shutdown)
 
     async def handle(self, delivery: Delivery) -> float | None:
         """Make the event's notices and advance each of their deliveries by one attempt;
@@ -120,7 +123,7 @@ class Notifier:
         record.attempts += 1
         record.last_attempt_at = now
         record.last_status_code = result.status_code
-        record.last_error = result.error
+        record.last_error = self.redactor.scrub(result.error) if result.error else None
         record.next_attempt_at = None
         wait: float | None = None
         if result.delivered:
@@ -138,7 +141,7 @@ class Notifier:
                 hook.name,
                 record.attempts,
                 "will be retried" if wait is not None else "given up",
-                result.error,
+                record.last_error,
             )
         await self.deliveries.put(record, revision)
         return wait
