@@ -20,12 +20,14 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.domain import events as ev
 from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, serve_gateway, user_message
 from tests.integration.gateway.test_full_stack import follow_until, is_final, waits_for_human
+from tests.integration.gateway.test_tasks_api import planner_appends
 from tests.support.env import service_env
 from tests.support.stack import (
     InProcessExecutor,
@@ -154,10 +156,19 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                 },
             )
             assert smuggled.status_code == 422
+            task_id = (
+                await alice.post("/api/tasks", json={"goal": "compare a and b", "review": True})
+            ).json()["task_id"]
+            # what the planner appends for a plan to review (no planner runs here)
+            proposal = ev.PlanCreated(phases=[ev.PhaseSpec(id="a", name="gather")], review=True)
+            await planner_appends(gateway.runtime.store, task_id, proposal)
             await follow_until(alice, asking, waits_for_human)
             # the budget is read from the run while it waits: answer once it was told
             await receiver.until(
-                lambda: {"run.waiting", "budget.nearly_spent"} <= set(kinds(receiver, "/ops")),
+                lambda: (
+                    kinds(receiver, "/ops")["run.waiting"] == 2
+                    and "budget.nearly_spent" in kinds(receiver, "/ops")
+                ),
                 within=WITHIN_S,
             )
             replied = await alice.post(f"/api/traces/{asking}/reply", json={"content": "yes"})
@@ -165,7 +176,7 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
             await follow_until(alice, asking, is_final)
 
             wanted = Counter(
-                {"run.waiting": 1, "budget.nearly_spent": 1, "run.completed": 2, "run.failed": 1}
+                {"run.waiting": 2, "budget.nearly_spent": 1, "run.completed": 2, "run.failed": 1}
             )
             await receiver.until(
                 lambda: kinds(receiver, "/ops") == wanted and bool(kinds(receiver, "/chat")),
@@ -174,7 +185,7 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
 
             # once per delivery id, after exactly two failures each, signed
             ops = receiver.delivered("/ops")
-            assert len({r.delivery_id for r in ops}) == len(ops) == 5
+            assert len({r.delivery_id for r in ops}) == len(ops) == 6
             for request in ops:
                 assert [a.answered for a in receiver.attempts(request.delivery_id)] == [
                     500,
@@ -186,16 +197,20 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                 assert body["delivery_id"] == request.delivery_id
                 assert body["kind"] == request.headers["x-longhaul-event"]
             bodies = [r.json() for r in ops]
-            by_kind = {b["kind"]: b for b in bodies if b["kind"] != "run.completed"}
-            assert by_kind["run.waiting"]["wait"] == {"kind": "question", "detail": "ship?"}
-            assert by_kind["run.waiting"]["owner"] == key_id(KEY_A)
-            assert by_kind["budget.nearly_spent"]["budget"] == {
+            by_kind = {(b["kind"], b["aggregate"]): b for b in bodies}
+            question = by_kind["run.waiting", "trace"]
+            assert question["wait"] == {"kind": "question", "detail": "ship?"}
+            assert question["owner"] == key_id(KEY_A) and question["trace_id"] == asking
+            review = by_kind["run.waiting", "task"]
+            assert review["wait"] == {"kind": "plan_review", "detail": "1 phase(s) proposed"}
+            assert (review["task_id"], review["owner"]) == (task_id, key_id(KEY_A))
+            assert by_kind["budget.nearly_spent", "trace"]["budget"] == {
                 "limit": "max_tokens",
                 "used": 90.0,
                 "max": 100.0,
                 "ratio": 0.9,
             }
-            assert by_kind["run.failed"]["trace_id"] == failing
+            assert by_kind["run.failed", "trace"]["trace_id"] == failing
             completed = {b["trace_id"] for b in bodies if b["kind"] == "run.completed"}
             assert completed == {asking, done}
 
@@ -214,6 +229,9 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                 ("ops", "run.completed", "delivered", 3),
             }
             assert all(i["last_error"] is None and i["last_status_code"] == 200 for i in listed)
+            (reviewed,) = (await alice.get(f"/api/tasks/{task_id}/notifications")).json()["items"]
+            assert (reviewed["kind"], reviewed["status"]) == ("run.waiting", "delivered")
+            assert (await bob.get(f"/api/tasks/{task_id}/notifications")).status_code == 404
             other = await bob.get(f"/api/traces/{asking}/notifications")
             assert other.status_code == 404
             unknown = await bob.get("/api/traces/t_unknown/notifications")
