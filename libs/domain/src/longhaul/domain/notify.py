@@ -41,7 +41,7 @@ class WebhookConfig(BaseModel):
     )
     keys: list[Annotated[str, Field(pattern=r"^k_[0-9a-f]{16}$")]] = Field(
         default_factory=list,
-        description="only runs of these key ids (as GET /api/me shows them); empty: every key",
+        description="only runs of these key ids (the owner GET /api/info shows a key); empty: every key",
     )
     budget_ratio: float = Field(
         default=0.8, gt=0, le=1, description="budget.nearly_spent once a run used this share"
