@@ -41,7 +41,7 @@ class WebhookConfig(BaseModel):
     )
     keys: list[Annotated[str, Field(pattern=r"^k_[0-9a-f]{16}$")]] = Field(
         default_factory=list,
-        description="only runs of these key ids (the owner GET /api/info shows a key); empty: every key",
+        description="only runs of these key ids (a key's owner in GET /api/info); empty: all",
     )
     budget_ratio: float = Field(
         default=0.8, gt=0, le=1, description="budget.nearly_spent once a run used this share"
