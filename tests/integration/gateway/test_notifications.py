@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.client import AsyncClient
 from longhaul.domain import events as ev
 from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
@@ -231,6 +232,8 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
                 ("ops", "run.completed", "delivered", 3),
             }
             assert all(i["last_error"] is None and i["last_status_code"] == 200 for i in listed)
+            async with AsyncClient(gateway.url, api_key=KEY_A) as sdk:  # the client's view
+                assert (await sdk.notifications(asking))["items"] == listed
             (reviewed,) = (await alice.get(f"/api/tasks/{task_id}/notifications")).json()["items"]
             assert (reviewed["kind"], reviewed["status"]) == ("run.waiting", "delivered")
             assert (await bob.get(f"/api/tasks/{task_id}/notifications")).status_code == 404
