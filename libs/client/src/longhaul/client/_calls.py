@@ -165,6 +165,12 @@ def context(trace_id: str) -> Call[dict[str, Any]]:
     return Call("GET", f"/api/traces/{_id(trace_id)}/context", _object)
 
 
+def notifications(trace_id: str) -> Call[dict[str, Any]]:
+    """What became of each notification the trace made (the operator's ``notify:``
+    webhooks): ``{"items": [{delivery_id, webhook, kind, status, attempts, last_error, …}]}``."""
+    return Call("GET", f"/api/traces/{_id(trace_id)}/notifications", _object)
+
+
 def run(
     trace_id: str,
     messages: Messages | None = None,

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
+from longhaul.domain.notify import Webhooks
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -602,6 +603,11 @@ class LonghaulConfig(BaseSettings):
     )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
     remote_agents: dict[str, RemoteAgentConfig] = Field(default_factory=dict)
+    notify: Webhooks = Field(
+        default_factory=list,
+        description="webhooks told of runs ending, waiting for a person, nearing a budget "
+        "(the gateway's notifier; env LONGHAUL_NOTIFY as JSON)",
+    )
     data_dir: Path = Path(".longhaul")
 
     @classmethod

@@ -17,6 +17,7 @@ from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
+from longhaul.gateway.notify.wiring import build_notifier
 from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
@@ -29,6 +30,7 @@ from longhaul.gateway.routers import (
     health,
     inbox,
     info,
+    notifications,
     openai_compat,
     runs,
     skills,
@@ -79,6 +81,9 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
             mirror.observers.append(retention.observe)
             ctx.spawn(retention.run(ctx.shutdown), name="retention")
         ctx.spawn(mirror.run(), name="index-mirror")
+        if config.notify:
+            notifier = build_notifier(runtime, ctx)
+            ctx.spawn(notifier.run(ctx.conn, ctx.shutdown), name="notifier")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
         )
@@ -117,6 +122,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         trace_events.router,
         runs.router,
         inbox.router,
+        notifications.router,
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
         info.router,
