@@ -10,8 +10,8 @@ recorded before the next call acts. Write-behind: a result's append is in flight
 next model request is built and sent, and an assistant message's while its calls run if none
 of them changes anything outside the trace (``read_only``); each is settled before the next
 append or a call with effects. A crash therefore loses at most the call in flight.
-``after_agent`` sees every outcome once ``before_agent`` ran; then an unnamed trace is titled
-(``titling``).
+``after_agent`` sees every outcome once ``before_agent`` ran; then an unnamed trace whose run
+ended is titled (``titling``).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class TurnLoop:
             return TurnOutcome(end=state.status, stop_reason=state.stop_reason)
         outcome = await self._run()
         await self.chain.after_agent(turn, outcome)
-        if wants_title(turn):
+        if wants_title(turn, outcome):
             await title(turn)
         return outcome
 

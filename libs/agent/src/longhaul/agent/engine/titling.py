@@ -1,11 +1,12 @@
 """A display name for a trace created without one, made by the utility model.
 
 The gateway names an unnamed trace after its first message (``trace_created {untitled}``), a
-stand-in that is often a long instruction cut at 60 characters. When the first run ends —
-whatever the outcome, once the model has answered something — the utility model reads the
-request and the last answer and proposes a few words; ``trace_titled`` records them (or why
-none came: the stand-in then stays), once per trace. A ``scripted:`` utility model is not
-asked: a script answers what it was written to, never a judgement of its input.
+stand-in that is often a long instruction cut at 60 characters. When the first run ends
+(completed, failed or stopped: a wait is not an end) once the model has answered something,
+the utility model reads the request and the last answer and proposes a few words;
+``trace_titled`` records them (or why none came: the stand-in then stays), once per trace.
+A ``scripted:`` utility model is not asked: a script answers what it was written to, never a
+judgement of its input.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from longhaul.agent.contract import TurnOutcome
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import TraceTitled
 from longhaul.domain.messages import content_text
@@ -33,10 +35,14 @@ SYSTEM = (
 )
 
 
-def wants_title(turn: Turn) -> bool:
+RUN_ENDS = frozenset({"completed", "failed", "stopped", "max_iterations"})
+
+
+def wants_title(turn: Turn, outcome: TurnOutcome) -> bool:
     state = turn.state
     return (
-        state.untitled
+        outcome.end in RUN_ENDS
+        and state.untitled
         and turn.config.titles
         and not is_scripted(turn.utility_model.name)
         and any(m.role == "assistant" for m in state.main_path())
