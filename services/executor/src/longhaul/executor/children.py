@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 
+from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import SubtraceInfo, TraceState
@@ -109,9 +110,12 @@ class Children:
         metrics: ExecutorMetrics,
         max_descendants: int = 50,
         remote: RemoteAgents | None = None,
+        index: TraceIndex | None = None,
     ) -> None:
         self.traces = traces
         self.remote = remote
+        self.index = index
+        """Written after a remote link, so the gateway can serve the remote child at once."""
         self.max_descendants = max_descendants
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
@@ -184,7 +188,7 @@ class Children:
                 self.traces, parent, info.child_trace_id, failure(str(exc)), actor=self.actor
             )
             return False
-        return await append_while(
+        appended = await append_while(
             self.traces,
             parent,
             ev.RemoteSubtraceLinked(child_trace_id=info.child_trace_id, remote_id=linked),
@@ -194,6 +198,9 @@ class Children:
             ),
             actor=self.actor,
         )
+        if appended and self.index is not None:
+            await self.index.update(parent)
+        return appended
 
     async def _stop_remote(self, info: SubtraceInfo, name: str) -> None:
         """Best effort: the remote trace is asked to stop; its end reaches the parent through
