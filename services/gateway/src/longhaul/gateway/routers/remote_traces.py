@@ -12,6 +12,7 @@ gets the 404 an unknown id gets, naming only what it asked for.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -166,14 +167,35 @@ async def get_remote_events(
         await client.aclose()
         raise child.refused(response.status_code)
 
-    async def relay() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in response.aiter_raw():
-                yield chunk
-        except httpx.HTTPError:
-            return  # the remote went away: the client reconnects with its Last-Event-ID
-        finally:
-            await response.aclose()
-            await client.aclose()
+    return StreamingResponse(
+        relay(response, client, runtime_of(request.app).draining),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
 
-    return StreamingResponse(relay(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+async def relay(
+    response: httpx.Response, client: httpx.AsyncClient, draining: asyncio.Event
+) -> AsyncIterator[bytes]:
+    """The remote's bytes until it ends the stream, drops it (the client reconnects with
+    its ``Last-Event-ID``) or this gateway drains for shutdown, as its own streams do."""
+    chunks = response.aiter_raw()
+    stopping = asyncio.ensure_future(draining.wait())
+    step: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(anext(chunks))
+            await asyncio.wait({step, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                return
+            try:
+                chunk = step.result()
+            except (StopAsyncIteration, httpx.HTTPError):
+                return
+            yield chunk
+    finally:
+        for pending in (step, stopping):  # the client left, or the gateway drains
+            if pending is not None:
+                pending.cancel()
+        await response.aclose()
+        await client.aclose()
