@@ -311,6 +311,9 @@ class PipelineConfig(BaseModel):
     context_hooks: list[str] = Field(default_factory=list)
     """Context hooks (``package.module:function`` or an entry point of the
     ``longhaul.context_hooks`` group) called on each context injection."""
+    titles: bool = True
+    """A trace created without a name gets one from the utility model when its first run
+    ends (``trace_titled``); until then, and with this off, the first message is its name."""
 
 
 class SandboxConfig(BaseModel):
@@ -386,6 +389,11 @@ class MemoryConfig(BaseModel):
         "(a trace's or preset's `experiences: false` turns it off)",
     )
     top_k: int = Field(default=3, ge=1, le=20, description="experiences shown to a new trace")
+    capture_on_completion: bool = Field(
+        default=False,
+        description="a root trace's run that completes first reflects into experiences "
+        "(as POST /reflect does) and records them as experiences_captured",
+    )
     skills_dir: Path | None = Field(
         default=None,
         description="project skills (<name>.md or <name>/SKILL.md); they override the "

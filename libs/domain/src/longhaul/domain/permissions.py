@@ -63,6 +63,8 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.LoopStopped,
         ev.Compacted,
         ev.ExperiencesRecalled,
+        ev.TraceTitled,
+        ev.ExperiencesCaptured,
         ev.VerificationRequested,
         ev.Waiting,
         ev.FilesDelivered,

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import weakref
 
+from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import SubtraceInfo, TraceState
@@ -112,9 +113,12 @@ class Children:
         metrics: ExecutorMetrics,
         max_descendants: int = 50,
         remote: RemoteAgents | None = None,
+        index: TraceIndex | None = None,
     ) -> None:
         self.traces = traces
         self.remote = remote
+        self.index = index
+        """Written after a remote link, so the gateway can serve the remote child at once."""
         self.max_descendants = max_descendants
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
@@ -198,7 +202,7 @@ class Children:
         if isinstance(linked, RemoteStatus):  # refused, or an A2A agent's immediate answer
             await finish_remote(self.traces, parent, info.child_trace_id, linked, actor=self.actor)
             return False
-        return await append_while(
+        appended = await append_while(
             self.traces,
             parent,
             ev.RemoteSubtraceLinked(child_trace_id=info.child_trace_id, remote_id=linked),
@@ -208,6 +212,9 @@ class Children:
             ),
             actor=self.actor,
         )
+        if appended and self.index is not None:
+            await self.index.update(parent)
+        return appended
 
     async def _stop_remote(self, info: SubtraceInfo, name: str) -> None:
         """Best effort: the remote trace is asked to stop; its end reaches the parent through

@@ -32,6 +32,7 @@ from longhaul.gateway.routers import (
     info,
     notifications,
     openai_compat,
+    remote_traces,
     runs,
     skills,
     tools,
@@ -118,6 +119,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
         traces.router,
+        remote_traces.router,
         files.router,
         trace_events.router,
         runs.router,

@@ -7,7 +7,8 @@ trace's read-only tools; the last one must answer JSON matching :func:`experienc
 An invalid answer is sent back with the errors once (one repair round). Each experience is
 recorded for the trace's key with ``helpful: 1`` and ``trace_id`` = this trace; a closing
 note on the branch names their ids. A failed call ends the branch with an error note, so the
-request is consumed rather than retried forever.
+request is consumed rather than retried forever. :func:`reflect` returns the ids it recorded
+and, when it recorded none, why (``memory.capture_on_completion`` puts both on the log).
 """
 
 from __future__ import annotations
@@ -99,7 +100,11 @@ class _Branch:
         return message
 
 
-async def reflect(turn: Turn, call_tool: ToolHandler) -> None:
+Reflected = tuple[list[str], str | None]
+"""(experience ids recorded, why none were) of one reflection."""
+
+
+async def reflect(turn: Turn, call_tool: ToolHandler) -> Reflected:
     state = turn.state
     categories = turn.env.memory.categories
     schema = experiences_schema(categories)
@@ -129,26 +134,24 @@ async def reflect(turn: Turn, call_tool: ToolHandler) -> None:
                 synthetic=True,
                 error_code="model_error",
             )
-            return
+            return [], f"reflection failed: {exc}"
         if response.tool_calls and not last:
             await _run_tools(turn, branch, response, tools, call_tool)
             continue
         problems, items = _parse(response.content, schema)
         if not problems:
-            await _record(turn, branch, items, categories)
-            return
+            return await _record(turn, branch, items, categories)
         if repaired or number == MAX_TURNS:
+            why = "reflection gave no valid experiences: " + "; ".join(problems)
             await branch.add(
-                "assistant",
-                content="(reflection gave no valid experiences: " + "; ".join(problems) + ")",
-                synthetic=True,
-                error_code="invalid_output",
+                "assistant", content=f"({why})", synthetic=True, error_code="invalid_output"
             )
-            return
+            return [], why
         repaired = True
         await branch.add(
             "user", content=REPAIR.format(errors="\n- ".join(problems)), synthetic=True
         )
+    return [], "reflection ran out of model turns"
 
 
 async def _call(
@@ -214,7 +217,7 @@ def _parse(content: str, schema: dict[str, Any]) -> tuple[list[str], list[dict[s
 
 async def _record(
     turn: Turn, branch: _Branch, items: list[dict[str, Any]], categories: Sequence[str]
-) -> None:
+) -> Reflected:
     made: list[Experience] = [
         make(
             category=item["category"],
@@ -229,8 +232,12 @@ async def _record(
     ]
     book = turn.env.experiences
     if book is None:
-        note = "(no experience store: nothing recorded)"
-    else:
-        await book.record(turn.state.owner, made)
-        note = "Recorded experiences: " + (", ".join(e.id for e in made) or "none")
+        await branch.add(
+            "assistant", content="(no experience store: nothing recorded)", synthetic=True
+        )
+        return [], "no experience store"
+    await book.record(turn.state.owner, made)
+    ids = [e.id for e in made]
+    note = "Recorded experiences: " + (", ".join(ids) or "none")
     await branch.add("assistant", content=note, synthetic=True)
+    return ids, None

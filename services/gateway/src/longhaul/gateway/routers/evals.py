@@ -374,7 +374,8 @@ async def start_run(
         event = msgspec.structs.replace(event, config=config)
     files = await _files(runtime, principal, trace_id, task)
     tag = ev.EvalTag(eval_id=eval_id, task=task.id, repeat=body.repeat, check=task.check)
-    event = msgspec.structs.replace(event, eval=tag, files=files)
+    # an eval run keeps its task's name: the runs of a suite are compared by it
+    event = msgspec.structs.replace(event, eval=tag, files=files, untitled=False)
     state = await commands.create_trace(runtime, principal, event, trace_id)
     return Accepted(trace_id=trace_id, status=state.status or "running", event_id=state.stream_seq)
 

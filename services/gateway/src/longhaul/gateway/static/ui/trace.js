@@ -64,6 +64,7 @@ export function tracePage(root, traceId) {
         statusBadge(t.status, t.status === "waiting" ? t.wait_reason : null), " ",
         el("span", { text: t.trace_id }), " · ", el("span", { text: (tt.prompt_tokens + tt.completion_tokens) + " tokens · " + fmtCost(tt.cost) }),
         t.model ? " · " + t.model : "",
+        t.remote ? el("span", { "data-testid": "remote", text: " · on remote longhaul " + t.remote + " (read-only here)" }) : null,
         t.parent_trace_id ? el("span", {}, " · parent ", el("a", { href: "#/traces/" + t.parent_trace_id, text: t.parent_trace_id })) : null,
         t.task_id ? el("span", {}, " · task ", el("a", { href: "#/tasks/" + t.task_id, text: t.task_id })) : null),
       t.status === "waiting" ? el("div", { class: "wait", "data-testid": "wait" },
@@ -241,6 +242,7 @@ export function tracePage(root, traceId) {
   }
 
   function renderControls(t) {
+    if (t.remote) { controls.replaceChildren(); return; }  // its longhaul takes the commands
     const waitingHuman = t.status === "waiting" && t.wait_reason === "human";
     const text = el("textarea", { "data-testid": "composer", placeholder: waitingHuman ? "Your answer…" : "Message to the agent (optional when rewinding)" });
     const send = async () => {
