@@ -112,6 +112,7 @@ async def provision(
         ),
         kv_stream_config(names.experiences, settings, description="experiences, per API key"),
         kv_stream_config(names.evals, settings, description="eval runs, per API key"),
+        kv_stream_config(names.schedules, settings, description="schedules and triggers"),
     ]
     for config in buckets:
         await ensure_stream(js, config)

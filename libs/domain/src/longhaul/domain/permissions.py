@@ -93,13 +93,15 @@ Bucket = Literal[
     "experiences",
     "artifacts",
     "evals",
+    "schedules",
 ]
 
 BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     # the index (with its active marks), a key's experiences, uploads and offloaded images,
     # clearing a task's checkpoints, eval runs and their results
     "gateway": (
-        "traces", "active", "experiences", "workspace", "checkpoints", "artifacts", "evals"
+        "traces", "active", "experiences", "workspace", "checkpoints", "artifacts", "evals",
+        "schedules",
     ),
     # phase outputs and checkpoints
     "planner": ("workspace", "checkpoints", "artifacts"),

@@ -31,15 +31,18 @@ from longhaul.gateway.routers import (
     info,
     openai_compat,
     runs,
+    schedules,
     skills,
     tools,
     trace_events,
     traces,
+    triggers,
     viewer,
 )
 from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schedules.ticker import Ticker
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
 from longhaul.llm.telemetry import capture_content
 from nats.aio.subscription import Subscription
@@ -78,6 +81,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
             mirror.observers.append(retention.observe)
             ctx.spawn(retention.run(ctx.shutdown), name="retention")
         ctx.spawn(mirror.run(), name="index-mirror")
+        ticker = Ticker(runtime, schedules.store_of(runtime))
+        ctx.spawn(ticker.run(ctx.shutdown), name="schedules")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
         )
@@ -121,6 +126,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         tools.router,
         experiences.router,
         evals.router,
+        schedules.router,
+        triggers.router,
         skills.router,
         health.router,
         admin.router,
