@@ -7,8 +7,10 @@ the schedule, one per consecutive tick."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -188,7 +190,7 @@ async def test_each_tick_starts_one_run_across_two_gateways(
     ticks = sorted(r["tick"] for r in listed)
     assert len(set(ticks)) == len(ticks)
     stamps = [_epoch(t) for t in ticks]
-    assert all(round(b - a, 3) == 1.0 for a, b in zip(stamps, stamps[1:], strict=False)), ticks
+    assert all(round(b - a, 3) == 1.0 for a, b in itertools.pairwise(stamps)), ticks
     on_log = await created_on_log(store, "schedule_id", sid)
     assert sorted(on_log) == sorted(r["run_id"] for r in listed)
 
@@ -198,8 +200,6 @@ async def _at_least(client: httpx.AsyncClient, sid: str, count: int) -> bool:
 
 
 def _epoch(text: str) -> float:
-    from datetime import datetime
-
     return datetime.fromisoformat(text).timestamp()
 
 
@@ -222,13 +222,15 @@ async def test_overlap_skip_passes_ticks_by_while_a_run_is_going(
     await alice.delete(f"/api/schedules/{sid}")
 
 
-def signed(secret: str, body: bytes, *, at: float | None = None, **headers: str) -> dict[str, str]:
+def signed(
+    secret: str, body: bytes, *, at: float | None = None, key: str | None = None
+) -> dict[str, str]:
     timestamp = str(int(at if at is not None else time.time()))
     return {
         "X-Longhaul-Timestamp": timestamp,
         "X-Longhaul-Signature": signature(secret, timestamp, body),
         "Content-Type": "application/json",
-        **headers,
+        **({"Idempotency-Key": key} if key else {}),
     }
 
 
@@ -270,10 +272,9 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
         replay = await anyone.post(url, content=body, headers=headers)
         assert replay.status_code == 202 and replay.json() == {**first.json(), "new": False}
 
-        keyed = {"Idempotency-Key": "delivery-7"}
-        one = await anyone.post(url, content=body, headers=signed(secret, body, **keyed))
+        one = await anyone.post(url, content=body, headers=signed(secret, body, key="delivery-7"))
         two = await anyone.post(
-            url, content=body, headers=signed(secret, body, at=time.time() - 5, **keyed)
+            url, content=body, headers=signed(secret, body, at=time.time() - 5, key="delivery-7")
         )
         assert one.json()["trace_id"] == two.json()["trace_id"] != run_id
         assert two.json()["new"] is False
