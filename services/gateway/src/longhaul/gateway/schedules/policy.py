@@ -18,7 +18,7 @@ CatchUp = Literal["none", "latest", "all"]
 
 GRACE_MS = 60_000
 """A tick this late still counts as on time for ``catch_up: none`` (a restart, a slow loop)."""
-MAX_CATCH_UP = 10
+MAX_CATCH_UP = 50
 """At most this many missed ticks are started by ``catch_up: all`` (the latest ones)."""
 
 
