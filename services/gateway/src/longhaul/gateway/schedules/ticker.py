@@ -57,24 +57,32 @@ class Ticker:
     async def look(self) -> float:
         """One pass; returns how long to sleep."""
         earliest = time.time() + POLL_S
-        for record, revision in await self.store.every():
-            if record.paused or record.next_tick_ms is None:
-                continue
-            if record.next_tick_ms <= now_ms():
-                await self.handle(record, revision)
-            else:
-                earliest = min(earliest, record.next_tick_ms / 1000)
+        for found in await self.store.every():
+            # missed ticks (catch_up: all) are started one after another in this pass
+            for _ in range(policy.MAX_CATCH_UP + 1):
+                record, revision = found
+                if record.paused or record.next_tick_ms is None:
+                    break
+                if record.next_tick_ms > now_ms():
+                    earliest = min(earliest, record.next_tick_ms / 1000)
+                    break
+                moved = await self.handle(record, revision)
+                if moved is None:
+                    break
+                found = moved
         return max(0.01, earliest - time.time())
 
-    async def handle(self, record: ScheduleRecord, revision: int) -> None:
-        """Act on a schedule whose cursor is due: one run at most per call."""
+    async def handle(
+        self, record: ScheduleRecord, revision: int
+    ) -> tuple[ScheduleRecord, int] | None:
+        """Act on a schedule whose cursor is due: one run at most per call. Returns the
+        schedule as it saved it (``None``: nothing saved, look again next pass)."""
         assert record.next_tick_ms is not None
         timing = record.timing()
         now = now_ms()
         due = timing.due(record.next_tick_ms, now, policy.MAX_CATCH_UP)
         if not due:
-            await self._save(record, revision, cursor=timing.first_after(now))
-            return
+            return await self._save(record, revision, cursor=timing.first_after(now))
 
         def decide(busy: bool) -> policy.Step:
             return policy.step(
@@ -87,12 +95,12 @@ class Ticker:
             )
 
         plan = decide(busy=False)
-        if plan.fire is not None and await self._already_started(record, plan.fire):
-            pass  # a crash (or another gateway) started it: only the cursor moves
-        elif record.overlap != "allow" and await self._busy(record):
+        # a run a crash (or another gateway) already started is recorded, whatever overlap says
+        again = plan.fire is not None and await self._already_started(record, plan.fire)
+        if not again and record.overlap != "allow" and await self._busy(record):
             plan = decide(busy=True)
         if plan.wait:
-            return
+            return None
         error = ""
         run = None
         if plan.fire is not None:
@@ -107,7 +115,7 @@ class Ticker:
                 )
             except ApiError as exc:
                 if exc.status >= 500 or exc.code == "concurrent_update":
-                    return  # the tick stays due: tried again on the next pass
+                    return None  # the tick stays due: tried again on the next pass
                 error = f"{rfc3339(plan.fire)}: {exc.code}: {exc.message}"
                 log.warning("schedule %s could not start its run: %s", record.schedule_id, error)
             else:
@@ -117,7 +125,7 @@ class Ticker:
                     tick_ms=plan.fire,
                     started_at=time.time(),
                 )
-        await self._save(
+        return await self._save(
             record, revision, cursor=plan.cursor, run=run, skipped=plan.skipped, error=error
         )
 
@@ -151,7 +159,7 @@ class Ticker:
         run: ScheduledRun | None = None,
         skipped: int = 0,
         error: str = "",
-    ) -> None:
+    ) -> tuple[ScheduleRecord, int] | None:
         changed = msgspec.structs.replace(
             record,
             next_tick_ms=cursor,
@@ -160,6 +168,7 @@ class Ticker:
             last_error=error if error or run else record.last_error,
         )
         try:
-            await self.store.update(changed, revision)
+            return changed, await self.store.update(changed, revision)
         except StaleRecord:
             log.debug("schedule %s changed meanwhile; looked at again", record.schedule_id)
+            return None
