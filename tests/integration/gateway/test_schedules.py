@@ -175,6 +175,18 @@ async def test_a_schedule_is_checked_kept_per_key_and_run_now(
     assert (await alice.delete(f"/api/schedules/{sid}")).json()["deleted"] is True
     assert (await alice.get(f"/api/schedules/{sid}")).status_code == 404
 
+    # a task template starts a task, which names its schedule too
+    task = {"kind": "task", "body": {"goal": "compare A and B", "review": True}}
+    weekly = await alice.post(
+        "/api/schedules", json={"name": "weekly", "cron": "0 6 * * 1", "template": task}
+    )
+    assert weekly.status_code == 201, weekly.text
+    started = (await alice.post(f"/api/schedules/{weekly.json()['schedule_id']}/run")).json()
+    assert started["kind"] == "task" and started["task_id"].startswith("task_s")
+    shown = (await alice.get(f"/api/tasks/{started['task_id']}")).json()
+    assert shown["schedule_id"] == weekly.json()["schedule_id"]
+    await alice.delete(f"/api/schedules/{weekly.json()['schedule_id']}")
+
 
 async def test_each_tick_starts_one_run_across_two_gateways(
     alice: httpx.AsyncClient, store: EventStore
