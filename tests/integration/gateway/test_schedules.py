@@ -7,6 +7,7 @@ the schedule, one per consecutive tick."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -215,23 +216,38 @@ def _epoch(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-async def test_overlap_skip_passes_ticks_by_while_a_run_is_going(
+async def test_overlap_skip_passes_ticks_by_and_queue_waits_while_a_run_is_going(
     alice: httpx.AsyncClient, store: EventStore
 ) -> None:
-    created = await alice.post(
-        "/api/schedules", json={"name": "skipper", "every_s": 1, "template": TRACE}
-    )
-    sid = created.json()["schedule_id"]
-    [first] = await until(lambda: runs(alice, sid), "a first run")
+    sids = {}
+    for overlap in ("skip", "queue"):
+        body = {"name": overlap, "every_s": 1, "overlap": overlap, "template": TRACE}
+        sids[overlap] = (await alice.post("/api/schedules", json=body)).json()["schedule_id"]
+    firsts = {
+        o: (await until(functools.partial(runs, alice, sid), "a first run"))[0]
+        for o, sid in sids.items()
+    }
 
-    async def skipped_two() -> bool:
-        return (await alice.get(f"/api/schedules/{sid}")).json()["skipped"] >= 2
+    async def passed_by() -> bool:
+        shown = {o: (await alice.get(f"/api/schedules/{sid}")).json() for o, sid in sids.items()}
+        queued = shown["queue"]["next_run_at"]
+        return shown["skip"]["skipped"] >= 1 and _epoch(queued) < time.time() - 1
 
-    await until(skipped_two, "two ticks skipped")
-    assert len(await runs(alice, sid)) == 1  # the first is still running: nothing else
-    await append_as_executor(store, first["run_id"], ev.Stopped(reason="test"))
-    await until(lambda: _at_least(alice, sid, 2), "a run once the first ended")
-    await alice.delete(f"/api/schedules/{sid}")
+    await until(passed_by, "a tick skipped, and one waiting in the queue")
+    for overlap, sid in sids.items():  # the first runs are still going: nothing else started
+        assert len(await runs(alice, sid)) == 1, overlap
+    assert (await alice.get(f"/api/schedules/{sids['queue']}")).json()["skipped"] == 0
+    ended = time.time()
+    for first in firsts.values():
+        await append_as_executor(store, first["run_id"], ev.Stopped(reason="test"))
+    for overlap, sid in sids.items():
+        await until(
+            functools.partial(_at_least, alice, sid, 2), f"{overlap}: a run once the first ended"
+        )
+    queued = (await runs(alice, sids["queue"]))[0]
+    assert _epoch(queued["tick"]) < ended  # the tick that waited, not a later one
+    for sid in sids.values():
+        await alice.delete(f"/api/schedules/{sid}")
 
 
 def signed(

@@ -17,7 +17,7 @@ from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schedules import starting
-from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord, Template
+from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord
 from longhaul.gateway.schedules.store import SCHEDULE_PREFIX, ScheduleStore, StaleRecord
 from longhaul.gateway.schedules.ticker import now_ms
 from longhaul.gateway.schedules.timing import Timing
@@ -76,8 +76,7 @@ async def create_schedule(
     body: CreateScheduleRequest, request: Request, principal: CurrentPrincipal
 ) -> ScheduleView:
     runtime = runtime_of(request.app)
-    template = Template(kind=body.template.kind, body=body.template.body)
-    await starting.creation(runtime, principal, template)  # checked as its route checks it
+    template = await starting.checked(runtime, principal, body.template)
     now = now_ms()
     timing = _timing(body.model_dump(), now)
     record = ScheduleRecord(
@@ -125,9 +124,7 @@ async def update_schedule(
     runtime = runtime_of(request.app)
     given = body.model_dump(exclude_unset=True)
     if body.template is not None:
-        template = Template(kind=body.template.kind, body=body.template.body)
-        await starting.creation(runtime, principal, template)
-        given["template"] = template
+        given["template"] = await starting.checked(runtime, principal, body.template)
     for _ in range(CAS_ATTEMPTS):
         record, revision = await _owned(runtime, principal, schedule_id)
         changed = _changed(record, given)

@@ -22,7 +22,7 @@ from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.routers.schedules import store_of
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schedules import payload, signing, starting
-from longhaul.gateway.schedules.records import Template, TriggerRecord
+from longhaul.gateway.schedules.records import TriggerRecord
 from longhaul.gateway.schedules.store import TRIGGER_PREFIX
 from longhaul.gateway.schedules.views import started_view, trigger_view
 from longhaul.gateway.schemas.schedules import (
@@ -44,8 +44,7 @@ async def create_trigger(
 ) -> TriggerCreated:
     """The answer holds the secret; it is never shown again."""
     runtime = runtime_of(request.app)
-    template = Template(kind=body.template.kind, body=body.template.body)
-    await starting.creation(runtime, principal, template)
+    template = await starting.checked(runtime, principal, body.template)
     store = store_of(runtime)
     async with runtime.nats_call():
         if any(known.name == body.name for known in await store.triggers(principal.owner)):

@@ -23,6 +23,7 @@ from longhaul.gateway.routers.tasks import task_creation
 from longhaul.gateway.routers.traces import trace_creation
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules.records import Template
+from longhaul.gateway.schemas.schedules import TemplateBody
 from longhaul.gateway.schemas.tasks import CreateTaskRequest
 from longhaul.gateway.schemas.traces import CreateTraceRequest
 from pydantic import BaseModel, ValidationError
@@ -57,6 +58,13 @@ def template_body(template: Template) -> BaseModel:
         raise ApiError(
             422, "invalid_request", "template.body is not a valid create body", details
         ) from None
+
+
+async def checked(runtime: Runtime, principal: Principal, given: TemplateBody) -> Template:
+    """A request's template, checked as its route checks a body (422 otherwise)."""
+    template = Template(kind=given.kind, body=given.body)
+    await creation(runtime, principal, template)
+    return template
 
 
 async def creation(runtime: Runtime, principal: Principal, template: Template) -> ev.Event:
