@@ -88,7 +88,7 @@ async def create_schedule(
         updated_at=now / 1000,
         anchor_ms=now,
         cron=body.cron,
-        timezone=body.timezone,
+        timezone=body.timezone or "UTC",
         every_s=body.every_s,
         at=body.at,
         overlap=body.overlap,
@@ -142,6 +142,8 @@ def _changed(record: ScheduleRecord, given: dict[str, Any]) -> ScheduleRecord:
     now = now_ms()
     # a null name, policy or pause changes nothing (only a timing field may be nulled)
     fields = {k: v for k, v in given.items() if k not in TIMING_FIELDS and v is not None}
+    if "timezone" in given:
+        given = {**given, "timezone": given["timezone"] or "UTC"}
     changed = msgspec.structs.replace(record, **fields, updated_at=now / 1000)
     retimed = TIMING_FIELDS & given.keys()
     if retimed:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 
 import msgspec
@@ -58,19 +59,27 @@ class Ticker:
         """One pass; returns how long to sleep."""
         earliest = time.time() + POLL_S
         for found in await self.store.every():
-            # missed ticks (catch_up: all) are started one after another in this pass
-            for _ in range(policy.MAX_CATCH_UP + 1):
-                record, revision = found
-                if record.paused or record.next_tick_ms is None:
-                    break
-                if record.next_tick_ms > now_ms():
-                    earliest = min(earliest, record.next_tick_ms / 1000)
-                    break
-                moved = await self.handle(record, revision)
-                if moved is None:
-                    break
-                found = moved
+            try:
+                earliest = min(earliest, await self._catch_up(*found))
+            except ApiError as exc:  # broker trouble: this schedule waits for the next pass
+                log.warning("schedule %s not ticked: %s", found[0].schedule_id, exc.message)
+            except Exception:  # a bug or a broken record must not stop the other schedules
+                log.exception("schedule %s not ticked", found[0].schedule_id)
         return max(0.01, earliest - time.time())
+
+    async def _catch_up(self, record: ScheduleRecord, revision: int) -> float:
+        """Start what is due of one schedule (missed ticks of ``catch_up: all`` one after
+        another); returns when it is due next (epoch seconds, ``inf``: not ticking)."""
+        for _ in range(policy.MAX_CATCH_UP + 1):
+            if record.paused or record.next_tick_ms is None:
+                break
+            if record.next_tick_ms > now_ms():
+                return record.next_tick_ms / 1000
+            moved = await self.handle(record, revision)
+            if moved is None:
+                break
+            record, revision = moved
+        return math.inf
 
     async def handle(
         self, record: ScheduleRecord, revision: int
