@@ -44,7 +44,9 @@ checks.positive_data_acceptance.expected-statuses = ["200", "400", "401", "404",
 [[operations]]
 include-path-regex = "^/api/(schedules|triggers)(/[^/]+)?$"
 include-method-regex = "^(POST|PATCH)$"
-checks.positive_data_acceptance.expected-statuses = ["201", "200", "202", "401", "404", "409", "413", "422", "429"]
+checks.positive_data_acceptance.expected-statuses = [
+    "200", "201", "202", "401", "404", "409", "413", "422", "429",
+]
 """
 
 DOCUMENTED = {
