@@ -50,7 +50,9 @@ class Ticker:
             wake = POLL_S
             try:
                 wake = await self.look()
-            except Exception:  # broker trouble or a bug: log it and look again
+            except ApiError as exc:  # NATS away: look again shortly
+                log.warning("schedule ticker pass failed: %s", exc.message)
+            except Exception:  # a bug: log it and look again
                 log.exception("schedule ticker pass failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=wake)
@@ -58,7 +60,9 @@ class Ticker:
     async def look(self) -> float:
         """One pass; returns how long to sleep."""
         earliest = time.time() + POLL_S
-        for found in await self.store.every():
+        async with self.runtime.nats_call():
+            schedules = await self.store.every()
+        for found in schedules:
             try:
                 earliest = min(earliest, await self._catch_up(*found))
             except ApiError as exc:  # broker trouble: this schedule waits for the next pass
@@ -177,7 +181,8 @@ class Ticker:
             last_error=error if error or run else record.last_error,
         )
         try:
-            return changed, await self.store.update(changed, revision)
+            async with self.runtime.nats_call():
+                return changed, await self.store.update(changed, revision)
         except StaleRecord:
             log.debug("schedule %s changed meanwhile; looked at again", record.schedule_id)
             return None
