@@ -20,6 +20,7 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
+from longhaul.gateway.routers import schedules as schedules_router
 from longhaul.gateway.schedules.signing import signature
 
 from tests.integration.gateway.harness import (
@@ -94,7 +95,7 @@ async def created_on_log(store: EventStore, field: str, value: str) -> list[str]
 
 
 async def test_a_schedule_is_checked_kept_per_key_and_run_now(
-    alice: httpx.AsyncClient, bob: httpx.AsyncClient
+    alice: httpx.AsyncClient, bob: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     refused = [
         {"name": "x", "template": TRACE},  # no timing
@@ -134,6 +135,12 @@ async def test_a_schedule_is_checked_kept_per_key_and_run_now(
     assert created.status_code == 201, created.text
     schedule = created.json()
     sid = schedule["schedule_id"]
+    monkeypatch.setattr(schedules_router, "MAX_PER_KEY", 1)
+    more = {"name": "one too many", "every_s": 60, "template": TRACE}
+    assert (await alice.post("/api/schedules", json=more)).status_code == 409
+    bobs = await bob.post("/api/schedules", json=more)
+    assert bobs.status_code == 201  # the cap is per key
+    monkeypatch.undo()
     assert schedule["overlap"] == "skip" and schedule["catch_up"] == "none"
     assert schedule["next_run_at"].endswith(("T07:00:00.000Z", "T08:00:00.000Z"))  # 09:00 Paris
 
@@ -156,7 +163,10 @@ async def test_a_schedule_is_checked_kept_per_key_and_run_now(
         answer = await bob.request(method, path, json=body)
         assert answer.status_code == 404, (method, path, answer.text)
         assert answer.json()["error"]["code"] == "not_found"
-    assert (await bob.get("/api/schedules")).json()["schedules"] == []
+    assert [s["name"] for s in (await bob.get("/api/schedules")).json()["schedules"]] == [
+        "one too many"
+    ]
+    await bob.delete(f"/api/schedules/{bobs.json()['schedule_id']}")
     assert (await alice.get(f"/api/schedules/{sid}")).json()["paused"] is True
 
     # run now (a paused schedule too); a repeat with the same key starts nothing

@@ -34,6 +34,8 @@ from longhaul.gateway.schemas.schedules import (
 router = APIRouter(prefix="/api/schedules", tags=["schedules"], responses=ERROR_RESPONSES)
 
 CAS_ATTEMPTS = 8
+MAX_PER_KEY = 1000
+"""Every gateway's ticker reads every schedule each pass: one key cannot make that unbounded."""
 TIMING_FIELDS = frozenset({"cron", "timezone", "every_s", "at"})
 
 
@@ -97,7 +99,10 @@ async def create_schedule(
         next_tick_ms=_first_tick(timing, now),
     )
     async with runtime.nats_call():
-        await store_of(runtime).create(record)
+        store = store_of(runtime)
+        if len(await store.owned(principal.owner)) >= MAX_PER_KEY:
+            raise ApiError(409, "conflict", f"a key has at most {MAX_PER_KEY} schedules")
+        await store.create(record)
     return schedule_view(record)
 
 

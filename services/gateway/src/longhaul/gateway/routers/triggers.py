@@ -36,6 +36,7 @@ from longhaul.gateway.schemas.schedules import (
 router = APIRouter(prefix="/api/triggers", tags=["triggers"], responses=ERROR_RESPONSES)
 
 MAX_WEBHOOK_BYTES = 64 * 1024
+MAX_PER_KEY = 1000
 
 
 @router.post("", status_code=201, response_model=TriggerCreated, summary="Create a trigger")
@@ -47,8 +48,11 @@ async def create_trigger(
     template = await starting.checked(runtime, principal, body.template)
     store = store_of(runtime)
     async with runtime.nats_call():
-        if any(known.name == body.name for known in await store.triggers(principal.owner)):
+        known = await store.triggers(principal.owner)
+        if any(trigger.name == body.name for trigger in known):
             raise ApiError(409, "conflict", f"you already have a trigger named {body.name}")
+        if len(known) >= MAX_PER_KEY:
+            raise ApiError(409, "conflict", f"a key has at most {MAX_PER_KEY} triggers")
         record = TriggerRecord(
             trigger_id=f"{TRIGGER_PREFIX}_{secrets.token_hex(16)}",
             owner=principal.owner,
