@@ -688,3 +688,35 @@ async def test_a_fork_with_another_model_is_compared_side_by_side(
     await expect(page.locator('[data-testid="branch-compare"]')).to_be_hidden()
     await page.locator('[data-testid="compare-branches"]').click()
     await expect(columns).to_have_count(2)
+
+
+async def test_the_schedules_page_creates_pauses_runs_and_deletes(
+    stack: RunningGateway, page: Page
+) -> None:
+    await page.goto(f"{stack.url}/#/schedules")
+    await expect(page.get_by_test_id("schedule-list")).to_contain_text("no schedules yet")
+    await page.get_by_test_id("schedule-name").fill("hourly digest")
+    await page.get_by_test_id("schedule-prompt").fill("write the digest")
+    await page.get_by_test_id("schedule-every").fill("3600")
+    await page.get_by_test_id("schedule-create").click()
+    row = page.get_by_test_id("schedule-row")
+    await expect(row).to_have_count(1)
+    await expect(row.get_by_test_id("schedule-state")).to_contain_text("every 3600 s · next 20")
+
+    await row.get_by_test_id("schedule-toggle").click()
+    await expect(row.get_by_test_id("schedule-state")).to_contain_text("paused")
+    await row.get_by_test_id("schedule-run-now").click()
+    run = page.get_by_test_id("schedule-run")
+    await expect(run).to_have_count(1)
+    run_id = await run.text_content()
+    async with stack.client() as http:
+        [listed] = (await http.get("/api/schedules")).json()["schedules"]
+        assert listed["paused"] is True and listed["name"] == "hourly digest"
+        trace = (await http.get(f"/api/traces/{run_id}")).json()
+        assert trace["schedule_id"] == listed["schedule_id"]
+    await run.click()
+    await expect(page).to_have_url(re.compile(rf"#/traces/{run_id}$"))
+
+    await page.goto(f"{stack.url}/#/schedules")
+    await page.get_by_test_id("schedule-delete").click()
+    await expect(page.get_by_test_id("schedule-list")).to_contain_text("no schedules yet")

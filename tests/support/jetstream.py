@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 
 from longhaul.core.connection import Connection
+from longhaul.domain import events as ev
+from longhaul.domain.events import Aggregate
 
 
 async def stored(conn: Connection) -> dict[str, dict[str, int]]:
@@ -40,3 +42,17 @@ async def holding(conn: Connection, ids: list[str]) -> list[str]:
         if not last.data:
             del found[leases][subject]
     return naming(found, ids)
+
+
+async def created_events(conn: Connection, aggregate: Aggregate) -> list[ev.Event]:
+    """Every creation event (``trace_created`` / ``task_created``) on the log: counted from
+    the stream itself, the one record a run cannot be started without."""
+    names = conn.names
+    subjects = names.type_filter(aggregate, f"{aggregate}_created")
+    info = await conn.js.stream_info(names.stream, subjects_filter=subjects)
+    found = []
+    for subject, count in (info.state.subjects or {}).items():
+        assert count == 1, f"{subject} holds {count} creations"
+        message = await conn.js.get_last_msg(names.stream, subject)
+        found.append(ev.decode(message.data or b""))
+    return found

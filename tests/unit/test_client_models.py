@@ -7,7 +7,7 @@ import pytest
 from longhaul.client import models
 from longhaul.gateway.routers import evals, experiences, files
 from longhaul.gateway.routers.info import Info
-from longhaul.gateway.schemas import runs, tasks, traces
+from longhaul.gateway.schemas import runs, schedules, tasks, traces
 from pydantic import BaseModel
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
@@ -54,6 +54,15 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.EvalList, evals.EvalList),
     (models.EvalCheck, evals.CheckView),
     (models.TaskFromTrace, evals.TaskFromTrace),
+    (models.Template, schedules.TemplateBody),
+    (models.Schedule, schedules.ScheduleView),
+    (models.ScheduleList, schedules.ScheduleList),
+    (models.ScheduleRun, schedules.ScheduleRunView),
+    (models.ScheduleRuns, schedules.ScheduleRuns),
+    (models.RunStarted, schedules.RunStarted),
+    (models.Trigger, schedules.TriggerView),
+    (models.TriggerCreated, schedules.TriggerCreated),
+    (models.TriggerList, schedules.TriggerList),
 ]
 
 

@@ -189,3 +189,23 @@ async def test_experiences_ls_show_export_import(stack: RunningGateway, tmp_path
     assert "no network at all" in shown.stdout
     to_stdout = await longhaul("experiences", "export", url=stack.url)
     assert to_stdout.stdout == file.read_text()
+
+
+async def test_schedules_create_run_and_show(stack: RunningGateway) -> None:
+    created = await longhaul(
+        "schedules", "create", "nightly", "--prompt", "tidy up", "--every", "3600", "--paused",
+        url=stack.url,
+    )  # fmt: skip
+    assert created.code == 0, created.output
+    schedule_id = created.stdout.split()[0]
+    assert schedule_id.startswith("sched_")
+    ran = await longhaul("schedules", "run", schedule_id, url=stack.url)
+    assert ran.code == 0, ran.output
+    run_id = ran.stdout.strip()
+    shown = await longhaul("schedules", "show", schedule_id, url=stack.url)
+    assert shown.code == 0, shown.output
+    assert "nightly" in shown.stdout and "every 3600s" in shown.stdout and "paused" in shown.stdout
+    assert run_id in shown.stdout and "(run now)" in shown.stdout
+    async with stack.client() as http:
+        assert (await http.get(f"/api/traces/{run_id}")).json()["schedule_id"] == schedule_id
+        assert (await http.delete(f"/api/schedules/{schedule_id}")).status_code == 200

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli import eval_commands, experiences, keys, tasks, traces
+from longhaul.cli import eval_commands, experiences, keys, schedules, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
@@ -22,6 +22,7 @@ from rich.markup import escape
 app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM agents.")
 app.add_typer(traces.app, name="traces")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(schedules.app, name="schedules")
 app.add_typer(experiences.app, name="experiences")
 app.add_typer(keys.app, name="keys")
 app.add_typer(eval_commands.app, name="eval")

@@ -103,6 +103,17 @@ class AsyncClient:
     get_experience = bind_async(calls.get_experience)
     export_experiences = bind_async(calls.export_experiences)
     import_experiences = bind_async(calls.import_experiences)
+    create_schedule = bind_async(calls.create_schedule)
+    list_schedules = bind_async(calls.list_schedules)
+    get_schedule = bind_async(calls.get_schedule)
+    update_schedule = bind_async(calls.update_schedule)
+    delete_schedule = bind_async(calls.delete_schedule)
+    run_schedule = bind_async(calls.run_schedule)
+    schedule_runs = bind_async(calls.schedule_runs)
+    create_trigger = bind_async(calls.create_trigger)
+    list_triggers = bind_async(calls.list_triggers)
+    get_trigger = bind_async(calls.get_trigger)
+    delete_trigger = bind_async(calls.delete_trigger)
 
     def events(
         self, trace_id: str, *, after: int = 0, follow: bool = True, live: bool = True

@@ -424,3 +424,83 @@ def clear_task_checkpoints(task_id: str) -> Call[models.CheckpointsCleared]:
 
 def task_events_path(task_id: str) -> str:
     return f"/api/tasks/{_id(task_id)}/events"
+
+
+def create_schedule(
+    name: str,
+    template: Mapping[str, Any],
+    *,
+    cron: str | None = None,
+    timezone: str | None = None,
+    every_s: float | None = None,
+    at: str | None = None,
+    overlap: str | None = None,
+    catch_up: str | None = None,
+    paused: bool | None = None,
+) -> Call[models.Schedule]:
+    """A schedule starting ``template`` (``{"kind": "trace" | "task", "body": {…}}``) on
+    one of ``cron`` (5 fields, in ``timezone``), ``every_s`` or ``at`` (RFC 3339)."""
+    body = _present(
+        name=name,
+        template=dict(template),
+        cron=cron,
+        timezone=timezone,
+        every_s=every_s,
+        at=at,
+        overlap=overlap,
+        catch_up=catch_up,
+        paused=paused,
+    )
+    return Call("POST", "/api/schedules", _json(models.Schedule), body=body)
+
+
+def list_schedules() -> Call[models.ScheduleList]:
+    return Call("GET", "/api/schedules", _json(models.ScheduleList))
+
+
+def get_schedule(schedule_id: str) -> Call[models.Schedule]:
+    return Call("GET", f"/api/schedules/{_id(schedule_id)}", _json(models.Schedule))
+
+
+def update_schedule(schedule_id: str, **changes: Any) -> Call[models.Schedule]:
+    """Change fields (``paused=True`` pauses, ``paused=False`` resumes); to switch timing,
+    give the new one and ``None`` for the old (``cron=None, every_s=60``)."""
+    path = f"/api/schedules/{_id(schedule_id)}"
+    return Call("PATCH", path, _json(models.Schedule), body=changes)
+
+
+def delete_schedule(schedule_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", f"/api/schedules/{_id(schedule_id)}", _object)
+
+
+def run_schedule(
+    schedule_id: str, *, idempotency_key: str | None = None
+) -> Call[models.RunStarted]:
+    """Start the schedule's run now (a repeat with the same key starts nothing)."""
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    path = f"/api/schedules/{_id(schedule_id)}/run"
+    return Call("POST", path, _json(models.RunStarted), headers=headers)
+
+
+def schedule_runs(schedule_id: str) -> Call[models.ScheduleRuns]:
+    """The runs the schedule started, newest first, with their status now."""
+    path = f"/api/schedules/{_id(schedule_id)}/runs"
+    return Call("GET", path, _json(models.ScheduleRuns))
+
+
+def create_trigger(name: str, template: Mapping[str, Any]) -> Call[models.TriggerCreated]:
+    """A signed webhook starting ``template``; the answer's ``secret`` is shown only once."""
+    body = {"name": name, "template": dict(template)}
+    return Call("POST", "/api/triggers", _json(models.TriggerCreated), body=body)
+
+
+def list_triggers() -> Call[models.TriggerList]:
+    return Call("GET", "/api/triggers", _json(models.TriggerList))
+
+
+def get_trigger(trigger_id: str) -> Call[models.Trigger]:
+    return Call("GET", f"/api/triggers/{_id(trigger_id)}", _json(models.Trigger))
+
+
+def delete_trigger(trigger_id: str) -> Call[dict[str, Any]]:
+    return Call("DELETE", f"/api/triggers/{_id(trigger_id)}", _object)

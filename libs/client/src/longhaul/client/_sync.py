@@ -103,6 +103,17 @@ class Client:
     get_experience = bind_sync(calls.get_experience)
     export_experiences = bind_sync(calls.export_experiences)
     import_experiences = bind_sync(calls.import_experiences)
+    create_schedule = bind_sync(calls.create_schedule)
+    list_schedules = bind_sync(calls.list_schedules)
+    get_schedule = bind_sync(calls.get_schedule)
+    update_schedule = bind_sync(calls.update_schedule)
+    delete_schedule = bind_sync(calls.delete_schedule)
+    run_schedule = bind_sync(calls.run_schedule)
+    schedule_runs = bind_sync(calls.schedule_runs)
+    create_trigger = bind_sync(calls.create_trigger)
+    list_triggers = bind_sync(calls.list_triggers)
+    get_trigger = bind_sync(calls.get_trigger)
+    delete_trigger = bind_sync(calls.delete_trigger)
 
     def events(
         self, trace_id: str, *, after: int = 0, follow: bool = True, live: bool = True

@@ -241,6 +241,8 @@ class EvalTag(Model):
 class Trace(TraceSummary):
     summary: str | None = None
     eval: EvalTag | None = None
+    schedule_id: str | None = None
+    trigger_id: str | None = None
     wait_detail: str = ""
     pending_approvals: list[PendingCall] = Field(default_factory=list)
     cut_off_effects: list[CutOffEffect] = Field(default_factory=list)
@@ -459,3 +461,75 @@ class EvalCheck(Model):
     trace_id: str
     passed: bool
     log: str
+
+
+class Template(Model):
+    """What a schedule or trigger starts: ``kind`` trace or task, ``body`` the create body."""
+
+    kind: str
+    body: dict[str, Any]
+
+
+class Schedule(Model):
+    """A schedule: one of ``cron`` (in ``timezone``), ``every_s`` or ``at``; ``next_run_at``
+    its next tick (RFC 3339, UTC)."""
+
+    schedule_id: str
+    name: str
+    cron: str | None = None
+    timezone: str = "UTC"
+    every_s: float | None = None
+    at: str | None = None
+    template: Template
+    overlap: str
+    catch_up: str
+    paused: bool
+    next_run_at: str | None = None
+    runs_started: int = 0
+    skipped: int = 0
+    last_error: str = ""
+
+
+class ScheduleList(Model):
+    schedules: list[Schedule]
+
+
+class ScheduleRun(Model):
+    run_id: str
+    kind: str
+    tick: str
+    manual: bool = False
+    status: str | None = None
+
+
+class ScheduleRuns(Model):
+    schedule_id: str
+    runs: list[ScheduleRun]
+
+
+class RunStarted(Model):
+    """A run a schedule or trigger started; ``new`` false: a repeat, nothing started."""
+
+    run_id: str
+    kind: str
+    trace_id: str | None = None
+    task_id: str | None = None
+    new: bool
+
+
+class Trigger(Model):
+    """A signed webhook: POST ``url`` (see the README for the signature)."""
+
+    trigger_id: str
+    name: str
+    template: Template
+    url: str
+
+
+class TriggerCreated(Trigger):
+    secret: str
+    """The HMAC key, given only in this answer."""
+
+
+class TriggerList(Model):
+    triggers: list[Trigger]

@@ -156,7 +156,8 @@ class Eraser:
         images, its upload quota's count."""
         removed = await self.erase_workspace([f"images/{owner}", f"quota/uploads/{owner}"])
         below_owner = f"{owner_segment(owner)}.>"
-        for bucket in (self.conn.names.experiences, self.conn.names.evals):
+        names = self.conn.names
+        for bucket in (names.experiences, names.evals, names.schedules):
             removed.entries += await self._purge_bucket(bucket, below_owner)
         return removed
 

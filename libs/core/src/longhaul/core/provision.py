@@ -120,6 +120,7 @@ async def provision(
             ttl_s=NOTIFICATIONS_TTL_S,
             description="notification deliveries, per run",
         ),
+        kv_stream_config(names.schedules, settings, description="schedules and triggers"),
     ]
     for config in buckets:
         await ensure_stream(js, config)

@@ -238,6 +238,10 @@ class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=
     untitled: bool = False
     """The client gave no name: ``name`` is the first message's stand-in until the utility
     model titles the trace (``trace_titled``) when its first run ends."""
+    schedule_id: str | None = None
+    """Set on a run a schedule started (``/api/schedules``)."""
+    trigger_id: str | None = None
+    """Set on a run a signed webhook started (``/api/triggers``)."""
 
 
 class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):
@@ -560,6 +564,10 @@ class TaskCreated(TaskEvent, tag="task_created", kw_only=True, omit_defaults=Tru
     max_tokens: int | None = None
     max_cost: float | None = None
     """Caps on the sum over the task's step traces (exceeded: ``task_failed``, traces stopped)."""
+    schedule_id: str | None = None
+    """Set on a task a schedule started (``/api/schedules``)."""
+    trigger_id: str | None = None
+    """Set on a task a signed webhook started (``/api/triggers``)."""
 
 
 class PlanCreated(TaskEvent, tag="plan_created", kw_only=True, omit_defaults=True):

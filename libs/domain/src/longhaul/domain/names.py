@@ -84,6 +84,11 @@ class Names:
         return self._bucket("lh_notifications")
 
     @property
+    def schedules(self) -> str:
+        """Schedules and triggers, per API key (the gateway's: it runs the ticker)."""
+        return self._bucket("lh_schedules")
+
+    @property
     def artifacts(self) -> str:
         return self._bucket("lh_artifacts")
 

@@ -96,6 +96,7 @@ Bucket = Literal[
     "artifacts",
     "evals",
     "notifications",
+    "schedules",
 ]
 
 BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
@@ -104,6 +105,7 @@ BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     "gateway": (
         "traces", "active", "experiences", "workspace", "checkpoints", "artifacts", "evals",
         "notifications",
+        "schedules",
     ),
     # phase outputs and checkpoints
     "planner": ("workspace", "checkpoints", "artifacts"),

@@ -34,16 +34,19 @@ from longhaul.gateway.routers import (
     openai_compat,
     remote_traces,
     runs,
+    schedules,
     skills,
     tools,
     trace_events,
     traces,
+    triggers,
     viewer,
 )
 from longhaul.gateway.routers.a2a_server import A2ASurface
 from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schedules.ticker import Ticker
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
 from longhaul.llm.telemetry import capture_content
 from nats.aio.subscription import Subscription
@@ -85,6 +88,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         if config.notify:
             notifier = build_notifier(runtime, ctx)
             ctx.spawn(notifier.run(ctx.conn, ctx.shutdown), name="notifier")
+        ticker = Ticker(runtime, schedules.store_of(runtime))
+        ctx.spawn(ticker.run(ctx.shutdown), name="schedules")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
         )
@@ -132,6 +137,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         experiences.router,
         evals.router,
         evals.tasks_router,
+        schedules.router,
+        triggers.router,
         skills.router,
         health.router,
         admin.router,

@@ -195,9 +195,12 @@ def _starting(
     return runtime.quota.starting(runtime.mirror, principal.owner, task_active, task_id)
 
 
-async def create_task(runtime: Runtime, principal: Principal, event: ev.TaskCreated) -> TaskState:
+async def create_task(
+    runtime: Runtime, principal: Principal, event: ev.TaskCreated, task_id: str | None = None
+) -> TaskState:
+    """Start a task (``task_id``: a derived one, as :func:`create_trace`'s)."""
     event = msgspec.structs.replace(event, owner=principal.owner)
-    task_id = new_id("task")
+    task_id = task_id or new_id("task")
     async with _starting(runtime, principal, task_id):
         task: TaskState = await _append_first(runtime, "task", task_id, event)
         return task

@@ -93,6 +93,8 @@ def trace_view(
         summary=state.summary,
         route=_route(state.route),
         eval=None if state.eval is None else msgspec.to_builtins(state.eval),
+        schedule_id=state.schedule_id,
+        trigger_id=state.trigger_id,
         context=ContextView.model_validate(msgspec.to_builtins(state.context))
         if state.context
         else None,
@@ -206,6 +208,8 @@ def task_view(state: TaskState) -> TaskView:
         plan_source=state.plan_source,
         review_reason=state.review_reason,
         route=_route(state.route),
+        schedule_id=state.schedule_id,
+        trigger_id=state.trigger_id,
         max_tokens=state.max_tokens,
         max_cost=state.max_cost,
         replans=list(state.replans),

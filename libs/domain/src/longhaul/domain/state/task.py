@@ -77,6 +77,8 @@ class TaskState(msgspec.Struct, kw_only=True):
     review_reason: str = ""
     """What the reviewer said (with an edit or a refusal)."""
     route: ev.RouteDecision | None = None
+    schedule_id: str | None = None
+    trigger_id: str | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
     step_traces: list[str] = msgspec.field(default_factory=list)
@@ -191,6 +193,8 @@ class TaskState(msgspec.Struct, kw_only=True):
                 self.owner = event.owner
                 self.review = event.review
                 self.route = event.route
+                self.schedule_id = event.schedule_id
+                self.trigger_id = event.trigger_id
                 self.max_tokens = event.max_tokens
                 self.max_cost = event.max_cost
                 self.created_at = event.ts

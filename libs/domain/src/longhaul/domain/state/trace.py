@@ -86,6 +86,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     """Sub-trace level: 0 for a root."""
     max_descendants: int | None = None
     """This trace's share of its root's descendant limit (``None``: the configured one)."""
+    schedule_id: str | None = None
+    """The schedule that started it (``/api/schedules``), or the trigger (below)."""
+    trigger_id: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
 
@@ -357,6 +360,8 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.max_descendants = event.max_descendants
         self.route = event.route
         self.eval = event.eval
+        self.schedule_id = event.schedule_id
+        self.trigger_id = event.trigger_id
         self.uploads_pending = list(event.files)
         self.created_at = event.ts
         self.runs = 1

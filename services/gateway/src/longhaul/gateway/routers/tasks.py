@@ -12,6 +12,7 @@ from longhaul.agent.planning.schema import InvalidPlan, parse_phases
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.events import PhaseSpec
 from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal
@@ -36,10 +37,9 @@ from longhaul.gateway.views import task_view
 from longhaul.llm.registry import check_model_string
 
 
-def _check_phases(request: Request, options: dict[str, Any]) -> None:
+def check_task_options(config: LonghaulConfig, options: dict[str, Any]) -> None:
     """Phases given by the client may name operator checks, never carry commands, and name
     only models a run could use (no script outside models.scripted_dir): else 422."""
-    config = runtime_of(request.app).config
     phases = options.get("phases")
     phases = (
         [phase for phase in phases if isinstance(phase, dict)] if isinstance(phases, list) else []
@@ -61,8 +61,8 @@ def _check_phases(request: Request, options: dict[str, Any]) -> None:
 def _reviewed_phases(request: Request, goal: str, raw: list[dict[str, Any]]) -> list[PhaseSpec]:
     """An edited plan passes every check a model's plan passes (schema, graph, operator
     checks and models, the quality self-check), else 422 ``invalid_plan`` listing them."""
-    _check_phases(request, {"phases": raw})
     config = runtime_of(request.app).config
+    check_task_options(config, {"phases": raw})
     try:
         specs = parse_phases(raw, max_phases=config.pipeline.max_phases)
     except InvalidPlan as exc:
@@ -94,6 +94,20 @@ def _models(options: dict[str, Any], phases: list[dict[str, Any]]) -> list[str]:
     return [model for model in found if isinstance(model, str)]
 
 
+def task_creation(config: LonghaulConfig, body: CreateTaskRequest) -> ev.TaskCreated:
+    """The ``task_created`` event a create body asks for (phases' checks and models checked):
+    the one way every surface (this API, schedules, triggers) starts a task."""
+    check_task_options(config, body.options)
+    return ev.TaskCreated(
+        goal=body.goal,
+        mode=body.mode,
+        options=body.options,
+        review=body.review,
+        max_tokens=body.max_tokens,
+        max_cost=body.max_cost,
+    )
+
+
 def tasks_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["tasks"], responses=ERROR_RESPONSES)
 
@@ -104,16 +118,9 @@ def tasks_router(prefix: str) -> APIRouter:
         response: Response,
         principal: CurrentPrincipal,
     ) -> TaskAccepted:
-        _check_phases(request, body.options)
-        event = ev.TaskCreated(
-            goal=body.goal,
-            mode=body.mode,
-            options=body.options,
-            review=body.review,
-            max_tokens=body.max_tokens,
-            max_cost=body.max_cost,
-        )
-        state = await commands.create_task(runtime_of(request.app), principal, event)
+        runtime = runtime_of(request.app)
+        event = task_creation(runtime.config, body)
+        state = await commands.create_task(runtime, principal, event)
         response.headers["Location"] = f"{prefix}/{state.task_id}"
         return TaskAccepted(
             task_id=state.task_id, status=state.status or "planning", event_id=state.stream_seq

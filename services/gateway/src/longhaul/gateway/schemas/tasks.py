@@ -113,6 +113,8 @@ class TaskView(BaseModel):
     )
     review_reason: str = Field(default="", description="what the reviewer said")
     route: RouteView | None = Field(default=None, description="why POST /api/runs made a task")
+    schedule_id: str | None = Field(default=None, description="the schedule that started it")
+    trigger_id: str | None = Field(default=None, description="the trigger that started it")
     max_tokens: int | None = Field(default=None, description="cap over all its step traces")
     max_cost: float | None = Field(default=None, description="cap over all its step traces")
     replans: list[str] = Field(default_factory=list)

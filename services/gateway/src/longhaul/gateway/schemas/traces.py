@@ -450,6 +450,12 @@ class TraceView(TraceSummary):
     eval: EvalTagView | None = Field(
         default=None, description="the eval run this trace is one run of (GET /api/evals/{id})"
     )
+    schedule_id: str | None = Field(
+        default=None, description="the schedule that started it (GET /api/schedules/{id})"
+    )
+    trigger_id: str | None = Field(
+        default=None, description="the trigger whose signed webhook started it"
+    )
     fault_log: list[FaultView] = Field(
         default_factory=list, description="the skipped events, latest 50"
     )

@@ -1,9 +1,10 @@
 // The run viewer's entry point: hash routes (#/, #/traces/<id>, #/tasks, #/tasks/<id>,
-// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>) and the API key box. No build step: plain ES modules served by the gateway.
+// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>, #/schedules) and the API key box. No build step: plain ES modules served by the gateway.
 import { api, apiKey, setApiKey } from "./api.js";
 import { showError } from "./dom.js";
 import { comparePage, evalListPage, evalPage } from "./evals.js";
 import { listPage } from "./list.js";
+import { scheduleListPage } from "./schedules.js";
 import { taskListPage, taskPage } from "./tasks.js";
 import { tracePage } from "./trace.js";
 
@@ -23,6 +24,7 @@ function route() {
   else if (parts[0] === "evals" && parts[2] === "vs" && parts[3]) leave = comparePage(view, parts[1], parts[3]);
   else if (parts[0] === "evals" && parts[1]) leave = evalPage(view, parts[1]);
   else if (parts[0] === "evals") leave = evalListPage(view);
+  else if (parts[0] === "schedules") leave = scheduleListPage(view);
   else if (parts.length === 1 && parts[0].startsWith("t_")) { location.replace("#/traces/" + parts[0]); return; }
   else leave = listPage(view, params);
 }

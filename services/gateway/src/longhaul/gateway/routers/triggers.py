@@ -1,0 +1,146 @@
+"""``/api/triggers``: a signed webhook that starts a run from a template.
+
+Who owns a trigger: the key that created it; it is filed under that key's owner in
+``lh_schedules`` and listed, shown and deleted only by it (another key's id: 404). The
+webhook carries no API key, so its URL names the trigger by id (``trg_`` + 128 random bits),
+not by name: names are unique only within a key, so two keys may both have a ``deploy``
+trigger without meeting, and no request can learn whether another key's name exists. The id
+only finds the trigger; the signature (HMAC-SHA256 with the secret given once at creation)
+is what lets a request start a run.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request
+from longhaul.gateway.auth import CurrentPrincipal, Principal, enforce_rate_limit
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
+from longhaul.gateway.routers.schedules import store_of
+from longhaul.gateway.runtime import runtime_of
+from longhaul.gateway.schedules import payload, signing, starting
+from longhaul.gateway.schedules.records import TriggerRecord
+from longhaul.gateway.schedules.store import TRIGGER_PREFIX
+from longhaul.gateway.schedules.views import started_view, trigger_view
+from longhaul.gateway.schemas.schedules import (
+    CreateTriggerRequest,
+    RunStarted,
+    TriggerCreated,
+    TriggerList,
+    TriggerView,
+)
+
+router = APIRouter(prefix="/api/triggers", tags=["triggers"], responses=ERROR_RESPONSES)
+
+MAX_WEBHOOK_BYTES = 64 * 1024
+MAX_PER_KEY = 1000
+
+
+@router.post("", status_code=201, response_model=TriggerCreated, summary="Create a trigger")
+async def create_trigger(
+    body: CreateTriggerRequest, request: Request, principal: CurrentPrincipal
+) -> TriggerCreated:
+    """The answer holds the secret; it is never shown again."""
+    runtime = runtime_of(request.app)
+    template = await starting.checked(runtime, principal, body.template)
+    store = store_of(runtime)
+    async with runtime.nats_call():
+        known = await store.triggers(principal.owner)
+        if any(trigger.name == body.name for trigger in known):
+            raise ApiError(409, "conflict", f"you already have a trigger named {body.name}")
+        if len(known) >= MAX_PER_KEY:
+            raise ApiError(409, "conflict", f"a key has at most {MAX_PER_KEY} triggers")
+        record = TriggerRecord(
+            trigger_id=f"{TRIGGER_PREFIX}_{secrets.token_hex(16)}",
+            owner=principal.owner,
+            name=body.name,
+            template=template,
+            secret="whsec_" + secrets.token_urlsafe(32),
+            created_at=time.time(),
+        )
+        await store.create_trigger(record)
+    view = trigger_view(record)
+    return TriggerCreated(**view.model_dump(), secret=record.secret)
+
+
+@router.get("", response_model=TriggerList, summary="Your triggers (without secrets)")
+async def list_triggers(request: Request, principal: CurrentPrincipal) -> TriggerList:
+    runtime = runtime_of(request.app)
+    async with runtime.nats_call():
+        records = await store_of(runtime).triggers(principal.owner)
+    return TriggerList(triggers=[trigger_view(record) for record in records])
+
+
+async def _owned(request: Request, principal: Principal, trigger_id: str) -> TriggerRecord:
+    runtime = runtime_of(request.app)
+    async with runtime.nats_call():
+        record = await store_of(runtime).trigger(trigger_id, principal.owner)
+    if record is None:
+        raise not_found("trigger", trigger_id[:64])
+    return record
+
+
+@router.get("/{trigger_id}", response_model=TriggerView, summary="One trigger")
+async def get_trigger(
+    trigger_id: str, request: Request, principal: CurrentPrincipal
+) -> TriggerView:
+    return trigger_view(await _owned(request, principal, trigger_id))
+
+
+@router.delete("/{trigger_id}", summary="Delete a trigger (its runs stay)")
+async def delete_trigger(
+    trigger_id: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    await _owned(request, principal, trigger_id)
+    runtime = runtime_of(request.app)
+    async with runtime.nats_call():
+        await store_of(runtime).delete_trigger(principal.owner, trigger_id)
+    return {"trigger_id": trigger_id, "deleted": True}
+
+
+@router.post(
+    "/{trigger_id}",
+    status_code=202,
+    response_model=RunStarted,
+    summary="The signed webhook: start the trigger's run (no API key; the signature instead)",
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": {}}}}},
+)
+async def fire_trigger(
+    trigger_id: str,
+    request: Request,
+    x_longhaul_timestamp: Annotated[str | None, Header(alias="X-Longhaul-Timestamp")] = None,
+    x_longhaul_signature: Annotated[str | None, Header(alias="X-Longhaul-Signature")] = None,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", pattern=r"^[!-~]{1,255}$")
+    ] = None,
+) -> RunStarted:
+    """Headers ``X-Longhaul-Timestamp`` (Unix seconds, within 5 minutes) and
+    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``; the JSON
+    body fills the template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``,
+    else the same signed request) answers the first run and starts nothing."""
+    runtime = runtime_of(request.app)
+    raw = await request.body()
+    if len(raw) > MAX_WEBHOOK_BYTES:
+        raise ApiError(
+            413, "body_too_large", f"a webhook body is at most {MAX_WEBHOOK_BYTES} bytes"
+        )
+    async with runtime.nats_call():
+        trigger = await store_of(runtime).trigger(trigger_id)
+    if trigger is None:
+        raise not_found("trigger", trigger_id[:64])
+    signing.verify(trigger.secret, x_longhaul_timestamp, x_longhaul_signature, raw, time.time())
+    enforce_rate_limit(runtime.limiter, Principal(owner=trigger.owner))
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ApiError(400, "malformed_json", "the webhook body is not JSON") from None
+    template = payload.render(trigger.template, data)
+    cause = ("key", idempotency_key) if idempotency_key else ("signed", str(x_longhaul_signature))
+    run_id = starting.derived_run_id(template.kind, trigger.trigger_id, *cause)
+    started = await starting.start(
+        runtime, trigger.owner, template, run_id, trigger_id=trigger.trigger_id
+    )
+    return started_view(started.run_id, started.kind, started.new)

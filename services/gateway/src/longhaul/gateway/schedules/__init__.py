@@ -1,0 +1,1 @@
+"""Runs that start themselves: schedules (cron, interval, one-off) and signed webhooks."""

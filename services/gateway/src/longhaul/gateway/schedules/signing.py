@@ -1,0 +1,41 @@
+"""The webhook signature: ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of
+"<timestamp>.<raw body>">`` with the trigger's secret, ``X-Longhaul-Timestamp`` in Unix
+seconds. The timestamp is inside what is signed, so an old request cannot be re-dated; one
+replayed within the window names the same run (``routers/triggers``) and starts nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+from longhaul.gateway.errors import ApiError
+
+TOLERANCE_S = 300
+PREFIX = "sha256="
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """The header value a sender computes (also what the README's example does)."""
+    mac = hmac.new(secret.encode(), timestamp.encode() + b"." + body, hashlib.sha256)
+    return PREFIX + mac.hexdigest()
+
+
+def verify(secret: str, timestamp: str | None, sent: str | None, body: bytes, now: float) -> None:
+    """Refuse (401) a missing, stale or wrong signature."""
+    if not timestamp or not sent:
+        raise ApiError(
+            401,
+            "invalid_signature",
+            "send X-Longhaul-Timestamp and X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "
+            '"<timestamp>.<raw body>" with the trigger\'s secret>',
+        )
+    if not timestamp.isascii() or not timestamp.isdigit() or len(timestamp) > 12:
+        raise ApiError(401, "stale_timestamp", "X-Longhaul-Timestamp must be Unix seconds")
+    if abs(now - int(timestamp)) > TOLERANCE_S:
+        raise ApiError(
+            401,
+            "stale_timestamp",
+            f"X-Longhaul-Timestamp is more than {TOLERANCE_S} s away from the gateway's clock",
+        )
+    if not hmac.compare_digest(signature(secret, timestamp, body).encode(), sent.encode()):
+        raise ApiError(401, "invalid_signature", "the signature does not match the body")

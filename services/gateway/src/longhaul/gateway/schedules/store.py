@@ -1,0 +1,122 @@
+"""The ``lh_schedules`` bucket (keys in ``records``): compare-and-set writes, listings by
+key pattern."""
+
+from __future__ import annotations
+
+import msgspec
+from longhaul.core.connection import Connection
+from longhaul.core.experiences import owner_segment
+from longhaul.core.kvscan import current_entries
+from longhaul.domain.ids import is_valid_id
+from longhaul.gateway.schedules.records import ScheduleRecord, TriggerRecord
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.kv import KeyValue
+
+SCHEDULE_PREFIX = "sched"
+TRIGGER_PREFIX = "trg"
+
+
+class StaleRecord(Exception):
+    """Another writer changed the entry since it was read."""
+
+
+class ScheduleStore:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    async def _kv(self) -> KeyValue:
+        return await self.conn.kv(self.conn.names.schedules)
+
+    @staticmethod
+    def _key(owner: str | None, kind: str, identifier: str) -> str:
+        if not is_valid_id(identifier):
+            raise ValueError(f"invalid id {identifier!r}")
+        return f"{owner_segment(owner)}.{kind}.{identifier}"
+
+    # -- schedules -------------------------------------------------------------------------
+
+    async def create(self, record: ScheduleRecord) -> None:
+        kv = await self._kv()
+        key = self._key(record.owner, SCHEDULE_PREFIX, record.schedule_id)
+        await kv.create(key, msgspec.json.encode(record))
+
+    async def get(self, owner: str, schedule_id: str) -> tuple[ScheduleRecord, int] | None:
+        """The schedule and its revision, or ``None`` (unknown, or another key's)."""
+        if not is_valid_id(schedule_id, SCHEDULE_PREFIX):
+            return None
+        kv = await self._kv()
+        try:
+            entry = await kv.get(self._key(owner, SCHEDULE_PREFIX, schedule_id))
+        except KeyNotFoundError:
+            return None
+        if not entry.value or entry.revision is None:
+            return None
+        return msgspec.json.decode(entry.value, type=ScheduleRecord), entry.revision
+
+    async def update(self, record: ScheduleRecord, revision: int) -> int:
+        """Write ``record`` if the entry is still at ``revision``; its new revision."""
+        kv = await self._kv()
+        key = self._key(record.owner, SCHEDULE_PREFIX, record.schedule_id)
+        try:
+            return int(await kv.update(key, msgspec.json.encode(record), last=revision))
+        except KeyWrongLastSequenceError as exc:
+            raise StaleRecord(record.schedule_id) from exc
+
+    async def delete(self, owner: str, schedule_id: str) -> None:
+        kv = await self._kv()
+        await kv.purge(self._key(owner, SCHEDULE_PREFIX, schedule_id))
+
+    async def owned(self, owner: str) -> list[ScheduleRecord]:
+        """Every schedule of ``owner``, newest first (ids are ULIDs)."""
+        return sorted(
+            (
+                record
+                for record, _ in await self._scan(f"{owner_segment(owner)}.{SCHEDULE_PREFIX}.*")
+            ),
+            key=lambda r: r.schedule_id,
+            reverse=True,
+        )
+
+    async def every(self) -> list[tuple[ScheduleRecord, int]]:
+        """Every key's schedules with their revisions: what the ticker looks at."""
+        return await self._scan(f"*.{SCHEDULE_PREFIX}.*")
+
+    async def _scan(self, pattern: str) -> list[tuple[ScheduleRecord, int]]:
+        kv = await self._kv()
+        return [
+            (msgspec.json.decode(entry.value or b"", type=ScheduleRecord), entry.revision or 0)
+            for entry in await current_entries(kv, pattern)
+        ]
+
+    # -- triggers --------------------------------------------------------------------------
+
+    async def create_trigger(self, record: TriggerRecord) -> None:
+        kv = await self._kv()
+        key = self._key(record.owner, TRIGGER_PREFIX, record.trigger_id)
+        await kv.create(key, msgspec.json.encode(record))
+
+    async def triggers(self, owner: str) -> list[TriggerRecord]:
+        kv = await self._kv()
+        entries = await current_entries(kv, f"{owner_segment(owner)}.{TRIGGER_PREFIX}.*")
+        records = [msgspec.json.decode(e.value or b"", type=TriggerRecord) for e in entries]
+        return sorted(records, key=lambda r: r.created_at, reverse=True)
+
+    async def trigger(self, trigger_id: str, owner: str | None = None) -> TriggerRecord | None:
+        """A trigger by id: the owner's, or (the webhook, which has no key) whoever's it is.
+        Ids carry 128 random bits, so only who was given one can name it."""
+        if not is_valid_id(trigger_id, TRIGGER_PREFIX):
+            return None
+        kv = await self._kv()
+        pattern = (
+            self._key(owner, TRIGGER_PREFIX, trigger_id)
+            if owner
+            else f"*.{TRIGGER_PREFIX}.{trigger_id}"
+        )
+        entries = await current_entries(kv, pattern)
+        if len(entries) != 1:
+            return None
+        return msgspec.json.decode(entries[0].value or b"", type=TriggerRecord)
+
+    async def delete_trigger(self, owner: str, trigger_id: str) -> None:
+        kv = await self._kv()
+        await kv.purge(self._key(owner, TRIGGER_PREFIX, trigger_id))

@@ -1,0 +1,188 @@
+"""The ticker: every gateway looks at every schedule and starts the runs that are due.
+
+Why the gateway: starting a run is its job (the body's checks, image offload, the per-key
+active cap, the index mirror), so a scheduled run starts through the one path an API call
+takes. Why every gateway, with no lease: exactly-once per tick does not rest on who ticks but
+on the run's id, derived from (schedule, tick), and on the log's exclusive create. A gateway
+killed between starting a run and moving the schedule's cursor leaves the tick due; whoever
+looks next finds the run already started and only moves the cursor. A crash before the start
+leaves the tick due too, so it is started later: never zero, never two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+
+import msgspec
+from longhaul.gateway.errors import ApiError
+from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schedules import policy, starting
+from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord
+from longhaul.gateway.schedules.store import ScheduleStore, StaleRecord
+from longhaul.gateway.schedules.timing import rfc3339
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5
+"""Longest sleep between two looks (a new or changed schedule is seen within it)."""
+
+
+def now_ms() -> int:
+    return round(time.time() * 1000)
+
+
+def tick_run_id(record: ScheduleRecord, tick_ms: int) -> str:
+    return starting.derived_run_id(record.template.kind, record.schedule_id, str(tick_ms))
+
+
+class Ticker:
+    def __init__(self, runtime: Runtime, store: ScheduleStore) -> None:
+        self.runtime = runtime
+        self.store = store
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Until ``stop``: look, start what is due, sleep until the next tick (or POLL_S)."""
+        while not stop.is_set():
+            wake = POLL_S
+            try:
+                wake = await self.look()
+            except ApiError as exc:  # NATS away: look again shortly
+                log.warning("schedule ticker pass failed: %s", exc.message)
+            except Exception:  # a bug: log it and look again
+                log.exception("schedule ticker pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=wake)
+
+    async def look(self) -> float:
+        """One pass; returns how long to sleep."""
+        earliest = time.time() + POLL_S
+        async with self.runtime.nats_call():
+            schedules = await self.store.every()
+        for found in schedules:
+            try:
+                earliest = min(earliest, await self._catch_up(*found))
+            except ApiError as exc:  # broker trouble: this schedule waits for the next pass
+                log.warning("schedule %s not ticked: %s", found[0].schedule_id, exc.message)
+            except Exception:  # a bug or a broken record must not stop the other schedules
+                log.exception("schedule %s not ticked", found[0].schedule_id)
+        return max(0.01, earliest - time.time())
+
+    async def _catch_up(self, record: ScheduleRecord, revision: int) -> float:
+        """Start what is due of one schedule (missed ticks of ``catch_up: all`` one after
+        another); returns when it is due next (epoch seconds, ``inf``: not ticking)."""
+        for _ in range(policy.MAX_CATCH_UP + 1):
+            if record.paused or record.next_tick_ms is None:
+                break
+            if record.next_tick_ms > now_ms():
+                return record.next_tick_ms / 1000
+            moved = await self.handle(record, revision)
+            if moved is None:
+                break
+            record, revision = moved
+        return math.inf
+
+    async def handle(
+        self, record: ScheduleRecord, revision: int
+    ) -> tuple[ScheduleRecord, int] | None:
+        """Act on a schedule whose cursor is due: one run at most per call. Returns the
+        schedule as it saved it (``None``: nothing saved, look again next pass)."""
+        assert record.next_tick_ms is not None
+        timing = record.timing()
+        now = now_ms()
+        due = timing.due(record.next_tick_ms, now, policy.MAX_CATCH_UP)
+        if not due:
+            return await self._save(record, revision, cursor=timing.first_after(now))
+
+        def decide(busy: bool) -> policy.Step:
+            return policy.step(
+                due,
+                catch_up=record.catch_up,
+                overlap=record.overlap,
+                busy=busy,
+                now=now,
+                after=timing.first_after,
+            )
+
+        plan = decide(busy=False)
+        # a run a crash (or another gateway) already started is recorded, whatever overlap says
+        again = plan.fire is not None and await self._already_started(record, plan.fire)
+        if not again and record.overlap != "allow" and await self._busy(record):
+            plan = decide(busy=True)
+        if plan.wait:
+            return None
+        error = ""
+        run = None
+        if plan.fire is not None:
+            run_id = tick_run_id(record, plan.fire)
+            try:
+                started = await starting.start(
+                    self.runtime,
+                    record.owner,
+                    record.template,
+                    run_id,
+                    schedule_id=record.schedule_id,
+                )
+            except ApiError as exc:
+                if exc.status >= 500 or exc.code == "concurrent_update":
+                    return None  # the tick stays due: tried again on the next pass
+                error = f"{rfc3339(plan.fire)}: {exc.code}: {exc.message}"
+                log.warning("schedule %s could not start its run: %s", record.schedule_id, error)
+            else:
+                run = ScheduledRun(
+                    run_id=started.run_id,
+                    kind=record.template.kind,
+                    tick_ms=plan.fire,
+                    started_at=time.time(),
+                )
+        return await self._save(
+            record, revision, cursor=plan.cursor, run=run, skipped=plan.skipped, error=error
+        )
+
+    async def _already_started(self, record: ScheduleRecord, tick_ms: int) -> bool:
+        run_id = tick_run_id(record, tick_ms)
+        if any(known.run_id == run_id for known in record.runs):
+            return True
+        try:
+            return await starting.started_before(
+                self.runtime, record.owner, record.template.kind, run_id
+            )
+        except ApiError:
+            return False
+
+    async def _busy(self, record: ScheduleRecord) -> bool:
+        """Whether the schedule's latest run is still going (running or waiting)."""
+        if not record.runs:
+            return False
+        last = record.runs[-1]
+        repository = self.runtime.traces if last.kind == "trace" else self.runtime.tasks
+        async with self.runtime.nats_call():
+            state = await repository.load(last.run_id)
+        return bool(state.exists and not state.is_final)
+
+    async def _save(
+        self,
+        record: ScheduleRecord,
+        revision: int,
+        *,
+        cursor: int | None,
+        run: ScheduledRun | None = None,
+        skipped: int = 0,
+        error: str = "",
+    ) -> tuple[ScheduleRecord, int] | None:
+        changed = msgspec.structs.replace(
+            record,
+            next_tick_ms=cursor,
+            runs=record.with_run(run) if run else record.runs,
+            skipped=record.skipped + skipped,
+            last_error=error if error or run else record.last_error,
+        )
+        try:
+            async with self.runtime.nats_call():
+                return changed, await self.store.update(changed, revision)
+        except StaleRecord:
+            log.debug("schedule %s changed meanwhile; looked at again", record.schedule_id)
+            return None
