@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
+from longhaul.domain.approval_rules import ApprovalConfig
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -309,6 +310,8 @@ class PipelineConfig(BaseModel):
     context_hooks: list[str] = Field(default_factory=list)
     """Context hooks (``package.module:function`` or an entry point of the
     ``longhaul.context_hooks`` group) called on each context injection."""
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    """Risk rules for tool approval and wait deadlines (``longhaul.domain.approval_rules``)."""
 
 
 class SandboxConfig(BaseModel):

@@ -36,6 +36,7 @@ from longhaul.gateway.routers import (
     trace_events,
     traces,
     viewer,
+    waiting,
 )
 from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
@@ -115,6 +116,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         trace_events.router,
         runs.router,
         inbox.router,
+        waiting.router,
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
         info.router,

@@ -27,12 +27,30 @@ class Wait(msgspec.Struct, kw_only=True):
     human_reply: str | None = None
     interrupted: WaitReason | None = None
     """A message with ``wake`` broke this wait: the next turn answers the waiting call."""
+    since: float = 0.0
+    """When the wait began (its ``waiting`` event's time): the inbox is oldest first."""
+    deadline: float | None = None
+    on_deadline: ev.DeadlineAction | None = None
 
-    def begin(self, reason: WaitReason, detail: str, tool_call_id: str | None = None) -> None:
+    def begin(
+        self,
+        reason: WaitReason,
+        detail: str,
+        tool_call_id: str | None = None,
+        *,
+        since: float = 0.0,
+    ) -> None:
         self.reason, self.detail, self.tool_call_id = reason, detail, tool_call_id
+        self.since, self.deadline, self.on_deadline = since, None, None
+
+    def begin_timed(self, event: ev.Waiting) -> None:
+        """A ``waiting`` event's wait, with its deadline."""
+        self.begin(event.reason, event.detail, event.tool_call_id, since=event.ts)
+        self.deadline, self.on_deadline = event.deadline, event.on_deadline
 
     def end(self) -> None:
         self.reason, self.detail = None, ""
+        self.deadline, self.on_deadline = None, None
 
     def on_tool_result(self, tool_call_id: str | None) -> None:
         if tool_call_id == self.tool_call_id:
@@ -54,6 +72,10 @@ class Approvals(msgspec.Struct, kw_only=True):
                 f"tool call {event.tool_call_id} of trace {trace_id} does not wait for "
                 f"approval (waiting: {waiting})",
                 code="conflict",
+            )
+        if event.arguments is not None and not event.approved:
+            raise InvalidTransition(
+                "edited arguments come with approved true (they are what runs)", code="conflict"
             )
 
     def decide(self, event: ev.ToolDecided) -> bool:
