@@ -7,7 +7,7 @@ import pytest
 from longhaul.client import models
 from longhaul.gateway.routers import evals, experiences, files
 from longhaul.gateway.routers.info import Info
-from longhaul.gateway.schemas import runs, tasks, traces
+from longhaul.gateway.schemas import runs, tasks, traces, waiting
 from pydantic import BaseModel
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
@@ -53,6 +53,9 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Eval, evals.EvalView),
     (models.EvalList, evals.EvalList),
     (models.EvalCheck, evals.CheckView),
+    (models.InboxPhase, waiting.PlanPhaseView),
+    (models.InboxItem, waiting.InboxItem),
+    (models.Inbox, waiting.InboxView),
 ]
 
 

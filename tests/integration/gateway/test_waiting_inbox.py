@@ -22,6 +22,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import owner_id
 
+from tests.integration.cli.harness import longhaul
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (
     KEY_A,
@@ -142,10 +143,14 @@ async def test_the_inbox_lists_each_keys_waits_and_answers_them_in_place(
         assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_arguments"
         before = len(await logged(keyed, approval))
         edited = {"command": "echo edited > out.txt"}
-        ok = await a.post(
-            approve, json={"tool_call_id": "c_rm", "approved": True, "arguments": edited}
+        cli = ("--api-key", KEY_A, "inbox")
+        listed = await longhaul(*cli, url=keyed.url)
+        assert listed.code == 0 and "Which colour?" in listed.stdout, listed.output
+        assert f"longhaul inbox approve|deny {approval} c_rm" in listed.stdout
+        ok = await longhaul(
+            *cli, "approve", approval, "c_rm", "-a", json.dumps(edited), url=keyed.url
         )
-        assert ok.status_code == 202, ok.text
+        assert ok.code == 0 and "accepted" in ok.stdout, ok.output
         assert (
             await a.post(f"/api/traces/{question}/reply", json={"content": "red"})
         ).status_code == 202

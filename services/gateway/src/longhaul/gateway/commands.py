@@ -161,10 +161,7 @@ async def append_to_trace(
     """Append ``build(state)`` to a trace the caller owns; returns the state after it."""
     state = await access.owned_trace(runtime, principal, trace_id)
     if not state.is_final:
-        state, recorded = await _append_checked(runtime, "trace", trace_id, state, build)
-        # read-your-writes: an answered wait leaves this gateway's inbox at once
-        runtime.mirror.put(TraceIndexEntry.from_state(state))
-        return state, recorded
+        return await _append_checked(runtime, "trace", trace_id, state, build)
     # A request on an ended trace starts a new run: it counts against the key's cap.
     async with _starting(runtime, principal):
         state, recorded = await _append_checked(runtime, "trace", trace_id, state, build)

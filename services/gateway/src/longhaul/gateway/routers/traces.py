@@ -76,9 +76,10 @@ async def _steer(
     build: Callable[[TraceState], ev.TraceEvent],
 ) -> Accepted:
     """Append the request ``build`` makes from the trace's fold (checked against it)."""
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, build
-    )
+    runtime = runtime_of(request.app)
+    state, recorded = await commands.append_to_trace(runtime, principal, trace_id, build)
+    # read-your-writes: an answered wait leaves this gateway's inbox at once
+    runtime.mirror.put(TraceIndexEntry.from_state(state))
     return _accepted(state, recorded.seq)
 
 
