@@ -1,8 +1,9 @@
 // The run viewer's entry point: hash routes (#/, #/traces/<id>, #/tasks, #/tasks/<id>,
-// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>) and the API key box. No build step: plain ES modules served by the gateway.
+// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>, #/inbox) and the API key box. No build step: plain ES modules served by the gateway.
 import { api, apiKey, setApiKey } from "./api.js";
 import { showError } from "./dom.js";
 import { comparePage, evalListPage, evalPage } from "./evals.js";
+import { inboxPage, refreshCount, watchCount } from "./inbox.js";
 import { listPage } from "./list.js";
 import { taskListPage, taskPage } from "./tasks.js";
 import { tracePage } from "./trace.js";
@@ -12,6 +13,7 @@ let leave = null;
 function route() {
   if (leave) leave();
   showError(null);
+  refreshCount();
   const view = document.getElementById("view");
   const hash = location.hash.replace(/^#\/?/, "");
   const [path, query] = hash.split("?");
@@ -23,6 +25,7 @@ function route() {
   else if (parts[0] === "evals" && parts[2] === "vs" && parts[3]) leave = comparePage(view, parts[1], parts[3]);
   else if (parts[0] === "evals" && parts[1]) leave = evalPage(view, parts[1]);
   else if (parts[0] === "evals") leave = evalListPage(view);
+  else if (parts[0] === "inbox") leave = inboxPage(view);
   else if (parts.length === 1 && parts[0].startsWith("t_")) { location.replace("#/traces/" + parts[0]); return; }
   else leave = listPage(view, params);
 }
@@ -42,6 +45,7 @@ function init() {
   window.addEventListener("hashchange", route);
   loadInfo();
   route();
+  watchCount();
 }
 
 init();
