@@ -37,9 +37,10 @@ def _arguments(text: str, truncated: bool) -> object:
 def trace_items(mirror: IndexMirror, owner: str) -> list[InboxItem]:
     """The caller's traces waiting on a person: one item per question, one per pending call."""
     items: list[InboxItem] = []
-    for entry in list(mirror.entries.values()):
+    for trace_id in list(mirror.waiting_on_people):
+        entry = mirror.entries[trace_id]
         wait = entry.person_wait
-        if wait is None or entry.status != "waiting" or mirror.owner_of(entry) != owner:
+        if wait is None or mirror.owner_of(entry) != owner:
             continue
         common = {
             "trace_id": entry.trace_id,
