@@ -65,10 +65,15 @@ def inbox_table(items: list[InboxItem]) -> Table:
 
 
 @app.callback(invoke_without_command=True)
-def show(ctx: typer.Context) -> None:
+def inbox(ctx: typer.Context) -> None:
+    """Without a command: the list (``longhaul inbox ls``)."""
+    if ctx.invoked_subcommand is None:
+        list_inbox(ctx)
+
+
+@app.command("ls")
+def list_inbox(ctx: typer.Context) -> None:
     """Every question, approval and plan review waiting for you, oldest first."""
-    if ctx.invoked_subcommand is not None:
-        return
 
     async def command(client: AsyncClient) -> None:
         inbox = await client.inbox()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from longhaul.core.connection import Connection
-from longhaul.domain.events import Totals
+from longhaul.domain.events import DeadlineAction, Totals
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.trace import FINAL_STATUSES
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
@@ -50,7 +50,7 @@ class PersonWait(msgspec.Struct, kw_only=True, omit_defaults=True):
     truncated: bool = False
     calls: list[PendingCallEntry] = msgspec.field(default_factory=list)
     deadline: float | None = None
-    on_deadline: str | None = None
+    on_deadline: DeadlineAction | None = None
 
     @classmethod
     def of(cls, state: TraceState) -> PersonWait | None:

@@ -42,29 +42,29 @@ def trace_items(mirror: IndexMirror, owner: str) -> list[InboxItem]:
         wait = entry.person_wait
         if wait is None or mirror.owner_of(entry) != owner:
             continue
-        common = {
-            "trace_id": entry.trace_id,
-            "task_id": entry.task_id,
-            "since": wait.since,
-            "name": entry.name,
-            "deadline": wait.deadline,
-            "on_deadline": wait.on_deadline,
-        }
+        base = InboxItem(
+            kind="question",
+            trace_id=entry.trace_id,
+            task_id=entry.task_id,
+            since=wait.since,
+            name=entry.name,
+            deadline=wait.deadline,
+            on_deadline=wait.on_deadline,
+        )
         if entry.wait_reason == "human":
             items.append(
-                InboxItem(
-                    kind="question", question=wait.question, truncated=wait.truncated, **common
-                )
+                base.model_copy(update={"question": wait.question, "truncated": wait.truncated})
             )
         items.extend(
-            InboxItem(
-                kind="approval",
-                tool_call_id=call.tool_call_id,
-                tool=call.name,
-                arguments=_arguments(call.arguments, call.truncated),
-                truncated=call.truncated,
-                outcome_unknown=call.outcome_unknown,
-                **common,
+            base.model_copy(
+                update={
+                    "kind": "approval",
+                    "tool_call_id": call.tool_call_id,
+                    "tool": call.name,
+                    "arguments": _arguments(call.arguments, call.truncated),
+                    "truncated": call.truncated,
+                    "outcome_unknown": call.outcome_unknown,
+                }
             )
             for call in wait.calls
         )
