@@ -24,18 +24,24 @@ def _invalid(message: str, details: Any = None) -> ApiError:
     return ApiError(422, "invalid_arguments", message, details=details)
 
 
+async def recorded_context(runtime: Runtime, state: TraceState) -> dict[str, Any] | None:
+    """What the trace's model was shown (system prompt, tool schemas, …); None when no
+    context is recorded yet or it is not stored."""
+    if state.context is None:
+        return None
+    async with runtime.nats_call():
+        entry = await runtime.service.workspace.get(f"context/{state.context.hash}")
+    return None if entry is None else dict(msgspec.json.decode(entry.value))
+
+
 async def tool_schema(runtime: Runtime, state: TraceState, tool_call_id: str) -> dict[str, Any]:
     """The JSON schema of the tool the pending call names, as the trace recorded it."""
     call = next((c for c in state.unanswered_tool_calls() if c.id == tool_call_id), None)
     if call is None or tool_call_id not in state.approval_pending:
         raise ApiError(409, "conflict", f"tool call {tool_call_id} does not wait for approval")
-    if state.context is None:
+    context = await recorded_context(runtime, state)
+    if context is None:
         raise ApiError(409, "conflict", f"trace {state.trace_id} has recorded no tool schemas")
-    async with runtime.nats_call():
-        entry = await runtime.service.workspace.get(f"context/{state.context.hash}")
-    if entry is None:
-        raise ApiError(409, "conflict", f"context {state.context.hash} is not stored")
-    context = msgspec.json.decode(entry.value)
     for spec in context.get("tools", []):
         if spec.get("name") == call.function.name:
             return dict(spec.get("parameters") or {"type": "object"})

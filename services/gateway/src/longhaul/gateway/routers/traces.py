@@ -21,7 +21,7 @@ from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
 from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal, Principal
-from longhaul.gateway.edited_calls import check_edited_arguments
+from longhaul.gateway.edited_calls import check_edited_arguments, recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime, runtime_of
@@ -326,13 +326,9 @@ async def get_context(
 ) -> dict[str, Any]:
     runtime = runtime_of(request.app)
     state = await access.owned_trace(runtime, principal, trace_id)
-    if state.context is None:
-        raise ApiError(404, "not_found", f"trace {trace_id} has not recorded a context yet")
-    async with runtime.nats_call():
-        entry = await runtime.service.workspace.get(f"context/{state.context.hash}")
-    if entry is None:
-        raise ApiError(404, "not_found", f"context {state.context.hash} is not stored")
-    body: dict[str, Any] = msgspec.json.decode(entry.value)
+    body = await recorded_context(runtime, state)
+    if state.context is None or body is None:
+        raise ApiError(404, "not_found", f"trace {trace_id} has no recorded context (yet)")
     return {"hash": state.context.hash, **body}
 
 
