@@ -17,7 +17,7 @@ from longhaul.domain.state import TaskState
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.mirror import IndexMirror
-from longhaul.gateway.plan_reviews import awaiting_review
+from longhaul.gateway.plan_reviews import PlanReviews
 from longhaul.gateway.routers.traces import ready_mirror
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.waiting import InboxItem, InboxView, PlanPhaseView
@@ -100,6 +100,9 @@ async def list_inbox(request: Request, principal: CurrentPrincipal) -> InboxView
     runtime = runtime_of(request.app)
     mirror = await ready_mirror(runtime)
     items = trace_items(mirror, principal.owner)
-    items += [plan_item(task) for task in await awaiting_review(runtime, principal.owner)]
+    reviews = getattr(request.app.state, "plan_reviews", None)
+    if reviews is None:
+        reviews = request.app.state.plan_reviews = PlanReviews()
+    items += [plan_item(task) for task in await reviews.awaiting(runtime, principal.owner)]
     items.sort(key=lambda item: (item.since, item.trace_id or item.task_id or ""))
     return InboxView(items=items, count=len(items))
