@@ -79,35 +79,40 @@ class ToolApproval(Middleware):
     ) -> ToolReply:
         if not turn.state.config.auto_execute_tools and invocation.name != ASK_HUMAN:
             return _client_result(turn, invocation)
-        effect = turn.state.ledger.get(invocation.call.id)
-        if effect is not None:  # it acted before a crash: the ledger resumes it (engine.effects)
-            return await _cut_off(invocation, effect, call_next)
-        wait = approval_wait(turn, invocation)
-        if wait is None:
-            return await call_next(invocation)
-        decision = turn.state.tool_decisions.get(invocation.call.id)
-        if decision is None:
-            return wait
-        if decision.approved and decision.arguments is not None:
-            return await _edited(invocation, decision, call_next)
-        if decision.approved:
-            return await call_next(invocation)
-        return failure(
-            "tool_denied",
-            f"A person denied this {invocation.name} call{_why(decision)}. Do not call it "
-            "again unless asked to; continue another way or explain what you could not do.",
-        )
+        edited = turn.state.approvals.edited.get(invocation.call.id)
+        if edited is None:
+            return await _gate(turn, invocation, call_next)
+        return await _edited(turn, invocation, edited, call_next)
+
+
+async def _gate(turn: Turn, invocation: ToolInvocation, call_next: ToolHandler) -> ToolReply:
+    effect = turn.state.ledger.get(invocation.call.id)
+    if effect is not None:  # it acted before a crash: the ledger resumes it (engine.effects)
+        return await _cut_off(invocation, effect, call_next)
+    wait = approval_wait(turn, invocation)
+    if wait is None:
+        return await call_next(invocation)
+    decision = turn.state.tool_decisions.get(invocation.call.id)
+    if decision is None:
+        return wait
+    if decision.approved:
+        return await call_next(invocation)
+    return failure(
+        "tool_denied",
+        f"A person denied this {invocation.name} call{_why(decision)}. Do not call it "
+        "again unless asked to; continue another way or explain what you could not do.",
+    )
 
 
 async def _edited(
-    invocation: ToolInvocation, decision: ToolDecided, call_next: ToolHandler
+    turn: Turn, invocation: ToolInvocation, edited: dict[str, Any], call_next: ToolHandler
 ) -> ToolReply:
-    """Run the call with the arguments a person approved instead of the model's (checked
-    again here against the tool's schema: the gateway checked the recorded one), and tell the
-    model what ran."""
-    edited = decision.arguments or {}
-    assert invocation.tool is not None  # approval_wait answers None for an unknown tool
-    errors = [e.message for e in invocation.tool.validator.iter_errors(edited)]
+    """The call with the arguments a person approved instead of the model's, through the
+    gate and the effect ledger as any call (so a run again after a crash uses them too);
+    checked again here against the tool's schema (the gateway checked the recorded one), and
+    the model is told what ran."""
+    tool = invocation.tool
+    errors = [e.message for e in tool.validator.iter_errors(edited)] if tool else []
     if errors:
         return failure(
             "tool_call_invalid",
@@ -116,7 +121,7 @@ async def _edited(
         )
     text = json.dumps(edited, ensure_ascii=False, sort_keys=True)
     call = ToolCall.of(invocation.call.id, invocation.name, text)
-    reply = await call_next(replace(invocation, call=call, _arguments=edited))
+    reply = await _gate(turn, replace(invocation, call=call, _arguments=edited), call_next)
     if isinstance(reply, ToolResult):
         note = f"[A person approved this call with edited arguments: {text}]\n"
         return replace(reply, output=note + reply.output)

@@ -8,6 +8,8 @@ its own rules (``check_*``) beside its state, so a rule about approvals is read 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import WaitReason
@@ -64,6 +66,9 @@ class Approvals(msgspec.Struct, kw_only=True):
 
     pending: list[str] = msgspec.field(default_factory=list)
     decisions: dict[str, ev.ToolDecided] = msgspec.field(default_factory=dict)
+    edited: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    """Arguments a person approved a call with: what it runs with from then on, a run again
+    after a crash included (a later decision without arguments does not undo them)."""
 
     def check(self, trace_id: str, event: ev.ToolDecided) -> None:
         if event.tool_call_id not in self.pending:
@@ -81,6 +86,8 @@ class Approvals(msgspec.Struct, kw_only=True):
     def decide(self, event: ev.ToolDecided) -> bool:
         """Record one decision; True once every pending call has one."""
         self.decisions[event.tool_call_id] = event
+        if event.arguments is not None:
+            self.edited[event.tool_call_id] = event.arguments
         self.pending.remove(event.tool_call_id)
         return not self.pending
 
