@@ -108,7 +108,16 @@ async def test_viewer_assets_are_static_modules_and_safe(stack: RunningGateway) 
         missing = await http.get("/ui/..%2Fapp.py")
         modules = [
             (await http.get(f"/ui/{name}")).text
-            for name in ("api.js", "dom.js", "sse.js", "tree.js", "trace.js", "list.js", "evals.js")
+            for name in (
+                "api.js",
+                "dom.js",
+                "sse.js",
+                "tree.js",
+                "trace.js",
+                "list.js",
+                "evals.js",
+                "inbox.js",
+            )
         ]
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert '<script type="module" src="/ui/app.js">' in page.text
@@ -720,3 +729,58 @@ async def test_the_schedules_page_creates_pauses_runs_and_deletes(
     await page.goto(f"{stack.url}/#/schedules")
     await page.get_by_test_id("schedule-delete").click()
     await expect(page.get_by_test_id("schedule-list")).to_contain_text("no schedules yet")
+
+
+async def test_the_inbox_page_counts_the_waits_and_answers_them_in_place(
+    stack: RunningGateway, store: EventStore, page: Page, tmp_path: Path
+) -> None:
+    """A question and an approval from two traces, oldest first, with the count in the
+    header; an edit that does not fit the tool's schema is refused and shown, a fitting one
+    approved; the question answered in place."""
+    ask = [
+        {
+            "tool_calls": [
+                {"id": "c_ask", "name": "ask_human", "arguments": {"question": "Which colour?"}}
+            ]
+        }
+    ]
+    listing = [{"tool_calls": [{"id": "c_glob", "name": "glob", "arguments": {"pattern": "**/*"}}]}]
+    async with stack.client() as http:
+        asked = await start(
+            http, "ask", model=write_script(tmp_path / "ask.yaml", [*ask, {"content": "ok"}])
+        )
+        await until(http, asked, "waiting")
+        gated = await start(
+            http,
+            "list",
+            model=write_script(tmp_path / "glob.yaml", [*listing, {"content": "listed"}]),
+            approval={"tools": ["glob"]},
+        )
+        await until(http, gated, "waiting")
+    await page.goto(f"{stack.url}/#/inbox")
+    count = page.locator('[data-testid="inbox-count"]')
+    await expect(count).to_have_text("2")
+    items = page.locator('[data-testid="inbox-item"]')
+    await expect(items).to_have_count(2)
+    await expect(items.nth(0)).to_have_attribute("data-kind", "question")
+    await expect(items.nth(0).locator('[data-testid="inbox-question"]')).to_have_text(
+        "Which colour?"
+    )
+    gate = items.nth(1)
+    await expect(gate.locator('[data-testid="inbox-tool"]')).to_have_text("glob")
+    arguments = gate.locator('[data-testid="inbox-arguments"]')
+    await arguments.fill('{"pattern": 5}')
+    await gate.locator('[data-testid="inbox-approve"]').click()
+    await expect(page.locator('[data-testid="error"]')).to_contain_text("schema")
+    await arguments.fill('{"pattern": "*.txt"}')
+    await gate.locator('[data-testid="inbox-approve"]').click()
+    await expect(items).to_have_count(1)
+    await expect(count).to_have_text("1")
+    await items.nth(0).locator('[data-testid="inbox-answer"]').fill("blue")
+    await items.nth(0).locator('[data-testid="inbox-reply"]').click()
+    await expect(page.locator('[data-testid="inbox-empty"]')).to_be_visible()
+    await expect(count).to_have_text("0")
+    decided = [r.event async for r in store.replay("trace", gated)]
+    assert [e.arguments for e in decided if isinstance(e, ev.ToolDecided)] == [{"pattern": "*.txt"}]
+    replied = [r.event async for r in store.replay("trace", asked)]
+    assert [e.content for e in replied if isinstance(e, ev.HumanReplied)] == ["blue"]

@@ -7,7 +7,7 @@ import pytest
 from longhaul.client import models
 from longhaul.gateway.routers import evals, experiences, files
 from longhaul.gateway.routers.info import Info
-from longhaul.gateway.schemas import runs, schedules, tasks, traces
+from longhaul.gateway.schemas import runs, schedules, tasks, traces, waiting
 from pydantic import BaseModel
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
@@ -63,6 +63,9 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Trigger, schedules.TriggerView),
     (models.TriggerCreated, schedules.TriggerCreated),
     (models.TriggerList, schedules.TriggerList),
+    (models.InboxPhase, waiting.PlanPhaseView),
+    (models.InboxItem, waiting.InboxItem),
+    (models.Inbox, waiting.InboxView),
 ]
 
 

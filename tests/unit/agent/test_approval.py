@@ -3,6 +3,7 @@ the model why; the gate cannot be configured away."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,63 @@ async def test_with_auto_execute_off_the_client_runs_every_call(tmp_path: Path) 
     }
     assert sent["c1"] == "client side"  # the server never read its own file
     assert "no such dir" in sent["c2"]
+
+
+RISKY = PipelineConfig.model_validate(
+    {
+        "approval": {
+            "rules": [
+                {"tool": "bash", "argument": "rm ", "deadline_s": 30, "on_deadline": "stop"},
+                {"read_only": True, "action": "never"},
+            ]
+        }
+    }
+)
+
+
+async def test_a_risk_rule_asks_by_tool_and_argument_and_an_edited_call_runs(
+    tmp_path: Path,
+) -> None:
+    """``bash`` with ``rm `` waits (with the rule's deadline), plain ``bash`` and read-only
+    tools run; approved with edited arguments, the edited command is what runs, the model is
+    told, and arguments that do not fit the schema never run."""
+    (tmp_path / "keep.txt").write_text("keep me")
+    engine = make_engine(tmp_path, config=RISKY)
+    model, _ = scripted(
+        calls(
+            call("read", {"path": "keep.txt"}, id="r1"),
+            call("bash", {"command": "echo plain > plain.txt"}, id="b0"),
+            call("bash", {"command": "rm keep.txt"}, id="b1"),
+        )
+    )
+    state = new_state("tidy up")
+    sink = MemorySink(state)
+    before = time.time()
+    assert (await engine.run_turn(state, sink, model=model)).end == "waiting"
+    [waiting] = sink.of_type(ev.Waiting)
+    assert waiting.pending_calls == ["b1"] and waiting.on_deadline == "stop"
+    assert waiting.deadline is not None and 29 < waiting.deadline - before < 31
+    assert (tmp_path / "plain.txt").exists()
+    edited = {"command": "echo edited > edited.txt"}
+    await sink.emit([ev.ToolDecided(tool_call_id="b1", approved=True, arguments=edited)])
+    model2, script2 = scripted(answer("done"))
+    assert (await engine.run_turn(state, sink, model=model2)).end == "completed"
+    assert (tmp_path / "keep.txt").exists() and (tmp_path / "edited.txt").exists()
+    result = script2.requests[0].messages[-1]
+    assert result["tool_call_id"] == "b1" and "edited arguments" in result["content"]
+
+
+async def test_edited_arguments_are_refused_for_a_denial_and_checked_again_before_running(
+    tmp_path: Path,
+) -> None:
+    engine = make_engine(tmp_path)
+    model, _ = scripted(calls(call("bash", {"command": "echo model"}, id="b1")))
+    state, sink = approval_state("bash")
+    await engine.run_turn(state, sink, model=model)
+    with pytest.raises(InvalidTransition):
+        state.check(ev.ToolDecided(tool_call_id="b1", approved=False, arguments={"x": 1}))
+    await sink.emit([ev.ToolDecided(tool_call_id="b1", approved=True, arguments={"command": 5})])
+    model2, script2 = scripted(answer("ok"))
+    await engine.run_turn(state, sink, model=model2)
+    result = script2.requests[0].messages[-1]
+    assert "did not run" in result["content"]

@@ -241,3 +241,31 @@ async def test_a_call_cut_off_before_it_acted_is_interrupted_as_before(tmp_path:
     run.sink = MemorySink(run.state)
     await run.turn(answer("ok"))
     assert [code for code, _ in results(run.state)] == ["interrupted"]
+
+
+async def test_an_edited_call_cut_off_is_run_again_with_the_edited_arguments(
+    tmp_path: Path,
+) -> None:
+    """Approved with edited arguments, the call acts and the executor dies before its result:
+    the run again uses the edited arguments and the first key, never the model's."""
+    ACTED.clear()
+    run = AgentRun(
+        tmp_path,
+        trace_config=ev.TraceConfig(approval=["charge"]),
+        sink=DiesWithTheResult,
+        tools=ToolRegistry([charge]),
+    )
+    await run.turn(calls(call("charge", {"amount": 5000}, id="c1")))
+    assert run.state.approval_pending == ["c1"] and ACTED == []
+    await run.sink.emit(
+        [ev.ToolDecided(tool_call_id="c1", approved=True, arguments={"amount": 50})]
+    )
+    with pytest.raises(ConnectionError):
+        await run.turn()
+    run.sink = MemorySink(run.state)
+    assert (await run.turn(answer("charged"))).end == "completed"
+    [(_, key), again] = ACTED
+    assert again == ("charge", key)
+    assert resolutions(run.state, "c1") == ["rerun"]
+    [(code, content)] = results(run.state)
+    assert code is None and "charged 50" in str(content) and "5000" not in str(content)

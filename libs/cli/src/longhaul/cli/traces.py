@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime
+import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -257,10 +259,31 @@ def approve(
     trace_id: TraceId,
     tool_call_id: CallId,
     reason: Reason = None,
+    arguments: Annotated[
+        str | None,
+        typer.Option(
+            "--arguments",
+            "-a",
+            help="run it with these arguments instead (a JSON object, or @file.json)",
+        ),
+    ] = None,
     follow: Follow = False,
 ) -> None:
-    """Let one tool call that waits for approval run."""
-    _decide(ctx, trace_id, tool_call_id, approved=True, reason=reason, follow=follow)
+    """Let one tool call that waits for approval run (as the model wrote it, or edited)."""
+    edited = None if arguments is None else _json_object(arguments)
+    _decide(ctx, trace_id, tool_call_id, approved=True, reason=reason, follow=follow, edited=edited)
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text(encoding="utf-8")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"not JSON: {exc}", param_hint="--arguments") from exc
+    if not isinstance(value, dict):
+        raise typer.BadParameter("a JSON object is needed", param_hint="--arguments")
+    return value
 
 
 @app.command("deny")
@@ -298,13 +321,19 @@ def _decide(
     reason: str | None,
     follow: bool,
     done: bool = False,
+    edited: dict[str, Any] | None = None,
 ) -> None:
     _steer(
         ctx,
         trace_id,
         "approve",
         lambda client: client.approve(
-            trace_id, tool_call_id, approved=approved, reason=reason, took_effect=done
+            trace_id,
+            tool_call_id,
+            approved=approved,
+            reason=reason,
+            took_effect=done,
+            arguments=edited,
         ),
         follow,
     )

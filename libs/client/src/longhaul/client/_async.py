@@ -87,6 +87,7 @@ class AsyncClient:
     resume = bind_async(calls.resume)
     reply = bind_async(calls.reply)
     approve = bind_async(calls.approve)
+    inbox = bind_async(calls.inbox)
     tool_results = bind_async(calls.tool_results)
     reflect = bind_async(calls.reflect)
     compact = bind_async(calls.compact)

@@ -245,17 +245,26 @@ def approve(
     approved: bool = True,
     reason: str | None = None,
     took_effect: bool = False,
+    arguments: dict[str, Any] | None = None,
 ) -> Call[models.Accepted]:
-    """Decide one tool call waiting for approval (``approved=False`` denies it). For a call
-    whose outcome is unknown, ``took_effect=True`` (with ``approved=False``) says it happened:
-    ``reason`` is what the model is told."""
+    """Decide one tool call waiting for approval (``approved=False`` denies it; ``arguments``:
+    approve it with these instead of the model's, checked against the tool's schema). For a
+    call whose outcome is unknown, ``took_effect=True`` (with ``approved=False``) says it
+    happened: ``reason`` is what the model is told."""
     body = _present(
         tool_call_id=tool_call_id,
         approved=approved,
         reason=reason,
         took_effect=took_effect or None,
+        arguments=arguments,
     )
     return _steer(trace_id, "approve", body)
+
+
+def inbox() -> Call[models.Inbox]:
+    """Every question, approval and plan review waiting for you across your runs, oldest
+    first; answer each with :func:`reply`, :func:`approve` or :func:`review_plan`."""
+    return Call("GET", "/api/inbox", _json(models.Inbox))
 
 
 def tool_results(trace_id: str, results: Sequence[dict[str, Any]]) -> Call[models.Accepted]:

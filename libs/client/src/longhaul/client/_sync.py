@@ -87,6 +87,7 @@ class Client:
     resume = bind_sync(calls.resume)
     reply = bind_sync(calls.reply)
     approve = bind_sync(calls.approve)
+    inbox = bind_sync(calls.inbox)
     tool_results = bind_sync(calls.tool_results)
     reflect = bind_sync(calls.reflect)
     compact = bind_sync(calls.compact)

@@ -533,3 +533,37 @@ class TriggerCreated(Trigger):
 
 class TriggerList(Model):
     triggers: list[Trigger]
+
+
+class InboxPhase(Model):
+    id: str
+    name: str
+    description: str = ""
+    depends_on: list[str] = Field(default_factory=list)
+
+
+class InboxItem(Model):
+    """One wait for a person: a ``question`` (answer with ``reply``), an ``approval`` of one
+    call (``approve``, with ``arguments`` to run an edited call) or a ``plan_review`` of a
+    task (``review_plan``)."""
+
+    kind: str
+    trace_id: str | None
+    task_id: str | None = None
+    since: float
+    name: str | None = None
+    deadline: float | None = None
+    on_deadline: str | None = None
+    question: str | None = None
+    tool_call_id: str | None = None
+    tool: str | None = None
+    arguments: Any = None
+    truncated: bool = False
+    outcome_unknown: bool = False
+    goal: str | None = None
+    phases: list[InboxPhase] | None = None
+
+
+class Inbox(Model):
+    items: list[InboxItem]
+    count: int

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from longhaul.core.connection import Connection
-from longhaul.domain.events import Totals
+from longhaul.domain.events import DeadlineAction, Totals
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.trace import FINAL_STATUSES
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
@@ -23,6 +23,59 @@ DELETED = "deleted"
 TOMBSTONE_TTL_S = 600
 """How long a tombstone outranks a late writer: far longer than a wake-up that loaded the
 trace just before it was erased can take to write its entry."""
+
+
+PERSON_WAITS = frozenset({"human", "approval"})
+"""Waits a person answers: the inbox lists them, with what is needed to answer."""
+MAX_INDEXED_TEXT = 4000
+"""A question or a call's arguments longer than this is cut in the entry (``truncated``)."""
+
+
+class PendingCallEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A call waiting for a person's decision, as the inbox shows it."""
+
+    tool_call_id: str
+    name: str
+    arguments: str = ""
+    truncated: bool = False
+    outcome_unknown: bool = False
+
+
+class PersonWait(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a trace waiting on a person waits for: enough to list and answer it without
+    replaying the trace (``GET /api/inbox``)."""
+
+    since: float = 0.0
+    question: str = ""
+    truncated: bool = False
+    calls: list[PendingCallEntry] = msgspec.field(default_factory=list)
+    deadline: float | None = None
+    on_deadline: DeadlineAction | None = None
+
+    @classmethod
+    def of(cls, state: TraceState) -> PersonWait | None:
+        if state.status != "waiting" or state.wait_reason not in PERSON_WAITS:
+            return None
+        wait = state.wait
+        calls = [
+            PendingCallEntry(
+                tool_call_id=call.id,
+                name=call.function.name,
+                arguments=call.function.arguments[:MAX_INDEXED_TEXT],
+                truncated=len(call.function.arguments) > MAX_INDEXED_TEXT,
+                outcome_unknown=call.id in state.ledger,
+            )
+            for call in state.unanswered_tool_calls()
+            if call.id in state.approval_pending
+        ]
+        return cls(
+            since=wait.since or state.updated_at,
+            question=wait.detail[:MAX_INDEXED_TEXT] if wait.reason == "human" else "",
+            truncated=wait.reason == "human" and len(wait.detail) > MAX_INDEXED_TEXT,
+            calls=calls,
+            deadline=wait.deadline,
+            on_deadline=wait.on_deadline,
+        )
 
 
 class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -43,6 +96,8 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What a ``waiting`` trace waits for (human, verification, subtraces…)."""
     faults: int = 0
     """Events of its log the fold had to skip (see ``longhaul.domain.state.faults``)."""
+    person_wait: PersonWait | None = None
+    """A ``human`` or ``approval`` wait: the question or calls, since when, the deadline."""
     created_at: float = 0.0
     updated_at: float = 0.0
     remote_children: list[str] = msgspec.field(default_factory=list)
@@ -67,6 +122,7 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
             stop_reason=state.stop_reason,
             wait_reason=state.wait_reason if state.status == "waiting" else None,
             faults=len(state.faults),
+            person_wait=PersonWait.of(state),
             created_at=state.created_at,
             updated_at=state.updated_at,
             remote_children=[i.remote_id for i in state.subtraces.values() if i.remote_id],

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
+from longhaul.domain.approval_rules import ApprovalConfig
 from longhaul.domain.notify import Webhooks
 from pydantic import (
     BaseModel,
@@ -314,6 +315,8 @@ class PipelineConfig(BaseModel):
     titles: bool = True
     """A trace created without a name gets one from the utility model when its first run
     ends (``trace_titled``); until then, and with this off, the first message is its name."""
+    approval: ApprovalConfig = Field(default_factory=ApprovalConfig)
+    """Risk rules for tool approval and wait deadlines (``longhaul.domain.approval_rules``)."""
 
 
 class SandboxConfig(BaseModel):

@@ -20,6 +20,9 @@ TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
 TaskStatus = Literal["planning", "awaiting_review", "running", "completed", "failed", "cancelled"]
 PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
 WaitReason = Literal["human", "verification", "subtraces", "approval", "client_tools"]
+DeadlineAction = Literal["deny", "stop"]
+"""What happens to a question or approval nobody answered by its deadline: ``deny`` (the
+calls are denied, a question answered that no one replied), or ``stop`` the run."""
 
 
 class EventDecodeError(ValueError):
@@ -346,6 +349,10 @@ class Waiting(TraceEvent, tag="waiting", kw_only=True, omit_defaults=True):
     tool_call_id: str | None = None
     pending_calls: list[str] = msgspec.field(default_factory=list)
     """``approval`` / ``client_tools``: the tool calls that wait for a decision / a result."""
+    deadline: float | None = None
+    """Unix time after which ``on_deadline`` is taken (executors' sweeper; ``waiting``'s
+    ``human`` and ``approval`` waits only)."""
+    on_deadline: DeadlineAction | None = None
 
 
 class ClientToolResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -391,10 +398,17 @@ class ToolDecided(TraceEvent, tag="tool_decided", kw_only=True, omit_defaults=Tr
     approved: bool
     reason: str = ""
     took_effect: bool = False
+    arguments: dict[str, Any] | None = None
+    """Approved with edited arguments (checked against the tool's schema): the call runs with
+    these instead of the model's."""
+    by: str = ""
+    """Who decided: the API key's owner id, or ``deadline`` for a wait's default action."""
 
 
 class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=True):
     content: str
+    by: str = ""
+    """Who answered: the API key's owner id, or ``deadline`` for a wait's default action."""
 
 
 class ContextRecorded(TraceEvent, tag="context_recorded", kw_only=True, omit_defaults=True):

@@ -77,6 +77,8 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.MessageReceived,
         ev.MessagesRead,
         ev.StopRequested,
+        ev.HumanReplied,  # a question's deadline passed (``executor.deadlines``)
+        ev.ToolDecided,  # an approval's deadline passed
         ev.Stopped,
         ev.Completed,
         ev.Failed,

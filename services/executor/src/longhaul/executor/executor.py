@@ -26,6 +26,7 @@ from longhaul.core.transient import BrokerUnavailable
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
+from longhaul.executor.deadlines import WaitDeadlines
 from longhaul.executor.erasure import WorkdirEraser
 from longhaul.executor.leases import STALE_TTLS, Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
@@ -83,7 +84,11 @@ class Executor:
             TurnSettings(actor=actor, index_interval_s=settings.index_interval_s),
         )
         self.sweeper = Sweeper(
-            self.index, self.leases, self.wake, interval_s=settings.sweep_interval_s
+            self.index,
+            self.leases,
+            self.wake,
+            interval_s=settings.sweep_interval_s,
+            deadlines=WaitDeadlines(self.traces, actor=actor),
         )
         self.slots = Slots(settings.concurrency)
         """Turns in flight: wake-ups and the sweeper's takeovers share them."""

@@ -5,7 +5,8 @@ instance one started by the sweeper itself). One replica sweeps at a time (a ``s
 lease); entries touched within the last lease TTL are left alone, since their wake-up is most
 likely still on its way. It reads only the traces marked unfinished (``lh_active``, kept by
 :class:`~longhaul.core.index.TraceIndex`), so a sweep costs what is under way, not the whole
-history.
+history. It also takes the default action of a question or approval waiting past its
+deadline (:mod:`longhaul.executor.deadlines`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from longhaul.core.index import TraceIndex
+from longhaul.core.index import TraceIndex, TraceIndexEntry
 from longhaul.domain.state.trace import FINAL_STATUSES
+from longhaul.executor.deadlines import WaitDeadlines
 from longhaul.executor.leases import Leases
 
 log = logging.getLogger(__name__)
@@ -27,12 +29,19 @@ SWEEPER_KEY = "sweeper"
 
 class Sweeper:
     def __init__(
-        self, index: TraceIndex, leases: Leases, wake: Callable[[str], bool], *, interval_s: float
+        self,
+        index: TraceIndex,
+        leases: Leases,
+        wake: Callable[[str], bool],
+        *,
+        interval_s: float,
+        deadlines: WaitDeadlines | None = None,
     ) -> None:
         self.index = index
         self.leases = leases
         self.wake = wake
         self.interval_s = interval_s
+        self.deadlines = deadlines
         self._backfilled = False
 
     async def run(self, shutdown: asyncio.Event) -> None:
@@ -61,6 +70,9 @@ class Sweeper:
                 if entry is None or entry.status in FINAL_STATUSES:
                     await self.index.unmark_active(trace_id)  # a stale mark
                     continue
+                if self._overdue(entry):
+                    await self.deadlines.take(trace_id)  # type: ignore[union-attr]
+                    continue
                 if entry.status != "running" or entry.updated_at > quiet_since:
                     continue
                 if await self.leases.holder(Leases.trace_key(trace_id)) is not None:
@@ -72,6 +84,17 @@ class Sweeper:
         if woken:
             log.info("sweeper woke %d orphaned trace(s)", len(woken))
         return woken
+
+    def _overdue(self, entry: TraceIndexEntry) -> bool:
+        """A wait for a person past its deadline (``longhaul.executor.deadlines``)."""
+        wait = entry.person_wait
+        return (
+            self.deadlines is not None
+            and entry.status == "waiting"
+            and wait is not None
+            and wait.deadline is not None
+            and wait.deadline <= time.time()
+        )
 
     async def _backfill(self) -> None:
         """Once per process: mark every unfinished trace of the whole index (traces indexed

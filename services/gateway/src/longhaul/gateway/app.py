@@ -41,6 +41,7 @@ from longhaul.gateway.routers import (
     traces,
     triggers,
     viewer,
+    waiting,
 )
 from longhaul.gateway.routers.a2a_server import A2ASurface
 from longhaul.gateway.routers.mcp_server import McpSurface
@@ -130,6 +131,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         runs.router,
         inbox.router,
         notifications.router,
+        waiting.router,
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
         info.router,

@@ -34,6 +34,9 @@ class IndexMirror:
         self._children: dict[str, set[str]] = {}
         self._remote_parents: dict[str, str] = {}
         """``agent://host:port/<id>`` → the local trace that spawned that remote child."""
+        self.waiting_on_people: set[str] = set()
+        """Traces waiting on a person (a question or an approval): what the inbox reads, so
+        its cost follows the waits, not every trace ever indexed."""
         self.ready = asyncio.Event()
         self._changed = asyncio.Condition()
         self.observers: list[Callable[[TraceIndexEntry], None]] = []
@@ -48,6 +51,10 @@ class IndexMirror:
         current = self.entries.get(entry.trace_id)
         if current is None or entry.last_event_seq >= current.last_event_seq:
             self.entries[entry.trace_id] = entry
+            if entry.status == "waiting" and entry.person_wait is not None:
+                self.waiting_on_people.add(entry.trace_id)
+            else:
+                self.waiting_on_people.discard(entry.trace_id)
             for observe in self.observers:
                 observe(entry)
             if entry.parent_trace_id is not None:
@@ -57,6 +64,7 @@ class IndexMirror:
 
     def _remove(self, trace_id: str) -> None:
         entry = self.entries.pop(trace_id, None)
+        self.waiting_on_people.discard(trace_id)
         if entry is not None and entry.parent_trace_id is not None:
             self._children.get(entry.parent_trace_id, set()).discard(trace_id)
         for remote_id in entry.remote_children if entry is not None else ():

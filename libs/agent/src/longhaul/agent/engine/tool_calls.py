@@ -11,6 +11,7 @@ its recording included (so a spawned child's ``subtrace_spawned`` carries it), i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,9 +54,34 @@ class _Wait:
         self.details = [first.detail]
         self.tool_call_id = call_id if first.reason == "human" else None
         self.calls = [call_id]
+        self.deadline: Deferred | None = None
+        self._time(first)
 
     def joins(self, other: Deferred) -> bool:
         return other.reason == self.reason and other.reason != "human"
+
+    def add(self, other: Deferred, call_id: str) -> None:
+        self.details.append(other.detail)
+        self.calls.append(call_id)
+        self._time(other)
+
+    def _time(self, deferred: Deferred) -> None:
+        """The earliest deadline of the joined deferrals decides."""
+        if deferred.deadline_s is None:
+            return
+        if self.deadline is None or deferred.deadline_s < (self.deadline.deadline_s or 0):
+            self.deadline = deferred
+
+    def event(self) -> Waiting:
+        timed = self.deadline
+        return Waiting(
+            reason=self.reason,
+            detail=", ".join(self.details),
+            tool_call_id=self.tool_call_id,
+            pending_calls=self.calls if self.reason in ("approval", "client_tools") else [],
+            deadline=None if timed is None else time.time() + (timed.deadline_s or 0),
+            on_deadline=None if timed is None else timed.on_deadline,
+        )
 
 
 async def run_tool_calls(turn: Turn, step: Step, handler: ToolHandler) -> TurnOutcome | None:
@@ -86,16 +112,7 @@ async def run_calls(
     if wait is None:
         await show_images(turn, shown)
         return None
-    await turn.emit(
-        [
-            Waiting(
-                reason=wait.reason,
-                detail=", ".join(wait.details),
-                tool_call_id=wait.tool_call_id,
-                pending_calls=wait.calls if wait.reason in ("approval", "client_tools") else [],
-            )
-        ]
-    )
+    await turn.emit([wait.event()])
     return TurnOutcome(end="waiting", steps=turn.steps)
 
 
@@ -121,8 +138,7 @@ async def _run_one(
             if wait is None:
                 wait = _Wait(reply, call.id)
             else:
-                wait.details.append(reply.detail)
-                wait.calls.append(call.id)
+                wait.add(reply, call.id)
             await turn.notify(
                 LiveUpdate(
                     kind="tool_end",

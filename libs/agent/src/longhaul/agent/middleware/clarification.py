@@ -2,7 +2,8 @@
 
 The call is deferred: the engine emits ``Waiting(reason="human", tool_call_id=…)`` after the
 model turn's other calls, and when the reply arrives (``HumanReplied``) the next turn appends
-it as this call's result.
+it as this call's result. With ``pipeline.approval.question_deadline_s`` the wait carries a
+deadline (``longhaul.domain.approval_rules``).
 """
 
 from __future__ import annotations
@@ -22,4 +23,10 @@ class Clarification(Middleware):
         if invocation.name != ASK_HUMAN or invocation.tool is None:
             return await call_next(invocation)
         question = str(invocation.arguments().get("question", ""))
-        return Deferred("human", detail=question)
+        rules = turn.config.approval
+        return Deferred(
+            "human",
+            detail=question,
+            deadline_s=rules.question_deadline_s,
+            on_deadline=rules.on_deadline,
+        )

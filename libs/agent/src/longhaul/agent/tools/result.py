@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.domain.events import WaitReason
+from longhaul.domain.events import DeadlineAction, WaitReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +52,9 @@ class Deferred:
 
     reason: WaitReason
     detail: str = ""
+    deadline_s: float | None = None
+    """Unanswered this long, ``on_deadline`` is taken (the earliest of a turn's deferrals)."""
+    on_deadline: DeadlineAction = "deny"
 
 
 ToolReply = ToolResult | Deferred

@@ -56,7 +56,14 @@ class Ledger(msgspec.Struct, kw_only=True):
 
     def check_decided(self, trace_id: str, event: ev.ToolDecided) -> None:
         """``took_effect`` answers only a call whose outcome is unknown, and never with
-        ``approved`` (a call that took effect is not run again)."""
+        ``approved`` (a call that took effect is not run again); such a call is run again as
+        it was, never with edited arguments."""
+        if event.arguments is not None and event.tool_call_id in self.effects:
+            raise InvalidTransition(
+                f"tool call {event.tool_call_id} of trace {trace_id} may have acted already: "
+                "it is run again as it was or not at all, never with edited arguments",
+                code="conflict",
+            )
         if not event.took_effect:
             return
         effect = self.effects.get(event.tool_call_id)

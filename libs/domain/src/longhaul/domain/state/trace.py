@@ -504,7 +504,7 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _on_waiting(self, event: ev.Waiting) -> None:
         self.status = "waiting"
-        self.wait.begin(event.reason, event.detail, event.tool_call_id)
+        self.wait.begin_timed(event)
         if event.reason == "approval":
             self.approvals.pending = list(event.pending_calls)
         elif event.reason == "client_tools":

@@ -8,6 +8,8 @@ its own rules (``check_*``) beside its state, so a rule about approvals is read 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import WaitReason
@@ -27,12 +29,30 @@ class Wait(msgspec.Struct, kw_only=True):
     human_reply: str | None = None
     interrupted: WaitReason | None = None
     """A message with ``wake`` broke this wait: the next turn answers the waiting call."""
+    since: float = 0.0
+    """When the wait began (its ``waiting`` event's time): the inbox is oldest first."""
+    deadline: float | None = None
+    on_deadline: ev.DeadlineAction | None = None
 
-    def begin(self, reason: WaitReason, detail: str, tool_call_id: str | None = None) -> None:
+    def begin(
+        self,
+        reason: WaitReason,
+        detail: str,
+        tool_call_id: str | None = None,
+        *,
+        since: float = 0.0,
+    ) -> None:
         self.reason, self.detail, self.tool_call_id = reason, detail, tool_call_id
+        self.since, self.deadline, self.on_deadline = since, None, None
+
+    def begin_timed(self, event: ev.Waiting) -> None:
+        """A ``waiting`` event's wait, with its deadline."""
+        self.begin(event.reason, event.detail, event.tool_call_id, since=event.ts)
+        self.deadline, self.on_deadline = event.deadline, event.on_deadline
 
     def end(self) -> None:
         self.reason, self.detail = None, ""
+        self.deadline, self.on_deadline = None, None
 
     def on_tool_result(self, tool_call_id: str | None) -> None:
         if tool_call_id == self.tool_call_id:
@@ -46,6 +66,9 @@ class Approvals(msgspec.Struct, kw_only=True):
 
     pending: list[str] = msgspec.field(default_factory=list)
     decisions: dict[str, ev.ToolDecided] = msgspec.field(default_factory=dict)
+    edited: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    """Arguments a person approved a call with: what it runs with from then on, a run again
+    after a crash included (a later decision without arguments does not undo them)."""
 
     def check(self, trace_id: str, event: ev.ToolDecided) -> None:
         if event.tool_call_id not in self.pending:
@@ -55,10 +78,16 @@ class Approvals(msgspec.Struct, kw_only=True):
                 f"approval (waiting: {waiting})",
                 code="conflict",
             )
+        if event.arguments is not None and not event.approved:
+            raise InvalidTransition(
+                "edited arguments come with approved true (they are what runs)", code="conflict"
+            )
 
     def decide(self, event: ev.ToolDecided) -> bool:
         """Record one decision; True once every pending call has one."""
         self.decisions[event.tool_call_id] = event
+        if event.arguments is not None:
+            self.edited[event.tool_call_id] = event.arguments
         self.pending.remove(event.tool_call_id)
         return not self.pending
 

@@ -21,7 +21,9 @@ from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
 from longhaul.gateway import access, commands, erase
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.edited_calls import check_edited_arguments, recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
+from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.traces import (
     Accepted,
@@ -74,9 +76,10 @@ async def _steer(
     build: Callable[[TraceState], ev.TraceEvent],
 ) -> Accepted:
     """Append the request ``build`` makes from the trace's fold (checked against it)."""
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, build
-    )
+    runtime = runtime_of(request.app)
+    state, recorded = await commands.append_to_trace(runtime, principal, trace_id, build)
+    # read-your-writes: an answered wait leaves this gateway's inbox at once
+    runtime.mirror.put(TraceIndexEntry.from_state(state))
     return _accepted(state, recorded.seq)
 
 
@@ -193,6 +196,18 @@ def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
     return None
 
 
+async def ready_mirror(runtime: Runtime) -> IndexMirror:
+    """The index mirror; right after start-up this waits (briefly) for the watch's first
+    pass (503 if it takes longer)."""
+    mirror = runtime.mirror
+    if not mirror.ready.is_set():
+        try:
+            await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
+        except TimeoutError as exc:
+            raise ApiError(503, "unavailable", "trace index is still loading") from exc
+    return mirror
+
+
 async def query_owned(
     runtime: Runtime,
     principal: Principal,
@@ -203,14 +218,8 @@ async def query_owned(
     cursor: str | None = None,
     text: str | None = None,
 ) -> tuple[list[TraceIndexEntry], str | None]:
-    """The caller's traces from the index mirror, newest first, and the next page's cursor.
-    Right after start-up this waits (briefly) for the index watch's first pass."""
-    mirror = runtime.mirror
-    if not mirror.ready.is_set():
-        try:
-            await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
-        except TimeoutError as exc:
-            raise ApiError(503, "unavailable", "trace index is still loading") from exc
+    """The caller's traces from the index mirror, newest first, and the next page's cursor."""
+    mirror = await ready_mirror(runtime)
     return mirror.query(
         owner=principal.owner,
         statuses=statuses,
@@ -322,13 +331,9 @@ async def get_context(
 ) -> dict[str, Any]:
     runtime = runtime_of(request.app)
     state = await access.owned_trace(runtime, principal, trace_id)
-    if state.context is None:
-        raise ApiError(404, "not_found", f"trace {trace_id} has not recorded a context yet")
-    async with runtime.nats_call():
-        entry = await runtime.service.workspace.get(f"context/{state.context.hash}")
-    if entry is None:
-        raise ApiError(404, "not_found", f"context {state.context.hash} is not stored")
-    body: dict[str, Any] = msgspec.json.decode(entry.value)
+    body = await recorded_context(runtime, state)
+    if state.context is None or body is None:
+        raise ApiError(404, "not_found", f"trace {trace_id} has no recorded context (yet)")
     return {"hash": state.context.hash, **body}
 
 
@@ -450,7 +455,10 @@ async def reply_trace(
     trace_id: str, body: ReplyRequest, request: Request, principal: CurrentPrincipal
 ) -> Accepted:
     return await _steer(
-        request, principal, trace_id, lambda _: ev.HumanReplied(content=body.content)
+        request,
+        principal,
+        trace_id,
+        lambda _: ev.HumanReplied(content=body.content, by=principal.owner),
     )
 
 
@@ -465,7 +473,13 @@ async def approve_call(
 ) -> Accepted:
     """Each pending call needs its own decision; the trace runs again after the last one.
     A call that is not pending (unknown, already decided, or the trace does not wait for
-    approval) is a 409, as is ``took_effect`` for a call whose outcome is known."""
+    approval) is a 409, as is ``took_effect`` for a call whose outcome is known. Edited
+    ``arguments`` must fit the tool's recorded schema (422 ``invalid_arguments``)."""
+    if body.arguments is not None:
+        state = await access.owned_trace(runtime_of(request.app), principal, trace_id)
+        await check_edited_arguments(
+            runtime_of(request.app), state, body.tool_call_id, body.arguments
+        )
     return await _steer(
         request,
         principal,
@@ -475,6 +489,8 @@ async def approve_call(
             approved=body.approved,
             reason=body.reason or "",
             took_effect=body.took_effect,
+            arguments=body.arguments,
+            by=principal.owner,
         ),
     )
 

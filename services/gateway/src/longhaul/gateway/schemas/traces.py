@@ -227,6 +227,11 @@ class ApproveRequest(Body):
         description="only for a call whose outcome is unknown (pending with outcome_unknown): "
         "it did take effect and is not run again; with approved true it is a 409",
     )
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="approve with these arguments instead of the model's (approved true only; "
+        "checked against the tool's schema: 422 invalid_arguments)",
+    )
 
 
 class ToolResultBody(Body):

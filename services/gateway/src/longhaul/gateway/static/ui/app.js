@@ -1,8 +1,9 @@
 // The run viewer's entry point: hash routes (#/, #/traces/<id>, #/tasks, #/tasks/<id>,
-// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>, #/schedules) and the API key box. No build step: plain ES modules served by the gateway.
+// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>, #/schedules, #/inbox) and the API key box. No build step: plain ES modules served by the gateway.
 import { api, apiKey, setApiKey } from "./api.js";
 import { showError } from "./dom.js";
 import { comparePage, evalListPage, evalPage } from "./evals.js";
+import { inboxPage, refreshCount, watchCount } from "./inbox.js";
 import { listPage } from "./list.js";
 import { scheduleListPage } from "./schedules.js";
 import { taskListPage, taskPage } from "./tasks.js";
@@ -13,6 +14,7 @@ let leave = null;
 function route() {
   if (leave) leave();
   showError(null);
+  refreshCount();
   const view = document.getElementById("view");
   const hash = location.hash.replace(/^#\/?/, "");
   const [path, query] = hash.split("?");
@@ -25,6 +27,7 @@ function route() {
   else if (parts[0] === "evals" && parts[1]) leave = evalPage(view, parts[1]);
   else if (parts[0] === "evals") leave = evalListPage(view);
   else if (parts[0] === "schedules") leave = scheduleListPage(view);
+  else if (parts[0] === "inbox") leave = inboxPage(view);
   else if (parts.length === 1 && parts[0].startsWith("t_")) { location.replace("#/traces/" + parts[0]); return; }
   else leave = listPage(view, params);
 }
@@ -44,6 +47,7 @@ function init() {
   window.addEventListener("hashchange", route);
   loadInfo();
   route();
+  watchCount();
 }
 
 init();
