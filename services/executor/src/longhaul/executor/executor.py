@@ -22,7 +22,7 @@ import msgspec
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.core.consumer import TERM, ConsumerHooks, ConsumerSpec, Delivery, Slots, consume
 from longhaul.core.service import ServiceContext
-from longhaul.core.transient import BrokerUnavailable
+from longhaul.core.transient import BrokerUnavailable, is_storage_full
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
@@ -225,6 +225,10 @@ class Executor:
         self.metrics.handler_errors.inc()
         if isinstance(exc, BrokerUnavailable):  # the broker's trouble, not the event's
             log.warning("%s; handing the wake-up back", exc)
+            return MAX_RETRY_DELAY_S
+        if is_storage_full(exc):  # nothing was written; the trace goes on once there is room
+            self.ctx.storage.refused(exc)
+            log.warning("%s: storage full, handing the wake-up back", delivery.aggregate_id)
             return MAX_RETRY_DELAY_S
         attempt = delivery.num_delivered
         reason = f"{type(exc).__name__}: {exc}"

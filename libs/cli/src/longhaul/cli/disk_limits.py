@@ -1,0 +1,43 @@
+"""``longhaul up``'s default storage limits: sized to the disk its embedded nats-server
+writes to, so the disk never fills before longhaul sees it coming.
+
+Half of what JetStream could have (free space plus what it holds already) goes to the event
+stream, a quarter to the object store; the last quarter is left to the KV buckets and the
+rest of the machine. A limit set in the configuration is kept.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from longhaul.core.storage import human
+from longhaul.domain.config import LonghaulConfig
+
+EVENTS_SHARE = 0.5
+OBJECTS_SHARE = 0.25
+
+
+def _held(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def sized_to_disk(config: LonghaulConfig, store_dir: Path) -> tuple[dict[str, str], str]:
+    """The environment that sets the limits the configuration leaves open, and the line
+    that says so at start-up."""
+    store_dir.mkdir(parents=True, exist_ok=True)
+    room = shutil.disk_usage(store_dir).free + _held(store_dir)
+    env: dict[str, str] = {}
+    events, objects = config.store.max_bytes, config.store.object_max_bytes
+    if events is None:
+        events = int(room * EVENTS_SHARE)
+        env["LONGHAUL_STORE__MAX_BYTES"] = str(events)
+    if objects is None:
+        objects = int(room * OBJECTS_SHARE)
+        env["LONGHAUL_STORE__OBJECT_MAX_BYTES"] = str(objects)
+    source = f"sized to {human(room)} of disk under {store_dir}" if env else "configured"
+    line = (
+        f"storage:   events ≤ {human(events)}, objects ≤ {human(objects)} "
+        f"({source}; store.max_bytes, store.object_max_bytes)"
+    )
+    return env, line
