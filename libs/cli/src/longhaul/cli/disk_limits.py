@@ -28,13 +28,17 @@ def sized_to_disk(config: LonghaulConfig, store_dir: Path) -> tuple[dict[str, st
     store_dir.mkdir(parents=True, exist_ok=True)
     room = shutil.disk_usage(store_dir).free + _held(store_dir)
     env: dict[str, str] = {}
-    events, objects = config.store.max_bytes, config.store.object_max_bytes
-    if events is None:
-        events = int(room * EVENTS_SHARE)
-        env["LONGHAUL_STORE__MAX_BYTES"] = str(events)
-    if objects is None:
-        objects = int(room * OBJECTS_SHARE)
-        env["LONGHAUL_STORE__OBJECT_MAX_BYTES"] = str(objects)
+    sized = {
+        "MAX_BYTES": (config.store.max_bytes, EVENTS_SHARE),
+        "OBJECT_MAX_BYTES": (config.store.object_max_bytes, OBJECTS_SHARE),
+    }
+    limits = []
+    for key, (configured, share) in sized.items():
+        limit = int(configured) if configured is not None else int(room * share)
+        if configured is None:
+            env[f"LONGHAUL_STORE__{key}"] = str(limit)
+        limits.append(limit)
+    events, objects = limits
     source = f"sized to {human(room)} of disk under {store_dir}" if env else "configured"
     line = (
         f"storage:   events ≤ {human(events)}, objects ≤ {human(objects)} "

@@ -54,9 +54,16 @@ STORAGE_FULL_CODES = frozenset({10023, 10047, 10077})
 as 503s, but waiting never makes room (``longhaul.core.storage``)."""
 
 
-def is_storage_full(exc: BaseException) -> bool:
-    """A write refused because a stream or the server's disk is at its limit."""
-    return isinstance(exc, nats.js.errors.APIError) and exc.err_code in STORAGE_FULL_CODES
+def is_storage_full(exc: BaseException | None) -> bool:
+    """A write refused because a stream or the server's disk is at its limit, or an error it
+    caused (the effect ledger's ``EffectNotRecorded`` wraps the refused append)."""
+    for _ in range(8):
+        if exc is None:
+            return False
+        if isinstance(exc, nats.js.errors.APIError) and exc.err_code in STORAGE_FULL_CODES:
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def is_transient(exc: BaseException) -> bool:
