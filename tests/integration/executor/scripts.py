@@ -35,3 +35,18 @@ def record_steps(
     ]
     turns.append({"content": answer})
     return write_script(path, turns)
+
+
+def bulky_steps(path: Path, steps: int, log: Path, *, pad: int, hold_ms: int = 0) -> str:
+    """``steps`` turns each thinking ``pad`` characters aloud, then calling ``record`` once,
+    then a final answer: a trace that fills a stream quickly."""
+    turns: list[dict[str, Any]] = [
+        {
+            "content": f"step {n} " + "x" * pad,
+            "tool_calls": [
+                {"name": "record", "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}
+            ],
+        }
+        for n in range(steps)
+    ]
+    return write_script(path, [*turns, {"content": "all steps done"}])

@@ -13,31 +13,18 @@ from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.state import TraceState
+from pydantic import ByteSize
 
-from tests.integration.executor.scripts import write_script
+from tests.integration.executor.scripts import bulky_steps
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
-from tests.support.stack import InProcessExecutor, wait_for_trace
+from tests.support.stack import InProcessExecutor, eventually, wait_for_trace
 
 LIMIT = 1024 * 1024
-STORE = StoreConfig(max_bytes=LIMIT, headroom=0.25)
+STORE = StoreConfig(max_bytes=ByteSize(LIMIT), headroom=0.25)
 SCRAPER = "storage-scraper-key-0123456789"
 STEPS = 8
 TRACES = 3
 DEADLINE_S = 60
-
-
-def bulky_script(path: Path, log: Path) -> str:
-    """``STEPS`` turns of ~12 KB each (a long thought, then one tool call), then an answer."""
-    turns = [
-        {
-            "content": f"step {n} " + "x" * 12_000,
-            "tool_calls": [
-                {"name": "record", "arguments": {"step": n, "log": str(log), "hold_ms": 30}}
-            ],
-        }
-        for n in range(STEPS)
-    ]
-    return write_script(path, [*turns, {"content": "all steps done"}])
 
 
 def not_run(state: TraceState) -> int:
@@ -50,6 +37,10 @@ def ended(state: TraceState) -> bool:
     return state.is_final
 
 
+async def ready_again(client: httpx.AsyncClient) -> bool:
+    return bool((await client.get("/readyz")).json()["status"] == "ok")
+
+
 async def start(client: httpx.AsyncClient, model: str) -> httpx.Response:
     return await client.post("/api/traces", json={"messages": [user_message("go")], "model": model})
 
@@ -57,7 +48,9 @@ async def start(client: httpx.AsyncClient, model: str) -> httpx.Response:
 async def test_a_full_stream_refuses_new_runs_stops_running_ones_and_loses_nothing(
     nats_config: NatsConfig, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
-    model = bulky_script(tmp_path / "bulky.yaml", tmp_path / "steps.log")
+    model = bulky_steps(
+        tmp_path / "bulky.yaml", STEPS, tmp_path / "steps.log", pad=6_000, hold_ms=30
+    )
     config = gateway_config(nats_config, metrics_keys=[SCRAPER]).model_copy(update={"store": STORE})
     executor_config = LonghaulConfig(nats=nats_config, store=STORE)
     store = EventStore(conn)
@@ -127,9 +120,7 @@ async def test_a_full_stream_refuses_new_runs_stops_running_ones_and_loses_nothi
             for state in stopped[1:]:
                 await client.delete(f"/api/traces/{state.trace_id}")
         again = stopped[0].trace_id
-        async with asyncio.timeout(10):
-            while (await client.get("/readyz")).json()["status"] != "ok":
-                await asyncio.sleep(0.1)  # the gauge reads JetStream at most twice a second
+        await eventually(lambda: ready_again(client), within=10)  # the gauge rereads JetStream
         resumed = await client.post(f"/api/traces/{again}/run", json={})
         assert resumed.status_code == 202, resumed.text
         done = await wait_for_trace(

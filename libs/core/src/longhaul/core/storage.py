@@ -12,7 +12,10 @@ gateway answers new runs 507 and every executor stops its running traces before 
 model call (``stopped {reason: storage_full}``), the headroom paying for those last events. A
 write refused anyway marks its store full at once, until its bytes go down (traces deleted) or
 its limit goes up. Nothing is polled in the background: a reader refreshes at most every
-``refresh_s``.
+``refresh_s``, and on every look once a store is near its limit. What a running trace writes
+past the line is at most the step it is in, so the headroom must hold one step of each trace
+running at once; a write refused anyway leaves its trace running (its wake-up is handed back)
+until there is room again.
 """
 
 from __future__ import annotations
@@ -85,12 +88,19 @@ class StorageGauge:
         )
 
     async def status(self) -> StorageStatus:
-        """The current status (cached for ``refresh_s``)."""
+        """The current status: cached for ``refresh_s`` while every store is far from full,
+        read afresh on every look once one is near (within twice the headroom), so that a
+        run's overshoot is at most the step each running trace is in."""
         async with self._lock:
-            if self._status is None or time.monotonic() - self._read_at >= self.refresh_s:
+            stale = time.monotonic() - self._read_at >= self.refresh_s
+            if self._status is None or stale or self._near(self._status):
                 self._status = await self._read()
                 self._read_at = time.monotonic()
             return self._status
+
+    def _near(self, status: StorageStatus) -> bool:
+        margin = 1 - 2 * self.headroom
+        return any(u.limit is not None and u.used >= u.limit * margin for u in status.stores)
 
     async def full(self) -> str | None:
         """Why no new run may start, or None."""
