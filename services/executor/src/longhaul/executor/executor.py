@@ -27,6 +27,8 @@ from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
 from longhaul.executor.erasure import WorkdirEraser
+from longhaul.executor.imports import QUEUE as IMPORT_QUEUE
+from longhaul.executor.imports import ImportWriter
 from longhaul.executor.leases import STALE_TTLS, Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
@@ -110,6 +112,10 @@ class Executor:
         erasures = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.erasures, cb=self.workdirs.on_request
         )
+        writer = ImportWriter(self.ctx.store, self.leases, self.actor)
+        imports = await self.ctx.conn.nc.subscribe(
+            self.ctx.conn.names.imports, queue=IMPORT_QUEUE, cb=writer.on_request
+        )
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
         waits = RemoteWaits(
@@ -138,6 +144,7 @@ class Executor:
             with contextlib.suppress(Exception):
                 await exits.unsubscribe()
                 await erasures.unsubscribe()
+                await imports.unsubscribe()
             if presence is not None:
                 await presence.release()
             await self.agent.aclose()
