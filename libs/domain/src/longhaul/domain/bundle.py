@@ -41,8 +41,8 @@ class BundleError(ValueError):
 
 class BundleTrace(msgspec.Struct, kw_only=True):
     trace_id: str
-    events: list[msgspec.Raw]
-    """The stored payloads, in log order."""
+    events: list[Any]
+    """The stored events (JSON objects; ``msgspec.Raw`` when exporting), in log order."""
 
 
 class BundleFile(msgspec.Struct, kw_only=True):
@@ -175,9 +175,9 @@ def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
     return Reidentified(root=ids[bundle.root], traces=out, files=files, ids=ids)
 
 
-def _decoded(raw: msgspec.Raw, trace_id: str) -> ev.Event:
+def _decoded(raw: Any, trace_id: str) -> ev.Event:
     try:
-        event = ev.decode(bytes(raw))
+        event = ev.decode(msgspec.json.encode(raw))
     except ev.EventDecodeError as exc:
         raise BundleError(f"an event of {trace_id} does not decode: {exc}") from exc
     if not isinstance(event, ev.TraceEvent) or event.aggregate_id != trace_id:

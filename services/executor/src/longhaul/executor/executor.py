@@ -112,7 +112,7 @@ class Executor:
         erasures = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.erasures, cb=self.workdirs.on_request
         )
-        writer = ImportWriter(self.ctx.store, self.leases, self.actor)
+        writer = ImportWriter(self.traces, self.index, self.leases, self.wake)
         imports = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.imports, queue=IMPORT_QUEUE, cb=writer.on_request
         )

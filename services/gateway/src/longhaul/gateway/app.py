@@ -23,6 +23,7 @@ from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.retention import Retention
 from longhaul.gateway.routers import (
     admin,
+    bundles,
     evals,
     experiences,
     files,
@@ -110,6 +111,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     mcp.mount(app)
     install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
+        bundles.router,
         traces.router,
         files.router,
         trace_events.router,
