@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.core.workspace import WorkspaceStore
@@ -155,9 +156,9 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
             assert refused.status_code == status, refused.text
             assert refused.json()["error"]["message"]
 
-        imported = await bob.post("/api/traces/import", content=V1.read_bytes())
-        assert imported.status_code == 201, imported.text
-        new = imported.json()["trace_id"]
+        async with AsyncClient(keyed.url, BOB) as client:  # the SDK's way in
+            new = (await client.import_trace(V1.read_bytes())).trace_id
+            assert json.loads(await client.export_trace(new))["version"] == 2
         view = (await bob.get(f"/api/traces/{new}")).json()
         assert view["status"] == "completed"
         messages = (await bob.get(f"/api/traces/{new}/messages")).json()["messages"]
