@@ -55,7 +55,7 @@ def object_stream_config(names: Names, settings: ProvisionSettings) -> api.Strea
         description="large payloads",
         subjects=[f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
         max_bytes=settings.object_max_bytes,
-        max_consumers=0,
+        duplicate_window=DUPLICATE_WINDOW_S,  # the server's default, said so the look matches
         storage=api.StorageType.FILE,
         num_replicas=settings.replicas,
         discard=api.DiscardPolicy.NEW,
