@@ -70,6 +70,8 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(traces, dict) or not isinstance(outputs, dict):
         raise BundleError("a version 1 bundle has maps of traces and outputs")
     root = data.get("root")
+    if root not in traces:
+        raise BundleError("the bundle's root is not among its traces")
     ordered = [root, *(t for t in traces if t != root)]
     files = []
     for key, encoded in outputs.items():
