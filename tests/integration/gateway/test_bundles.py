@@ -102,6 +102,8 @@ async def test_export_import_round_trips_a_family_under_another_key(
         exported = await alice.get(f"/api/traces/{parent}/export")
         assert exported.status_code == 200, exported.text
         bundle = exported.content
+        kinds = {f["kind"] for f in json.loads(bundle)["files"]}
+        assert {"outputs", "context"} <= kinds  # the stored output, the recorded prompt
         imported = await bob.post("/api/traces/import", content=bundle)
         assert imported.status_code == 201, imported.text
         ids = imported.json()["traces"]

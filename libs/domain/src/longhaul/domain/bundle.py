@@ -26,10 +26,12 @@ from longhaul.domain.ids import new_id, ulid
 
 FORMAT = "longhaul.trace-bundle"
 VERSION = 2
-FileKind = Literal["outputs", "uploads", "trace", "images"]
-FILE_KINDS: tuple[FileKind, ...] = ("outputs", "uploads", "trace", "images")
-"""Workspace prefixes a trace owns (``<kind>/<trace id>/…``; images ``images/<sha256>``,
-stored under the importer's owner)."""
+FileKind = Literal["outputs", "uploads", "trace", "images", "context"]
+FILE_KINDS: tuple[FileKind, ...] = ("outputs", "uploads", "trace", "images", "context")
+"""Workspace prefixes a trace owns (``<kind>/<trace id>/…``) and two kinds stored by content,
+named by their sha256: images (kept under the importer's key) and recorded contexts (system
+prompt and tool schemas, ``context/<sha256>``, shared by every trace that shows them)."""
+BY_CONTENT = ("images", "context")
 _TRACE_ID = re.compile(r"^t_[0-9A-Za-z]{10,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -123,12 +125,12 @@ def _check_shape(bundle: Bundle) -> None:
         raise BundleError("the bundle's first trace must be its root")
     if len(set(ids)) != len(ids) or not all(_TRACE_ID.match(i) for i in ids):
         raise BundleError("trace ids must be distinct and look like t_…")
-    owned = {(kind, i) for kind in FILE_KINDS for i in ids}
+    owned = {(kind, i) for kind in FILE_KINDS if kind not in BY_CONTENT for i in ids}
     for file in bundle.files:
-        if file.kind == "images":
+        if file.kind in BY_CONTENT:
             # stored by content: the name must be the content's digest
             if not _SHA256.match(file.key) or hashlib.sha256(file.data).hexdigest() != file.key:
-                raise BundleError(f"image {file.key[:80]!r} is not named by its sha256")
+                raise BundleError(f"{file.kind} {file.key[:80]!r} is not named by its sha256")
         elif tuple(file.key.split("/")[:2]) not in owned or file.kind != file.key.split("/")[0]:
             raise BundleError(f"file {file.key[:80]!r} belongs to no trace of the bundle")
 

@@ -2,7 +2,8 @@
 
 Export reads what the caller owns: the trace (checked like every route), its local sub-traces
 (the family walk of :mod:`longhaul.gateway.erase`), their logs and the workspace values they
-own — stored outputs, uploads, attachments, the images their messages show — which are the
+own — stored outputs, uploads, attachments, the images their messages show and the recorded
+contexts (prompt and tool schemas) their runs were shown — which are the
 places :mod:`longhaul.core.erasure` lists, less what is not the trace's own (snapshots and the
 index are rebuilt from the log; leases are the executors').
 
@@ -20,6 +21,7 @@ import time
 import msgspec
 import nats.errors
 from longhaul.agent.images import image_key
+from longhaul.agent.run_context import context_key
 from longhaul.domain import events as ev
 from longhaul.domain.bundle import (
     Bundle,
@@ -49,25 +51,26 @@ async def export_family(runtime: Runtime, principal: Principal, trace_id: str) -
     root = await access.owned_trace(runtime, principal, trace_id)
     async with runtime.nats_call():
         members = await family_of(runtime, root)
-        traces = [
-            BundleTrace(trace_id=m.trace_id, events=await _log(runtime, m.trace_id))
-            for m in members
-        ]
-        files = await _files(runtime, principal.owner, members)
+        logs = {m.trace_id: await _log(runtime, m.trace_id) for m in members}
+        contexts = {
+            e.hash for log in logs.values() for e in log if isinstance(e, ev.ContextRecorded)
+        }
+        files = await _files(runtime, principal.owner, members, contexts)
+    traces = [
+        BundleTrace(trace_id=t, events=[msgspec.Raw(ev.encode(e)) for e in log])
+        for t, log in logs.items()
+    ]
     bundle = Bundle(exported_at=time.time(), root=root.trace_id, traces=traces, files=files)
     return msgspec.json.encode(bundle)
 
 
-async def _log(runtime: Runtime, trace_id: str) -> list[msgspec.Raw]:
+async def _log(runtime: Runtime, trace_id: str) -> list[ev.Event]:
     """The trace's events as stored (an event the fold skips as a fault is left out)."""
-    return [
-        msgspec.Raw(ev.encode(recorded.event))
-        async for recorded in runtime.store.replay("trace", trace_id)
-    ]
+    return [recorded.event async for recorded in runtime.store.replay("trace", trace_id)]
 
 
 async def _files(
-    runtime: Runtime, owner: str | None, members: list[TraceState]
+    runtime: Runtime, owner: str | None, members: list[TraceState], contexts: set[str]
 ) -> list[BundleFile]:
     workspace = runtime.service.workspace
     files = []
@@ -81,6 +84,10 @@ async def _files(
         entry = await workspace.get(image_key(owner, digest))
         if entry is not None:
             files.append(BundleFile(kind="images", key=digest, data=entry.value))
+    for digest in sorted(contexts):
+        entry = await workspace.get(context_key(digest))
+        if entry is not None:
+            files.append(BundleFile(kind="context", key=digest, data=entry.value))
     return files
 
 
@@ -134,6 +141,10 @@ def _folded(trace_id: str, events: list[ev.Event]) -> TraceState:
 async def _store_files(runtime: Runtime, owner: str | None, fresh: Reidentified) -> None:
     workspace = runtime.service.workspace
     for file in fresh.files:
+        if file.kind == "context":  # shared by content: written once, never replaced
+            if await workspace.get(context_key(file.key)) is None:
+                await workspace.put(context_key(file.key), file.data)
+            continue
         key = image_key(owner, file.key) if file.kind == "images" else file.key
         await workspace.put(key, file.data)
 
