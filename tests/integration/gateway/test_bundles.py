@@ -18,7 +18,7 @@ from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import owner_id
 
-from tests.integration.executor.scripts import write_script
+from tests.integration.executor.scripts import family_script
 from tests.integration.gateway.harness import (
     RunningGateway,
     gateway_config,
@@ -64,16 +64,10 @@ def _stable(value: Any) -> Any:
 async def test_export_import_round_trips_a_family_under_another_key(
     keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
-    write = {"name": "write", "arguments": {"path": "child.txt", "content": "CHILD"}}
-    model = write_script(
+    model = family_script(
         tmp_path / "family.yaml",
-        [
-            {"tool_calls": [write]},
-            {"content": "child wrote it"},
-            {"tool_calls": [{"name": "agent", "arguments": {"task": "write it"}}]},
-            {"content": "parent done"},
-            {"content": "continued after the import"},
-        ],
+        child_writes="child.txt",
+        then=("continued after the import",),
     )
     first = [
         user_message("a"), {"role": "assistant", "content": "b"},
@@ -132,6 +126,13 @@ async def test_export_import_round_trips_a_family_under_another_key(
         )
         assert went_on.messages[went_on.head_sequence].content == "continued after the import"
         assert went_on.owner == owner_of(BOB)
+        head = went_on.head_sequence  # rewound to "more": a new answer on a new branch
+        again = await bob.post(f"/api/traces/{new}/run", json={"after_sequence": head - 1})
+        assert again.status_code == 202, again.text
+        back = await wait_for_trace(
+            store, new, lambda s: s.is_final and s.runs >= 4, within=DEADLINE_S
+        )
+        assert back.head_sequence > head and head not in {m.sequence for m in back.main_path()}
 
 
 async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
