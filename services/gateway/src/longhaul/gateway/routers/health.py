@@ -122,7 +122,7 @@ async def readyz(request: Request) -> JSONResponse:
     # full storage neither: reads, replies and the deletes that free room still work
     ready = all(value == "ok" for name, value in checks.items() if name not in _ADVISORY)
     status = "ok" if ready else "unavailable"
-    if ready and checks.get("storage", "ok") != "ok":
+    if ready and checks.get("storage", "").startswith("full"):
         status = "storage_full"
     body = Health(status=status, checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
