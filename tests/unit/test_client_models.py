@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 from longhaul.client import models
-from longhaul.gateway.routers import evals, experiences, files
+from longhaul.gateway.routers import bundles, evals, experiences, files
 from longhaul.gateway.routers.info import Info
-from longhaul.gateway.routers import bundles
 from longhaul.gateway.schemas import runs, tasks, traces
 from pydantic import BaseModel
 
