@@ -1,9 +1,10 @@
 """``longhaul up``'s default storage limits: sized to the disk its embedded nats-server
 writes to, so the disk never fills before longhaul sees it coming.
 
-Half of what JetStream could have (free space plus what it holds already) goes to the event
-stream, a quarter to the object store; the last quarter is left to the KV buckets and the
-rest of the machine. A limit set in the configuration is kept.
+Of what JetStream could have (free space plus what it holds already) 40% goes to the event
+stream and 20% to the object store: nats-server reserves each stream's limit out of its own
+(75% of the free disk when it starts), and the KV buckets and the rest of the machine need
+the remainder. A limit set in the configuration is kept.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 from longhaul.core.storage import human
 from longhaul.domain.config import LonghaulConfig
 
-EVENTS_SHARE = 0.5
-OBJECTS_SHARE = 0.25
+EVENTS_SHARE = 0.4
+OBJECTS_SHARE = 0.2
 
 
 def _held(directory: Path) -> int:

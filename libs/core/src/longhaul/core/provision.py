@@ -10,11 +10,13 @@ from dataclasses import dataclass
 
 from longhaul.domain.names import Names
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 log = logging.getLogger(__name__)
 
 DUPLICATE_WINDOW_S = 120.0
+CANNOT_RESERVE = 10047
+"""JetStream's "insufficient storage resources available": a limit past what it can reserve."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,26 @@ def kv_stream_config(
 
 
 async def ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
-    """Create the stream, or update it when it exists with other settings."""
+    """Create the stream, or update it when it exists with other settings. A size limit the
+    server cannot reserve (err 10047: the streams' limits add up past its ``max_file_store``)
+    is left out, loudly, rather than keeping the service from starting."""
+    try:
+        await _ensure(js, config)
+    except APIError as exc:
+        if exc.err_code != CANNOT_RESERVE or not config.max_bytes:
+            raise
+        log.error(
+            "stream %s: nats-server cannot reserve %d bytes (%s): lower the size limit "
+            "(store.max_bytes / store.object_max_bytes); going on without it",
+            config.name,
+            config.max_bytes,
+            exc.description,
+        )
+        config.max_bytes = None
+        await _ensure(js, config)
+
+
+async def _ensure(js: JetStreamContext, config: api.StreamConfig) -> None:
     try:
         info = await js.stream_info(config.name or "")
     except NotFoundError:
