@@ -55,6 +55,8 @@ from tests.support.folds import task_state, trace_state
 from tests.support.stack import create_trace
 
 SCENARIOS = ("executor", "planner", "verifier", "gateway", "nats", "executor-stop")
+DISK_FULL = "disk-full"
+"""The event stream filled under load, then room given back (``tests.chaos.disk_full``)."""
 EFFECTS = "kill-at-effect"
 """Executors killed while payments are in flight, many times (``tests.chaos.effects``)."""
 TOOLS = "tests.integration.executor.tooling"
@@ -388,20 +390,26 @@ async def run_suite(scenarios: list[str], work: Workload, seed: int, keep: bool)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "scenarios", nargs="*", help=f"any of {', '.join((*SCENARIOS, EFFECTS))} (all)"
+        "scenarios",
+        nargs="*",
+        help=f"any of {', '.join((*SCENARIOS, DISK_FULL, EFFECTS))} (all)",
     )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--keep", action="store_true", help="keep each scenario's data dir")
     args = parser.parse_args()
-    unknown = set(args.scenarios) - {*SCENARIOS, EFFECTS}
+    unknown = set(args.scenarios) - {*SCENARIOS, DISK_FULL, EFFECTS}
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
     work = Workload(traces=4, tasks=1, steps=8) if args.quick else Workload()
-    chosen = list(args.scenarios or (*SCENARIOS, EFFECTS))
-    scenarios = [s for s in chosen if s != EFFECTS]
+    chosen = list(args.scenarios or (*SCENARIOS, DISK_FULL, EFFECTS))
+    scenarios = [s for s in chosen if s not in (DISK_FULL, EFFECTS)]
     rows = asyncio.run(run_suite(scenarios, work, seed, args.keep)) if scenarios else []
+    if DISK_FULL in chosen:
+        full = asyncio.run(_disk_full(work, keep=args.keep))
+        print(render([full], DISK_FULL), flush=True)
+        rows.append(full)
     effects_clean = True
     if EFFECTS in chosen:
         effects = asyncio.run(_effects(seed, quick=args.quick, keep=args.keep))
@@ -410,6 +418,18 @@ def main() -> None:
     print()
     print(render(rows, f"chaos suite (seed {seed})"))
     sys.exit(0 if effects_clean and all(r.clean and r.within_target for r in rows) else 1)
+
+
+async def _disk_full(work: Workload, *, keep: bool) -> Row:
+    """The event stream limited to a few MB and filled (its own workload: bulky steps)."""
+    from tests.chaos.disk_full import run_disk_full  # it builds on this module's checks
+
+    root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{DISK_FULL}-"))
+    try:
+        return await run_disk_full(root, steps=work.steps, hold_ms=work.hold_ms)
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 async def _effects(seed: int, *, quick: bool, keep: bool) -> EffectRow:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from longhaul.client import models
-from longhaul.gateway.routers import evals, experiences, files
+from longhaul.gateway.routers import bundles, evals, experiences, files
 from longhaul.gateway.routers.info import Info
 from longhaul.gateway.schemas import runs, schedules, tasks, traces, waiting
 from pydantic import BaseModel
@@ -17,6 +17,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Erased, traces.Erased),
     (models.Deleted, traces.Deleted),
     (models.KeyErased, traces.KeyErased),
+    (models.TraceImported, bundles.Imported),
     (models.TaskAccepted, tasks.TaskAccepted),
     (models.RunAccepted, runs.RunAccepted),
     (models.Route, runs.RouteView),

@@ -35,3 +35,33 @@ def record_steps(
     ]
     turns.append({"content": answer})
     return write_script(path, turns)
+
+
+def bulky_steps(path: Path, steps: int, log: Path, *, pad: int, hold_ms: int = 0) -> str:
+    """``steps`` turns each thinking ``pad`` characters aloud, then calling ``record`` once,
+    then a final answer: a trace that fills a stream quickly."""
+    turns: list[dict[str, Any]] = [
+        {
+            "content": f"step {n} " + "x" * pad,
+            "tool_calls": [
+                {"name": "record", "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}
+            ],
+        }
+        for n in range(steps)
+    ]
+    return write_script(path, [*turns, {"content": "all steps done"}])
+
+
+def family_script(path: Path, *, child_writes: str, then: tuple[str, ...] = ()) -> str:
+    """A parent that delegates to a child which writes ``child_writes`` (a file name), then
+    answers: children answer turns 0-1, a parent that starts with two assistant messages
+    delegates at turn 2 and answers at 3; ``then`` answers the turns after."""
+    write = {"name": "write", "arguments": {"path": child_writes, "content": "CHILD"}}
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [write]},
+        {"content": "child wrote it"},
+        {"tool_calls": [{"name": "agent", "arguments": {"task": "write it"}}]},
+        {"content": "parent done"},
+        *({"content": answer} for answer in then),
+    ]
+    return write_script(path, turns)

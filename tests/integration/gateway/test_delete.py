@@ -25,7 +25,7 @@ from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 from longhaul.gateway.auth import owner_id
 
-from tests.integration.executor.scripts import record_steps, write_script
+from tests.integration.executor.scripts import family_script, record_steps, write_script
 from tests.integration.gateway.harness import (
     RunningGateway,
     gateway_config,
@@ -83,18 +83,7 @@ async def test_delete_erases_the_family_everywhere_and_nothing_of_another_key(
     keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
-    write = {"name": "write", "arguments": {"path": "from-child.txt", "content": "CHILD"}}
-    # children answer turns 0-1; the parent starts with two assistant messages: delegates
-    # (turn 2), then answers (3)
-    model = write_script(
-        tmp_path / "family.yaml",
-        [
-            {"tool_calls": [write]},
-            {"content": "child wrote it"},
-            {"tool_calls": [{"name": "agent", "arguments": {"task": "write it"}}]},
-            {"content": "parent done"},
-        ],
-    )
+    model = family_script(tmp_path / "family.yaml", child_writes="from-child.txt")
     simple = write_script(tmp_path / "bob.yaml", [{"content": "bob done"}] * 4)
     image = b"\x89PNG\r\n\x1a\n" + os.urandom(20_000)
     url = "data:image/png;base64," + base64.b64encode(image).decode()

@@ -67,7 +67,13 @@ async def test_readyz_waits_for_an_executor_consuming(
         ready = await readyz_until(client, 200)
         assert ready.json() == {
             "status": "ok",
-            "checks": {"nats": "ok", "stream": "ok", "executors": "ok", "sandbox": SANDBOX},
+            "checks": {
+                "nats": "ok",
+                "stream": "ok",
+                "executors": "ok",
+                "sandbox": SANDBOX,
+                "storage": "ok",
+            },
         }
     # A stopped executor deletes its presence: not ready again.
     gone = await readyz_until(client, 503)

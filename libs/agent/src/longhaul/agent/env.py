@@ -22,6 +22,10 @@ AncestorBudget = Callable[[TraceState], Awaitable[str | None]]
 """For a sub-trace: ``max_tokens`` / ``max_cost`` if an ancestor's run budget is used up,
 counting the usage of every descendant still running (the executor reads it from the log)."""
 
+StorageCheck = Callable[[], Awaitable[str | None]]
+"""Why the stores have no room for more of a run (None: there is room); the executor reads
+the event stream's and object store's fill (``longhaul.core.storage``)."""
+
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
@@ -48,6 +52,8 @@ class AgentEnv:
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], datetime] = _utcnow
     ancestor_budget: AncestorBudget | None = None
+    storage_full: StorageCheck | None = None
+    """Asked before each model call: a reason stops the run with ``storage_full``."""
     messenger: Messenger | None = None
     """Delivers ``send_message`` into another trace's inbox (the executor's)."""
     experiences: ExperienceBook | None = None

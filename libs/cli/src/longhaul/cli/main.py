@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli import eval_commands, experiences, inbox, keys, schedules, tasks, traces
+from longhaul.cli import backup, eval_commands, experiences, inbox, keys, schedules, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
@@ -27,6 +27,8 @@ app.add_typer(experiences.app, name="experiences")
 app.add_typer(keys.app, name="keys")
 app.add_typer(eval_commands.app, name="eval")
 app.add_typer(inbox.app, name="inbox")
+app.command("backup")(backup.backup)
+app.command("restore")(backup.restore)
 
 
 @app.callback()

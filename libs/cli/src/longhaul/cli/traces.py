@@ -205,6 +205,36 @@ def delete(
     execute(ctx, command)
 
 
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    trace_id: TraceId,
+    out: Annotated[Path, typer.Option("-o", "--output", help="where to write the bundle")],
+) -> None:
+    """Write a trace and its sub-traces, with their stored outputs, as one bundle file."""
+
+    async def command(client: AsyncClient) -> None:
+        bundle = await client.export_trace(trace_id)
+        out.write_bytes(bundle)
+        console.print(f"{trace_id} → {out} ({len(bundle)} bytes)")
+
+    execute(ctx, command)
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    bundle: Annotated[Path, typer.Argument(help="a file `longhaul traces export` wrote")],
+) -> None:
+    """Recreate an exported trace family under your key, with new ids."""
+
+    async def command(client: AsyncClient) -> None:
+        imported = await client.import_trace(bundle.read_bytes())
+        console.print(f"imported as {imported.trace_id} ({len(imported.traces)} trace(s))")
+
+    execute(ctx, command)
+
+
 @app.command("resume")
 def resume(ctx: typer.Context, trace_id: TraceId, follow: Follow = False) -> None:
     """Continue a stopped, failed or completed trace from its head."""

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import msgspec
 from longhaul.agent.config_check import check_config
+from longhaul.cli.disk_limits import sized_to_disk
 from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
 from longhaul.core import nats_auth
@@ -132,6 +133,7 @@ def banner(
     executors: int,
     work_dir: Path,
     ready: bool,
+    storage: str | None = None,
 ) -> Panel:
     keyless = not config.gateway.api_keys
     model = f"model:     {config.models.default}"
@@ -150,6 +152,8 @@ def banner(
         f"workdir:   {work_dir}   (where agents read and write files)",
         model,
     ]
+    if storage is not None:
+        lines.append(storage)
     if config.models.is_offline_default:
         lines.append(f"[yellow]{OFFLINE_NOTICE}[/yellow]")
     if keyless:
@@ -196,6 +200,8 @@ async def run_up(
     embedded: SupervisedNats | None = None
     credentials: nats_auth.Credentials | None = None
     credentials_file: Path | None = None
+    limits: dict[str, str] = {}
+    storage: str | None = None
     if nats_url is None:
         # The embedded server binds loopback and admits only the users generated here.
         credentials, credentials_file = nats_auth.load_or_create(data_dir)
@@ -208,8 +214,10 @@ async def run_up(
         embedded = SupervisedNats(server, on_change=lambda: write_state())
         await embedded.start()
         nats_url = server.url
+        limits, storage = sized_to_disk(config, data_dir / "jetstream")
     env = {
         **os.environ,
+        **limits,
         "LONGHAUL_NATS__URL": nats_url,
         "LONGHAUL_DATA_DIR": str(data_dir),
         "LONGHAUL_EXECUTOR__WORKING_ROOT": str(work_dir),
@@ -262,6 +270,7 @@ async def run_up(
                     executors=executors,
                     work_dir=work_dir,
                     ready=ready,
+                    storage=storage,
                 )
             )
             await stop.wait()

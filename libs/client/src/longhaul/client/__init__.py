@@ -37,6 +37,7 @@ from longhaul.client.models import (
     TaskAccepted,
     TaskList,
     Trace,
+    TraceImported,
     TraceList,
     TraceSummary,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "TaskAccepted",
     "TaskList",
     "Trace",
+    "TraceImported",
     "TraceList",
     "TraceSummary",
     "Unauthorized",

@@ -84,6 +84,8 @@ class AsyncClient:
     send_message = bind_async(calls.send_message)
     stop = bind_async(calls.stop)
     delete = bind_async(calls.delete)
+    export_trace = bind_async(calls.export_trace)
+    import_trace = bind_async(calls.import_trace)
     resume = bind_async(calls.resume)
     reply = bind_async(calls.reply)
     approve = bind_async(calls.approve)

@@ -35,6 +35,8 @@ class Call(Generic[T]):
     """sent as ``text/markdown`` instead"""
     files: Mapping[str, bytes] | None = None
     """sent as ``multipart/form-data`` (field ``files``) instead"""
+    content: bytes | None = None
+    """sent as it is (a trace bundle) instead"""
     headers: dict[str, str] | None = None
 
 
@@ -226,6 +228,20 @@ def delete(trace_id: str) -> Call[models.Deleted]:
     """Delete a trace and its sub-traces everywhere they are stored (a running one is
     stopped first); the id is unknown afterwards (``NotFound``, a repeat included)."""
     return Call("DELETE", f"/api/traces/{_id(trace_id)}", _json(models.Deleted))
+
+
+def _bytes(response: httpx.Response) -> bytes:
+    return response.content
+
+
+def export_trace(trace_id: str) -> Call[bytes]:
+    """The trace and its sub-traces as one bundle (bytes to keep, or to ``import_trace``)."""
+    return Call("GET", f"/api/traces/{_id(trace_id)}/export", _bytes)
+
+
+def import_trace(bundle: bytes) -> Call[models.TraceImported]:
+    """Recreate an exported trace family under this client's key, with new ids."""
+    return Call("POST", "/api/traces/import", _json(models.TraceImported), content=bundle)
 
 
 def resume(trace_id: str) -> Call[models.Accepted]:

@@ -84,6 +84,8 @@ class Client:
     send_message = bind_sync(calls.send_message)
     stop = bind_sync(calls.stop)
     delete = bind_sync(calls.delete)
+    export_trace = bind_sync(calls.export_trace)
+    import_trace = bind_sync(calls.import_trace)
     resume = bind_sync(calls.resume)
     reply = bind_sync(calls.reply)
     approve = bind_sync(calls.approve)

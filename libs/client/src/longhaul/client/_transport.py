@@ -56,6 +56,8 @@ def request_args(call: Call[Any]) -> dict[str, Any]:
         return args | {"content": call.markdown, "headers": {"Content-Type": "text/markdown"}}
     if call.files is not None:
         return args | {"files": [("files", (name, data)) for name, data in call.files.items()]}
+    if call.content is not None:
+        return args | {"content": call.content}
     return args | {"json": call.body}
 
 

@@ -72,6 +72,14 @@ class Deleted(Erased):
     trace_id: str
 
 
+class TraceImported(Model):
+    """An imported bundle: the new id of its root and of each of its traces (old → new)."""
+
+    trace_id: str
+    traces: dict[str, str]
+    status: str | None = None
+
+
 class KeyErased(Erased):
     """One API key's data, erased (``skipped``: its tasks still running, left)."""
 

@@ -29,6 +29,7 @@ import nats.errors
 from longhaul.core.connection import Connection
 from longhaul.core.telemetry import context_of, tracer
 from longhaul.core.transient import BrokerUnavailable, retry_transient
+from longhaul.domain.imports import is_imported
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError
@@ -312,6 +313,9 @@ async def _handle(
     if delivery is None:
         log.warning("terminating %s: not an event subject", msg.subject)
         await send_ack(msg.term())
+        return
+    if is_imported(delivery.data):  # its importer wakes what is left to run, once all is there
+        await send_ack(msg.ack())
         return
     heartbeat = asyncio.create_task(keep_alive(msg, spec.ack_wait_s / 3))
     key = hooks.key(delivery)

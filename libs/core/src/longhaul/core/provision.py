@@ -10,13 +10,15 @@ from dataclasses import dataclass
 
 from longhaul.domain.names import Names
 from nats.js import JetStreamContext, api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import APIError, BadRequestError, NotFoundError
 
 log = logging.getLogger(__name__)
 
 DUPLICATE_WINDOW_S = 120.0
 NOTIFICATIONS_TTL_S = 30 * 86_400.0
 """A delivery's record is kept a month: long enough to answer "was I told?"."""
+CANNOT_RESERVE = 10047
+"""JetStream's "insufficient storage resources available": a limit past what it can reserve."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,10 @@ class ProvisionSettings:
     checkpoint_ttl_s: float = 604_800.0
     workspace_history: int = 10
     max_msg_size: int = 8 * 1024 * 1024
+    max_bytes: int | None = None
+    """The event stream's size limit (``store.max_bytes``; None: left as it is)."""
+    object_max_bytes: int | None = None
+    """The object store's (``store.object_max_bytes``)."""
 
 
 def event_stream_config(names: Names, settings: ProvisionSettings) -> api.StreamConfig:
@@ -38,8 +44,47 @@ def event_stream_config(names: Names, settings: ProvisionSettings) -> api.Stream
         duplicate_window=DUPLICATE_WINDOW_S,
         max_msg_size=settings.max_msg_size,
         allow_direct=True,
+        # at max_bytes the publish is refused: never ``old``, which drops the oldest events
         discard=api.DiscardPolicy.NEW,
+        max_bytes=settings.max_bytes,
     )
+
+
+def object_stream_config(names: Names, settings: ProvisionSettings) -> api.StreamConfig:
+    """The object store's backing stream, the way nats-py's ``create_object_store`` shapes
+    it, with the size limit (``discard: new`` too: a refused chunk fails the put)."""
+    bucket = names.artifacts
+    return api.StreamConfig(
+        name=f"OBJ_{bucket}",
+        description="large payloads",
+        subjects=[f"$O.{bucket}.C.>", f"$O.{bucket}.M.>"],
+        max_bytes=settings.object_max_bytes,
+        duplicate_window=DUPLICATE_WINDOW_S,  # the server's default, said so the look matches
+        storage=api.StorageType.FILE,
+        num_replicas=settings.replicas,
+        discard=api.DiscardPolicy.NEW,
+        allow_rollup_hdrs=True,
+        allow_direct=True,
+    )
+
+
+def _limit_notice(config: api.StreamConfig, setting: str) -> None:
+    """Say at start-up what bounds the stream, and what happens when it is reached."""
+    if config.max_bytes:
+        log.info(
+            "stream %s is limited to %d bytes (%s): when it fills, new runs answer 507 "
+            "and running traces stop with storage_full",
+            config.name,
+            config.max_bytes,
+            setting,
+        )
+    else:
+        log.warning(
+            "stream %s has no size limit of longhaul's (%s unset): only nats-server's "
+            "max_file_store bounds it; set it to see the disk fill before it is full",
+            config.name,
+            setting,
+        )
 
 
 def kv_stream_config(
@@ -70,7 +115,26 @@ def kv_stream_config(
 
 
 async def ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
-    """Create the stream, or update it when it exists with other settings."""
+    """Create the stream, or update it when it exists with other settings. A size limit the
+    server cannot reserve (err 10047: the streams' limits add up past its ``max_file_store``)
+    is left out, loudly, rather than keeping the service from starting."""
+    try:
+        await _ensure(js, config)
+    except APIError as exc:
+        if exc.err_code != CANNOT_RESERVE or not config.max_bytes:
+            raise
+        log.error(
+            "stream %s: nats-server cannot reserve %d bytes (%s): lower the size limit "
+            "(store.max_bytes / store.object_max_bytes); going on without it",
+            config.name,
+            config.max_bytes,
+            exc.description,
+        )
+        config.max_bytes = None
+        await _ensure(js, config)
+
+
+async def _ensure(js: JetStreamContext, config: api.StreamConfig) -> None:
     try:
         info = await js.stream_info(config.name or "")
     except NotFoundError:
@@ -94,7 +158,9 @@ async def provision(
 ) -> None:
     """Create or update the event stream, the KV buckets and the object store."""
     settings = settings or ProvisionSettings()
-    await ensure_stream(js, event_stream_config(names, settings))
+    events = event_stream_config(names, settings)
+    await ensure_stream(js, events)
+    _limit_notice(events, "store.max_bytes")
     buckets = [
         kv_stream_config(names.traces, settings, description="trace index"),
         kv_stream_config(names.active, settings, description="traces not final yet"),
@@ -124,12 +190,6 @@ async def provision(
     ]
     for config in buckets:
         await ensure_stream(js, config)
-    await js.create_object_store(
-        names.artifacts,
-        config=api.ObjectStoreConfig(
-            bucket=names.artifacts,
-            description="large payloads",
-            replicas=settings.replicas,
-            storage=api.StorageType.FILE,
-        ),
-    )
+    objects = object_stream_config(names, settings)
+    await ensure_stream(js, objects)
+    _limit_notice(objects, "store.object_max_bytes")

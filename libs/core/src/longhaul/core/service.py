@@ -31,6 +31,7 @@ from longhaul.core.logs import configure_logging
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.repository import Repository
 from longhaul.core.snapshots import Snapshots, SnapshotStore
+from longhaul.core.storage import StorageGauge
 from longhaul.core.store import EventStore
 from longhaul.core.telemetry import tracing
 from longhaul.core.workspace import WorkspaceStore
@@ -94,6 +95,11 @@ class ServiceContext:
         return Eraser(self.conn, self.index)
 
     @cached_property
+    def storage(self) -> StorageGauge:
+        """How full the event stream and the object store are (507s, storage_full stops)."""
+        return StorageGauge(self.conn, headroom=self.config.store.headroom)
+
+    @cached_property
     def workspace(self) -> WorkspaceStore:
         return WorkspaceStore(self.conn)
 
@@ -140,6 +146,8 @@ def provision_settings(config: LonghaulConfig) -> ProvisionSettings:
     return ProvisionSettings(
         replicas=config.nats.replicas,
         checkpoint_ttl_s=float(config.pipeline.checkpoint.ttl_seconds),
+        max_bytes=config.store.max_bytes,
+        object_max_bytes=config.store.object_max_bytes,
     )
 
 

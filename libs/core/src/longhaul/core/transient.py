@@ -48,7 +48,27 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
 _TRANSIENT_API_CODES = frozenset({10008, 10076})  # JS temporarily unavailable; cluster not active
 
 
+STORAGE_FULL_CODES = frozenset({10023, 10047, 10077})
+"""JetStream's "insufficient resources", "insufficient storage resources available" and
+"stream store failed" (its ``maximum bytes exceeded``): the store refused to grow. They come
+as 503s, but waiting never makes room (``longhaul.core.storage``)."""
+
+
+def is_storage_full(exc: BaseException | None) -> bool:
+    """A write refused because a stream or the server's disk is at its limit, or an error it
+    caused (the effect ledger's ``EffectNotRecorded`` wraps the refused append)."""
+    for _ in range(8):
+        if exc is None:
+            return False
+        if isinstance(exc, nats.js.errors.APIError) and exc.err_code in STORAGE_FULL_CODES:
+            return True
+        exc = exc.__cause__
+    return False
+
+
 def is_transient(exc: BaseException) -> bool:
+    if is_storage_full(exc):
+        return False
     if isinstance(exc, _TRANSIENT):
         return True
     if isinstance(exc, nats.js.errors.APIError):

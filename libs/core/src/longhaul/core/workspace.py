@@ -79,6 +79,18 @@ class WorkspaceStore:
         except KeyWrongLastSequenceError as exc:
             raise WorkspaceConflict(f"workspace key {key} changed") from exc
 
+    async def keys_under(self, prefix: str) -> list[str]:
+        """The keys at or below ``prefix`` that hold a value (read from the bucket stream's
+        subjects: no watch over the whole bucket)."""
+        bucket = self.conn.names.workspace
+        subject = workspace_subject(bucket, prefix)
+        keys = []
+        for pattern in (subject, f"{subject}.>"):
+            info = await self.conn.js.stream_info(f"KV_{bucket}", subjects_filter=pattern)
+            head = f"$KV.{bucket}."
+            keys += [s.removeprefix(head).replace(".", "/") for s in info.state.subjects or {}]
+        return sorted(keys)
+
     async def get(self, key: str) -> WorkspaceEntry | None:
         kv = await self.conn.kv(self.conn.names.workspace)
         try:

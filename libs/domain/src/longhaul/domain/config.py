@@ -19,6 +19,7 @@ from longhaul.domain.notify import Webhooks
 from pydantic import (
     BaseModel,
     BeforeValidator,
+    ByteSize,
     ConfigDict,
     Field,
     SecretStr,
@@ -523,6 +524,21 @@ class ToolsConfig(BaseModel):
 class StoreConfig(BaseModel):
     snapshot_every: int = 200
     lease_ttl_s: float = 5.0
+    max_bytes: ByteSize | None = Field(
+        default=None,
+        description="size limit of the event stream (e.g. 20GiB); unset: `longhaul up` sizes it "
+        "to the disk, a service on its own leaves the stream's limit as it is",
+    )
+    object_max_bytes: ByteSize | None = Field(
+        default=None, description="size limit of the object store (large payloads), likewise"
+    )
+    headroom: float = Field(
+        default=0.05,
+        ge=0,
+        lt=0.5,
+        description="share of each limit kept for running traces to stop: past the rest, new "
+        "runs answer 507 and running traces stop with storage_full",
+    )
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

@@ -38,6 +38,12 @@ class Names:
         return f"{self.namespace}lh.sys.exited"
 
     @property
+    def imports(self) -> str:
+        """Core NATS subject on which the gateway asks an executor to write an imported
+        bundle's logs (``longhaul.domain.imports``)."""
+        return f"{self.namespace}lh.sys.import"
+
+    @property
     def erasures(self) -> str:
         """Core NATS subject on which the gateway asks the executors to remove an erased
         trace's working directory (``longhaul.domain.erasure``)."""

@@ -147,4 +147,18 @@ def publish_allow(names: Names, service: Service) -> list[str]:
         subjects.append(names.process_exits)
     if service == "gateway":
         subjects.append(names.erasures)  # an erased trace's working directory
+        subjects.append(names.imports)  # an imported bundle's logs, for an executor to write
+    if service == "executor":
+        # an imported log (``longhaul.domain.imports``) holds every kind of trace event; the
+        # executor writes it only to traces that do not exist yet
+        imported = {(k.aggregate, str(k.__struct_config__.tag)) for k in IMPORTED}
+        subjects.extend(sorted({names.type_filter(a, t) for a, t in imported} - set(subjects)))
     return subjects
+
+
+IMPORTED: tuple[type[ev.Event], ...] = tuple(
+    kind
+    for kind in vars(ev).values()
+    if isinstance(kind, type) and issubclass(kind, ev.TraceEvent) and kind is not ev.TraceEvent
+)
+"""Every trace event type: what an imported bundle may hold."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.contract import EventSink, LiveCallback, Messenger, TurnOutcome
 from longhaul.agent.engine import Engine
-from longhaul.agent.env import AgentEnv, AncestorBudget
+from longhaul.agent.env import AgentEnv, AncestorBudget, StorageCheck
 from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex, skill_dirs
@@ -47,6 +47,7 @@ class AgentTurns:
         working_root: Path,
         resolve_model: ModelResolver | None = None,
         ancestor_budget: AncestorBudget | None = None,
+        storage_full: StorageCheck | None = None,
         messenger: Messenger | None = None,
         experiences: ExperienceBook | None = None,
         recordings: Recordings | None = None,
@@ -73,6 +74,7 @@ class AgentTurns:
                 ),
                 models=config.models,
                 ancestor_budget=ancestor_budget,
+                storage_full=storage_full,
                 messenger=messenger,
                 context_hooks=ContextHooks.configured(config.pipeline.context_hooks),
                 experiences=experiences,

@@ -22,12 +22,14 @@ import msgspec
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.core.consumer import TERM, ConsumerHooks, ConsumerSpec, Delivery, Slots, consume
 from longhaul.core.service import ServiceContext
-from longhaul.core.transient import BrokerUnavailable
+from longhaul.core.transient import BrokerUnavailable, is_storage_full
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
 from longhaul.executor.children import Children
 from longhaul.executor.deadlines import WaitDeadlines
 from longhaul.executor.erasure import WorkdirEraser
+from longhaul.executor.imports import QUEUE as IMPORT_QUEUE
+from longhaul.executor.imports import ImportWriter
 from longhaul.executor.leases import STALE_TTLS, Lease, Leases
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.poison import record_poison
@@ -116,6 +118,10 @@ class Executor:
         erasures = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.erasures, cb=self.workdirs.on_request
         )
+        writer = ImportWriter(self.traces, self.index, self.leases, self.wake)
+        imports = await self.ctx.conn.nc.subscribe(
+            self.ctx.conn.names.imports, queue=IMPORT_QUEUE, cb=writer.on_request
+        )
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
         waits = RemoteWaits(
@@ -144,6 +150,7 @@ class Executor:
             with contextlib.suppress(Exception):
                 await exits.unsubscribe()
                 await erasures.unsubscribe()
+                await imports.unsubscribe()
             if presence is not None:
                 await presence.release()
             await self.agent.aclose()
@@ -231,6 +238,10 @@ class Executor:
         self.metrics.handler_errors.inc()
         if isinstance(exc, BrokerUnavailable):  # the broker's trouble, not the event's
             log.warning("%s; handing the wake-up back", exc)
+            return MAX_RETRY_DELAY_S
+        if is_storage_full(exc):  # nothing was written; the trace goes on once there is room
+            self.ctx.storage.refused(exc)
+            log.warning("%s: storage full, handing the wake-up back", delivery.aggregate_id)
             return MAX_RETRY_DELAY_S
         attempt = delivery.num_delivered
         reason = f"{type(exc).__name__}: {exc}"

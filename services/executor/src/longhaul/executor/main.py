@@ -46,6 +46,7 @@ def build_executor(
         working_root=working_root,
         resolve_model=resolve_model,
         ancestor_budget=partial(ancestor_over_budget, ctx.traces),
+        storage_full=ctx.storage.full,
         messenger=LogMessenger(
             ctx.traces, ctx.tasks, actor=f"executor:{settings.id}", remote=remote
         ),

@@ -24,6 +24,7 @@ from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.retention import Retention
 from longhaul.gateway.routers import (
     admin,
+    bundles,
     evals,
     experiences,
     files,
@@ -124,6 +125,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     A2ASurface(runtime).mount(app)
     install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
+        bundles.router,
         traces.router,
         remote_traces.router,
         files.router,

@@ -31,11 +31,14 @@ DRAIN_TIMEOUT_S = 5.0
 
 
 UPLOAD_SUFFIX = "/files"
+IMPORT_PATH = "/api/traces/import"
+"""A bundle is an upload too: counted as it arrives, read by the route after it checked
+the caller."""
 
 
 class BodyLimitMiddleware:
-    """``max_body_bytes`` for every request but file uploads (``POST …/files``), which may
-    carry ``max_upload_bytes``."""
+    """``max_body_bytes`` for every request but file uploads (``POST …/files``) and bundle
+    imports, which may carry ``max_upload_bytes``."""
 
     def __init__(self, app: ASGIApp, max_body_bytes: int, max_upload_bytes: int = 0) -> None:
         self.app = app
@@ -45,7 +48,11 @@ class BodyLimitMiddleware:
 
     def _upload(self, scope: Scope) -> bool:
         return bool(self.max_upload_bytes) and (
-            scope.get("method") == "POST" and str(scope.get("path", "")).endswith(UPLOAD_SUFFIX)
+            scope.get("method") == "POST"
+            and (
+                str(scope.get("path", "")).endswith(UPLOAD_SUFFIX)
+                or scope.get("path") == IMPORT_PATH
+            )
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

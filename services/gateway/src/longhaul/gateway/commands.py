@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import msgspec
@@ -27,6 +27,7 @@ from longhaul.gateway import access
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.storage import require_room
 
 log = logging.getLogger(__name__)
 
@@ -186,13 +187,20 @@ async def stop_for_erasure(runtime: Runtime, state: TraceState) -> None:
 def _starting(
     runtime: Runtime, principal: Principal, task_id: str | None = None
 ) -> contextlib.AbstractAsyncContextManager[None]:
-    """The key's active-run cap around a start (``quota``: tasks count as runs too)."""
+    """Room in the stores (else 507), then the key's active-run cap around a start
+    (``quota``: tasks count as runs too)."""
 
     async def task_active(task_id: str) -> bool:
         async with runtime.nats_call():
             return not (await runtime.tasks.load(task_id)).is_final
 
-    return runtime.quota.starting(runtime.mirror, principal.owner, task_active, task_id)
+    @contextlib.asynccontextmanager
+    async def with_room() -> AsyncIterator[None]:
+        await require_room(runtime)
+        async with runtime.quota.starting(runtime.mirror, principal.owner, task_active, task_id):
+            yield
+
+    return with_room()
 
 
 async def create_task(

@@ -95,7 +95,7 @@ async def _settled(runtime: Runtime, members: list[TraceState]) -> None:
             pause = min(pause * 2, 0.5)
 
 
-def _images(members: list[TraceState]) -> set[str]:
+def images_named(members: list[TraceState]) -> set[str]:
     """The stored images the family's messages name (``longhaul.agent.images``)."""
     digests: set[str] = set()
     for state in members:
@@ -146,7 +146,7 @@ async def _erase_families(runtime: Runtime, owner: str | None, roots: list[Trace
     members = await _stopped_family(runtime, roots)
     eraser = runtime.service.eraser
     removed = Removed()
-    digests = sorted(_images(members)) if owner else []
+    digests = sorted(images_named(members)) if owner else []
     images = [f"images/{owner}/{digest}" for digest in digests]
     async with runtime.nats_call():
         for state in reversed(members):

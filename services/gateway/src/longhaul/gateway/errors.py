@@ -32,6 +32,7 @@ STATUS_CODES: dict[int, str] = {
     422: "invalid_request",
     429: "rate_limited",
     503: "unavailable",
+    507: "insufficient_storage",
 }
 
 # How a fold's refusal maps onto HTTP: a missing aggregate is 404, a request that does not fit
@@ -73,6 +74,11 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers = headers
+
+    @classmethod
+    def insufficient_storage(cls, message: str) -> ApiError:
+        """507: the event stream or object store is full (``longhaul.gateway.storage``)."""
+        return cls(507, "insufficient_storage", message, headers={"Retry-After": "30"})
 
     @classmethod
     def from_transition(cls, exc: InvalidTransition) -> ApiError:

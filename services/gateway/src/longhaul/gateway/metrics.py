@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 if TYPE_CHECKING:
     from longhaul.core.connection import Connection
+    from longhaul.core.storage import StorageGauge
     from longhaul.gateway.mirror import IndexMirror
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,29 @@ class GatewayMetrics:
             ["consumer"],
             registry=self.registry,
         )
+        self.storage_used = Gauge(
+            "longhaul_storage_used_bytes",
+            "bytes the event stream (events) and the object store (objects) hold",
+            ["store"],
+            registry=self.registry,
+        )
+        self.storage_limit = Gauge(
+            "longhaul_storage_limit_bytes",
+            "their size limit (store.max_bytes, store.object_max_bytes; absent: none)",
+            ["store"],
+            registry=self.registry,
+        )
+        self.storage_left = Gauge(
+            "longhaul_storage_left_bytes",
+            "bytes left before the limit (new runs are refused from headroom before it)",
+            ["store"],
+            registry=self.registry,
+        )
+        self.storage_full = Gauge(
+            "longhaul_storage_full",
+            "1 while new runs answer 507 and running traces stop with storage_full",
+            registry=self.registry,
+        )
         self.registry.register(_IndexCollector(self))
 
     async def refresh_consumer_lag(self, conn: Connection) -> None:
@@ -186,6 +210,22 @@ class GatewayMetrics:
                 continue
             self.consumer_pending.labels(name).set(info.num_pending or 0)
             self.consumer_ack_pending.labels(name).set(info.num_ack_pending or 0)
+
+    async def refresh_storage(self, gauge: StorageGauge) -> None:
+        """The stores' fill, read at scrape time (:mod:`longhaul.core.storage`)."""
+        try:
+            status = await asyncio.wait_for(gauge.status(), timeout=LAG_TIMEOUT_S)
+        except Exception as exc:  # metrics must render even when NATS is unwell
+            log.warning("cannot read the stores' size: %s", exc)
+            return
+        for gauge_ in (self.storage_used, self.storage_limit, self.storage_left):
+            gauge_.clear()
+        for usage in status.stores:
+            self.storage_used.labels(usage.store).set(usage.used)
+            if usage.limit is not None and usage.left is not None:
+                self.storage_limit.labels(usage.store).set(usage.limit)
+                self.storage_left.labels(usage.store).set(usage.left)
+        self.storage_full.set(status.full is not None)
 
     async def on_live(self, msg: Msg) -> None:
         """Core-NATS callback on ``lh.live.>``: count retry notices, ignore token deltas cheaply."""

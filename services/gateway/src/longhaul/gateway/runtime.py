@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import nats.errors
+import nats.js.errors
 from fastapi import FastAPI
 from longhaul.agent import turn_settings
 from longhaul.agent.presets import PresetCatalog
@@ -17,7 +18,7 @@ from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import EventStore
-from longhaul.core.transient import BrokerUnavailable
+from longhaul.core.transient import BrokerUnavailable, is_storage_full
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.auth import KeyRing
@@ -122,17 +123,27 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def nats_call(self) -> AsyncIterator[None]:
-        """Bound a request's NATS work in time and turn an unreachable server into 503."""
+        """Bound a request's NATS work in time and turn an unreachable server into 503, a
+        full one into 507."""
         try:
             async with asyncio.timeout(self.deadline_s):
                 yield
-        except (TimeoutError, nats.errors.Error, OSError, BrokerUnavailable) as exc:
-            raise ApiError(
-                503,
-                "unavailable",
-                f"event store unavailable: {type(exc).__name__}",
-                headers=RETRY,
+        except nats.js.errors.APIError as exc:
+            if not is_storage_full(exc):
+                raise _unavailable(exc) from exc
+            self.service.storage.refused(exc)
+            raise ApiError.insufficient_storage(
+                f"the event store refused the write ({exc.description}): delete traces or "
+                "raise store.max_bytes"
             ) from exc
+        except (TimeoutError, nats.errors.Error, OSError, BrokerUnavailable) as exc:
+            raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: BaseException) -> ApiError:
+    return ApiError(
+        503, "unavailable", f"event store unavailable: {type(exc).__name__}", headers=RETRY
+    )
 
 
 def runtime_of(app: FastAPI) -> Runtime:

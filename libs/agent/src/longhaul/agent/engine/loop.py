@@ -3,15 +3,15 @@
 Entry: a trace that is not running has nothing to do (a waiting one is only stopped if a stop
 was requested). Then the turn's settings are resolved and pinned (``turn_settings``,
 ``run_context``), ``before_agent``, a pending stop request, what arrived while the trace
-waited (``take_arrivals``), a requested reflection. Then, step by step: stop request → final answer
-at the head (complete or verify) → iteration budget → request → ``before_model`` → model call
-(wrapped) → ``after_model`` → assistant message (+ queued events) → tool calls, each result
-recorded before the next call acts. Write-behind: a result's append is in flight while the
-next model request is built and sent, and an assistant message's while its calls run if none
-of them changes anything outside the trace (``read_only``); each is settled before the next
-append or a call with effects. A crash therefore loses at most the call in flight.
-``after_agent`` sees every outcome once ``before_agent`` ran; then an unnamed trace whose run
-ended is titled (``titling``).
+waited (``take_arrivals``), a requested reflection. Then, step by step: stop request → final
+answer at the head (complete or verify) → iteration budget → room in the stores → request →
+``before_model`` → model call (wrapped) → ``after_model`` → assistant message (+ queued
+events) → tool calls, each result recorded before the next call acts. Write-behind: a result's
+append is in flight while the next model request is built and sent, and an assistant
+message's while its calls run if none of them changes anything outside the trace
+(``read_only``); each is settled before the next append or a call with effects. A crash
+therefore loses at most the call in flight. ``after_agent`` sees every outcome once
+``before_agent`` ran; then an unnamed trace whose run ended is titled (``titling``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
 from longhaul.agent.run_context import pin_context
-from longhaul.agent.stop_reasons import MAX_ITERATIONS, STOP_REQUESTED
+from longhaul.agent.stop_reasons import MAX_ITERATIONS, STOP_REQUESTED, STORAGE_FULL
 from longhaul.agent.turn import Step, Turn, elapsed_ms
 from longhaul.agent.turn_settings import resolve
 from longhaul.llm.types import ModelError
@@ -117,6 +117,9 @@ class TurnLoop:
             return await finish(turn, head)
         if state.run_usage.iterations >= turn.max_iterations:
             return await stop(turn, MAX_ITERATIONS, end="max_iterations")
+        # the last step's calls are answered; the headroom of the stores pays for the stop
+        if turn.env.storage_full is not None and await turn.env.storage_full():
+            return await stop(turn, STORAGE_FULL)
         await deliver_uploads(turn)
         request = turn.request()
         await self.chain.before_model(turn, request)

@@ -11,9 +11,11 @@ import time
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from longhaul.core.connection import Connection
+from longhaul.core.service import ServiceContext
 from longhaul.gateway.auth import metrics_reader
 from longhaul.gateway.errors import JSON_ERROR_RESPONSES
 from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.storage import readiness
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
@@ -71,6 +73,19 @@ async def _executors(runtime: Runtime, conn: Connection) -> tuple[str, str]:
     return present, sandbox
 
 
+_ADVISORY = frozenset({"sandbox", "storage"})
+"""Checks that are reported but do not make the gateway unready."""
+
+
+async def _storage(ctx: ServiceContext) -> str:
+    """``ok``, or why no new run may start (``longhaul.core.storage``)."""
+    try:
+        status = await asyncio.wait_for(ctx.storage.status(), READY_TIMEOUT_S)
+    except Exception as exc:  # reported, like the other checks
+        return f"unknown: {type(exc).__name__}"
+    return readiness(status)
+
+
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = {}
@@ -85,7 +100,7 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Health,
     summary="NATS connected, the event stream present and an executor consuming "
-    "(and whether their tools run sandboxed)",
+    "(and whether their tools run sandboxed, and whether the stores have room)",
     responses={503: {"model": Health, "description": "not ready"}},
 )
 async def readyz(request: Request) -> JSONResponse:
@@ -102,9 +117,14 @@ async def readyz(request: Request) -> JSONResponse:
         except Exception as exc:  # any failure means "not ready", with the reason
             checks["stream"] = f"missing: {type(exc).__name__}"
         checks["executors"], checks["sandbox"] = await _executors(runtime, ctx.conn)
-    # no sandbox is reported, not a reason to stop traffic: bash is refused, the rest works
-    ready = all(value == "ok" for name, value in checks.items() if name != "sandbox")
-    body = Health(status="ok" if ready else "unavailable", checks=checks)
+        checks["storage"] = await _storage(ctx)
+    # no sandbox is reported, not a reason to stop traffic: bash is refused, the rest works;
+    # full storage neither: reads, replies and the deletes that free room still work
+    ready = all(value == "ok" for name, value in checks.items() if name not in _ADVISORY)
+    status = "ok" if ready else "unavailable"
+    if ready and checks.get("storage", "").startswith("full"):
+        status = "storage_full"
+    body = Health(status=status, checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
 
@@ -121,4 +141,5 @@ async def metrics(request: Request) -> Response:
     runtime = runtime_of(request.app)
     if runtime.ctx is not None:
         await runtime.metrics.refresh_consumer_lag(runtime.ctx.conn)
+        await runtime.metrics.refresh_storage(runtime.ctx.storage)
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,172 @@
+"""Export → import through the running stack: a trace with a sub-trace, a stored output and a
+rewind branch reads back identical under another key with new ids, and goes on there; a bundle
+can never reach the exporter's data; a version 1 bundle imports; bad bundles are 4xx."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from longhaul.client import AsyncClient
+from longhaul.core.connection import Connection
+from longhaul.core.store import EventStore
+from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain.config import NatsConfig
+from longhaul.gateway.auth import owner_id
+
+from tests.integration.executor.scripts import family_script
+from tests.integration.gateway.harness import (
+    RunningGateway,
+    gateway_config,
+    serve_gateway,
+    user_message,
+)
+from tests.support.stack import InProcessExecutor, wait_for_trace
+
+ALICE, BOB = "alice-bundle-key-0123456789", "bob-bundle-key-9876543210"
+DEADLINE_S = 60
+V1 = Path(__file__).with_name("fixtures") / "bundle_v1.json"
+# fields that say when or where, not what
+VOLATILE = {"created_at", "updated_at", "event_id", "ts"}
+
+
+def owner_of(key: str) -> str:
+    return owner_id(hashlib.sha256(key.encode()).digest())
+
+
+@pytest.fixture
+async def keyed(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
+    config = gateway_config(nats_config, api_keys=f"{ALICE},{BOB}", max_upload_bytes=2_000_000)
+    async with serve_gateway(config) as running:
+        yield running
+
+
+def renamed(value: Any, ids: dict[str, str]) -> Any:
+    """``value`` with every id of ``ids`` written as its new id, volatile fields dropped."""
+    text = json.dumps(value)
+    for old, new in ids.items():
+        text = text.replace(old, new)
+    return _stable(json.loads(text))
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+async def test_export_import_round_trips_a_family_under_another_key(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    model = family_script(
+        tmp_path / "family.yaml",
+        child_writes="child.txt",
+        then=("continued after the import",),
+    )
+    first = [
+        user_message("a"), {"role": "assistant", "content": "b"},
+        user_message("c"), {"role": "assistant", "content": "d"}, user_message("go"),
+    ]  # fmt: skip
+    store = EventStore(conn)
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path / "work"}),
+        keyed.client(ALICE) as alice,
+        keyed.client(BOB) as bob,
+    ):
+        made = await alice.post("/api/traces", json={"messages": first, "model": model})
+        parent = made.json()["trace_id"]
+        assert (await wait_for_trace(store, parent, within=DEADLINE_S)).status == "completed"
+        # a rewind branch: from message 5 again (a second child), then the same answer
+        rewound = await alice.post(f"/api/traces/{parent}/run", json={"after_sequence": 5})
+        assert rewound.status_code == 202, rewound.text
+        done = await wait_for_trace(
+            store, parent, lambda s: s.is_final and s.runs >= 2, within=DEADLINE_S
+        )
+        assert done.status == "completed" and len(done.subtraces) == 2
+        call = next(m.tool_call_id for m in done.messages.values() if m.role == "tool")
+        await WorkspaceStore(conn).put(f"outputs/{parent}/{call}", b"y" * 300_000)
+
+        assert (await bob.get(f"/api/traces/{parent}/export")).status_code == 404
+        exported = await alice.get(f"/api/traces/{parent}/export")
+        assert exported.status_code == 200, exported.text
+        bundle = exported.content
+        kinds = {f["kind"] for f in json.loads(bundle)["files"]}
+        assert {"outputs", "context"} <= kinds  # the stored output, the recorded prompt
+        imported = await bob.post("/api/traces/import", content=bundle)
+        assert imported.status_code == 201, imported.text
+        ids = imported.json()["traces"]
+        new = imported.json()["trace_id"]
+        assert set(ids) == {parent, *done.subtraces} and not set(ids.values()) & set(ids)
+
+        for old, fresh in ids.items():  # message tree, goals, totals, sub-traces: identical
+            for suffix in ("", "/messages"):
+                theirs = (await alice.get(f"/api/traces/{old}{suffix}")).json()
+                ours = (await bob.get(f"/api/traces/{fresh}{suffix}")).json()
+                assert _stable(ours) == renamed(theirs, ids), (old, suffix)
+            assert (await alice.get(f"/api/traces/{fresh}")).status_code == 404
+        output = await bob.get(f"/api/traces/{new}/outputs/{call}")
+        assert output.status_code == 200 and len(output.content) == 300_000
+
+        # the exporter's family is untouched; a second import gets other ids again
+        assert (await alice.get(f"/api/traces/{parent}")).json()["status"] == "completed"
+        again = (await bob.post("/api/traces/import", content=bundle)).json()
+        assert not set(again["traces"].values()) & set(ids.values())
+
+        # it goes on under its new key, and can be rewound there
+        more = await bob.post(f"/api/traces/{new}/run", json={"messages": [user_message("more")]})
+        assert more.status_code == 202, more.text
+        went_on = await wait_for_trace(
+            store, new, lambda s: s.is_final and s.runs >= 3, within=DEADLINE_S
+        )
+        assert went_on.messages[went_on.head_sequence].content == "continued after the import"
+        assert went_on.owner == owner_of(BOB)
+        head = went_on.head_sequence  # rewound to "more": a new answer on a new branch
+        again = await bob.post(f"/api/traces/{new}/run", json={"after_sequence": head - 1})
+        assert again.status_code == 202, again.text
+        back = await wait_for_trace(
+            store, new, lambda s: s.is_final and s.runs >= 4, within=DEADLINE_S
+        )
+        assert back.head_sequence > head and head not in {m.sequence for m in back.main_path()}
+
+
+async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    v1 = json.loads(V1.read_text())
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
+        keyed.client(BOB) as bob,
+    ):
+        for body, status in (
+            (b"not json", 422),
+            (json.dumps({"format": "something else", "version": 2}).encode(), 422),
+            (json.dumps({**v1, "version": 99}).encode(), 422),
+            (
+                json.dumps(
+                    {**v1, "outputs": {"outputs/t_01OTHERTRACE0000000000000/x": "eA=="}}
+                ).encode(),
+                422,
+            ),
+            (b"x" * 2_100_000, 413),
+        ):
+            refused = await bob.post("/api/traces/import", content=body)
+            assert refused.status_code == status, refused.text
+            assert refused.json()["error"]["message"]
+
+        async with AsyncClient(keyed.url, BOB) as client:  # the SDK's way in
+            new = (await client.import_trace(V1.read_bytes())).trace_id
+            assert json.loads(await client.export_trace(new))["version"] == 2
+        view = (await bob.get(f"/api/traces/{new}")).json()
+        assert view["status"] == "completed"
+        messages = (await bob.get(f"/api/traces/{new}/messages")).json()["messages"]
+        assert messages[-1]["content"] == "the answer, from an older longhaul"
+        output = await bob.get(f"/api/traces/{new}/outputs/call_1")
+        assert output.status_code == 200 and output.content == b"an output"
+        # the owner the file claimed is not the importer's: the importer owns it all the same
+        assert (await wait_for_trace(EventStore(conn), new)).owner == owner_of(BOB)
