@@ -38,7 +38,7 @@ async def test_injected_every_n_steps_with_goals_and_hooks(tmp_path: Path) -> No
     body = str(injected[0].content)
     assert body.startswith("[Context after 2 steps]")
     assert "[ ] g1: ship it" in body
-    assert "tickets:\n3 open tickets" in body and "deadline:\ndeadline: friday (1 goal)" in body
+    assert "tickets:\n3 open tickets" in body and "deadline:\ndeadline: friday (2 goal)" in body
     assert "silent" not in body
     third = run.script.requests[2].messages
     assert third[-1]["content"] == injected[0].content

@@ -141,6 +141,17 @@ class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: Literal["pending", "in_progress", "done", "abandoned"] = "pending"
     summary: str | None = None
     created_at_sequence: int = 0
+    type: Literal["goal", "agent_call"] = "goal"
+    """``agent_call``: one ``agent`` / ``evaluate`` call, made by the fold from its
+    ``subtrace_spawned`` events (never by the goal tool)."""
+    reason: str | None = None
+    """Why the goal exists (the goal tool's ``reason``; set by the fold for the root goal)."""
+    mode: str | None = None
+    """An ``agent_call`` goal's mode: delegate, explore or evaluate."""
+    sub_trace_ids: list[str] = msgspec.field(default_factory=list)
+    """An ``agent_call`` goal's children."""
+    tool_call_id: str | None = None
+    """The call an ``agent_call`` goal stands for."""
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -467,6 +478,11 @@ class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_d
     cost: float = 0.0
     descendants: int = 0
     """Sub-traces the child itself has (every level): they count toward the root's limit."""
+    model_calls: int = 0
+    """Model calls of the child's run (its sub-agents' reported ones included): its
+    ``agent_call`` goal's stats on the parent."""
+    duration_ms: int = 0
+    """Wall time of the child's run."""
 
 
 class MessageReceived(TraceEvent, tag="message_received", kw_only=True, omit_defaults=True):

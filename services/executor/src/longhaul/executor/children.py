@@ -217,6 +217,8 @@ class Children:
             tokens=child.run_usage.tokens,
             cost=child.run_usage.cost,
             descendants=child.descendants,
+            model_calls=child.run_model_calls(),
+            duration_ms=max(int((child.updated_at - child.run_started_at) * 1000), 0),
         )
         await append_while(
             self.traces,
