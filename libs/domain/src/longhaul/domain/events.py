@@ -146,6 +146,9 @@ class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``subtrace_spawned`` events (never by the goal tool)."""
     reason: str | None = None
     """Why the goal exists (the goal tool's ``reason``; set by the fold for the root goal)."""
+    criteria: list[str] = msgspec.field(default_factory=list)
+    """What makes the goal done (the goal tool's ``criteria``): ``evaluate(target_goal_id)``
+    judges against them."""
     mode: str | None = None
     """An ``agent_call`` goal's mode: delegate, explore or evaluate."""
     sub_trace_ids: list[str] = msgspec.field(default_factory=list)
@@ -453,6 +456,10 @@ class SubtraceSpawned(TraceEvent, tag="subtrace_spawned", kw_only=True, omit_def
     """A configured remote longhaul (``remote_agents``) runs the child instead of this one."""
     skills: list[str] = msgspec.field(default_factory=list)
     """The skills the child gets (empty: its preset's)."""
+    messages: list[InputMessage] = msgspec.field(default_factory=list)
+    """Conversation the parent seeds the child with (``agent(messages=…)``), before its task."""
+    context: str | None = None
+    """Background the parent hands the child (``agent(context=…)``), after its task."""
 
 
 class RemoteSubtraceLinked(

@@ -68,7 +68,7 @@ def child_allowance(parent: TraceState, limit: int) -> int:
 def child_created(parent: TraceState, info: SubtraceInfo, limit: int = 50) -> ev.TraceCreated:
     label = parent.name or parent.trace_id
     return ev.TraceCreated(
-        messages=[ev.InputMessage(role="user", content=info.task)],
+        messages=info.inputs(),
         config=child_config(parent, info),
         name=f"{label} / {info.mode}",
         owner=parent.owner,
@@ -157,7 +157,7 @@ class Children:
                 self.traces,
                 previous,
                 ev.RunRequested(
-                    messages=[ev.InputMessage(role="user", content=info.task)],
+                    messages=info.inputs(),
                     trace_context=info.trace_context,
                 ),
                 lambda child: child.is_final,

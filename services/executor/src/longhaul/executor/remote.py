@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import msgspec
 from longhaul.client import AsyncClient
 from longhaul.client.errors import (
     ApiError,
@@ -121,7 +122,7 @@ class RemoteAgents:
         """Create (or continue) the remote trace; returns its ``agent://`` id. A creation
         carries an ``Idempotency-Key`` made from the spawn, so a retry after a crash between
         the remote's answer and the link finds the trace the first attempt created."""
-        messages = [{"role": "user", "content": info.task}]
+        messages = [msgspec.to_builtins(message) for message in info.inputs()]
         if info.remote_id is not None:
             trace_id = remote_trace_id(info.remote_id)
             await self._ask(name, lambda c: c.run(trace_id, messages))

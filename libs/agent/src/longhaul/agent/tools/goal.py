@@ -36,6 +36,7 @@ async def goal(
     goal_id: str | None = None,
     summary: str | None = None,
     reason: str | None = None,
+    criteria: list[str] | None = None,
 ) -> ToolResult:
     """Manage your plan as a goal tree; every message is filed under the goal in focus.
 
@@ -46,6 +47,8 @@ async def goal(
         goal_id: the goal the op refers to.
         summary: what was achieved or why it was abandoned (done, abandon).
         reason: why this goal is needed (add, under, after): shown with the plan.
+        criteria: what makes the goal done (add, under, after): ``evaluate`` with its
+            ``target_goal_id`` judges against them.
     """
     tree = ctx.state.goals
     anchor = _target(ctx, op, goal_id)
@@ -59,6 +62,7 @@ async def goal(
             parent_id=parent,
             created_at_sequence=ctx.state.head_sequence,
             reason=reason,
+            criteria=criteria or [],
         )
     else:
         changed = Goal(id=anchor.id, title=anchor.title, summary=summary)

@@ -256,6 +256,8 @@ class GoalTree(msgspec.Struct, kw_only=True):
                 lines.append(f"{pad}{marks[goal.status]} {gid}: {goal.title}{kind}{focus}")
                 if summaries and goal.reason and gid != ROOT:
                     lines.append(f"{pad}    why: {goal.reason}")
+                if summaries and goal.criteria:
+                    lines.append(f"{pad}    done when: {'; '.join(goal.criteria)}")
                 if summaries and goal.summary and goal.status in CLOSED:
                     text = goal.summary.replace("\n", f"\n{pad}    ")
                     lines.append(f"{pad}    result: {text}")

@@ -21,6 +21,8 @@ from longhaul.domain.state.waits import WAKEABLE_WAITS, Approvals, ClientCalls, 
 MAX_PENDING_UPLOADS = 50
 """Files a trace may hold for its next turn (more is a 409: let it run first)."""
 
+CONTEXT_HEADING = "\n\nContext from the agent that delegated this:\n"
+
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
 
@@ -52,6 +54,16 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     """``agent://<host:port>/<trace id>`` once the remote gateway accepted it."""
     linked: bool = False
     """The remote accepted this spawn (a ``continue_from`` spawn needs a new link)."""
+    messages: list[ev.InputMessage] = msgspec.field(default_factory=list)
+    """The conversation the child is seeded with, before its task."""
+    context: str | None = None
+    """Background the parent handed the child."""
+
+    def inputs(self) -> list[ev.InputMessage]:
+        """What the child is given: the seeded messages, then its task (with the parent's
+        context under it)."""
+        task = self.task if not self.context else f"{self.task}{CONTEXT_HEADING}{self.context}"
+        return [*self.messages, ev.InputMessage(role="user", content=task)]
 
     @property
     def display_id(self) -> str:
@@ -618,6 +630,8 @@ class TraceState(msgspec.Struct, kw_only=True):
             preset=event.preset,
             continue_from=event.continue_from,
             skills=event.skills,
+            messages=list(event.messages),
+            context=event.context,
             goal_id=call_goal.id if call_goal is not None else goals.focus,
             trace_context=event.trace_context,
         )
