@@ -274,9 +274,9 @@ async def test_reply_to_a_trace_waiting_for_a_person(stack: RunningGateway, page
     await page.goto(f"{stack.url}/#/traces/{trace}")
     await expect(page.locator('[data-testid="wait"]')).to_contain_text("human")
     # the person waited on is a collaborator, as the model is told: name [type, status]
-    await expect(page.locator('[data-testid="collaborators"] li[data-name="human"]')).to_contain_text(
-        "[human, asked]"
-    )
+    await expect(
+        page.locator('[data-testid="collaborators"] li[data-name="human"]')
+    ).to_contain_text("[human, asked]")
     await page.fill('[data-testid="composer"]', "the answer is blue")
     await page.click('[data-testid="reply"]')
     await expect(
