@@ -282,10 +282,18 @@ class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_def
     provider_fields: dict[str, Any] | None = None
     long_term_memory: str | None = None
     include_output_only_once: bool = False
+    side_branch: bool = False
+    """Work on a side branch (a level-2 compaction's rounds): kept in the tree, never the
+    head, so the main path goes on where it was."""
 
     @property
     def created_at(self) -> float:
         return self.ts
+
+    @property
+    def aside(self) -> bool:
+        """Hangs off the tree without becoming the head (reflections, side branches)."""
+        return self.side_branch or self.branch_type == "reflection"
 
     def to_openai(self) -> dict[str, Any]:
         """The chat-format dict a model request carries."""

@@ -439,7 +439,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self._insert_message(message)
 
     def _insert_message(self, message: Message) -> None:
-        """Put a checked message in the tree and move the head (reflections stay aside)."""
+        """Put a checked message in the tree and move the head (messages aside do not)."""
         parent = message.parent_sequence
         self.messages[message.sequence] = message
         self.last_sequence = message.sequence
@@ -447,7 +447,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             isinstance(part, dict) and part.get("type") == "image_url" for part in message.content
         ):
             self.image_messages += 1
-        if message.branch_type == "reflection":
+        if message.aside:
             return
         if parent == (self.head_sequence or None):
             self.path.append(message.sequence)
