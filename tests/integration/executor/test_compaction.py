@@ -11,6 +11,7 @@ import httpx
 from longhaul.core.store import EventStore
 from longhaul.domain.config import CompressionConfig, ModelsConfig, NatsConfig, PipelineConfig
 
+from tests.integration.executor.served import gateway_and_executor
 from tests.integration.gateway.harness import gateway_config, serve_gateway
 from tests.support.folds import trace_state
 from tests.support.llm_fakes import Call, FakeOpenAI, RecordedRequest, Reply
@@ -111,10 +112,9 @@ async def test_level_two_runs_on_a_side_branch_and_a_rewind_restores_the_origina
 ) -> None:
     async with FakeOpenAI(default=summariser_and_agent()) as fake:
         config = test_config(nats_url, namespace, models=fake.models_config())
-        async with serve_gateway(gateway_config(nats_config)) as gateway, InProcessExecutor(
-            nats_url, namespace, "exec-branch", config=config,
-            settings={"working_root": tmp_path / "work"},
-        ):  # fmt: skip
+        async with gateway_and_executor(
+            nats_config, config, tmp_path / "work", "exec-branch"
+        ) as gateway:
             async with gateway.client() as http:
                 create = {
                     "messages": [{"role": "user", "content": "the task"}],

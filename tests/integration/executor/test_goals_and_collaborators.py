@@ -22,9 +22,9 @@ import pytest
 from longhaul.core.store import EventStore
 from longhaul.domain.config import ModelPrice, NatsConfig, PipelineConfig
 
-from tests.integration.gateway.harness import gateway_config, serve_gateway
+from tests.integration.executor.served import gateway_and_executor
 from tests.support.llm_fakes import Call, Fail, FakeOpenAI, RecordedRequest, Reply
-from tests.support.stack import InProcessExecutor, test_config, wait_for_trace
+from tests.support.stack import test_config, wait_for_trace
 
 PRICE = ModelPrice(input=1.0, output=2.0)
 CALL_COST = (100 * PRICE.input + 20 * PRICE.output) / 1_000_000  # the fake's usage per reply
@@ -109,10 +109,9 @@ async def test_goals_collaborators_and_seeded_sub_agents_on_the_wire(
     config = test_config(
         nats_url, namespace, models=models, pipeline=PipelineConfig(context_injection_every=2)
     )
-    async with serve_gateway(gateway_config(nats_config)) as gateway, InProcessExecutor(
-        nats_url, namespace, "exec-goals", config=config,
-        settings={"working_root": tmp_path / "work"},
-    ):  # fmt: skip
+    async with gateway_and_executor(
+        nats_config, config, tmp_path / "work", "exec-goals"
+    ) as gateway:
         async with gateway.client() as http:
             created = await http.post(
                 "/api/traces",

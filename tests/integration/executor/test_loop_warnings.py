@@ -11,9 +11,9 @@ from typing import Any
 from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
 
-from tests.integration.gateway.harness import gateway_config, serve_gateway
+from tests.integration.executor.served import gateway_and_executor
 from tests.support.llm_fakes import Call, FakeOpenAI, Reply
-from tests.support.stack import InProcessExecutor, test_config, wait_for_trace
+from tests.support.stack import test_config, wait_for_trace
 
 WARNING = "You are repeating glob"
 
@@ -39,10 +39,9 @@ async def test_a_warning_rides_in_its_own_run_only_and_the_third_repeat_stops(
     script = [glob("x"), glob("x"), glob("z"), glob("z"), glob("q"), glob("q"), glob("q")]
     async with FakeOpenAI(script=script) as fake:
         config = test_config(nats_url, namespace, models=fake.models_config())
-        async with serve_gateway(gateway_config(nats_config)) as gateway, InProcessExecutor(
-            nats_url, namespace, "exec-loops", config=config,
-            settings={"working_root": tmp_path / "work"},
-        ):  # fmt: skip
+        async with gateway_and_executor(
+            nats_config, config, tmp_path / "work", "exec-loops"
+        ) as gateway:
             async with gateway.client() as http:
                 created = await http.post(
                     "/api/traces",

@@ -105,7 +105,12 @@ async def test_get_trace_returns_documented_shape(
     ):
         assert key in body
     zero = {"model_calls": 0, "tokens": 0, "cost": 0.0, "duration_ms": 0}
-    common = {"summary": None, "criteria": [], "self_stats": zero, "cumulative_stats": zero}
+    common: dict[str, object] = {
+        "summary": None,
+        "criteria": [],
+        "self_stats": zero,
+        "cumulative_stats": zero,
+    }
     assert body["goal_tree"] == {
         "focus": "g1",
         "goals": [

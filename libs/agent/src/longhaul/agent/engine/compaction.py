@@ -38,9 +38,7 @@ async def summarise(turn: Turn, call_tool: ToolHandler, keep: int) -> str:
         turn, "compression", turn.history.at(list(range(keep))), parent=state.path[keep - 1]
     )
     goals = state.goals.render(summaries=True)
-    await branch.add(
-        "user", content=PROMPT.format(goals=goals, rounds=MAX_ROUNDS), synthetic=True
-    )
+    await branch.add("user", content=PROMPT.format(goals=goals, rounds=MAX_ROUNDS), synthetic=True)
     tools = turn.tools.read_only()
     model = turn.utility_model
     for number in range(1, MAX_ROUNDS + 1):
@@ -50,12 +48,7 @@ async def summarise(turn: Turn, call_tool: ToolHandler, keep: int) -> str:
                 model, system=SYSTEM, specs=None if last else tools.specs(), purpose="compaction"
             )
         except ModelError as exc:
-            await branch.add(
-                "assistant",
-                content=f"(compaction failed: {exc})",
-                synthetic=True,
-                error_code="model_error",
-            )
+            await branch.failed("compaction", exc)
             raise
         if response.tool_calls and not last:
             await branch.run_tools(response, tools, call_tool)

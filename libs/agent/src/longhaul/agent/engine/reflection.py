@@ -97,12 +97,7 @@ async def reflect(turn: Turn, call_tool: ToolHandler) -> None:
             response = await _call(turn, branch, None if last else tools.specs(), schema)
         except ModelError as exc:
             log.warning("trace %s: reflection failed: %s", turn.trace_id, exc)
-            await branch.add(
-                "assistant",
-                content=f"(reflection failed: {exc})",
-                synthetic=True,
-                error_code="model_error",
-            )
+            await branch.failed("reflection", exc)
             return
         if response.tool_calls and not last:
             await branch.run_tools(response, tools, call_tool)

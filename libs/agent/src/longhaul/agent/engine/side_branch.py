@@ -53,6 +53,12 @@ class SideBranch:
         self.chat.append(message.to_openai())
         return message
 
+    async def failed(self, what: str, exc: Exception) -> None:
+        """End the branch with a note saying why (the work so far stays on the log)."""
+        await self.add(
+            "assistant", content=f"({what} failed: {exc})", synthetic=True, error_code="model_error"
+        )
+
     async def call(
         self,
         model: Any,
