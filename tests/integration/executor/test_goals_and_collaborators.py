@@ -73,6 +73,13 @@ def scripted() -> Callable[[RecordedRequest], Reply | Fail]:
     """Answers by who asks (the first message); the parent's turns by its request count:
     level-1 compaction folds a done goal's steps, so its history is no counter."""
     parent_calls = itertools.count()
+    waiting_parent = iter(
+        [
+            Reply(tool_calls=[Call("goal", {"op": "add", "title": "hear from the boss"})]),
+            Reply(tool_calls=[Call("agent", {"task": "ask the boss"})]),
+            Reply(text="noted"),
+        ]
+    )
 
     def model(request: RecordedRequest) -> Reply | Fail:
         messages = chat(request)
@@ -80,6 +87,10 @@ def scripted() -> Callable[[RecordedRequest], Reply | Fail]:
         tools_answered = sum(1 for m in messages if m["role"] == "tool")
         if first == "PARENT":
             return parent_turn(next(parent_calls))
+        if first == "WAITING PARENT":
+            return next(waiting_parent)
+        if first == "ask the boss":
+            return Reply(tool_calls=[Call("ask_human", {"question": "which colour?"})])
         if first == "seed for A":  # two looks around, then its finding
             if tools_answered < 2:
                 return Reply(tool_calls=[Call("glob", {"pattern": f"*{tools_answered}"})])
@@ -183,3 +194,51 @@ async def test_goals_collaborators_and_seeded_sub_agents_on_the_wire(
     assert goals["a1"]["cumulative_stats"]["duration_ms"] > 0
     # the children know where they belong: their parent goal is the call's goal
     assert {c["trace_id"] for c in view["collaborators"]} >= {child_a, child_b}
+
+
+async def test_a_running_sub_agent_and_the_person_it_waits_on_are_in_the_context(
+    fake: FakeOpenAI,
+    nats_config: NatsConfig,
+    nats_url: str,
+    namespace: str,
+    store: EventStore,
+    tmp_path: Path,
+) -> None:
+    """A parent with an inbox, woken by a message while its sub-agent waits on a person: its
+    next request lists the sub-agent still running and the person, read from the child's log."""
+    config = test_config(
+        nats_url,
+        namespace,
+        models=fake.models_config(),
+        pipeline=PipelineConfig(context_injection_every=2),
+    )
+    async with gateway_and_executor(nats_config, config, tmp_path / "work", "exec-wake") as gateway:
+        async with gateway.client() as http:
+            created = await http.post(
+                "/api/traces",
+                json={
+                    "messages": [{"role": "user", "content": "WAITING PARENT"}],
+                    "model": "openai:fake-model",
+                    "messaging": True,
+                },
+            )
+            trace_id = created.json()["trace_id"]
+            parent = await wait_for_trace(store, trace_id, lambda s: bool(s.subtraces))
+            (child,) = parent.subtraces
+            await wait_for_trace(store, child, lambda s: s.wait_reason == "human")
+            woken = await http.post(
+                f"/api/traces/{trace_id}/inbox",
+                json={"from": "ops", "content": "how is it going?", "wake": True},
+            )
+            assert woken.status_code == 202, woken.text
+            state = await wait_for_trace(store, trace_id, within=20)
+    assert state.status == "completed", state.error
+    [woken_request] = [
+        r for r in fake.requests if has_text(r, "WAITING PARENT") and has_text(r, "Context after")
+    ]
+    assert f"- {child} [agent, running]: ask the boss" in woken_request.body.decode()
+    assert f"- human [human, asked by {child}]: which colour?" in woken_request.body.decode()
+
+
+def has_text(request: RecordedRequest, needle: str) -> bool:
+    return any(needle in text(m) for m in chat(request))
