@@ -483,6 +483,8 @@ async def test_a_compacted_range_is_folded_where_it_hangs(
             message_event(4, 3, "assistant", "old detail"),
             message_event(5, 2, "user", "summary of #3-#4", branch_type="compression"),
             message_event(6, 5, "assistant", "carrying on"),
+            # the summariser's own round, on a side branch off the last summarised message
+            message_event(7, 4, "user", "summarise", branch_type="compression", side_branch=True),
         )
         await page.goto(f"{gateway.url}/#/traces/{trace}")
         await expect(message(page, 6)).to_contain_text("carrying on")
