@@ -23,6 +23,7 @@ from longhaul.core.store import EventStore
 from longhaul.domain.config import ModelPrice, NatsConfig, PipelineConfig
 
 from tests.integration.executor.served import gateway_and_executor
+from tests.support.folds import trace_state
 from tests.support.llm_fakes import Call, Fail, FakeOpenAI, RecordedRequest, Reply
 from tests.support.stack import test_config, wait_for_trace
 
@@ -193,6 +194,7 @@ async def test_goals_collaborators_and_seeded_sub_agents_on_the_wire(
     assert total["root"]["cost"] == pytest.approx(9 * CALL_COST)
     assert goals["a1"]["cumulative_stats"]["duration_ms"] > 0
     # the children know where they belong: their parent goal is the call's goal
+    assert (await trace_state(store, child_a)).parent_goal_id == "a1"
     assert {c["trace_id"] for c in view["collaborators"]} >= {child_a, child_b}
 
 

@@ -141,13 +141,13 @@ class GoalTree(msgspec.Struct, kw_only=True):
 
     def spawned(
         self, tool_call_id: str, child: str, mode: str, task: str, at_sequence: int
-    ) -> None:
+    ) -> Goal:
         """A sub-trace of one ``agent`` / ``evaluate`` call: the call's goal gains it (made
-        under the goal in focus by the call's first spawn)."""
+        under the goal in focus by the call's first spawn); returns that goal."""
         current = self.call_goal(tool_call_id)
         if current is not None:
             if child in current.sub_trace_ids:
-                return
+                return current
             children = [*current.sub_trace_ids, child]
             title = f"{mode}: {len(children)} sub-agents"
             goal = msgspec.structs.replace(current, sub_trace_ids=children, title=title)
@@ -165,6 +165,7 @@ class GoalTree(msgspec.Struct, kw_only=True):
                 tool_call_id=tool_call_id,
             )
         self.apply("put", goal, at_sequence)
+        return goal
 
     def settled(self, tool_call_id: str, results: list[tuple[str, str, str]]) -> None:
         """The call's children all ended (``(trace id, status, summary)`` each): its goal is

@@ -41,7 +41,8 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     continue_from: str | None = None
     skills: list[str] = msgspec.field(default_factory=list)
     goal_id: str | None = None
-    """The parent's goal in focus when the child was spawned (the child's ``parent_goal_id``)."""
+    """The ``agent_call`` goal of the call that spawned the child (the child's
+    ``parent_goal_id``)."""
     descendants: int = 0
     """The child's own sub-traces, as its ``subtrace_finished`` reported them."""
     model_calls: int = 0
@@ -615,11 +616,9 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
         previous = self.subtraces.get(event.child_trace_id)
-        goals = self.goals
-        goals.spawned(
+        call_goal = self.goals.spawned(
             event.tool_call_id, event.child_trace_id, event.mode, event.task, self.head_sequence
         )
-        call_goal = goals.call_goal(event.tool_call_id)
         self.subtraces[event.child_trace_id] = SubtraceInfo(
             remote=event.remote,
             remote_id=previous.remote_id if previous is not None else None,
@@ -632,7 +631,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             skills=event.skills,
             messages=list(event.messages),
             context=event.context,
-            goal_id=call_goal.id if call_goal is not None else goals.focus,
+            goal_id=call_goal.id,
             trace_context=event.trace_context,
         )
 
