@@ -87,6 +87,15 @@ async def start(http: httpx.AsyncClient, text: str, **body: Any) -> str:
     return str(response.json()["trace_id"])
 
 
+async def opened(stack: RunningGateway, page: Page, text: str) -> str:
+    """A trace on ``scripted:auto`` without tools, completed, its page open."""
+    async with stack.client() as http:
+        trace = await start(http, text, model="scripted:auto", tools=[])
+        await until(http, trace, "completed")
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    return trace
+
+
 def message(page: Page, sequence: int) -> Any:
     return page.locator(f'[data-testid="message"][data-sequence="{sequence}"]')
 
@@ -217,10 +226,7 @@ async def test_trace_with_a_rewind_switches_between_readable_branches(
 
 
 async def test_a_rewind_started_from_the_page(stack: RunningGateway, page: Page) -> None:
-    async with stack.client() as http:
-        trace = await start(http, "first try", model="scripted:auto", tools=[])
-        await until(http, trace, "completed")
-    await page.goto(f"{stack.url}/#/traces/{trace}")
+    trace = await opened(stack, page, "first try")
     await expect(message(page, 2)).to_contain_text("Last request: first try")
     await message(page, 1).locator('[data-testid="rewind"]').click()
     await expect(page.locator('[data-testid="rewind-note"]')).to_contain_text("#1")
@@ -239,10 +245,7 @@ async def test_a_rewind_started_from_the_page(stack: RunningGateway, page: Page)
 async def test_live_tokens_arrive_while_the_answer_is_written(
     stack: RunningGateway, page: Page
 ) -> None:
-    async with stack.client() as http:
-        trace = await start(http, "hello", model="scripted:auto", tools=[])
-        await until(http, trace, "completed")
-    await page.goto(f"{stack.url}/#/traces/{trace}")
+    await opened(stack, page, "hello")
     await expect(message(page, 2)).to_be_visible()
     await expect(page.locator('[data-testid="trace-page"]')).to_have_attribute(
         "data-stream", "open"
@@ -663,3 +666,34 @@ async def test_the_evals_pages_list_show_and_compare_two_runs(
         "data-task", "one"
     )
     await expect(page.get_by_test_id("pass-bar")).to_have_count(2)
+
+
+async def test_a_fork_with_another_model_is_compared_side_by_side(
+    stack: RunningGateway, page: Page
+) -> None:
+    trace = await opened(stack, page, "first try")
+    await expect(message(page, 2)).to_contain_text("Last request: first try")
+    # rewind at the question with another model: the comparison opens on its own
+    await message(page, 1).locator('[data-testid="rewind"]').click()
+    await page.fill('[data-testid="fork-model"]', "scripted:auto?chunk=3")
+    await page.fill('[data-testid="composer"]', "second try")
+    await page.click('[data-testid="send"]')
+    columns = page.locator('[data-testid="branch-column"]')
+    await expect(columns).to_have_count(2)
+    await expect(columns.nth(0)).to_have_attribute("data-models", "scripted:auto")
+    await expect(columns.nth(1)).to_have_attribute("data-models", "scripted:auto?chunk=3")
+    await expect(columns.nth(1).locator('[data-testid="branch-answer"]')).to_contain_text(
+        "Last request: second try"
+    )
+    await expect(columns.nth(0).locator('[data-testid="branch-answer"]')).to_contain_text(
+        "Last request: first try"
+    )
+    await expect(columns.nth(1)).to_have_attribute("data-calls", "1")
+    async with stack.client() as http:
+        path = (await http.get(f"/api/traces/{trace}/messages")).json()["messages"]
+    assert [m["model"] for m in path if m["role"] == "assistant"] == ["scripted:auto?chunk=3"]
+    # closed, and opened again from the branch switch
+    await page.locator('[data-testid="branch-compare"] button').click()
+    await expect(page.locator('[data-testid="branch-compare"]')).to_be_hidden()
+    await page.locator('[data-testid="compare-branches"]').click()
+    await expect(columns).to_have_count(2)

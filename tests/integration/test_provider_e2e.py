@@ -2,9 +2,10 @@
 
 See docs/ARCHITECTURE.md §5-§6.
 
-The fakes speak the OpenAI / Anthropic wire formats and answer 400 exactly like the real APIs
-when tool calls are unpaired, Anthropic's tool results are not grouped, or (with
-``require_cached_system``) the stable system block is not the one carrying ``cache_control``.
+The fakes speak the OpenAI / Anthropic / Gemini wire formats and answer 400 exactly like the
+real APIs when tool calls are unpaired, Anthropic's tool results are not grouped, (with
+``require_cached_system``) the stable system block is not the one carrying ``cache_control``,
+or a Gemini function call comes back without its thought signature or its response.
 Each test checks the fake refused nothing: the executor pipeline must never trigger a 400.
 """
 
@@ -21,6 +22,7 @@ import msgspec
 from longhaul.agent.contract import LiveUpdate
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
 from longhaul.domain.config import ModelPrice, ModelsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import Message, TraceState
@@ -30,6 +32,7 @@ from tests.support.llm_fakes import (
     Call,
     Fail,
     FakeAnthropic,
+    FakeGemini,
     FakeOpenAI,
     RecordedRequest,
     Reply,
@@ -319,3 +322,95 @@ async def test_a_refusal_ends_the_run_visibly(
     assert "content filter" in (state.error or "")
     [answer] = [m for m in main_path(state) if m.role == "assistant"]
     assert answer.finish_reason == "content_filter" and len(fake.requests) == 1
+
+
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5E"
+    "rkJggg=="
+)
+"""A 1x1 PNG."""
+
+
+async def test_gemini_streams_an_image_question_a_signed_tool_call_and_the_answer(
+    nats_url: str, namespace: str, conn: Connection, store: EventStore, tmp_path: Path
+) -> None:
+    answer = "The picture is one pixel; I noted it in pixel.txt."
+    arguments = {"path": "pixel.txt", "content": "one pixel\n"}
+    script = [
+        Reply(
+            text="Noting it down.",
+            tool_calls=[Call("write", arguments)],
+            thought_signature="sig-write-1",
+            chunk=3,
+            cached_tokens=40,
+        ),
+        Reply(text=answer, chunk=5),
+    ]
+    question = ev.InputMessage(
+        role="user",
+        content=[
+            {"type": "text", "text": "what is in this picture? note it in pixel.txt"},
+            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PIXEL}"}},
+        ],
+    )
+    trace_id = new_id("t")
+    deltas: list[str] = []
+
+    async def on_live(msg: Msg) -> None:
+        update = msgspec.json.decode(msg.data, type=LiveUpdate)
+        if update.kind == "delta":
+            deltas.append(update.text)
+
+    sub = await conn.nc.subscribe(conn.names.live(trace_id), cb=on_live)
+    await conn.nc.flush()
+    try:
+        async with (
+            FakeGemini(script=script) as fake,
+            executor_on(nats_url, namespace, fake.models_config(), tmp_path),
+        ):
+            await create_trace(store, [question], trace_id=trace_id, model="gemini:fake-model")
+            state = await wait_for_trace(store, trace_id, within=WITHIN_S)
+    finally:
+        await sub.unsubscribe()
+
+    assert state.status == "completed", state.error
+    assert (tmp_path / "pixel.txt").read_text() == "one pixel\n"  # the tool really ran
+    _, call_message, result, final = main_path(state)
+    [(call_id, name, raw_arguments)] = tool_calls_of(call_message)
+    assert name == "write" and json.loads(raw_arguments) == arguments
+    assert result.tool_call_id == call_id and result.content == "wrote 10 bytes to pixel.txt"
+    assert final.content == answer and state.summary == answer
+    assert (call_message.finish_reason, final.finish_reason) == ("tool_calls", "stop")
+    # streamed: every request asked for SSE, and the text reached watchers as deltas
+    assert all(
+        r.path == "/v1beta/models/fake-model:streamGenerateContent" and r.query == {"alt": "sse"}
+        for r in fake.requests
+    )
+    assert "".join(deltas).endswith(answer) and len(deltas) > 1
+    # usage (with Gemini's cached prompt tokens) and cost, per message and in the totals
+    assert call_message.usage is not None and final.usage is not None
+    assert (call_message.usage.prompt_tokens, call_message.usage.completion_tokens) == (100, 20)
+    assert call_message.usage.cache_read_tokens == 40
+    assert final.cost == STEP_COST and final.model == "gemini:fake-model"
+    assert state.totals.prompt_tokens == 200 and state.totals.completion_tokens == 40
+
+    # nothing refused: the signature came back on the call, the response paired by name
+    assert fake.rejected == [], refused(fake.rejected)
+    assert len(fake.requests) == 2
+    first, second = (request.json for request in fake.requests)
+    declared = {f["name"] for tool in first["tools"] for f in tool["functionDeclarations"]}
+    assert "write" in declared
+    [image] = [p["inlineData"] for p in first["contents"][0]["parts"] if "inlineData" in p]
+    assert image == {"mimeType": "image/png", "data": PIXEL}
+    [model_turn] = [c for c in second["contents"] if c["role"] == "model"]
+    [call_part] = [p for p in model_turn["parts"] if "functionCall" in p]
+    assert call_part["thoughtSignature"] == "sig-write-1"
+    assert call_part["functionCall"] == {"name": "write", "args": arguments}
+    responses = [
+        p["functionResponse"]
+        for c in second["contents"]
+        for p in c["parts"]
+        if "functionResponse" in p
+    ]
+    assert [r["name"] for r in responses] == ["write"]
+    assert "wrote 10 bytes" in json.dumps(responses[0]["response"])

@@ -102,6 +102,13 @@ async def _lease_value(kv: Any, trace_id: str) -> bytes | None:
     return entry.value or None
 
 
+def scratch_working_root(namespace: str) -> Path:
+    """Where a test's executors work unless it says: never the current directory, which as
+    root bash's sandbox would hand to its user (an ownerless trace works in the root itself),
+    the checkout included. One per namespace, so the replicas of a test share it."""
+    return Path(tempfile.gettempdir()) / "lh-work" / namespace
+
+
 def executor_env(
     nats_url: str,
     namespace: str,
@@ -121,6 +128,7 @@ def executor_env(
             "LONGHAUL_EXECUTOR__SWEEP_INTERVAL_S": str(lease_ttl_s),
             "LONGHAUL_EXECUTOR__ACK_WAIT_S": str(max(3 * lease_ttl_s, 3)),
             "LONGHAUL_LOG_LEVEL": "INFO",
+            "LONGHAUL_WORKING_ROOT": str(scratch_working_root(namespace)),
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -310,11 +318,14 @@ class InProcessExecutor(StartStop):
         self.config = config or test_config(nats_url, namespace, lease_ttl_s=lease_ttl_s)
         self.tools = tools
         self.resolve_model = resolve_model
+        chosen = dict(settings or {})
+        if self.config.working_root is None:
+            chosen.setdefault("working_root", scratch_working_root(namespace))
         self.settings = ExecutorSettings(
             id=executor_id,
             sweep_interval_s=lease_ttl_s,
             ack_wait_s=max(3 * lease_ttl_s, 3),
-            **dict(settings or {}),
+            **chosen,
         )
         self.ctx: ServiceContext | None = None
         self._executor: Any = None

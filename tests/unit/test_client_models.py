@@ -53,6 +53,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Eval, evals.EvalView),
     (models.EvalList, evals.EvalList),
     (models.EvalCheck, evals.CheckView),
+    (models.TaskFromTrace, evals.TaskFromTrace),
 ]
 
 

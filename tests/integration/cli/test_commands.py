@@ -71,6 +71,15 @@ async def test_rewind_follow_and_no_follow(stack: RunningGateway) -> None:
     async with stack.client() as http:
         path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
     assert [m["content"] for m in path[:2]] == ["first", "second"]
+    forked = await longhaul(
+        "traces", "rewind", trace_id, "1", "-m", "third", "--model", "scripted:auto?chunk=2",
+        "--follow", url=stack.url,
+    )  # fmt: skip
+    assert forked.code == 0, forked.output
+    async with stack.client() as http:
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    assert path[1]["content"] == "third"
+    assert {m["model"] for m in path if m["role"] == "assistant"} == {"scripted:auto?chunk=2"}
 
 
 async def test_reply_and_stop(stack: RunningGateway) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 from longhaul.domain.evals import wilson
 
 from tests.integration.cli.harness import cli_env, longhaul, running_up
@@ -160,6 +161,54 @@ async def test_eval_scores_exactly_resumes_flags_regressions_and_survives_a_rest
             assert result.code == 0, result.output
             assert "8 already scored" in result.stdout
             assert len(fake.requests) == seen
+
+            # --replay plays every recorded run's model turns again, without the model: the
+            # same scores, nothing diverged, no regression against the record.
+            replayed = tmp_path / "replayed.json"
+            result = await longhaul(
+                "eval", str(suite), "--replay", document["eval_id"], "--json", str(replayed),
+                url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+            )  # fmt: skip
+            assert result.code == 0, result.output
+            assert len(fake.requests) == seen
+            again = _document(replayed)
+            assert again["eval_id"] != document["eval_id"]
+            assert (again["summary"][model]["passed"], again["summary"][model]["total"]) == (4, 8)
+            assert [r for r in again["runs"] if r.get("diverged")] == []
+            assert "no regression against the baseline" in result.stdout
+
+            # The same record replayed against a suite that took the write tool away: the
+            # recorded write now answers otherwise, which the replay names, and scores worse.
+            no_write = tmp_path / "no-write.yaml"
+            no_write.write_text(FAKE_SUITE.replace("tools: [write, read]", "tools: [read]"))
+            result = await longhaul(
+                "eval", str(no_write), "--replay", document["eval_id"], "--json",
+                str(tmp_path / "no-write.json"), url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+            )  # fmt: skip
+            assert result.code == 1, result.output
+            assert len(fake.requests) == seen
+            runs_now = {
+                (r["task"], r["repeat"]): r for r in _document(tmp_path / "no-write.json")["runs"]
+            }
+            assert "write answered" in runs_now[("solve-write", 0)]["diverged"]
+            assert runs_now[("solve-answer", 0)]["diverged"] is None
+            flat = " ".join(result.stdout.split())
+            assert "diverged" in flat and "task solve-write passed in every baseline repeat" in flat
+
+            # A recorded run becomes a task of a suite, comments and all.
+            grown = tmp_path / "grown.yaml"
+            grown.write_text("# kept\n" + FAKE_SUITE)
+            result = await longhaul(
+                "eval", "add", str(grown), runs[("solve-write", 0)]["trace_id"],
+                "--check", "grep -qx ok ok.txt", "--id", "from-trace", url=url, env=env,
+            )  # fmt: skip
+            assert result.code == 0, result.output
+            assert grown.read_text().startswith("# kept\n")
+            added = yaml.safe_load(grown.read_text())["tasks"][-1]
+            assert added["id"] == "from-trace"
+            assert added["prompt"] == "TASK solve-write: write ok.txt containing ok"
+            assert added["check"] == "grep -qx ok ok.txt"
+            assert added["tools"] == ["write", "read"]
 
             # The model gets worse: solve-answer passed in every baseline repeat, now fails.
             solver.worse = True

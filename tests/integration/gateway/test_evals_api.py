@@ -98,6 +98,24 @@ async def test_an_eval_and_its_runs_belong_to_their_key(
         listed = (await alice.get("/api/evals")).json()["evals"]
         assert [e["eval_id"] for e in listed] == [eval_id]
 
+        # Replays and tasks made from runs are the key's own too: Bob can neither replay
+        # Alice's eval nor turn her trace into a task, nor name a recording as his model.
+        replay = {"suite": SUITE, "replay_of": eval_id}
+        assert (await bob.post("/api/evals", json=replay)).status_code == 404
+        made = await bob.post("/api/eval-tasks", json={"trace_id": trace_id})
+        assert made.status_code == 404
+        named = await bob.post(
+            "/api/traces", json={"messages": [user_message("hi")], "model": f"replay:{trace_id}"}
+        )
+        assert named.status_code == 422 and named.json()["error"]["code"] == "invalid_model"
+        mine = await alice.post("/api/eval-tasks", json={"trace_id": trace_id, "check": "true"})
+        assert mine.status_code == 200, mine.text
+        assert mine.json()["task"]["prompt"] == "first"
+        assert mine.json()["task"]["files"] == {"notes/seed.txt": "seed"}
+        replayed = await alice.post("/api/evals", json=replay)
+        assert replayed.status_code == 201, replayed.text
+        assert replayed.json()["replay_of"] == eval_id
+
 
 def _one(task: dict[str, Any]) -> dict[str, Any]:
     return {

@@ -67,7 +67,9 @@ def image_message(url: str) -> dict[str, Any]:
 
 async def run(client: httpx.AsyncClient, url: str) -> str:
     created = await client.post(
-        "/api/traces", json={"messages": [image_message(url)], "model": MODEL}
+        # named: an unnamed trace would also ask the (fake) utility model for a title
+        "/api/traces",
+        json={"messages": [image_message(url)], "model": MODEL, "name": "picture"},
     )
     assert created.status_code == 202, created.text
     trace_id: str = created.json()["trace_id"]

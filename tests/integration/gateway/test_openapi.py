@@ -75,6 +75,7 @@ DOCUMENTED = {
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/metrics"),
+    ("get", "/.well-known/agent-card.json"),
 }
 
 

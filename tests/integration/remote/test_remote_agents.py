@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from longhaul.domain.config import NatsConfig, RemoteAgentConfig
@@ -31,6 +32,7 @@ from tests.integration.gateway.harness import (
     RunningGateway,
     gateway_config,
     serve_gateway,
+    sse_events,
     user_message,
 )
 from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path
@@ -200,6 +202,7 @@ async def test_a_spawn_retried_after_the_remote_accepted_it_creates_one_remote_t
         self: RemoteAgents, parent: TraceState, info: SubtraceInfo, name: str
     ) -> str:
         linked = await real_start(self, parent, info, name)
+        assert isinstance(linked, str)  # a longhaul remote always links
         accepted.append(linked)
         if len(accepted) == 1:
             raise RuntimeError("executor died after the remote accepted the child")
@@ -353,3 +356,81 @@ async def test_a_forged_link_is_dropped_not_retried_forever(
 
         info = await eventually(settled, within=20)
         assert info.num_redelivered == 0 and info.num_pending == 0
+
+
+OTHER_KEY = "other-local-key-0123456789ab"
+
+
+async def test_a_remote_child_is_read_through_the_local_gateway_by_its_parents_owner_only(
+    remote: RemoteStack, nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """``GET /api/traces/agent://host:port/<id>`` (its messages, its live stream) is proxied to
+    the remote with the configured key while the child runs and after; another local key,
+    even knowing the id, gets the 404 of an unknown trace."""
+    model = write_script(
+        tmp_path / "parent.yaml",
+        [agent_call(task="slow job", agent_url="lab"), {"content": "got it"}],
+    )
+    config = test_config(nats_url, namespace, remote_agents=remotes(remote))
+    gateway = gateway_config(nats_config, api_keys=f"{LOCAL_KEY},{OTHER_KEY}").model_copy(
+        update={"remote_agents": remotes(remote)}
+    )
+    async with (
+        serve_gateway(gateway) as local,
+        InProcessExecutor(
+            nats_url, namespace, "exec-reads", config=config, settings={"working_root": tmp_path}
+        ),
+        local.client(LOCAL_KEY) as client,
+        local.client(OTHER_KEY) as other,
+    ):
+        created = await client.post(
+            "/api/traces", json={"messages": [user_message("go")], "model": model}
+        )
+        parent = created.json()["trace_id"]
+        mirror = local.runtime.mirror
+        async with asyncio.timeout(20):  # the executor indexes the parent once it is linked
+            await mirror.wait_until(
+                lambda m: parent in m.entries and bool(m.entries[parent].remote_children)
+            )
+        [child] = mirror.entries[parent].remote_children
+        path = f"/api/traces/{child}"
+
+        # while it runs: its view as its parent names it, and its messages
+        view = (await client.get(path)).json()
+        assert view["trace_id"] == child and view["parent_trace_id"] == parent
+        assert view["remote"] == "lab" and view["status"] in ("running", "waiting")
+        messages = (await client.get(path + "/messages")).json()["messages"]
+        assert messages[0]["content"] == "slow job"
+        # the viewer's form (the id percent-encoded as one segment) reaches the same route
+        encoded = (await client.get("/api/traces/" + quote(child, safe=""))).json()
+        assert encoded["trace_id"] == child
+
+        # another key: exactly an unknown trace, and the parent is never named
+        unknown = f"agent://{child.split('/')[2]}/t_01UNKNOWN0000000000000000"
+        for probe in (path, path + "/messages", path + "/events?follow=false"):
+            refused = await other.get(probe)
+            assert refused.status_code == 404, probe
+            assert parent not in refused.text
+        assert (await client.get(f"/api/traces/{unknown}")).status_code == 404
+
+        # the live stream, relayed: the child's completion arrives through it
+        async with (
+            asyncio.timeout(20),
+            client.stream("GET", path + "/events") as response,
+        ):
+            assert response.status_code == 200
+            seen: list[str] = []
+            async for event in sse_events(response):
+                if event.event == "trace_created":
+                    remote.gate.set()  # the stream is open: let the child finish
+                if event.id is not None:
+                    seen.append(event.event)
+                if event.event == "completed":
+                    assert "remote did: slow job" in event.json()["summary"]
+                    break
+        assert seen[0] == "trace_created" and "message_appended" in seen
+        events = await follow_until(client, parent, is_final)
+        assert events[-1].event == "completed"
+        done = (await client.get(path + "/messages?mode=all")).json()["messages"]
+        assert done[-1]["content"] == "remote did: slow job"
+        assert (await client.get(path)).json()["status"] == "completed"

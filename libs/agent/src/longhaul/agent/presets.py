@@ -136,6 +136,7 @@ BUILTIN_PRESETS: dict[str, Preset] = {
             "reads it as text, browser_click and browser_type act on it, browser_screenshot "
             "and view_image show you images. The browser is closed when your turn ends."
         ),
+        skills=["browser", "web"],
     ),
     "explore": Preset(
         name="explore",

@@ -5,8 +5,9 @@ matter block (``---`` / ``name: …`` / ``description: …`` / ``---``). Only na
 descriptions go into the system prompt; the body is read when the model asks for it, which
 keeps dozens of skills affordable.
 
-longhaul ships ``planning``, ``research`` and ``web`` (``builtin_skills/``); a project's own
-directory (``memory.skills_dir``) comes first, so its skills override those by name.
+longhaul ships ``planning``, ``research``, ``web`` and ``browser`` (``builtin_skills/``); a
+project's own directory (``memory.skills_dir``) comes first, so its skills override those by
+name.
 """
 
 from __future__ import annotations

@@ -64,9 +64,10 @@ class Turn:
         self.settings = TurnSettings.unresolved(state, env, config, tools)
         """Resolved and pinned once when the turn starts (``turn_settings``, ``run_context``),
         then only read."""
-        self.reflect: Callable[[], Awaitable[None]] | None = None
+        self.reflect: Callable[[], Awaitable[tuple[list[str], str | None]]] | None = None
         """A reflection on a side branch, ending in experiences (set by the engine's loop; level-2
-        compaction runs it first when the trace's owner has an experience store)."""
+        compaction runs it first when the trace's owner has an experience store, and a
+        completing run when ``memory.capture_on_completion`` is on): (ids, why none)."""
         self.summarise: Callable[[int], Awaitable[str]] | None = None
         """Level-2 compaction's summary of the main path's first N messages, written on a
         side branch (set by the engine's loop; raises ``ModelError`` when it fails)."""

@@ -299,7 +299,7 @@ async def run_eval(
         options.json_out.write_text(json.dumps(document, indent=2) + "\n")
     if baseline is None:
         return 0
-    regressed = evals.regressions(document, baseline)
+    regressed = evals.regressions(document, baseline, spend=record.replay_of is None)
     for line in regressed:
         console.print(f"[red]regression:[/red] {escape(line)}")
     if not regressed:

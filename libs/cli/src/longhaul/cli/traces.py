@@ -217,6 +217,10 @@ def rewind(
     message: Annotated[
         str | None, typer.Option("--message", "-m", help="a new user message")
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="fork with another model from here (compare the branches in the viewer)"),
+    ] = None,
     follow: Follow = False,
 ) -> None:
     """Continue from message N: later messages fall off the main path (regenerate when no
@@ -225,7 +229,9 @@ def rewind(
         ctx,
         trace_id,
         "run",
-        lambda client: client.run(trace_id, message or None, after_sequence=after_sequence),
+        lambda client: client.run(
+            trace_id, message or None, after_sequence=after_sequence, model=model
+        ),
         follow,
     )
 

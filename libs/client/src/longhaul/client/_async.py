@@ -78,6 +78,7 @@ class AsyncClient:
     eval_check = bind_async(calls.eval_check)
     messages = bind_async(calls.messages)
     context = bind_async(calls.context)
+    notifications = bind_async(calls.notifications)
     upload_files = bind_async(calls.upload_files)
     run = bind_async(calls.run)
     send_message = bind_async(calls.send_message)

@@ -165,6 +165,12 @@ def context(trace_id: str) -> Call[dict[str, Any]]:
     return Call("GET", f"/api/traces/{_id(trace_id)}/context", _object)
 
 
+def notifications(trace_id: str) -> Call[dict[str, Any]]:
+    """What became of each notification the trace made (the operator's ``notify:``
+    webhooks): ``{"items": [{delivery_id, webhook, kind, status, attempts, last_error, …}]}``."""
+    return Call("GET", f"/api/traces/{_id(trace_id)}/notifications", _object)
+
+
 def run(
     trace_id: str,
     messages: Messages | None = None,
@@ -370,7 +376,7 @@ def task_from_trace(
 ) -> Call[models.TaskFromTrace]:
     """A suite task made from a recorded run: its first messages and the files it had."""
     body = {"trace_id": trace_id, **_present(id=task_id, check=check, answer=answer)}
-    return Call("POST", "/api/evals/tasks", _json(models.TaskFromTrace), body=body)
+    return Call("POST", "/api/eval-tasks", _json(models.TaskFromTrace), body=body)
 
 
 def list_evals() -> Call[models.EvalList]:

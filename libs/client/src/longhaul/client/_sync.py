@@ -78,6 +78,7 @@ class Client:
     eval_check = bind_sync(calls.eval_check)
     messages = bind_sync(calls.messages)
     context = bind_sync(calls.context)
+    notifications = bind_sync(calls.notifications)
     upload_files = bind_sync(calls.upload_files)
     run = bind_sync(calls.run)
     send_message = bind_sync(calls.send_message)

@@ -77,6 +77,9 @@ class ConsumerSpec:
     grace_s: float | None = None
     """On shutdown, how long handlers in flight may finish before they are cancelled (and
     their messages handed back); ``None``: as long as they take."""
+    from_now: bool = False
+    """A new durable starts at the end of the stream instead of its beginning (the notifier:
+    configuring a webhook must not announce every run that ever ended)."""
 
 
 class ConsumerHooks:
@@ -225,7 +228,7 @@ async def ensure_consumer(conn: Connection, spec: ConsumerSpec) -> None:
         description=spec.description,
         filter_subjects=list(spec.subjects),
         ack_policy=api.AckPolicy.EXPLICIT,
-        deliver_policy=api.DeliverPolicy.ALL,
+        deliver_policy=api.DeliverPolicy.NEW if spec.from_now else api.DeliverPolicy.ALL,
         ack_wait=spec.ack_wait_s,
         max_deliver=spec.max_deliver,
         max_ack_pending=spec.max_ack_pending,

@@ -12,9 +12,10 @@ The places, per trace: events ``lh.ev.trace.<id>.>``; ``lh_snapshots`` ``trace.<
 its object ``snapshot/trace/<id>``); ``lh_traces`` (tombstone) and ``lh_active`` ``<id>``;
 ``lh_leases`` ``trace.<id>`` and ``verify.<id>.*``; ``lh_workspace`` ``outputs/<id>/…``,
 ``uploads/<id>/…``, ``trace/<id>/…`` (attachments) and the key's images the trace names
-(``images/<owner>/<sha256>``), each with its object when the value was offloaded. Per task:
-events ``lh.ev.task.<id>.>``, ``lh_snapshots`` ``task.<id>``, ``lh_checkpoints``
-``task.<id>.*`` and ``lh_workspace`` ``task/<id>/…``. The working directory lives on the
+(``images/<owner>/<sha256>``), each with its object when the value was offloaded;
+``lh_notifications`` ``<id>.>`` (its deliveries). Per task: events ``lh.ev.task.<id>.>``,
+``lh_snapshots`` ``task.<id>``, ``lh_checkpoints`` ``task.<id>.*``, ``lh_workspace``
+``task/<id>/…`` and ``lh_notifications`` ``<id>.>``. The working directory lives on the
 executors' disks and is theirs to remove (``longhaul.executor.erasure``).
 """
 
@@ -132,6 +133,7 @@ class Eraser:
         removed.entries += await self._purge_bucket(names.leases, f"verify.{trace_id}.>")
         prefixes = [f"outputs/{trace_id}", f"uploads/{trace_id}", f"trace/{trace_id}"]
         removed.add(await self.erase_workspace([*prefixes, *workspace]))
+        removed.entries += await self._purge_bucket(names.notifications, f"{trace_id}.>")
         # the tombstone before the active mark: an index update that passed its check just
         # before the tombstone may still mark the trace active, then loses its write's CAS
         await self.index.bury(trace_id)
@@ -146,6 +148,7 @@ class Eraser:
         removed.add(await self._erase_snapshot("task", task_id))
         removed.entries += await self._purge_bucket(names.checkpoints, f"task.{task_id}.>")
         removed.add(await self.erase_workspace([f"task/{task_id}"]))
+        removed.entries += await self._purge_bucket(names.notifications, f"{task_id}.>")
         return removed
 
     async def erase_key_records(self, owner: str) -> Removed:

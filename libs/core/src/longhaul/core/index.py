@@ -45,6 +45,9 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Events of its log the fold had to skip (see ``longhaul.domain.state.faults``)."""
     created_at: float = 0.0
     updated_at: float = 0.0
+    remote_children: list[str] = msgspec.field(default_factory=list)
+    """``agent://host:port/<id>`` of its children run by remote longhauls: the gateway finds a
+    remote trace's local parent (and so its owner) here."""
 
     @classmethod
     def from_state(cls, state: TraceState) -> TraceIndexEntry:
@@ -66,6 +69,7 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
             faults=len(state.faults),
             created_at=state.created_at,
             updated_at=state.updated_at,
+            remote_children=[i.remote_id for i in state.subtraces.values() if i.remote_id],
         )
 
     @classmethod

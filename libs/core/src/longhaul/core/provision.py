@@ -15,6 +15,8 @@ from nats.js.errors import BadRequestError, NotFoundError
 log = logging.getLogger(__name__)
 
 DUPLICATE_WINDOW_S = 120.0
+NOTIFICATIONS_TTL_S = 30 * 86_400.0
+"""A delivery's record is kept a month: long enough to answer "was I told?"."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,12 @@ async def provision(
         ),
         kv_stream_config(names.experiences, settings, description="experiences, per API key"),
         kv_stream_config(names.evals, settings, description="eval runs, per API key"),
+        kv_stream_config(
+            names.notifications,
+            settings,
+            ttl_s=NOTIFICATIONS_TTL_S,
+            description="notification deliveries, per run",
+        ),
     ]
     for config in buckets:
         await ensure_stream(js, config)

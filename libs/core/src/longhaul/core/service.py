@@ -22,6 +22,7 @@ from typing import Any
 from longhaul.core import event_loop, repository
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection, connect
+from longhaul.core.deliveries import Deliveries
 from longhaul.core.erasure import Eraser
 from longhaul.core.evals import EvalStore
 from longhaul.core.experiences import ExperienceStore
@@ -73,6 +74,12 @@ class ServiceContext:
         cache_size = TASK_FOLDS_CACHED.get(self.name, 0)
         return repository.tasks(self.store, snapshots=self.snapshots, cache_size=cache_size)
 
+    def followed_traces(self, cache_size: int) -> Repository[TraceState]:
+        """Trace folds kept in an LRU, for one follower of the log that comes back to the
+        same traces at each of their events, one delivery per trace at a time (the gateway's
+        notifier): it reads only what is new."""
+        return repository.traces(self.store, snapshots=self.snapshots, cache_size=cache_size)
+
     def snapshotter(self) -> Snapshots:
         """A new snapshot taker for one writer, who flushes it (``store.snapshot_every``)."""
         return Snapshots(self.snapshots, self.config.store.snapshot_every)
@@ -97,6 +104,11 @@ class ServiceContext:
     @cached_property
     def evals(self) -> EvalStore:
         return EvalStore(self.conn)
+
+    @cached_property
+    def deliveries(self) -> Deliveries:
+        """Notification deliveries, one record each (``lh_notifications``)."""
+        return Deliveries(self.conn)
 
     @cached_property
     def checkpoints(self) -> Checkpoints:

@@ -11,8 +11,10 @@ import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
+from longhaul.domain.notify import Webhooks
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -309,6 +311,9 @@ class PipelineConfig(BaseModel):
     context_hooks: list[str] = Field(default_factory=list)
     """Context hooks (``package.module:function`` or an entry point of the
     ``longhaul.context_hooks`` group) called on each context injection."""
+    titles: bool = True
+    """A trace created without a name gets one from the utility model when its first run
+    ends (``trace_titled``); until then, and with this off, the first message is its name."""
 
 
 class SandboxConfig(BaseModel):
@@ -384,6 +389,11 @@ class MemoryConfig(BaseModel):
         "(a trace's or preset's `experiences: false` turns it off)",
     )
     top_k: int = Field(default=3, ge=1, le=20, description="experiences shown to a new trace")
+    capture_on_completion: bool = Field(
+        default=False,
+        description="a root trace's run that completes first reflects into experiences "
+        "(as POST /reflect does) and records them as experiences_captured",
+    )
     skills_dir: Path | None = Field(
         default=None,
         description="project skills (<name>.md or <name>/SKILL.md); they override the "
@@ -550,9 +560,17 @@ _FINAL = ("completed", "failed", "stopped")
 
 class RemoteAgentConfig(BaseModel):
     """Another longhaul the ``agent`` tool may delegate to (``agent_url`` names it or its
-    URL; nothing else is ever contacted)."""
+    URL; nothing else is ever contacted), or with ``protocol: a2a`` any A2A agent."""
 
-    url: str = Field(pattern=r"^https?://[^/\s]+/?$", description="the remote gateway's base URL")
+    url: str = Field(
+        pattern=r"^https?://[^/\s]+(/\S*)?$",
+        description="the remote gateway's base URL (a2a: where the agent card is found, "
+        "<url>/.well-known/agent-card.json)",
+    )
+    protocol: Literal["longhaul", "a2a"] = Field(
+        default="longhaul",
+        description="longhaul: another longhaul's /api; a2a: any A2A agent, through a2a-sdk",
+    )
     api_key_env: str | None = Field(
         default=None, description="environment variable holding the remote gateway's API key"
     )
@@ -561,6 +579,12 @@ class RemoteAgentConfig(BaseModel):
     give_up_s: float = Field(
         default=3600.0, gt=0, description="unreachable this long: the child counts as failed"
     )
+
+    @model_validator(mode="after")
+    def _base_url_only_for_longhaul(self) -> RemoteAgentConfig:
+        if self.protocol == "longhaul" and urlsplit(self.url).path not in ("", "/"):
+            raise ValueError("a longhaul remote's url is the gateway's base URL, without a path")
+        return self
 
 
 class LonghaulConfig(BaseSettings):
@@ -587,6 +611,11 @@ class LonghaulConfig(BaseSettings):
     )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
     remote_agents: dict[str, RemoteAgentConfig] = Field(default_factory=dict)
+    notify: Webhooks = Field(
+        default_factory=list,
+        description="webhooks told of runs ending, waiting for a person, nearing a budget "
+        "(the gateway's notifier; env LONGHAUL_NOTIFY as JSON)",
+    )
     data_dir: Path = Path(".longhaul")
 
     @classmethod

@@ -272,10 +272,14 @@ def summarize(runs: Iterable[RunResult]) -> dict[str, dict[str, Any]]:
     return summary
 
 
-def regressions(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+def regressions(
+    current: dict[str, Any], baseline: dict[str, Any], *, spend: bool = True
+) -> list[str]:
     """What got worse from ``baseline`` to ``current`` (both in the ``--json`` shape): a task
     that passed in every baseline repeat and now fails in one, a model whose pass rate fell
-    below the baseline's interval, median tokens or total cost up more than 20 %."""
+    below the baseline's interval, median tokens or total cost up more than 20 %.
+    ``spend=False`` (a replay, whose model calls are played back and cost nothing) compares
+    outcomes only."""
     found: list[str] = []
     always: dict[tuple[str, str], bool] = {}
     for run in baseline.get("runs", []):
@@ -298,6 +302,8 @@ def regressions(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
                 f"[{before['ci_low']:.0%}, {before['ci_high']:.0%}]"
             )
         for field, label in (("tokens_median", "median tokens"), ("cost_total", "cost")):
+            if not spend:
+                break
             old, new = float(before.get(field, 0)), float(now.get(field, 0))
             if old > 0 and new > old * (1 + REGRESSION_GROWTH):
                 found.append(f"{model}: {label} up {new / old - 1:.0%} ({old:g} → {new:g})")

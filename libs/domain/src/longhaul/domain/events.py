@@ -249,6 +249,9 @@ class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=
     files: list[FileUploaded] = msgspec.field(default_factory=list)
     """Written into the working directory before the first model call (an eval task's
     ``files``, which may name sub-directories)."""
+    untitled: bool = False
+    """The client gave no name: ``name`` is the first message's stand-in until the utility
+    model titles the trace (``trace_titled``) when its first run ends."""
 
 
 class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=True):
@@ -434,6 +437,23 @@ class ExperiencesRecalled(TraceEvent, tag="experiences_recalled", kw_only=True, 
     state: list[str] = msgspec.field(default_factory=list)
     ids: list[str] = msgspec.field(default_factory=list)
     text: str = ""
+
+
+class TraceTitled(TraceEvent, tag="trace_titled", kw_only=True, omit_defaults=True):
+    """The display name the utility model made for a trace created ``untitled``, recorded
+    once when its first run ends; ``error`` when no title came (the stand-in stays)."""
+
+    name: str | None = None
+    error: str | None = None
+
+
+class ExperiencesCaptured(TraceEvent, tag="experiences_captured", kw_only=True, omit_defaults=True):
+    """``memory.capture_on_completion``: the reflection run ``run`` made before it completed
+    recorded these experiences (``error``: it recorded none, and why)."""
+
+    run: int
+    ids: list[str] = msgspec.field(default_factory=list)
+    error: str | None = None
 
 
 class FileUploaded(TraceEvent, tag="file_uploaded", kw_only=True, omit_defaults=True):
@@ -679,6 +699,8 @@ AnyEvent = (
     | FilesDelivered
     | ContextRecorded
     | ExperiencesRecalled
+    | TraceTitled
+    | ExperiencesCaptured
     | ToolDecided
     | EffectStarted
     | EffectResumed

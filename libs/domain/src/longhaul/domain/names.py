@@ -78,6 +78,12 @@ class Names:
         return self._bucket("lh_evals")
 
     @property
+    def notifications(self) -> str:
+        """One record per notification delivery, keyed by its delivery id (below the run's
+        id, so a run's deliveries are one key pattern)."""
+        return self._bucket("lh_notifications")
+
+    @property
     def artifacts(self) -> str:
         return self._bucket("lh_artifacts")
 

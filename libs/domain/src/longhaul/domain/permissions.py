@@ -63,6 +63,8 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.LoopStopped,
         ev.Compacted,
         ev.ExperiencesRecalled,
+        ev.TraceTitled,
+        ev.ExperiencesCaptured,
         ev.VerificationRequested,
         ev.Waiting,
         ev.FilesDelivered,
@@ -93,13 +95,15 @@ Bucket = Literal[
     "experiences",
     "artifacts",
     "evals",
+    "notifications",
 ]
 
 BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     # the index (with its active marks), a key's experiences, uploads and offloaded images,
-    # clearing a task's checkpoints, eval runs and their results
+    # clearing a task's checkpoints, eval runs and their results, notification deliveries
     "gateway": (
-        "traces", "active", "experiences", "workspace", "checkpoints", "artifacts", "evals"
+        "traces", "active", "experiences", "workspace", "checkpoints", "artifacts", "evals",
+        "notifications",
     ),
     # phase outputs and checkpoints
     "planner": ("workspace", "checkpoints", "artifacts"),

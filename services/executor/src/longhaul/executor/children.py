@@ -15,14 +15,18 @@ are that tool span's children whichever wake-up creates it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 
+from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.remote import RemoteAgents, RemoteError, failure, finish_remote
+from longhaul.executor.remote_status import RemoteStatus
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +113,30 @@ class Children:
         metrics: ExecutorMetrics,
         max_descendants: int = 50,
         remote: RemoteAgents | None = None,
+        index: TraceIndex | None = None,
     ) -> None:
         self.traces = traces
         self.remote = remote
+        self.index = index
+        """Written after a remote link, so the gateway can serve the remote child at once."""
         self.max_descendants = max_descendants
         self.max_concurrent = max(1, max_concurrent)
         self.actor = actor
         self.metrics = metrics
+        self._starting: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     async def start_queued(self, parent: TraceState) -> list[str]:
-        """Create the children the parent is owed, up to the limit; returns the ids started."""
+        """Create the children the parent is owed, up to the limit; returns the ids started.
+        One parent's spawns are started one wake-up at a time in this process, on the
+        parent as it stands then: two wake-ups of one turn's spawns would otherwise both
+        send a remote child that is not linked yet (an A2A agent has no idempotency key)."""
+        lock = self._starting.setdefault(parent.trace_id, asyncio.Lock())
+        async with lock:
+            return await self._start_queued(await self.traces.load(parent.trace_id))
+
+    async def _start_queued(self, parent: TraceState) -> list[str]:
         if not parent.exists or parent.is_final:
             return []
         active = 0
@@ -180,11 +198,11 @@ class Children:
             linked = await self.remote.start(parent, info, name)
         except RemoteError as exc:
             log.warning("remote child of %s not started: %s", parent.trace_id, exc)
-            await finish_remote(
-                self.traces, parent, info.child_trace_id, failure(str(exc)), actor=self.actor
-            )
+            linked = failure(str(exc))
+        if isinstance(linked, RemoteStatus):  # refused, or an A2A agent's immediate answer
+            await finish_remote(self.traces, parent, info.child_trace_id, linked, actor=self.actor)
             return False
-        return await append_while(
+        appended = await append_while(
             self.traces,
             parent,
             ev.RemoteSubtraceLinked(child_trace_id=info.child_trace_id, remote_id=linked),
@@ -194,6 +212,9 @@ class Children:
             ),
             actor=self.actor,
         )
+        if appended and self.index is not None:
+            await self.index.update(parent)
+        return appended
 
     async def _stop_remote(self, info: SubtraceInfo, name: str) -> None:
         """Best effort: the remote trace is asked to stop; its end reaches the parent through

@@ -73,6 +73,7 @@ class Executor:
             actor=actor,
             metrics=self.metrics,
             remote=self.remote,
+            index=ctx.index,
         )
         self.turns = TurnRunner(
             ctx,

@@ -24,9 +24,7 @@ import math
 import os
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 from longhaul.client import AsyncClient
@@ -45,37 +43,22 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import RemoteAgentConfig
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
+from longhaul.executor.remote_status import (
+    SUMMARY_LIMIT,
+    RemoteError,
+    RemoteStatus,
+    remote_id,
+    remote_trace_id,
+)
+
+if TYPE_CHECKING:
+    from longhaul.executor.a2a_remote import A2AAgents
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 FINAL = frozenset({"completed", "failed", "stopped"})
-SUMMARY_LIMIT = 4000
-
-
-class RemoteError(Exception):
-    """A remote call that cannot succeed as is; ``transient``: worth asking again later."""
-
-    def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
-
-
-@dataclass(frozen=True)
-class RemoteStatus:
-    status: str
-    summary: str
-    tokens: int
-    cost: float
-
-
-def remote_id(config: RemoteAgentConfig, trace_id: str) -> str:
-    return f"agent://{urlsplit(config.url).netloc}/{trace_id}"
-
-
-def remote_trace_id(linked: str) -> str:
-    return linked.rsplit("/", 1)[-1]
 
 
 class RemoteAgents:
@@ -85,10 +68,22 @@ class RemoteAgents:
     def __init__(self, configs: dict[str, RemoteAgentConfig]) -> None:
         self.configs = configs
         self._clients: dict[str, AsyncClient] = {}
+        self.a2a: A2AAgents | None = None
+        """The entries with ``protocol: a2a``: every call on them goes there."""
+        a2a = {n: c for n, c in configs.items() if c.protocol == "a2a"}
+        if a2a:  # imported when configured: a2a-sdk (protobuf) slows every executor's start
+            from longhaul.executor.a2a_remote import A2AAgents
+
+            self.a2a = A2AAgents(a2a)
+
+    def _over_a2a(self, name: str) -> A2AAgents | None:
+        return self.a2a if self.a2a is not None and name in self.a2a.configs else None
 
     async def aclose(self) -> None:
         for client in self._clients.values():
             await client.close()
+        if self.a2a is not None:
+            await self.a2a.aclose()
 
     def _client(self, name: str) -> AsyncClient:
         config = self.configs.get(name)
@@ -118,10 +113,13 @@ class RemoteAgents:
         except LonghaulError as exc:  # timed out, or the connection dropped
             raise RemoteError(f"{where}: {exc}", transient=True) from exc
 
-    async def start(self, parent: TraceState, info: SubtraceInfo, name: str) -> str:
-        """Create (or continue) the remote trace; returns its ``agent://`` id. A creation
-        carries an ``Idempotency-Key`` made from the spawn, so a retry after a crash between
-        the remote's answer and the link finds the trace the first attempt created."""
+    async def start(self, parent: TraceState, info: SubtraceInfo, name: str) -> str | RemoteStatus:
+        """Create (or continue) the remote trace; returns its ``agent://`` id (or, from an
+        A2A agent that answers at once, its status). A creation carries an
+        ``Idempotency-Key`` made from the spawn, so a retry after a crash between the
+        remote's answer and the link finds the trace the first attempt created."""
+        if a2a := self._over_a2a(name):
+            return await a2a.start(parent, info, name)
         messages = [msgspec.to_builtins(message) for message in info.inputs()]
         if info.remote_id is not None:
             trace_id = remote_trace_id(info.remote_id)
@@ -144,15 +142,21 @@ class RemoteAgents:
 
     async def send_message(self, name: str, linked: str, content: str, *, wake: bool) -> None:
         """Into the remote child's inbox, from its ``parent``."""
+        if self._over_a2a(name):
+            raise RemoteError(f"{name!r} is an A2A agent: it has no inbox (use continue_from)")
         await self._ask(
             name,
             lambda c: c.send_message(remote_trace_id(linked), content, sender="parent", wake=wake),
         )
 
     async def stop(self, name: str, linked: str) -> None:
+        if a2a := self._over_a2a(name):
+            return await a2a.stop(name, linked)
         await self._ask(name, lambda c: c.stop(remote_trace_id(linked)))
 
     async def status(self, name: str, linked: str) -> RemoteStatus:
+        if a2a := self._over_a2a(name):
+            return await a2a.status(name, linked)
         view = await self._ask(name, lambda c: c.get_trace(remote_trace_id(linked)))
         problem = usage_problem(view.run_usage.tokens, view.run_usage.cost)
         if problem is not None:

@@ -17,6 +17,7 @@ from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
+from longhaul.gateway.notify.wiring import build_notifier
 from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
@@ -29,7 +30,9 @@ from longhaul.gateway.routers import (
     health,
     inbox,
     info,
+    notifications,
     openai_compat,
+    remote_traces,
     runs,
     skills,
     tools,
@@ -37,6 +40,7 @@ from longhaul.gateway.routers import (
     traces,
     viewer,
 )
+from longhaul.gateway.routers.a2a_server import A2ASurface
 from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import tasks_router
 from longhaul.gateway.runtime import Runtime
@@ -78,6 +82,9 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
             mirror.observers.append(retention.observe)
             ctx.spawn(retention.run(ctx.shutdown), name="retention")
         ctx.spawn(mirror.run(), name="index-mirror")
+        if config.notify:
+            notifier = build_notifier(runtime, ctx)
+            ctx.spawn(notifier.run(ctx.conn, ctx.shutdown), name="notifier")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
         )
@@ -108,19 +115,23 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     )
     mcp = McpSurface(runtime)
     mcp.mount(app)
+    A2ASurface(runtime).mount(app)
     install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
     for router in (
         traces.router,
+        remote_traces.router,
         files.router,
         trace_events.router,
         runs.router,
         inbox.router,
+        notifications.router,
         tasks_router("/api/tasks"),
         tasks_router("/api/v1/tasks"),
         info.router,
         tools.router,
         experiences.router,
         evals.router,
+        evals.tasks_router,
         skills.router,
         health.router,
         admin.router,

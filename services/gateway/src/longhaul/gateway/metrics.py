@@ -143,6 +143,13 @@ class GatewayMetrics:
             ["kind"],
             registry=self.registry,
         )
+        self.notifications = Counter(
+            "longhaul_notifications",
+            "notification attempts by webhook, kind and outcome: delivered; retried (failed, "
+            "another attempt follows); failed (given up)",
+            ["webhook", "kind", "outcome"],
+            registry=self.registry,
+        )
         self.llm_retries = Counter(
             "longhaul_llm_retries",
             "LLM call retries reported by executors",

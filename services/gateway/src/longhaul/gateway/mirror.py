@@ -32,6 +32,8 @@ class IndexMirror:
         self.conn = conn
         self.entries: dict[str, TraceIndexEntry] = {}
         self._children: dict[str, set[str]] = {}
+        self._remote_parents: dict[str, str] = {}
+        """``agent://host:port/<id>`` → the local trace that spawned that remote child."""
         self.ready = asyncio.Event()
         self._changed = asyncio.Condition()
         self.observers: list[Callable[[TraceIndexEntry], None]] = []
@@ -50,11 +52,19 @@ class IndexMirror:
                 observe(entry)
             if entry.parent_trace_id is not None:
                 self._children.setdefault(entry.parent_trace_id, set()).add(entry.trace_id)
+            for remote_id in entry.remote_children:
+                self._remote_parents[remote_id] = entry.trace_id
 
     def _remove(self, trace_id: str) -> None:
         entry = self.entries.pop(trace_id, None)
         if entry is not None and entry.parent_trace_id is not None:
             self._children.get(entry.parent_trace_id, set()).discard(trace_id)
+        for remote_id in entry.remote_children if entry is not None else ():
+            self._remote_parents.pop(remote_id, None)
+
+    def remote_parent(self, remote_id: str) -> str | None:
+        """The local trace whose child ``agent://host:port/<id>`` is (None: no such link)."""
+        return self._remote_parents.get(remote_id)
 
     def waiting_below(self, trace_id: str) -> list[TraceIndexEntry]:
         """Descendants of ``trace_id`` waiting on something outside the tree (a person, a

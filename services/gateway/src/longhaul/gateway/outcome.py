@@ -9,6 +9,8 @@ token deltas) from the request's own event until the run settles, which is the s
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +18,8 @@ from typing import Any
 import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
+from longhaul.gateway import access
+from longhaul.gateway.auth import Principal
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.streams import Item, aggregate_stream
 
@@ -123,3 +127,28 @@ async def follow(
 def decoded(item: Item) -> ev.Event | None:
     """The stored event an item carries (None for live, heartbeat and notice items)."""
     return ev.decode(item.data) if item.kind == "event" else None
+
+
+async def settled_state(
+    runtime: Runtime, principal: Principal, trace_id: str, after: int, timeout_s: float
+) -> TraceState:
+    """The trace once its run settled, or as it stands after ``timeout_s``."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            async for _ in follow(runtime, trace_id, after=after):
+                pass
+    return await access.owned_trace(runtime, principal, trace_id)
+
+
+def step_line(event: ev.Event) -> str | None:
+    """One progress line per step a watcher cares about (MCP progress, A2A status updates)."""
+    if isinstance(event, ev.MessageAppended) and event.role == "assistant":
+        names = [call.function.name for call in event.tool_calls or []]
+        return f"calls {', '.join(names)}" if names else "answered"
+    if isinstance(event, ev.MessageAppended) and event.role == "tool":
+        return f"{event.name or 'tool'} returned"
+    if isinstance(event, ev.Waiting):
+        return f"waits for {event.reason}"
+    if isinstance(event, ev.Completed | ev.Failed | ev.Stopped):
+        return event.type
+    return None

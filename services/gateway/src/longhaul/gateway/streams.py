@@ -24,6 +24,7 @@ import msgspec
 from longhaul.agent.contract import LiveUpdate
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
+from longhaul.gateway.batching import DeltaBatcher
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime
 from nats.aio.msg import Msg
@@ -54,22 +55,29 @@ async def aggregate_stream(
     follow: bool,
     live: bool,
     until: Awaitable[object] | None = None,
+    flush_ms: int = 0,
 ) -> AsyncIterator[Item]:
     """Yield items until the client leaves (``until`` completes), the gateway drains, or —
-    when not following — the stored events run out."""
+    when not following — the stored events run out. ``flush_ms``: merge token deltas into
+    one item per window of that many milliseconds (:mod:`longhaul.gateway.batching`)."""
     store = runtime.store
     queue: asyncio.Queue[Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
     subscription: Subscription | None = None
+
+    def emit_live(update: LiveUpdate) -> None:
+        # Deltas are a courtesy: the persisted message carries the full text, so a slow
+        # client loses deltas rather than holding the connection's memory hostage.
+        with contextlib.suppress(asyncio.QueueFull):
+            queue.put_nowait(Item("live", msgspec.json.encode(update)))
+
+    batcher = DeltaBatcher(emit_live, flush_ms)
 
     async def on_live(msg: Msg) -> None:
         try:
             update = msgspec.json.decode(msg.data, type=LiveUpdate)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return
-        # Deltas are a courtesy: the persisted message carries the full text, so a slow
-        # client loses deltas rather than holding the connection's memory hostage.
-        with contextlib.suppress(asyncio.QueueFull):
-            queue.put_nowait(Item("live", msgspec.json.encode(update)))
+        batcher.add(update)
 
     async def pump() -> None:
         try:
@@ -80,6 +88,7 @@ async def aggregate_stream(
             )
             async for recorded in source:
                 event = recorded.event
+                batcher.flush()  # the deltas of a window come before the message they build
                 await queue.put(Item("event", ev.encode(event), recorded.seq, event.type))
         except Exception as exc:  # reported to the client, which reconnects from its last id
             log.warning("event stream of %s %s failed: %s", aggregate, aggregate_id, exc)
@@ -149,6 +158,7 @@ async def aggregate_stream(
             else:
                 yield Item("heartbeat", msgspec.json.encode({"ts": round(time.time(), 3)}))
     finally:
+        batcher.close()
         for future in (getter, pump_task, subtree_task, *stoppers):
             if future is not None:
                 future.cancel()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 from longhaul.agent.contract import TurnEnd, TurnOutcome
 from longhaul.agent.engine.answer import is_cut, is_filtered, whole_answer
+from longhaul.agent.engine.capture import capture, wants_capture
 from longhaul.agent.messages import tool_message, unfinished
 from longhaul.agent.stop_reasons import BUDGET_REASONS
 from longhaul.agent.turn import Turn
@@ -66,6 +67,8 @@ async def finish(turn: Turn, answer: Message) -> TurnOutcome:
 
 
 async def complete(turn: Turn, summary: str) -> TurnOutcome:
+    if wants_capture(turn):
+        await capture(turn)
     totals = msgspec.structs.replace(turn.state.totals)
     await turn.emit([Completed(summary=summary, totals=totals)])
     return TurnOutcome(end="completed", steps=turn.steps)

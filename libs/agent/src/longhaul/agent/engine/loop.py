@@ -10,7 +10,8 @@ recorded before the next call acts. Write-behind: a result's append is in flight
 next model request is built and sent, and an assistant message's while its calls run if none
 of them changes anything outside the trace (``read_only``); each is settled before the next
 append or a call with effects. A crash therefore loses at most the call in flight.
-``after_agent`` sees every outcome once ``before_agent`` ran.
+``after_agent`` sees every outcome once ``before_agent`` ran; then an unnamed trace whose run
+ended is titled (``titling``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
 from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
 from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
+from longhaul.agent.engine.titling import title, wants_title
 from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_calls
 from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
@@ -54,6 +56,8 @@ class TurnLoop:
             return TurnOutcome(end=state.status, stop_reason=state.stop_reason)
         outcome = await self._run()
         await self.chain.after_agent(turn, outcome)
+        if wants_title(turn, outcome):
+            await title(turn)
         return outcome
 
     async def _run(self) -> TurnOutcome:

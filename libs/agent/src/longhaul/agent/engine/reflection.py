@@ -7,7 +7,8 @@ trace's read-only tools; the last one must answer JSON matching :func:`experienc
 An invalid answer is sent back with the errors once (one repair round). Each experience is
 recorded for the trace's key with ``helpful: 1`` and ``trace_id`` = this trace; a closing
 note on the branch names their ids. A failed call ends the branch with an error note, so the
-request is consumed rather than retried forever.
+request is consumed rather than retried forever. :func:`reflect` returns the ids it recorded
+and, when it recorded none, why (``memory.capture_on_completion`` puts both on the log).
 """
 
 from __future__ import annotations
@@ -73,7 +74,11 @@ def experiences_schema(categories: Sequence[str]) -> dict[str, Any]:
     }
 
 
-async def reflect(turn: Turn, call_tool: ToolHandler) -> None:
+Reflected = tuple[list[str], str | None]
+"""(experience ids recorded, why none were) of one reflection."""
+
+
+async def reflect(turn: Turn, call_tool: ToolHandler) -> Reflected:
     state = turn.state
     categories = turn.env.memory.categories
     schema = experiences_schema(categories)
@@ -98,26 +103,24 @@ async def reflect(turn: Turn, call_tool: ToolHandler) -> None:
         except ModelError as exc:
             log.warning("trace %s: reflection failed: %s", turn.trace_id, exc)
             await branch.failed("reflection", exc)
-            return
+            return [], f"reflection failed: {exc}"
         if response.tool_calls and not last:
             await branch.run_tools(response, tools, call_tool)
             continue
         problems, items = _parse(response.content, schema)
         if not problems:
-            await _record(turn, branch, items, categories)
-            return
+            return await _record(turn, branch, items, categories)
         if repaired or number == MAX_TURNS:
+            why = "reflection gave no valid experiences: " + "; ".join(problems)
             await branch.add(
-                "assistant",
-                content="(reflection gave no valid experiences: " + "; ".join(problems) + ")",
-                synthetic=True,
-                error_code="invalid_output",
+                "assistant", content=f"({why})", synthetic=True, error_code="invalid_output"
             )
-            return
+            return [], why
         repaired = True
         await branch.add(
             "user", content=REPAIR.format(errors="\n- ".join(problems)), synthetic=True
         )
+    return [], "reflection ran out of model turns"
 
 
 async def _call(
@@ -144,7 +147,7 @@ def _parse(content: str, schema: dict[str, Any]) -> tuple[list[str], list[dict[s
 
 async def _record(
     turn: Turn, branch: SideBranch, items: list[dict[str, Any]], categories: Sequence[str]
-) -> None:
+) -> Reflected:
     made: list[Experience] = [
         make(
             category=item["category"],
@@ -159,8 +162,12 @@ async def _record(
     ]
     book = turn.env.experiences
     if book is None:
-        note = "(no experience store: nothing recorded)"
-    else:
-        await book.record(turn.state.owner, made)
-        note = "Recorded experiences: " + (", ".join(e.id for e in made) or "none")
+        await branch.add(
+            "assistant", content="(no experience store: nothing recorded)", synthetic=True
+        )
+        return [], "no experience store"
+    await book.record(turn.state.owner, made)
+    ids = [e.id for e in made]
+    note = "Recorded experiences: " + (", ".join(ids) or "none")
     await branch.add("assistant", content=note, synthetic=True)
+    return ids, None

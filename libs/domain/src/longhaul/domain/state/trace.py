@@ -131,6 +131,11 @@ class TraceState(msgspec.Struct, kw_only=True):
     again after a run request that changes the config."""
     recalled: ev.ExperiencesRecalled | None = None
     """The experiences matched when the trace started (``None``: not matched)."""
+    untitled: bool = False
+    """Created without a name and not yet titled (``trace_titled`` clears it)."""
+    title_error: str | None = None
+    captured: dict[int, list[str]] = msgspec.field(default_factory=dict)
+    """Run number → the experiences ``memory.capture_on_completion`` recorded at its end."""
     uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
     """Files uploaded but not yet written into the working directory (latest per name)."""
     eval: ev.EvalTag | None = None
@@ -356,6 +361,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.trace_id = event.aggregate_id
         self.status = "running"
         self.name = event.name
+        self.untitled = event.untitled
         self.owner = event.owner
         self.config = event.config
         self.parent_trace_id = event.parent_trace_id
@@ -767,6 +773,15 @@ class TraceState(msgspec.Struct, kw_only=True):
                 f"trace {self.trace_id} is not waiting for {reason}", code="conflict"
             )
 
+    def _on_trace_titled(self, event: ev.TraceTitled) -> None:
+        self.untitled = False
+        if event.name:
+            self.name = event.name
+        self.title_error = event.error
+
+    def _on_experiences_captured(self, event: ev.ExperiencesCaptured) -> None:
+        self.captured[event.run] = list(event.ids)
+
     def _wake(self) -> None:
         self.status = "running"
         self.wait.end()
@@ -803,6 +818,8 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.FilesDelivered: TraceState._on_files_delivered,
     ev.ContextRecorded: TraceState._on_context_recorded,
     ev.ExperiencesRecalled: TraceState._on_experiences_recalled,
+    ev.TraceTitled: TraceState._on_trace_titled,
+    ev.ExperiencesCaptured: TraceState._on_experiences_captured,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
     ev.RemoteSubtraceLinked: TraceState._on_remote_linked,
@@ -857,6 +874,8 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.FilesDelivered: TraceState._check_nothing,
     ev.ContextRecorded: TraceState._check_nothing,
     ev.ExperiencesRecalled: TraceState._check_experiences_recalled,
+    ev.TraceTitled: TraceState._check_nothing,
+    ev.ExperiencesCaptured: TraceState._check_nothing,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: TraceState._check_subtrace_finished,
     ev.RemoteSubtraceLinked: TraceState._check_remote_linked,

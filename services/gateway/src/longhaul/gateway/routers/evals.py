@@ -39,6 +39,8 @@ MAX_RECORD_BYTES = 768 * 1024
 """An eval record (the suite with its files) is one KV value, under JetStream's 1 MiB."""
 
 router = APIRouter(prefix="/api/evals", tags=["evals"], responses=ERROR_RESPONSES)
+tasks_router = APIRouter(prefix="/api/eval-tasks", tags=["evals"], responses=ERROR_RESPONSES)
+"""Apart from ``/api/evals``: a path there is an eval's id."""
 
 EvalId = Annotated[str, Path(pattern=rf"^{EVAL_PREFIX}_[A-Za-z0-9]{{1,64}}$")]
 TaskName = Annotated[str, Field(pattern=evals.TASK_ID)]
@@ -230,6 +232,111 @@ def _view(record: evals.EvalRecord, runs: list[evals.RunResult]) -> EvalView:
     )
 
 
+class TaskFromTraceRequest(Body):
+    trace_id: str = Field(min_length=1, max_length=128)
+    id: TaskName | None = Field(default=None, description="default: from the trace's name")
+    check: str | None = Field(default=None, min_length=1, max_length=4096)
+    answer: str | None = Field(default=None, min_length=1, max_length=1024)
+
+
+class TaskFromTrace(BaseModel):
+    task: dict[str, Any] = Field(description="a suite task (README: Evals), ready to append")
+    skipped_files: list[str] = Field(
+        default_factory=list, description="files the run started with that are not text"
+    )
+
+
+TASK_SETTINGS = (
+    "preset",
+    "tools",
+    "skills",
+    "max_iterations",
+    "max_tokens",
+    "max_cost",
+    "temperature",
+    "system_prompt",
+    "verification",
+)
+"""What a recorded run's configuration carries into its task (not its model: the eval
+chooses, and not approvals or client tools: an eval has nobody to answer them)."""
+
+
+async def _beginning(
+    runtime: Runtime, trace_id: str
+) -> tuple[ev.TraceCreated | None, list[ev.FileUploaded]]:
+    """The run's creation and the files it had before its first model answer."""
+    created: ev.TraceCreated | None = None
+    files: dict[str, ev.FileUploaded] = {}
+    async with runtime.nats_call():
+        async for recorded in runtime.service.store.replay("trace", trace_id):
+            event = recorded.event
+            if isinstance(event, ev.TraceCreated):
+                created = event
+                files.update((f.name, f) for f in event.files)
+            elif isinstance(event, ev.FileUploaded):
+                files[event.name] = event
+            elif isinstance(event, ev.MessageAppended) and event.role == "assistant":
+                break
+    return created, list(files.values())
+
+
+def _task_id(state_name: str | None, trace_id: str) -> str:
+    words = re.findall(r"[A-Za-z0-9]+", (state_name or "").lower())[:6]
+    return "-".join(words)[:64] or trace_id[-12:].lower()
+
+
+@tasks_router.post(
+    "",
+    response_model=TaskFromTrace,
+    summary="A suite task made from a recorded run (its first messages and files)",
+)
+async def task_from_trace(
+    body: TaskFromTraceRequest, request: Request, principal: CurrentPrincipal
+) -> TaskFromTrace:
+    runtime = runtime_of(request.app)
+    state = await access.owned_trace(runtime, principal, body.trace_id)
+    created, uploads = await _beginning(runtime, body.trace_id)
+    if created is None:
+        raise not_found("trace", body.trace_id)
+    prompt = "\n\n".join(
+        content_text(m.content) for m in created.messages if m.role == "user"
+    ).strip()
+    if not prompt:
+        raise ApiError(422, "invalid_request", f"trace {body.trace_id} started without a prompt")
+    task: dict[str, Any] = {"id": body.id or _task_id(state.name, body.trace_id), "prompt": prompt}
+    files, skipped = await _texts(runtime, uploads)
+    if files:
+        task["files"] = files
+    for field in ("check", "answer"):
+        if getattr(body, field) is not None:
+            task[field] = getattr(body, field)
+    config = msgspec.to_builtins(created.config)
+    task.update({k: config[k] for k in TASK_SETTINGS if config.get(k) not in (None, [], "default")})
+    try:
+        evals.EvalTask.model_validate(task)
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_suite", evals.describe(exc)) from None
+    return TaskFromTrace(task=task, skipped_files=skipped)
+
+
+async def _texts(
+    runtime: Runtime, uploads: list[ev.FileUploaded]
+) -> tuple[dict[str, str], list[str]]:
+    """The uploads' contents that are text within a task's limits; the names of the rest."""
+    files: dict[str, str] = {}
+    skipped: list[str] = []
+    for upload in uploads:
+        async with runtime.nats_call():
+            entry = await runtime.service.workspace.get(upload.key)
+        try:
+            if entry is None or len(entry.value) > evals.MAX_FILE_BYTES:
+                raise ValueError(upload.name)
+            files[upload.name] = entry.value.decode()
+        except (ValueError, UnicodeDecodeError):
+            skipped.append(upload.name)
+    return files, skipped
+
+
 @router.get("/{eval_id}", response_model=EvalView, summary="An eval run with its scored runs")
 async def get_eval(eval_id: EvalId, request: Request, principal: CurrentPrincipal) -> EvalView:
     runtime = runtime_of(request.app)
@@ -267,7 +374,8 @@ async def start_run(
         event = msgspec.structs.replace(event, config=config)
     files = await _files(runtime, principal, trace_id, task)
     tag = ev.EvalTag(eval_id=eval_id, task=task.id, repeat=body.repeat, check=task.check)
-    event = msgspec.structs.replace(event, eval=tag, files=files)
+    # an eval run keeps its task's name: the runs of a suite are compared by it
+    event = msgspec.structs.replace(event, eval=tag, files=files, untitled=False)
     state = await commands.create_trace(runtime, principal, event, trace_id)
     return Accepted(trace_id=trace_id, status=state.status or "running", event_id=state.stream_seq)
 
@@ -334,108 +442,3 @@ async def get_check(
     if outcome is None:
         raise not_found("check of trace", trace_id)
     return CheckView(trace_id=outcome.trace_id, passed=outcome.passed, log=outcome.log)
-
-
-class TaskFromTraceRequest(Body):
-    trace_id: str = Field(min_length=1, max_length=128)
-    id: TaskName | None = Field(default=None, description="default: from the trace's name")
-    check: str | None = Field(default=None, min_length=1, max_length=4096)
-    answer: str | None = Field(default=None, min_length=1, max_length=1024)
-
-
-class TaskFromTrace(BaseModel):
-    task: dict[str, Any] = Field(description="a suite task (README: Evals), ready to append")
-    skipped_files: list[str] = Field(
-        default_factory=list, description="files the run started with that are not text"
-    )
-
-
-TASK_SETTINGS = (
-    "preset",
-    "tools",
-    "skills",
-    "max_iterations",
-    "max_tokens",
-    "max_cost",
-    "temperature",
-    "system_prompt",
-    "verification",
-)
-"""What a recorded run's configuration carries into its task (not its model: the eval
-chooses, and not approvals or client tools: an eval has nobody to answer them)."""
-
-
-async def _beginning(
-    runtime: Runtime, trace_id: str
-) -> tuple[ev.TraceCreated | None, list[ev.FileUploaded]]:
-    """The run's creation and the files it had before its first model answer."""
-    created: ev.TraceCreated | None = None
-    files: dict[str, ev.FileUploaded] = {}
-    async with runtime.nats_call():
-        async for recorded in runtime.service.store.replay("trace", trace_id):
-            event = recorded.event
-            if isinstance(event, ev.TraceCreated):
-                created = event
-                files.update((f.name, f) for f in event.files)
-            elif isinstance(event, ev.FileUploaded):
-                files[event.name] = event
-            elif isinstance(event, ev.MessageAppended) and event.role == "assistant":
-                break
-    return created, list(files.values())
-
-
-def _task_id(state_name: str | None, trace_id: str) -> str:
-    words = re.findall(r"[A-Za-z0-9]+", (state_name or "").lower())[:6]
-    return "-".join(words)[:64] or trace_id[-12:].lower()
-
-
-@router.post(
-    "/tasks",
-    response_model=TaskFromTrace,
-    summary="A suite task made from a recorded run (its first messages and files)",
-)
-async def task_from_trace(
-    body: TaskFromTraceRequest, request: Request, principal: CurrentPrincipal
-) -> TaskFromTrace:
-    runtime = runtime_of(request.app)
-    state = await access.owned_trace(runtime, principal, body.trace_id)
-    created, uploads = await _beginning(runtime, body.trace_id)
-    if created is None:
-        raise not_found("trace", body.trace_id)
-    prompt = "\n\n".join(
-        content_text(m.content) for m in created.messages if m.role == "user"
-    ).strip()
-    if not prompt:
-        raise ApiError(422, "invalid_request", f"trace {body.trace_id} started without a prompt")
-    task: dict[str, Any] = {"id": body.id or _task_id(state.name, body.trace_id), "prompt": prompt}
-    files, skipped = await _texts(runtime, uploads)
-    if files:
-        task["files"] = files
-    for field in ("check", "answer"):
-        if getattr(body, field) is not None:
-            task[field] = getattr(body, field)
-    config = msgspec.to_builtins(created.config)
-    task.update({k: config[k] for k in TASK_SETTINGS if config.get(k) not in (None, [], "default")})
-    try:
-        evals.EvalTask.model_validate(task)
-    except ValidationError as exc:
-        raise ApiError(422, "invalid_suite", evals.describe(exc)) from None
-    return TaskFromTrace(task=task, skipped_files=skipped)
-
-
-async def _texts(
-    runtime: Runtime, uploads: list[ev.FileUploaded]
-) -> tuple[dict[str, str], list[str]]:
-    """The uploads' contents that are text within a task's limits; the names of the rest."""
-    files: dict[str, str] = {}
-    skipped: list[str] = []
-    for upload in uploads:
-        async with runtime.nats_call():
-            entry = await runtime.service.workspace.get(upload.key)
-        try:
-            if entry is None or len(entry.value) > evals.MAX_FILE_BYTES:
-                raise ValueError(upload.name)
-            files[upload.name] = entry.value.decode()
-        except (ValueError, UnicodeDecodeError):
-            skipped.append(upload.name)
-    return files, skipped

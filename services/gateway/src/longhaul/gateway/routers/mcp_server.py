@@ -25,7 +25,14 @@ from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import decoded, follow, outcome_of, text_of, viewer_link
+from longhaul.gateway.outcome import (
+    decoded,
+    follow,
+    outcome_of,
+    step_line,
+    text_of,
+    viewer_link,
+)
 from longhaul.gateway.routers.files import checked_name, put_files
 from longhaul.gateway.routers.traces import query_owned, start_trace
 from longhaul.gateway.runtime import Runtime
@@ -80,20 +87,6 @@ def _link(ctx: Context, trace_id: str) -> str:
 def _wants_progress(ctx: Context) -> bool:
     meta = ctx.request_context.meta or {}
     return meta.get("progress_token") is not None
-
-
-def _step(event: ev.Event) -> str | None:
-    """One progress line per step a watcher cares about."""
-    if isinstance(event, ev.MessageAppended) and event.role == "assistant":
-        names = [call.function.name for call in event.tool_calls or []]
-        return f"calls {', '.join(names)}" if names else "answered"
-    if isinstance(event, ev.MessageAppended) and event.role == "tool":
-        return f"{event.name or 'tool'} returned"
-    if isinstance(event, ev.Waiting):
-        return f"waits for {event.reason}"
-    if isinstance(event, ev.Completed | ev.Failed | ev.Stopped):
-        return event.type
-    return None
 
 
 class McpSurface:
@@ -152,7 +145,7 @@ class McpSurface:
             async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
                 async for item in follow(self.runtime, trace_id, after=after):
                     event = decoded(item)
-                    line = _step(event) if event is not None else None
+                    line = step_line(event) if event is not None else None
                     if line is not None:
                         steps += 1
                         await ctx.report_progress(steps, None, line)

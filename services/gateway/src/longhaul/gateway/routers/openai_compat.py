@@ -35,7 +35,15 @@ from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import RunOutcome, decoded, follow, outcome_of, text_of, viewer_link
+from longhaul.gateway.outcome import (
+    RunOutcome,
+    decoded,
+    follow,
+    outcome_of,
+    settled_state,
+    text_of,
+    viewer_link,
+)
 from longhaul.gateway.routers.traces import check_model, message_inputs, start_trace
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.openai import (
@@ -219,17 +227,6 @@ def _reply(outcome: RunOutcome, link: str, timeout_s: float) -> str:
     )
 
 
-async def _settle(
-    runtime: Runtime, principal: Principal, trace_id: str, after: int, timeout_s: float
-) -> TraceState:
-    """The trace once its run settled, or as it stands after ``timeout_s``."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            async for _ in follow(runtime, trace_id, after=after):
-                pass
-    return await access.owned_trace(runtime, principal, trace_id)
-
-
 @router.post(
     "/chat/completions",
     response_model=ChatCompletion,
@@ -256,7 +253,7 @@ async def chat_completions(
     if body.stream:
         chunks = _stream(runtime, principal, body, trace_id, after, completion_id, link)
         return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
-    state = await _settle(runtime, principal, trace_id, after, timeout_s)
+    state = await settled_state(runtime, principal, trace_id, after, timeout_s)
     outcome = outcome_of(state)
     reply = _reply(outcome, link, timeout_s)
     await _remember(runtime, principal, body.messages, reply, state)

@@ -73,6 +73,7 @@ async def create_run(
         messages=[ev.InputMessage(role="user", content=body.goal)],
         config=config,
         name=body.name or " ".join(body.goal.split())[:60],
+        untitled=not body.name,
         route=decision,
     )
     trace = await commands.create_trace(runtime, principal, created)

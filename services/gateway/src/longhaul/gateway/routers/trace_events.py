@@ -29,6 +29,7 @@ from longhaul.gateway.auth import (
     check_origin,
     enforce_rate_limit,
 )
+from longhaul.gateway.batching import FLUSH_MS_MAX
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.streams import aggregate_stream, sse_frame, ws_frame
@@ -47,6 +48,25 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
     }
 }
 RETRY_MS = 1000
+
+FLUSH_MS_DOC = (
+    "merge token deltas into one `live` frame per this many milliseconds (0: each delta "
+    "as the executor publishes it, every pipeline.streaming.flush_interval_ms; at most "
+    f"{FLUSH_MS_MAX})"
+)
+FlushMs = Annotated[int, Query(ge=0, le=FLUSH_MS_MAX, description=FLUSH_MS_DOC)]
+
+
+def ws_flush_ms(raw: str | None) -> int:
+    """``?flush_ms=`` of a WebSocket, checked by hand: FastAPI refuses a WebSocket's bad query
+    with a bare 1008 close, and a client deserves the same 422 an SSE request gets."""
+    if raw is None:
+        return 0
+    if not (raw.isascii() and raw.isdigit()) or int(raw) > FLUSH_MS_MAX:
+        raise ApiError(
+            422, "invalid_request", f"flush_ms must be an integer from 0 to {FLUSH_MS_MAX}"
+        )
+    return int(raw)
 
 
 def resume_point(last_event_id: str | None, after: int | None) -> int:
@@ -95,6 +115,7 @@ def sse_response(
     aggregate_id: str,
     start: StreamStart,
     request: Request,
+    flush_ms: int = 0,
 ) -> StreamingResponse:
     async def body() -> Any:
         gauge = runtime.metrics.streams.labels("sse")
@@ -109,6 +130,7 @@ def sse_response(
                 follow=start.follow,
                 live=start.follow,
                 until=_client_gone(request),
+                flush_ms=flush_ms,
             ):
                 yield sse_frame(item)
         finally:
@@ -124,11 +146,15 @@ def sse_response(
     summary="Server-sent events of a trace, resumable with Last-Event-ID",
 )
 async def trace_events(
-    trace_id: str, request: Request, principal: CurrentPrincipal, start: StreamFrom
+    trace_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    start: StreamFrom,
+    flush_ms: FlushMs = 0,
 ) -> StreamingResponse:
     runtime = runtime_of(request.app)
     await access.require_trace_owner(runtime, principal, trace_id)
-    return sse_response(runtime, "trace", trace_id, start, request)
+    return sse_response(runtime, "trace", trace_id, start, request, flush_ms)
 
 
 WS_CLOSE_BASE = 4000
@@ -144,7 +170,8 @@ async def trace_watch(
         str | None, Query(description="for browsers, which cannot set headers")
     ] = None,
 ) -> None:
-    """Same content as ``/events``, one JSON object per text frame; resume with ``?after=``."""
+    """Same content as ``/events``, one JSON object per text frame; resume with ``?after=``;
+    ``?flush_ms=`` as on ``/events``."""
     runtime = runtime_of(websocket.app)
     await websocket.accept()
     try:
@@ -160,6 +187,7 @@ async def trace_watch(
         principal = authenticate_token(runtime.keys, token, peer, websocket.headers.get("host"))
         enforce_rate_limit(runtime.limiter, principal)
         await access.require_trace_owner(runtime, principal, trace_id)
+        flush_ms = ws_flush_ms(websocket.query_params.get("flush_ms"))
     except ApiError as exc:
         await websocket.send_json(
             {"error": {"code": exc.code, "message": exc.message, "details": exc.details}}
@@ -183,6 +211,7 @@ async def trace_watch(
             follow=True,
             live=True,
             until=client_gone(),
+            flush_ms=flush_ms,
         ):
             await websocket.send_text(ws_frame(item))
     except (WebSocketDisconnect, RuntimeError):

@@ -149,7 +149,12 @@ async def trace_creation(
     if body.preset:
         config.preset = body.preset
     messages = await message_inputs(runtime, principal, body.messages)
-    return ev.TraceCreated(messages=messages, config=config, name=body.name or _title(messages))
+    return ev.TraceCreated(
+        messages=messages,
+        config=config,
+        name=body.name or _title(messages),
+        untitled=not body.name,
+    )
 
 
 def check_model(runtime: Runtime, model: str | None) -> None:

@@ -75,7 +75,8 @@ export function subtracePanel(trace) {
     el("h3", { text: "Sub-traces" }),
     subs.length ? el("ul", {}, subs.map((s) => el("li", { dataset: { traceId: s.trace_id } },
       statusBadge(s.status, s.wait_reason), " ",
-      el("a", { href: "#/traces/" + s.trace_id, text: s.task || s.trace_id }),
+      // a remote child's id (agent://host:port/<id>) is one segment of the route
+      el("a", { href: "#/traces/" + encodeURIComponent(s.trace_id), text: s.task || s.trace_id }),
       s.mode && s.mode !== "agent" ? el("span", { class: "meta", text: " " + s.mode }) : null,
       s.summary ? el("div", { class: "meta", text: s.summary.slice(0, 200) }) : null)))
       : el("div", { class: "meta", text: "none" }),

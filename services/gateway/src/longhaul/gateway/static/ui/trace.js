@@ -4,20 +4,21 @@ import { api, authHeaders, enc, post } from "./api.js";
 import { act, fill, contentText, el, fmtCost, foldable, showError, statusBadge } from "./dom.js";
 import { collaboratorPanel, goalPanel, subtracePanel, timelinePanel, totalsPanel } from "./panels.js";
 import { follow } from "./sse.js";
-import { buildTree, displayPath, resultsByCall } from "./tree.js";
+import { branchFigures, buildTree, chainFrom, displayPath, resultsByCall } from "./tree.js";
 
 const ACTIVE = new Set(["running", "waiting"]);
 
 export function tracePage(root, traceId) {
   const base = "/api/traces/" + enc(traceId);
-  const s = { trace: null, messages: [], choice: {}, live: "", liveTool: "", rewindAfter: null, busy: false, again: false, gone: false, boxes: new Map() };
+  const s = { trace: null, messages: [], choice: {}, live: "", liveTool: "", rewindAfter: null, forkModel: "", compareAt: null, busy: false, again: false, gone: false, boxes: new Map() };
   const header = el("div", { class: "trace-head" });
   const messages = el("div", { class: "messages", "data-testid": "messages" });
   const live = el("div", { class: "msg assistant live", "data-testid": "live", hidden: true });
+  const compare = el("div", { class: "branch-compare", "data-testid": "branch-compare", hidden: true });
   const controls = el("div", { class: "controls" });
   const side = el("aside", { class: "side" });
   const page = el("div", { class: "trace-page", "data-testid": "trace-page", dataset: { traceId } },
-    el("div", { class: "trace-main" }, header, messages, live, controls), side);
+    el("div", { class: "trace-main" }, header, compare, messages, live, controls), side);
   root.replaceChildren(page);
 
   // One refresh at a time; events arriving meanwhile ask for one more after it (no timers:
@@ -49,6 +50,7 @@ export function tracePage(root, traceId) {
     const rows = displayPath(tree, s.choice);
     renderHeader(t);
     renderMessages(rows);
+    renderCompare(tree);
     renderLive();
     renderControls(t);
     side.replaceChildren(totalsPanel(t), goalPanel(t), collaboratorPanel(t), subtracePanel(t), timelinePanel(rows));
@@ -62,6 +64,7 @@ export function tracePage(root, traceId) {
         statusBadge(t.status, t.status === "waiting" ? t.wait_reason : null), " ",
         el("span", { text: t.trace_id }), " · ", el("span", { text: (tt.prompt_tokens + tt.completion_tokens) + " tokens · " + fmtCost(tt.cost) }),
         t.model ? " · " + t.model : "",
+        t.remote ? el("span", { "data-testid": "remote", text: " · on remote longhaul " + t.remote + " (read-only here)" }) : null,
         t.parent_trace_id ? el("span", {}, " · parent ", el("a", { href: "#/traces/" + t.parent_trace_id, text: t.parent_trace_id })) : null,
         t.task_id ? el("span", {}, " · task ", el("a", { href: "#/tasks/" + t.task_id, text: t.task_id })) : null),
       t.status === "waiting" ? el("div", { class: "wait", "data-testid": "wait" },
@@ -192,7 +195,33 @@ export function tracePage(root, traceId) {
     return el("span", { class: "branch-switch", "data-testid": "branch-switch", dataset: { index: row.index, count: row.alternatives.length } },
       el("button", { type: "button", class: "prev", title: "previous branch", onclick: go(-1), text: "‹" }),
       el("span", { text: " branch " + (row.index + 1) + "/" + row.alternatives.length + (row.onMain ? " (main)" : "") + " " }),
-      el("button", { type: "button", class: "next", title: "next branch", onclick: go(1), text: "›" }));
+      el("button", { type: "button", class: "next", title: "next branch", onclick: go(1), text: "›" }),
+      el("button", { type: "button", class: "small", "data-testid": "compare-branches", title: "the branches from here side by side",
+        onclick: () => { s.compareAt = s.compareAt === parent ? null : parent; render(); }, text: "compare" }));
+  }
+
+  // The continuations of one fork side by side: per branch its models, calls, tokens, cost,
+  // time and answer, then its messages (a rewind with another model compared with the first).
+  function renderCompare(tree) {
+    const forks = s.compareAt === null ? [] : (tree.children.get(s.compareAt) || []).filter((m) => m.branch_type === "main");
+    compare.hidden = forks.length < 2;
+    if (compare.hidden) { compare.replaceChildren(); return; }
+    const columns = forks.map((start) => {
+      const chain = chainFrom(tree, start);
+      const f = branchFigures(chain);
+      return el("div", { class: "branch-column", "data-testid": "branch-column",
+        dataset: { start: start.sequence, models: f.models.join(" "), calls: f.calls, tokens: f.tokens, onMain: tree.main.has(start.sequence) ? "true" : "false" } },
+        el("h4", { text: "from #" + start.sequence + (tree.main.has(start.sequence) ? " (main)" : "") }),
+        el("div", { class: "meta", text: (f.models.join(", ") || "no model call") }),
+        el("div", { class: "meta", text: f.calls + " model calls · " + f.tools + " tool results · " + f.tokens + " tokens · " + fmtCost(f.cost) + " · " + (f.ms / 1000).toFixed(1) + " s" }),
+        el("div", { class: "summary", "data-testid": "branch-answer" }, foldable(contentText(f.answer) || "(no answer yet)")),
+        el("ol", { class: "branch-messages" }, chain.map((m) => el("li", { dataset: { sequence: m.sequence },
+          text: m.role + " #" + m.sequence + ": " + (contentText(m.content) || (m.tool_calls || []).map((c) => "→ " + c.function.name).join(" ")).slice(0, 200) }))));
+    });
+    compare.replaceChildren(
+      el("div", { class: "compare-head" }, el("strong", { text: "Branches after #" + s.compareAt }), " ",
+        el("button", { type: "button", class: "small", onclick: () => { s.compareAt = null; render(); }, text: "close" })),
+      el("div", { class: "compare-columns" }, ...columns));
   }
 
   function messageActions(m) {
@@ -213,6 +242,7 @@ export function tracePage(root, traceId) {
   }
 
   function renderControls(t) {
+    if (t.remote) { controls.replaceChildren(); return; }  // its longhaul takes the commands
     const waitingHuman = t.status === "waiting" && t.wait_reason === "human";
     const text = el("textarea", { "data-testid": "composer", placeholder: waitingHuman ? "Your answer…" : "Message to the agent (optional when rewinding)" });
     const send = async () => {
@@ -220,8 +250,10 @@ export function tracePage(root, traceId) {
       const messagesIn = content ? [{ role: "user", content }] : [];
       await act(async () => {
         if (s.rewindAfter !== null) {
-          await post(base + "/run", { messages: messagesIn, after_sequence: s.rewindAfter });
-          s.rewindAfter = null; s.choice = {};
+          const model = s.forkModel.trim();
+          await post(base + "/run", { messages: messagesIn, after_sequence: s.rewindAfter, ...(model ? { model } : {}) });
+          s.compareAt = model ? s.rewindAfter : s.compareAt;
+          s.rewindAfter = null; s.forkModel = ""; s.choice = {};
         } else {
           await post(base + "/run", { messages: messagesIn });
         }
@@ -232,7 +264,9 @@ export function tracePage(root, traceId) {
     const rows = [];
     if (s.rewindAfter !== null) {
       rows.push(el("div", { class: "rewind-note", "data-testid": "rewind-note" }, "Rewinding: new messages will follow #" + s.rewindAfter + " ",
-        el("button", { type: "button", onclick: () => { s.rewindAfter = null; renderControls(s.trace); }, text: "cancel" })));
+        el("input", { "data-testid": "fork-model", placeholder: "with another model (optional)", value: s.forkModel,
+          oninput: (e) => { s.forkModel = e.target.value; } }), " ",
+        el("button", { type: "button", onclick: () => { s.rewindAfter = null; s.forkModel = ""; renderControls(s.trace); }, text: "cancel" })));
     }
     for (const call of t.pending_approvals || []) {
       // for a call whose outcome is unknown the composer's text is the reason the model is told

@@ -47,7 +47,7 @@ export function displayPath(tree, choice) {
 }
 
 // The messages of a branch from ``start`` on (newest continuation at each fork).
-function chainFrom(tree, start) {
+export function chainFrom(tree, start) {
   const chain = [start];
   for (let at = start; chain.length < 10000;) {
     const next = (tree.children.get(at.sequence) || []).filter((m) => !isSide(m));
@@ -97,4 +97,21 @@ export function timeline(rows) {
     }
   }
   return steps;
+}
+
+// What one branch did from its fork on: the models it used, its model calls, tokens, cost,
+// time and its last answer (what a fork with another model is compared by).
+export function branchFigures(chain) {
+  const f = { models: [], calls: 0, tokens: 0, cost: 0, ms: 0, tools: 0, answer: "" };
+  for (const m of chain) {
+    f.ms += m.duration_ms || 0;
+    if (m.role === "tool") f.tools += 1;
+    if (m.role !== "assistant" || m.synthetic) continue;
+    f.calls += 1;
+    if (m.model && !f.models.includes(m.model)) f.models.push(m.model);
+    if (m.usage) f.tokens += (m.usage.prompt_tokens || 0) + (m.usage.completion_tokens || 0);
+    f.cost += m.cost || 0;
+    if (!(m.tool_calls || []).length && m.content) f.answer = m.content;
+  }
+  return f;
 }
