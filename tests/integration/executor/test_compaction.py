@@ -120,6 +120,7 @@ async def test_level_two_runs_on_a_side_branch_and_a_rewind_restores_the_origina
                     "messages": [{"role": "user", "content": "the task"}],
                     "model": "openai:fake-model",
                     "tools": ["glob", "read", "write"],
+                    "name": "the task",  # named: no title is asked of the model
                 }
                 trace_id = await run_and_wait(http, "/api/traces", create, 1)
                 # a compaction asked of an ended trace runs at its next model call

@@ -222,6 +222,7 @@ async def test_a_running_sub_agent_and_the_person_it_waits_on_are_in_the_context
                     "messages": [{"role": "user", "content": "WAITING PARENT"}],
                     "model": "openai:fake-model",
                     "messaging": True,
+                    "name": "waiting parent",  # named: no title is asked of the model
                 },
             )
             trace_id = created.json()["trace_id"]

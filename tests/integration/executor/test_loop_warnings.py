@@ -50,6 +50,7 @@ async def test_a_warning_rides_in_its_own_run_only_and_the_third_repeat_stops(
                         "model": "openai:fake-model",
                         "tools": ["glob"],
                         "max_iterations": 4,
+                        "name": "loops",  # named: no title is asked of the model
                     },
                 )
                 assert created.status_code == 202, created.text
