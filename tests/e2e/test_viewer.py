@@ -224,6 +224,9 @@ async def test_trace_with_a_rewind_switches_between_readable_branches(
     await expect(message(page, 2)).to_have_count(0)
     # side panels are there, the timeline lists the model and tool calls of the shown path
     await expect(page.locator('[data-testid="goal-tree"]')).to_be_visible()
+    # what the plan cost: the automatic root goal holds every model call of both branches
+    root_cost = page.locator('[data-goal-id="root"] > [data-testid="goal-cost"]')
+    await expect(root_cost).to_contain_text("4 calls")
     await expect(page.locator('[data-testid="subtraces"]')).to_be_visible()
     steps = page.locator('[data-testid="timeline"] li')
     await expect(steps.first).to_have_attribute("data-kind", "model")
@@ -282,6 +285,10 @@ async def test_reply_to_a_trace_waiting_for_a_person(stack: RunningGateway, page
         await until(http, trace, "waiting")
     await page.goto(f"{stack.url}/#/traces/{trace}")
     await expect(page.locator('[data-testid="wait"]')).to_contain_text("human")
+    # the person waited on is a collaborator, as the model is told: name [type, status]
+    await expect(
+        page.locator('[data-testid="collaborators"] li[data-name="human"]')
+    ).to_contain_text("[human, asked]")
     await page.fill('[data-testid="composer"]', "the answer is blue")
     await page.click('[data-testid="reply"]')
     await expect(
@@ -488,6 +495,8 @@ async def test_a_compacted_range_is_folded_where_it_hangs(
             message_event(4, 3, "assistant", "old detail"),
             message_event(5, 2, "user", "summary of #3-#4", branch_type="compression"),
             message_event(6, 5, "assistant", "carrying on"),
+            # the summariser's own round, on a side branch off the last summarised message
+            message_event(7, 4, "user", "summarise", branch_type="compression", side_branch=True),
         )
         await page.goto(f"{gateway.url}/#/traces/{trace}")
         await expect(message(page, 6)).to_contain_text("carrying on")

@@ -53,13 +53,16 @@ async def test_demo_model_plans_reads_writes_delegates_and_reports(
         path = path[last_ask:]
 
     assert trace["status"] == "completed", trace
-    goals = trace["goal_tree"]["goals"]
+    goals = [g for g in trace["goal_tree"]["goals"] if g["type"] == "goal"]
     assert [g["title"] for g in goals][-3:] == [
         "Survey the working directory",
         "Write a short result file",
         "Have a sub-agent check the result",
     ]
     assert {g["status"] for g in goals[-3:]} == {"done"}
+    # the sub-agent's call is a goal of its own, under the goal in focus when it was made
+    calls_goal = [g for g in trace["goal_tree"]["goals"] if g["type"] == "agent_call"][-1]
+    assert calls_goal["parent_id"] == goals[-1]["id"] and calls_goal["status"] == "done"
     calls = [c["function"]["name"] for m in path for c in m.get("tool_calls") or []]
     assert calls.index("goal") < calls.index("glob") < calls.index("read")
     assert calls.index("read") < calls.index("write") < calls.index("agent")

@@ -104,16 +104,49 @@ async def test_get_trace_returns_documented_shape(
         "sub_traces",
     ):
         assert key in body
+    zero = {"model_calls": 0, "tokens": 0, "cost": 0.0, "duration_ms": 0}
+    common: dict[str, object] = {
+        "summary": None,
+        "criteria": [],
+        "self_stats": zero,
+        "cumulative_stats": zero,
+    }
     assert body["goal_tree"] == {
         "focus": "g1",
         "goals": [
             {
+                **common,
+                "id": "root",  # the automatic root goal: the trace's task
+                "title": "shape",
+                "parent_id": None,
+                "status": "pending",
+                "type": "goal",
+                "reason": "automatic root goal: the trace's task",
+                "mode": None,
+                "sub_trace_ids": [],
+            },
+            {
+                **common,
                 "id": "g1",
                 "title": "find flights",
                 "parent_id": None,
                 "status": "in_progress",
-                "summary": None,
-            }
+                "type": "goal",
+                "reason": None,
+                "mode": None,
+                "sub_trace_ids": [],
+            },
+            {
+                **common,
+                "id": "a1",  # the agent call's goal, under the goal in focus
+                "title": "delegate: search",
+                "parent_id": "g1",
+                "status": "in_progress",
+                "type": "agent_call",
+                "reason": None,
+                "mode": "delegate",
+                "sub_trace_ids": ["t_child"],
+            },
         ],
     }
     assert body["sub_traces"][0]["trace_id"] == "t_child"

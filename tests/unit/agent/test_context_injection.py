@@ -38,7 +38,7 @@ async def test_injected_every_n_steps_with_goals_and_hooks(tmp_path: Path) -> No
     body = str(injected[0].content)
     assert body.startswith("[Context after 2 steps]")
     assert "[ ] g1: ship it" in body
-    assert "tickets:\n3 open tickets" in body and "deadline:\ndeadline: friday (1 goal)" in body
+    assert "tickets:\n3 open tickets" in body and "deadline:\ndeadline: friday (2 goal)" in body
     assert "silent" not in body
     third = run.script.requests[2].messages
     assert third[-1]["content"] == injected[0].content
@@ -46,12 +46,30 @@ async def test_injected_every_n_steps_with_goals_and_hooks(tmp_path: Path) -> No
         assert_tool_pairs_complete(request.messages)
 
 
-async def test_running_sub_agents_are_listed(tmp_path: Path) -> None:
+async def test_every_sub_agent_is_listed_running_finished_failed_or_remote(
+    tmp_path: Path,
+) -> None:
     run = AgentRun(tmp_path, config=PipelineConfig(context_injection_every=1))
-    await run.sink.emit([ev.SubtraceSpawned(child_trace_id="t_kid", tool_call_id="x", task="dig")])
+    spawn = ev.SubtraceSpawned
+    await run.sink.emit(
+        [
+            spawn(child_trace_id="t_kid", tool_call_id="x", task="dig"),
+            spawn(child_trace_id="t_done", tool_call_id="y", task="count"),
+            spawn(child_trace_id="t_bad", tool_call_id="y", task="fetch"),
+            spawn(child_trace_id="t_far", tool_call_id="z", task="ask", remote="peer"),
+            ev.RemoteSubtraceLinked(child_trace_id="t_far", remote_id="agent://peer:1/t_r"),
+            ev.SubtraceFinished(child_trace_id="t_done", status="completed", summary="42 rows"),
+            ev.SubtraceFinished(child_trace_id="t_bad", status="failed", summary="failed: 404"),
+        ]
+    )
     await run.turn(calls(call("glob", {"pattern": "*"})), answer("ok"))
     [injected] = [m for m in run.sink.of_type(ev.MessageAppended) if m.name == "context"]
-    assert "t_kid (delegate): dig" in str(injected.content)
+    body = str(injected.content)
+    assert "Collaborators:\n" in body
+    assert "- t_kid [agent, running]: dig" in body
+    assert "- t_done [agent, completed]: 42 rows" in body
+    assert "- t_bad [agent, failed]: failed: 404" in body
+    assert "- agent://peer:1/t_r [agent, running]: ask" in body
 
 
 def open_tickets(state: TraceState, goals: GoalTree) -> str:

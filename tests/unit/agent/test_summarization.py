@@ -104,9 +104,17 @@ async def test_level_two_summary_replaces_the_history(
     assert [m["role"] for m in sent] == ["user", "user", "assistant", "tool"]
     assert sent[0]["content"] == "the task" and "SUMMARY" in sent[1]["content"]
     assert sent[2]["tool_calls"][0]["id"] == "r2" and sent[3]["content"] == "the group in progress"
-    # The summariser saw the whole conversation plus the instruction, and no tools.
+    # The summariser worked on a side branch off the last summarised message: it saw the
+    # conversation up to there and the prompt with the goal tree, and the read-only tools.
     asked = utility_script.requests[0]
-    assert len(asked.messages) == 4 and asked.tools == []
+    assert len(asked.messages) == 4 and "The plan as it stands" in asked.messages[-1]["content"]
+    assert {spec.name for spec in asked.tools} >= {"read", "glob"} and all(
+        spec.name not in ("write", "bash") for spec in asked.tools
+    )
+    prompt, answer_ = (state.messages[seq] for seq in (s - 2, s - 1))
+    assert prompt.parent_sequence == 3 and answer_.parent_sequence == prompt.sequence
+    assert all(m.side_branch and m.branch_type == "compression" for m in (prompt, answer_))
+    assert prompt.sequence not in state.path and answer_.usage is not None
 
 
 @pytest.mark.parametrize("output_tokens", [120_000, 50])

@@ -121,12 +121,13 @@ def test_goal_tree_rebuilt_as_of_the_cut() -> None:
     b.apply(ev.GoalChanged(op="done", goal=ev.Goal(id="g1", title="", summary="found")))
     b.message("assistant", "later")
     b.apply(ev.Completed())
-    assert set(b.state.goals.goals) == {"g1", "g2"}
+    assert set(b.state.goals.goals) == {"root", "g1", "g2"}
     b.apply(ev.RunRequested(after_sequence=1))
-    # g1 created before the cut survives, reset from in-progress to pending; g2 is dropped.
-    assert set(b.state.goals.goals) == {"g1"}
+    # g1 created before the cut survives, reset from in-progress to pending; g2 is dropped;
+    # the automatic root goal is in focus again.
+    assert set(b.state.goals.goals) == {"root", "g1"}
     assert b.state.goals.goals["g1"].status == "pending"
-    assert b.state.goals.focus is None
+    assert b.state.goals.focus == "root"
     assert cut not in b.state.path
 
 

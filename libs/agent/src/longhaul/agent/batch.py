@@ -24,8 +24,8 @@ class Batch:
     def message(
         self, role: Any, *, parent: int | object | None = _HEAD, **fields: Any
     ) -> MessageAppended:
-        """Append a message under the batch's head (or under ``parent``); reflections hang
-        off the head without becoming it, as in the fold."""
+        """Append a message under the batch's head (or under ``parent``); a message aside
+        (reflection, side branch) never becomes the head, as in the fold."""
         parent_sequence = self._parent if parent is _HEAD else parent
         fields.setdefault("goal_id", self._goal)
         message = MessageAppended(
@@ -35,7 +35,7 @@ class Batch:
             **fields,
         )
         self._next += 1
-        if message.branch_type != "reflection":
+        if not message.aside:
             self._parent = message.sequence
         self.events.append(message)
         return message

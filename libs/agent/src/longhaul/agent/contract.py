@@ -23,6 +23,7 @@ from typing import Literal, Protocol, runtime_checkable
 import msgspec
 from longhaul.domain.events import TraceEvent
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.collaborators import Collaborator
 
 
 class StaleState(Exception):
@@ -102,4 +103,9 @@ class Messenger(Protocol):
     ) -> str:
         """Deliver ``content`` into the inbox of the collaborator ``to`` names; returns its
         trace id. Raises :class:`ToolError` when ``to`` is not reachable."""
+        ...
+
+    async def collaborators(self, state: TraceState) -> list[Collaborator]:
+        """Everyone ``state`` works with, read from their logs (parent, sub-agents,
+        siblings, persons being waited on): what the context injection lists."""
         ...

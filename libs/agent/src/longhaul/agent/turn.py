@@ -68,6 +68,9 @@ class Turn:
         """A reflection on a side branch, ending in experiences (set by the engine's loop; level-2
         compaction runs it first when the trace's owner has an experience store, and a
         completing run when ``memory.capture_on_completion`` is on): (ids, why none)."""
+        self.summarise: Callable[[int], Awaitable[str]] | None = None
+        """Level-2 compaction's summary of the main path's first N messages, written on a
+        side branch (set by the engine's loop; raises ``ModelError`` when it fails)."""
         self.saved_tokens: dict[str, int] = {}
         """This step's estimated savings by kind, set by the middleware that made them (the
         step's usage carries them: ``Usage.saved_tokens``)."""

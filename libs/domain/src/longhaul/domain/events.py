@@ -144,6 +144,20 @@ class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: Literal["pending", "in_progress", "done", "abandoned"] = "pending"
     summary: str | None = None
     created_at_sequence: int = 0
+    type: Literal["goal", "agent_call"] = "goal"
+    """``agent_call``: one ``agent`` / ``evaluate`` call, made by the fold from its
+    ``subtrace_spawned`` events (never by the goal tool)."""
+    reason: str | None = None
+    """Why the goal exists (the goal tool's ``reason``; set by the fold for the root goal)."""
+    criteria: list[str] = msgspec.field(default_factory=list)
+    """What makes the goal done (the goal tool's ``criteria``): ``evaluate(target_goal_id)``
+    judges against them."""
+    mode: str | None = None
+    """An ``agent_call`` goal's mode: delegate, explore or evaluate."""
+    sub_trace_ids: list[str] = msgspec.field(default_factory=list)
+    """An ``agent_call`` goal's children."""
+    tool_call_id: str | None = None
+    """The call an ``agent_call`` goal stands for."""
 
 
 class Totals(msgspec.Struct, kw_only=True):
@@ -278,10 +292,18 @@ class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_def
     provider_fields: dict[str, Any] | None = None
     long_term_memory: str | None = None
     include_output_only_once: bool = False
+    side_branch: bool = False
+    """Work on a side branch (a level-2 compaction's rounds): kept in the tree, never the
+    head, so the main path goes on where it was."""
 
     @property
     def created_at(self) -> float:
         return self.ts
+
+    @property
+    def aside(self) -> bool:
+        """Hangs off the tree without becoming the head (reflections, side branches)."""
+        return self.side_branch or self.branch_type == "reflection"
 
     def to_openai(self) -> dict[str, Any]:
         """The chat-format dict a model request carries."""
@@ -480,6 +502,10 @@ class SubtraceSpawned(TraceEvent, tag="subtrace_spawned", kw_only=True, omit_def
     """A configured remote longhaul (``remote_agents``) runs the child instead of this one."""
     skills: list[str] = msgspec.field(default_factory=list)
     """The skills the child gets (empty: its preset's)."""
+    messages: list[InputMessage] = msgspec.field(default_factory=list)
+    """Conversation the parent seeds the child with (``agent(messages=…)``), before its task."""
+    context: str | None = None
+    """Background the parent hands the child (``agent(context=…)``), after its task."""
 
 
 class RemoteSubtraceLinked(
@@ -505,6 +531,11 @@ class SubtraceFinished(TraceEvent, tag="subtrace_finished", kw_only=True, omit_d
     cost: float = 0.0
     descendants: int = 0
     """Sub-traces the child itself has (every level): they count toward the root's limit."""
+    model_calls: int = 0
+    """Model calls of the child's run (its sub-agents' reported ones included): its
+    ``agent_call`` goal's stats on the parent."""
+    duration_ms: int = 0
+    """Wall time of the child's run."""
 
 
 class MessageReceived(TraceEvent, tag="message_received", kw_only=True, omit_defaults=True):

@@ -72,7 +72,7 @@ def child_allowance(parent: TraceState, limit: int) -> int:
 def child_created(parent: TraceState, info: SubtraceInfo, limit: int = 50) -> ev.TraceCreated:
     label = parent.name or parent.trace_id
     return ev.TraceCreated(
-        messages=[ev.InputMessage(role="user", content=info.task)],
+        messages=info.inputs(),
         config=child_config(parent, info),
         name=f"{label} / {info.mode}",
         owner=parent.owner,
@@ -175,7 +175,7 @@ class Children:
                 self.traces,
                 previous,
                 ev.RunRequested(
-                    messages=[ev.InputMessage(role="user", content=info.task)],
+                    messages=info.inputs(),
                     trace_context=info.trace_context,
                 ),
                 lambda child: child.is_final,
@@ -238,6 +238,8 @@ class Children:
             tokens=child.run_usage.tokens,
             cost=child.run_usage.cost,
             descendants=child.descendants,
+            model_calls=child.run_model_calls(),
+            duration_ms=max(int((child.updated_at - child.run_started_at) * 1000), 0),
         )
         await append_while(
             self.traces,

@@ -15,7 +15,12 @@ from longhaul.agent.errors import ToolError
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TaskState, TraceState
-from longhaul.domain.state.collaborators import collaborators, is_step_trace, reachable
+from longhaul.domain.state.collaborators import (
+    Collaborator,
+    collaborators,
+    is_step_trace,
+    reachable,
+)
 from longhaul.executor.remote import RemoteAgents, RemoteError
 
 
@@ -33,15 +38,41 @@ class LogMessenger:
         self.actor = actor
         self.remote = remote
 
-    async def send(
-        self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
-    ) -> str:
+    async def _around(self, sender: TraceState) -> tuple[TraceState | None, TaskState | None]:
+        """The sender's parent and, for a step trace, its task (whose logs name the rest)."""
         parent = await self.traces.load(sender.parent_trace_id) if sender.parent_trace_id else None
         task = (
             await self.tasks.load(sender.task_id)
             if is_step_trace(sender) and sender.task_id
             else None
         )
+        return parent, task
+
+    async def collaborators(self, state: TraceState) -> list[Collaborator]:
+        """Parent, sub-agents, siblings, and each person a running sub-agent waits on (read
+        from that child's log: the parent's own only says the child runs)."""
+        parent, task = await self._around(state)
+        found = collaborators(state, parent, task)
+        for info in state.running_subtraces():
+            if info.remote is not None:
+                continue
+            child = await self.traces.load(info.child_trace_id)
+            if child.exists and child.wait_reason == "human":
+                found.append(
+                    Collaborator(
+                        name="human",
+                        type="human",
+                        trace_id=child.trace_id,
+                        status=f"asked by {child.trace_id}",
+                        summary=child.wait_detail,
+                    )
+                )
+        return found
+
+    async def send(
+        self, sender: TraceState, to: str, content: str, message_id: str, *, wake: bool = False
+    ) -> str:
+        parent, task = await self._around(sender)
         target_id = reachable(sender, parent, to, task)
         if target_id is None:
             names = [c.name for c in collaborators(sender, parent, task) if c.type == "agent"]

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
 from longhaul.client import AsyncClient
 from longhaul.client.errors import (
     ApiError,
@@ -119,7 +120,7 @@ class RemoteAgents:
         remote's answer and the link finds the trace the first attempt created."""
         if a2a := self._over_a2a(name):
             return await a2a.start(parent, info, name)
-        messages = [{"role": "user", "content": info.task}]
+        messages = [msgspec.to_builtins(message) for message in info.inputs()]
         if info.remote_id is not None:
             trace_id = remote_trace_id(info.remote_id)
             await self._ask(name, lambda c: c.run(trace_id, messages))

@@ -9,6 +9,7 @@ from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.events import RouteDecision, ToolDecided
 from longhaul.domain.state import Message, TaskState, TraceState
 from longhaul.domain.state.collaborators import collaborators
+from longhaul.domain.state.goals import GoalStats, GoalTree
 from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.runs import RouteView
@@ -19,6 +20,7 @@ from longhaul.gateway.schemas.traces import (
     ContextView,
     CutOffEffectView,
     FaultView,
+    GoalStatsView,
     GoalTreeView,
     GoalView,
     MessageView,
@@ -130,19 +132,7 @@ def trace_view(
             max_cost=state.config.max_cost,
         ),
         event_id=state.stream_seq,
-        goal_tree=GoalTreeView(
-            focus=goals.focus,
-            goals=[
-                GoalView(
-                    id=goal.id,
-                    title=goal.title,
-                    parent_id=goal.parent_id,
-                    status=goal.status,
-                    summary=goal.summary,
-                )
-                for goal in goals.snapshot()
-            ],
-        ),
+        goal_tree=_goal_tree(goals),
         sub_traces=[_child_view(info, mirror) for info in state.subtraces.values()],
         messaging=state.config.messaging,
         unread_messages=len(state.unread_messages()),
@@ -166,6 +156,26 @@ def message_view(message: Message) -> dict[str, Any]:
     view = {name: data.get(name, default) for name, default in _MESSAGE_DEFAULTS.items()}
     view["created_at"] = message.ts
     return view
+
+
+def _goal_tree(goals: GoalTree) -> GoalTreeView:
+    """The plan with what each goal cost, by itself and with everything under it."""
+    cumulative = goals.cumulative()
+
+    def stats(value: GoalStats | None) -> GoalStatsView:
+        return GoalStatsView() if value is None else GoalStatsView(**msgspec.to_builtins(value))
+
+    return GoalTreeView(
+        focus=goals.focus,
+        goals=[
+            GoalView(
+                **msgspec.structs.asdict(goal),
+                self_stats=stats(goals.stats.get(goal.id)),
+                cumulative_stats=stats(cumulative.get(goal.id)),
+            )
+            for goal in goals.snapshot()
+        ],
+    )
 
 
 def _route(decision: RouteDecision | None) -> RouteView | None:

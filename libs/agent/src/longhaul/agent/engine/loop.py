@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from longhaul.agent.contract import TurnOutcome
 from longhaul.agent.engine.arrivals import take_arrivals
+from longhaul.agent.engine.compaction import summarise
 from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
 from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
 from longhaul.agent.engine.model_call import streaming_call
@@ -41,6 +42,7 @@ class TurnLoop:
         self.call_model = chain.model_handler(turn, streaming_call(turn))
         self.call_tool = chain.tool_handler(turn, innermost(turn))
         turn.reflect = lambda: reflect(turn, self.call_tool)
+        turn.summarise = lambda keep: summarise(turn, self.call_tool, keep)
 
     async def run(self) -> TurnOutcome:
         turn, state = self.turn, self.turn.state

@@ -17,19 +17,12 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from longhaul.agent.accounting import charge
-from longhaul.agent.images import with_images
-from longhaul.agent.invocation import ToolInvocation
-from longhaul.agent.messages import error_text
+from longhaul.agent.engine.side_branch import SideBranch
 from longhaul.agent.middleware.base import ToolHandler
-from longhaul.agent.tools.registry import ToolRegistry
-from longhaul.agent.tools.result import ToolResult
 from longhaul.agent.turn import Turn
-from longhaul.domain.events import MessageAppended
 from longhaul.domain.experiences import MAX_CONTENT, Experience, make
 from longhaul.llm.structured import extract_json, schema_errors
-from longhaul.llm.telemetry import traced_complete
-from longhaul.llm.types import ChatMessage, ModelError, ModelRequest, ModelResponse, ToolSpec
+from longhaul.llm.types import ModelError, ModelResponse, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -81,25 +74,6 @@ def experiences_schema(categories: Sequence[str]) -> dict[str, Any]:
     }
 
 
-class _Branch:
-    """The reflection branch: messages chained off the head, emitted one batch at a time."""
-
-    def __init__(self, turn: Turn) -> None:
-        self.turn = turn
-        self.tail: int | None = None
-        self.chat: list[ChatMessage] = turn.history.complete_messages()
-
-    async def add(self, role: Any, **fields: Any) -> MessageAppended:
-        batch = self.turn.batch()
-        if self.tail is not None:  # else under the head, where the batch starts
-            fields["parent"] = self.tail
-        message = batch.message(role, branch_type="reflection", **fields)
-        await self.turn.emit(batch)
-        self.tail = message.sequence
-        self.chat.append(message.to_openai())
-        return message
-
-
 Reflected = tuple[list[str], str | None]
 """(experience ids recorded, why none were) of one reflection."""
 
@@ -110,7 +84,7 @@ async def reflect(turn: Turn, call_tool: ToolHandler) -> Reflected:
     schema = experiences_schema(categories)
     tools = turn.tools.read_only()
     focus = f" (focus: {state.reflect_focus})" if state.reflect_focus else ""
-    branch = _Branch(turn)
+    branch = SideBranch(turn, "reflection", turn.history.complete_messages())
     await branch.add(
         "user",
         content=REFLECT.format(
@@ -128,15 +102,10 @@ async def reflect(turn: Turn, call_tool: ToolHandler) -> Reflected:
             response = await _call(turn, branch, None if last else tools.specs(), schema)
         except ModelError as exc:
             log.warning("trace %s: reflection failed: %s", turn.trace_id, exc)
-            await branch.add(
-                "assistant",
-                content=f"(reflection failed: {exc})",
-                synthetic=True,
-                error_code="model_error",
-            )
+            await branch.failed("reflection", exc)
             return [], f"reflection failed: {exc}"
         if response.tool_calls and not last:
-            await _run_tools(turn, branch, response, tools, call_tool)
+            await branch.run_tools(response, tools, call_tool)
             continue
         problems, items = _parse(response.content, schema)
         if not problems:
@@ -155,55 +124,16 @@ async def reflect(turn: Turn, call_tool: ToolHandler) -> Reflected:
 
 
 async def _call(
-    turn: Turn, branch: _Branch, specs: list[ToolSpec] | None, schema: dict[str, Any]
+    turn: Turn, branch: SideBranch, specs: list[ToolSpec] | None, schema: dict[str, Any]
 ) -> ModelResponse:
-    request = ModelRequest(
-        model=turn.model.name,
-        messages=list(branch.chat),
-        tools=specs or [],
-        system_stable=turn.system_prompt,
+    return await branch.call(
+        turn.model,
+        system=turn.system_prompt,
+        specs=specs,
+        purpose="reflection",
+        schema=None if specs else schema,
         temperature=turn.temperature,
-        response_schema=None if specs else schema,
-        metadata={"trace_id": turn.trace_id, "purpose": "reflection"},
     )
-    response = await traced_complete(turn.model, await with_images(request, turn))
-    usage, cost = charge(turn.model.name, request, response, turn.env.models)
-    calls = list(response.tool_calls) if specs else []
-    await branch.add(
-        "assistant",
-        content=response.content if response.content or not calls else None,
-        tool_calls=calls or None,
-        usage=usage,
-        cost=cost,
-        model=response.model or turn.model.name,
-        finish_reason=response.finish_reason,
-    )
-    return response
-
-
-async def _run_tools(
-    turn: Turn,
-    branch: _Branch,
-    response: ModelResponse,
-    tools: ToolRegistry,
-    call_tool: ToolHandler,
-) -> None:
-    for call in response.tool_calls:
-        tool = tools.get(call.name)
-        invocation = ToolInvocation(call, tool, turn.tool_context(call.id, call.name))
-        reply = await call_tool(invocation)
-        if not isinstance(reply, ToolResult):  # a deferral (approval, sub-agent): not here
-            reply = ToolResult(
-                output=error_text("not_available", "not available while reflecting"),
-                error_code="not_available",
-            )
-        await branch.add(
-            "tool",
-            content=reply.output,
-            tool_call_id=call.id,
-            name=call.name,
-            error_code=reply.error_code,
-        )
 
 
 def _parse(content: str, schema: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
@@ -216,7 +146,7 @@ def _parse(content: str, schema: dict[str, Any]) -> tuple[list[str], list[dict[s
 
 
 async def _record(
-    turn: Turn, branch: _Branch, items: list[dict[str, Any]], categories: Sequence[str]
+    turn: Turn, branch: SideBranch, items: list[dict[str, Any]], categories: Sequence[str]
 ) -> Reflected:
     made: list[Experience] = [
         make(

@@ -1,6 +1,10 @@
 """ContextInjection (before_model): every ``context_injection_every`` model steps, remind the
-model of its goal tree, the sub-traces still working for it, whom it can message (a trace
-with an inbox: its parent and sub-agents), and whatever registered context hooks report.
+model of its goal tree, every collaborator (``name [type, status]: summary``: its parent,
+sub-agents running, finished with their summaries or failed, remote ones by their
+``agent://`` id, siblings, persons being waited on), whom it can message (a trace with an
+inbox), and whatever registered context hooks report. The executor's messenger reads the
+collaborators from their logs; without one the trace's own log gives its sub-agents and a
+person it waits on.
 
 The reminder is persisted as a synthetic user message (``name="context"``) so it stays in the
 history the model reasons over and survives a crash; it is skipped while the head still has
@@ -12,27 +16,29 @@ from __future__ import annotations
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.domain.state import TraceState
-from longhaul.domain.state.collaborators import collaborators
+from longhaul.domain.state.collaborators import Collaborator, collaborators
 from longhaul.llm.types import ModelRequest
 
 MARKER = "context"
 
 
-def _collaborators(state: TraceState) -> str:
-    running = state.running_subtraces()
-    if not running:
+def render_collaborators(found: list[Collaborator]) -> str:
+    if not found:
         return ""
-    lines = [f"- {info.display_id} ({info.mode}): {info.task[:200]}" for info in running]
-    return "Sub-agents still working for you:\n" + "\n".join(lines)
+    lines = []
+    for item in found:
+        summary = " ".join(item.summary.split())
+        lines.append(f"- {item.name} [{item.type}, {item.status}]: {summary or '(no summary)'}")
+    return "Collaborators:\n" + "\n".join(lines)
 
 
-def _reachable(state: TraceState) -> str:
-    """For a trace with an inbox: who ``send_message`` reaches (siblings are in the parent's
-    log, which this pure middleware does not read: ``send_message`` names them if asked)."""
+def _reachable(state: TraceState, found: list[Collaborator]) -> str:
+    """For a trace with an inbox: who ``send_message`` reaches (the agents still at work)."""
     if not state.config.messaging:
         return ""
-    names = ["parent"] if state.parent_trace_id else []
-    names += [c.name for c in collaborators(state) if c.type == "agent" and c.status == "running"]
+    names = [c.name for c in found if c.type == "agent" and c.status in ("running", "waiting")]
+    if state.parent_trace_id and "parent" not in names:
+        names.insert(0, "parent")
     return f"You can message (send_message): {', '.join(names)}" if names else ""
 
 
@@ -48,7 +54,13 @@ class ContextInjection(Middleware):
             return
         if state.unanswered_tool_calls():
             return
-        sections = [f"Goals:\n{state.goals.render()}", _collaborators(state), _reachable(state)]
+        messenger = turn.env.messenger
+        found = await messenger.collaborators(state) if messenger else collaborators(state)
+        sections = [
+            f"Goals:\n{state.goals.render()}",
+            render_collaborators(found),
+            _reachable(state, found),
+        ]
         hooks = await turn.env.context_hooks.render(state)
         sections += [f"{name}:\n{text}" for name, text in hooks]
         body = "\n\n".join(section for section in sections if section)

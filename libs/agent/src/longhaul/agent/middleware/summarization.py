@@ -13,7 +13,9 @@ always kept. It changes the prompt prefix once per completed goal (the planned b
 boundary), and what it removes stays on the log and in the viewer.
 Level 2 (persisted): the utility model summarises what the model has already acted on, between
 the task's opening messages and the kept tail (``kept_tail``: the tool group in progress and a
-client message the model has not answered yet, never summarised away); the summary is appended
+client message the model has not answered yet, never summarised away), as a small agent on a
+side branch (``engine.compaction``: the goal tree's full view, up to five rounds, read-only
+tools; the branch stays in the tree, off the main path); the summary is appended
 with ``branch_type="compression"`` under the last opening message and the kept tail is
 appended again under it verbatim, so the fold makes the copy's end the new head and the
 covered range falls off the main path; ``Compacted`` records the range. When the trace's owner
@@ -33,10 +35,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from longhaul.agent.accounting import charge
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.history import History, message_tokens
-from longhaul.agent.images import with_images
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
 from longhaul.domain.config import CompressionConfig
@@ -45,18 +45,9 @@ from longhaul.domain.state import TraceState
 from longhaul.llm.estimate import estimate_tokens
 from longhaul.llm.pricing import context_limit
 from longhaul.llm.prompt import goal_note
-from longhaul.llm.telemetry import traced_complete
 from longhaul.llm.types import ChatMessage, ModelError, ModelRequest
 
 log = logging.getLogger(__name__)
-
-SUMMARY_INSTRUCTION = (
-    "Context is running out. Write a summary of the conversation so far that lets you "
-    "continue the task without it: the task and its constraints, decisions made, facts and "
-    "results found (with file paths, identifiers, numbers), the state of each goal, what was "
-    "being done last, and the next steps. Be complete and concise; do not call tools."
-)
-SUMMARY_SYSTEM = "You write faithful, compact working summaries for an AI agent."
 
 ContextLimit = Callable[[str], int]
 
@@ -209,15 +200,10 @@ class Summarization(Middleware):
         if turn.env.experiences is not None and turn.reflect is not None and not memo.reflected:
             memo.reflected = True  # first, what the raw messages taught: experiences
             await turn.reflect()
-        conversation = turn.history.at(list(range(keep)))
-        request = ModelRequest(
-            model=turn.utility_model.name,
-            messages=[*conversation, {"role": "user", "content": SUMMARY_INSTRUCTION}],
-            system_stable=SUMMARY_SYSTEM,
-            metadata={"trace_id": turn.trace_id, "purpose": "compaction"},
-        )
+        if turn.summarise is None:
+            return False  # no engine loop: nobody to write the summary
         try:
-            response = await traced_complete(turn.utility_model, await with_images(request, turn))
+            text = await turn.summarise(keep)
         except ModelError as exc:
             memo.summariser_failed = True
             log.warning(
@@ -225,18 +211,14 @@ class Summarization(Middleware):
             )
             await turn.notify(LiveUpdate(kind="status", text=f"compaction skipped: {exc}"))
             return False
-        usage, cost = charge(turn.utility_model.name, request, response, turn.env.models)
         first, last = covered[0], covered[-1]
         batch = turn.batch()
         summary = batch.message(
             "user",
             parent=state.path[opening - 1] if opening else None,
-            content=f"[Summary of messages {first}-{last}]\n{response.content}",
+            content=f"[Summary of messages {first}-{last}]\n{text}",
             branch_type="compression",
             synthetic=True,
-            usage=usage,
-            cost=cost,
-            model=response.model or turn.utility_model.name,
         )
         for message in tail:  # verbatim, under the summary (usage stays with the original)
             batch.message(

@@ -35,6 +35,8 @@ async def goal(
     title: str | None = None,
     goal_id: str | None = None,
     summary: str | None = None,
+    reason: str | None = None,
+    criteria: list[str] | None = None,
 ) -> ToolResult:
     """Manage your plan as a goal tree; every message is filed under the goal in focus.
 
@@ -44,18 +46,23 @@ async def goal(
         title: the new goal's title (add, under, after).
         goal_id: the goal the op refers to.
         summary: what was achieved or why it was abandoned (done, abandon).
+        reason: why this goal is needed (add, under, after): shown with the plan.
+        criteria: what makes the goal done (add, under, after): ``evaluate`` with its
+            ``target_goal_id`` judges against them.
     """
     tree = ctx.state.goals
     anchor = _target(ctx, op, goal_id)
     if op in ("add", "under", "after"):
         if not title:
             raise ToolError(f"goal op {op!r} needs a title", code="schema_mismatch")
-        parent = {"add": None, "under": anchor.id, "after": anchor.parent_id}[op]
+        parent = {"add": tree.top, "under": anchor.id, "after": anchor.parent_id}[op]
         changed = Goal(
-            id=f"g{len(tree.goals) + 1}",
+            id=tree.next_goal_id(),
             title=title,
             parent_id=parent,
             created_at_sequence=ctx.state.head_sequence,
+            reason=reason,
+            criteria=criteria or [],
         )
     else:
         changed = Goal(id=anchor.id, title=anchor.title, summary=summary)

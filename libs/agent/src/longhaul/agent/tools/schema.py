@@ -62,8 +62,22 @@ def _strip_titles(node: Any) -> None:
             _strip_titles(item)
 
 
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """Local ``$ref``s replaced by their definitions: not every provider resolves them
+    (Gemini's function declarations take no ``$defs``); tool arguments are never recursive."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {key: _inline_refs(value, defs) for key, value in node.items() if key != "$defs"}
+    if isinstance(node, list):
+        return [_inline_refs(item, defs) for item in node]
+    return node
+
+
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
+    schema = _inline_refs(schema, schema.get("$defs", {}))
     _strip_titles(schema)
     schema.setdefault("properties", {})
     return schema

@@ -13,8 +13,44 @@ from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.result import Deferred
-from longhaul.domain.events import SubtraceSpawned
+from longhaul.domain.events import InputMessage, SubtraceSpawned
 from longhaul.domain.ids import new_id
+from pydantic import BaseModel, ConfigDict
+
+MAX_SEED_MESSAGES = 50
+
+
+class SeedMessage(BaseModel):
+    """One message of the conversation a sub-agent starts from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+def _seeds(messages: list[SeedMessage] | None) -> list[InputMessage]:
+    if messages is not None and len(messages) > MAX_SEED_MESSAGES:
+        raise ToolError(
+            f"messages: at most {MAX_SEED_MESSAGES} per sub-agent", code="tool_call_invalid"
+        )
+    return [InputMessage(role=m.role, content=m.content) for m in messages or ()]
+
+
+def _per_child(
+    messages: list[SeedMessage] | list[list[SeedMessage]] | None, count: int
+) -> list[list[InputMessage]]:
+    """``messages`` for ``count`` children: one list every child shares, or one per child."""
+    if not messages or isinstance(messages[0], SeedMessage):
+        shared = _seeds(messages)  # type: ignore[arg-type]
+        return [shared] * count
+    if len(messages) != count:
+        raise ToolError(
+            f"messages: {len(messages)} lists for {count} tasks (give one list per task, "
+            "or one list for all)",
+            code="tool_call_invalid",
+        )
+    return [_seeds(item) for item in messages]
 
 
 def _spawn(
@@ -26,6 +62,8 @@ def _spawn(
     continue_from: str | None = None,
     skills: list[str] | None = None,
     remote: str | None = None,
+    messages: list[InputMessage] | None = None,
+    context: str | None = None,
 ) -> str:
     child = continue_from or new_id("t")
     ctx.record(
@@ -38,6 +76,8 @@ def _spawn(
             continue_from=continue_from,
             skills=skills or [],
             remote=remote,
+            messages=messages or [],
+            context=context or None,
         )
     )
     return child
@@ -110,6 +150,8 @@ async def agent(
     continue_from: str | None = None,
     skills: list[str] | None = None,
     agent_url: str | None = None,
+    messages: list[SeedMessage] | list[list[SeedMessage]] | None = None,
+    context: str | None = None,
 ) -> Deferred:
     """Hand work to sub-agents and wait for their summaries.
 
@@ -124,11 +166,16 @@ async def agent(
         skills: skills the sub-agent(s) get, by name (default: their preset's, else all).
         agent_url: delegate mode: a configured remote longhaul (its name or URL) runs the
             sub-agent; its id is then ``agent://host:port/<id>``.
+        messages: a conversation the sub-agent starts from, before its task (user and
+            assistant turns); explore mode: one list for all, or one list per task.
+        context: background the sub-agent gets with its task (facts, constraints, where
+            things are).
     """
     if mode == "delegate":
         if not task:
             raise ToolError("delegate needs a task", code="schema_mismatch")
         remote = _remote(ctx, agent_url) if agent_url else None
+        [seeds] = _per_child(messages, 1)
         if continue_from:
             continue_from = _continued(ctx, continue_from)
             _continuable(ctx, continue_from)
@@ -143,6 +190,8 @@ async def agent(
             continue_from=continue_from,
             skills=skills,
             remote=remote,
+            messages=seeds,
+            context=context,
         )
         return Deferred("subtraces", detail=child)
     if agent_url:
@@ -153,15 +202,49 @@ async def agent(
     if len(tasks) > limit:
         raise ToolError(f"explore takes at most {limit} tasks", code="tool_call_invalid")
     _check_limits(ctx, len(tasks))
+    seeded = _per_child(messages, len(tasks))
     children = [
-        _spawn(ctx, mode="explore", task=item, preset="explore", skills=skills) for item in tasks
+        _spawn(
+            ctx,
+            mode="explore",
+            task=item,
+            preset="explore",
+            skills=skills,
+            messages=seeds,
+            context=context,
+        )
+        for item, seeds in zip(tasks, seeded, strict=True)
     ]
     return Deferred("subtraces", detail=", ".join(children))
 
 
+def _goal_target(
+    ctx: ToolContext, goal_id: str, subject: str | None, criteria: list[str] | None
+) -> tuple[str, list[str]]:
+    """The subject and criteria ``evaluate(target_goal_id=…)`` judges, from the goal tree:
+    the goal's title, reason and reported result; the goal's criteria, then the call's."""
+    goal = ctx.state.goals.goals.get(goal_id)
+    if goal is None:
+        known = ", ".join(ctx.state.goals.order) or "none"
+        raise ToolError(f"unknown goal {goal_id!r}; known: {known}", code="tool_call_invalid")
+    lines = [f"Goal {goal.id}: {goal.title} ({goal.status})"]
+    if goal.reason:
+        lines.append(f"Why: {goal.reason}")
+    if goal.summary:
+        lines.append(f"Reported result: {goal.summary}")
+    if subject:
+        lines.append(subject)
+    checks = [*goal.criteria, *(criteria or ())] or [f"the goal is achieved: {goal.title}"]
+    return "\n".join(lines), checks
+
+
 @tool(effects="idempotent")  # likewise
 async def evaluate(
-    ctx: ToolContext, subject: str, criteria: list[str], continue_from: str | None = None
+    ctx: ToolContext,
+    subject: str | None = None,
+    criteria: list[str] | None = None,
+    continue_from: str | None = None,
+    target_goal_id: str | None = None,
 ) -> Deferred:
     """Have an independent evaluator sub-agent judge work against explicit criteria.
 
@@ -169,7 +252,18 @@ async def evaluate(
         subject: what to evaluate: an answer, or where the work is (files, workspace keys).
         criteria: the checks the work must pass.
         continue_from: id of a finished evaluation to continue instead of starting a new one.
+        target_goal_id: a goal of your plan to judge: its description, criteria and result
+            are read from the goal tree (``subject`` / ``criteria`` add to them). Without it
+            and without ``subject``: the goal in focus.
     """
+    if not subject and not target_goal_id:
+        target_goal_id = ctx.state.goals.focus
+    if target_goal_id:
+        subject, criteria = _goal_target(ctx, target_goal_id, subject, criteria)
+    if not subject or not criteria:
+        raise ToolError(
+            "evaluate needs subject and criteria, or target_goal_id", code="schema_mismatch"
+        )
     if continue_from:
         _continuable(ctx, continue_from)
     else:

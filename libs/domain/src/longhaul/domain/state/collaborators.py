@@ -16,6 +16,9 @@ import msgspec
 from longhaul.domain.state.task import TaskState
 from longhaul.domain.state.trace import TraceState
 
+SUMMARY_CHARS = 500
+"""A collaborator's summary as listed (the model's reminder of what a helper found)."""
+
 
 class Collaborator(msgspec.Struct, kw_only=True):
     name: str
@@ -76,7 +79,7 @@ def _sub(trace_id: str, status: str, task: str, summary: str) -> Collaborator:
         type="agent",
         trace_id=trace_id,
         status=status,
-        summary=(summary or task)[:200],
+        summary=(summary or task)[:SUMMARY_CHARS],
     )
 
 

@@ -15,11 +15,13 @@ from longhaul.domain.messages import add_counts
 from longhaul.domain.state.effects import Ledger
 from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.faults import Fault
-from longhaul.domain.state.goals import GoalTree
+from longhaul.domain.state.goals import GoalStats, GoalTree
 from longhaul.domain.state.waits import WAKEABLE_WAITS, Approvals, ClientCalls, Inbox, Wait
 
 MAX_PENDING_UPLOADS = 50
 """Files a trace may hold for its next turn (more is a 409: let it run first)."""
+
+CONTEXT_HEADING = "\n\nContext from the agent that delegated this:\n"
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
@@ -39,9 +41,12 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     continue_from: str | None = None
     skills: list[str] = msgspec.field(default_factory=list)
     goal_id: str | None = None
-    """The parent's goal in focus when the child was spawned (the child's ``parent_goal_id``)."""
+    """The ``agent_call`` goal of the call that spawned the child (the child's
+    ``parent_goal_id``)."""
     descendants: int = 0
     """The child's own sub-traces, as its ``subtrace_finished`` reported them."""
+    model_calls: int = 0
+    """The child's model calls, as its ``subtrace_finished`` reported them."""
     trace_context: dict[str, str] | None = None
     """The spawning tool call's trace context: the child's run continues it."""
     remote: str | None = None
@@ -50,6 +55,16 @@ class SubtraceInfo(msgspec.Struct, kw_only=True):
     """``agent://<host:port>/<trace id>`` once the remote gateway accepted it."""
     linked: bool = False
     """The remote accepted this spawn (a ``continue_from`` spawn needs a new link)."""
+    messages: list[ev.InputMessage] = msgspec.field(default_factory=list)
+    """The conversation the child is seeded with, before its task."""
+    context: str | None = None
+    """Background the parent handed the child."""
+
+    def inputs(self) -> list[ev.InputMessage]:
+        """What the child is given: the seeded messages, then its task (with the parent's
+        context under it)."""
+        task = self.task if not self.context else f"{self.task}{CONTEXT_HEADING}{self.context}"
+        return [*self.messages, ev.InputMessage(role="user", content=task)]
 
     @property
     def display_id(self) -> str:
@@ -66,7 +81,7 @@ class VerificationState(msgspec.Struct, kw_only=True):
 
 
 class TraceState(msgspec.Struct, kw_only=True):
-    SCHEMA: ClassVar[int] = 3
+    SCHEMA: ClassVar[int] = 4
     """The shape of this fold: a snapshot of another shape is not read (``snapshots``)."""
 
     trace_id: str = ""
@@ -91,6 +106,8 @@ class TraceState(msgspec.Struct, kw_only=True):
     trigger_id: str | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    run_started_at: float = 0.0
+    """When the current run started (its duration is reported to a parent)."""
 
     messages: dict[int, Message] = msgspec.field(default_factory=dict)
     head_sequence: int = 0
@@ -365,7 +382,9 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.uploads_pending = list(event.files)
         self.created_at = event.ts
         self.runs = 1
+        self.run_started_at = event.ts
         self.run_trace_context = event.trace_context
+        self.goals.open_root(_root_title(event))
         self._append_inputs(event.messages, event.ts)
 
     def _on_run_requested(self, event: ev.RunRequested) -> None:
@@ -380,8 +399,10 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _reset_run(self, event: ev.Event) -> None:
         self.status = "running"
         self.runs += 1
+        self.run_started_at = event.ts
         self.run_trace_context = event.trace_context
         self.run_usage = ev.RunUsage()
+        self.pending_warnings = []  # a warning belongs to the run that earned it
         self.error = None
         self.stop_reason = None
         self.summary = None
@@ -430,7 +451,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         self._insert_message(message)
 
     def _insert_message(self, message: Message) -> None:
-        """Put a checked message in the tree and move the head (reflections stay aside)."""
+        """Put a checked message in the tree and move the head (messages aside do not)."""
         parent = message.parent_sequence
         self.messages[message.sequence] = message
         self.last_sequence = message.sequence
@@ -438,7 +459,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             isinstance(part, dict) and part.get("type") == "image_url" for part in message.content
         ):
             self.image_messages += 1
-        if message.branch_type == "reflection":
+        if message.aside:
             return
         if parent == (self.head_sequence or None):
             self.path.append(message.sequence)
@@ -458,6 +479,17 @@ class TraceState(msgspec.Struct, kw_only=True):
                 totals.saved_tokens = add_counts(totals.saved_tokens, event.usage.saved_tokens)
         totals.cost += event.cost
         totals.duration_ms += event.duration_ms
+        usage = event.usage
+        tokens = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
+        self.goals.charge(
+            event.goal_id,
+            GoalStats(
+                model_calls=0 if usage is None else 1,
+                tokens=tokens,
+                cost=event.cost,
+                duration_ms=event.duration_ms,
+            ),
+        )
         run = self.run_usage
         if event.usage is not None:
             run.tokens += event.usage.prompt_tokens + event.usage.completion_tokens
@@ -595,6 +627,9 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
         previous = self.subtraces.get(event.child_trace_id)
+        call_goal = self.goals.spawned(
+            event.tool_call_id, event.child_trace_id, event.mode, event.task, self.head_sequence
+        )
         self.subtraces[event.child_trace_id] = SubtraceInfo(
             remote=event.remote,
             remote_id=previous.remote_id if previous is not None else None,
@@ -605,7 +640,9 @@ class TraceState(msgspec.Struct, kw_only=True):
             preset=event.preset,
             continue_from=event.continue_from,
             skills=event.skills,
-            goal_id=self.goals.focus,
+            messages=list(event.messages),
+            context=event.context,
+            goal_id=call_goal.id,
             trace_context=event.trace_context,
         )
 
@@ -646,10 +683,30 @@ class TraceState(msgspec.Struct, kw_only=True):
         info.status = event.status
         info.summary = event.summary
         info.descendants = event.descendants
+        info.model_calls = event.model_calls
         self.run_usage.tokens += event.tokens
         self.run_usage.cost += event.cost
+        self._settle_call_goal(info.tool_call_id, event)
         if self.wait.reason == "subtraces" and not self.running_subtraces():
             self._wake()
+
+    def _settle_call_goal(self, tool_call_id: str, event: ev.SubtraceFinished) -> None:
+        """The child's use joins its call's goal; the last child's end settles the goal."""
+        goal = self.goals.call_goal(tool_call_id)
+        if goal is None:
+            return
+        used = GoalStats(
+            model_calls=event.model_calls,
+            tokens=event.tokens,
+            cost=event.cost,
+            duration_ms=event.duration_ms,
+        )
+        self.goals.charge(goal.id, used)
+        children = [self.subtraces[c] for c in goal.sub_trace_ids if c in self.subtraces]
+        if all(info.status != "running" for info in children):
+            self.goals.settled(
+                tool_call_id, [(i.display_id, i.status, i.summary) for i in children]
+            )
 
     @property
     def descendants(self) -> int:
@@ -664,6 +721,11 @@ class TraceState(msgspec.Struct, kw_only=True):
         if self.context is not None:
             return list(self.context.tools)
         return None if self.config.tools is None else list(self.config.tools)
+
+    def run_model_calls(self) -> int:
+        """Model calls of the current run (what a parent's ``agent_call`` goal is charged):
+        the loop's own, plus those its sub-agents reported."""
+        return self.run_usage.iterations + sum(i.model_calls for i in self.subtraces.values())
 
     def running_subtraces(self) -> list[SubtraceInfo]:
         return [info for info in self.subtraces.values() if info.status == "running"]
@@ -686,6 +748,7 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _on_stopped(self, event: ev.Stopped) -> None:
         self.status = "stopped"
+        self.pending_warnings = []
         self.stop_reason = event.reason
         self.stop_requested = False
         self.wait.reason = None
@@ -693,10 +756,12 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _on_completed(self, event: ev.Completed) -> None:
         self.status = "completed"
+        self.pending_warnings = []
         self.summary = event.summary
 
     def _on_failed(self, event: ev.Failed) -> None:
         self.status = "failed"
+        self.pending_warnings = []
         self.error = event.error
         self.stop_reason = event.stop_reason or self.stop_reason
         self.wait.reason = None
@@ -725,6 +790,16 @@ class TraceState(msgspec.Struct, kw_only=True):
     def _wake(self) -> None:
         self.status = "running"
         self.wait.end()
+
+
+def _root_title(event: ev.TraceCreated) -> str:
+    """The root goal's title: the trace's name, else its first user message's first line."""
+    if event.name:
+        return event.name[:120]
+    for item in event.messages:
+        if item.role == "user" and isinstance(item.content, str) and item.content.strip():
+            return item.content.strip().splitlines()[0][:120]
+    return "the trace's task"
 
 
 _HANDLERS: dict[type[ev.Event], Any] = {

@@ -358,12 +358,32 @@ class BudgetView(BaseModel):
     max_cost: float | None = None
 
 
+class GoalStatsView(BaseModel):
+    """What work filed under a goal used (``cumulative_stats``: with its sub-goals')."""
+
+    model_calls: int = 0
+    tokens: int = Field(default=0, description="prompt + completion tokens")
+    cost: float = 0.0
+    duration_ms: int = 0
+
+
 class GoalView(BaseModel):
     id: str
     title: str
     parent_id: str | None = None
     status: str
     summary: str | None = None
+    type: Literal["goal", "agent_call"] = Field(
+        default="goal",
+        description="agent_call: one agent/evaluate call, with its sub-traces (id root: the "
+        "automatic root goal)",
+    )
+    reason: str | None = None
+    criteria: list[str] = Field(default_factory=list)
+    mode: str | None = Field(default=None, description="an agent_call's mode")
+    sub_trace_ids: list[str] = Field(default_factory=list)
+    self_stats: GoalStatsView = Field(default_factory=GoalStatsView)
+    cumulative_stats: GoalStatsView = Field(default_factory=GoalStatsView)
 
 
 class GoalTreeView(BaseModel):

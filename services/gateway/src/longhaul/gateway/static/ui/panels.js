@@ -1,4 +1,5 @@
-// The side panels of a trace page: totals, goal tree, sub-traces, timeline.
+// The side panels of a trace page: totals, goal tree (with each goal's cost), collaborators,
+// sub-traces, timeline.
 import { el, fmtCost, fmtMs, statusBadge } from "./dom.js";
 import { timeline } from "./tree.js";
 
@@ -35,11 +36,36 @@ export function goalPanel(trace) {
     return el("ul", {}, items.map((g) => el("li", { class: "goal " + g.status + (g.id === focus ? " focus" : ""), dataset: { goalId: g.id, status: g.status } },
       el("span", { class: "goal-status", text: g.status }), " ", el("span", { text: g.title }),
       g.id === focus ? el("span", { class: "focus-mark", text: " ◀ focus" }) : null,
+      g.type === "agent_call" ? el("span", { class: "meta", text: " → " + (g.sub_trace_ids || []).join(", ") }) : null,
+      goalCost(g),
+      g.reason && g.id !== "root" ? el("div", { class: "meta goal-reason", text: "why: " + g.reason }) : null,
       g.summary ? el("div", { class: "meta", text: g.summary }) : null,
       list(g.id))));
   };
   return el("section", { class: "panel", "data-testid": "goal-tree" },
     el("h3", { text: "Goals" }), list("") || el("div", { class: "meta", text: "no goals yet" }));
+}
+
+// What a plan step cost: its own model calls and cost, and with everything under it.
+function goalCost(g) {
+  const own = g.self_stats || {};
+  const all = g.cumulative_stats || {};
+  if (!all.model_calls && !all.cost && !all.tokens) return null;
+  const text = all.model_calls + " calls · " + all.tokens + " tokens · " + fmtCost(all.cost) + " · " + fmtMs(all.duration_ms)
+    + (all.cost !== own.cost || all.model_calls !== own.model_calls ? " (own: " + (own.model_calls || 0) + " calls, " + fmtCost(own.cost || 0) + ")" : "");
+  return el("div", { class: "meta goal-cost", "data-testid": "goal-cost", text });
+}
+
+// Everyone the trace works with, as the model is told: name [type, status]: summary.
+export function collaboratorPanel(trace) {
+  const found = trace.collaborators || [];
+  return el("section", { class: "panel", "data-testid": "collaborators" },
+    el("h3", { text: "Collaborators" }),
+    found.length ? el("ul", {}, found.map((c) => el("li", { dataset: { name: c.name, status: c.status } },
+      c.trace_id && c.type === "agent" ? el("a", { href: "#/traces/" + c.trace_id, text: c.name }) : el("span", { text: c.name }),
+      el("span", { class: "meta", text: " [" + c.type + ", " + c.status + "]" }),
+      c.summary ? el("div", { class: "meta", text: c.summary }) : null)))
+      : el("div", { class: "meta", text: "none" }));
 }
 
 export function subtracePanel(trace) {

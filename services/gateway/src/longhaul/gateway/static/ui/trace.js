@@ -2,7 +2,7 @@
 // results), live token deltas over SSE, the controls, and the side panels.
 import { api, authHeaders, enc, post } from "./api.js";
 import { act, fill, contentText, el, fmtCost, foldable, showError, statusBadge } from "./dom.js";
-import { goalPanel, subtracePanel, timelinePanel, totalsPanel } from "./panels.js";
+import { collaboratorPanel, goalPanel, subtracePanel, timelinePanel, totalsPanel } from "./panels.js";
 import { follow } from "./sse.js";
 import { branchFigures, buildTree, chainFrom, displayPath, resultsByCall } from "./tree.js";
 
@@ -53,7 +53,7 @@ export function tracePage(root, traceId) {
     renderCompare(tree);
     renderLive();
     renderControls(t);
-    side.replaceChildren(totalsPanel(t), goalPanel(t), subtracePanel(t), timelinePanel(rows));
+    side.replaceChildren(totalsPanel(t), goalPanel(t), collaboratorPanel(t), subtracePanel(t), timelinePanel(rows));
   }
 
   function renderHeader(t) {

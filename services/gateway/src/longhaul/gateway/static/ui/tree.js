@@ -17,8 +17,9 @@ export function buildTree(messages, headSequence) {
   return { bySeq, children, main, head: headSequence };
 }
 
-// Side branches (reflections) hang aside; every other child is an alternative continuation.
-export const isSide = (m) => m.branch_type === "reflection";
+// Side branches (reflections, a compaction's rounds) hang aside; every other child is an
+// alternative continuation.
+export const isSide = (m) => m.branch_type === "reflection" || m.side_branch === true;
 
 // The displayed path: [{message, alternatives, index, side}] where alternatives are the
 // continuations of the same parent (length > 1 → a branch switch) and side the reflections
@@ -57,7 +58,7 @@ export function chainFrom(tree, start) {
   return chain;
 }
 
-// A reflection is a chain of side messages (prompt, model turns, tool results, the note).
+// A side branch is a chain of side messages (prompt, model turns, tool results, the note).
 function sideChain(tree, start) {
   const chain = [start];
   for (let at = start; chain.length < 1000;) {
