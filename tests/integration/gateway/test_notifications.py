@@ -26,6 +26,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
 from longhaul.gateway.schedules.timing import rfc3339
+from pydantic import SecretStr
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, serve_gateway, user_message
@@ -378,24 +379,16 @@ OPERATOR = "operator-notify-0123456789"
 
 
 def schedule_config(nats: NatsConfig, receiver_url: str) -> LonghaulConfig:
-    """Keys capped at one active run; ``ops`` hears every kind, ``bobs`` only key B's."""
-    fast = {"retry_base_s": 0.2, "retry_max_s": 1.0, "timeout_s": 2.0}
-    return LonghaulConfig(
-        nats=nats,
-        gateway=GatewayConfig(
-            api_keys=f"{KEY_A},{KEY_B}",  # type: ignore[arg-type]
-            admin_keys=OPERATOR,  # type: ignore[arg-type]
-            max_active_traces_per_key=1,
-        ),
-        notify=[
-            WebhookConfig.model_validate(
-                {"name": "ops", "url": f"{receiver_url}/ops", "secret": SECRET, **fast}
-            ),
-            WebhookConfig.model_validate(
-                {"name": "bobs", "url": f"{receiver_url}/bobs", "keys": [key_id(KEY_B)], **fast}
-            ),
-        ],
+    """:func:`notify_config`'s keys, capped at one active run, an operator, and its ``ops``
+    webhook (every kind) with ``bobs``, which hears only key B's."""
+    base = notify_config(nats, receiver_url)
+    gateway = base.gateway.model_copy(
+        update={"admin_keys": [SecretStr(OPERATOR)], "max_active_traces_per_key": 1}
     )
+    bobs = base.notify[0].model_copy(
+        update={"name": "bobs", "url": f"{receiver_url}/bobs", "keys": [key_id(KEY_B)]}
+    )
+    return base.model_copy(update={"gateway": gateway, "notify": [base.notify[0], bobs]})
 
 
 async def test_each_failed_tick_is_told_once_across_two_gateways_to_its_key_s_webhooks(
