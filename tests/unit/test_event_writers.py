@@ -25,8 +25,8 @@ EVENT_CLASSES = {
     cls.__name__
     for cls in vars(ev).values()
     if isinstance(cls, type)
-    and issubclass(cls, (ev.TraceEvent, ev.TaskEvent))
-    and cls not in (ev.TraceEvent, ev.TaskEvent)
+    and issubclass(cls, (ev.TraceEvent, ev.TaskEvent, ev.ScheduleEvent))
+    and cls not in (ev.TraceEvent, ev.TaskEvent, ev.ScheduleEvent)
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import logging
 import socket
@@ -24,6 +25,8 @@ from longhaul.client import AsyncClient
 from longhaul.domain import events as ev
 from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
+from longhaul.gateway.schedules.timing import rfc3339
+from pydantic import SecretStr
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import RunningGateway, serve_gateway, user_message
@@ -370,3 +373,99 @@ async def test_a_delivery_survives_a_kill_of_the_notifier_between_event_and_deli
         for request in receiver.delivered("/ops"):
             attempts = receiver.attempts(request.delivery_id)
             assert [a.answered for a in attempts] == [500, 200], gateway.log_tail()
+
+
+OPERATOR = "operator-notify-0123456789"
+
+
+def schedule_config(nats: NatsConfig, receiver_url: str) -> LonghaulConfig:
+    """:func:`notify_config`'s keys, capped at one active run, an operator, and its ``ops``
+    webhook (every kind) with ``bobs``, which hears only key B's."""
+    base = notify_config(nats, receiver_url)
+    gateway = base.gateway.model_copy(
+        update={"admin_keys": [SecretStr(OPERATOR)], "max_active_traces_per_key": 1}
+    )
+    bobs = base.notify[0].model_copy(
+        update={"name": "bobs", "url": f"{receiver_url}/bobs", "keys": [key_id(KEY_B)]}
+    )
+    return base.model_copy(update={"gateway": gateway, "notify": [base.notify[0], bobs]})
+
+
+async def test_each_failed_tick_is_told_once_across_two_gateways_to_its_key_s_webhooks(
+    nats_config: NatsConfig,
+) -> None:
+    """Two gateways tick a schedule of a key at its active-run cap (a trace no executor runs
+    holds it): each failed tick is one ``schedule_failed`` on the schedule's log and one
+    delivery per webhook that wants it (after a failure), listed on the schedule for its key
+    only; key B's webhook hears nothing; erasing the key takes the log and the deliveries."""
+    with webhook_receiver(fail_first=1) as receiver:
+        config = schedule_config(nats_config, receiver.url)
+        async with (
+            serve_gateway(config) as first,
+            serve_gateway(config) as second,
+            first.client(KEY_A) as alice,
+            second.client(KEY_B) as bob,
+            first.client(OPERATOR) as operator,
+        ):
+            body = {"messages": [user_message("hold")], "model": "scripted:auto"}
+            held = (await alice.post("/api/traces", json=body)).json()["trace_id"]
+
+            async def both_see_it_running() -> bool:
+                return all(held in g.runtime.mirror.entries for g in (first, second))
+
+            await eventually(both_see_it_running, within=WITHIN_S)
+            created = await alice.post(
+                "/api/schedules",
+                json={
+                    "name": "nightly",
+                    "every_s": 1,
+                    "overlap": "allow",
+                    "template": {"kind": "trace", "body": body},
+                },
+            )
+            sid = created.json()["schedule_id"]
+            await receiver.until(lambda: len(receiver.delivered("/ops")) >= 2, within=WITHIN_S)
+            await alice.patch(f"/api/schedules/{sid}", json={"paused": True})
+            store = first.runtime.store
+
+            async def all_told() -> list[ev.Event] | None:
+                logged = [recorded.event async for recorded in store.replay("schedule", sid)]
+                listed = (await alice.get(f"/api/schedules/{sid}/notifications")).json()
+                done = [i for i in listed["items"] if i["status"] == "delivered"]
+                told = len(logged) == len(receiver.delivered("/ops")) == len(done)
+                return logged if told else None
+
+            logged = await eventually(all_told, within=WITHIN_S)
+            ticks = [e.tick_ms for e in logged if isinstance(e, ev.ScheduleFailed)]
+            assert len(ticks) == len(logged) and ticks == sorted(set(ticks))
+            assert all(b - a == 1000 for a, b in itertools.pairwise(ticks)), ticks
+
+            ops = receiver.delivered("/ops")
+            assert len({r.delivery_id for r in ops}) == len(ops)
+            assert sorted(r.json()["tick"] for r in ops) == [rfc3339(t) for t in ticks]
+            for request in ops:
+                assert [a.answered for a in receiver.attempts(request.delivery_id)] == [500, 200]
+                assert signature_holds(request)
+                told = request.json()
+                assert request.headers["x-longhaul-event"] == told["kind"] == "schedule.failed"
+                assert told["delivery_id"] == request.delivery_id
+                assert (told["aggregate"], told["schedule_id"], told["owner"]) == (
+                    "schedule",
+                    sid,
+                    key_id(KEY_A),
+                )
+                assert told["name"] == "nightly" and told["status"] == "failed"
+                assert told["error"].startswith("too_many_active_traces: ")
+            assert not any(r.path == "/bobs" for r in receiver.requests)
+            assert (
+                "too_many_active_traces"
+                in (await alice.get(f"/api/schedules/{sid}")).json()["last_error"]
+            )
+            mine = await bob.get(f"/api/schedules/{sid}/notifications")
+            assert mine.status_code == 404 and mine.json()["error"]["code"] == "not_found"
+
+            erased = await operator.delete(f"/api/admin/keys/{key_id(KEY_A)}/data")
+            assert erased.status_code == 200, erased.text
+            assert sid in erased.json()["deleted"]
+            assert [r async for r in store.replay("schedule", sid)] == []
+            assert await first.runtime.service.deliveries.of_run(sid) == []

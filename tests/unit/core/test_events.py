@@ -49,7 +49,7 @@ def test_every_event_class_can_be_decoded() -> None:
         cls
         for cls in vars(ev).values()
         if isinstance(cls, type)
-        and issubclass(cls, (ev.TraceEvent, ev.TaskEvent))
-        and cls not in (ev.TraceEvent, ev.TaskEvent)
+        and issubclass(cls, (ev.TraceEvent, ev.TaskEvent, ev.ScheduleEvent))
+        and cls not in (ev.TraceEvent, ev.TaskEvent, ev.ScheduleEvent)
     }
     assert concrete == set(ev.EVENT_TYPES.values())

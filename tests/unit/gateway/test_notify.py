@@ -14,9 +14,10 @@ from longhaul.domain.names import Names
 from longhaul.domain.notify import Notice, WebhookConfig, delivery_id
 from longhaul.domain.signature import sign, verify
 from longhaul.domain.state import TaskState, TraceState
-from longhaul.gateway.notify.bodies import render
+from longhaul.gateway.notify.bodies import headline, render
 from longhaul.gateway.notify.notices import (
     budget_notices,
+    schedule_notice,
     subjects,
     task_notice,
     trace_notice,
@@ -90,10 +91,40 @@ def test_tasks_tell_their_end_and_a_plan_waiting_for_review() -> None:
     assert failed is not None and failed.kind == "run.failed"
 
 
+def test_a_failed_tick_tells_its_schedule_and_a_scheduled_run_names_it() -> None:
+    event = ev.ScheduleFailed(
+        aggregate_id="sched_1",
+        owner="k_1",
+        name="nightly",
+        tick_ms=1_700_000_000_000,
+        run_id="t_s1",
+        code="too_many_active_traces",
+        error="limit 1",
+    )
+    notice = schedule_notice(event)
+    assert (notice.kind, notice.aggregate_id, notice.owner, notice.tick) == (
+        "schedule.failed",
+        "sched_1",
+        "k_1",
+        "2023-11-14T22:13:20.000Z",
+    )
+    assert delivery_id(notice, "ops") == f"sched_1.{event.id}.ops"
+    assert headline(notice) == (
+        "schedule sched_1 (nightly) started nothing at 2023-11-14T22:13:20.000Z\n"
+        "too_many_active_traces: limit 1"
+    )
+    failed = trace_notice(ev.Failed(error="boom"), trace(schedule_id="sched_1"), "k_1")
+    assert failed is not None and failed.schedule_id == "sched_1"
+    task = TaskState(task_id="task_1", goal="g", owner="k_1", schedule_id="sched_1")
+    ended = task_notice(ev.TaskFailed(error="no"), task)
+    assert ended is not None and ended.schedule_id == "sched_1"
+
+
 def test_the_consumer_reads_only_the_events_its_webhooks_want() -> None:
     names = Names("ns_")
     assert subjects(names, ["run.stopped"]) == ["ns_lh.ev.trace.*.stopped"]
     assert len(subjects(names, ["run.completed", "run.failed"])) == 4
+    assert subjects(names, ["schedule.failed"]) == ["ns_lh.ev.schedule.*.schedule_failed"]
 
 
 def test_both_body_shapes_name_the_delivery() -> None:

@@ -15,8 +15,9 @@ its object ``snapshot/trace/<id>``); ``lh_traces`` (tombstone) and ``lh_active``
 (``images/<owner>/<sha256>``), each with its object when the value was offloaded;
 ``lh_notifications`` ``<id>.>`` (its deliveries). Per task: events ``lh.ev.task.<id>.>``,
 ``lh_snapshots`` ``task.<id>``, ``lh_checkpoints`` ``task.<id>.*``, ``lh_workspace``
-``task/<id>/…`` and ``lh_notifications`` ``<id>.>``. The working directory lives on the
-executors' disks and is theirs to remove (``longhaul.executor.erasure``).
+``task/<id>/…`` and ``lh_notifications`` ``<id>.>``. Per schedule: events
+``lh.ev.schedule.<id>.>`` and ``lh_notifications`` ``<id>.>``. The working directory lives on
+the executors' disks and is theirs to remove (``longhaul.executor.erasure``).
 """
 
 from __future__ import annotations
@@ -149,6 +150,17 @@ class Eraser:
         removed.entries += await self._purge_bucket(names.checkpoints, f"task.{task_id}.>")
         removed.add(await self.erase_workspace([f"task/{task_id}"]))
         removed.entries += await self._purge_bucket(names.notifications, f"{task_id}.>")
+        return removed
+
+    async def erase_schedule(self, schedule_id: str) -> Removed:
+        """A schedule's log (its failed ticks) and their notifications' deliveries; the
+        schedule's own entry goes with its key's records or its ``DELETE``."""
+        names = self.conn.names
+        removed = Removed(ids=[schedule_id])
+        removed.events = await self._purge(
+            names.stream, names.aggregate_filter("schedule", schedule_id)
+        )
+        removed.entries = await self._purge_bucket(names.notifications, f"{schedule_id}.>")
         return removed
 
     async def erase_key_records(self, owner: str) -> Removed:

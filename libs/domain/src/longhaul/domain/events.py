@@ -15,7 +15,7 @@ import msgspec
 from longhaul.domain.ids import ulid
 from longhaul.domain.messages import ToolCall, Usage
 
-Aggregate = Literal["trace", "task"]
+Aggregate = Literal["trace", "task", "schedule"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
 TaskStatus = Literal["planning", "awaiting_review", "running", "completed", "failed", "cancelled"]
 PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
@@ -704,6 +704,27 @@ class Resumed(TaskEvent, tag="resumed", kw_only=True, omit_defaults=True):
     resumed_at: list[str] = msgspec.field(default_factory=list)
 
 
+# ---------------------------------------------------------------- schedule events
+
+
+class ScheduleEvent(Event, kw_only=True, omit_defaults=True):
+    aggregate: ClassVar[Aggregate] = "schedule"
+
+
+class ScheduleFailed(ScheduleEvent, tag="schedule_failed", kw_only=True, omit_defaults=True):
+    """A schedule's tick that started nothing (the template refused, the key at its cap…),
+    written by the gateway's ticker once per tick: what ``schedule.failed`` notices are
+    made from. The schedule itself lives in ``lh_schedules``; its log holds only these."""
+
+    owner: str | None = None
+    name: str = ""
+    tick_ms: int
+    run_id: str
+    """The run the tick would have started (its id derives from the tick)."""
+    code: str
+    error: str
+
+
 AnyEvent = (
     TraceCreated
     | RunRequested
@@ -749,6 +770,7 @@ AnyEvent = (
     | TaskFailed
     | ResumeRequested
     | Resumed
+    | ScheduleFailed
 )
 
 EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in AnyEvent.__args__}

@@ -16,11 +16,17 @@ import msgspec
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, HttpUrl, SecretStr
 
 NoticeKind = Literal[
-    "run.completed", "run.failed", "run.stopped", "run.waiting", "budget.nearly_spent"
+    "run.completed",
+    "run.failed",
+    "run.stopped",
+    "run.waiting",
+    "budget.nearly_spent",
+    "schedule.failed",
 ]
 KINDS: tuple[NoticeKind, ...] = get_args(NoticeKind)
 WaitKind = Literal["question", "approval", "plan_review"]
 DeliveryStatus = Literal["pending", "delivered", "failed"]
+NoticeAggregate = Literal["trace", "task", "schedule"]
 
 
 class WebhookConfig(BaseModel):
@@ -88,9 +94,13 @@ class Notice(msgspec.Struct, kw_only=True, omit_defaults=True):
     id: str
     kind: NoticeKind
     at: float
-    aggregate: Literal["trace", "task"]
+    aggregate: NoticeAggregate
     trace_id: str | None = None
     task_id: str | None = None
+    schedule_id: str | None = None
+    """The schedule that failed, or that started the run (a run's notices name it too)."""
+    tick: str | None = None
+    """``schedule.failed``: the tick (RFC 3339) that started nothing."""
     owner: str | None = None
     name: str | None = None
     status: str | None = None
@@ -103,12 +113,13 @@ class Notice(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     @property
     def aggregate_id(self) -> str:
-        return (self.trace_id if self.aggregate == "trace" else self.task_id) or ""
+        ids = {"trace": self.trace_id, "task": self.task_id, "schedule": self.schedule_id}
+        return ids[self.aggregate] or ""
 
 
 def delivery_id(notice: Notice, hook: str) -> str:
-    """``<trace or task id>.<notice id>.<webhook>``: stable across redeliveries and restarts,
-    unique across webhooks, and usable as a KV key."""
+    """``<trace, task or schedule id>.<notice id>.<webhook>``: stable across redeliveries and
+    restarts, unique across webhooks, and usable as a KV key."""
     return f"{notice.aggregate_id}.{notice.id}.{hook}"
 
 
@@ -118,7 +129,7 @@ class DeliveryRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     delivery_id: str
     webhook: str
     kind: NoticeKind
-    aggregate: Literal["trace", "task"]
+    aggregate: NoticeAggregate
     aggregate_id: str
     source_seq: int = 0
     """The stream sequence of the event whose handling drives this delivery (a budget notice

@@ -40,6 +40,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.TaskCreated,
         ev.PlanReviewed,
         ev.ResumeRequested,
+        ev.ScheduleFailed,  # a schedule's tick that started nothing (its ticker)
     ),
     "planner": (
         ev.TraceCreated,

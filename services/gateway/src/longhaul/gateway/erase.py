@@ -31,6 +31,7 @@ from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError, not_found
 from longhaul.gateway.routers.health import READY_TIMEOUT_S, presences
 from longhaul.gateway.runtime import RETRY, Runtime
+from longhaul.gateway.schedules.store import ScheduleStore
 from nats.js.errors import KeyNotFoundError
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,8 @@ async def _tasks_of(runtime: Runtime, owner: str) -> list[TaskState]:
 
 
 async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
-    """Every trace, task, experience, eval run, upload and image of one API key (the operator's).
+    """Every trace, task, schedule (with its failed ticks' log), experience, eval run, upload
+    and image of one API key (the operator's).
     Its traces are found through the index; a task still planning or running is left and
     named in ``skipped`` (see :func:`_deletable`), with its directory."""
     principal = Principal(owner)
@@ -258,6 +260,8 @@ async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
         if _deletable(task):
             removed.add(await _erase_task(runtime, principal, task))
     async with runtime.nats_call():
+        for schedule in await ScheduleStore(runtime.service.conn).owned(owner):
+            removed.add(await runtime.service.eraser.erase_schedule(schedule.schedule_id))
         removed.add(await runtime.service.eraser.erase_key_records(owner))
     if skipped:  # a running task keeps its directory: only the erased ones' go
         for scope in [r.trace_id for r in roots] + [t.task_id for t in tasks if _deletable(t)]:

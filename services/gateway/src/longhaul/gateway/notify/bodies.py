@@ -16,10 +16,12 @@ WAIT_LINES = {
 }
 
 
+WHAT = {"trace": "run", "task": "task", "schedule": "schedule"}
+
+
 def _what(notice: Notice) -> str:
-    ident = notice.trace_id if notice.aggregate == "trace" else notice.task_id
-    kind = "run" if notice.aggregate == "trace" else "task"
-    return f"{kind} {ident}" + (f" ({notice.name})" if notice.name else "")
+    what = f"{WHAT[notice.aggregate]} {notice.aggregate_id}"
+    return what + (f" ({notice.name})" if notice.name else "")
 
 
 def headline(notice: Notice) -> str:
@@ -35,6 +37,8 @@ def headline(notice: Notice) -> str:
         line = f"{what} {WAIT_LINES[notice.wait.kind]}"
         tools = ", ".join(notice.wait.tool_calls)
         more = f"tools: {tools}" if tools else notice.wait.detail
+    elif notice.kind == "schedule.failed":
+        line, more = f"{what} started nothing at {notice.tick}", notice.error
     elif notice.budget is not None:
         budget = notice.budget
         line = f"{what} has used {budget.ratio:.0%} of its {budget.limit}"

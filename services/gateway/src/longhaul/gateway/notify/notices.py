@@ -12,12 +12,14 @@ run.waiting            ``waiting`` {reason: human → question, approval} of any
 budget.nearly_spent    an assistant ``message_appended`` or a ``subtrace_finished``
                        after which a top-level trace's run has used at least the
                        lowest ``budget_ratio`` of its ``max_tokens`` or ``max_cost``
+schedule.failed        ``schedule_failed``: a schedule's tick that started nothing
+                       (the gateway's ticker writes one per such tick)
 =====================  ==========================================================
 
 Sub-traces and a task's step traces end inside their parent or task, which is what is
 reported. A notice's id is the event's id, or for a budget ``r<run>-<limit>``: one per run
-and limit, whichever message crossed the line first. A kind with a new source — a schedule
-whose tick failed, once schedules record that on the log — is one more entry in
+and limit, whichever message crossed the line first. A run a schedule started names it
+(``schedule_id``) in each of its notices. A kind with a new source is one more entry in
 :data:`SOURCES` and one more branch in :meth:`NoticeSource.of`.
 """
 
@@ -33,6 +35,7 @@ from longhaul.domain.events import Aggregate
 from longhaul.domain.names import Names
 from longhaul.domain.notify import BudgetInfo, Notice, NoticeKind, WaitInfo, WaitKind
 from longhaul.domain.state import TaskState, TraceState
+from longhaul.gateway.schedules.timing import rfc3339
 
 SOURCES: dict[NoticeKind, tuple[tuple[Aggregate, str], ...]] = {
     "run.completed": (("trace", "completed"), ("task", "task_completed")),
@@ -40,6 +43,7 @@ SOURCES: dict[NoticeKind, tuple[tuple[Aggregate, str], ...]] = {
     "run.stopped": (("trace", "stopped"),),
     "run.waiting": (("trace", "waiting"), ("task", "plan_created")),
     "budget.nearly_spent": (("trace", "message_appended"), ("trace", "subtrace_finished")),
+    "schedule.failed": (("schedule", "schedule_failed"),),
 }
 """Which events each kind is made from: the notifier's consumer filters on these only."""
 
@@ -75,6 +79,7 @@ def trace_notice(event: ev.Event, state: TraceState, owner: str | None) -> Notic
         "trace_id": state.trace_id,
         "owner": owner,
         "name": state.name,
+        "schedule_id": state.schedule_id,
         "event_type": event.type,
     }
     if isinstance(event, ev.Waiting):
@@ -150,6 +155,7 @@ def task_notice(event: ev.Event, state: TaskState) -> Notice | None:
         "task_id": state.task_id,
         "owner": state.owner,
         "name": _cut(state.goal),
+        "schedule_id": state.schedule_id,
         "event_type": event.type,
     }
     if isinstance(event, ev.TaskCompleted):
@@ -160,6 +166,23 @@ def task_notice(event: ev.Event, state: TaskState) -> Notice | None:
         info = WaitInfo(kind="plan_review", detail=f"{len(event.phases)} phase(s) proposed")
         return Notice(kind="run.waiting", status="awaiting_review", wait=info, **base)
     return None
+
+
+def schedule_notice(event: ev.ScheduleFailed) -> Notice:
+    """A tick that started nothing: the event carries all of it (the schedule may be gone)."""
+    return Notice(
+        id=event.id,
+        kind="schedule.failed",
+        at=event.ts,
+        aggregate="schedule",
+        schedule_id=event.aggregate_id,
+        owner=event.owner,
+        name=event.name,
+        status="failed",
+        tick=rfc3339(event.tick_ms),
+        error=_cut(f"{event.code}: {event.error}"),
+        event_type=event.type,
+    )
 
 
 class NoticeSource:
@@ -183,6 +206,8 @@ class NoticeSource:
             event = ev.decode(delivery.data)
         except ev.EventDecodeError:
             return []  # the folds record it as a fault; nothing to tell
+        if isinstance(event, ev.ScheduleFailed):
+            return [schedule_notice(event)]
         if delivery.aggregate == "task":
             task = await self.tasks.load(delivery.aggregate_id)
             notice = task_notice(event, task) if task.exists else None

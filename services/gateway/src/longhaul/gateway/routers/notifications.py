@@ -1,5 +1,6 @@
-"""``GET /api/traces/{id}/notifications`` and ``GET /api/tasks/{id}/notifications``: what
-became of each notification a run made — delivered, still being retried (with the next
+"""``GET /api/traces/{id}/notifications``, ``GET /api/tasks/{id}/notifications`` and
+``GET /api/schedules/{id}/notifications`` (its failed ticks): what became of each notification
+a run or a schedule made — delivered, still being retried (with the next
 attempt's time and the last error) or given up. Owner-checked like every route: another key's
 run is 404, exactly as an unknown one."""
 
@@ -14,6 +15,7 @@ from longhaul.domain.notify import DeliveryRecord
 from longhaul.gateway import access
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
+from longhaul.gateway.routers.schedules import require_schedule_owner
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.derived import view_of
 from pydantic import BaseModel, create_model
@@ -27,11 +29,16 @@ NotificationList: type[BaseModel] = create_model(
 router = APIRouter(tags=["notifications"], responses=ERROR_RESPONSES)
 
 
-OWNER_CHECKS = {"trace": access.require_trace_owner, "task": access.require_task_owner}
+OWNER_CHECKS = {
+    "trace": access.require_trace_owner,
+    "task": access.require_task_owner,
+    "schedule": require_schedule_owner,
+}
 ROUTES = (
     ("/api/traces/{run_id}/notifications", "trace"),
     ("/api/tasks/{run_id}/notifications", "task"),
     ("/api/v1/tasks/{run_id}/notifications", "task"),
+    ("/api/schedules/{run_id}/notifications", "schedule"),
 )
 
 

@@ -73,6 +73,11 @@ async def _owned(
     return found
 
 
+async def require_schedule_owner(runtime: Runtime, principal: Principal, schedule_id: str) -> None:
+    """404 unless the schedule exists and is the caller's (its notifications' listing)."""
+    await _owned(runtime, principal, schedule_id)
+
+
 @router.post("", status_code=201, response_model=ScheduleView, summary="Create a schedule")
 async def create_schedule(
     body: CreateScheduleRequest, request: Request, principal: CurrentPrincipal
@@ -162,7 +167,7 @@ def _changed(record: ScheduleRecord, given: dict[str, Any]) -> ScheduleRecord:
     return changed
 
 
-@router.delete("/{schedule_id}", summary="Delete a schedule (its runs stay)")
+@router.delete("/{schedule_id}", summary="Delete a schedule with its notifications (its runs stay)")
 async def delete_schedule(
     schedule_id: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
@@ -170,6 +175,7 @@ async def delete_schedule(
     await _owned(runtime, principal, schedule_id)
     async with runtime.nats_call():
         await store_of(runtime).delete(principal.owner, schedule_id)
+        await runtime.service.eraser.erase_schedule(schedule_id)  # its failed ticks' log
     return {"schedule_id": schedule_id, "deleted": True}
 
 

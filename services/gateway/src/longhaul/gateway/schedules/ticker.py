@@ -6,7 +6,9 @@ takes. Why every gateway, with no lease: exactly-once per tick does not rest on 
 on the run's id, derived from (schedule, tick), and on the log's exclusive create. A gateway
 killed between starting a run and moving the schedule's cursor leaves the tick due; whoever
 looks next finds the run already started and only moves the cursor. A crash before the start
-leaves the tick due too, so it is started later: never zero, never two.
+leaves the tick due too, so it is started later: never zero, never two. A tick that cannot
+start its run (refused: the template, the key's cap…) is recorded on the log
+(``schedules.failures``) before the cursor moves past it, for the notifier.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 import msgspec
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.schedules import policy, starting
+from longhaul.gateway.schedules import failures, policy, starting
 from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord
 from longhaul.gateway.schedules.store import ScheduleStore, StaleRecord
 from longhaul.gateway.schedules.timing import rfc3339
@@ -131,6 +133,8 @@ class Ticker:
                     return None  # the tick stays due: tried again on the next pass
                 error = f"{rfc3339(plan.fire)}: {exc.code}: {exc.message}"
                 log.warning("schedule %s could not start its run: %s", record.schedule_id, error)
+                # on the log before the cursor moves: told at least once, recorded once
+                await failures.record(self.runtime, record, plan.fire, run_id, exc)
             else:
                 run = ScheduledRun(
                     run_id=started.run_id,
