@@ -58,6 +58,8 @@ def trace_requests(proxy: SteeringProxy, first: int) -> list[Any]:
 async def start(gateway: RunningGateway, model: str, **extra: Any) -> str:
     body = {
         "messages": [{"role": "user", "content": TASK}],
+        # named: an unnamed trace asks the utility model for a title when its run ends
+        "name": "real stack",
         "model": model,
         "tools": ["write", "read"],
         "max_iterations": 5,
