@@ -26,7 +26,7 @@ async def test_a_local_model_trace_calls_tools_through_longhaul_up(tmp_path: Pat
         LONGHAUL_MODELS__LOCAL__CHAT_TEMPLATE=str(TEMPLATE),
         LONGHAUL_MODELS__LOCAL__TOOL_PREFILL=PREFILL,
         LONGHAUL_MODELS__LOCAL__THREADS="2",
-        LONGHAUL_MODELS__LOCAL__N_CTX="2048",
+        LONGHAUL_MODELS__LOCAL__N_CTX="1024",
         LONGHAUL_MODELS__LOCAL__PARALLEL="1",
     )
     started = time.monotonic()
@@ -36,7 +36,7 @@ async def test_a_local_model_trace_calls_tools_through_longhaul_up(tmp_path: Pat
                 "Read the file notes.txt.",
                 tools=TOOLS,
                 max_iterations=4,
-                model_params={"temperature": 0, "seed": 7, "max_tokens": 48},
+                model_params={"temperature": 0, "seed": 7, "max_tokens": 32},
             )
             trace = await client.wait(accepted.trace_id)
             messages = (await client.messages(accepted.trace_id)).messages
