@@ -47,10 +47,16 @@ async def test_a_local_model_trace_calls_tools_through_longhaul_up(tmp_path: Pat
     # the server's own call: its 32-character id (rewritten for the wire, kept in the log),
     # a tool the trace offered, arguments the model wrote and the grammar kept to the schema
     call = calling[0].tool_calls[0]  # type: ignore[index]
-    assert call.function.name in TOOLS, log
+    assert len(call.id) == 32 and call.id.isalnum() and call.function.name in TOOLS, log
     assert isinstance(json.loads(call.function.arguments), dict), log
     results = [m for m in messages if m.role == "tool" and m.tool_call_id == call.id]
     assert len(results) == 1, log
-    # steered on the first round only: the next turn may answer, so the trace ends by itself
-    assert trace.status == "completed", (trace, log)
-    assert messages[-1].role == "assistant" and not messages[-1].tool_calls, log
+    # steered on the first round only: the next turn may answer (completed), or copy the
+    # call it sees in the history (the template renders it) and be stopped as a loop, or by
+    # max_iterations if it varies the copies; the volatile context (the time) varies the prompt
+    if trace.status == "completed":
+        assert messages[-1].role == "assistant" and not messages[-1].tool_calls, log
+    else:
+        assert trace.status == "stopped", (trace.status, trace.error, log)
+        assert trace.stop_reason in ("loop_detected", "max_iterations"), log
+        assert len(calling) >= 2, log  # an unsteered turn called a tool again

@@ -12,7 +12,7 @@ from longhaul.llm.types import ModelRequest, ToolSpec
 PREFILL = "<tool_call>\n"
 TOOLS = [ToolSpec(name="read"), ToolSpec(name="write")]
 CALL = {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
-ROUND = [
+ROUND: list[dict[str, Any]] = [
     {"role": "assistant", "content": "", "tool_calls": [CALL]},
     {"role": "tool", "tool_call_id": "call_1", "content": "x"},
 ]
