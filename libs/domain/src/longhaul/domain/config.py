@@ -120,6 +120,15 @@ class LocalModelConfig(BaseModel):
         "request) before it is stopped and its memory returned; the next request starts it "
         "again. 0: never stopped",
     )
+    tool_prefill: str | None = Field(
+        default=None,
+        description="assistant text sent last (with tool_choice required) on a request that "
+        "offers tools, to make a small model call one: the chat template's call opener, e.g. "
+        "'<tool_call>\\n'; only on the first tool_prefill_rounds tool rounds after a user message",
+    )
+    tool_prefill_rounds: int = Field(
+        default=1, ge=1, description="tool rounds after a user message that tool_prefill steers"
+    )
 
 
 class ModelsConfig(BaseModel):

@@ -42,6 +42,7 @@ from longhaul.llm.providers.gemini import GeminiCodec
 from longhaul.llm.providers.openai import OpenAICodec
 from longhaul.llm.retry import RetryPolicy
 from longhaul.llm.scripted import ScriptedModel, ScriptFn, auto_turn, demo_turn, load_script
+from longhaul.llm.tool_prefill import ToolPrefill
 from longhaul.llm.types import Model
 
 CODECS: dict[str, Callable[[], Codec]] = {
@@ -184,10 +185,21 @@ class ModelRegistry:
         require_xllamacpp()  # fail at resolve time with the install hint, not mid-trace
         server = ServerSpec.from_config(model_path(spec, config), config.local)
         settings = config.providers.get("local", ProviderConfig())
+        local = config.local
+        prefill = (
+            ToolPrefill(local.tool_prefill, local.tool_prefill_rounds)
+            if local.tool_prefill
+            else None
+        )
 
         def connect(base_url: str) -> HttpModel:
             # llama.cpp ignores tool_choice objects: a named choice narrows the tools instead
-            codec = OpenAICodec(named_tool_choice=False, prompt_cache_key=False, cache_prompt=True)
+            codec = OpenAICodec(
+                named_tool_choice=False,
+                prompt_cache_key=False,
+                cache_prompt=True,
+                tool_prefill=prefill,
+            )
             endpoint = self._endpoint(
                 "local", "openai", settings.model_copy(update={"base_url": base_url}), codec
             )

@@ -17,6 +17,7 @@ from longhaul.llm.http_model import HttpCall, decode_json
 from longhaul.llm.ids import prepare_history
 from longhaul.llm.prompt import context_note, split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
+from longhaul.llm.tool_prefill import ToolPrefill
 from longhaul.llm.types import ChatMessage, ModelError, ModelRequest, StreamEvent, Usage
 
 _WIRE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -105,7 +106,8 @@ class OpenAICodec:
     ``tool_choice`` (llama.cpp ignores an object with a warning): a named choice is sent as
     ``required`` with only that tool offered, which forces the same call. ``prompt_cache_key``
     sends the trace id as OpenAI's cache-routing key (servers that do not know it ignore it);
-    ``cache_prompt`` asks llama.cpp's server to reuse the prompt prefix its slot holds."""
+    ``cache_prompt`` asks llama.cpp's server to reuse the prompt prefix its slot holds;
+    ``tool_prefill`` steers llama.cpp into calling tools (:mod:`longhaul.llm.tool_prefill`)."""
 
     provider = "openai"
 
@@ -115,10 +117,12 @@ class OpenAICodec:
         named_tool_choice: bool = True,
         prompt_cache_key: bool = True,
         cache_prompt: bool = False,
+        tool_prefill: ToolPrefill | None = None,
     ) -> None:
         self.named_tool_choice = named_tool_choice
         self.prompt_cache_key = prompt_cache_key
         self.cache_prompt = cache_prompt
+        self.tool_prefill = tool_prefill
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -144,6 +148,8 @@ class OpenAICodec:
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
             self._tool_choice(body, request)
+            if self.tool_prefill is not None:
+                self.tool_prefill.steer(body, request)
         if request.temperature is not None:
             body["temperature"] = request.temperature
         _sampling(body, request)
