@@ -44,8 +44,11 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     nats.js.errors.FetchTimeoutError,
 )
 
-# JetStream API errors that mean "not now" (no quorum, no leader yet), not "never".
-_TRANSIENT_API_CODES = frozenset({10008, 10076})  # JS temporarily unavailable; cluster not active
+# JetStream API errors that mean "not now" (no quorum, no leader yet), not "never": JS
+# temporarily unavailable; cluster not active; no suitable peers for placement (a replicated
+# stream asked for while a cluster is still forming or a node restarts — a cluster too small
+# for the replicas still fails, once the retry window is spent).
+_TRANSIENT_API_CODES = frozenset({10005, 10008, 10076})
 
 
 STORAGE_FULL_CODES = frozenset({10023, 10047, 10077})
