@@ -189,8 +189,9 @@ class PendingAppend:
                 elif not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             except Exception as exc:
-                # A leader election, a node going: the publish may have landed, and the same
-                # Msg-Id makes the retry harmless (a duplicate's ack names the first one).
+                # A leader election, a node going: the publish may have landed. The retry is
+                # harmless: it carries the same expected sequence (at most one lands; its
+                # refusal is settled by the log) and Msg-Id (a duplicate's ack names the first).
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
