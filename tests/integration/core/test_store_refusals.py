@@ -52,12 +52,17 @@ async def log_of(store: EventStore, trace_id: str) -> list[int]:
 
 
 async def test_first_appends_through_a_paused_server_land_once_each(tmp_path: Path) -> None:
-    """Many new traces from one connection, acks late past a 50 ms publish timeout (the server
-    stopped for 0.4 s): the retries are refused, and each append still returns its own event."""
+    """Many new traces from one connection, acks late past a 100 ms publish timeout (the
+    server stopped for 0.4 s): the retries are refused, and each append still returns its own
+    event. Checked through a second connection with the usual timeouts."""
     with NatsServer(tmp_path / "js", port=0, log_file=tmp_path / "nats.log") as server:
-        config = NatsConfig(url=server.url, namespace="p_", request_timeout_s=0.05)
-        conn = await connect(config, provision_settings=ProvisionSettings())
-        store = EventStore(conn)
+        config = NatsConfig(url=server.url, namespace="p_")
+        hurried = await connect(
+            config.model_copy(update={"request_timeout_s": 0.1}),
+            provision_settings=ProvisionSettings(),
+        )
+        checking = await connect(config)
+        store, check = EventStore(hurried), EventStore(checking)
         ids = [new_id("t") for _ in range(TRACES)]
         appends = [
             asyncio.ensure_future(
@@ -75,11 +80,12 @@ async def test_first_appends_through_a_paused_server_land_once_each(tmp_path: Pa
             results = await asyncio.gather(*appends)
         for trace_id, recorded in zip(ids, results, strict=True):
             assert [r.event.n for r in recorded] == [1, 2]
-            assert await log_of(store, trace_id) == [r.seq for r in recorded]  # once each
+            assert await log_of(check, trace_id) == [r.seq for r in recorded]  # once each
             for r in recorded:  # the sequence an append reports holds its own event
-                stored = await own_event_at(store, r.seq)
+                stored = await own_event_at(check, r.seq)
                 assert (stored.aggregate_id, stored.n) == (trace_id, r.event.n)
-        await conn.close()
+        await hurried.close()
+        await checking.close()
 
 
 async def test_an_append_answered_with_another_publishs_refusal_still_lands_once(
