@@ -173,19 +173,19 @@ class PendingAppend:
                 if exc.err_code == WRONG_LAST_SEQUENCE:
                     # A refusal is no proof of a conflict (docs/ARCHITECTURE.md §3, "A refused
                     # append"): what follows ``expected_seq`` on the log decides.
-                    seq = await retry_transient(
+                    found = await retry_transient(
                         lambda: store._slot_after(
                             aggregate, aggregate_id, self._expected_seq, self._payload
                         ),
                         what=f"append to {aggregate} {aggregate_id}",
                         within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
                     )
-                    if seq is None or (seq == FREE and time.monotonic() + delay > deadline):
+                    if found is None or (found == FREE and time.monotonic() + delay > deadline):
                         raise ConcurrencyError(
                             f"{aggregate} {aggregate_id} moved past sequence {self._expected_seq}"
                         ) from exc
-                    if seq != FREE:
-                        return seq
+                    if found != FREE:
+                        return found
                 elif not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             except Exception as exc:
@@ -197,13 +197,19 @@ class PendingAppend:
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
             delay = min(BACKOFF_MAX_S, delay * 2)
         assert ack is not None
+        seq = int(ack.seq)
         if ack.duplicate:
-            stored = await store.conn.js.get_msg(store.names.stream, ack.seq)
+            # Our event landed: a read that times out now must not fail the append.
+            stored = await retry_transient(
+                lambda: store.conn.js.get_msg(store.names.stream, seq),
+                what=f"append to {aggregate} {aggregate_id}",
+                within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
+            )
             if stored.data != self._payload:
                 raise ConcurrencyError(
                     f"{aggregate} {aggregate_id} event {event.n} was written by another writer"
                 )
-        return int(ack.seq)
+        return seq
 
 
 class EventStore:
