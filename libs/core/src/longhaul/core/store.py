@@ -37,6 +37,8 @@ from nats.js.errors import APIError, NotFoundError
 
 log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
+DUPLICATE_IN_PROCESS = 10158
+"""A cluster's "duplicate message id is in process": a retry met its own attempt in flight."""
 REPLAY_PAGE = 2048
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
@@ -186,6 +188,10 @@ class PendingAppend:
                         ) from exc
                     if found != FREE:
                         return found
+                elif exc.err_code == DUPLICATE_IN_PROCESS:
+                    # A cluster still proposing our earlier attempt: ask again once it is done.
+                    if time.monotonic() + delay > deadline:
+                        raise
                 elif not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             except Exception as exc:
