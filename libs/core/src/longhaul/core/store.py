@@ -7,9 +7,12 @@ module free of the state folds.
 
 Append rule (docs/ARCHITECTURE.md §3): each event is published with
 ``Nats-Expected-Last-Subject-Sequence`` (the stream sequence of the aggregate's last event) on
-the aggregate's wildcard subject, and ``Nats-Msg-Id: <id>:<n>`` so a retried publish is
-de-duplicated by the server. A duplicate ack whose stored payload differs from ours means two
-writers produced event ``n``: that is a conflict, not a success. The event's
+the aggregate's wildcard subject, and ``Nats-Msg-Id: <id>:<n>``. nats-server checks the
+expected sequence before the Msg-Id, so a retry of a publish that landed is refused ("wrong
+last sequence"), not answered as a duplicate: a refusal is settled by reading what follows the
+expected position (ours, another writer's, or nothing yet: publish again). A duplicate ack
+whose stored payload differs from ours means two writers produced event ``n``: that is a
+conflict, not a success. The event's
 ``trace_context`` travels as headers too (``traceparent``…, see ``longhaul.core.telemetry``).
 """
 
@@ -34,9 +37,13 @@ from nats.js.errors import APIError, NotFoundError
 
 log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
+DUPLICATE_IN_PROCESS = 10158
+"""A cluster's "duplicate message id is in process": a retry met its own attempt in flight."""
 REPLAY_PAGE = 2048
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
+FREE = 0
+""":meth:`EventStore._slot_after`'s answer when nothing follows the expected position yet."""
 
 
 class ConcurrencyError(Exception):
@@ -166,37 +173,49 @@ class PendingAppend:
                 break
             except APIError as exc:
                 if exc.err_code == WRONG_LAST_SEQUENCE:
-                    # Either another writer got there first, or our own earlier attempt landed
-                    # and its ack was lost: the event right after ``expected_seq`` tells which.
-                    seq = await retry_transient(
-                        lambda: store._own_earlier_publish(
+                    # A refusal is no proof of a conflict (docs/ARCHITECTURE.md §3, "A refused
+                    # append"): what follows ``expected_seq`` on the log decides.
+                    found = await retry_transient(
+                        lambda: store._slot_after(
                             aggregate, aggregate_id, self._expected_seq, self._payload
                         ),
                         what=f"append to {aggregate} {aggregate_id}",
                         within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
                     )
-                    if seq is None:
+                    if found is None or (found == FREE and time.monotonic() + delay > deadline):
                         raise ConcurrencyError(
                             f"{aggregate} {aggregate_id} moved past sequence {self._expected_seq}"
                         ) from exc
-                    return seq
-                if not is_transient(exc) or time.monotonic() + delay > deadline:
+                    if found != FREE:
+                        return found
+                elif exc.err_code == DUPLICATE_IN_PROCESS:
+                    # A cluster still proposing our earlier attempt: ask again once it is done.
+                    if time.monotonic() + delay > deadline:
+                        raise
+                elif not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             except Exception as exc:
-                # A leader election, a node going: the publish may have landed, and the same
-                # Msg-Id makes the retry harmless (a duplicate's ack names the first one).
+                # A leader election, a node going: the publish may have landed. The retry is
+                # harmless: it carries the same expected sequence (at most one lands; its
+                # refusal is settled by the log) and Msg-Id (a duplicate's ack names the first).
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
             delay = min(BACKOFF_MAX_S, delay * 2)
         assert ack is not None
+        seq = int(ack.seq)
         if ack.duplicate:
-            stored = await store.conn.js.get_msg(store.names.stream, ack.seq)
+            # Our event landed: a read that times out now must not fail the append.
+            stored = await retry_transient(
+                lambda: store.conn.js.get_msg(store.names.stream, seq),
+                what=f"append to {aggregate} {aggregate_id}",
+                within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
+            )
             if stored.data != self._payload:
                 raise ConcurrencyError(
                     f"{aggregate} {aggregate_id} event {event.n} was written by another writer"
                 )
-        return int(ack.seq)
+        return seq
 
 
 class EventStore:
@@ -262,14 +281,7 @@ class EventStore:
             correlation_id=correlation_id,
         )
         payload = ev.encode(stamped)
-        headers = {
-            "Nats-Msg-Id": f"{aggregate_id}:{stamped.n}",
-            "Nats-Expected-Last-Subject-Sequence": str(expected.seq),
-            "Nats-Expected-Last-Subject-Sequence-Subject": self.names.aggregate_filter(
-                aggregate, aggregate_id
-            ),
-            **carrier_headers(stamped.trace_context),
-        }
+        headers = self.append_headers(stamped, expected.seq)
         subject = self.names.subject(aggregate, aggregate_id, stamped.type)
         ack = await self.conn.js.publish_async(
             subject, payload, stream=self.names.stream, headers=headers
@@ -279,17 +291,41 @@ class EventStore:
         await asyncio.sleep(0)
         return PendingAppend(self, stamped, subject, payload, headers, expected.seq, ack)
 
-    async def _own_earlier_publish(
+    def append_headers(self, stamped: ev.Event, expected_seq: int) -> dict[str, str]:
+        """The append rule's headers for a stamped event published after ``expected_seq``."""
+        aggregate, aggregate_id = stamped.aggregate, stamped.aggregate_id
+        return {
+            "Nats-Msg-Id": f"{aggregate_id}:{stamped.n}",
+            "Nats-Expected-Last-Subject-Sequence": str(expected_seq),
+            "Nats-Expected-Last-Subject-Sequence-Subject": self.names.aggregate_filter(
+                aggregate, aggregate_id
+            ),
+            **carrier_headers(stamped.trace_context),
+        }
+
+    async def _slot_after(
         self, aggregate: Aggregate, aggregate_id: str, expected_seq: int, payload: bytes
     ) -> int | None:
+        """After a "wrong last sequence" refusal: the sequence of our own event if it is the
+        one right after ``expected_seq`` (an earlier attempt landed, its ack lost or late),
+        None if another event is there (or the log no longer reaches ``expected_seq``), and
+        :data:`FREE` if the log still ends at ``expected_seq``: the server refused while its
+        view was in flux, and publishing again is safe (every attempt carries the same
+        expected sequence, so at most one can land)."""
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
         try:
             stored = await self.conn.js.get_msg(
                 self.names.stream, seq=expected_seq + 1, subject=subject, next=True
             )
         except NotFoundError:
-            return None
+            return FREE if await self._last_seq(subject) == expected_seq else None
         return int(stored.seq or 0) if stored.data == payload else None
+
+    async def _last_seq(self, subject: str) -> int:
+        try:
+            return int((await self.conn.js.get_msg(self.names.stream, subject=subject)).seq or 0)
+        except NotFoundError:
+            return 0
 
     # ------------------------------------------------------------------ replay
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import msgspec
 from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
-from longhaul.core.store import ConcurrencyError, Position
+from longhaul.core.store import Position
 from longhaul.domain import events as ev
 from longhaul.domain.imports import IMPORT_ACTOR, ImportReply, ImportRequest
 from longhaul.domain.state import TraceState
@@ -72,7 +72,9 @@ class ImportWriter:
                     raise ImportRefused(f"trace {trace_id} is already held")
                 held.append(lease)
             for trace_id, events in logs:
-                await self._append(trace_id, events)
+                await self.traces.store.append(
+                    "trace", trace_id, events, expected=Position(), actor=IMPORT_ACTOR
+                )
             states = [await self.traces.load(trace_id) for trace_id, _ in logs]
             for state in states:  # listed like any trace
                 await self.index.update(state)
@@ -83,24 +85,6 @@ class ImportWriter:
             if not state.is_final and not self.wake(state.trace_id):
                 log.info("imported %s waits for the sweeper: no free slot", state.trace_id)
         log.info("imported %d trace(s) for %s", len(logs), request.owner)
-
-    async def _append(self, trace_id: str, events: list[ev.Event]) -> None:
-        """One event at a time from an empty log. A refusal is checked against the log: only
-        this writer holds the trace (lease, and no consumer acts on an imported event), so an
-        event found where it was meant to land did land — an acknowledgement can be lost or,
-        as seen under load, answered with another publish's error."""
-        position = Position()
-        for event in events:
-            try:
-                [recorded] = await self.traces.store.append(
-                    "trace", trace_id, [event], expected=position, actor=IMPORT_ACTOR
-                )
-                position = Position(recorded.seq, recorded.event.n)
-            except ConcurrencyError:
-                state = await self.traces.load(trace_id)
-                if state.version != position.n + 1:
-                    raise
-                position = Position(state.stream_seq, state.version)
 
     async def on_request(self, msg: Msg) -> None:
         reply = ImportReply()
