@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 from longhaul.core.connection import Connection
-from longhaul.core.transient import is_storage_full
+from longhaul.core.transient import is_storage_full, is_transient, retry_transient
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +94,23 @@ class StorageGauge:
         async with self._lock:
             stale = time.monotonic() - self._read_at >= self.refresh_s
             if self._status is None or stale or self._near(self._status):
-                self._status = await self._read()
+                self._status = await self._fresh()
                 self._read_at = time.monotonic()
             return self._status
+
+    async def _fresh(self) -> StorageStatus:
+        """A new reading; while the broker elects a leader, the last one (a store that filled
+        meanwhile still refuses the write itself), else the election is waited out like any
+        read: a check for room never turns a failover into a 503."""
+        try:
+            return await self._read()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            if self._status is not None:
+                log.info("storage figures unavailable (%r): using the last reading", exc)
+                return self._status
+            return await retry_transient(self._read, what="read the stores' sizes")
 
     def _near(self, status: StorageStatus) -> bool:
         margin = 1 - 2 * self.headroom
