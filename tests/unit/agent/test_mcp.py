@@ -66,6 +66,8 @@ async def test_tools_are_registered_with_their_schema(
 
 async def test_servers_that_cannot_start_say_why(servers: tuple[McpTools, ToolRegistry]) -> None:
     tools, registry = servers
+    # "gone" is retried with backoff: a retry may be under way; its attempt ends refused
+    await tools.shared["gone"].wait_started()
     status = {server.name: server for server in tools.status()}
     assert status["t"].state == "up" and status["t"].tools == 11
     assert status["nokey"].state == "down"
