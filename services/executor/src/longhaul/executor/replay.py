@@ -53,7 +53,8 @@ class Recordings:
 
     def __init__(self, traces: Repository[TraceState]) -> None:
         self.traces = traces
-        self._scripts: Lru[str, RecordedScript] = Lru(CACHED)
+        self._scripts: Lru[str, tuple[str | None, RecordedScript]] = Lru(CACHED)
+        """By recorded trace: its owner and its script (a recording never changes)."""
 
     async def model(self, state: TraceState, model_string: str) -> ScriptedModel:
         recorded_id = replayed_trace(model_string)
@@ -65,13 +66,15 @@ class Recordings:
         if recorded_id is None or not is_valid_id(recorded_id):
             raise unknown
         cached = self._scripts.get(recorded_id)
-        root = await self.traces.load(recorded_id)
-        if not root.exists or root.owner != owner:
+        if cached is None:
+            root = await self.traces.load(recorded_id)
+            if not root.exists:
+                raise unknown
+            cached = root.owner, RecordedScript(recording(await self._family(root)))
+            self._scripts.put(recorded_id, cached)
+        recorded_owner, script = cached
+        if recorded_owner != owner:
             raise unknown
-        if cached is not None:
-            return cached
-        script = RecordedScript(recording(await self._family(root)))
-        self._scripts.put(recorded_id, script)
         return script
 
     async def _family(self, root: TraceState) -> Sequence[TraceState]:
