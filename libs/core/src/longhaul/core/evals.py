@@ -63,6 +63,15 @@ class EvalStore:
         kv = await self._kv()
         await kv.put(self._key(owner, eval_id, "run", key), msgspec.json.encode(run))
 
+    async def run(self, owner: str | None, eval_id: str, key: str) -> RunResult | None:
+        """One scored run by its key (``longhaul.domain.evals.run_key``)."""
+        kv = await self._kv()
+        try:
+            entry = await kv.get(self._key(owner, eval_id, "run", key))
+        except KeyNotFoundError:
+            return None
+        return msgspec.json.decode(entry.value, type=RunResult) if entry.value else None
+
     async def runs(self, owner: str | None, eval_id: str) -> list[RunResult]:
         kv = await self._kv()
         entries = await current_entries(kv, self._key(owner, eval_id, "run") + ".*")

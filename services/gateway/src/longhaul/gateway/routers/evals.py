@@ -383,11 +383,10 @@ async def start_run(
 async def _recorded_run(runtime: Runtime, principal: Principal, eval_id: str, key: str) -> str:
     """The trace the replayed eval recorded for one run (409 if it never scored that run)."""
     async with runtime.nats_call():
-        runs = await runtime.service.evals.runs(principal.owner, eval_id)
-    for run in runs:
-        if evals.run_key(run.task, run.model, run.repeat) == key:
-            return run.trace_id
-    raise ApiError(409, "conflict", f"eval {eval_id} has no recorded run to replay here")
+        run = await runtime.service.evals.run(principal.owner, eval_id, key)
+    if run is None:
+        raise ApiError(409, "conflict", f"eval {eval_id} has no recorded run to replay here")
+    return run.trace_id
 
 
 async def _files(
