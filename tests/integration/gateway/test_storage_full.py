@@ -48,8 +48,10 @@ async def start(client: httpx.AsyncClient, model: str) -> httpx.Response:
 async def test_a_full_stream_refuses_new_runs_stops_running_ones_and_loses_nothing(
     nats_config: NatsConfig, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
+    # Each step holds long enough that the waves started before the fill are still running
+    # when it comes, however fast the executor is: the fill stops some of them mid-run.
     model = bulky_steps(
-        tmp_path / "bulky.yaml", STEPS, tmp_path / "steps.log", pad=6_000, hold_ms=30
+        tmp_path / "bulky.yaml", STEPS, tmp_path / "steps.log", pad=6_000, hold_ms=250
     )
     config = gateway_config(nats_config, metrics_keys=[SCRAPER]).model_copy(update={"store": STORE})
     executor_config = LonghaulConfig(nats=nats_config, store=STORE)

@@ -4,6 +4,7 @@ deltas and heartbeats are interleaved without ids."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from collections.abc import AsyncIterator
 
@@ -24,6 +25,7 @@ from tests.integration.gateway.harness import (
     user_message,
 )
 from tests.support.folds import task_state
+from tests.support.stack import eventually
 
 DEADLINE_S = 10
 
@@ -204,3 +206,41 @@ async def test_streams_end_when_the_gateway_stops(gateway: RunningGateway) -> No
             with pytest.raises(StopAsyncIteration):
                 while True:
                     await anext(stream)
+
+
+async def test_a_stream_the_client_left_lets_go_of_its_subscriptions(
+    gateway: RunningGateway, store: EventStore
+) -> None:
+    """A follow holds an ordered consumer and a live-delta subscription; once the client
+    leaves, both are unsubscribed at once, not when the garbage collector finds them (an
+    ordered consumer with unread events held the shutdown's drain for nats-py's 30 s). The
+    collector is off here, so only an explicit close can pass."""
+    nc = gateway.runtime.service.conn.nc
+    async with gateway.client() as http:
+        trace_id = await create(http)
+        live_subject = gateway.runtime.service.conn.names.live(trace_id)
+
+        others = set(nc._subs)  # the index mirror's watch, request inboxes
+
+        def held() -> list[str]:
+            return [
+                sub.subject
+                for sid, sub in nc._subs.items()
+                if sid not in others and (sub.subject == live_subject or sub._jsi is not None)
+            ]
+
+        gc.disable()
+        try:
+            async with asyncio.timeout(DEADLINE_S):
+                async with http.stream("GET", f"/api/traces/{trace_id}/events") as response:
+                    stream = sse_events(response)
+                    assert (await next_stored(stream)).event == "trace_created"
+                    assert len(held()) == 2
+                await append_as_executor(store, trace_id, assistant(2, "a"))
+
+            async def released() -> bool:
+                return not held()
+
+            await eventually(released, within=DEADLINE_S)
+        finally:
+            gc.enable()

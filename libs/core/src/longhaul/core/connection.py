@@ -23,6 +23,10 @@ from nats.js.object_store import ObjectStore
 
 log = logging.getLogger(__name__)
 
+# How long closing waits for subscriptions to hand over what they hold (nats-py's default is
+# 30 s): a subscription nobody reads any more must not hold a shutdown for that long.
+DRAIN_TIMEOUT_S = 5
+
 
 @dataclass
 class Connection:
@@ -173,6 +177,7 @@ async def _open(
         nkeys_seed=str(config.nkeys_seed) if config.nkeys_seed else None,
         tls=tls_context(config),
         connect_timeout=config.connect_timeout_s,
+        drain_timeout=DRAIN_TIMEOUT_S,
         max_reconnect_attempts=-1,
         reconnect_time_wait=0.5,
         error_cb=on_error,

@@ -41,6 +41,8 @@ from longhaul.domain.state import TaskState, TraceState
 log = logging.getLogger(__name__)
 
 TASK_FOLDS_CACHED = {"planner": 256}
+# How long closing waits for cancelled background tasks before it closes the connection.
+CLOSE_TIMEOUT_S = 10.0
 """Services that keep coming back to the same tasks keep their folds (the planner, at each
 step of each phase) and read only the new events; the others read snapshot plus tail."""
 
@@ -136,9 +138,15 @@ class ServiceContext:
             self.shutdown.set()
 
     async def close(self) -> None:
-        for task in list(self.background):
+        """Cancel the background tasks, wait a bounded time for them, close the connection.
+        A task that outlives its cancel (one that swallowed it) is named, not waited for."""
+        tasks = list(self.background)
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self.background, return_exceptions=True)
+        if tasks:
+            _, stuck = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT_S)
+            for task in stuck:
+                log.error("background task %s did not stop when cancelled", task.get_name())
         await self.conn.close()
 
 

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 from longhaul.core.connection import Connection
@@ -331,7 +331,7 @@ class EventStore:
 
     async def replay(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
-    ) -> AsyncIterator[Recorded]:
+    ) -> AsyncGenerator[Recorded, None]:
         """Every stored event of the aggregate with stream sequence > ``after``, in order.
 
         Reads pages with JetStream's batched direct get (``next_by_subj`` + ``batch``): one
@@ -396,7 +396,7 @@ class EventStore:
 
     async def watch(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
-    ) -> AsyncIterator[Recorded]:
+    ) -> AsyncGenerator[Recorded, None]:
         """Events of the aggregate after ``after``, then new ones live, until cancelled."""
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
         config = api.ConsumerConfig(

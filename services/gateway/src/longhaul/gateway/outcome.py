@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,17 +111,18 @@ def settles(item: Item) -> bool:
 
 async def follow(
     runtime: Runtime, trace_id: str, *, after: int, live: bool = False
-) -> AsyncIterator[Item]:
+) -> AsyncGenerator[Item, None]:
     """The trace's events after ``after`` (with live deltas if ``live``), ending with the one
     that settles the run; callers bound it in time."""
-    async for item in aggregate_stream(
-        runtime, "trace", trace_id, after=after, follow=True, live=live
-    ):
-        if item.kind == "error":
-            raise ConnectionError(msgspec.json.decode(item.data, type=dict[str, Any])["message"])
-        yield item
-        if settles(item):
-            return
+    items = aggregate_stream(runtime, "trace", trace_id, after=after, follow=True, live=live)
+    async with contextlib.aclosing(items):
+        async for item in items:
+            if item.kind == "error":
+                message = msgspec.json.decode(item.data, type=dict[str, Any])["message"]
+                raise ConnectionError(message)
+            yield item
+            if settles(item):
+                return
 
 
 def decoded(item: Item) -> ev.Event | None:
@@ -135,8 +136,9 @@ async def settled_state(
     """The trace once its run settled, or as it stands after ``timeout_s``."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
-            async for _ in follow(runtime, trace_id, after=after):
-                pass
+            async with contextlib.aclosing(follow(runtime, trace_id, after=after)) as items:
+                async for _ in items:
+                    pass
     return await access.owned_trace(runtime, principal, trace_id)
 
 

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -29,10 +29,26 @@ from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
 QUEUE_SIZE = 1024
+
+
+class ClosingStreamingResponse(StreamingResponse):
+    """A streaming response that closes its body generator however the response ends.
+    Starlette leaves a body the client left mid-send suspended, and the subscriptions it holds
+    would live on until the garbage collector found it."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            aclose = getattr(self.body_iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 @dataclass(frozen=True)
@@ -56,7 +72,7 @@ async def aggregate_stream(
     live: bool,
     until: Awaitable[object] | None = None,
     flush_ms: int = 0,
-) -> AsyncIterator[Item]:
+) -> AsyncGenerator[Item, None]:
     """Yield items until the client leaves (``until`` completes), the gateway drains, or —
     when not following — the stored events run out. ``flush_ms``: merge token deltas into
     one item per window of that many milliseconds (:mod:`longhaul.gateway.batching`)."""
@@ -86,10 +102,13 @@ async def aggregate_stream(
                 if follow
                 else store.replay(aggregate, aggregate_id, after=after)
             )
-            async for recorded in source:
-                event = recorded.event
-                batcher.flush()  # the deltas of a window come before the message they build
-                await queue.put(Item("event", ev.encode(event), recorded.seq, event.type))
+            # Closed here, not by the garbage collector: a follow holds an ordered consumer
+            # whose unread messages would keep the connection's drain waiting at shutdown.
+            async with contextlib.aclosing(source):
+                async for recorded in source:
+                    event = recorded.event
+                    batcher.flush()  # the deltas of a window come before the message
+                    await queue.put(Item("event", ev.encode(event), recorded.seq, event.type))
         except Exception as exc:  # reported to the client, which reconnects from its last id
             log.warning("event stream of %s %s failed: %s", aggregate, aggregate_id, exc)
             message = msgspec.json.encode({"code": "stream_failed", "message": str(exc)})
@@ -162,12 +181,18 @@ async def aggregate_stream(
         for future in (getter, pump_task, subtree_task, *stoppers):
             if future is not None:
                 future.cancel()
-        await asyncio.gather(
-            pump_task, *([subtree_task] if subtree_task else []), return_exceptions=True
-        )
-        if subscription is not None:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+        # Shielded: the cancel scope of a response whose client left cancels every await in
+        # here again, which would end the release half done.
+        await asyncio.shield(_release([pump_task, subtree_task], subscription))
+
+
+async def _release(
+    tasks: list[asyncio.Task[None] | None], subscription: Subscription | None
+) -> None:
+    await asyncio.gather(*(task for task in tasks if task is not None), return_exceptions=True)
+    if subscription is not None:
+        with contextlib.suppress(Exception):
+            await subscription.unsubscribe()
 
 
 def _differs(

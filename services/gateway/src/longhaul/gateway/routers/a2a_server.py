@@ -365,12 +365,14 @@ class LonghaulTasks(RequestHandler):
         """A ``working`` status per step until the run settles or the bound passes."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                async for item in follow(self.runtime, task_id, after=after):
-                    event = decoded(item)
-                    line = step_line(event) if event is not None else None
-                    if line is not None and not settles(item):
-                        message_id = f"{task_id}-step-{item.seq}"
-                        yield progress_update(task_id, context_id, line, message_id)
+                items = follow(self.runtime, task_id, after=after)
+                async with contextlib.aclosing(items):
+                    async for item in items:
+                        event = decoded(item)
+                        line = step_line(event) if event is not None else None
+                        if line is not None and not settles(item):
+                            message_id = f"{task_id}-step-{item.seq}"
+                            yield progress_update(task_id, context_id, line, message_id)
 
     # ------------------------------------------------------------ tasks
 

@@ -143,12 +143,14 @@ class McpSurface:
         steps = 0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                async for item in follow(self.runtime, trace_id, after=after):
-                    event = decoded(item)
-                    line = step_line(event) if event is not None else None
-                    if line is not None:
-                        steps += 1
-                        await ctx.report_progress(steps, None, line)
+                items = follow(self.runtime, trace_id, after=after)
+                async with contextlib.aclosing(items):
+                    async for item in items:
+                        event = decoded(item)
+                        line = step_line(event) if event is not None else None
+                        if line is not None:
+                            steps += 1
+                            await ctx.report_progress(steps, None, line)
 
     async def _standing(self, ctx: Context, trace_id: str) -> dict[str, Any]:
         state = await access.owned_trace(self.runtime, _principal(ctx), trace_id)

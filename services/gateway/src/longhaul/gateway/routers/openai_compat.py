@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from longhaul.agent.contract import LiveUpdate
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
@@ -59,6 +59,7 @@ from longhaul.gateway.schemas.openai import (
     chunk,
 )
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
+from longhaul.gateway.streams import ClosingStreamingResponse
 
 PREFIX = "/v1"
 MODEL_PREFIX = "longhaul/"
@@ -252,7 +253,7 @@ async def chat_completions(
     timeout_s = runtime.config.gateway.completion_timeout_s
     if body.stream:
         chunks = _stream(runtime, principal, body, trace_id, after, completion_id, link)
-        return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+        return ClosingStreamingResponse(chunks, media_type="text/event-stream", headers=headers)
     state = await settled_state(runtime, principal, trace_id, after, timeout_s)
     outcome = outcome_of(state)
     reply = _reply(outcome, link, timeout_s)
@@ -308,20 +309,26 @@ async def _stream(
     try:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
-                async for item in follow(runtime, trace_id, after=after, live=True):
-                    if item.kind == "live":
-                        update = msgspec.json.decode(item.data, type=LiveUpdate)
-                        if update.kind == "delta" and update.text:
-                            streamed += update.text
-                            yield text(update.text)
-                        continue
-                    event = decoded(item)
-                    if not isinstance(event, ev.MessageAppended) or event.role != "assistant":
-                        continue
-                    whole = text_of(event.content)
-                    if not event.tool_calls and whole.startswith(streamed) and whole != streamed:
-                        yield text(whole[len(streamed) :])
-                    streamed = ""
+                items = follow(runtime, trace_id, after=after, live=True)
+                async with contextlib.aclosing(items):
+                    async for item in items:
+                        if item.kind == "live":
+                            update = msgspec.json.decode(item.data, type=LiveUpdate)
+                            if update.kind == "delta" and update.text:
+                                streamed += update.text
+                                yield text(update.text)
+                            continue
+                        event = decoded(item)
+                        if not isinstance(event, ev.MessageAppended) or event.role != "assistant":
+                            continue
+                        whole = text_of(event.content)
+                        if (
+                            not event.tool_calls
+                            and whole.startswith(streamed)
+                            and whole != streamed
+                        ):
+                            yield text(whole[len(streamed) :])
+                        streamed = ""
         state = await access.owned_trace(runtime, principal, trace_id)
         outcome = outcome_of(state)
         if outcome.status != "completed":

@@ -27,6 +27,7 @@ from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.routers.trace_events import SSE_DOC, SSE_HEADERS, FlushMs, StreamFrom
 from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.streams import ClosingStreamingResponse
 
 router = APIRouter(tags=["traces"], responses=ERROR_RESPONSES)
 
@@ -167,7 +168,7 @@ async def get_remote_events(
         await client.aclose()
         raise child.refused(response.status_code)
 
-    return StreamingResponse(
+    return ClosingStreamingResponse(
         relay(response, client, runtime_of(request.app).draining),
         media_type="text/event-stream",
         headers=SSE_HEADERS,

@@ -32,7 +32,12 @@ from longhaul.gateway.auth import (
 from longhaul.gateway.batching import FLUSH_MS_MAX
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime, runtime_of
-from longhaul.gateway.streams import aggregate_stream, sse_frame, ws_frame
+from longhaul.gateway.streams import (
+    ClosingStreamingResponse,
+    aggregate_stream,
+    sse_frame,
+    ws_frame,
+)
 
 router = APIRouter(tags=["events"], responses=ERROR_RESPONSES)
 
@@ -122,7 +127,7 @@ def sse_response(
         gauge.inc()
         try:
             yield b"retry: %d\n\n" % RETRY_MS
-            async for item in aggregate_stream(
+            items = aggregate_stream(
                 runtime,
                 aggregate,
                 aggregate_id,
@@ -131,12 +136,14 @@ def sse_response(
                 live=start.follow,
                 until=_client_gone(request),
                 flush_ms=flush_ms,
-            ):
-                yield sse_frame(item)
+            )
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    yield sse_frame(item)
         finally:
             gauge.dec()
 
-    return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return ClosingStreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 @router.get(
@@ -203,7 +210,7 @@ async def trace_watch(
     gauge = runtime.metrics.streams.labels("websocket")
     gauge.inc()
     try:
-        async for item in aggregate_stream(
+        items = aggregate_stream(
             runtime,
             "trace",
             trace_id,
@@ -212,8 +219,10 @@ async def trace_watch(
             live=True,
             until=client_gone(),
             flush_ms=flush_ms,
-        ):
-            await websocket.send_text(ws_frame(item))
+        )
+        async with contextlib.aclosing(items):
+            async for item in items:
+                await websocket.send_text(ws_frame(item))
     except (WebSocketDisconnect, RuntimeError):
         return  # the client left mid-send
     finally:
