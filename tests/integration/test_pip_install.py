@@ -83,13 +83,14 @@ async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
 
     probe = (
         "import importlib.metadata as m, json;"
-        "from longhaul.llm.local import model_path, require_xllamacpp;"
+        "from longhaul.llm.local import chat_template_text, model_path, require_xllamacpp;"
         "require_xllamacpp();"
         "print(json.dumps([json.loads(m.distribution('longhaul').read_text('direct_url.json')),"
-        " str(model_path('smollm2'))]))"
+        " str(model_path('smollm2')), chat_template_text('hermes-tools')]))"
     )
-    origin, model = json.loads(await _run(python, "-c", probe, cwd=tmp_path, within=60))
+    origin, model, template = json.loads(await _run(python, "-c", probe, cwd=tmp_path, within=60))
     assert origin["url"] == root_wheel.as_uri()
+    assert "<tool_call>" in template  # the packaged template is in the llm wheel
     size = (await asyncio.to_thread(Path(model).stat)).st_size
     assert Path(model).is_relative_to(venv) and size > 50_000_000
 

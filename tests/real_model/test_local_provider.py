@@ -37,7 +37,7 @@ def test_unknown_names_and_missing_files_are_refused_with_the_choices(tmp_path: 
 async def test_local_smollm2_starts_once_and_streams_a_named_tool_call() -> None:
     wheels_or_fail()
     config = ModelsConfig(
-        local=LocalModelConfig(threads=2, n_ctx=2048, parallel=1, chat_template=str(TEMPLATE))
+        local=LocalModelConfig(threads=2, n_ctx=2048, parallel=1, chat_template=TEMPLATE)
     )
     async with ModelRegistry(config, env={}) as registry:
         model = registry.resolve("local:smollm2")

