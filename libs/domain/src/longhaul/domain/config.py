@@ -130,6 +130,13 @@ class LocalModelConfig(BaseModel):
     tool_prefill_rounds: int = Field(
         default=1, ge=1, description="tool rounds after a user message that tool_prefill steers"
     )
+    max_tokens: int | None = Field(
+        default=1024,
+        ge=1,
+        description="tokens per answer of a request that sets no max_tokens (a trace's own "
+        "model_params.max_tokens wins): a small model unbounded rambles for many minutes. "
+        "null: no bound",
+    )
 
 
 class ModelsConfig(BaseModel):
