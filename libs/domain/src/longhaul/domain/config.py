@@ -183,6 +183,12 @@ class GatewayConfig(BaseModel):
         default=1024**3, ge=0, description="bytes one API key may upload in total"
     )
     rate_limit_per_minute: int = 600
+    webhook_rate_limit_per_minute: int = Field(
+        default=60,
+        ge=0,
+        description="signed webhook requests (POST /api/triggers/{id}) one caller address may "
+        "make, refused with 429 before the trigger is looked up (0: no limit)",
+    )
     max_active_traces_per_key: int | None = Field(
         default=None,
         ge=1,
