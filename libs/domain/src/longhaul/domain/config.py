@@ -183,6 +183,12 @@ class GatewayConfig(BaseModel):
         default=1024**3, ge=0, description="bytes one API key may upload in total"
     )
     rate_limit_per_minute: int = 600
+    schedule_pause_after_failures: int = Field(
+        default=10,
+        ge=0,
+        description="failed ticks in a row after which a schedule pauses itself, with its "
+        "reason and a schedule.failed notice (0: never)",
+    )
     webhook_rate_limit_per_minute: int = Field(
         default=60,
         ge=0,
