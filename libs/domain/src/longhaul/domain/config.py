@@ -619,6 +619,12 @@ class RemoteAgentConfig(BaseModel):
     give_up_s: float = Field(
         default=3600.0, gt=0, description="unreachable this long: the child counts as failed"
     )
+    max_response_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="a2a: the largest answer read from the agent (one HTTP body, its card "
+        "too); a larger one is not read and fails the child",
+    )
 
     @model_validator(mode="after")
     def _base_url_only_for_longhaul(self) -> RemoteAgentConfig:
