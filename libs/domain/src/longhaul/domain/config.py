@@ -191,6 +191,18 @@ class GatewayConfig(BaseModel):
         default=1024**3, ge=0, description="bytes one API key may upload in total"
     )
     rate_limit_per_minute: int = 600
+    schedule_pause_after_failures: int = Field(
+        default=10,
+        ge=0,
+        description="failed ticks in a row after which a schedule pauses itself, with its "
+        "reason and a schedule.failed notice (0: never)",
+    )
+    webhook_rate_limit_per_minute: int = Field(
+        default=60,
+        ge=0,
+        description="signed webhook requests (POST /api/triggers/{id}) one caller address may "
+        "make, refused with 429 before the trigger is looked up (0: no limit)",
+    )
     max_active_traces_per_key: int | None = Field(
         default=None,
         ge=1,
@@ -614,6 +626,12 @@ class RemoteAgentConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0, description="between status checks while waiting")
     give_up_s: float = Field(
         default=3600.0, gt=0, description="unreachable this long: the child counts as failed"
+    )
+    max_response_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="a2a: the largest answer read from the agent (one HTTP body, its card "
+        "too); a larger one is not read and fails the child",
     )
 
     @model_validator(mode="after")
