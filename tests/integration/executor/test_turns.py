@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 from longhaul.agent.contract import LiveUpdate
 from longhaul.core.index import TraceIndex
 from longhaul.core.nats_server import free_port
@@ -16,6 +17,7 @@ from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
+from longhaul.executor import live
 
 from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
@@ -56,8 +58,16 @@ async def test_a_scripted_trace_runs_to_completion(
 
 
 async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
-    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+    nats_url: str,
+    namespace: str,
+    store: EventStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A call is announced once it has run TOOL_START_DELAY_S; the fast call's span holds its
+    # middleware's NATS round trips, which a loaded box can stretch past 0.2 s: a delay of 1 s
+    # keeps it unannounced however slow the machine, and the slow call outlasts it.
+    monkeypatch.setattr(live, "TOOL_START_DELAY_S", 1.0)
     answer = "a final answer long enough to arrive in several streamed chunks"
     model = write_script(
         tmp_path / "live.yaml",
@@ -67,7 +77,7 @@ async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
                     # long enough to be announced (a fast call's result is in the log)
                     {
                         "name": "record",
-                        "arguments": {"step": 0, "log": str(tmp_path / "l"), "hold_ms": 600},
+                        "arguments": {"step": 0, "log": str(tmp_path / "l"), "hold_ms": 1200},
                     },
                     {"name": "record", "arguments": {"step": 1, "log": str(tmp_path / "l")}},
                 ]
