@@ -45,7 +45,12 @@ async def test_a_scripted_trace_runs_to_completion(
     async with InProcessExecutor(nats_url, namespace, settings=TOOLS) as ex:
         trace_id = await create_trace(store, "do three steps", model=model)
         state = await wait_for_trace(store, trace_id)
-        assert ex.executor.metrics.steps._value.get() == 4
+        steps = ex.executor.metrics.steps
+
+        async def four_steps() -> bool:  # counted once the executor has its last append's ack
+            return bool(steps._value.get() == 4)
+
+        await eventually(four_steps, within=10)
     assert state.status == "completed", state.error
     roles = [m.role for m in state.main_path()]
     assert roles == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
@@ -118,8 +123,14 @@ async def test_metrics_are_served_on_the_metrics_port(
         trace_id = await create_trace(store, "two steps", model=model)
         await wait_for_trace(store, trace_id)
         async with httpx.AsyncClient(timeout=10) as client:
-            body = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
-    assert 'longhaul_executor_turns_total{end="completed"} 1.0' in body
+
+            async def turn_counted() -> str | None:
+                """The scrape once the turn has ended (it is counted after its last append)."""
+                body = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+                counted = 'longhaul_executor_turns_total{end="completed"} 1.0' in body
+                return body if counted else None
+
+            body = await eventually(turn_counted, within=10)
     assert "longhaul_executor_steps_total 3.0" in body
     assert "longhaul_executor_events_appended_total" in body
 
