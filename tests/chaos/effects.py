@@ -168,28 +168,35 @@ async def _strike(
     rng: random.Random,
 ) -> bool:
     """Kill the executor acting for an in-flight request of ``kind`` (or of any kind when none
-    of that kind comes); False when nothing is left in flight to strike."""
+    of that kind comes); False when nothing is left in flight to strike. The service holds
+    the requests of the kind struck at until the kill has landed: finding the executor reads
+    the trace's log, which a loaded box can stretch past the request's own slow answer."""
     started = time.monotonic()
     keys: list[str] = []
-    while (waited := time.monotonic() - started) < IN_FLIGHT_WAIT_S:  # ask the service
-        keys = service.in_flight_of(kind)
-        if not keys and waited > IN_FLIGHT_WAIT_S / 2:  # that kind is over: take any
-            keys = [key for other in ROTATION for key in service.in_flight_of(other)]
-        if keys:
-            break
-        await asyncio.sleep(0.01)
-    if not keys:
-        row.notes.append(f"nothing in flight to strike after {IN_FLIGHT_WAIT_S:.0f} s")
-        return False
-    key = rng.choice(keys)
-    target = await _acting_executor(store, key.split(":", 1)[0])
-    pid = up.pid_of(target)
-    if pid is None:
-        row.notes.append(f"no pid for {target}")
-        return False
-    os.kill(pid, signal.SIGKILL)
-    row.kills += 1
-    row.in_flight_kills += service.is_in_flight(key)  # the service still works on it
+    service.hold(kind)
+    try:
+        while (waited := time.monotonic() - started) < IN_FLIGHT_WAIT_S:  # ask the service
+            keys = service.held_of(kind)
+            if not keys and waited > IN_FLIGHT_WAIT_S / 2:  # that kind is over: take any
+                service.hold(*ROTATION)
+                keys = [key for other in ROTATION for key in service.held_of(other)]
+            if keys:
+                break
+            await asyncio.sleep(0.01)
+        if not keys:
+            row.notes.append(f"nothing in flight to strike after {IN_FLIGHT_WAIT_S:.0f} s")
+            return False
+        key = rng.choice(keys)
+        target = await _acting_executor(store, key.split(":", 1)[0])
+        pid = up.pid_of(target)
+        if pid is None:
+            row.notes.append(f"no pid for {target}")
+            return False
+        os.kill(pid, signal.SIGKILL)
+        row.kills += 1
+        row.in_flight_kills += service.is_in_flight(key)  # the service still works on it
+    finally:
+        service.release()
     deadline = time.monotonic() + RESPAWN_WAIT_S
     while time.monotonic() < deadline:  # up.json is the only record of a restart
         if up.pid_of(target) not in (None, pid):

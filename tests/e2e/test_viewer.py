@@ -382,7 +382,7 @@ async def test_task_list_and_page_draw_the_phase_dag_and_resume(
         "2 competitors, merge: best"
     )
     await page.click('[data-testid="resume-task"]')
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(WAIT_MS / 1000):
         while True:
             async with stack.client() as http:
                 view = (await http.get(f"/api/tasks/{task}")).json()

@@ -36,6 +36,27 @@ class PaymentService:
         self.in_flight: dict[str, str] = {}
         """key -> kind, while a request waits for its answer."""
         self.arrivals: Counter[str] = Counter()
+        self.held_kinds: frozenset[str] = frozenset()
+        self.held: dict[str, str] = {}
+        """key -> kind, while a request of a held kind waits for :meth:`release`."""
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def hold(self, *kinds: str) -> None:
+        """Requests of ``kinds`` arriving from now stay in flight until :meth:`release`: a test
+        striking a caller mid-request finds it still in flight, however slow the box."""
+        with self.lock:
+            self.held_kinds = frozenset(kinds)
+            self.gate.clear()
+
+    def release(self) -> None:
+        with self.lock:
+            self.held_kinds = frozenset()
+            self.gate.set()
+
+    def held_of(self, kind: str) -> list[str]:
+        with self.lock:
+            return [key for key, k in self.held.items() if k == kind]
 
     def applied_for(self, kind: str, key: str) -> list[dict[str, Any]]:
         with self.lock:
@@ -105,7 +126,14 @@ class PaymentService:
                     service.arrivals[kind] += 1
                     late = service.arrivals[kind] % 2 == 0
                     service.in_flight[key] = kind
+                    held = kind in service.held_kinds
+                    if held:
+                        service.held[key] = kind
                 try:
+                    if held:
+                        service.gate.wait()
+                        with service.lock:
+                            service.held.pop(key, None)
                     entry = None if late else service._apply(kind, key, body)
                     time.sleep(service.answer_after_s)  # a slow payment network
                     if late and not self._caller_gone():  # abandoned: not applied

@@ -53,6 +53,10 @@ T = TypeVar("T")
 READY_TIMEOUT_S = 30.0
 FAST_LEASE_TTL_S = 2
 """Tests use short leases so a killed executor's traces are taken over within seconds."""
+STOP_GRACE_S = 40.0
+"""How long a SIGTERMed service may take before it is killed: a bound past what a clean stop
+may legitimately take (``serve`` waits 10 s for its main task, then 10 s for the background
+tasks and 5 s for the NATS drain), so a slow but clean exit is never turned into a kill."""
 
 
 def presence_key(executor_id: str) -> str:
@@ -203,7 +207,7 @@ class ServiceProcess(StartStop):
                 self.process.kill()
             await self.process.wait()
 
-    async def stop(self, grace_s: float = 15.0) -> int | None:
+    async def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
         """SIGTERM and wait (graceful shutdown); SIGKILL after ``grace_s``. The exit code."""
         process = self.process
         if process is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import msgspec
+import pytest
 from longhaul.agent.contract import LiveUpdate
 from longhaul.core.index import TraceIndex
 from longhaul.core.nats_server import free_port
@@ -16,6 +17,7 @@ from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
+from longhaul.executor import live
 
 from tests.integration.executor import tooling
 from tests.integration.executor.scripts import record_steps, write_script
@@ -43,7 +45,12 @@ async def test_a_scripted_trace_runs_to_completion(
     async with InProcessExecutor(nats_url, namespace, settings=TOOLS) as ex:
         trace_id = await create_trace(store, "do three steps", model=model)
         state = await wait_for_trace(store, trace_id)
-        assert ex.executor.metrics.steps._value.get() == 4
+        steps = ex.executor.metrics.steps
+
+        async def four_steps() -> bool:  # counted once the executor has its last append's ack
+            return bool(steps._value.get() == 4)
+
+        await eventually(four_steps, within=10)
     assert state.status == "completed", state.error
     roles = [m.role for m in state.main_path()]
     assert roles == ["user"] + ["assistant", "tool"] * 3 + ["assistant"]
@@ -56,8 +63,16 @@ async def test_a_scripted_trace_runs_to_completion(
 
 
 async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
-    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+    nats_url: str,
+    namespace: str,
+    store: EventStore,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A call is announced once it has run TOOL_START_DELAY_S; the fast call's span holds its
+    # middleware's NATS round trips, which a loaded box can stretch past 0.2 s: a delay of 1 s
+    # keeps it unannounced however slow the machine, and the slow call outlasts it.
+    monkeypatch.setattr(live, "TOOL_START_DELAY_S", 1.0)
     answer = "a final answer long enough to arrive in several streamed chunks"
     model = write_script(
         tmp_path / "live.yaml",
@@ -67,7 +82,7 @@ async def test_live_updates_carry_the_streamed_answer_and_tool_progress(
                     # long enough to be announced (a fast call's result is in the log)
                     {
                         "name": "record",
-                        "arguments": {"step": 0, "log": str(tmp_path / "l"), "hold_ms": 600},
+                        "arguments": {"step": 0, "log": str(tmp_path / "l"), "hold_ms": 1200},
                     },
                     {"name": "record", "arguments": {"step": 1, "log": str(tmp_path / "l")}},
                 ]
@@ -108,8 +123,14 @@ async def test_metrics_are_served_on_the_metrics_port(
         trace_id = await create_trace(store, "two steps", model=model)
         await wait_for_trace(store, trace_id)
         async with httpx.AsyncClient(timeout=10) as client:
-            body = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
-    assert 'longhaul_executor_turns_total{end="completed"} 1.0' in body
+
+            async def turn_counted() -> str | None:
+                """The scrape once the turn has ended (it is counted after its last append)."""
+                body = (await client.get(f"http://127.0.0.1:{port}/metrics")).text
+                counted = 'longhaul_executor_turns_total{end="completed"} 1.0' in body
+                return body if counted else None
+
+            body = await eventually(turn_counted, within=10)
     assert "longhaul_executor_steps_total 3.0" in body
     assert "longhaul_executor_events_appended_total" in body
 

@@ -23,7 +23,10 @@ from longhaul.gateway.runtime import Runtime, runtime_of
 
 from tests.support.folds import trace_state
 
-START_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 40.0
+"""Bounds, not figures: a gateway may legitimately take uvicorn's 5 s graceful shutdown, the
+background tasks' 10 s cancel and the NATS drain's 5 s to stop (a loaded box stretches all)."""
 KEY_A = "gateway-key-a"
 KEY_B = "gateway-key-b"
 """The two API keys of the ``keyed_stack`` fixture."""
@@ -80,7 +83,7 @@ async def serve_gateway(
         yield RunningGateway(f"http://{address}:{port}", app, server)
     finally:
         server.stop()
-        await asyncio.wait_for(task, timeout=15)
+        await asyncio.wait_for(task, timeout=STOP_TIMEOUT_S)
         sock.close()
 
 

@@ -45,8 +45,15 @@ async def test_retention_deletes_only_what_expired(
         await eventually(gone, within=DEADLINE_S)
         kept = (await http.get(f"/api/traces/{asked}")).json()
         assert kept["status"] == "stopped"
-        metrics = (await http.get("/metrics")).text
-        assert 'longhaul_retention_traces_deleted_total{status="completed"} 1.0' in metrics
+        deleted = 'longhaul_retention_traces_deleted_total{status="completed"} 1.0'
+
+        async def counted() -> str | None:
+            """The scrape once the sweep has counted: it does after the working directory,
+            which goes after the trace stops being readable."""
+            text = (await http.get("/metrics")).text
+            return text if deleted in text else None
+
+        metrics = await eventually(counted, within=DEADLINE_S)
         assert "longhaul_retention_events_deleted_total 0.0" not in metrics
     assert await holding(conn, [done]) == [f"$KV.{conn.names.traces}.{done}"]
     assert len(await holding(conn, [asked])) > 1

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
@@ -22,6 +23,8 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
 from longhaul.gateway.routers import schedules as schedules_router
 from longhaul.gateway.schedules.signing import signature
+from longhaul.gateway.schedules.store import ScheduleStore
+from longhaul.gateway.schedules.ticker import Ticker
 
 from tests.integration.gateway.harness import (
     RunningGateway,
@@ -207,20 +210,33 @@ async def test_a_schedule_is_checked_kept_per_key_and_run_now(
 async def test_each_tick_starts_one_run_across_two_gateways(
     alice: httpx.AsyncClient, store: EventStore
 ) -> None:
-    created = await alice.post(
-        "/api/schedules",
-        json={"name": "every second", "every_s": 1, "overlap": "allow", "template": TRACE},
-    )
+    # catch_up "all": a pass a loaded box delays past the next tick starts both ticks in
+    # turn (with "none" it would rightly skip the older one and leave a gap below).
+    body = {
+        "name": "every second",
+        "every_s": 1,
+        "overlap": "allow",
+        "catch_up": "all",
+        "template": TRACE,
+    }
+    created = await alice.post("/api/schedules", json=body)
+    assert created.status_code == 201, created.text
     sid = created.json()["schedule_id"]
     await until(lambda: _at_least(alice, sid, 3), "three ticks")
     await alice.patch(f"/api/schedules/{sid}", json={"paused": True})
-    listed = await runs(alice, sid)
+
+    async def listed_as_on_log() -> list[dict[str, Any]] | None:
+        """The runs once every run on the log is listed: a pass that was starting a tick
+        when the pause landed records its run just after."""
+        listed = await runs(alice, sid)
+        on_log = await created_on_log(store, "schedule_id", sid)
+        return listed if sorted(on_log) == sorted(r["run_id"] for r in listed) else None
+
+    listed = await until(listed_as_on_log, "every run on the log listed")
     ticks = sorted(r["tick"] for r in listed)
     assert len(set(ticks)) == len(ticks)
     stamps = [_epoch(t) for t in ticks]
     assert all(round(b - a, 3) == 1.0 for a, b in itertools.pairwise(stamps)), ticks
-    on_log = await created_on_log(store, "schedule_id", sid)
-    assert sorted(on_log) == sorted(r["run_id"] for r in listed)
 
 
 async def _at_least(client: httpx.AsyncClient, sid: str, count: int) -> bool:
@@ -237,6 +253,10 @@ async def test_overlap_skip_passes_ticks_by_and_queue_waits_while_a_run_is_going
     sids = {}
     for overlap in ("skip", "queue"):
         body = {"name": overlap, "every_s": 1, "overlap": overlap, "template": TRACE}
+        if overlap == "queue":
+            # "all": the run that ends the wait is the tick that waited, however late the pass
+            # (with "none", like "latest", a pass past the next tick rightly starts that one)
+            body["catch_up"] = "all"
         sids[overlap] = (await alice.post("/api/schedules", json=body)).json()["schedule_id"]
     firsts = {
         o: (await until(functools.partial(runs, alice, sid), "a first run"))[0]
@@ -251,8 +271,8 @@ async def test_overlap_skip_passes_ticks_by_and_queue_waits_while_a_run_is_going
     await until(passed_by, "a tick skipped, and one waiting in the queue")
     for overlap, sid in sids.items():  # the first runs are still going: nothing else started
         assert len(await runs(alice, sid)) == 1, overlap
-    assert (await alice.get(f"/api/schedules/{sids['queue']}")).json()["skipped"] == 0
-    ended = time.time()
+    waiting = (await alice.get(f"/api/schedules/{sids['queue']}")).json()
+    assert waiting["skipped"] == 0
     for first in firsts.values():
         await append_as_executor(store, first["run_id"], ev.Stopped(reason="test"))
     for overlap, sid in sids.items():
@@ -260,9 +280,41 @@ async def test_overlap_skip_passes_ticks_by_and_queue_waits_while_a_run_is_going
             functools.partial(_at_least, alice, sid, 2), f"{overlap}: a run once the first ended"
         )
     queued = (await runs(alice, sids["queue"]))[0]
-    assert _epoch(queued["tick"]) < ended  # the tick that waited, not a later one
+    assert _epoch(queued["tick"]) == _epoch(waiting["next_run_at"])  # the tick that waited
     for sid in sids.values():
         await alice.delete(f"/api/schedules/{sid}")
+
+
+async def test_a_run_started_as_a_pause_lands_is_still_listed(
+    gateways: tuple[RunningGateway, RunningGateway],
+    alice: httpx.AsyncClient,
+    store: EventStore,
+) -> None:
+    """A ticker pass that read the schedule before a pause starts its tick's run, then finds
+    the record changed: the run is on the log, so it is recorded on the paused schedule too
+    (nobody looks at a paused schedule again to do it later)."""
+    body = {"name": "racing a pause", "every_s": 3600, "paused": True, "template": TRACE}
+    created = await alice.post("/api/schedules", json=body)
+    assert created.status_code == 201, created.text
+    sid = created.json()["schedule_id"]
+    schedules = ScheduleStore(store.conn)
+    [(record, revision)] = [(r, rev) for r, rev in await schedules.every() if r.schedule_id == sid]
+    # What a pass read before the pause: the schedule running, a tick due (an hour back).
+    read = msgspec.structs.replace(
+        record,
+        paused=False,
+        anchor_ms=record.anchor_ms - 3_600_000,
+        next_tick_ms=record.anchor_ms,
+    )
+    paused = await alice.patch(f"/api/schedules/{sid}", json={"paused": True})  # lands first
+    assert paused.status_code == 200, paused.text
+
+    assert await Ticker(gateways[0].runtime, schedules).handle(read, revision) is None  # stale
+    [run] = await runs(alice, sid)
+    assert await created_on_log(store, "schedule_id", sid) == [run["run_id"]]
+    shown = (await alice.get(f"/api/schedules/{sid}")).json()
+    assert shown["paused"] is True and shown["next_run_at"] == created.json()["next_run_at"]
+    await alice.delete(f"/api/schedules/{sid}")
 
 
 def signed(

@@ -35,7 +35,7 @@ from tests.integration.gateway.harness import (
 )
 from tests.integration.gateway.test_approval import wait_status
 from tests.support.nats import unique_namespace
-from tests.support.stack import ExecutorProcess, InProcessExecutor, test_config
+from tests.support.stack import ExecutorProcess, InProcessExecutor, eventually, test_config
 
 OWNER_A = owner_id(hashlib.sha256(KEY_A.encode()).digest())
 RISK_RULES = [
@@ -93,6 +93,20 @@ async def inbox(client: httpx.AsyncClient) -> list[dict[str, Any]]:
     return list(body["items"])
 
 
+INBOX_WITHIN_S = 30.0
+
+
+async def inbox_of(client: httpx.AsyncClient, count: int) -> list[dict[str, Any]]:
+    """The inbox once it lists ``count`` items: a trace's view folds its log, the inbox reads
+    the index mirror, which learns of a wait once the executor has indexed the trace."""
+
+    async def listed() -> list[dict[str, Any]] | None:
+        items = await inbox(client)
+        return items if len(items) == count else None
+
+    return await eventually(listed, within=INBOX_WITHIN_S)
+
+
 async def logged(gateway: RunningGateway, trace_id: str) -> list[ev.Event]:
     store = EventStore(gateway.runtime.service.conn)
     return [recorded.event async for recorded in store.replay("trace", trace_id)]
@@ -126,7 +140,7 @@ async def test_the_inbox_lists_each_keys_waits_and_answers_them_in_place(
         task = (await a.post("/api/tasks", json={"goal": "plan it", "review": True})).json()
         await _propose_plan(keyed, task["task_id"])
 
-        items = await inbox(a)
+        items = await inbox_of(a, 3)
         assert [i["kind"] for i in items] == ["question", "approval", "plan_review"]
         assert [i["since"] for i in items] == sorted(i["since"] for i in items)
         asked, gated, plan = items
@@ -142,7 +156,7 @@ async def test_the_inbox_lists_each_keys_waits_and_answers_them_in_place(
         )
         assert gated["arguments"] == risky
         assert plan["task_id"] == task["task_id"] and plan["phases"][0]["name"] == "Gather"
-        assert [i["trace_id"] for i in await inbox(b)] == [other]  # never A's
+        assert [i["trace_id"] for i in await inbox_of(b, 1)] == [other]  # never A's
 
         # B answering A's waits is answered as for ids that do not exist
         for path, body in (
@@ -217,7 +231,7 @@ async def test_a_deadline_s_default_action_is_taken_after_an_executor_kill_9(
             asked = await start(a, script(tmp_path, "q", "ask_human", {"question": "Go?"}), "q")
             for trace_id in (gated, asked):
                 await wait_status(a, trace_id, "waiting")
-            deadlines = {i["trace_id"]: i["deadline"] for i in await inbox(a)}
+            deadlines = {i["trace_id"]: i["deadline"] for i in await inbox_of(a, 2)}
             assert deadlines.keys() == {gated, asked}
             assert all(d > time.time() - 5 for d in deadlines.values())
             await first.kill()

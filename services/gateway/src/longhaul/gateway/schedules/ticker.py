@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 POLL_S = 0.5
 """Longest sleep between two looks (a new or changed schedule is seen within it)."""
+SAVE_ATTEMPTS = 8
+"""Compare-and-set attempts to record a started run on a schedule that keeps changing."""
 
 
 def now_ms() -> int:
@@ -217,4 +219,36 @@ class Ticker:
                 return changed, await self.store.update(changed, revision)
         except StaleRecord:
             log.debug("schedule %s changed meanwhile; looked at again", record.schedule_id)
+            if run is not None:
+                await self._keep_run(record, run, cursor=cursor, skipped=skipped)
             return None
+
+    async def _keep_run(
+        self, acted_on: ScheduleRecord, run: ScheduledRun, *, cursor: int | None, skipped: int
+    ) -> None:
+        """Record a run started while the schedule changed (a pause, a retime, the other
+        gateway): the run is on the log whatever changed, and a paused schedule is not looked
+        at again, so its runs would otherwise never list it. The cursor moves only if nobody
+        moved it meanwhile."""
+        for _ in range(SAVE_ATTEMPTS):
+            async with self.runtime.nats_call():
+                found = await self.store.get(acted_on.owner, acted_on.schedule_id)
+            if found is None:
+                return  # deleted meanwhile: its runs stay on the log, unlisted with it
+            fresh, revision = found
+            if any(known.run_id == run.run_id for known in fresh.runs):
+                return  # the other gateway recorded it
+            if fresh.next_tick_ms == acted_on.next_tick_ms:
+                fresh = msgspec.structs.replace(
+                    fresh, next_tick_ms=cursor, skipped=fresh.skipped + skipped
+                )
+            kept = msgspec.structs.replace(fresh, runs=fresh.with_run(run))
+            try:
+                async with self.runtime.nats_call():
+                    await self.store.update(kept, revision)
+                return
+            except StaleRecord:
+                continue
+        log.warning(
+            "schedule %s kept changing: run %s not listed", acted_on.schedule_id, run.run_id
+        )
