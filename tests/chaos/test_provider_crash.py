@@ -17,8 +17,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from longhaul.agent.workdir import UNOWNED_DIR
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 
 from tests.support.folds import trace_state
 from tests.support.llm_fakes import Call, FakeOpenAI, Reply
@@ -88,7 +90,9 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
-    work.mkdir()
+    trace_id = new_id("t")
+    home = work / UNOWNED_DIR / trace_id  # where an ownerless trace's bash runs
+    home.mkdir(parents=True)
     answer = "recovered after the crash"
     script = [
         Reply(text="Running the long job.", tool_calls=[Call("bash", {"command": PARK})], chunk=5),
@@ -102,12 +106,12 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
         }
         victim = ExecutorProcess(nats_url, namespace, "exec-victim", env=env, log_dir=tmp_path)
         survivor = ExecutorProcess(nats_url, namespace, "exec-survivor", env=env, log_dir=tmp_path)
-        with fifo_gate(work / "release.fifo"):
-            async with fifo_lines(work / "started.fifo") as started:
+        with fifo_gate(home / "release.fifo"):
+            async with fifo_lines(home / "started.fifo") as started:
                 try:
                     await victim.start()
-                    trace_id = await create_trace(
-                        store, "run the long job", model="openai:fake-model"
+                    await create_trace(
+                        store, "run the long job", trace_id=trace_id, model="openai:fake-model"
                     )
                     async with asyncio.timeout(WITHIN_S):
                         assert await started.readline() == b"started\n"
@@ -156,7 +160,7 @@ async def test_kill_9_during_a_tool_call_heals_the_call_and_the_fake_never_sees_
     effect = state.ledger.get(call.id)
     assert effect is not None and [r.resolution for r in effect.resumed] == ["asked"]
     assert path[3].content == answer
-    assert (work / "runs.log").read_text() == "run\n"  # the bash command ran exactly once
+    assert (home / "runs.log").read_text() == "run\n"  # the bash command ran exactly once
 
     events = [recorded.event async for recorded in store.replay("trace", trace_id)]
     by_sequence = {e.sequence: e.actor for e in events if isinstance(e, ev.MessageAppended)}

@@ -139,7 +139,10 @@ class ServiceContext:
 
     async def close(self) -> None:
         """Cancel the background tasks, wait a bounded time for them, close the connection.
-        A task that outlives its cancel (one that swallowed it) is named, not waited for."""
+        A task that outlives its cancel (one that swallowed it) is named, not waited for;
+        the shutdown event is set first, so that a loop whose cancel a library turned into an
+        ordinary error (nats-py does, on a closing connection) still ends at its next look."""
+        self.shutdown.set()
         tasks = list(self.background)
         for task in tasks:
             task.cancel()

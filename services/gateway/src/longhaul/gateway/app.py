@@ -87,7 +87,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         if retention.enabled:
             mirror.observers.append(retention.observe)
             ctx.spawn(retention.run(ctx.shutdown), name="retention")
-        ctx.spawn(mirror.run(), name="index-mirror")
+        ctx.spawn(mirror.run(ctx.shutdown), name="index-mirror")
         if config.notify:
             notifier = build_notifier(runtime, ctx)
             ctx.spawn(notifier.run(ctx.conn, ctx.shutdown), name="notifier")

@@ -106,10 +106,11 @@ class IndexMirror:
         async with self._changed:
             self._changed.notify_all()
 
-    async def run(self) -> None:
-        """Follow the bucket until cancelled; restarts the watch on errors and periodically."""
+    async def run(self, stop: asyncio.Event) -> None:
+        """Follow the bucket until cancelled or ``stop``; restarts the watch on errors and
+        periodically."""
         delay = 0.5
-        while True:
+        while not stop.is_set():
             try:
                 await asyncio.wait_for(self._follow(), timeout=RESYNC_S)
             except TimeoutError:
