@@ -170,3 +170,70 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
         assert output.status_code == 200 and output.content == b"an output"
         # the owner the file claimed is not the importer's: the importer owns it all the same
         assert (await wait_for_trace(EventStore(conn), new)).owner == owner_of(BOB)
+
+
+def _naming(victim: str) -> bytes:
+    """The version 1 fixture, crafted: its root spawned ``victim`` (and continues it), and a
+    second trace claims ``victim`` as its parent and root."""
+    bundle = json.loads(V1.read_text())
+    root = bundle["root"]
+    envelope = {"aggregate_id": root, "ts": 1700000001.5, "actor": "executor:e"}
+    bundle["traces"][root].insert(
+        2,
+        {
+            **envelope,
+            "type": "subtrace_spawned",
+            "id": "01M8EPV29WVAATGRF3B7D3ZRJC",
+            "n": 3,
+            "child_trace_id": victim,
+            "continue_from": victim,
+            "tool_call_id": "call_1",
+            "task": "x",
+        },
+    )
+    orphan = "t_01JD5V1F1XTVRE0000000000CD"
+    bundle["traces"][orphan] = [
+        {
+            **bundle["traces"][root][0],
+            "aggregate_id": orphan,
+            "id": "01M8EPV29WVAATGRF3B7D3ZRJD",
+            "parent_trace_id": victim,
+            "root_trace_id": victim,
+        }
+    ]
+    return json.dumps(bundle).encode()
+
+
+async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """Bob knows Alice's trace id and imports a bundle whose root spawned it and whose other
+    trace claims it as parent: the ids are fresh ones that name nothing, so Bob's view,
+    export and delete of his import never show, carry or erase Alice's trace."""
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
+        keyed.client(ALICE) as alice,
+        keyed.client(BOB) as bob,
+    ):
+        made = await alice.post(
+            "/api/traces",
+            json={"messages": [user_message("mine")], "model": "scripted:auto", "name": "a"},
+        )
+        victim = made.json()["trace_id"]
+        assert (await wait_for_trace(EventStore(conn), victim, within=DEADLINE_S)).is_final
+        workspace = WorkspaceStore(conn)
+        await workspace.put(f"outputs/{victim}/call_9", b"alice's secret")
+
+        imported = await bob.post("/api/traces/import", content=_naming(victim))
+        assert imported.status_code == 201, imported.text
+        new = imported.json()["trace_id"]
+        for trace_id in imported.json()["traces"].values():
+            view = await bob.get(f"/api/traces/{trace_id}")
+            assert view.status_code == 200 and victim not in view.text
+        exported = await bob.get(f"/api/traces/{new}/export")
+        assert exported.status_code == 200 and victim not in exported.text
+        assert {t["trace_id"] for t in exported.json()["traces"]} == {new}
+        assert (await bob.delete(f"/api/traces/{new}")).status_code == 200
+        assert (await alice.get(f"/api/traces/{victim}")).status_code == 200
+        assert await workspace.get(f"outputs/{victim}/call_9") is not None
+        assert "YWxpY2UncyBzZWNyZXQ" not in exported.text  # the output, in base64

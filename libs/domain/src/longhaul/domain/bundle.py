@@ -147,20 +147,27 @@ class Reidentified(msgspec.Struct, kw_only=True):
 
 def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
     """Fresh ids everywhere, ``owner`` on every trace, the root cut loose. Every event must
-    decode and belong to its trace; the first of each trace must be its creation."""
+    decode and belong to its trace; the first of each trace must be its creation.
+
+    A trace the events name that is not in the bundle (a child, parent or root, as a whole
+    field) gets a fresh id too, one that names nothing: a crafted bundle could otherwise make
+    another key's trace a child of the import, which export, delete, stop and
+    ``workspace_read`` follow."""
     ids = {t.trace_id: new_id("t") for t in bundle.traces}
     event_ids: dict[str, str] = {}
+    outside: dict[str, str] = {}
     decoded: list[tuple[str, list[ev.Event]]] = []
     for trace in bundle.traces:
         events = [_decoded(raw, trace.trace_id) for raw in trace.events]
         if not events or not isinstance(events[0], ev.TraceCreated):
             raise BundleError(f"trace {trace.trace_id} does not begin with its creation")
         event_ids.update({e.id: ulid() for e in events})
+        for event in events:
+            named = _named_traces(msgspec.to_builtins(event))
+            outside.update({t: new_id("t") for t in named if t not in ids and t not in outside})
         decoded.append((trace.trace_id, events))
-    pattern = re.compile(
-        "|".join(map(re.escape, sorted({**ids, **event_ids}, key=len, reverse=True)))
-    )
-    mapping = {**ids, **event_ids}
+    mapping = {**outside, **ids, **event_ids}
+    pattern = re.compile("|".join(map(re.escape, sorted(mapping, key=len, reverse=True))))
     out = []
     for old, events in decoded:
         fresh = [_rewritten(e, pattern, mapping) for e in events]
@@ -177,6 +184,17 @@ def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
         for f in bundle.files
     ]
     return Reidentified(root=ids[bundle.root], traces=out, files=files, ids=ids)
+
+
+def _named_traces(value: Any) -> set[str]:
+    """Every string of an event (as builtins) that is a whole trace id."""
+    if isinstance(value, str):
+        return {value} if _TRACE_ID.match(value) else set()
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return set().union(*map(_named_traces, value)) if value else set()
+    return set()
 
 
 def _decoded(raw: Any, trace_id: str) -> ev.Event:
