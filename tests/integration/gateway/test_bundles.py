@@ -10,12 +10,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.core.workspace import WorkspaceStore
-from longhaul.domain.config import NatsConfig
+from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig, RemoteAgentConfig
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import family_script
@@ -172,25 +173,23 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
         assert (await wait_for_trace(EventStore(conn), new)).owner == owner_of(BOB)
 
 
-def _naming(victim: str) -> bytes:
-    """The version 1 fixture, crafted: its root spawned ``victim`` (and continues it), and a
-    second trace claims ``victim`` as its parent and root."""
+def _spawning(*events: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The version 1 fixture with ``events`` after its root's tool call; and its root."""
     bundle = json.loads(V1.read_text())
     root = bundle["root"]
-    envelope = {"aggregate_id": root, "ts": 1700000001.5, "actor": "executor:e"}
-    bundle["traces"][root].insert(
-        2,
-        {
-            **envelope,
-            "type": "subtrace_spawned",
-            "id": "01M8EPV29WVAATGRF3B7D3ZRJC",
-            "n": 3,
-            "child_trace_id": victim,
-            "continue_from": victim,
-            "tool_call_id": "call_1",
-            "task": "x",
-        },
-    )
+    envelope = {"aggregate_id": root, "ts": 1700000001.5, "actor": "executor:e", "n": 3}
+    crafted = [
+        {**envelope, "id": f"01M8EPV29WVAATGRF3B7D3ZRK{i}", **e} for i, e in enumerate(events)
+    ]
+    bundle["traces"][root][2:2] = crafted
+    return bundle, root
+
+
+def _naming(victim: str) -> bytes:
+    """A bundle whose root spawned ``victim`` (and continues it), and whose second trace
+    claims ``victim`` as its parent and root."""
+    spawn = {"type": "subtrace_spawned", "child_trace_id": victim, "tool_call_id": "call_1"}
+    bundle, root = _spawning({**spawn, "continue_from": victim, "task": "x"})
     orphan = "t_01JD5V1F1XTVRE0000000000CD"
     bundle["traces"][orphan] = [
         {
@@ -237,3 +236,43 @@ async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
         assert (await alice.get(f"/api/traces/{victim}")).status_code == 200
         assert await workspace.get(f"outputs/{victim}/call_9") is not None
         assert "YWxpY2UncyBzZWNyZXQ" not in exported.text  # the output, in base64
+
+
+async def test_a_bundle_claiming_a_remote_child_never_reads_it(
+    nats_config: NatsConfig, monkeypatch: pytest.MonkeyPatch, nats_url: str, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Every key's remote children live on the remote under this gateway's one key: Bob's
+    bundle claiming ``agent://remote/<Alice's child>`` as his root's remote child gets no
+    link, so the remote-trace routes answer him as for an unknown id."""
+    monkeypatch.setenv("LH_BUNDLE_REMOTE_KEY", ALICE)
+    async with serve_gateway(gateway_config(nats_config, api_keys=ALICE)) as far:
+        remote = {"far": RemoteAgentConfig(url=far.url, api_key_env="LH_BUNDLE_REMOTE_KEY")}
+        config = LonghaulConfig(
+            nats=nats_config, gateway=GatewayConfig(api_keys=f"{ALICE},{BOB}"),
+            remote_agents=remote,
+        )  # fmt: skip
+        async with (
+            serve_gateway(config) as near,
+            InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
+            near.client(BOB) as bob,
+            far.client(ALICE) as alice,
+        ):
+            made = await alice.post(
+                "/api/traces", json={"messages": [user_message("mine")], "name": "a"}
+            )
+            child = f"agent://{httpx.URL(far.url).netloc.decode()}/{made.json()['trace_id']}"
+            spawn = {"type": "subtrace_spawned", "child_trace_id": "t_01JD5V1F1XTVRE000000000EF"}
+            bundle, _ = _spawning(
+                {**spawn, "tool_call_id": "call_1", "remote": "far", "task": "x"},
+                {**spawn, "type": "remote_subtrace_linked", "remote_id": child},
+            )
+            imported = await bob.post("/api/traces/import", content=json.dumps(bundle))
+            assert imported.status_code == 201, imported.text
+            new = imported.json()["trace_id"]
+            assert child not in (await bob.get(f"/api/traces/{new}")).text
+            unknown = await bob.get(child.replace("agent://", "/api/traces/agent://") + "0")
+            for suffix in ("", "/messages", "/events?follow=false"):
+                answer = await bob.get(child.replace("agent://", "/api/traces/agent://") + suffix)
+                assert answer.status_code == unknown.status_code == 404, answer.text
+                assert answer.json()["error"]["code"] == unknown.json()["error"]["code"]

@@ -152,13 +152,17 @@ def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
     A trace the events name that is not in the bundle (a child, parent or root, as a whole
     field) gets a fresh id too, one that names nothing: a crafted bundle could otherwise make
     another key's trace a child of the import, which export, delete, stop and
-    ``workspace_read`` follow."""
+    ``workspace_read`` follow. Remote links (``remote_subtrace_linked``) are left out: every
+    key's remote children live on the remote under this longhaul's one key, so a link the
+    importer did not make would let it read, continue or message someone else's; an imported
+    remote child shows as not linked."""
     ids = {t.trace_id: new_id("t") for t in bundle.traces}
     event_ids: dict[str, str] = {}
     outside: dict[str, str] = {}
     decoded: list[tuple[str, list[ev.Event]]] = []
     for trace in bundle.traces:
         events = [_decoded(raw, trace.trace_id) for raw in trace.events]
+        events = [e for e in events if not isinstance(e, ev.RemoteSubtraceLinked)]
         if not events or not isinstance(events[0], ev.TraceCreated):
             raise BundleError(f"trace {trace.trace_id} does not begin with its creation")
         event_ids.update({e.id: ulid() for e in events})
