@@ -266,7 +266,7 @@ def signed(
     timestamp = str(int(at if at is not None else time.time()))
     return {
         "X-Longhaul-Timestamp": timestamp,
-        "X-Longhaul-Signature": signature(secret, timestamp, body),
+        "X-Longhaul-Signature": signature(secret, timestamp, body, key),
         "Content-Type": "application/json",
         **({"Idempotency-Key": key} if key else {}),
     }
@@ -316,6 +316,15 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
         )
         assert one.json()["trace_id"] == two.json()["trace_id"] != run_id
         assert two.json()["new"] is False
+        # a captured request replayed under Idempotency-Keys of the replayer's choosing: the
+        # key is part of what is signed, so each is refused and starts nothing
+        for stolen in (
+            {**headers, "Idempotency-Key": "evil-1"},
+            {**headers, "Idempotency-Key": "delivery-7"},
+        ):
+            again = await anyone.post(url, content=body, headers=stolen)
+            assert again.status_code == 401, again.text
+            assert again.json()["error"]["code"] == "invalid_signature"
 
         refusals = [
             (

@@ -118,9 +118,10 @@ async def fire_trigger(
     ] = None,
 ) -> RunStarted:
     """Headers ``X-Longhaul-Timestamp`` (Unix seconds, within 5 minutes) and
-    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``; the JSON
-    body fills the template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``,
-    else the same signed request) answers the first run and starts nothing."""
+    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">`` (with an
+    ``Idempotency-Key``: of ``"<timestamp>.<key>\\n<raw body>"``); the JSON body fills the
+    template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``, else the same
+    signed request) answers the first run and starts nothing."""
     runtime = runtime_of(request.app)
     raw = await request.body()
     if len(raw) > MAX_WEBHOOK_BYTES:
@@ -131,7 +132,14 @@ async def fire_trigger(
         trigger = await store_of(runtime).trigger(trigger_id)
     if trigger is None:
         raise not_found("trigger", trigger_id[:64])
-    signing.verify(trigger.secret, x_longhaul_timestamp, x_longhaul_signature, raw, time.time())
+    signing.verify(
+        trigger.secret,
+        x_longhaul_timestamp,
+        x_longhaul_signature,
+        raw,
+        time.time(),
+        idempotency_key,
+    )
     enforce_rate_limit(runtime.limiter, Principal(owner=trigger.owner))
     try:
         data = json.loads(raw)
