@@ -155,6 +155,15 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
                 422,
             ),
             (b"x" * 2_100_000, 413),
+            *(  # a file named past its trace, or with what a workspace key cannot hold
+                (
+                    json.dumps(
+                        {**v1, "outputs": {f"outputs/{v1['root']}/{name}": "eA=="}}
+                    ).encode(),
+                    422,
+                )
+                for name in ("../../uploads/t_01OTHERTRACE0000000000000/x", "a*b", "a b", "x/./y")
+            ),
         ):
             refused = await bob.post("/api/traces/import", content=body)
             assert refused.status_code == status, refused.text

@@ -34,6 +34,8 @@ prompt and tool schemas, ``context/<sha256>``, shared by every trace that shows 
 BY_CONTENT = ("images", "context")
 _TRACE_ID = re.compile(r"^t_[0-9A-Za-z]{10,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_KEY_PART = re.compile(r"^[\w=-]+$")
+"""A segment of a workspace key (``longhaul.core.workspace``): no dots, so no ``..``."""
 
 
 class BundleError(ValueError):
@@ -133,6 +135,8 @@ def _check_shape(bundle: Bundle) -> None:
                 raise BundleError(f"{file.kind} {file.key[:80]!r} is not named by its sha256")
         elif tuple(file.key.split("/")[:2]) not in owned or file.kind != file.key.split("/")[0]:
             raise BundleError(f"file {file.key[:80]!r} belongs to no trace of the bundle")
+        elif not all(_KEY_PART.match(part) for part in file.key.split("/")):
+            raise BundleError(f"file {file.key[:80]!r} is not a workspace key (a-z, 0-9, _=-)")
 
 
 class Reidentified(msgspec.Struct, kw_only=True):
