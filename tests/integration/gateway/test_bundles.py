@@ -207,6 +207,8 @@ def _naming(victim: str) -> bytes:
             "id": "01M8EPV29WVAATGRF3B7D3ZRJD",
             "parent_trace_id": victim,
             "root_trace_id": victim,
+            "schedule_id": "sched_01JD5V1F1XTVRE0000000000",
+            "trigger_id": "trg_" + "0" * 32,
         }
     ]
     return json.dumps(bundle).encode()
@@ -238,6 +240,7 @@ async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
         for trace_id in imported.json()["traces"].values():
             view = await bob.get(f"/api/traces/{trace_id}")
             assert view.status_code == 200 and victim not in view.text
+            assert view.json()["schedule_id"] is view.json()["trigger_id"] is None
         exported = await bob.get(f"/api/traces/{new}/export")
         assert exported.status_code == 200 and victim not in exported.text
         assert {t["trace_id"] for t in exported.json()["traces"]} == {new}

@@ -181,7 +181,9 @@ def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
         fresh = [_rewritten(e, pattern, mapping) for e in events]
         created = fresh[0]
         assert isinstance(created, ev.TraceCreated)
+        # what names the exporter's task, schedule or trigger is not the importer's
         cut: dict[str, Any] = {"task_id": None, "phase_id": None}
+        cut |= {"schedule_id": None, "trigger_id": None}
         if old == bundle.root:
             cut |= {"parent_trace_id": None, "parent_goal_id": None, "parent_tool_call_id": None}
             cut |= {"root_trace_id": None, "depth": 0}
