@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -354,3 +355,24 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
     on_log = await created_on_log(store, "trigger_id", tid)
     assert sorted(on_log) == sorted({run_id, one.json()["trace_id"]})
     assert (await alice.delete(f"/api/triggers/{tid}")).status_code == 200
+
+
+async def test_a_payload_multiplied_by_its_template_is_refused_whole(
+    gateways: tuple[RunningGateway, RunningGateway], alice: httpx.AsyncClient, store: EventStore
+) -> None:
+    """A template that repeats ``{{payload}}`` 150 times, fired with a 60 KB body: 413 before
+    anything is built or started (it was a 9 MB event, refused by NATS as a 503)."""
+    messages = [user_message("{{payload}} " * 3)] * 50
+    template = {"kind": "trace", "body": {"messages": messages, "model": "scripted:auto"}}
+    created = await alice.post("/api/triggers", json={"name": "amplified", "template": template})
+    assert created.status_code == 201, created.text
+    trigger = created.json()
+    body = json.dumps({"x": "y" * 60_000}).encode()
+    async with gateways[0].client() as anyone:
+        answer = await anyone.post(
+            trigger["url"], content=body, headers=signed(trigger["secret"], body)
+        )
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["error"]["code"] == "body_too_large"
+    assert await created_on_log(store, "trigger_id", trigger["trigger_id"]) == []
+    assert (await alice.delete(f"/api/triggers/{trigger['trigger_id']}")).status_code == 200

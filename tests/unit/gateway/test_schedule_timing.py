@@ -135,6 +135,14 @@ def test_payload_fills_only_the_prompt() -> None:
         },
     )
     data = {"issue": {"title": "crash"}, "labels": ["bug"], "model": "openai:gpt-4o"}
-    filled = payload.render(template, data)
+    filled = payload.render(template, data, 1000)
     assert filled.body["messages"][0]["content"] == 'fix crash (["bug"]) '
     assert filled.body["model"] == "{{payload.model}}"  # never how it runs
+    # a payload that spells a placeholder is text, never filled again
+    again = payload.render(template, {"issue": {"title": "{{payload.model}}"}}, 1000)
+    assert again.body["messages"][0]["content"].startswith("fix {{payload.model}} (")
+    # what is put in is bounded, however often the template repeats it
+    repeated = Template(kind="trace", body={"name": "{{payload}}" * 100})
+    assert len(payload.render(repeated, "x" * 10, 1000).body["name"]) == 1000
+    with pytest.raises(payload.TooLarge):
+        payload.render(repeated, "x" * 11, 1000)

@@ -145,7 +145,11 @@ async def fire_trigger(
         data = json.loads(raw)
     except (ValueError, RecursionError):
         raise ApiError(400, "malformed_json", "the webhook body is not JSON") from None
-    template = payload.render(trigger.template, data)
+    limit = runtime.config.gateway.max_body_bytes
+    try:
+        template = payload.render(trigger.template, data, limit)
+    except payload.TooLarge as exc:
+        raise ApiError(413, "body_too_large", f"{exc} (gateway.max_body_bytes)") from None
     cause = ("key", idempotency_key) if idempotency_key else ("signed", str(x_longhaul_signature))
     run_id = starting.derived_run_id(template.kind, trigger.trigger_id, *cause)
     started = await starting.start(
