@@ -155,6 +155,7 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
                 422,
             ),
             (b"x" * 2_100_000, 413),
+            (b'{"format": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", 422),  # nested too deep
             *(  # a file named past its trace, or with what a workspace key cannot hold
                 (
                     json.dumps(

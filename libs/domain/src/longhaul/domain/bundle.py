@@ -101,7 +101,7 @@ def upgrade(raw: bytes) -> Bundle:
     """Parse a bundle of any known version into the current one (``BundleError`` otherwise)."""
     try:
         data = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         raise BundleError(f"not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BundleError(f"not a longhaul trace bundle (format is not {FORMAT!r})")
