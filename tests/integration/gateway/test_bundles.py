@@ -4,6 +4,7 @@ can never reach the exporter's data; a version 1 bundle imports; bad bundles are
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -215,6 +216,30 @@ def _naming(victim: str) -> bytes:
     return json.dumps(bundle).encode()
 
 
+def _found(root: Path, name: str) -> list[Path]:
+    return list(root.rglob(name))
+
+
+def _uploading(key: str) -> bytes:
+    """A bundle with a second trace, never run, whose pending upload's bytes are at ``key``
+    (named nowhere else, so no id in it is one the bundle knows)."""
+    bundle = json.loads(V1.read_text())
+    trace = "t_01JD5V1F1XTVRE0000000000GH"
+    created = {**bundle["traces"][bundle["root"]][0], "aggregate_id": trace}
+    upload = {
+        **{k: created[k] for k in ("aggregate_id", "ts", "actor")},
+        "type": "file_uploaded",
+        "id": "01M8EPV29WVAATGRF3B7D3ZRJE",
+        "n": 2,
+        "name": "stolen.txt",
+        "size": 14,
+        "sha256": "0" * 64,
+        "key": key,
+    }
+    bundle["traces"][trace] = [{**created, "id": "01M8EPV29WVAATGRF3B7D3ZRJF"}, upload]
+    return json.dumps(bundle).encode()
+
+
 async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
     keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
 ) -> None:
@@ -234,6 +259,8 @@ async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
         assert (await wait_for_trace(EventStore(conn), victim, within=DEADLINE_S)).is_final
         workspace = WorkspaceStore(conn)
         await workspace.put(f"outputs/{victim}/call_9", b"alice's secret")
+        upload = f"uploads/{victim}/{'0' * 64}"
+        await workspace.put(upload, b"alice's upload")
 
         imported = await bob.post("/api/traces/import", content=_naming(victim))
         assert imported.status_code == 201, imported.text
@@ -249,6 +276,13 @@ async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
         assert (await alice.get(f"/api/traces/{victim}")).status_code == 200
         assert await workspace.get(f"outputs/{victim}/call_9") is not None
         assert "YWxpY2UncyBzZWNyZXQ" not in exported.text  # the output, in base64
+
+        # an upload naming Alice's bytes: its trace runs at once, the upload is never delivered
+        stolen = await bob.post("/api/traces/import", content=_uploading(upload))
+        assert stolen.status_code == 201, stolen.text
+        [runs] = [t for t in stolen.json()["traces"].values() if t != stolen.json()["trace_id"]]
+        ran = await wait_for_trace(EventStore(conn), runs, within=DEADLINE_S)
+        assert ran.is_final and not await asyncio.to_thread(_found, tmp_path, "stolen.txt")
 
 
 async def test_a_bundle_claiming_a_remote_child_never_reads_it(
