@@ -17,7 +17,7 @@ from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.core.workspace import WorkspaceStore
-from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig, RemoteAgentConfig
+from longhaul.domain.config import NatsConfig, RemoteAgentConfig
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import family_script
@@ -295,10 +295,8 @@ async def test_a_bundle_claiming_a_remote_child_never_reads_it(
     monkeypatch.setenv("LH_BUNDLE_REMOTE_KEY", ALICE)
     async with serve_gateway(gateway_config(nats_config, api_keys=ALICE)) as far:
         remote = {"far": RemoteAgentConfig(url=far.url, api_key_env="LH_BUNDLE_REMOTE_KEY")}
-        config = LonghaulConfig(
-            nats=nats_config, gateway=GatewayConfig(api_keys=f"{ALICE},{BOB}"),
-            remote_agents=remote,
-        )  # fmt: skip
+        config = gateway_config(nats_config, api_keys=f"{ALICE},{BOB}")
+        config.remote_agents = remote
         async with (
             serve_gateway(config) as near,
             InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
