@@ -5,6 +5,7 @@ can never reach the exporter's data; a version 1 bundle imports; bad bundles are
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -321,3 +322,17 @@ async def test_a_bundle_claiming_a_remote_child_never_reads_it(
                 answer = await bob.get(child.replace("agent://", "/api/traces/agent://") + suffix)
                 assert answer.status_code == unknown.status_code == 404, answer.text
                 assert answer.json()["error"]["code"] == unknown.json()["error"]["code"]
+
+
+async def test_an_import_s_uploads_count_toward_the_key_s_upload_quota(
+    nats_config: NatsConfig,
+) -> None:
+    """Uploads carried in a bundle are the importer's uploads: over the key's quota, 413
+    before anything is stored (an import was a way around the quota)."""
+    v1 = json.loads(V1.read_text())
+    v1["outputs"][f"uploads/{v1['root']}/{'0' * 64}"] = base64.b64encode(b"u" * 1500).decode()
+    config = gateway_config(nats_config, api_keys=BOB, upload_quota_bytes_per_key=1000)
+    async with serve_gateway(config) as gateway, gateway.client(BOB) as bob:
+        refused = await bob.post("/api/traces/import", content=json.dumps(v1))
+        assert refused.status_code == 413, refused.text
+        assert refused.json()["error"]["code"] == "upload_quota_exceeded"
