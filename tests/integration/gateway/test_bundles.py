@@ -16,9 +16,11 @@ import httpx
 import pytest
 from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
-from longhaul.core.store import EventStore
+from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
+from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig, RemoteAgentConfig
+from longhaul.domain.imports import IMPORT_ACTOR
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import family_script
@@ -28,6 +30,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor, wait_for_trace
 
 ALICE, BOB = "alice-bundle-key-0123456789", "bob-bundle-key-9876543210"
@@ -217,6 +220,12 @@ def _naming(victim: str) -> bytes:
     return json.dumps(bundle).encode()
 
 
+async def _append_as_import(store: EventStore, trace_id: str, *events: ev.TraceEvent) -> None:
+    state = await trace_state(store, trace_id)
+    position = Position(state.stream_seq, state.version)
+    await store.append("trace", trace_id, list(events), expected=position, actor=IMPORT_ACTOR)
+
+
 def _found(root: Path, name: str) -> list[Path]:
     return list(root.rglob(name))
 
@@ -284,6 +293,22 @@ async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
         [runs] = [t for t in stolen.json()["traces"].values() if t != stolen.json()["trace_id"]]
         ran = await wait_for_trace(EventStore(conn), runs, within=DEADLINE_S)
         assert ran.is_final and not await asyncio.to_thread(_found, tmp_path, "stolen.txt")
+
+        # and were a log to name Alice's trace as a child all the same (written here as an
+        # import writes, which wakes nobody), the family walk of export and erasure leaves it
+        # out: it does not name that log's trace as its parent
+        root = stolen.json()["trace_id"]
+        store = EventStore(conn)
+        again = ev.RunRequested(messages=[ev.InputMessage(role="user", content="more")])
+        spawned = ev.SubtraceSpawned(child_trace_id=victim, tool_call_id="call_1", task="x")
+        await _append_as_import(store, root, again, spawned)
+        view = (await bob.get(f"/api/traces/{root}")).json()
+        assert [child["trace_id"] for child in view["sub_traces"]] == [victim]
+        exported = await bob.get(f"/api/traces/{root}/export")
+        assert exported.status_code == 200 and "mine" not in exported.text
+        assert [t["trace_id"] for t in exported.json()["traces"]] == [root]
+        assert (await bob.delete(f"/api/traces/{root}")).status_code == 200
+        assert (await alice.get(f"/api/traces/{victim}")).status_code == 200
 
 
 async def test_a_bundle_claiming_a_remote_child_never_reads_it(
