@@ -62,6 +62,11 @@ async def executor_on(
         yield executor
 
 
+def home(working_root: Path, trace_id: str) -> Path:
+    """Where a trace with no owner (these are written to the log directly) works."""
+    return working_root / "unowned" / trace_id
+
+
 def main_path(state: TraceState) -> list[Message]:
     return state.main_path()
 
@@ -94,7 +99,7 @@ async def test_openai_tool_call_streamed_in_fragments_runs_and_the_answer_comes_
 
     assert state.status == "completed", state.error
     # the tool really ran, in the trace's working directory
-    assert (tmp_path / "notes" / "out.txt").read_text() == content
+    assert (home(tmp_path, trace_id) / "notes" / "out.txt").read_text() == content
 
     path = main_path(state)
     assert [m.role for m in path] == ["user", "assistant", "tool", "assistant"]
@@ -155,7 +160,7 @@ async def test_anthropic_two_parallel_tool_calls_run_and_their_results_are_group
         state = await wait_for_trace(store, trace_id, within=WITHIN_S)
 
     assert state.status == "completed", state.error
-    assert (tmp_path / "beta.txt").read_text() == "beta\n"
+    assert (home(tmp_path, trace_id) / "beta.txt").read_text() == "beta\n"
     path = main_path(state)
     assert [m.role for m in path] == ["user", "assistant", "tool", "tool", "assistant"]
     call_message, bash_result, write_result, final = path[1:]
@@ -299,7 +304,7 @@ async def test_a_tool_call_cut_mid_arguments_is_answered_with_an_error_never_run
         state = await wait_for_trace(store, trace_id, within=WITHIN_S)
 
     assert state.status == "completed", state.error
-    assert not (tmp_path / "out.txt").exists()  # never executed
+    assert not (home(tmp_path, trace_id) / "out.txt").exists()  # never executed
     _, call_message, result, _ = main_path(state)
     assert call_message.finish_reason == "length"
     assert result.error_code == "truncated" and result.synthetic
@@ -374,7 +379,9 @@ async def test_gemini_streams_an_image_question_a_signed_tool_call_and_the_answe
         await sub.unsubscribe()
 
     assert state.status == "completed", state.error
-    assert (tmp_path / "pixel.txt").read_text() == "one pixel\n"  # the tool really ran
+    assert (
+        home(tmp_path, trace_id) / "pixel.txt"
+    ).read_text() == "one pixel\n"  # the tool really ran
     _, call_message, result, final = main_path(state)
     [(call_id, name, raw_arguments)] = tool_calls_of(call_message)
     assert name == "write" and json.loads(raw_arguments) == arguments

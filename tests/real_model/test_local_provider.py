@@ -37,7 +37,9 @@ def test_unknown_names_and_missing_files_are_refused_with_the_choices(tmp_path: 
 async def test_local_smollm2_starts_once_and_streams_a_named_tool_call() -> None:
     wheels_or_fail()
     config = ModelsConfig(
-        local=LocalModelConfig(threads=2, n_ctx=2048, parallel=1, chat_template=TEMPLATE)
+        local=LocalModelConfig(
+            threads=2, n_ctx=2048, parallel=1, chat_template=TEMPLATE, max_tokens=3
+        )
     )
     async with ModelRegistry(config, env={}) as registry:
         model = registry.resolve("local:smollm2")
@@ -84,6 +86,15 @@ async def test_local_smollm2_starts_once_and_streams_a_named_tool_call() -> None
         )
         assert [call.name for call in response.tool_calls][:1] == ["write"]
         assert {call.name for call in response.tool_calls} == {"write"}
+        # a request that sets no bound gets models.local.max_tokens (the two above set theirs)
+        bounded = await model.complete(
+            ModelRequest(
+                model=model.name,
+                messages=[{"role": "user", "content": "Tell me a long story about the sea."}],
+                temperature=0,
+            )
+        )
+        assert (bounded.finish_reason, bounded.usage.completion_tokens) == ("length", 3)
         # the registry's one server for that model file, not a second one
         [same] = registry.local_servers.running().values()
         assert same is first

@@ -91,6 +91,17 @@ class Break:
 
 
 @dataclass
+class Hold:
+    """Stream ``text``, then hold the stream open until the client goes away: a model that
+    does not finish until it is cut off (OpenAI only). ``streaming`` is set once the text is
+    out, ``client_gone`` once the client closed the connection (proof it cancelled the call)."""
+
+    text: str = "let me think about this at length"
+    streaming: asyncio.Event = field(default_factory=asyncio.Event)
+    client_gone: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
 class RecordedRequest:
     method: str
     path: str
@@ -104,7 +115,7 @@ class RecordedRequest:
         return json.loads(self.body) if self.body else None
 
 
-Step = Reply | Fail | Break | Callable[[RecordedRequest], "Reply | Fail | Break"]
+Step = Reply | Fail | Break | Hold | Callable[[RecordedRequest], "Reply | Fail | Break"]
 
 
 class _Rejected(Exception):
@@ -127,7 +138,13 @@ def _stable_suffix(*seed: object, length: int = 24) -> str:
 class _Response:
     """Minimal HTTP/1.1 response writer: JSON bodies, chunked SSE streams, abrupt aborts."""
 
-    def __init__(self, writer: asyncio.StreamWriter, on_last_byte: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_last_byte: Callable[[float], None],
+    ) -> None:
+        self._reader = reader
         self._writer = writer
         self._on_last_byte = on_last_byte
         self.aborted = False
@@ -180,6 +197,14 @@ class _Response:
     def abort(self) -> None:
         self.aborted = True
         self._writer.transport.abort()
+
+    async def until_client_gone(self) -> None:
+        """Send nothing more; return once the client closed the connection (HTTP/1.1: it
+        sends nothing else while a response streams)."""
+        with contextlib.suppress(ConnectionError):
+            while await self._reader.read(1024):
+                pass
+        self.aborted = True
 
 
 _REASONS = {
@@ -262,7 +287,7 @@ class FakeServer:
                 if request is None:
                     break
                 self.requests.append(request)
-                response = _Response(writer, self.last_byte_at.append)
+                response = _Response(reader, writer, self.last_byte_at.append)
                 await self._respond(request, response)
                 if response.aborted:
                     break
@@ -303,6 +328,12 @@ class FakeServer:
             step = step(request)
         if isinstance(step, Fail):
             await out.json(step.status, self.error_body(step.status, step.message), step.headers)
+        elif isinstance(step, Hold):
+            await out.start_stream()
+            await self.stream_text(step.text, request, out)
+            step.streaming.set()
+            await out.until_client_gone()
+            step.client_gone.set()
         elif self.is_streaming(request):
             await out.start_stream()
             out.interval_s = step.interval_s if isinstance(step, Reply) else 0.0
@@ -331,6 +362,10 @@ class FakeServer:
         raise NotImplementedError
 
     async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:
+        raise NotImplementedError
+
+    async def stream_text(self, text: str, request: RecordedRequest, out: _Response) -> None:
+        """Text deltas of an answer that goes on (no ending)."""
         raise NotImplementedError
 
     def full_reply(self, reply: Reply, request: RecordedRequest) -> dict[str, Any]:
@@ -484,20 +519,23 @@ class FakeOpenAI(FakeServer):
             await out.event({**base, "choices": [], "usage": self._usage(reply)})
         await out.event("[DONE]")
 
-    async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:
+    async def stream_text(self, text: str, request: RecordedRequest, out: _Response) -> None:
         base = {
             "id": "chatcmpl-break",
             "object": "chat.completion.chunk",
             "created": 1_700_000_000,
             "model": request.json["model"],
         }
-        for piece in _pieces(step.text, 4):
+        for piece in _pieces(text, 4):
             await out.event(
                 {
                     **base,
                     "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}],
                 }
             )
+
+    async def stream_break(self, step: Break, request: RecordedRequest, out: _Response) -> None:
+        await self.stream_text(step.text, request, out)
         if step.mode == "drop":
             out.abort()
             return

@@ -57,6 +57,7 @@ async def test_the_gateways_rule_is_the_engines(
     state = TraceState()
     state.apply(
         ev.TraceCreated(
+            aggregate_id="t_limits",
             messages=[ev.InputMessage(role="user", content="hi")],
             config=ev.TraceConfig(preset=preset, max_iterations=max_iterations),
         ),

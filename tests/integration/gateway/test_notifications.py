@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import json
 import logging
 import socket
@@ -378,12 +377,19 @@ async def test_a_delivery_survives_a_kill_of_the_notifier_between_event_and_deli
 OPERATOR = "operator-notify-0123456789"
 
 
+PAUSE_AFTER = 3
+
+
 def schedule_config(nats: NatsConfig, receiver_url: str) -> LonghaulConfig:
     """:func:`notify_config`'s keys, capped at one active run, an operator, and its ``ops``
     webhook (every kind) with ``bobs``, which hears only key B's."""
     base = notify_config(nats, receiver_url)
     gateway = base.gateway.model_copy(
-        update={"admin_keys": [SecretStr(OPERATOR)], "max_active_traces_per_key": 1}
+        update={
+            "admin_keys": [SecretStr(OPERATOR)],
+            "max_active_traces_per_key": 1,
+            "schedule_pause_after_failures": PAUSE_AFTER,
+        }
     )
     bobs = base.notify[0].model_copy(
         update={"name": "bobs", "url": f"{receiver_url}/bobs", "keys": [key_id(KEY_B)]}
@@ -391,13 +397,14 @@ def schedule_config(nats: NatsConfig, receiver_url: str) -> LonghaulConfig:
     return base.model_copy(update={"gateway": gateway, "notify": [base.notify[0], bobs]})
 
 
-async def test_each_failed_tick_is_told_once_across_two_gateways_to_its_key_s_webhooks(
+async def test_a_failing_schedule_is_told_once_then_counted_then_paused_across_two_gateways(
     nats_config: NatsConfig,
 ) -> None:
     """Two gateways tick a schedule of a key at its active-run cap (a trace no executor runs
-    holds it): each failed tick is one ``schedule_failed`` on the schedule's log and one
-    delivery per webhook that wants it (after a failure), listed on the schedule for its key
-    only; key B's webhook hears nothing; erasing the key takes the log and the deliveries."""
+    holds it): its first failed tick and the one that pauses it (``PAUSE_AFTER`` in a row) are
+    each one ``schedule_failed`` on the schedule's log and one delivery per webhook that wants
+    it (after a failure), listed on the schedule for its key only; the ticks between are only
+    counted; key B's webhook hears nothing; erasing the key takes the log and the deliveries."""
     with webhook_receiver(fail_first=1) as receiver:
         config = schedule_config(nats_config, receiver.url)
         async with (
@@ -424,8 +431,14 @@ async def test_each_failed_tick_is_told_once_across_two_gateways_to_its_key_s_we
                 },
             )
             sid = created.json()["schedule_id"]
-            await receiver.until(lambda: len(receiver.delivered("/ops")) >= 2, within=WITHIN_S)
-            await alice.patch(f"/api/schedules/{sid}", json={"paused": True})
+
+            async def paused() -> dict[str, Any] | None:
+                shown = (await alice.get(f"/api/schedules/{sid}")).json()
+                return shown if shown["paused"] else None
+
+            shown = await eventually(paused, within=WITHIN_S + PAUSE_AFTER)
+            assert shown["failures"] == PAUSE_AFTER
+            assert f"{PAUSE_AFTER} ticks in a row started nothing" in shown["paused_reason"]
             store = first.runtime.store
 
             async def all_told() -> list[ev.Event] | None:
@@ -436,13 +449,17 @@ async def test_each_failed_tick_is_told_once_across_two_gateways_to_its_key_s_we
                 return logged if told else None
 
             logged = await eventually(all_told, within=WITHIN_S)
-            ticks = [e.tick_ms for e in logged if isinstance(e, ev.ScheduleFailed)]
-            assert len(ticks) == len(logged) and ticks == sorted(set(ticks))
-            assert all(b - a == 1000 for a, b in itertools.pairwise(ticks)), ticks
+            failed = [e for e in logged if isinstance(e, ev.ScheduleFailed)]
+            ticks = [e.tick_ms for e in failed]
+            # PAUSE_AFTER ticks apart at least (a late look may pass some by: catch_up none)
+            assert len(ticks) == len(logged) == 2 and (ticks[1] - ticks[0]) % 1000 == 0
+            assert ticks[1] - ticks[0] >= 1000 * (PAUSE_AFTER - 1)
+            assert [(e.failures, e.paused) for e in failed] == [(1, False), (PAUSE_AFTER, True)]
 
             ops = receiver.delivered("/ops")
             assert len({r.delivery_id for r in ops}) == len(ops)
             assert sorted(r.json()["tick"] for r in ops) == [rfc3339(t) for t in ticks]
+            told_paused = []
             for request in ops:
                 assert [a.answered for a in receiver.attempts(request.delivery_id)] == [500, 200]
                 assert signature_holds(request)
@@ -454,8 +471,14 @@ async def test_each_failed_tick_is_told_once_across_two_gateways_to_its_key_s_we
                     sid,
                     key_id(KEY_A),
                 )
-                assert told["name"] == "nightly" and told["status"] == "failed"
-                assert told["error"].startswith("too_many_active_traces: ")
+                assert told["name"] == "nightly" and told["status"] in ("failed", "paused")
+                told_paused.append(told["status"] == "paused")
+                assert told["error"].startswith(
+                    f"paused after {PAUSE_AFTER} failed ticks in a row; too_many_active_traces: "
+                    if told["status"] == "paused"
+                    else "too_many_active_traces: "
+                )
+            assert sorted(told_paused) == [False, True]
             assert not any(r.path == "/bobs" for r in receiver.requests)
             assert (
                 "too_many_active_traces"

@@ -40,12 +40,17 @@ TRACE = {
     "body": {"messages": [user_message("nightly report")], "model": "scripted:auto"},
 }
 DEADLINE_S = 15.0
+WEBHOOK_LIMIT = 30
+"""Webhook requests per address per minute (a token every 2 s); only the flood test (on the
+first gateway; the other webhook test uses the second) comes near it."""
 
 
 @pytest.fixture(scope="module")
 async def gateways(nats_url: str) -> AsyncIterator[tuple[RunningGateway, RunningGateway]]:
     config = gateway_config(
-        NatsConfig(url=nats_url, namespace=unique_namespace()), api_keys=f"{KEY_A},{KEY_B}"
+        NatsConfig(url=nats_url, namespace=unique_namespace()),
+        api_keys=f"{KEY_A},{KEY_B}",
+        webhook_rate_limit_per_minute=WEBHOOK_LIMIT,
     )
     async with serve_gateway(config) as first, serve_gateway(config) as second:
         yield first, second
@@ -376,3 +381,46 @@ async def test_a_payload_multiplied_by_its_template_is_refused_whole(
     assert answer.json()["error"]["code"] == "body_too_large"
     assert await created_on_log(store, "trigger_id", trigger["trigger_id"]) == []
     assert (await alice.delete(f"/api/triggers/{trigger['trigger_id']}")).status_code == 200
+
+
+async def test_a_webhook_flood_is_refused_per_address_before_any_lookup(
+    gateways: tuple[RunningGateway, RunningGateway], alice: httpx.AsyncClient, store: EventStore
+) -> None:
+    """Twice the limit at once, half to an unknown trigger (404 while there are tokens), half
+    correctly signed (each a new delivery): beyond the bucket every request is 429 with
+    ``Retry-After``, the unknown trigger's too (so the refusal comes before the lookup), and a
+    refused delivery starts nothing. Once ``Retry-After`` has passed a signed request works."""
+    created = await alice.post("/api/triggers", json={"name": "flooded", "template": TRACE})
+    tid, secret, url = (created.json()[k] for k in ("trigger_id", "secret", "url"))
+    body = b"{}"
+    unknown = "/api/triggers/trg_" + "f" * 32
+    async with gateways[0].client() as anyone:
+        started = time.monotonic()
+        answers = []
+        for n in range(2 * WEBHOOK_LIMIT):
+            target = unknown if n % 2 else url
+            sent = signed(secret, body, key=f"flood-{n}")
+            answers.append((target, await anyone.post(target, content=body, headers=sent)))
+        elapsed = time.monotonic() - started
+        refused = [a for _, a in answers if a.status_code == 429]
+        let_through = [(t, a.status_code) for t, a in answers if a.status_code != 429]
+        # The bucket holds WEBHOOK_LIMIT and refills one every 2 s while the flood lasts.
+        assert len(let_through) <= WEBHOOK_LIMIT + 1 + elapsed / 2
+        assert {status for t, status in let_through} <= {202, 404}
+        assert all(status == (404 if t == unknown else 202) for t, status in let_through)
+        assert any(t == unknown for t, a in answers if a.status_code == 429)
+        for answer in refused:
+            assert answer.json()["error"]["code"] == "rate_limited"
+            assert int(answer.headers["Retry-After"]) >= 1
+        # Only the deliveries let through started a run.
+        ran = {a.json()["trace_id"] for t, a in answers if a.status_code == 202}
+        assert sorted(await created_on_log(store, "trigger_id", tid)) == sorted(ran)
+
+        late = signed(secret, body, key="after-the-window")
+        while (answer := await anyone.post(url, content=body, headers=late)).status_code == 429:
+            assert time.monotonic() - started < DEADLINE_S + elapsed, "never let through again"
+            await asyncio.sleep(int(answer.headers["Retry-After"]))  # the window itself
+        assert answer.status_code == 202, answer.text
+    on_log = await created_on_log(store, "trigger_id", tid)
+    assert answer.json()["trace_id"] in on_log and len(on_log) == len(ran) + 1
+    assert (await alice.delete(f"/api/triggers/{tid}")).status_code == 200

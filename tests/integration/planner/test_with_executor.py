@@ -157,7 +157,10 @@ async def test_phase_failing_once_is_replanned_keeping_earlier_outputs(
         nats_url, namespace, "exec-strict", config=config, settings={"working_root": tmp_path}
     )
     async with strict, planner_service(config), verifier_service(config):
-        task_id = await create_task(store, phases=phases, working_dir=str(tmp_path))
+        # The check keeps its marker in the task's directory (its own, having no owner).
+        task_id = new_id("task")
+        home = tmp_path / "unowned" / task_id
+        await create_task(store, phases=phases, task_id=task_id, working_dir=str(home))
         first = await wait_task(store, task_id, lambda t: bool(t.replans) or t.is_final)
         kept = {pid: await workspace.get(phase_output_key(task_id, pid)) for pid in ("p1", "p2")}
         task = await wait_task(store, task_id)
@@ -188,7 +191,6 @@ async def test_verification_failure_is_reinjected_then_passes(
         task_id = await create_task(
             store,
             phases=[phase("v", model=model, verification={"check": "second"})],
-            working_dir=str(tmp_path),
         )
         task = await wait_task(store, task_id)
     assert task.status == "completed", task.error
@@ -231,7 +233,7 @@ async def test_planner_killed_mid_task_resumes_without_rerunning_phases(
     with temp_dir() as logs:
         planner = await PlannerProcess(config, logs).start()
         try:
-            task_id = await create_task(store, phases=phases, working_dir=str(tmp_path))
+            task_id = await create_task(store, phases=phases)
             before = await wait_task(
                 store,
                 task_id,
@@ -240,7 +242,9 @@ async def test_planner_killed_mid_task_resumes_without_rerunning_phases(
             )
         finally:
             await planner.kill()  # SIGKILL while phase crash_at runs
-        (tmp_path / gate).touch()
+        # The phase's bash waits in the task's directory (a task with no owner has its own).
+        (tmp_path / "unowned" / task_id).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "unowned" / task_id / gate).touch()
         await request_resume(store, task_id)
         async with PlannerProcess(config, logs) as second:
             try:

@@ -4,6 +4,7 @@ parent delegates to over ``protocol: a2a``.
 
 Behaviour by the task's text: "ask" asks "which size?" (input-required) and completes with
 "size noted: <answer>" once answered on the same task; "slow" works until ``gate`` is set;
+"huge" completes with an artifact of ``HUGE`` characters (a hostile agent's answer);
 anything else completes with "sdk did: <text>" as an artifact."""
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from starlette.applications import Starlette
 
 from tests.support.stack import eventually
 
+HUGE = 2 * 1024 * 1024
+
 
 @dataclass
 class SdkAgent(AgentExecutor):
@@ -55,6 +58,8 @@ class SdkAgent(AgentExecutor):
             await self._finish(updater, f"size noted: {text}")
         elif "ask" in text:
             await updater.requires_input(new_text_message("which size?"))
+        elif "huge" in text:
+            await self._finish(updater, "x" * HUGE)
         else:
             if "slow" in text:
                 await asyncio.to_thread(self.gate.wait, 60)

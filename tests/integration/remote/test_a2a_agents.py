@@ -1,7 +1,8 @@
 """Remote sub-agents over A2A (``remote_agents`` with ``protocol: a2a``): a longhaul parent
 delegates through ``a2a-sdk``'s client to a small agent built with ``a2a-sdk``'s server (its
 own thread) and to another longhaul's ``/a2a`` (a second stack: nats namespace, gateway,
-executor). Answers come back as the parent's tool results; the SDK agent's question
+executor). Answers come back as the parent's tool results, an answer over the entry's
+``max_response_bytes`` as a failed child, unread; the SDK agent's question
 (input-required) reaches the parent, which answers it with ``continue_from`` on the same task;
 and an executor killed (SIGKILL) while both waits are pending is replaced, the waits resume,
 and no task is sent twice."""
@@ -54,6 +55,7 @@ def parent_model(request: ModelRequest) -> dict[str, Any]:
         lambda: agent_call(task="please ask me", agent_url="sdk"),
         lambda: agent_call(task="large", continue_from=AGENT_ID.findall(tools[1])[0]),
         lambda: agent_call(task="count to 3", agent_url="lh"),
+        lambda: agent_call(task="a huge answer", agent_url="sdk"),
         lambda: {"content": "all done"},
     ]
     return turns[step]() if step < len(turns) else {"content": "exhausted"}
@@ -101,12 +103,17 @@ async def test_delegates_to_an_sdk_agent_and_a_longhaul_answering_a_question(
             assert f"continue_from={asked!r}" in texts[1]
             # the answer went to the same task, which then completed
             assert f"Sub-agent {asked} (delegate, completed):\nsize noted: large" in texts[2]
-            assert sdk.received == ["say hi", "please ask me", "large"]
+            assert sdk.received == ["say hi", "please ask me", "large", "a huge answer"]
             [lh] = AGENT_ID.findall(texts[3])
             assert "remote did: count to 3" in texts[3]
             # the other longhaul ran it as a normal trace of the key the parent used
             view = (await remote_client.get(f"/api/traces/{remote_trace_id(lh)}")).json()
             assert view["status"] == "completed"
+            # an answer over max_response_bytes (1 MiB) is not read: the child fails, saying so
+            huge = [m for m in await main_path(client, parent) if m["role"] == "tool"][4]
+            assert huge["error_code"] == "subtrace_failed" and len(str(huge["content"])) < 2000
+            said = str(huge["content"])
+            assert "more than 1048576 (remote_agents.sdk.max_response_bytes): not read" in said
 
 
 async def test_a_killed_executor_resumes_both_a2a_waits(

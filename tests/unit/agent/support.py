@@ -10,6 +10,7 @@ from typing import Any
 
 from longhaul.agent import AgentEnv, Engine, Middleware, ToolRegistry, TurnOutcome
 from longhaul.agent.tools import ToolContext, ToolSettings
+from longhaul.agent.workdir import trace_home
 from longhaul.domain import events as ev
 from longhaul.domain.config import PipelineConfig
 from longhaul.domain.state import TraceState
@@ -65,6 +66,14 @@ def new_state(
         )
     )
     return state
+
+
+def trace_dir(working_root: Path, trace_id: str = "t_test") -> Path:
+    """Where a test trace (no owner) works below ``working_root`` (created, so that a test can
+    put files there first)."""
+    home = trace_home(working_root, new_state(trace_id=trace_id))
+    home.mkdir(parents=True, exist_ok=True)
+    return home
 
 
 def tool_context(

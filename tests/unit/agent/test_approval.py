@@ -21,6 +21,7 @@ from tests.unit.agent.support import (
     make_engine,
     new_state,
     scripted,
+    trace_dir,
 )
 
 
@@ -53,6 +54,7 @@ async def test_a_listed_tool_waits_and_others_in_the_same_turn_run(tmp_path: Pat
 
 
 async def test_an_approved_call_runs_and_the_loop_goes_on(tmp_path: Path) -> None:
+    home = trace_dir(tmp_path)
     engine = make_engine(tmp_path)
     model, _ = scripted(calls(call("bash", {"command": "echo approved-run > out.txt"}, id="b1")))
     state, sink = approval_state("bash")
@@ -62,7 +64,7 @@ async def test_an_approved_call_runs_and_the_loop_goes_on(tmp_path: Path) -> Non
     model2, script2 = scripted(answer("done"))
     outcome = await engine.run_turn(state, sink, model=model2)
     assert outcome.end == "completed"
-    assert (tmp_path / "out.txt").read_text().strip() == "approved-run"
+    assert (home / "out.txt").read_text().strip() == "approved-run"
     result = script2.requests[0].messages[-1]
     assert result["role"] == "tool" and result["tool_call_id"] == "b1"
 
@@ -83,6 +85,7 @@ async def test_a_denied_call_never_runs_and_the_model_learns_why(tmp_path: Path)
 
 
 async def test_several_pending_calls_each_need_a_decision(tmp_path: Path) -> None:
+    home = trace_dir(tmp_path)
     engine = make_engine(tmp_path)
     model, _ = scripted(
         calls(
@@ -102,7 +105,7 @@ async def test_several_pending_calls_each_need_a_decision(tmp_path: Path) -> Non
     await sink.emit([ev.ToolDecided(tool_call_id="b1", approved=True)])
     model2, _ = scripted(answer("one of two"))
     assert (await engine.run_turn(state, sink, model=model2)).end == "completed"
-    assert (tmp_path / "one.txt").exists() and not (tmp_path / "two.txt").exists()
+    assert (home / "one.txt").exists() and not (home / "two.txt").exists()
 
 
 async def test_ask_human_never_needs_approval(tmp_path: Path) -> None:
@@ -170,7 +173,8 @@ async def test_a_risk_rule_asks_by_tool_and_argument_and_an_edited_call_runs(
     """``bash`` with ``rm `` waits (with the rule's deadline), plain ``bash`` and read-only
     tools run; approved with edited arguments, the edited command is what runs, the model is
     told, and arguments that do not fit the schema never run."""
-    (tmp_path / "keep.txt").write_text("keep me")
+    home = trace_dir(tmp_path)
+    (home / "keep.txt").write_text("keep me")
     engine = make_engine(tmp_path, config=RISKY)
     model, _ = scripted(
         calls(
@@ -186,12 +190,12 @@ async def test_a_risk_rule_asks_by_tool_and_argument_and_an_edited_call_runs(
     [waiting] = sink.of_type(ev.Waiting)
     assert waiting.pending_calls == ["b1"] and waiting.on_deadline == "stop"
     assert waiting.deadline is not None and 29 < waiting.deadline - before < 31
-    assert (tmp_path / "plain.txt").exists()
+    assert (home / "plain.txt").exists()
     edited = {"command": "echo edited > edited.txt"}
     await sink.emit([ev.ToolDecided(tool_call_id="b1", approved=True, arguments=edited)])
     model2, script2 = scripted(answer("done"))
     assert (await engine.run_turn(state, sink, model=model2)).end == "completed"
-    assert (tmp_path / "keep.txt").exists() and (tmp_path / "edited.txt").exists()
+    assert (home / "keep.txt").exists() and (home / "edited.txt").exists()
     result = script2.requests[0].messages[-1]
     assert result["tool_call_id"] == "b1" and "edited arguments" in result["content"]
 

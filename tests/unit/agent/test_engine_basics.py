@@ -8,11 +8,12 @@ from pathlib import Path
 
 from longhaul.domain import events as ev
 
-from tests.unit.agent.support import AgentRun, answer, call, calls, path_roles
+from tests.unit.agent.support import AgentRun, answer, call, calls, path_roles, trace_dir
 
 
 async def test_tool_step_then_final_answer_completes(tmp_path: Path) -> None:
-    (tmp_path / "notes.txt").write_text("hello\n")
+    home = trace_dir(tmp_path)
+    (home / "notes.txt").write_text("hello\n")
     run = AgentRun(tmp_path, "read notes.txt")
     outcome = await run.turn(calls(call("read", {"path": "notes.txt"}, id="c1")), answer("done"))
     state, sink = run.state, run.sink

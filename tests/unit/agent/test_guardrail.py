@@ -18,6 +18,7 @@ from tests.unit.agent.support import (
     make_engine,
     new_state,
     scripted,
+    trace_dir,
 )
 
 DENIED = [
@@ -100,7 +101,8 @@ async def test_declared_path_params_are_jailed_for_custom_tools(tmp_path: Path) 
 
 
 async def test_output_of_file_and_shell_tools_is_capped(tmp_path: Path) -> None:
-    (tmp_path / "big.txt").write_text("line\n" * 2000)
+    home = trace_dir(tmp_path)
+    (home / "big.txt").write_text("line\n" * 2000)
     middleware = default_middleware(guardrail=GuardrailPolicy(output_cap=100))
     model, _ = scripted(calls(call("read", {"path": "big.txt"})), answer("ok"))
     state = new_state()

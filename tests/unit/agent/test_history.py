@@ -14,11 +14,12 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import OffloadConfig, PipelineConfig
 from longhaul.llm.types import ModelRequest
 
-from tests.unit.agent.support import AgentRun, Reply, answer, call, calls
+from tests.unit.agent.support import AgentRun, Reply, answer, call, calls, trace_dir
 
 
 async def test_one_time_output_is_sent_once_then_its_memory(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("secret contents\n")
+    home = trace_dir(tmp_path)
+    (home / "a.txt").write_text("secret contents\n")
     run = AgentRun(tmp_path)
     await run.turn(
         calls(call("read", {"path": "a.txt"}, id="r1")),
@@ -36,7 +37,8 @@ async def test_one_time_output_is_sent_once_then_its_memory(tmp_path: Path) -> N
 
 
 async def test_with_offloading_off_one_time_outputs_stay_in_full(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("secret contents\n")
+    home = trace_dir(tmp_path)
+    (home / "a.txt").write_text("secret contents\n")
     config = PipelineConfig(offload=OffloadConfig(enable=False))
     run = AgentRun(tmp_path, config=config)
     await run.turn(
@@ -87,8 +89,9 @@ async def test_requests_share_one_list_and_never_change_afterwards(tmp_path: Pat
     """No per-step copy, yet what a model saw stays what it saw: later steps, one-time outputs
     turning into their memory, a context reminder and a loop warning never rewrite an earlier
     request."""
-    (tmp_path / "a.txt").write_text("secret contents\n")
-    (tmp_path / "b.txt").write_text("more secrets\n")
+    home = trace_dir(tmp_path)
+    (home / "a.txt").write_text("secret contents\n")
+    (home / "b.txt").write_text("more secrets\n")
     seen: list[list[dict[str, Any]]] = []
     turns = [
         calls(call("read", {"path": "a.txt"}, id="r1")),  # one-time output

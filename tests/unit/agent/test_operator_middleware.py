@@ -22,6 +22,7 @@ from tests.unit.agent.support import (
     make_engine,
     new_state,
     scripted,
+    trace_dir,
 )
 
 USE = "examples.audit_log.audit_log:AuditLog"
@@ -47,8 +48,7 @@ async def test_the_audit_log_records_every_tool_call_without_touching_the_engine
 ) -> None:
     config = audit(tmp_path, before="Guardrail")
     work = tmp_path / "work"
-    work.mkdir()
-    (work / "a.txt").write_text("alpha")
+    (trace_dir(work) / "a.txt").write_text("alpha")
     engine = make_engine(work, config=config, middleware=default_middleware(config))
     model, _ = scripted(
         calls(call("read", {"path": "a.txt"}, id="r1"), call("read", {"path": "../x"}, id="r2")),

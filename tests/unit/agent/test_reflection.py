@@ -11,7 +11,7 @@ from pathlib import Path
 from longhaul.domain import events as ev
 from longhaul.llm.types import ModelError
 
-from tests.unit.agent.support import AgentRun, answer, call, calls
+from tests.unit.agent.support import AgentRun, answer, call, calls, trace_dir
 from tests.unit.agent.test_experience_recall import DictBook
 
 LESSON = {
@@ -29,10 +29,11 @@ def reflection_of(run: AgentRun) -> list[ev.MessageAppended]:
 async def test_reflection_uses_tools_repairs_once_and_records_experiences(
     tmp_path: Path,
 ) -> None:
+    home = trace_dir(tmp_path)
     book = DictBook(None, [])
     run = AgentRun(tmp_path, experiences=book)
     state = run.state
-    (tmp_path / "notes.txt").write_text("parse() lives in parser.py")
+    (home / "notes.txt").write_text("parse() lives in parser.py")
     await run.sink.emit([ev.ReflectRequested(focus="searching")])
     outcome = await run.turn(
         calls(call("read", {"path": "notes.txt"}), call("bash", {"command": "rm -rf ."})),

@@ -11,7 +11,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import PipelineConfig
 from longhaul.llm.types import ModelError
 
-from tests.unit.agent.support import AgentRun, MemorySink, answer, call, calls
+from tests.unit.agent.support import AgentRun, MemorySink, answer, call, calls, trace_dir
 
 
 async def test_stop_requested_before_the_turn(tmp_path: Path) -> None:
@@ -91,11 +91,12 @@ async def test_working_dir_outside_the_root_fails_clearly(tmp_path: Path) -> Non
     assert run.script.requests == []
 
 
-async def test_relative_working_dir_is_created_under_the_root(tmp_path: Path) -> None:
+async def test_relative_working_dir_is_created_under_the_trace_s_directory(tmp_path: Path) -> None:
+    home = trace_dir(tmp_path)
     run = AgentRun(tmp_path, trace_config=ev.TraceConfig(working_dir="proj/a"))
     await run.turn(calls(call("bash", {"command": "pwd"})), answer("ok"))
     state = run.state
-    assert str(tmp_path / "proj" / "a") in str(state.messages[state.path[2]].content)
+    assert str(home / "proj" / "a") in str(state.messages[state.path[2]].content)
 
 
 async def test_a_final_answer_left_by_a_crash_is_finished_without_a_model_call(

@@ -18,6 +18,7 @@ from tests.unit.agent.support import (
     make_engine,
     new_state,
     scripted,
+    trace_dir,
 )
 
 
@@ -29,6 +30,7 @@ def uploaded(workspace: MemoryWorkspace, name: str, data: bytes) -> ev.FileUploa
 
 
 async def test_an_upload_is_written_and_announced_before_the_model_call(tmp_path: Path) -> None:
+    home = trace_dir(tmp_path)
     workspace = MemoryWorkspace()
     engine = make_engine(tmp_path, workspace=workspace)
     state = new_state("summarise the file I send")
@@ -37,7 +39,7 @@ async def test_an_upload_is_written_and_announced_before_the_model_call(tmp_path
     model, script = scripted(calls(call("read", {"path": "report.csv"})), answer("two columns"))
     outcome = await engine.run_turn(state, sink, model=model)
     assert outcome.end == "completed"
-    assert (tmp_path / "report.csv").read_bytes() == b"a,b\n1,2\n"
+    assert (home / "report.csv").read_bytes() == b"a,b\n1,2\n"
     told = script.requests[0].messages[-1]
     assert told["role"] == "user" and "report.csv (8 bytes)" in told["content"]
     assert "1,2" in str(script.requests[1].messages[-1]["content"])  # the read saw it
@@ -48,9 +50,9 @@ async def test_a_planted_symlink_is_replaced_not_followed(tmp_path: Path) -> Non
     outside = tmp_path / "outside.txt"
     outside.write_text("keep")
     work = tmp_path / "work"
-    work.mkdir()
-    os.symlink(outside, work / "notes.txt")
-    os.link(outside, work / "hard.txt")
+    home = trace_dir(work)
+    os.symlink(outside, home / "notes.txt")
+    os.link(outside, home / "hard.txt")
     workspace = MemoryWorkspace()
     engine = make_engine(work, workspace=workspace)
     state = new_state("here are notes")
@@ -61,8 +63,8 @@ async def test_a_planted_symlink_is_replaced_not_followed(tmp_path: Path) -> Non
     model, _ = scripted(answer("ok"))
     await engine.run_turn(state, sink, model=model)
     assert outside.read_text() == "keep"
-    assert not (work / "notes.txt").is_symlink() and (work / "notes.txt").read_text() == "new"
-    assert (work / "hard.txt").read_text() == "new"
+    assert not (home / "notes.txt").is_symlink() and (home / "notes.txt").read_text() == "new"
+    assert (home / "hard.txt").read_text() == "new"
 
 
 async def test_missing_content_is_reported_and_not_retried(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from tests.unit.agent.support import (
     new_state,
     scripted,
     tool_context,
+    trace_dir,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24
@@ -53,9 +54,10 @@ def image_urls(message: dict) -> list[str]:
 
 
 async def test_the_image_follows_the_call_group_and_reaches_the_model(tmp_path: Path) -> None:
-    small = tmp_path / "small.png"
+    home = trace_dir(tmp_path)
+    small = home / "small.png"
     small.write_bytes(PNG)
-    big = tmp_path / "shots" / "big.png"
+    big = home / "shots" / "big.png"
     big.parent.mkdir()
     big_data = PNG + zlib.compress(os.urandom(40_000), 0)  # incompressible: a long data URL
     big.write_bytes(big_data)

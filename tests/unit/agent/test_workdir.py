@@ -62,10 +62,21 @@ def test_requested_directories_stay_inside_the_key_s_directory(tmp_path: Path) -
 
 
 def test_an_owner_or_scope_that_is_not_a_plain_name_is_refused(tmp_path: Path) -> None:
-    for owner in ("..", "k/../../x", ""):
-        state = trace("t_x", owner=owner)
-        if owner:
-            with pytest.raises(WorkingDirError):
-                trace_home(tmp_path, state)
-        else:
-            assert trace_home(tmp_path, state) == tmp_path  # no owner: the root, as before
+    for owner in ("..", "k/../../x"):
+        with pytest.raises(WorkingDirError):
+            trace_home(tmp_path, trace("t_x", owner=owner))
+    with pytest.raises(WorkingDirError):
+        trace_home(tmp_path, trace(".."))  # an ownerless trace's id is checked too
+
+
+def test_an_ownerless_trace_works_in_a_directory_of_its_own_never_the_root(
+    tmp_path: Path,
+) -> None:
+    for owner in (None, ""):
+        alone = trace("t_alone", owner=owner)
+        child = trace("t_child", owner=owner, parent_trace_id="t_alone", root_trace_id="t_alone")
+        assert trace_home(tmp_path, alone) == tmp_path / "unowned" / "t_alone"
+        assert trace_home(tmp_path, child) == trace_home(tmp_path, alone)
+    assert trace_working_dir(tmp_path, trace("t_alone"), None) == tmp_path / "unowned" / "t_alone"
+    with pytest.raises(WorkingDirError):
+        trace_working_dir(tmp_path, trace("t_alone"), str(tmp_path))

@@ -30,6 +30,13 @@ class StaleState(Exception):
     """The engine's view is out of date and its events no longer apply; end the turn."""
 
 
+class StopSignalled(StaleState):
+    """The shell signalled a stop request while the model was being called: the call was
+    cancelled (its connection closed) and nothing of it recorded. The shell re-reads the log,
+    which decides: a stop request there is recorded as ``Stopped``; a signal the log does not
+    bear out (a refused publish) simply starts a fresh turn."""
+
+
 class EffectNotRecorded(Exception):
     """The ledger's ``effect_started`` could not be appended: the call must not act, and the
     turn ends (the wake-up comes again; the call, which never acted, is then interrupted)."""

@@ -7,6 +7,7 @@ executor runs, so anything a middleware must remember during a turn lives here
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ class Turn:
         env: AgentEnv,
         tools: ToolRegistry,
         live: LiveCallback | None,
+        stop_signal: asyncio.Event | None = None,
     ) -> None:
         self.state = state
         self.sink = sink
@@ -55,6 +57,9 @@ class Turn:
         self.config = config
         self.env = env
         self.live = live
+        self.stop_signal = stop_signal
+        """Set by the shell when a stop request arrives: the model call in flight is cancelled
+        (``engine.interrupt``); ``None``: the engine sees stops only in ``state``."""
         self.history = History(state, once=config.offload.enable)
         self.resources = TurnResources()
         """Opened by tools for the rest of the turn (a browser); the engine closes them."""

@@ -6,7 +6,8 @@ stable, non-secret id (``k_`` + a digest prefix, never the key), ``scope`` the t
 task's phases, else the id of the top-most trace, so a task's phases and a trace's sub-traces
 share one directory and no key ever sees another's. ``config.working_dir`` is resolved inside
 that directory. A trace with no owner (written to the log directly, not through the gateway)
-works in the root itself, as before keys had directories.
+works in ``<root>/unowned/<scope>``: never the root itself, which as root the sandbox would
+hand (keys' directories and all) to the tools' user.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Protocol
 from longhaul.agent.errors import TurnConfigError
 
 KEYS_DIR = "keys"
+UNOWNED_DIR = "unowned"
+"""Beside ``keys``, so no key's id can name it."""
 _SAFE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
@@ -40,19 +43,23 @@ class Placed(Protocol):
 
 def trace_home(root: Path, trace: Placed) -> Path:
     """The directory a trace's working directory must lie in (not created)."""
+    scope = trace.task_id or trace.root_trace_id or trace.trace_id
     if not trace.owner:
-        return root
-    return key_home(root, trace.owner, trace.task_id or trace.root_trace_id or trace.trace_id)
+        return _below(root / UNOWNED_DIR, [scope])
+    return key_home(root, trace.owner, scope)
 
 
 def key_home(root: Path, owner: str, scope: str | None = None) -> Path:
     """The directory of ``scope`` (a top-most trace's or a task's id) under ``owner``'s, or
     ``owner``'s own without a scope."""
-    parts = [owner] if scope is None else [owner, scope]
+    return _below(root / KEYS_DIR, [owner] if scope is None else [owner, scope])
+
+
+def _below(base: Path, parts: list[str]) -> Path:
     for part in parts:
         if not _SAFE.fullmatch(part):
             raise WorkingDirError(f"cannot place a working directory under {part!r}")
-    return root.joinpath(KEYS_DIR, *parts)
+    return base.joinpath(*parts)
 
 
 def resolve_working_dir(root: Path, requested: str | None, home: Path | None = None) -> Path:

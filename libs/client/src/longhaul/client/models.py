@@ -496,6 +496,10 @@ class Schedule(Model):
     runs_started: int = 0
     skipped: int = 0
     last_error: str = ""
+    failures: int = 0
+    """Ticks in a row that started nothing."""
+    paused_reason: str = ""
+    """Why longhaul paused it (too many failures in a row); cleared on resume."""
 
 
 class ScheduleList(Model):

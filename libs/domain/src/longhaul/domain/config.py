@@ -130,6 +130,13 @@ class LocalModelConfig(BaseModel):
     tool_prefill_rounds: int = Field(
         default=1, ge=1, description="tool rounds after a user message that tool_prefill steers"
     )
+    max_tokens: int | None = Field(
+        default=1024,
+        ge=1,
+        description="tokens per answer of a request that sets no max_tokens (a trace's own "
+        "model_params.max_tokens wins): a small model unbounded rambles for many minutes. "
+        "null: no bound",
+    )
 
 
 class ModelsConfig(BaseModel):
@@ -184,6 +191,18 @@ class GatewayConfig(BaseModel):
         default=1024**3, ge=0, description="bytes one API key may upload in total"
     )
     rate_limit_per_minute: int = 600
+    schedule_pause_after_failures: int = Field(
+        default=10,
+        ge=0,
+        description="failed ticks in a row after which a schedule pauses itself, with its "
+        "reason and a schedule.failed notice (0: never)",
+    )
+    webhook_rate_limit_per_minute: int = Field(
+        default=60,
+        ge=0,
+        description="signed webhook requests (POST /api/triggers/{id}) one caller address may "
+        "make, refused with 429 before the trigger is looked up (0: no limit)",
+    )
     max_active_traces_per_key: int | None = Field(
         default=None,
         ge=1,
@@ -607,6 +626,12 @@ class RemoteAgentConfig(BaseModel):
     poll_s: float = Field(default=2.0, gt=0, description="between status checks while waiting")
     give_up_s: float = Field(
         default=3600.0, gt=0, description="unreachable this long: the child counts as failed"
+    )
+    max_response_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="a2a: the largest answer read from the agent (one HTTP body, its card "
+        "too); a larger one is not read and fails the child",
     )
 
     @model_validator(mode="after")

@@ -723,6 +723,11 @@ class ScheduleFailed(ScheduleEvent, tag="schedule_failed", kw_only=True, omit_de
     """The run the tick would have started (its id derives from the tick)."""
     code: str
     error: str
+    failures: int = 0
+    """Failed ticks in a row, this one included (0: written before they were counted). Only
+    the first of a run of failures, a change of reason and the pause are written."""
+    paused: bool = False
+    """This failure paused the schedule (``gateway.schedule_pause_after_failures``)."""
 
 
 AnyEvent = (

@@ -199,6 +199,7 @@ class ModelRegistry:
                 prompt_cache_key=False,
                 cache_prompt=True,
                 tool_prefill=prefill,
+                max_tokens=local.max_tokens,
             )
             endpoint = self._endpoint(
                 "local", "openai", settings.model_copy(update={"base_url": base_url}), codec

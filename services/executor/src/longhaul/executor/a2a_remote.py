@@ -18,6 +18,10 @@ the agent's question and how to answer it: ``agent(task=<answer>,
 continue_from=<agent id>)`` sends the answer on the same task and waits again. A
 ``continue_from`` of an ended task sends a new message in the task's context. An agent that
 answers with a bare message (no task) finishes the child at once with that text.
+
+What an agent answers is bounded (``max_response_bytes`` of the entry, 1 MiB by default,
+:mod:`longhaul.executor.capped_http`): a larger answer is not read and fails the child with
+that reason; the text kept from a task is cut (and says so) at ``SUMMARY_LIMIT`` characters.
 """
 
 from __future__ import annotations
@@ -51,10 +55,11 @@ from a2a.utils.errors import A2AError, TaskNotCancelableError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 from longhaul.domain.config import RemoteAgentConfig
 from longhaul.domain.state import SubtraceInfo, TraceState
+from longhaul.executor.capped_http import IDENTITY, AnswerRefused, CappedTransport
 from longhaul.executor.remote_status import (
-    SUMMARY_LIMIT,
     RemoteError,
     RemoteStatus,
+    clip,
     remote_id,
     remote_trace_id,
 )
@@ -107,11 +112,11 @@ def task_status(task: Task, linked: str) -> RemoteStatus:
             f"The A2A agent needs {asks}: {text or '(no question given)'}\n"
             f"Answer it with agent(task=<your answer>, continue_from={linked!r})."
         )
-        return RemoteStatus("completed", summary[:SUMMARY_LIMIT], 0, 0.0)
+        return RemoteStatus("completed", clip(summary), 0, 0.0)
     status = _ENDED.get(state, "failed")
     if status != "completed":
         text = f"{status}: {text or TaskState.Name(state)}"
-    return RemoteStatus(status, text[:SUMMARY_LIMIT], 0, 0.0)
+    return RemoteStatus(status, clip(text), 0, 0.0)
 
 
 def _refusal(where: str, exc: A2AError | httpx.HTTPError) -> RemoteError:
@@ -154,7 +159,11 @@ class A2AAgents:
             config = self.configs[name]
             key = os.environ.get(config.api_key_env) if config.api_key_env else None
             headers = {"Authorization": f"Bearer {key}"} if key else {}
-            http = httpx.AsyncClient(headers=headers, timeout=config.timeout_s)
+            http = httpx.AsyncClient(
+                headers={**headers, **IDENTITY},
+                timeout=config.timeout_s,
+                transport=CappedTransport(config.max_response_bytes),
+            )
             factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False, polling=True))
             try:
                 client = await factory.create_from_url(config.url)
@@ -168,6 +177,9 @@ class A2AAgents:
         where = f"A2A agent {name!r} ({self.configs[name].url})"
         try:
             return await call(await self._client(name))
+        except AnswerRefused as exc:  # final: asked again, it would answer the same
+            limit = f"remote_agents.{name}.max_response_bytes"
+            raise RemoteError(f"{where} {exc} ({limit}): not read") from exc
         except (A2AError, httpx.HTTPError) as exc:
             raise _refusal(where, exc) from exc
 
@@ -198,7 +210,7 @@ class A2AAgents:
                 message.task_id = previous.id
         answer = await self._send(name, message)
         if isinstance(answer, Message):
-            return RemoteStatus("completed", parts_text(list(answer.parts))[:SUMMARY_LIMIT], 0, 0)
+            return RemoteStatus("completed", clip(parts_text(list(answer.parts))), 0, 0)
         return remote_id(self.configs[name], quote(answer.id, safe=""))
 
     async def status(self, name: str, linked: str) -> RemoteStatus:

@@ -8,6 +8,7 @@ the reason instead of being retried as a poison event.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -83,7 +84,13 @@ class AgentTurns:
         )
         log.info("bash: %s", Sandbox(config.sandbox).describe())
 
-    async def __call__(self, state: TraceState, sink: EventSink, live: LiveCallback) -> TurnOutcome:
+    async def __call__(
+        self,
+        state: TraceState,
+        sink: EventSink,
+        live: LiveCallback,
+        stop_signal: asyncio.Event | None = None,
+    ) -> TurnOutcome:
         models = self.config.models
         try:
             model = await self._model(state, state.config.model or models.default)
@@ -94,7 +101,7 @@ class AgentTurns:
             await sink.emit([failed])
             return TurnOutcome(end="failed", stop_reason="config_error")
         return await self.engine.run_turn(
-            state, sink, model=model, utility_model=utility, live=live
+            state, sink, model=model, utility_model=utility, live=live, stop_signal=stop_signal
         )
 
     async def _model(self, state: TraceState, model_string: str) -> Model:

@@ -111,6 +111,10 @@ class Executor:
         spec = consumer_spec(self.ctx.conn.names, self.settings)
         port = self.settings.metrics_port
         http = self.metrics.serve(port) if port is not None else None
+        # before any turn starts: a running turn hears of a stop request at once (``stops``)
+        stops = await self.ctx.conn.nc.subscribe(
+            self.turns.stops.subject, cb=self.turns.stops.on_message
+        )
         await self._reclaim(self.settings.id)
         exits = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.process_exits, cb=self._on_process_exit
@@ -151,6 +155,7 @@ class Executor:
                 await exits.unsubscribe()
                 await erasures.unsubscribe()
                 await imports.unsubscribe()
+                await stops.unsubscribe()
             if presence is not None:
                 await presence.release()
             await self.agent.aclose()

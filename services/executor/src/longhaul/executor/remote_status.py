@@ -11,6 +11,14 @@ from longhaul.domain.config import RemoteAgentConfig
 SUMMARY_LIMIT = 4000
 
 
+def clip(text: str) -> str:
+    """At most ``SUMMARY_LIMIT`` characters, saying so when the answer was longer."""
+    if len(text) <= SUMMARY_LIMIT:
+        return text
+    marker = f"\n[cut: the answer has {len(text)} characters; the first ones are shown]"
+    return text[: SUMMARY_LIMIT - len(marker)] + marker
+
+
 class RemoteError(Exception):
     """A remote call that cannot succeed as is; ``transient``: worth asking again later."""
 

@@ -5,6 +5,8 @@ taken is simply acknowledged: the holder re-reads the log *after* releasing, so 
 arrived while it held the lease is never missed (the lease holder's in-flight wake-up, or the
 sweeper, covers a holder that died instead). While the engine runs, a keeper renews the lease;
 if the lease is lost the turn is cancelled at once, so two executors never run one trace.
+A stop request heard meanwhile (``stops``) cancels only the model call in flight: the engine
+ends the turn (``StopSignalled``) and the next round reads the log and records the stop.
 Each turn is an ``invoke_agent`` span under the run's recorded trace context
 (``longhaul.core.telemetry``).
 """
@@ -18,7 +20,13 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from longhaul.agent.contract import LiveCallback, LiveUpdate, StaleState, TurnOutcome
+from longhaul.agent.contract import (
+    LiveCallback,
+    LiveUpdate,
+    StaleState,
+    StopSignalled,
+    TurnOutcome,
+)
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import current_trace_id
 from longhaul.core.repository import Repository
@@ -32,6 +40,7 @@ from longhaul.executor.leases import Lease, Leases
 from longhaul.executor.live import LivePublisher
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.sink import TraceSink
+from longhaul.executor.stops import StopSignals
 from longhaul.executor.upkeep import TurnUpkeep
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -39,8 +48,11 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 
 log = logging.getLogger(__name__)
 
-RunTurn = Callable[[TraceState, TraceSink, LiveCallback], Coroutine[Any, Any, TurnOutcome]]
-"""Runs one engine turn on ``state``, emitting through the sink (``agent_turns.AgentTurns``)."""
+RunTurn = Callable[
+    [TraceState, TraceSink, LiveCallback, asyncio.Event], Coroutine[Any, Any, TurnOutcome]
+]
+"""Runs one engine turn on ``state``, emitting through the sink, its model call cut short once
+the stop signal is set (``agent_turns.AgentTurns``)."""
 
 MAX_ROUNDS = 8
 """Turns one wake-up may run back to back (stale-state restarts, events during a turn)."""
@@ -94,6 +106,8 @@ class TurnRunner:
         self.run_turn = run_turn
         self.metrics = metrics
         self.settings = settings
+        self.stops = StopSignals(ctx.conn.names)
+        """Fed by the executor's subscription to ``stop_requested`` (``stops``)."""
 
     async def drive(self, trace_id: str, *, takeover: bool = False) -> bool:
         """Do whatever the trace needs now, unless another executor holds it. True when work
@@ -109,7 +123,8 @@ class TurnRunner:
                         await self._hand_to_sweeper(trace_id)
                     return False
                 try:
-                    state = await self._work(trace_id, lease, takeover=takeover)
+                    with self.stops.watch(trace_id) as stop:  # before the trace is loaded
+                        state = await self._work(trace_id, lease, stop, takeover=takeover)
                 finally:
                     await lease.release()
                 if state is None:
@@ -132,7 +147,9 @@ class TurnRunner:
         if state.exists:
             await self.index.update(state)
 
-    async def _work(self, trace_id: str, lease: Lease, *, takeover: bool) -> TraceState | None:
+    async def _work(
+        self, trace_id: str, lease: Lease, stop: asyncio.Event, *, takeover: bool
+    ) -> TraceState | None:
         """Act once under the lease; returns the state reached (None if the lease was lost)."""
         state = await self.traces.load(trace_id)
         action = decide(state)
@@ -152,9 +169,11 @@ class TurnRunner:
             return state
         if takeover:
             self.metrics.lease_takeovers.inc()
-        return await self._run_agent(state, lease)
+        return await self._run_agent(state, lease, stop)
 
-    async def _run_agent(self, state: TraceState, lease: Lease) -> TraceState | None:
+    async def _run_agent(
+        self, state: TraceState, lease: Lease, stop: asyncio.Event
+    ) -> TraceState | None:
         upkeep = TurnUpkeep(
             self.ctx.snapshotter(), self.index, interval_s=self.settings.index_interval_s
         )
@@ -171,7 +190,7 @@ class TurnRunner:
         span = turn_span(state, self.settings.actor)
         with trace.use_span(span):  # the turn's task starts in (a copy of) this context
             turn = asyncio.create_task(
-                self.run_turn(state, sink, live), name=f"turn-{state.trace_id}"
+                self.run_turn(state, sink, live, stop), name=f"turn-{state.trace_id}"
             )
         keeper = asyncio.create_task(lease.keep(turn.cancel), name=f"lease-{state.trace_id}")
         end = "error"
@@ -179,6 +198,10 @@ class TurnRunner:
             end = (await turn).end
             await sink.settle()
             await live(LiveUpdate(kind="status", text=state.status or end))
+            return state
+        except StopSignalled as exc:
+            end = "interrupted"  # the next round reads the log and records the stop
+            log.info("turn on %s cut short: %s", state.trace_id, exc)
             return state
         except StaleState as exc:
             end = "stale"

@@ -73,6 +73,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         metrics_keys=KeyRing(gateway.metrics_keys),
         admin_keys=KeyRing(gateway.admin_keys),
         limiter=RateLimiter(gateway.rate_limit_per_minute),
+        webhook_limiter=RateLimiter(gateway.webhook_rate_limit_per_minute),
         quota=ActiveQuota(gateway.max_active_traces_per_key),
         metrics=GatewayMetrics(),
         heartbeat_s=heartbeat_s,

@@ -165,7 +165,12 @@ def check_origin(origin: str | None, host: str | None, allowed: list[str]) -> No
 
 
 def enforce_rate_limit(limiter: RateLimiter, principal: Principal) -> None:
-    wait = limiter.acquire(principal.owner)
+    enforce_limit(limiter, principal.owner)
+
+
+def enforce_limit(limiter: RateLimiter, key: str) -> None:
+    """429 with ``Retry-After`` when ``key``'s bucket is empty."""
+    wait = limiter.acquire(key)
     if wait > 0:
         raise ApiError(
             429,

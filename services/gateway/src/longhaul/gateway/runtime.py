@@ -50,6 +50,9 @@ class Runtime:
     """The operator's scraper keys (``gateway.metrics_keys``), distinct from the tenants'."""
     admin_keys: KeyRing = field(default_factory=lambda: KeyRing([]))
     """The operator's keys for ``/api/admin`` (``gateway.admin_keys``)."""
+    webhook_limiter: RateLimiter = field(default_factory=lambda: RateLimiter(0))
+    """Per caller address, in front of the signed webhook
+    (``gateway.webhook_rate_limit_per_minute``)."""
     draining: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the server is asked to stop: live streams end so shutdown is not held up."""
     ctx: ServiceContext | None = None

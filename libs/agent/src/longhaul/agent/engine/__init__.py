@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
@@ -51,11 +52,13 @@ class Engine:
         model: Model,
         utility_model: Model | None = None,
         live: LiveCallback | None = None,
+        stop_signal: asyncio.Event | None = None,
     ) -> TurnOutcome:
         """Advance ``state`` until it completes, waits, stops, fails or uses up the turn's
         iterations. Every event goes through ``sink`` (which folds it into ``state``) before
         the next action; :class:`~longhaul.agent.contract.StaleState` from the sink
-        propagates."""
+        propagates. ``stop_signal``, once set, cancels the model call in flight
+        (:class:`~longhaul.agent.contract.StopSignalled`, ``engine.interrupt``)."""
         turn = Turn(
             state=state,
             sink=sink,
@@ -65,6 +68,7 @@ class Engine:
             env=self.env,
             tools=self.tools,
             live=live,
+            stop_signal=stop_signal,
         )
         try:
             return await TurnLoop(turn, self._chain).run()

@@ -5,7 +5,8 @@ was requested). Then the turn's settings are resolved and pinned (``turn_setting
 ``run_context``), ``before_agent``, a pending stop request, what arrived while the trace
 waited (``take_arrivals``), a requested reflection. Then, step by step: stop request → final
 answer at the head (complete or verify) → iteration budget → room in the stores → request →
-``before_model`` → model call (wrapped) → ``after_model`` → assistant message (+ queued
+``before_model`` → model call (wrapped; cut short by the shell's stop signal,
+``interrupt``) → ``after_model`` → assistant message (+ queued
 events) → tool calls, each result recorded before the next call acts. Write-behind: a result's
 append is in flight while the next model request is built and sent, and an assistant
 message's while its calls run if none of them changes anything outside the trace
@@ -21,6 +22,7 @@ from longhaul.agent.engine.arrivals import take_arrivals
 from longhaul.agent.engine.compaction import summarise
 from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
 from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
+from longhaul.agent.engine.interrupt import unless_stopped
 from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
 from longhaul.agent.engine.titling import title, wants_title
@@ -129,7 +131,7 @@ class TurnLoop:
             return await stop(turn, turn.stop_reason)
         started = turn.env.clock()
         try:
-            response = await self.call_model(request)
+            response = await unless_stopped(turn, lambda: self.call_model(request))
         except ModelError as exc:
             return await fail(turn, f"model call failed: {exc}", "model_error")
         turn.steps += 1

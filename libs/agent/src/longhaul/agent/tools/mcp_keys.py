@@ -10,8 +10,9 @@ one. A url server with ``headers_per_key`` is a session per key carrying that ke
 The tools are the same for every key, so they are listed once, at start, from a probe instance
 in a scratch directory that no key owns (removed right after); a server whose probe failed
 lists its tools when its first instance comes up. ``GET /api/tools`` thus shows a per-key
-server's tools without a process per key. A trace with no owner (written to the log directly,
-not through the gateway) uses the working root, where its ``bash`` runs too.
+server's tools without a process per key. Traces with no owner (written to the log directly,
+not through the gateway) share one instance in ``<working root>/unowned/`` (or, with ``scope:
+family``, their family's directory below it), never the root.
 """
 
 from __future__ import annotations
@@ -123,13 +124,10 @@ class KeyedMcpServer:
                     code="mcp_unavailable",
                 )
             return owner or "", Placement(headers=headers)
-        if not owner:
-            home = self.root
-        elif self.config.scope == "family":
-            home = trace_home(self.root, ctx.state)
-        else:
-            home = trace_home(self.root, ctx.state).parent
-        assert home == self.root or home.is_relative_to(self.root / KEYS_DIR)
+        home = trace_home(self.root, ctx.state)
+        if self.config.scope != "family":
+            home = home.parent
+        assert home.is_relative_to(self.root) and home not in (self.root, self.root / KEYS_DIR)
         home.mkdir(parents=True, exist_ok=True)
         return str(home.relative_to(self.root)), Placement(home, self.sandbox)
 

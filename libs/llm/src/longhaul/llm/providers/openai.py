@@ -107,7 +107,8 @@ class OpenAICodec:
     ``required`` with only that tool offered, which forces the same call. ``prompt_cache_key``
     sends the trace id as OpenAI's cache-routing key (servers that do not know it ignore it);
     ``cache_prompt`` asks llama.cpp's server to reuse the prompt prefix its slot holds;
-    ``tool_prefill`` steers llama.cpp into calling tools (:mod:`longhaul.llm.tool_prefill`)."""
+    ``tool_prefill`` steers llama.cpp into calling tools (:mod:`longhaul.llm.tool_prefill`);
+    ``max_tokens`` bounds an answer whose request sets none (``models.local.max_tokens``)."""
 
     provider = "openai"
 
@@ -118,11 +119,13 @@ class OpenAICodec:
         prompt_cache_key: bool = True,
         cache_prompt: bool = False,
         tool_prefill: ToolPrefill | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self.named_tool_choice = named_tool_choice
         self.prompt_cache_key = prompt_cache_key
         self.cache_prompt = cache_prompt
         self.tool_prefill = tool_prefill
+        self.max_tokens = max_tokens
 
     def auth_headers(self, api_key: str | None) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -153,9 +156,10 @@ class OpenAICodec:
         if request.temperature is not None:
             body["temperature"] = request.temperature
         _sampling(body, request)
-        if request.max_tokens is not None:
+        max_tokens = request.max_tokens if request.max_tokens is not None else self.max_tokens
+        if max_tokens is not None:
             reasoning = model_id.startswith(_REASONING_PREFIXES)
-            body["max_completion_tokens" if reasoning else "max_tokens"] = request.max_tokens
+            body["max_completion_tokens" if reasoning else "max_tokens"] = max_tokens
         if request.response_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",

@@ -13,7 +13,8 @@ budget.nearly_spent    an assistant ``message_appended`` or a ``subtrace_finishe
                        after which a top-level trace's run has used at least the
                        lowest ``budget_ratio`` of its ``max_tokens`` or ``max_cost``
 schedule.failed        ``schedule_failed``: a schedule's tick that started nothing
-                       (the gateway's ticker writes one per such tick)
+                       (the ticker writes the first of a row, a new reason, and the
+                       one that pauses the schedule: ``status: paused``)
 =====================  ==========================================================
 
 Sub-traces and a task's step traces end inside their parent or task, which is what is
@@ -169,7 +170,11 @@ def task_notice(event: ev.Event, state: TaskState) -> Notice | None:
 
 
 def schedule_notice(event: ev.ScheduleFailed) -> Notice:
-    """A tick that started nothing: the event carries all of it (the schedule may be gone)."""
+    """A tick that started nothing: the event carries all of it (the schedule may be gone).
+    The one that paused the schedule says so (``status: paused``)."""
+    error = f"{event.code}: {event.error}"
+    if event.paused:
+        error = f"paused after {event.failures} failed ticks in a row; {error}"
     return Notice(
         id=event.id,
         kind="schedule.failed",
@@ -178,9 +183,9 @@ def schedule_notice(event: ev.ScheduleFailed) -> Notice:
         schedule_id=event.aggregate_id,
         owner=event.owner,
         name=event.name,
-        status="failed",
+        status="paused" if event.paused else "failed",
         tick=rfc3339(event.tick_ms),
-        error=_cut(f"{event.code}: {event.error}"),
+        error=_cut(error),
         event_type=event.type,
     )
 

@@ -164,6 +164,8 @@ def _changed(record: ScheduleRecord, given: dict[str, Any]) -> ScheduleRecord:
     if retimed or (record.paused and not changed.paused):
         timing_now = _timing(msgspec.structs.asdict(changed), changed.anchor_ms)
         changed = msgspec.structs.replace(changed, next_tick_ms=_first_tick(timing_now, now))
+    if record.paused and not changed.paused:  # a resume starts the count of failures afresh
+        changed = msgspec.structs.replace(changed, failures=0, failure_code="", paused_reason="")
     return changed
 
 

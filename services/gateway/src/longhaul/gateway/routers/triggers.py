@@ -6,7 +6,9 @@ webhook carries no API key, so its URL names the trigger by id (``trg_`` + 128 r
 not by name: names are unique only within a key, so two keys may both have a ``deploy``
 trigger without meeting, and no request can learn whether another key's name exists. The id
 only finds the trigger; the signature (HMAC-SHA256 with the secret given once at creation)
-is what lets a request start a run.
+is what lets a request start a run. Before either, the caller's address is rate-limited
+(``gateway.webhook_rate_limit_per_minute``): an unauthenticated flood is refused with 429
+without costing a KV read per request.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from longhaul.gateway.auth import CurrentPrincipal, Principal, enforce_rate_limit
+from longhaul.gateway.auth import (
+    CurrentPrincipal,
+    Principal,
+    enforce_limit,
+    enforce_rate_limit,
+)
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.routers.schedules import store_of
 from longhaul.gateway.runtime import runtime_of
@@ -123,6 +130,7 @@ async def fire_trigger(
     template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``, else the same
     signed request) answers the first run and starts nothing."""
     runtime = runtime_of(request.app)
+    enforce_limit(runtime.webhook_limiter, request.client.host if request.client else "")
     raw = await request.body()
     if len(raw) > MAX_WEBHOOK_BYTES:
         raise ApiError(

@@ -8,10 +8,17 @@ the last one on the log. The last event is read (one direct read of the subject'
 message) and, when it is not already this tick's, the new one is appended expecting that
 last sequence: a gateway that crashed before moving the cursor finds its event there, and of
 two gateways at the same tick one appends and the other is refused by the expected sequence.
+
+Not every failed tick is news: a schedule whose template keeps failing would otherwise write
+(and notify) once per tick for ever. The schedule's record counts the failed ticks in a row;
+only the first of them, one whose reason (error code) differs from the last, and the one that
+pauses the schedule (``gateway.schedule_pause_after_failures`` in a row) are written. The
+count moves with the cursor (one compare-and-set), so it too is exactly once per tick.
 """
 
 from __future__ import annotations
 
+import msgspec
 from longhaul.core.store import ConcurrencyError, Position
 from longhaul.domain import events as ev
 from longhaul.gateway.errors import ApiError
@@ -37,8 +44,31 @@ async def _last(runtime: Runtime, schedule_id: str) -> tuple[ev.Event | None, Po
     return event, Position(int(stored.seq or 0), event.n)
 
 
+class Streak(msgspec.Struct, kw_only=True):
+    """A failed tick as the schedule's record counts it."""
+
+    failures: int
+    """Failed ticks in a row, this one included."""
+    news: bool
+    """Worth an event: the first of the row, a new reason, or the pause."""
+    pause: bool
+
+
+def streak(schedule: ScheduleRecord, code: str, pause_after: int) -> Streak:
+    """What a failed tick with ``code`` makes of ``schedule``'s row of failures."""
+    failures = schedule.failures + 1
+    pause = 0 < pause_after <= failures
+    news = schedule.failures == 0 or code != schedule.failure_code or pause
+    return Streak(failures=failures, news=news, pause=pause)
+
+
 async def record(
-    runtime: Runtime, schedule: ScheduleRecord, tick_ms: int, run_id: str, error: ApiError
+    runtime: Runtime,
+    schedule: ScheduleRecord,
+    tick_ms: int,
+    run_id: str,
+    error: ApiError,
+    row: Streak,
 ) -> None:
     """Store the failure of ``tick_ms`` unless it is stored already (NATS errors raise: the
     tick then stays due and is tried again)."""
@@ -53,6 +83,8 @@ async def record(
             run_id=run_id,
             code=error.code,
             error=error.message,
+            failures=row.failures,
+            paused=row.pause,
         )
         try:
             await runtime.store.append(

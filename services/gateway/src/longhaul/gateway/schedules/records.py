@@ -52,6 +52,12 @@ class ScheduleRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
     runs: list[ScheduledRun] = msgspec.field(default_factory=list)
     skipped: int = 0
     last_error: str = ""
+    failures: int = 0
+    """Ticks in a row that started nothing (0 again once one starts a run, or on resume)."""
+    failure_code: str = ""
+    """The last of those ticks' error code: a failure with another is news."""
+    paused_reason: str = ""
+    """Why the ticker paused it (empty: not paused, or paused by its key)."""
 
     def timing(self) -> Timing:
         return Timing(

@@ -7,7 +7,9 @@ on the run's id, derived from (schedule, tick), and on the log's exclusive creat
 killed between starting a run and moving the schedule's cursor leaves the tick due; whoever
 looks next finds the run already started and only moves the cursor. A crash before the start
 leaves the tick due too, so it is started later: never zero, never two. A tick that cannot
-start its run (refused: the template, the key's cap…) is recorded on the log
+start its run (refused: the template, the key's cap…) is counted on the schedule and, when it
+is news (the first in a row, a new reason, the pause after
+``gateway.schedule_pause_after_failures`` in a row), recorded on the log
 (``schedules.failures``) before the cursor moves past it, for the notifier.
 """
 
@@ -18,6 +20,7 @@ import contextlib
 import logging
 import math
 import time
+from typing import Any
 
 import msgspec
 from longhaul.gateway.errors import ApiError
@@ -118,6 +121,7 @@ class Ticker:
             return None
         error = ""
         run = None
+        counted: dict[str, Any] = {}
         if plan.fire is not None:
             run_id = tick_run_id(record, plan.fire)
             try:
@@ -133,8 +137,7 @@ class Ticker:
                     return None  # the tick stays due: tried again on the next pass
                 error = f"{rfc3339(plan.fire)}: {exc.code}: {exc.message}"
                 log.warning("schedule %s could not start its run: %s", record.schedule_id, error)
-                # on the log before the cursor moves: told at least once, recorded once
-                await failures.record(self.runtime, record, plan.fire, run_id, exc)
+                counted = await self._failed(record, plan.fire, run_id, exc)
             else:
                 run = ScheduledRun(
                     run_id=started.run_id,
@@ -142,9 +145,32 @@ class Ticker:
                     tick_ms=plan.fire,
                     started_at=time.time(),
                 )
+                counted = {"failures": 0, "failure_code": ""}
         return await self._save(
-            record, revision, cursor=plan.cursor, run=run, skipped=plan.skipped, error=error
+            record,
+            revision,
+            cursor=plan.cursor,
+            run=run,
+            skipped=plan.skipped,
+            error=error,
+            **counted,
         )
+
+    async def _failed(
+        self, record: ScheduleRecord, tick_ms: int, run_id: str, exc: ApiError
+    ) -> dict[str, Any]:
+        """Record the failed tick when it is news; the record's fields that count it (and,
+        at the limit, pause the schedule)."""
+        limit = self.runtime.config.gateway.schedule_pause_after_failures
+        row = failures.streak(record, exc.code, limit)
+        if row.news:  # on the log before the cursor moves: told at least once, recorded once
+            await failures.record(self.runtime, record, tick_ms, run_id, exc, row)
+        counted: dict[str, Any] = {"failures": row.failures, "failure_code": exc.code}
+        if row.pause:
+            reason = f"{row.failures} ticks in a row started nothing; the last: {exc.message}"
+            log.warning("schedule %s paused: %s", record.schedule_id, reason)
+            counted |= {"paused": True, "paused_reason": reason}
+        return counted
 
     async def _already_started(self, record: ScheduleRecord, tick_ms: int) -> bool:
         run_id = tick_run_id(record, tick_ms)
@@ -176,6 +202,7 @@ class Ticker:
         run: ScheduledRun | None = None,
         skipped: int = 0,
         error: str = "",
+        **counted: Any,
     ) -> tuple[ScheduleRecord, int] | None:
         changed = msgspec.structs.replace(
             record,
@@ -183,6 +210,7 @@ class Ticker:
             runs=record.with_run(run) if run else record.runs,
             skipped=record.skipped + skipped,
             last_error=error if error or run else record.last_error,
+            **counted,
         )
         try:
             async with self.runtime.nats_call():

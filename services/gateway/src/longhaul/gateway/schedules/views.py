@@ -33,6 +33,8 @@ def schedule_view(record: ScheduleRecord) -> ScheduleView:
         runs_started=len(record.runs),
         skipped=record.skipped,
         last_error=record.last_error,
+        failures=record.failures,
+        paused_reason=record.paused_reason,
         created_at=record.created_at,
         updated_at=record.updated_at,
     )

@@ -67,6 +67,14 @@ class ScheduleView(BaseModel):
     runs_started: int = Field(default=0, description="runs it lists (the latest 100)")
     skipped: int = Field(default=0, description="ticks passed by (overlap skip, catch-up)")
     last_error: str = Field(default="", description="why the last tick could not start a run")
+    failures: int = Field(
+        default=0, description="ticks in a row that started nothing (0 once one starts a run)"
+    )
+    paused_reason: str = Field(
+        default="",
+        description="why longhaul paused it (gateway.schedule_pause_after_failures failed "
+        "ticks in a row); cleared on resume",
+    )
     created_at: float
     updated_at: float
 

@@ -1,0 +1,54 @@
+"""The cap on remote answers below ``a2a-sdk`` (``remote_agents.<name>.max_response_bytes``),
+against a real HTTP server: an answer without a length is read only up to the cap, then
+refused; a compressed one is refused unread (its size says nothing); one within the cap is
+read whole."""
+
+from __future__ import annotations
+
+import gzip
+
+import httpx
+import pytest
+from longhaul.executor.capped_http import IDENTITY, AnswerRefused, CappedTransport
+
+from tests.support.counting_server import JsonHandler, serving
+
+CAP = 64 * 1024
+
+
+class Answers(JsonHandler):
+    """``/stream``: 1 MiB with no length (closed-delimited, as HTTP/1.0); ``/gzip``: a small
+    gzip body that would decompress to 1 MiB; ``/small``: within the cap."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        if self.path == "/small":
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"small")
+            return
+        if self.path == "/gzip":
+            packed = gzip.compress(b"x" * 1024 * 1024)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.end_headers()
+            self.wfile.write(packed)
+            return
+        self.end_headers()
+        try:
+            for _ in range(64):
+                self.wfile.write(b"x" * 16 * 1024)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what the cap is for
+
+
+async def test_an_answer_over_the_cap_or_compressed_is_refused_one_within_is_read() -> None:
+    with serving(Answers) as url:
+        async with httpx.AsyncClient(
+            headers=IDENTITY, transport=CappedTransport(CAP), timeout=10
+        ) as client:
+            with pytest.raises(AnswerRefused, match=f"answered more than {CAP} bytes"):
+                await client.get(f"{url}/stream")
+            with pytest.raises(AnswerRefused, match="Content-Encoding 'gzip'"):
+                await client.get(f"{url}/gzip")
+            assert (await client.get(f"{url}/small")).content == b"small"
