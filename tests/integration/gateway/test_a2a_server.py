@@ -212,3 +212,23 @@ async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_pa
         # B replays A's messageId: a task of B's own, never A's
         replayed = (await rpc(anonymous, "message/send", v03, **foreign)).json()["result"]
         assert replayed["id"] != sent["id"]
+        # every method B names A's task in answers as for a task that does not exist
+        for method, params in (
+            ("SubscribeToTask", {"id": "{task}"}),
+            ("tasks/resubscribe", {"id": "{task}"}),
+            ("CancelTask", {"id": "{task}"}),
+            (
+                "message/send",
+                {"message": {**v03["message"], "messageId": "m-05", "taskId": "{task}"}},
+            ),
+            (
+                "message/send",
+                {"message": {**v03["message"], "taskId": "{task}", "contextId": "{task}"}},
+            ),
+        ):
+            answers = []
+            for task in (sent["id"], "t_01UNKNOWNUNKNOWNUNKNOWN00"):
+                filled = json.loads(json.dumps(params).replace("{task}", task))
+                answer = await rpc(anonymous, method, filled, **foreign)
+                answers.append((answer.status_code, answer.text.replace(task, "ID")))
+            assert answers[0] == answers[1] and "-32001" in answers[0][1], method

@@ -4,18 +4,23 @@ can never reach the exporter's data; a version 1 bundle imports; bad bundles are
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
-from longhaul.core.store import EventStore
+from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
-from longhaul.domain.config import NatsConfig
+from longhaul.domain import events as ev
+from longhaul.domain.config import NatsConfig, RemoteAgentConfig
+from longhaul.domain.imports import IMPORT_ACTOR
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import family_script
@@ -25,6 +30,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
     user_message,
 )
+from tests.support.folds import trace_state
 from tests.support.stack import InProcessExecutor, wait_for_trace
 
 ALICE, BOB = "alice-bundle-key-0123456789", "bob-bundle-key-9876543210"
@@ -154,6 +160,16 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
                 422,
             ),
             (b"x" * 2_100_000, 413),
+            (b'{"format": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", 422),  # nested too deep
+            *(  # a file named past its trace, or with what a workspace key cannot hold
+                (
+                    json.dumps(
+                        {**v1, "outputs": {f"outputs/{v1['root']}/{name}": "eA=="}}
+                    ).encode(),
+                    422,
+                )
+                for name in ("../../uploads/t_01OTHERTRACE0000000000000/x", "a*b", "a b", "x/./y")
+            ),
         ):
             refused = await bob.post("/api/traces/import", content=body)
             assert refused.status_code == status, refused.text
@@ -170,3 +186,178 @@ async def test_bad_bundles_are_refused_and_a_version_1_bundle_imports(
         assert output.status_code == 200 and output.content == b"an output"
         # the owner the file claimed is not the importer's: the importer owns it all the same
         assert (await wait_for_trace(EventStore(conn), new)).owner == owner_of(BOB)
+
+
+def _spawning(*events: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The version 1 fixture with ``events`` after its root's tool call; and its root."""
+    bundle = json.loads(V1.read_text())
+    root = bundle["root"]
+    envelope = {"aggregate_id": root, "ts": 1700000001.5, "actor": "executor:e", "n": 3}
+    crafted = [
+        {**envelope, "id": f"01M8EPV29WVAATGRF3B7D3ZRK{i}", **e} for i, e in enumerate(events)
+    ]
+    bundle["traces"][root][2:2] = crafted
+    return bundle, root
+
+
+def _naming(victim: str) -> bytes:
+    """A bundle whose root spawned ``victim`` (and continues it), and whose second trace
+    claims ``victim`` as its parent and root."""
+    spawn = {"type": "subtrace_spawned", "child_trace_id": victim, "tool_call_id": "call_1"}
+    bundle, root = _spawning({**spawn, "continue_from": victim, "task": "x"})
+    orphan = "t_01JD5V1F1XTVRE0000000000CD"
+    bundle["traces"][orphan] = [
+        {
+            **bundle["traces"][root][0],
+            "aggregate_id": orphan,
+            "id": "01M8EPV29WVAATGRF3B7D3ZRJD",
+            "parent_trace_id": victim,
+            "root_trace_id": victim,
+            "schedule_id": "sched_01JD5V1F1XTVRE0000000000",
+            "trigger_id": "trg_" + "0" * 32,
+        }
+    ]
+    return json.dumps(bundle).encode()
+
+
+async def _append_as_import(store: EventStore, trace_id: str, *events: ev.TraceEvent) -> None:
+    state = await trace_state(store, trace_id)
+    position = Position(state.stream_seq, state.version)
+    await store.append("trace", trace_id, list(events), expected=position, actor=IMPORT_ACTOR)
+
+
+def _found(root: Path, name: str) -> list[Path]:
+    return list(root.rglob(name))
+
+
+def _uploading(key: str) -> bytes:
+    """A bundle with a second trace, never run, whose pending upload's bytes are at ``key``
+    (named nowhere else, so no id in it is one the bundle knows)."""
+    bundle = json.loads(V1.read_text())
+    trace = "t_01JD5V1F1XTVRE0000000000GH"
+    created = {**bundle["traces"][bundle["root"]][0], "aggregate_id": trace}
+    upload = {
+        **{k: created[k] for k in ("aggregate_id", "ts", "actor")},
+        "type": "file_uploaded",
+        "id": "01M8EPV29WVAATGRF3B7D3ZRJE",
+        "n": 2,
+        "name": "stolen.txt",
+        "size": 14,
+        "sha256": "0" * 64,
+        "key": key,
+    }
+    bundle["traces"][trace] = [{**created, "id": "01M8EPV29WVAATGRF3B7D3ZRJF"}, upload]
+    return json.dumps(bundle).encode()
+
+
+async def test_a_bundle_naming_another_keys_trace_never_reaches_it(
+    keyed: RunningGateway, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """Bob knows Alice's trace id and imports a bundle whose root spawned it and whose other
+    trace claims it as parent: the ids are fresh ones that name nothing, so Bob's view,
+    export and delete of his import never show, carry or erase Alice's trace."""
+    async with (
+        InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
+        keyed.client(ALICE) as alice,
+        keyed.client(BOB) as bob,
+    ):
+        made = await alice.post(
+            "/api/traces",
+            json={"messages": [user_message("mine")], "model": "scripted:auto", "name": "a"},
+        )
+        victim = made.json()["trace_id"]
+        assert (await wait_for_trace(EventStore(conn), victim, within=DEADLINE_S)).is_final
+        workspace = WorkspaceStore(conn)
+        await workspace.put(f"outputs/{victim}/call_9", b"alice's secret")
+        upload = f"uploads/{victim}/{'0' * 64}"
+        await workspace.put(upload, b"alice's upload")
+
+        imported = await bob.post("/api/traces/import", content=_naming(victim))
+        assert imported.status_code == 201, imported.text
+        new = imported.json()["trace_id"]
+        for trace_id in imported.json()["traces"].values():
+            view = await bob.get(f"/api/traces/{trace_id}")
+            assert view.status_code == 200 and victim not in view.text
+            assert view.json()["schedule_id"] is view.json()["trigger_id"] is None
+        exported = await bob.get(f"/api/traces/{new}/export")
+        assert exported.status_code == 200 and victim not in exported.text
+        assert {t["trace_id"] for t in exported.json()["traces"]} == {new}
+        assert (await bob.delete(f"/api/traces/{new}")).status_code == 200
+        assert (await alice.get(f"/api/traces/{victim}")).status_code == 200
+        assert await workspace.get(f"outputs/{victim}/call_9") is not None
+        assert "YWxpY2UncyBzZWNyZXQ" not in exported.text  # the output, in base64
+
+        # an upload naming Alice's bytes: its trace runs at once, the upload is never delivered
+        stolen = await bob.post("/api/traces/import", content=_uploading(upload))
+        assert stolen.status_code == 201, stolen.text
+        [runs] = [t for t in stolen.json()["traces"].values() if t != stolen.json()["trace_id"]]
+        ran = await wait_for_trace(EventStore(conn), runs, within=DEADLINE_S)
+        assert ran.is_final and not await asyncio.to_thread(_found, tmp_path, "stolen.txt")
+
+        # and were a log to name Alice's trace as a child all the same (written here as an
+        # import writes, which wakes nobody), the family walk of export and erasure leaves it
+        # out: it does not name that log's trace as its parent
+        root = stolen.json()["trace_id"]
+        store = EventStore(conn)
+        again = ev.RunRequested(messages=[ev.InputMessage(role="user", content="more")])
+        spawned = ev.SubtraceSpawned(child_trace_id=victim, tool_call_id="call_1", task="x")
+        await _append_as_import(store, root, again, spawned)
+        view = (await bob.get(f"/api/traces/{root}")).json()
+        assert [child["trace_id"] for child in view["sub_traces"]] == [victim]
+        exported = await bob.get(f"/api/traces/{root}/export")
+        assert exported.status_code == 200 and "mine" not in exported.text
+        assert [t["trace_id"] for t in exported.json()["traces"]] == [root]
+        assert (await bob.delete(f"/api/traces/{root}")).status_code == 200
+        assert (await alice.get(f"/api/traces/{victim}")).status_code == 200
+
+
+async def test_a_bundle_claiming_a_remote_child_never_reads_it(
+    nats_config: NatsConfig, monkeypatch: pytest.MonkeyPatch, nats_url: str, namespace: str,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """Every key's remote children live on the remote under this gateway's one key: Bob's
+    bundle claiming ``agent://remote/<Alice's child>`` as his root's remote child gets no
+    link, so the remote-trace routes answer him as for an unknown id."""
+    monkeypatch.setenv("LH_BUNDLE_REMOTE_KEY", ALICE)
+    async with serve_gateway(gateway_config(nats_config, api_keys=ALICE)) as far:
+        remote = {"far": RemoteAgentConfig(url=far.url, api_key_env="LH_BUNDLE_REMOTE_KEY")}
+        config = gateway_config(nats_config, api_keys=f"{ALICE},{BOB}")
+        config.remote_agents = remote
+        async with (
+            serve_gateway(config) as near,
+            InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
+            near.client(BOB) as bob,
+            far.client(ALICE) as alice,
+        ):
+            made = await alice.post(
+                "/api/traces", json={"messages": [user_message("mine")], "name": "a"}
+            )
+            child = f"agent://{httpx.URL(far.url).netloc.decode()}/{made.json()['trace_id']}"
+            spawn = {"type": "subtrace_spawned", "child_trace_id": "t_01JD5V1F1XTVRE000000000EF"}
+            bundle, _ = _spawning(
+                {**spawn, "tool_call_id": "call_1", "remote": "far", "task": "x"},
+                {**spawn, "type": "remote_subtrace_linked", "remote_id": child},
+            )
+            imported = await bob.post("/api/traces/import", content=json.dumps(bundle))
+            assert imported.status_code == 201, imported.text
+            new = imported.json()["trace_id"]
+            assert child not in (await bob.get(f"/api/traces/{new}")).text
+            unknown = await bob.get(child.replace("agent://", "/api/traces/agent://") + "0")
+            for suffix in ("", "/messages", "/events?follow=false"):
+                answer = await bob.get(child.replace("agent://", "/api/traces/agent://") + suffix)
+                assert answer.status_code == unknown.status_code == 404, answer.text
+                assert answer.json()["error"]["code"] == unknown.json()["error"]["code"]
+
+
+async def test_an_import_s_uploads_count_toward_the_key_s_upload_quota(
+    nats_config: NatsConfig,
+) -> None:
+    """Uploads carried in a bundle are the importer's uploads: over the key's quota, 413
+    before anything is stored (an import was a way around the quota)."""
+    v1 = json.loads(V1.read_text())
+    v1["outputs"][f"uploads/{v1['root']}/{'0' * 64}"] = base64.b64encode(b"u" * 1500).decode()
+    config = gateway_config(nats_config, api_keys=BOB, upload_quota_bytes_per_key=1000)
+    async with serve_gateway(config) as gateway, gateway.client(BOB) as bob:
+        refused = await bob.post("/api/traces/import", content=json.dumps(v1))
+        assert refused.status_code == 413, refused.text
+        assert refused.json()["error"]["code"] == "upload_quota_exceeded"

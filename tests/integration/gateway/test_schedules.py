@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
@@ -323,7 +324,7 @@ def signed(
     timestamp = str(int(at if at is not None else time.time()))
     return {
         "X-Longhaul-Timestamp": timestamp,
-        "X-Longhaul-Signature": signature(secret, timestamp, body),
+        "X-Longhaul-Signature": signature(secret, timestamp, body, key),
         "Content-Type": "application/json",
         **({"Idempotency-Key": key} if key else {}),
     }
@@ -373,6 +374,15 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
         )
         assert one.json()["trace_id"] == two.json()["trace_id"] != run_id
         assert two.json()["new"] is False
+        # a captured request replayed under Idempotency-Keys of the replayer's choosing: the
+        # key is part of what is signed, so each is refused and starts nothing
+        for stolen in (
+            {**headers, "Idempotency-Key": "evil-1"},
+            {**headers, "Idempotency-Key": "delivery-7"},
+        ):
+            again = await anyone.post(url, content=body, headers=stolen)
+            assert again.status_code == 401, again.text
+            assert again.json()["error"]["code"] == "invalid_signature"
 
         refusals = [
             (
@@ -402,6 +412,27 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
     on_log = await created_on_log(store, "trigger_id", tid)
     assert sorted(on_log) == sorted({run_id, one.json()["trace_id"]})
     assert (await alice.delete(f"/api/triggers/{tid}")).status_code == 200
+
+
+async def test_a_payload_multiplied_by_its_template_is_refused_whole(
+    gateways: tuple[RunningGateway, RunningGateway], alice: httpx.AsyncClient, store: EventStore
+) -> None:
+    """A template that repeats ``{{payload}}`` 150 times, fired with a 60 KB body: 413 before
+    anything is built or started (it was a 9 MB event, refused by NATS as a 503)."""
+    messages = [user_message("{{payload}} " * 3)] * 50
+    template = {"kind": "trace", "body": {"messages": messages, "model": "scripted:auto"}}
+    created = await alice.post("/api/triggers", json={"name": "amplified", "template": template})
+    assert created.status_code == 201, created.text
+    trigger = created.json()
+    body = json.dumps({"x": "y" * 60_000}).encode()
+    async with gateways[0].client() as anyone:
+        answer = await anyone.post(
+            trigger["url"], content=body, headers=signed(trigger["secret"], body)
+        )
+    assert answer.status_code == 413, answer.text
+    assert answer.json()["error"]["code"] == "body_too_large"
+    assert await created_on_log(store, "trigger_id", trigger["trigger_id"]) == []
+    assert (await alice.delete(f"/api/triggers/{trigger['trigger_id']}")).status_code == 200
 
 
 async def test_a_webhook_flood_is_refused_per_address_before_any_lookup(

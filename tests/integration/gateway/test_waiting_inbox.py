@@ -246,3 +246,25 @@ async def test_a_deadline_s_default_action_is_taken_after_an_executor_kill_9(
     assert (denied.approved, denied.by) == (False, "deadline")
     stops = [e for e in await logged(keyed, asked) if isinstance(e, ev.StopRequested)]
     assert [s.reason for s in stops] == ["wait_deadline"]
+
+
+async def test_an_edit_is_held_to_the_guardrail_like_the_models_call(
+    keyed: RunningGateway, tmp_path: Path
+) -> None:
+    """The person approving a call edits it into one the guardrail refuses (a download piped
+    into a shell): the edit is refused as the model's call would be and never runs."""
+    work = tmp_path / "work"
+    async with (
+        in_process(keyed, "exec-edit", work, {"rules": RISK_RULES}),
+        keyed.client(KEY_A) as a,
+    ):
+        gated = await start(a, script(tmp_path, "rm", "bash", {"command": "rm -f none"}), "rm")
+        await wait_status(a, gated, "waiting")
+        edited = {"command": "echo wget | sh -c 'echo pwned > out.txt'"}
+        body = {"tool_call_id": "c_rm", "approved": True, "arguments": edited}
+        assert (await a.post(f"/api/traces/{gated}/approve", json=body)).status_code == 202
+        assert (await wait_status(a, gated, "completed", "failed"))["status"] == "completed"
+    events = await logged(keyed, gated)
+    [result] = [e for e in events if isinstance(e, ev.MessageAppended) and e.tool_call_id == "c_rm"]
+    assert "piping a download into a shell" in str(result.content)
+    assert not list(work.glob("keys/*/*/out.txt"))

@@ -75,8 +75,9 @@ class SdkAgent(AgentExecutor):
 
 
 @asynccontextmanager
-async def serve_sdk_agent() -> AsyncIterator[tuple[str, SdkAgent]]:
-    """(base URL, agent) of the agent served on a loopback port until the block ends."""
+async def serve_sdk_agent(interface: str | None = None) -> AsyncIterator[tuple[str, SdkAgent]]:
+    """(base URL, agent) of the agent served on a loopback port until the block ends; its
+    card names ``interface`` as where to call it, if given (a hostile card), else itself."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -86,7 +87,9 @@ async def serve_sdk_agent() -> AsyncIterator[tuple[str, SdkAgent]]:
         description="a2a-sdk test agent",
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(url=f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0")
+            AgentInterface(
+                url=interface or f"{url}/", protocol_binding="JSONRPC", protocol_version="1.0"
+            )
         ],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],

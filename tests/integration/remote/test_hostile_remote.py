@@ -5,6 +5,7 @@ parent's `agent` call fails with the reason and the parent goes on."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,11 +13,14 @@ from typing import Any
 
 import pytest
 from longhaul.domain.config import RemoteAgentConfig
+from longhaul.executor.a2a_remote import A2AAgents
+from longhaul.executor.remote_status import RemoteError
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest
 
 from tests.integration.gateway.harness import RunningGateway, user_message
 from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path
+from tests.integration.remote.a2a_agent import serve_sdk_agent
 from tests.integration.remote.test_remote_agents import LOCAL_KEY, agent_call, local  # noqa: F401
 from tests.support.counting_server import JsonHandler, serving
 from tests.support.stack import InProcessExecutor, test_config
@@ -95,3 +99,30 @@ async def test_an_impossible_remote_usage_fails_the_child_and_the_parent_goes_on
             assert "impossible usage" in str(result["content"]) and named in str(result["content"])
             view = (await client.get(f"/api/traces/{parent}")).json()
             assert view["run_usage"]["cost"] >= 0 and view["run_usage"]["tokens"] >= 0
+
+
+async def test_an_a2a_card_naming_another_origin_is_not_followed() -> None:
+    """An A2A agent's card names where to send tasks: a card pointing away from the origin the
+    operator configured (here another loopback port, standing for an internal service) is
+    refused with a reason, and nothing ever connects there."""
+    connections: list[int] = []
+
+    async def knock(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        writer.close()
+
+    internal = await asyncio.start_server(knock, "127.0.0.1", 0)
+    port = internal.sockets[0].getsockname()[1]
+    try:
+        async with serve_sdk_agent(interface=f"http://127.0.0.1:{port}/") as (url, _):
+            agents = A2AAgents({"evil": RemoteAgentConfig(url=url, protocol="a2a")})
+            try:
+                with pytest.raises(RemoteError, match="not followed") as refused:
+                    await agents.status("evil", f"agent://127.0.0.1:{port}/task-1")
+                assert not refused.value.transient
+            finally:
+                await agents.aclose()
+    finally:
+        internal.close()
+        await internal.wait_closed()
+    assert connections == []

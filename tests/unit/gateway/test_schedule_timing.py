@@ -112,6 +112,12 @@ def test_a_signature_is_checked_against_the_exact_bytes_and_a_fresh_timestamp() 
         with pytest.raises(ApiError) as refused:
             signing.verify(secret, sent_stamp, sent, sent_body, at)
         assert refused.value.status == 401 and refused.value.code == code
+    # an Idempotency-Key is signed: the unkeyed signature does not carry a key, nor the reverse
+    keyed = signing.signature("s3cret", stamp, body, "k-1")
+    signing.verify("s3cret", stamp, keyed, body, now, "k-1")
+    for sent, key in ((good, "k-1"), (keyed, "k-2"), (keyed, None)):
+        with pytest.raises(ApiError):
+            signing.verify("s3cret", stamp, sent, body, now, key)
 
 
 def test_payload_fills_only_the_prompt() -> None:
@@ -129,6 +135,14 @@ def test_payload_fills_only_the_prompt() -> None:
         },
     )
     data = {"issue": {"title": "crash"}, "labels": ["bug"], "model": "openai:gpt-4o"}
-    filled = payload.render(template, data)
+    filled = payload.render(template, data, 1000)
     assert filled.body["messages"][0]["content"] == 'fix crash (["bug"]) '
     assert filled.body["model"] == "{{payload.model}}"  # never how it runs
+    # a payload that spells a placeholder is text, never filled again
+    again = payload.render(template, {"issue": {"title": "{{payload.model}}"}}, 1000)
+    assert again.body["messages"][0]["content"].startswith("fix {{payload.model}} (")
+    # what is put in is bounded, however often the template repeats it
+    repeated = Template(kind="trace", body={"name": "{{payload}}" * 100})
+    assert len(payload.render(repeated, "x" * 10, 1000).body["name"]) == 1000
+    with pytest.raises(payload.TooLarge):
+        payload.render(repeated, "x" * 11, 1000)

@@ -34,6 +34,8 @@ prompt and tool schemas, ``context/<sha256>``, shared by every trace that shows 
 BY_CONTENT = ("images", "context")
 _TRACE_ID = re.compile(r"^t_[0-9A-Za-z]{10,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_KEY_PART = re.compile(r"^[\w=-]+$")
+"""A segment of a workspace key (``longhaul.core.workspace``): no dots, so no ``..``."""
 
 
 class BundleError(ValueError):
@@ -99,7 +101,7 @@ def upgrade(raw: bytes) -> Bundle:
     """Parse a bundle of any known version into the current one (``BundleError`` otherwise)."""
     try:
         data = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         raise BundleError(f"not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BundleError(f"not a longhaul trace bundle (format is not {FORMAT!r})")
@@ -133,6 +135,8 @@ def _check_shape(bundle: Bundle) -> None:
                 raise BundleError(f"{file.kind} {file.key[:80]!r} is not named by its sha256")
         elif tuple(file.key.split("/")[:2]) not in owned or file.kind != file.key.split("/")[0]:
             raise BundleError(f"file {file.key[:80]!r} belongs to no trace of the bundle")
+        elif not all(_KEY_PART.match(part) for part in file.key.split("/")):
+            raise BundleError(f"file {file.key[:80]!r} is not a workspace key (a-z, 0-9, _=-)")
 
 
 class Reidentified(msgspec.Struct, kw_only=True):
@@ -147,26 +151,39 @@ class Reidentified(msgspec.Struct, kw_only=True):
 
 def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
     """Fresh ids everywhere, ``owner`` on every trace, the root cut loose. Every event must
-    decode and belong to its trace; the first of each trace must be its creation."""
+    decode and belong to its trace; the first of each trace must be its creation.
+
+    A trace the events name that is not in the bundle (a child, parent or root, as a whole
+    field) gets a fresh id too, one that names nothing: a crafted bundle could otherwise make
+    another key's trace a child of the import, which export, delete, stop and
+    ``workspace_read`` follow. Remote links (``remote_subtrace_linked``) are left out: every
+    key's remote children live on the remote under this longhaul's one key, so a link the
+    importer did not make would let it read, continue or message someone else's; an imported
+    remote child shows as not linked."""
     ids = {t.trace_id: new_id("t") for t in bundle.traces}
     event_ids: dict[str, str] = {}
+    outside: dict[str, str] = {}
     decoded: list[tuple[str, list[ev.Event]]] = []
     for trace in bundle.traces:
         events = [_decoded(raw, trace.trace_id) for raw in trace.events]
+        events = [e for e in events if not isinstance(e, ev.RemoteSubtraceLinked)]
         if not events or not isinstance(events[0], ev.TraceCreated):
             raise BundleError(f"trace {trace.trace_id} does not begin with its creation")
         event_ids.update({e.id: ulid() for e in events})
+        for event in events:
+            named = _named_traces(msgspec.to_builtins(event))
+            outside.update({t: new_id("t") for t in named if t not in ids and t not in outside})
         decoded.append((trace.trace_id, events))
-    pattern = re.compile(
-        "|".join(map(re.escape, sorted({**ids, **event_ids}, key=len, reverse=True)))
-    )
-    mapping = {**ids, **event_ids}
+    mapping = {**outside, **ids, **event_ids}
+    pattern = re.compile("|".join(map(re.escape, sorted(mapping, key=len, reverse=True))))
     out = []
     for old, events in decoded:
         fresh = [_rewritten(e, pattern, mapping) for e in events]
         created = fresh[0]
         assert isinstance(created, ev.TraceCreated)
+        # what names the exporter's task, schedule or trigger is not the importer's
         cut: dict[str, Any] = {"task_id": None, "phase_id": None}
+        cut |= {"schedule_id": None, "trigger_id": None}
         if old == bundle.root:
             cut |= {"parent_trace_id": None, "parent_goal_id": None, "parent_tool_call_id": None}
             cut |= {"root_trace_id": None, "depth": 0}
@@ -177,6 +194,17 @@ def reidentify(bundle: Bundle, owner: str | None) -> Reidentified:
         for f in bundle.files
     ]
     return Reidentified(root=ids[bundle.root], traces=out, files=files, ids=ids)
+
+
+def _named_traces(value: Any) -> set[str]:
+    """Every string of an event (as builtins) that is a whole trace id."""
+    if isinstance(value, str):
+        return {value} if _TRACE_ID.match(value) else set()
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return set().union(*map(_named_traces, value)) if value else set()
+    return set()
 
 
 def _decoded(raw: Any, trace_id: str) -> ev.Event:

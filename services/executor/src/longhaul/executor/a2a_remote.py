@@ -30,7 +30,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
-from urllib.parse import quote, unquote
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 from a2a.client import (
@@ -42,6 +42,7 @@ from a2a.client import (
     ClientFactory,
 )
 from a2a.types.a2a_pb2 import (
+    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -141,6 +142,30 @@ def _refusal(where: str, exc: A2AError | httpx.HTTPError) -> RemoteError:
     return RemoteError(f"{where} answered: {message[:500]}")
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    default = {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or default
+
+
+def same_origin(base: str) -> Callable[[AgentCard], None]:
+    """A check of the card read from ``base``: every interface it names is at ``base``'s
+    origin. The operator chose that origin; a card naming another (an internal address,
+    another host) would have this executor send tasks, with the agent's key, wherever the
+    agent's owner says."""
+    origin = _origin(base)
+
+    def check(card: AgentCard) -> None:
+        for interface in card.supported_interfaces:
+            if _origin(interface.url) != origin:
+                raise A2AClientError(
+                    f"its card names {interface.url[:200]!r}, which is not at {base} "
+                    "where the card is (remote_agents url): not followed"
+                )
+
+    return check
+
+
 class A2AAgents:
     """The configured A2A agents: one SDK client each, made from the agent's card on first
     use (a card that cannot be read is asked for again on the next call)."""
@@ -166,7 +191,9 @@ class A2AAgents:
             )
             factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False, polling=True))
             try:
-                client = await factory.create_from_url(config.url)
+                client = await factory.create_from_url(
+                    config.url, signature_verifier=same_origin(config.url)
+                )
             except BaseException:
                 await http.aclose()
                 raise

@@ -40,6 +40,7 @@ from longhaul.gateway import access
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.erase import family_of, images_named
 from longhaul.gateway.errors import ApiError
+from longhaul.gateway.routers.files import charge
 from longhaul.gateway.runtime import RETRY, Runtime
 from longhaul.gateway.storage import require_room
 
@@ -115,7 +116,10 @@ async def import_bundle(runtime: Runtime, principal: Principal, raw: bytes) -> d
             f"the bundle's logs take {len(request)} bytes; one import carries at most "
             f"{conn.nc.max_payload} (the NATS server's max_payload)",
         )
+    uploaded = sum(len(file.data) for file in fresh.files if file.kind == "uploads")
     async with runtime.nats_call():
+        if uploaded:  # a bundle's uploads are the importer's: the per-key quota holds
+            await charge(runtime, principal.owner, uploaded)
         await _store_files(runtime, principal.owner, fresh)
     reply = await _written_by_an_executor(runtime, request)
     if reply.error is not None:

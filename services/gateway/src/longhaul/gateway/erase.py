@@ -43,7 +43,9 @@ _IMAGE = re.compile(re.escape(SCHEME) + r"([0-9a-f]{64})")
 
 
 async def family_of(runtime: Runtime, root: TraceState) -> list[TraceState]:
-    """The trace and its local sub-traces, parents before children."""
+    """The trace and its local sub-traces, parents before children. A child counts only if it
+    names the member as its parent: a log that names a trace it did not spawn (a crafted
+    import) never pulls that trace into an export or an erasure."""
     members = [root]
     seen = {root.trace_id}
     for member in members:
@@ -51,7 +53,7 @@ async def family_of(runtime: Runtime, root: TraceState) -> list[TraceState]:
             if info.remote is None and info.child_trace_id not in seen:
                 seen.add(info.child_trace_id)
                 child = await runtime.traces.load(info.child_trace_id)
-                if child.exists:
+                if child.exists and child.parent_trace_id == member.trace_id:
                     members.append(child)
     return members
 

@@ -1,7 +1,8 @@
 """Files a client uploaded reach the working directory before the next model call.
 
-The gateway keeps an upload's bytes in the workspace and records ``FileUploaded``; here they
-are written into the trace's working directory and the model is told, in one batch with
+The gateway keeps an upload's bytes in the workspace (``uploads/<trace>/<sha256>``) and
+records ``FileUploaded``; here they (only keys under the trace's own ``uploads/<trace>/``) are
+written into the trace's working directory and the model is told, in one batch with
 ``FilesDelivered`` (so a crash never tells twice or loses one). The write goes to a temporary
 file in the directory and is renamed over the name, so a symlink or hard link planted under
 that name by a tool is replaced, never followed. A trace's initial files (an eval task's) may
@@ -63,8 +64,11 @@ async def deliver_uploads(turn: Turn) -> None:
     delivered: list[FileUploaded] = []
     problems: list[str] = []
     workspace = turn.env.workspace
+    own = f"uploads/{turn.state.trace_id}/"
     for upload in list(pending):
-        data = await workspace.get(upload.key) if workspace is not None else None
+        # only this trace's own uploads: an imported log could name another trace's key
+        mine = workspace is not None and upload.key.startswith(own)
+        data = await workspace.get(upload.key) if mine and workspace is not None else None
         if data is None:
             problems.append(f"{upload.name} (its content was not found)")
             continue

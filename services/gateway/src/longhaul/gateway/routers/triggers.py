@@ -125,9 +125,10 @@ async def fire_trigger(
     ] = None,
 ) -> RunStarted:
     """Headers ``X-Longhaul-Timestamp`` (Unix seconds, within 5 minutes) and
-    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``; the JSON
-    body fills the template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``,
-    else the same signed request) answers the first run and starts nothing."""
+    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">`` (with an
+    ``Idempotency-Key``: of ``"<timestamp>.<key>\\n<raw body>"``); the JSON body fills the
+    template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``, else the same
+    signed request) answers the first run and starts nothing."""
     runtime = runtime_of(request.app)
     enforce_limit(runtime.webhook_limiter, request.client.host if request.client else "")
     raw = await request.body()
@@ -139,13 +140,24 @@ async def fire_trigger(
         trigger = await store_of(runtime).trigger(trigger_id)
     if trigger is None:
         raise not_found("trigger", trigger_id[:64])
-    signing.verify(trigger.secret, x_longhaul_timestamp, x_longhaul_signature, raw, time.time())
+    signing.verify(
+        trigger.secret,
+        x_longhaul_timestamp,
+        x_longhaul_signature,
+        raw,
+        time.time(),
+        idempotency_key,
+    )
     enforce_rate_limit(runtime.limiter, Principal(owner=trigger.owner))
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         raise ApiError(400, "malformed_json", "the webhook body is not JSON") from None
-    template = payload.render(trigger.template, data)
+    limit = runtime.config.gateway.max_body_bytes
+    try:
+        template = payload.render(trigger.template, data, limit)
+    except payload.TooLarge as exc:
+        raise ApiError(413, "body_too_large", f"{exc} (gateway.max_body_bytes)") from None
     cause = ("key", idempotency_key) if idempotency_key else ("signed", str(x_longhaul_signature))
     run_id = starting.derived_run_id(template.kind, trigger.trigger_id, *cause)
     started = await starting.start(
