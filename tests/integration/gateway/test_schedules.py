@@ -372,17 +372,30 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
         two = await anyone.post(
             url, content=body, headers=signed(secret, body, at=time.time() - 5, key="delivery-7")
         )
-        assert one.json()["trace_id"] == two.json()["trace_id"] != run_id
+        one_id = one.json()["trace_id"]
+        assert one_id == two.json()["trace_id"] != run_id
         assert two.json()["new"] is False
-        # a captured request replayed under Idempotency-Keys of the replayer's choosing: the
-        # key is part of what is signed, so each is refused and starts nothing
-        for stolen in (
-            {**headers, "Idempotency-Key": "evil-1"},
-            {**headers, "Idempotency-Key": "delivery-7"},
+        # the spec's plain signature with an (unsigned) Idempotency-Key: the key names the run
+        plain = {**signed(secret, body, at=time.time() - 20), "Idempotency-Key": "plain-1"}
+        three = await anyone.post(url, content=body, headers=plain)
+        resent = {**signed(secret, body, at=time.time() - 25), "Idempotency-Key": "plain-1"}
+        four = await anyone.post(url, content=body, headers=resent)
+        assert three.json()["trace_id"] == four.json()["trace_id"] not in (run_id, one_id)
+        assert three.json()["new"] is True and four.json()["new"] is False
+        # a captured request replayed under Idempotency-Keys of the replayer's choosing: a
+        # plain signature already claimed its run, so each answers that one and starts nothing
+        for stolen, original in (
+            ({**headers, "Idempotency-Key": "evil-1"}, first),
+            ({**headers, "Idempotency-Key": "delivery-7"}, first),
+            ({**plain, "Idempotency-Key": "evil-2"}, three),
         ):
             again = await anyone.post(url, content=body, headers=stolen)
-            assert again.status_code == 401, again.text
-            assert again.json()["error"]["code"] == "invalid_signature"
+            assert again.status_code == 202, again.text
+            assert again.json() == {**original.json(), "new": False}
+        # a signature over another key does not pass for this one
+        keyed = {**signed(secret, body, key="delivery-7"), "Idempotency-Key": "evil-3"}
+        forged = await anyone.post(url, content=body, headers=keyed)
+        assert forged.status_code == 401 and forged.json()["error"]["code"] == "invalid_signature"
 
         refusals = [
             (
@@ -410,7 +423,7 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
     messages = (await alice.get(f"/api/traces/{run_id}/messages")).json()["messages"]
     assert messages[0]["content"] == "triage disk full by ops"
     on_log = await created_on_log(store, "trigger_id", tid)
-    assert sorted(on_log) == sorted({run_id, one.json()["trace_id"]})
+    assert sorted(on_log) == sorted({run_id, one_id, three.json()["trace_id"]})
     assert (await alice.delete(f"/api/triggers/{tid}")).status_code == 200
 
 

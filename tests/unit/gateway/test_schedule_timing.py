@@ -101,7 +101,14 @@ def test_a_signature_is_checked_against_the_exact_bytes_and_a_fresh_timestamp() 
     stamp = str(int(now))
     body = b'{"a": 1}'
     good = signing.signature("s3cret", stamp, body)
-    signing.verify("s3cret", stamp, good, body, now + 299)
+    assert signing.verify("s3cret", stamp, good, body, now + 299) is False
+    # an unsigned Idempotency-Key passes (the spec's form); a signed one is said to be
+    assert signing.verify("s3cret", stamp, good, body, now, "k-1") is False
+    keyed = signing.signature("s3cret", stamp, body, "k-1")
+    assert signing.verify("s3cret", stamp, keyed, body, now, "k-1") is True
+    for sent, key in ((keyed, "k-2"), (keyed, None)):
+        with pytest.raises(ApiError):
+            signing.verify("s3cret", stamp, sent, body, now, key)
     for secret, sent_stamp, sent, sent_body, at, code in [
         ("s3cret", stamp, good, b'{"a": 2}', now, "invalid_signature"),
         ("other", stamp, good, body, now, "invalid_signature"),
@@ -112,12 +119,6 @@ def test_a_signature_is_checked_against_the_exact_bytes_and_a_fresh_timestamp() 
         with pytest.raises(ApiError) as refused:
             signing.verify(secret, sent_stamp, sent, sent_body, at)
         assert refused.value.status == 401 and refused.value.code == code
-    # an Idempotency-Key is signed: the unkeyed signature does not carry a key, nor the reverse
-    keyed = signing.signature("s3cret", stamp, body, "k-1")
-    signing.verify("s3cret", stamp, keyed, body, now, "k-1")
-    for sent, key in ((good, "k-1"), (keyed, "k-2"), (keyed, None)):
-        with pytest.raises(ApiError):
-            signing.verify("s3cret", stamp, sent, body, now, key)
 
 
 def test_payload_fills_only_the_prompt() -> None:

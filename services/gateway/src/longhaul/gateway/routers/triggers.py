@@ -125,10 +125,11 @@ async def fire_trigger(
     ] = None,
 ) -> RunStarted:
     """Headers ``X-Longhaul-Timestamp`` (Unix seconds, within 5 minutes) and
-    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">`` (with an
-    ``Idempotency-Key``: of ``"<timestamp>.<key>\\n<raw body>"``); the JSON body fills the
-    template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``, else the same
-    signed request) answers the first run and starts nothing."""
+    ``X-Longhaul-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``; the JSON
+    body fills the template's ``{{payload.field}}``. A repeat (the same ``Idempotency-Key``,
+    or the same signed request under any key) answers the first run and starts nothing. A
+    sender may sign its key too (``"<timestamp>.<key>\\n<raw body>"``): then the key alone
+    names the run."""
     runtime = runtime_of(request.app)
     enforce_limit(runtime.webhook_limiter, request.client.host if request.client else "")
     raw = await request.body()
@@ -140,13 +141,9 @@ async def fire_trigger(
         trigger = await store_of(runtime).trigger(trigger_id)
     if trigger is None:
         raise not_found("trigger", trigger_id[:64])
-    signing.verify(
-        trigger.secret,
-        x_longhaul_timestamp,
-        x_longhaul_signature,
-        raw,
-        time.time(),
-        idempotency_key,
+    now = time.time()
+    key_signed = signing.verify(
+        trigger.secret, x_longhaul_timestamp, x_longhaul_signature, raw, now, idempotency_key
     )
     enforce_rate_limit(runtime.limiter, Principal(owner=trigger.owner))
     try:
@@ -160,6 +157,11 @@ async def fire_trigger(
         raise ApiError(413, "body_too_large", f"{exc} (gateway.max_body_bytes)") from None
     cause = ("key", idempotency_key) if idempotency_key else ("signed", str(x_longhaul_signature))
     run_id = starting.derived_run_id(template.kind, trigger.trigger_id, *cause)
+    if not key_signed:  # an unsigned key could be anyone's: the signature claims one run
+        async with runtime.nats_call():
+            run_id = await store_of(runtime).claim_signature(
+                trigger.trigger_id, str(x_longhaul_signature), run_id
+            )
     started = await starting.start(
         runtime, trigger.owner, template, run_id, trigger_id=trigger.trigger_id
     )

@@ -3,17 +3,24 @@ key pattern."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+
 import msgspec
 from longhaul.core.connection import Connection
 from longhaul.core.experiences import owner_segment
 from longhaul.core.kvscan import current_entries
 from longhaul.domain.ids import is_valid_id
 from longhaul.gateway.schedules.records import ScheduleRecord, TriggerRecord
+from longhaul.gateway.schedules.signing import TOLERANCE_S
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 SCHEDULE_PREFIX = "sched"
 TRIGGER_PREFIX = "trg"
+SIGNED_PREFIX = "signed"
+SIGNED_TTL_S = 2 * TOLERANCE_S + 60
+"""How long a signature's claim is kept: past it, the request's timestamp is refused anyway."""
 
 
 class StaleRecord(Exception):
@@ -116,6 +123,24 @@ class ScheduleStore:
         if len(entries) != 1:
             return None
         return msgspec.json.decode(entries[0].value or b"", type=TriggerRecord)
+
+    async def claim_signature(self, trigger_id: str, signature: str, run_id: str) -> str:
+        """The run a signed webhook request starts: ``run_id``, unless the same signature
+        claimed one first (a replay, under any ``Idempotency-Key``): then that one. The claim
+        expires with the timestamp's window (a per-message TTL on the bucket)."""
+        digest = hashlib.sha256(f"{trigger_id}\0{signature}".encode()).hexdigest()[:40]
+        key = f"{SIGNED_PREFIX}.{digest}"
+        kv = await self._kv()
+        for _ in range(2):  # a claim that expired between the two reads is made afresh
+            try:
+                await kv.create(key, run_id.encode(), msg_ttl=SIGNED_TTL_S)
+                return run_id
+            except KeyWrongLastSequenceError:
+                with contextlib.suppress(KeyNotFoundError):
+                    entry = await kv.get(key)
+                    if entry.value:
+                        return entry.value.decode()
+        return run_id
 
     async def delete_trigger(self, owner: str, trigger_id: str) -> None:
         kv = await self._kv()
