@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
-import yaml
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
@@ -19,12 +15,12 @@ from tests.integration.executor.checks import (
     assert_never_concurrent,
     assert_tree_intact,
     executions,
+    step_started,
 )
-from tests.integration.executor.scripts import record_steps, write_script
+from tests.integration.executor.scripts import record_steps
 from tests.support.stack import (
     ExecutorProcess,
     create_trace,
-    eventually,
     executor_processes,
     wait_for_trace,
 )
@@ -84,21 +80,6 @@ async def test_kill_9_mid_trace_and_a_second_executor_finishes_it(
     assert survivor_pids, f"{context}: the survivor ran no step"
 
 
-async def step_started(log: Path, step: int, *, within: float) -> dict[str, Any]:
-    """The log line of ``step``'s first start (a file: nothing to watch, so it is polled)."""
-
-    def read() -> str:
-        return log.read_text() if log.exists() else ""
-
-    async def probe() -> dict[str, Any] | None:
-        text = await asyncio.to_thread(read)
-        complete = text[: text.rfind("\n") + 1].splitlines()
-        runs = [json.loads(line) for line in complete]
-        return next((r for r in runs if r["phase"] == "start" and r["step"] == step), None)
-
-    return await eventually(probe, within=within)
-
-
 async def test_kill_9_while_read_only_calls_run_ahead_of_their_message(
     nats_url: str, namespace: str, store: EventStore, tmp_path: Path
 ) -> None:
@@ -109,14 +90,17 @@ async def test_kill_9_while_read_only_calls_run_ahead_of_their_message(
     seed = time.time_ns()
     kill_after = random.Random(seed).randrange(2, LAST_KILL)
     log = tmp_path / "calls.jsonl"
-    script = tmp_path / "steps.yaml"
-    record_steps(script, STEPS, log, hold_ms=40, tool="observe")
     # The struck step holds long enough for the kill to land inside it, however slow the box:
     # struck between steps, the runner could have a message landed and its call not begun,
     # which the survivor answers as interrupted, a step the scripted model never asks again.
-    turns = yaml.safe_load(script.read_text())
-    turns[kill_after]["tool_calls"][0]["arguments"]["hold_ms"] = STRUCK_HOLD_MS
-    model = write_script(script, turns)
+    model = record_steps(
+        tmp_path / "steps.yaml",
+        STEPS,
+        log,
+        hold_ms=40,
+        tool="observe",
+        held={kill_after: STRUCK_HOLD_MS},
+    )
     context = f"seed={seed} kill_after={kill_after}"
     async with executor_processes(nats_url, namespace, 2, env=TOOLS) as procs:
         trace_id = await create_trace(store, "thirty steps", model=model)

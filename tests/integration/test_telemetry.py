@@ -16,12 +16,12 @@ from longhaul.core.telemetry import export_configured, setup_tracing, tracer, tr
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
 from longhaul.domain.ids import new_id
-from longhaul.domain.state import TraceState
 from longhaul.llm.telemetry import CAPTURE_CONTENT_VARIABLE
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
+from tests.integration.executor.checks import step_started
 from tests.integration.executor.scripts import record_steps, write_script
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.integration.planner.support import phase, planner_service, verifier_service, wait_task
@@ -355,7 +355,9 @@ async def test_a_turn_resumed_after_kill_9_continues_the_original_trace(
 ) -> None:
     """The run's context lives on its log, so the survivor's turn is a child of the same
     span as the victim's: the request that started the run."""
-    model = record_steps(tmp_path / "steps.yaml", 6, tmp_path / "calls.jsonl", hold_ms=40)
+    log = tmp_path / "calls.jsonl"
+    # the third step's call holds until the kill (3 s), however slow or fast the box
+    model = record_steps(tmp_path / "steps.yaml", 6, log, hold_ms=40, held={2: 3000})
     with OtlpReceiver() as receiver:
 
         def env(name: str) -> dict[str, str]:
@@ -378,14 +380,8 @@ async def test_a_turn_resumed_after_kill_9_continues_the_original_trace(
             )
             await store.append("trace", trace, [created], expected=Position(), actor="test")
 
-            def two_steps_done(state: TraceState) -> bool:
-                return sum(1 for m in state.main_path() if m.role == "tool") >= 2
-
-            await wait_for_trace(store, trace, two_steps_done, within=DEADLINE_S)
-            last = [r.event async for r in store.replay("trace", trace)][-1]
-            victim, survivor = (
-                (first, second) if last.actor == "executor:exec-a" else (second, first)
-            )
+            started = await step_started(log, 2, within=DEADLINE_S)
+            victim, survivor = (first, second) if first.pid == started["pid"] else (second, first)
             await victim.kill()
             state = await wait_for_trace(store, trace, within=DEADLINE_S)
             assert state.status == "completed", state.error

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 from longhaul.domain.state import TraceState
+
+from tests.support.stack import eventually
 
 
 def executions(log: Path) -> list[dict[str, Any]]:
@@ -52,3 +55,18 @@ def assert_never_concurrent(
         intervals.sort()
         for (_s1, e1, p1), (s2, _e2, p2) in itertools.pairwise(intervals):
             assert p1 == p2 or e1 <= s2, f"{trace}: pid {p1} ran until {e1}, pid {p2} from {s2}"
+
+
+async def step_started(log: Path, step: int, *, within: float) -> dict[str, Any]:
+    """The log line of ``step``'s first start (a file: nothing to watch, so it is polled)."""
+
+    def read() -> str:
+        return log.read_text() if log.exists() else ""
+
+    async def probe() -> dict[str, Any] | None:
+        text = await asyncio.to_thread(read)
+        complete = text[: text.rfind("\n") + 1].splitlines()
+        runs = [json.loads(line) for line in complete]
+        return next((r for r in runs if r["phase"] == "start" and r["step"] == step), None)
+
+    return await eventually(probe, within=within)

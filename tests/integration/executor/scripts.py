@@ -22,13 +22,18 @@ def record_steps(
     hold_ms: int = 0,
     answer: str = "all steps done",
     tool: str = "record",
+    held: dict[int, int] | None = None,
 ) -> str:
     """``steps`` turns each calling ``tool`` (``record`` or ``observe``) once, then a final
-    answer."""
+    answer. ``held``: steps whose call holds longer (step → ms), e.g. one a test kills in."""
+    longer = held or {}
     turns: list[dict[str, Any]] = [
         {
             "tool_calls": [
-                {"name": tool, "arguments": {"step": n, "log": str(log), "hold_ms": hold_ms}}
+                {
+                    "name": tool,
+                    "arguments": {"step": n, "log": str(log), "hold_ms": longer.get(n, hold_ms)},
+                }
             ]
         }
         for n in range(steps)

@@ -26,6 +26,7 @@ from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.remote import RemoteAgents, remote_trace_id
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import ModelRequest
+from nats.js.errors import NotFoundError
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (
@@ -351,7 +352,10 @@ async def test_a_forged_link_is_dropped_not_retried_forever(
         durable = f"{running.settings.durable}-remote"
 
         async def settled() -> Any:
-            info = await conn.js.consumer_info(names.stream, durable)
+            try:
+                info = await conn.js.consumer_info(names.stream, durable)
+            except NotFoundError:  # the remote waits' consumer is made as the executor starts
+                return None
             return info if info.delivered.stream_seq and info.num_ack_pending == 0 else None
 
         info = await eventually(settled, within=20)

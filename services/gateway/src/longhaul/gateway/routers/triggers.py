@@ -56,8 +56,6 @@ async def create_trigger(
     store = store_of(runtime)
     async with runtime.nats_call():
         known = await store.triggers(principal.owner)
-        if any(trigger.name == body.name for trigger in known):
-            raise ApiError(409, "conflict", f"you already have a trigger named {body.name}")
         if len(known) >= MAX_PER_KEY:
             raise ApiError(409, "conflict", f"a key has at most {MAX_PER_KEY} triggers")
         record = TriggerRecord(
@@ -68,7 +66,8 @@ async def create_trigger(
             secret="whsec_" + secrets.token_urlsafe(32),
             created_at=time.time(),
         )
-        await store.create_trigger(record)
+        if not await store.create_trigger(record):
+            raise ApiError(409, "conflict", f"you already have a trigger named {body.name}")
     view = trigger_view(record)
     return TriggerCreated(**view.model_dump(), secret=record.secret)
 

@@ -18,6 +18,7 @@ from nats.js.kv import KeyValue
 
 SCHEDULE_PREFIX = "sched"
 TRIGGER_PREFIX = "trg"
+TRIGGER_NAME_PREFIX = "trgname"
 SIGNED_PREFIX = "signed"
 SIGNED_TTL_S = 2 * TOLERANCE_S + 60
 """How long a signature's claim is kept: past it, the request's timestamp is refused anyway."""
@@ -97,10 +98,32 @@ class ScheduleStore:
 
     # -- triggers --------------------------------------------------------------------------
 
-    async def create_trigger(self, record: TriggerRecord) -> None:
+    @staticmethod
+    def _name_key(owner: str | None, name: str) -> str:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:40]
+        return f"{owner_segment(owner)}.{TRIGGER_NAME_PREFIX}.{digest}"
+
+    async def create_trigger(self, record: TriggerRecord) -> bool:
+        """Create it, unless the owner has a trigger of that name already (False). The name
+        is claimed first with a create, so of two racing creates of one name one wins; a
+        claim whose trigger never landed (a crash in between) is taken over."""
         kv = await self._kv()
+        name_key = self._name_key(record.owner, record.name)
+        claim = record.trigger_id.encode()
+        try:
+            await kv.create(name_key, claim)
+        except KeyWrongLastSequenceError:
+            held = await kv.get(name_key)
+            holder = (held.value or b"").decode()
+            if holder and await self.trigger(holder, record.owner) is not None:
+                return False
+            try:
+                await kv.update(name_key, claim, last=held.revision)
+            except KeyWrongLastSequenceError:
+                return False  # another create took it over first
         key = self._key(record.owner, TRIGGER_PREFIX, record.trigger_id)
         await kv.create(key, msgspec.json.encode(record))
+        return True
 
     async def triggers(self, owner: str) -> list[TriggerRecord]:
         kv = await self._kv()
@@ -144,4 +167,7 @@ class ScheduleStore:
 
     async def delete_trigger(self, owner: str, trigger_id: str) -> None:
         kv = await self._kv()
+        record = await self.trigger(trigger_id, owner)
         await kv.purge(self._key(owner, TRIGGER_PREFIX, trigger_id))
+        if record is not None:  # the name is free again
+            await kv.purge(self._name_key(owner, record.name))
