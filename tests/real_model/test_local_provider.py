@@ -105,7 +105,7 @@ def child_alive(pid: int) -> bool:
     """``pid`` is a live (not zombie) child of this process, read from /proc."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before, or while, it was read
         return False
     state, ppid = stat.rpartition(")")[2].split()[:2]
     return state != "Z" and int(ppid) == os.getpid()

@@ -40,7 +40,7 @@ def alive(pid: int) -> bool:
     """Running (an exited process may linger as a zombie until its new parent reaps it)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(") ", 1)[1][0] != "Z"
 
