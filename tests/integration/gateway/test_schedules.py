@@ -372,6 +372,7 @@ async def test_a_signed_trigger_starts_one_run_and_a_replay_none(
         two = await anyone.post(
             url, content=body, headers=signed(secret, body, at=time.time() - 5, key="delivery-7")
         )
+        assert one.status_code == 202, one.text
         one_id = one.json()["trace_id"]
         assert one_id == two.json()["trace_id"] != run_id
         assert two.json()["new"] is False
