@@ -40,5 +40,7 @@ def test_caches_are_ignored() -> None:
     ignored = (ROOT / ".gitignore").read_text().split()
     for cache in (".schemathesis/", ".hypothesis/", ".pytest_cache/", ".venv/"):
         assert cache in ignored, f"{cache} is not in .gitignore"
-    tracked_caches = [n for n in _tracked_files() if n.startswith((".schemathesis/", ".hypothesis/"))]
+    tracked_caches = [
+        n for n in _tracked_files() if n.startswith((".schemathesis/", ".hypothesis/"))
+    ]
     assert not tracked_caches, tracked_caches
