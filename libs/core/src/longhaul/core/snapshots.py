@@ -35,6 +35,7 @@ from longhaul.core.direct import DirectGetError
 from longhaul.core.kv import get_entry
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold
+from longhaul.domain.state.fold import decode_snapshot
 from nats.js.errors import ObjectNotFoundError
 
 log = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class SnapshotStore:
             return None
         try:
             stored = msgspec.msgpack.decode(entry.value, type=_Stored)
-            if stored.schema != fold.SCHEMA:
+            if stored.schema != fold.SCHEMA and stored.schema not in fold.UPGRADES:
                 log.info(
                     "snapshot of %s %s has shape %d, not %d: replaying the log instead",
                     aggregate,
@@ -117,7 +118,7 @@ class SnapshotStore:
             if stored.object_name:
                 blob = await self.conn.read_artifact(stored.object_name)
             packed = await _off_loop(zlib.decompress, blob)
-            return msgspec.msgpack.decode(packed, type=fold)
+            return decode_snapshot(fold, packed, stored.schema)
         except (
             msgspec.DecodeError,
             msgspec.ValidationError,
