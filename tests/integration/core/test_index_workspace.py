@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from longhaul.core.connection import Connection
 from longhaul.core.index import TraceIndex
+from longhaul.core.kv import get_entry
 from longhaul.core.workspace import INLINE_LIMIT, WorkspaceConflict, WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
@@ -59,3 +60,20 @@ async def test_workspace_cas_and_offload(conn: Connection) -> None:
 async def test_workspace_rejects_bad_keys(conn: Connection, key: str) -> None:
     with pytest.raises(ValueError):
         await WorkspaceStore(conn).put(key, b"x")
+
+
+async def test_a_kv_key_read_is_its_entry_or_none_once_it_is_gone(conn: Connection) -> None:
+    """``get_entry``: the one "get or None" every KV reader uses; an empty value is still an
+    entry (a reader that treats it as absent says so), a deleted or purged key is none."""
+    kv = await conn.kv(conn.names.workspace)
+    assert await get_entry(kv, "never.written") is None
+    await kv.put("k.value", b"v")
+    await kv.put("k.empty", b"")
+    entry = await get_entry(kv, "k.value")
+    assert entry is not None and entry.value == b"v"
+    empty = await get_entry(kv, "k.empty")
+    assert empty is not None and not empty.value
+    await kv.delete("k.value")
+    await kv.purge("k.empty")
+    assert await get_entry(kv, "k.value") is None
+    assert await get_entry(kv, "k.empty") is None

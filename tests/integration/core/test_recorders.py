@@ -11,11 +11,13 @@ import pytest
 from longhaul.core.eventlog import EventLog
 from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import traces
-from longhaul.core.snapshots import SnapshotIO, SnapshotStore, pack_snapshot
+from longhaul.core.snapshots import PackedSnapshot, SnapshotIO, SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
+
+from tests.support.folds import shape_4_story
 
 CREATED = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
 
@@ -168,3 +170,46 @@ async def test_a_snapshot_of_another_fold_shape_is_not_read(
     assert (await repository.load(trace_id)).name != "from an old shape"
     await snapshots.write("trace", trace_id, packed)
     assert (await repository.load(trace_id)).name == "from an old shape"  # same shape: read
+
+
+async def test_a_trace_an_older_build_snapshotted_loads_from_it_and_finishes(
+    recorder_and_snapshots: tuple[EventLog, SnapshotIO],
+) -> None:
+    """Upgrade in place: the log and the shape-4 snapshot an older build left are read by this
+    one — the snapshot upgraded to the same fold a replay gives, and the trace goes on."""
+    recorder, snapshots = recorder_and_snapshots
+    events, snapshot = shape_4_story()
+    trace_id = events[0].aggregate_id
+    recorded = await recorder.append("trace", trace_id, events, expected=Position())
+    assert [r.seq for r in recorded] == list(range(1, len(events) + 1))  # as the snapshot says
+    await snapshots.write(
+        "trace", trace_id, PackedSnapshot(snapshot, len(events), len(events), schema=4)
+    )
+    from_snapshot = await snapshots.read("trace", trace_id, TraceState)
+    assert from_snapshot is not None
+    replayed = await traces(recorder).load(trace_id)
+    assert msgspec.to_builtins(from_snapshot) == msgspec.to_builtins(replayed)
+
+    repository = traces(recorder, snapshots=snapshots)
+    state = await repository.load(trace_id)
+    await repository.save(
+        trace_id, state, lambda s: [ev.HumanReplied(content="the main one")], actor="gateway"
+    )
+    head = state.head_sequence
+    await repository.save(
+        trace_id,
+        state,
+        lambda s: [
+            ev.MessageAppended(
+                sequence=head + 1,
+                parent_sequence=head,
+                role="tool",
+                tool_call_id="c_ask",
+                content="the main one",
+            ),
+            ev.Completed(summary="paid"),
+        ],
+        actor="executor",
+    )
+    assert state.status == "completed"
+    assert (await traces(recorder).load(trace_id)).status == "completed"

@@ -17,8 +17,8 @@ import time
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kv import get_entry
 from longhaul.core.kvscan import current_entries
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 log = logging.getLogger(__name__)
@@ -58,11 +58,8 @@ class Checkpoints:
         if not self.enabled:
             return None
         kv = await self.conn.kv(self.conn.names.checkpoints)
-        try:
-            entry = await kv.get(checkpoint_key(task_id, phase_id))
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
+        entry = await get_entry(kv, checkpoint_key(task_id, phase_id))
+        if entry is None or not entry.value:
             return None
         try:
             return msgspec.json.decode(entry.value, type=Checkpoint)

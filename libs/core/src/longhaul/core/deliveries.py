@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kv import get_entry
 from longhaul.core.kvscan import current_entries
 from longhaul.domain.ids import is_valid_id
 from longhaul.domain.notify import DeliveryRecord
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 
@@ -28,11 +28,8 @@ class Deliveries:
     async def get(self, delivery_id: str) -> tuple[DeliveryRecord | None, int]:
         """The record and its revision (``None, 0``: never attempted)."""
         kv = await self._kv()
-        try:
-            entry = await kv.get(delivery_id)
-        except KeyNotFoundError:
-            return None, 0
-        if not entry.value:
+        entry = await get_entry(kv, delivery_id)
+        if entry is None or not entry.value:
             return None, 0
         return msgspec.json.decode(entry.value, type=DeliveryRecord), entry.revision or 0
 

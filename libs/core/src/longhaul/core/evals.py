@@ -18,10 +18,10 @@ from __future__ import annotations
 import msgspec
 from longhaul.core.connection import Connection
 from longhaul.core.experiences import owner_segment
+from longhaul.core.kv import get_entry
 from longhaul.core.kvscan import current_entries
 from longhaul.domain.evals import CheckOutcome, EvalRecord, RunResult
 from longhaul.domain.ids import is_valid_id
-from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 
 EVAL_PREFIX = "ev"
@@ -46,11 +46,10 @@ class EvalStore:
 
     async def get(self, owner: str | None, eval_id: str) -> EvalRecord | None:
         kv = await self._kv()
-        try:
-            entry = await kv.get(self._key(owner, eval_id))
-        except KeyNotFoundError:
+        entry = await get_entry(kv, self._key(owner, eval_id))
+        if entry is None or not entry.value:
             return None
-        return msgspec.json.decode(entry.value, type=EvalRecord) if entry.value else None
+        return msgspec.json.decode(entry.value, type=EvalRecord)
 
     async def owned(self, owner: str | None) -> list[EvalRecord]:
         """Every eval of ``owner``, newest first (ids are ULIDs)."""
@@ -66,11 +65,10 @@ class EvalStore:
     async def run(self, owner: str | None, eval_id: str, key: str) -> RunResult | None:
         """One scored run by its key (``longhaul.domain.evals.run_key``)."""
         kv = await self._kv()
-        try:
-            entry = await kv.get(self._key(owner, eval_id, "run", key))
-        except KeyNotFoundError:
+        entry = await get_entry(kv, self._key(owner, eval_id, "run", key))
+        if entry is None or not entry.value:
             return None
-        return msgspec.json.decode(entry.value, type=RunResult) if entry.value else None
+        return msgspec.json.decode(entry.value, type=RunResult)
 
     async def runs(self, owner: str | None, eval_id: str) -> list[RunResult]:
         kv = await self._kv()
@@ -84,8 +82,7 @@ class EvalStore:
 
     async def check(self, owner: str | None, eval_id: str, trace_id: str) -> CheckOutcome | None:
         kv = await self._kv()
-        try:
-            entry = await kv.get(self._key(owner, eval_id, "check", trace_id))
-        except KeyNotFoundError:
+        entry = await get_entry(kv, self._key(owner, eval_id, "check", trace_id))
+        if entry is None or not entry.value:
             return None
-        return msgspec.json.decode(entry.value, type=CheckOutcome) if entry.value else None
+        return msgspec.json.decode(entry.value, type=CheckOutcome)

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kv import get_entry
 from longhaul.core.kvscan import current_entries
 from longhaul.domain.experiences import Experience, is_experience_id
 from longhaul.domain.ids import is_valid_id
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
@@ -63,11 +64,8 @@ class ExperienceStore:
 
     async def _read(self, owner: str | None, experience_id: str) -> tuple[Experience, int] | None:
         kv = await self._kv()
-        try:
-            entry = await kv.get(self._key(owner, experience_id))
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
+        entry = await get_entry(kv, self._key(owner, experience_id))
+        if entry is None or not entry.value:
             return None
         return msgspec.json.decode(entry.value, type=Experience), int(entry.revision or 0)
 

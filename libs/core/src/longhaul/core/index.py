@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kv import get_entry
 from longhaul.domain.events import DeadlineAction, Totals
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.trace import FINAL_STATUSES
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
@@ -157,10 +158,7 @@ class TraceIndex:
         data = msgspec.json.encode(entry)
         final = state.is_final
         for _ in range(CAS_ATTEMPTS):
-            try:
-                current = await kv.get(state.trace_id)
-            except KeyNotFoundError:
-                current = None
+            current = await get_entry(kv, state.trace_id)
             stored = msgspec.json.decode(current.value or b"{}", type=dict) if current else None
             if stored is not None and int(stored.get("last_event_seq", 0)) >= entry.last_event_seq:
                 return False
@@ -206,11 +204,8 @@ class TraceIndex:
     async def get(self, trace_id: str) -> TraceIndexEntry | None:
         """The trace's entry; None when there is none or it is a tombstone."""
         kv = await self._kv()
-        try:
-            entry = await kv.get(trace_id)
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
+        entry = await get_entry(kv, trace_id)
+        if entry is None or not entry.value:
             return None
         found = msgspec.json.decode(entry.value, type=TraceIndexEntry)
         return None if found.is_tombstone else found

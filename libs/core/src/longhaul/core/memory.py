@@ -16,12 +16,12 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
-import msgspec
 from longhaul.core.snapshots import PackedSnapshot
 from longhaul.core.store import REPLAY_PAGE, ConcurrencyError, EventPage, Position, Recorded, stamp
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold
+from longhaul.domain.state.fold import decode_snapshot
 
 State = TypeVar("State", bound=Fold)
 
@@ -210,9 +210,9 @@ class MemorySnapshots:
         self, aggregate: Aggregate, aggregate_id: str, fold: type[State]
     ) -> State | None:
         packed = self._stored.get((aggregate, aggregate_id))
-        if packed is None or packed.schema != fold.SCHEMA:
+        if packed is None:
             return None
-        return msgspec.msgpack.decode(packed.data, type=fold)
+        return decode_snapshot(fold, packed.data, packed.schema)
 
     async def write(self, aggregate: Aggregate, aggregate_id: str, packed: PackedSnapshot) -> None:
         self._stored[(aggregate, aggregate_id)] = packed

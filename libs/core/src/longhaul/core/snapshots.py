@@ -29,13 +29,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
-import nats.js.errors
 from longhaul.core.background import drain
 from longhaul.core.connection import Connection
 from longhaul.core.direct import DirectGetError
+from longhaul.core.kv import get_entry
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold
-from nats.js.errors import NotFoundError, ObjectNotFoundError
+from longhaul.domain.state.fold import decode_snapshot
+from nats.js.errors import ObjectNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -99,15 +100,12 @@ class SnapshotStore:
 
     async def read(self, aggregate: Aggregate, aggregate_id: str, fold: type[S]) -> S | None:
         kv = await self.conn.kv(self.conn.names.snapshots)
-        try:
-            entry = await kv.get(self._key(aggregate, aggregate_id))
-        except (NotFoundError, nats.js.errors.KeyNotFoundError):
-            return None
-        if not entry.value:
+        entry = await get_entry(kv, self._key(aggregate, aggregate_id))
+        if entry is None or not entry.value:
             return None
         try:
             stored = msgspec.msgpack.decode(entry.value, type=_Stored)
-            if stored.schema != fold.SCHEMA:
+            if stored.schema != fold.SCHEMA and stored.schema not in fold.UPGRADES:
                 log.info(
                     "snapshot of %s %s has shape %d, not %d: replaying the log instead",
                     aggregate,
@@ -120,7 +118,7 @@ class SnapshotStore:
             if stored.object_name:
                 blob = await self.conn.read_artifact(stored.object_name)
             packed = await _off_loop(zlib.decompress, blob)
-            return msgspec.msgpack.decode(packed, type=fold)
+            return decode_snapshot(fold, packed, stored.schema)
         except (
             msgspec.DecodeError,
             msgspec.ValidationError,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import msgspec
 from longhaul.core.connection import Connection
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from longhaul.core.kv import get_entry
+from nats.js.errors import KeyWrongLastSequenceError
 
 INLINE_LIMIT = 256 * 1024
 
@@ -93,11 +94,8 @@ class WorkspaceStore:
 
     async def get(self, key: str) -> WorkspaceEntry | None:
         kv = await self.conn.kv(self.conn.names.workspace)
-        try:
-            entry = await kv.get(_kv_key(key))
-        except KeyNotFoundError:
-            return None
-        if not entry.value:
+        entry = await get_entry(kv, _kv_key(key))
+        if entry is None or not entry.value:
             return None
         stored = msgspec.json.decode(entry.value, type=_Stored)
         if stored.object_name:

@@ -5,8 +5,8 @@ children running side by side cannot together escape it."""
 
 from __future__ import annotations
 
-from longhaul.agent.middleware.token_usage import over_budget
 from longhaul.core.repository import Repository
+from longhaul.domain.budget import over_budget
 from longhaul.domain.state import TraceState
 
 MAX_HOPS = 16

@@ -32,6 +32,7 @@ from collections.abc import Callable
 import msgspec
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.kv import get_entry
 from longhaul.domain.ids import process_incarnation
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
@@ -171,9 +172,8 @@ class Leases:
     async def _take_stale(self, kv: KeyValue, key: str, sandbox: str | None) -> int | None:
         """Take ``key`` over if its value is stale (see the module's docstring); its new
         revision, or None when the lease is live or another replica took it first."""
-        try:
-            entry = await kv.get(key)
-        except KeyNotFoundError:
+        entry = await get_entry(kv, key)
+        if entry is None:
             return None  # expired meanwhile: the next attempt creates it
         if not self._stale(entry.value):
             return None
@@ -211,10 +211,12 @@ class Leases:
             return []
         released = []
         for key in keys:
+            entry = await get_entry(kv, key)
+            if entry is None:
+                continue
             try:
-                entry = await kv.get(key)
                 held = msgspec.json.decode(entry.value or b"", type=LeaseValue)
-            except (KeyNotFoundError, msgspec.DecodeError):
+            except msgspec.DecodeError:
                 continue
             if held.owner != owner or held.incarnation == self.incarnation:
                 continue
@@ -232,11 +234,8 @@ class Leases:
     async def holder(self, key: str) -> str | None:
         """The owner of a live lease on ``key``, if any."""
         kv = await self.conn.kv(self.bucket)
-        try:
-            entry = await kv.get(key)
-        except KeyNotFoundError:
-            return None
-        if not entry.value or self._stale(entry.value):
+        entry = await get_entry(kv, key)
+        if entry is None or not entry.value or self._stale(entry.value):
             return None
         try:
             return msgspec.json.decode(entry.value, type=LeaseValue).owner

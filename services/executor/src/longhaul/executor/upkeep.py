@@ -40,7 +40,7 @@ class TurnUpkeep:
         now = time.monotonic()
         if now - self._indexed_at >= self.interval_s:
             self._indexed_at = now
-            copy = msgspec.structs.replace(state, totals=msgspec.structs.replace(state.totals))
+            copy = msgspec.structs.replace(state, usage=state.usage.copy())
             self._start(self.index.update(copy), "index")
 
     def _start(self, coro: Coroutine[Any, Any, Any], what: str) -> None:

@@ -23,6 +23,7 @@ import nats.errors
 from longhaul.agent.images import SCHEME
 from longhaul.core.erasure import Removed
 from longhaul.core.index import TraceIndexEntry
+from longhaul.core.kv import get_entry
 from longhaul.domain import events as ev
 from longhaul.domain.erasure import WorkdirErased, WorkdirErasure
 from longhaul.domain.state import TaskState, TraceState
@@ -32,7 +33,6 @@ from longhaul.gateway.errors import ApiError, not_found
 from longhaul.gateway.routers.health import READY_TIMEOUT_S, presences
 from longhaul.gateway.runtime import RETRY, Runtime
 from longhaul.gateway.schedules.store import ScheduleStore
-from nats.js.errors import KeyNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +60,8 @@ async def family_of(runtime: Runtime, root: TraceState) -> list[TraceState]:
 
 async def _lease_free(runtime: Runtime, trace_id: str) -> bool:
     kv = await runtime.service.conn.kv(runtime.service.conn.names.leases)
-    try:
-        entry = await kv.get(f"trace.{trace_id}")
-    except KeyNotFoundError:
-        return True
-    return not entry.value
+    entry = await get_entry(kv, f"trace.{trace_id}")
+    return entry is None or not entry.value
 
 
 async def _executors_present(runtime: Runtime) -> bool:

@@ -7,10 +7,9 @@ from typing import Any, Literal
 import msgspec
 from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.events import RouteDecision, ToolDecided
-from longhaul.domain.state import Message, TaskState, TraceState
+from longhaul.domain.state import Message, SubtraceInfo, TaskState, TraceState
 from longhaul.domain.state.collaborators import collaborators
 from longhaul.domain.state.goals import GoalStats, GoalTree
-from longhaul.domain.state.trace import SubtraceInfo
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.runs import RouteView
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
+from longhaul.domain.budget import over_budget
 from longhaul.domain.state import TaskState, TraceState
 
 STOP_REASON = "task_budget"
@@ -40,9 +41,10 @@ async def usage(traces: Repository[TraceState], task: TaskState) -> Usage:
 
 def overrun(task: TaskState, used: Usage) -> str | None:
     """Why the task is over its caps, or ``None``."""
-    if task.max_tokens is not None and used.tokens >= task.max_tokens:
+    cap = over_budget(task, used.tokens, used.cost)
+    if cap == "max_tokens":
         return f"task max_tokens exceeded: its step traces used {used.tokens} of {task.max_tokens}"
-    if task.max_cost is not None and used.cost >= task.max_cost:
+    if cap == "max_cost":
         return f"task max_cost exceeded: its step traces used ${used.cost:.4f} of ${task.max_cost}"
     return None
 

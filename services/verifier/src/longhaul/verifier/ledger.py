@@ -20,10 +20,11 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 from longhaul.core.connection import Connection
+from longhaul.core.kv import get_entry
 from longhaul.domain.ids import process_incarnation
 from longhaul.domain.liveness import dead_key
 from longhaul.verifier.result import Verdict
-from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import APIError, KeyWrongLastSequenceError
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +74,8 @@ class VerdictLedger:
         died). KV TTL expiry publishes nothing to watch, hence the polling."""
         kv = await self.conn.kv(self.conn.names.leases)
         while True:
-            try:
-                entry = await kv.get(key)
-            except KeyNotFoundError:
-                return None
-            if not entry.value:
+            entry = await get_entry(kv, key)
+            if entry is None or not entry.value:
                 return None
             with contextlib.suppress(msgspec.DecodeError):
                 claim = msgspec.json.decode(entry.value, type=Claim)
@@ -95,11 +93,7 @@ class VerdictLedger:
     async def _dead(self, incarnation: str) -> bool:
         """True when a supervisor recorded ``incarnation``'s death (no TTL wait then)."""
         kv = await self.conn.kv(self.conn.names.leases)
-        try:
-            await kv.get(dead_key(incarnation))
-        except KeyNotFoundError:
-            return False
-        return True
+        return await get_entry(kv, dead_key(incarnation)) is not None
 
     async def _keep(self, key: str, revision: int, claim: Claim) -> None:
         value = msgspec.json.encode(claim)

@@ -17,18 +17,10 @@ from __future__ import annotations
 
 from longhaul.agent.accounting import charge
 from longhaul.agent.middleware.base import Middleware
-from longhaul.agent.stop_reasons import MAX_COST, MAX_TOKENS
 from longhaul.agent.turn import Step, Turn
-from longhaul.domain.events import TraceConfig, Usage
+from longhaul.domain.budget import over_budget
+from longhaul.domain.events import Usage
 from longhaul.llm.types import ModelRequest
-
-
-def over_budget(config: TraceConfig, tokens: int, cost: float) -> str | None:
-    if config.max_tokens is not None and tokens >= config.max_tokens:
-        return MAX_TOKENS
-    if config.max_cost is not None and cost >= config.max_cost:
-        return MAX_COST
-    return None
 
 
 def _tokens(usage: Usage | None) -> int:
@@ -38,7 +30,7 @@ def _tokens(usage: Usage | None) -> int:
 class TokenUsage(Middleware):
     async def before_model(self, turn: Turn, request: ModelRequest) -> None:
         used = turn.state.run_usage
-        reason = over_budget(turn.state.config, used.tokens, used.cost)
+        reason: str | None = over_budget(turn.state.config, used.tokens, used.cost)
         check_ancestors = turn.env.ancestor_budget
         if reason is None and check_ancestors is not None and turn.state.parent_trace_id:
             reason = await check_ancestors(turn.state)

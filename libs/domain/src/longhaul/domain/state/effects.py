@@ -38,6 +38,21 @@ class Ledger(msgspec.Struct, kw_only=True):
     def __contains__(self, tool_call_id: object) -> bool:
         return tool_call_id in self.effects
 
+    def unsettled(self, calls: list[ev.ToolCall]) -> list[ev.ToolCall]:
+        """Of ``calls`` (the head's calls without a result), those that started acting: their
+        outcome is unknown (the executor died meanwhile)."""
+        return [call for call in calls if call.id in self.effects]
+
+    def check_started(
+        self, trace_id: str, event: ev.EffectStarted, waiting: list[ev.ToolCall]
+    ) -> None:
+        """Only a call of the head's tool-call message still without a result starts acting."""
+        if event.tool_call_id not in {call.id for call in waiting}:
+            raise InvalidTransition(
+                f"tool call {event.tool_call_id} of trace {trace_id} is not waiting to run",
+                code="conflict",
+            )
+
     def start(self, event: ev.EffectStarted) -> None:
         self.effects[event.tool_call_id] = Effect(started=event)
 

@@ -8,8 +8,10 @@ position (``stream_seq``) and applies it. :class:`~longhaul.domain.state.TraceSt
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
+import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.state.faults import MAX_FAULTS, Fault, Unreadable, fault_of, next_version
 
@@ -21,6 +23,9 @@ class Fold(Protocol):
     SCHEMA: ClassVar[int]
     """The fold's shape, raised when its fields move: a snapshot taken in another shape is
     not read (a full replay instead), never decoded into the wrong fields."""
+    UPGRADES: ClassVar[Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]]
+    """Shape ``n`` → ``n + 1`` over a snapshot decoded without a type: an older snapshot is
+    upgraded step by step (:func:`decode_snapshot`) instead of replayed."""
 
     version: int
     """``n`` of the last applied event (0 for an aggregate that does not exist yet)."""
@@ -42,6 +47,27 @@ class Fold(Protocol):
     def check(self, event: ev.Event) -> None:
         """Raise :class:`InvalidTransition` if ``event`` could not apply; changes nothing."""
         ...
+
+
+S = TypeVar("S", bound=Fold)
+
+
+def decode_snapshot(fold: type[S], data: bytes, schema: int) -> S | None:
+    """The fold a snapshot taken in shape ``schema`` holds: decoded as it is when it has the
+    fold's shape, upgraded when the fold knows every step from it, else ``None`` (the log is
+    replayed). A payload that does not have the shape it claims is ``None`` too; one that
+    does not decode raises ``msgspec``'s errors, as a snapshot of the current shape would."""
+    if schema == fold.SCHEMA:
+        return msgspec.msgpack.decode(data, type=fold)
+    if schema > fold.SCHEMA or any(n not in fold.UPGRADES for n in range(schema, fold.SCHEMA)):
+        return None
+    raw = msgspec.msgpack.decode(data)
+    try:
+        for n in range(schema, fold.SCHEMA):
+            raw = fold.UPGRADES[n](raw)
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(raw), type=fold)
 
 
 def apply_or_skip(state: Fold, item: ev.Event | Unreadable, stream_seq: int = 0) -> Fault | None:

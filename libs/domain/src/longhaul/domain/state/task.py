@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import ClassVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar
 
 import msgspec
 from longhaul.domain import events as ev
@@ -66,6 +66,7 @@ class PhaseState(msgspec.Struct, kw_only=True):
 class TaskState(msgspec.Struct, kw_only=True):
     SCHEMA: ClassVar[int] = 1
     """The shape of this fold: a snapshot of another shape is not read (``snapshots``)."""
+    UPGRADES: ClassVar[Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 
     task_id: str = ""
     status: TaskStatus | None = None

@@ -1,88 +1,59 @@
 """``TraceState``: the fold of one trace's events.
 
-The message tree is kept with its main path (head back to root) maintained incrementally, so
-appending to the head is O(1) and building a request does not re-walk the history.
+The trace's own fields are its identity, lineage, status and run flags; the parts with rules
+of their own are folds of their own, as the goal tree is, each handed the events it concerns:
+the message tree (``messages``), what the trace used (``usage``), the files for its next turn
+(``uploads``), the effect ledger (``effects``), its sub-traces (``children``), the
+verification of its answer (``verification``), and what it waits on (``waits``). Their
+fields are read through the names they had on ``TraceState``.
+
+A snapshot of the previous shape (4, every field flat) is upgraded on read
+(:data:`TraceState.UPGRADES`), never decoded into the wrong fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import msgspec
 from longhaul.domain import events as ev
 from longhaul.domain.events import TraceConfig, TraceStatus, WaitReason
-from longhaul.domain.messages import add_counts
+from longhaul.domain.state.children import Children, SubtraceInfo
 from longhaul.domain.state.effects import Ledger
 from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.faults import Fault
 from longhaul.domain.state.goals import GoalStats, GoalTree
+from longhaul.domain.state.messages import Message, MessageTree
+from longhaul.domain.state.uploads import Uploads
+from longhaul.domain.state.usage import Spending
+from longhaul.domain.state.verification import VerificationState
 from longhaul.domain.state.waits import WAKEABLE_WAITS, Approvals, ClientCalls, Inbox, Wait
 
-MAX_PENDING_UPLOADS = 50
-"""Files a trace may hold for its next turn (more is a 409: let it run first)."""
-
-CONTEXT_HEADING = "\n\nContext from the agent that delegated this:\n"
+__all__ = ["FINAL_STATUSES", "Message", "SubtraceInfo", "TraceState"]
 
 FINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "stopped"})
 
 
-Message = ev.MessageAppended
-"""A message of the tree is the event that recorded it (client input is folded into one)."""
-
-
-class SubtraceInfo(msgspec.Struct, kw_only=True):
-    child_trace_id: str
-    tool_call_id: str
-    mode: str = "delegate"
-    task: str = ""
-    status: str = "running"
-    summary: str = ""
-    preset: str = "default"
-    continue_from: str | None = None
-    skills: list[str] = msgspec.field(default_factory=list)
-    goal_id: str | None = None
-    """The ``agent_call`` goal of the call that spawned the child (the child's
-    ``parent_goal_id``)."""
-    descendants: int = 0
-    """The child's own sub-traces, as its ``subtrace_finished`` reported them."""
-    model_calls: int = 0
-    """The child's model calls, as its ``subtrace_finished`` reported them."""
-    trace_context: dict[str, str] | None = None
-    """The spawning tool call's trace context: the child's run continues it."""
-    remote: str | None = None
-    """The configured remote longhaul running this child (``None``: a local sub-trace)."""
-    remote_id: str | None = None
-    """``agent://<host:port>/<trace id>`` once the remote gateway accepted it."""
-    linked: bool = False
-    """The remote accepted this spawn (a ``continue_from`` spawn needs a new link)."""
-    messages: list[ev.InputMessage] = msgspec.field(default_factory=list)
-    """The conversation the child is seeded with, before its task."""
-    context: str | None = None
-    """Background the parent handed the child."""
-
-    def inputs(self) -> list[ev.InputMessage]:
-        """What the child is given: the seeded messages, then its task (with the parent's
-        context under it)."""
-        task = self.task if not self.context else f"{self.task}{CONTEXT_HEADING}{self.context}"
-        return [*self.messages, ev.InputMessage(role="user", content=task)]
-
-    @property
-    def display_id(self) -> str:
-        return self.remote_id or self.child_trace_id
-
-
-class VerificationState(msgspec.Struct, kw_only=True):
-    attempts: int = 0
-    pending: bool = False
-    passed: bool = False
-    failures: list[ev.VerificationFailed] = msgspec.field(default_factory=list)
-    unconsumed_failure: bool = False
-    """A failure the engine has not yet turned into a user message."""
+def _parts_of_shape_4(raw: dict[str, Any]) -> dict[str, Any]:
+    """Shape 4 → 5: the flat fields of the message tree, the usage, the uploads and the
+    sub-traces move into their parts (a key missing means it is not shape 4: ``KeyError``)."""
+    tree = ("messages", "head_sequence", "last_sequence", "path", "image_messages")
+    raw["tree"] = {key: raw.pop(key) for key in tree}
+    raw["usage"] = {"totals": raw.pop("totals"), "run": raw.pop("run_usage")}
+    raw["uploads"] = {"pending": raw.pop("uploads_pending")}
+    raw["children"] = {"subtraces": raw.pop("subtraces")}
+    return raw
 
 
 class TraceState(msgspec.Struct, kw_only=True):
-    SCHEMA: ClassVar[int] = 4
-    """The shape of this fold: a snapshot of another shape is not read (``snapshots``)."""
+    SCHEMA: ClassVar[int] = 5
+    """The shape of this fold: a snapshot of another shape is upgraded (:data:`UPGRADES`) or
+    not read (``snapshots``)."""
+    UPGRADES: ClassVar[Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+        4: _parts_of_shape_4
+    }
+    """Shape ``n`` → ``n + 1``, over a snapshot decoded without a type."""
 
     trace_id: str = ""
     status: TraceStatus | None = None
@@ -96,9 +67,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     phase_id: str | None = None
     root_trace_id: str | None = None
     depth: int = 0
+    """Sub-trace level: 0 for a root."""
     route: ev.RouteDecision | None = None
     """Why ``POST /api/runs`` made this a single-agent run."""
-    """Sub-trace level: 0 for a root."""
     max_descendants: int | None = None
     """This trace's share of its root's descendant limit (``None``: the configured one)."""
     schedule_id: str | None = None
@@ -109,15 +80,9 @@ class TraceState(msgspec.Struct, kw_only=True):
     run_started_at: float = 0.0
     """When the current run started (its duration is reported to a parent)."""
 
-    messages: dict[int, Message] = msgspec.field(default_factory=dict)
-    head_sequence: int = 0
-    last_sequence: int = 0
-    path: list[int] = msgspec.field(default_factory=list)
-
+    tree: MessageTree = msgspec.field(default_factory=MessageTree)
     goals: GoalTree = msgspec.field(default_factory=GoalTree)
-    totals: ev.Totals = msgspec.field(default_factory=ev.Totals)
-    run_usage: ev.RunUsage = msgspec.field(default_factory=ev.RunUsage)
-    """What the current run used: the budgets count this (reset only by a new run)."""
+    usage: Spending = msgspec.field(default_factory=Spending)
     error: str | None = None
     stop_reason: str | None = None
     summary: str | None = None
@@ -139,8 +104,7 @@ class TraceState(msgspec.Struct, kw_only=True):
     title_error: str | None = None
     captured: dict[int, list[str]] = msgspec.field(default_factory=dict)
     """Run number → the experiences ``memory.capture_on_completion`` recorded at its end."""
-    uploads_pending: list[ev.FileUploaded] = msgspec.field(default_factory=list)
-    """Files uploaded but not yet written into the working directory (latest per name)."""
+    uploads: Uploads = msgspec.field(default_factory=Uploads)
     eval: ev.EvalTag | None = None
     """The eval run this trace is one run of."""
     stop_requested: bool = False
@@ -149,16 +113,13 @@ class TraceState(msgspec.Struct, kw_only=True):
     compact_requested: bool = False
     pending_warnings: list[str] = msgspec.field(default_factory=list)
     verification: VerificationState = msgspec.field(default_factory=VerificationState)
-    subtraces: dict[str, SubtraceInfo] = msgspec.field(default_factory=dict)
+    children: Children = msgspec.field(default_factory=Children)
     runs: int = 0
     run_trace_context: dict[str, str] | None = None
     """Trace context of the event that started the current run (the request that created or
     continued the trace): every turn of the run is its child, on whichever executor."""
     faults: list[Fault] = msgspec.field(default_factory=list)
     """Events of the log this fold skipped (see ``faults``)."""
-    image_messages: int = 0
-    """Messages whose content carries an ``image_url`` part: a request is searched for image
-    references only when there are some (a search per model call would grow with history)."""
 
     version: int = 0
     """``n`` of the last applied event."""
@@ -166,6 +127,48 @@ class TraceState(msgspec.Struct, kw_only=True):
     """Stream sequence of the last applied event (the store's optimistic-concurrency token)."""
 
     # ------------------------------------------------------------------ the parts, as read
+
+    @property
+    def messages(self) -> dict[int, Message]:
+        return self.tree.messages
+
+    @property
+    def head_sequence(self) -> int:
+        return self.tree.head_sequence
+
+    @property
+    def last_sequence(self) -> int:
+        return self.tree.last_sequence
+
+    @property
+    def path(self) -> list[int]:
+        return self.tree.path
+
+    @property
+    def image_messages(self) -> int:
+        return self.tree.image_messages
+
+    @property
+    def totals(self) -> ev.Totals:
+        return self.usage.totals
+
+    @property
+    def run_usage(self) -> ev.RunUsage:
+        """What the current run used: the budgets count this (reset only by a new run)."""
+        return self.usage.run
+
+    @run_usage.setter
+    def run_usage(self, value: ev.RunUsage) -> None:
+        self.usage.run = value
+
+    @property
+    def uploads_pending(self) -> list[ev.FileUploaded]:
+        """Files uploaded but not yet written into the working directory (latest per name)."""
+        return self.uploads.pending
+
+    @property
+    def subtraces(self) -> dict[str, SubtraceInfo]:
+        return self.children.subtraces
 
     @property
     def wait_reason(self) -> WaitReason | None:
@@ -211,6 +214,11 @@ class TraceState(msgspec.Struct, kw_only=True):
     def inbox_read(self) -> dict[str, int]:
         return self.mailbox.read
 
+    @property
+    def descendants(self) -> int:
+        """Sub-traces below this trace at every level, as far as its log knows."""
+        return self.children.descendants
+
     # ------------------------------------------------------------------ queries
 
     @property
@@ -222,69 +230,47 @@ class TraceState(msgspec.Struct, kw_only=True):
         return self.status in FINAL_STATUSES
 
     def main_path(self) -> list[Message]:
-        return [self.messages[seq] for seq in self.path]
+        return self.tree.main_path()
 
     def all_messages(self) -> list[Message]:
-        return [self.messages[seq] for seq in sorted(self.messages)]
+        return self.tree.all_messages()
 
     def path_to(self, sequence: int) -> list[int]:
         """Sequences from the root to ``sequence`` inclusive."""
-        chain: list[int] = []
-        current: int | None = sequence
-        while current is not None:
-            chain.append(current)
-            current = self.messages[current].parent_sequence
-        chain.reverse()
-        return chain
+        return self.tree.path_to(sequence)
 
     def unanswered_tool_calls(self, upto: int | None = None) -> list[ev.ToolCall]:
         """Calls of the last assistant ``tool_calls`` message on the path to ``upto`` (default
         head) that have no tool result after it on that path."""
-        current = self.head_sequence if upto is None else upto
-        answered: set[str] = set()
-        while current:
-            message = self.messages[current]
-            if message.role == "tool":
-                if message.tool_call_id:
-                    answered.add(message.tool_call_id)
-            elif message.role == "assistant" and message.tool_calls:
-                return [call for call in message.tool_calls if call.id not in answered]
-            else:
-                return []
-            current = message.parent_sequence or 0
-        return []
+        return self.tree.unanswered_tool_calls(upto)
 
     def unsettled_effects(self) -> list[ev.ToolCall]:
         """Calls of the head's tool-call message that started acting and have no result: their
         outcome is unknown (the executor died meanwhile)."""
-        return [call for call in self.unanswered_tool_calls() if call.id in self.ledger]
+        return self.ledger.unsettled(self.tree.unanswered_tool_calls())
 
     def unread_messages(self) -> list[ev.MessageReceived]:
         return self.mailbox.unread()
 
     def safe_cut(self, sequence: int) -> int:
         """The cut at ``sequence`` moved forward past the tool results its calls need."""
-        if sequence not in self.messages:
-            raise InvalidTransition(
-                f"trace {self.trace_id} has no message {sequence}", code="unknown_sequence"
-            )
-        on_head_path = set(self.path)
-        cut = sequence
-        while pending := {call.id for call in self.unanswered_tool_calls(cut)}:
-            candidates = [
-                child
-                for child in self._children(cut)
-                if self.messages[child].role == "tool"
-                and self.messages[child].tool_call_id in pending
-            ]
-            if not candidates:
-                break
-            preferred = [child for child in candidates if child in on_head_path]
-            cut = (preferred or candidates)[-1]
-        return cut
+        return self.tree.safe_cut(self.trace_id, sequence)
 
-    def _children(self, sequence: int) -> list[int]:
-        return [seq for seq, msg in self.messages.items() if msg.parent_sequence == sequence]
+    def running_subtraces(self) -> list[SubtraceInfo]:
+        return self.children.running()
+
+    def run_model_calls(self) -> int:
+        """Model calls of the current run (what a parent's ``agent_call`` goal is charged):
+        the loop's own, plus those its sub-agents reported."""
+        return self.usage.run.iterations + self.children.model_calls()
+
+    def tools_for_children(self) -> list[str] | None:
+        """The most a child of this trace may be offered: the tools this trace's model was
+        shown (its recorded context), else its own ``tools`` list. Delegating never widens
+        what a client or a preset allowed; the child's preset only narrows it."""
+        if self.context is not None:
+            return list(self.context.tools)
+        return None if self.config.tools is None else list(self.config.tools)
 
     # ------------------------------------------------------------------ fold
 
@@ -319,12 +305,18 @@ class TraceState(msgspec.Struct, kw_only=True):
         fold's own checks, in O(1) and without a copy (messages are most of a trace's events,
         so writers check them this way rather than with :meth:`check`)."""
         self._require("running", what="append a message")
-        self._check_follows(event.sequence, event.parent_sequence)
+        self.tree.check_follows(event.sequence, event.parent_sequence)
 
     def _require(self, *allowed: str, what: str) -> None:
         if self.status not in allowed:
             raise InvalidTransition(
                 f"cannot {what}: trace {self.trace_id} is {self.status}", code="conflict"
+            )
+
+    def _require_wait(self, reason: str) -> None:
+        if self.status != "waiting" or self.wait.reason != reason:
+            raise InvalidTransition(
+                f"trace {self.trace_id} is not waiting for {reason}", code="conflict"
             )
 
     # checks (pure) -----------------------------------------------------------
@@ -351,12 +343,32 @@ class TraceState(msgspec.Struct, kw_only=True):
         self._require("running", "waiting", what="receive a message")
         self.mailbox.check_received(self.trace_id, self.config.messaging, event)
 
-    def _check_messages_read(self, event: ev.MessagesRead) -> None:
-        self.mailbox.check_read(event)
+    def _check_tool_results(self, event: ev.ToolResultsPosted) -> None:
+        self._require_wait("client_tools")
+        self.client_calls.check(self.trace_id, event)
 
-    def _check_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
-        if event.child_trace_id not in self.subtraces:
-            raise InvalidTransition(f"unknown sub-trace {event.child_trace_id}", code="not_found")
+    def _check_effect_started(self, event: ev.EffectStarted) -> None:
+        self._require("running", what="start an effect")
+        self.ledger.check_started(self.trace_id, event, self.tree.unanswered_tool_calls())
+
+    def _check_effect_resumed(self, event: ev.EffectResumed) -> None:
+        self._require("running", what="resume an effect")
+        self.ledger.check_resumed(self.trace_id, event)
+
+    def _check_tool_decided(self, event: ev.ToolDecided) -> None:
+        self._require_wait("approval")
+        self.approvals.check(self.trace_id, event)
+        self.ledger.check_decided(self.trace_id, event)
+
+    def _check_experiences_recalled(self, event: ev.ExperiencesRecalled) -> None:
+        self._require("running", what="recall experiences")
+        if self.recalled is not None:
+            raise InvalidTransition("experiences were already recalled", code="conflict")
+        message = self.tree.messages.get(event.sequence)
+        if message is None or message.role != "user":
+            raise InvalidTransition(
+                f"message {event.sequence} is not a user message", code="unknown_sequence"
+            )
 
     # handlers (mutate only: :meth:`check` ran first) ---------------------------
 
@@ -379,13 +391,13 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.eval = event.eval
         self.schedule_id = event.schedule_id
         self.trigger_id = event.trigger_id
-        self.uploads_pending = list(event.files)
+        self.uploads.pending = list(event.files)
         self.created_at = event.ts
         self.runs = 1
         self.run_started_at = event.ts
         self.run_trace_context = event.trace_context
         self.goals.open_root(_root_title(event))
-        self._append_inputs(event.messages, event.ts)
+        self.tree.append_inputs(event.messages, event.ts, self.goals.focus)
 
     def _on_run_requested(self, event: ev.RunRequested) -> None:
         if event.after_sequence is not None:
@@ -394,14 +406,14 @@ class TraceState(msgspec.Struct, kw_only=True):
             self.config = event.config
             self.context = None  # a changed config is recorded afresh by the next turn
         self._reset_run(event)
-        self._append_inputs(event.messages, event.ts)
+        self.tree.append_inputs(event.messages, event.ts, self.goals.focus)
 
     def _reset_run(self, event: ev.Event) -> None:
         self.status = "running"
         self.runs += 1
         self.run_started_at = event.ts
         self.run_trace_context = event.trace_context
-        self.run_usage = ev.RunUsage()
+        self.usage.new_run()
         self.pending_warnings = []  # a warning belongs to the run that earned it
         self.error = None
         self.stop_reason = None
@@ -412,94 +424,29 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.client_calls.pending = []
         self.verification = VerificationState()
 
-    def _append_inputs(self, messages: list[ev.InputMessage], ts: float) -> None:
-        for item in messages:
-            self._add_message(
-                Message(
-                    id="",
-                    ts=ts,
-                    sequence=self.last_sequence + 1,
-                    parent_sequence=self.head_sequence or None,
-                    role=item.role,
-                    content=item.content,
-                    tool_calls=item.tool_calls,
-                    tool_call_id=item.tool_call_id,
-                    name=item.name,
-                    goal_id=self.goals.focus,
-                )
-            )
-
     def _rewind_to(self, cut: int) -> None:
-        self.head_sequence = cut
-        self.path = self.path_to(cut)
-        on_path = set(self.path)
+        on_path = self.tree.rewind_to(cut)
         self.goals = self.goals.as_of(on_path)
         self.pending_warnings = []
         self.mailbox.forget_reads_off(on_path)
 
-    def _check_follows(self, sequence: int, parent: int | None) -> None:
-        if sequence != self.last_sequence + 1:
-            raise InvalidTransition(
-                f"message sequence {sequence} does not follow {self.last_sequence}",
-                code="sequence_gap",
-            )
-        if parent is not None and parent not in self.messages:
-            raise InvalidTransition(f"unknown parent message {parent}", code="unknown_sequence")
-
-    def _add_message(self, message: Message) -> None:
-        self._check_follows(message.sequence, message.parent_sequence)
-        self._insert_message(message)
-
-    def _insert_message(self, message: Message) -> None:
-        """Put a checked message in the tree and move the head (messages aside do not)."""
-        parent = message.parent_sequence
-        self.messages[message.sequence] = message
-        self.last_sequence = message.sequence
-        if isinstance(message.content, list) and any(
-            isinstance(part, dict) and part.get("type") == "image_url" for part in message.content
-        ):
-            self.image_messages += 1
-        if message.aside:
-            return
-        if parent == (self.head_sequence or None):
-            self.path.append(message.sequence)
-        else:
-            self.path = self.path_to(message.sequence)
-        self.head_sequence = message.sequence
-
     def _on_message(self, event: ev.MessageAppended) -> None:
-        self._insert_message(event)
-        totals = self.totals
-        if event.usage is not None:
-            totals.prompt_tokens += event.usage.prompt_tokens
-            totals.completion_tokens += event.usage.completion_tokens
-            totals.cache_read_tokens += event.usage.cache_read_tokens
-            totals.cache_write_tokens += event.usage.cache_write_tokens
-            if event.usage.saved_tokens:
-                totals.saved_tokens = add_counts(totals.saved_tokens, event.usage.saved_tokens)
-        totals.cost += event.cost
-        totals.duration_ms += event.duration_ms
+        self.tree.insert(event)
+        self.usage.charge(event)
         usage = event.usage
-        tokens = 0 if usage is None else usage.prompt_tokens + usage.completion_tokens
         self.goals.charge(
             event.goal_id,
             GoalStats(
                 model_calls=0 if usage is None else 1,
-                tokens=tokens,
+                tokens=0 if usage is None else usage.prompt_tokens + usage.completion_tokens,
                 cost=event.cost,
                 duration_ms=event.duration_ms,
             ),
         )
-        run = self.run_usage
-        if event.usage is not None:
-            run.tokens += event.usage.prompt_tokens + event.usage.completion_tokens
-        run.cost += event.cost
-        if event.role == "assistant" and event.branch_type == "main" and not event.synthetic:
-            run.iterations += 1
         if event.role == "assistant":
             self.pending_warnings = []
         if event.role == "user" and self.verification.unconsumed_failure:
-            self.verification.unconsumed_failure = False
+            self.verification.on_user_message()
         if event.role == "tool":
             self.wait.on_tool_result(event.tool_call_id)
         if event.branch_type == "reflection":
@@ -507,7 +454,7 @@ class TraceState(msgspec.Struct, kw_only=True):
             self.reflect_focus = None
 
     def _on_goal_changed(self, event: ev.GoalChanged) -> None:
-        self.goals.apply(event.op, event.goal, event.at_sequence or self.head_sequence)
+        self.goals.apply(event.op, event.goal, event.at_sequence or self.tree.head_sequence)
 
     def _on_loop_warned(self, event: ev.LoopWarned) -> None:
         self.pending_warnings.append(event.message)
@@ -519,19 +466,15 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.compact_requested = False
 
     def _on_verification_requested(self, event: ev.VerificationRequested) -> None:
-        self.verification.attempts = event.attempt
-        self.verification.pending = True
+        self.verification.request(event)
         self._wait("verification", f"attempt {event.attempt}")
 
     def _on_verification_passed(self, event: ev.VerificationPassed) -> None:
-        self.verification.pending = False
-        self.verification.passed = True
+        self.verification.succeed()
         self._wake()
 
     def _on_verification_failed(self, event: ev.VerificationFailed) -> None:
-        self.verification.pending = False
-        self.verification.failures.append(event)
-        self.verification.unconsumed_failure = True
+        self.verification.fail(event)
         self._wake()
 
     def _on_waiting(self, event: ev.Waiting) -> None:
@@ -542,78 +485,26 @@ class TraceState(msgspec.Struct, kw_only=True):
         elif event.reason == "client_tools":
             self.client_calls.pending = list(event.pending_calls)
 
-    def _check_tool_results(self, event: ev.ToolResultsPosted) -> None:
-        self._require_wait("client_tools")
-        self.client_calls.check(self.trace_id, event)
-
     def _on_tool_results(self, event: ev.ToolResultsPosted) -> None:
         if self.client_calls.post(event):
             self._wake()
 
-    def _check_effect_started(self, event: ev.EffectStarted) -> None:
-        self._require("running", what="start an effect")
-        if event.tool_call_id not in {call.id for call in self.unanswered_tool_calls()}:
-            raise InvalidTransition(
-                f"tool call {event.tool_call_id} of trace {self.trace_id} is not waiting to run",
-                code="conflict",
-            )
-
-    def _on_effect_started(self, event: ev.EffectStarted) -> None:
-        self.ledger.start(event)
-
-    def _check_effect_resumed(self, event: ev.EffectResumed) -> None:
-        self._require("running", what="resume an effect")
-        self.ledger.check_resumed(self.trace_id, event)
-
-    def _on_effect_resumed(self, event: ev.EffectResumed) -> None:
-        self.ledger.resume(event)
-
-    def _check_tool_decided(self, event: ev.ToolDecided) -> None:
-        self._require_wait("approval")
-        self.approvals.check(self.trace_id, event)
-        self.ledger.check_decided(self.trace_id, event)
-
-    def _check_file_uploaded(self, event: ev.FileUploaded) -> None:
-        if len(self.uploads_pending) >= MAX_PENDING_UPLOADS:
-            raise InvalidTransition(
-                f"trace {self.trace_id} already has {MAX_PENDING_UPLOADS} files waiting for "
-                "its next turn",
-                code="conflict",
-            )
-
-    def _on_file_uploaded(self, event: ev.FileUploaded) -> None:
-        others = [u for u in self.uploads_pending if u.name != event.name]
-        self.uploads_pending = [*others, event]
-
     def _on_context_recorded(self, event: ev.ContextRecorded) -> None:
         self.context = event
-
-    def _check_experiences_recalled(self, event: ev.ExperiencesRecalled) -> None:
-        self._require("running", what="recall experiences")
-        if self.recalled is not None:
-            raise InvalidTransition("experiences were already recalled", code="conflict")
-        message = self.messages.get(event.sequence)
-        if message is None or message.role != "user":
-            raise InvalidTransition(
-                f"message {event.sequence} is not a user message", code="unknown_sequence"
-            )
 
     def _on_experiences_recalled(self, event: ev.ExperiencesRecalled) -> None:
         """The reference text joins the first user message (a new struct: the event that
         carried the message stays as it was logged)."""
         self.recalled = event
         if event.text:
-            message = self.messages[event.sequence]
+            messages = self.tree.messages
+            message = messages[event.sequence]
             content = message.content
             if isinstance(content, list):
                 joined: Any = [*content, {"type": "text", "text": event.text}]
             else:
                 joined = f"{content}\n\n{event.text}" if content else event.text
-            self.messages[event.sequence] = msgspec.structs.replace(message, content=joined)
-
-    def _on_files_delivered(self, event: ev.FilesDelivered) -> None:
-        delivered = set(event.names)
-        self.uploads_pending = [u for u in self.uploads_pending if u.name not in delivered]
+            messages[event.sequence] = msgspec.structs.replace(message, content=joined)
 
     def _on_tool_decided(self, event: ev.ToolDecided) -> None:
         self.ledger.decide(event)
@@ -626,35 +517,14 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.wait.reason = None
 
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
-        previous = self.subtraces.get(event.child_trace_id)
         call_goal = self.goals.spawned(
-            event.tool_call_id, event.child_trace_id, event.mode, event.task, self.head_sequence
+            event.tool_call_id,
+            event.child_trace_id,
+            event.mode,
+            event.task,
+            self.tree.head_sequence,
         )
-        self.subtraces[event.child_trace_id] = SubtraceInfo(
-            remote=event.remote,
-            remote_id=previous.remote_id if previous is not None else None,
-            child_trace_id=event.child_trace_id,
-            tool_call_id=event.tool_call_id,
-            mode=event.mode,
-            task=event.task,
-            preset=event.preset,
-            continue_from=event.continue_from,
-            skills=event.skills,
-            messages=list(event.messages),
-            context=event.context,
-            goal_id=call_goal.id,
-            trace_context=event.trace_context,
-        )
-
-    def _check_remote_linked(self, event: ev.RemoteSubtraceLinked) -> None:
-        info = self.subtraces.get(event.child_trace_id)
-        if info is None or info.remote is None:
-            raise InvalidTransition(f"no remote sub-trace {event.child_trace_id}", code="not_found")
-
-    def _on_remote_linked(self, event: ev.RemoteSubtraceLinked) -> None:
-        info = self.subtraces[event.child_trace_id]
-        info.remote_id = event.remote_id
-        info.linked = True
+        self.children.spawned(event, call_goal.id)
 
     def _on_message_received(self, event: ev.MessageReceived) -> None:
         self.mailbox.messages.append(event)
@@ -662,12 +532,9 @@ class TraceState(msgspec.Struct, kw_only=True):
             self.wait.interrupted = self.wait.reason
             self._wake()
 
-    def _on_messages_read(self, event: ev.MessagesRead) -> None:
-        self.mailbox.mark_read(event)
-
     def _on_subtrace_finished(self, event: ev.SubtraceFinished) -> None:
-        info = self.subtraces[event.child_trace_id]
-        if info.tool_call_id not in {c.id for c in self.unanswered_tool_calls()}:
+        info = self.children.finished(event)
+        if info.tool_call_id not in {c.id for c in self.tree.unanswered_tool_calls()}:
             # The call that spawned it was answered early (a message woke the parent):
             # the child's end arrives as a message instead of as that call's result.
             self.mailbox.messages.append(
@@ -680,14 +547,9 @@ class TraceState(msgspec.Struct, kw_only=True):
                     message_id=event.id,
                 )
             )
-        info.status = event.status
-        info.summary = event.summary
-        info.descendants = event.descendants
-        info.model_calls = event.model_calls
-        self.run_usage.tokens += event.tokens
-        self.run_usage.cost += event.cost
+        self.usage.charge_child(event)
         self._settle_call_goal(info.tool_call_id, event)
-        if self.wait.reason == "subtraces" and not self.running_subtraces():
+        if self.wait.reason == "subtraces" and not self.children.running():
             self._wake()
 
     def _settle_call_goal(self, tool_call_id: str, event: ev.SubtraceFinished) -> None:
@@ -702,33 +564,11 @@ class TraceState(msgspec.Struct, kw_only=True):
             duration_ms=event.duration_ms,
         )
         self.goals.charge(goal.id, used)
-        children = [self.subtraces[c] for c in goal.sub_trace_ids if c in self.subtraces]
+        children = self.children.of(goal.sub_trace_ids)
         if all(info.status != "running" for info in children):
             self.goals.settled(
                 tool_call_id, [(i.display_id, i.status, i.summary) for i in children]
             )
-
-    @property
-    def descendants(self) -> int:
-        """Sub-traces below this trace at every level, as far as its log knows: its own, plus
-        what finished children reported of theirs."""
-        return len(self.subtraces) + sum(info.descendants for info in self.subtraces.values())
-
-    def tools_for_children(self) -> list[str] | None:
-        """The most a child of this trace may be offered: the tools this trace's model was
-        shown (its recorded context), else its own ``tools`` list. Delegating never widens
-        what a client or a preset allowed; the child's preset only narrows it."""
-        if self.context is not None:
-            return list(self.context.tools)
-        return None if self.config.tools is None else list(self.config.tools)
-
-    def run_model_calls(self) -> int:
-        """Model calls of the current run (what a parent's ``agent_call`` goal is charged):
-        the loop's own, plus those its sub-agents reported."""
-        return self.run_usage.iterations + sum(i.model_calls for i in self.subtraces.values())
-
-    def running_subtraces(self) -> list[SubtraceInfo]:
-        return [info for info in self.subtraces.values() if info.status == "running"]
 
     def _on_stop_requested(self, event: ev.StopRequested) -> None:
         self.stop_requested = True
@@ -766,18 +606,6 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.stop_reason = event.stop_reason or self.stop_reason
         self.wait.reason = None
 
-    # helpers -----------------------------------------------------------------
-
-    def _wait(self, reason: WaitReason, detail: str) -> None:
-        self.status = "waiting"
-        self.wait.begin(reason, detail, self.wait.tool_call_id)
-
-    def _require_wait(self, reason: str) -> None:
-        if self.status != "waiting" or self.wait.reason != reason:
-            raise InvalidTransition(
-                f"trace {self.trace_id} is not waiting for {reason}", code="conflict"
-            )
-
     def _on_trace_titled(self, event: ev.TraceTitled) -> None:
         self.untitled = False
         if event.name:
@@ -786,6 +614,12 @@ class TraceState(msgspec.Struct, kw_only=True):
 
     def _on_experiences_captured(self, event: ev.ExperiencesCaptured) -> None:
         self.captured[event.run] = list(event.ids)
+
+    # helpers -----------------------------------------------------------------
+
+    def _wait(self, reason: WaitReason, detail: str) -> None:
+        self.status = "waiting"
+        self.wait.begin(reason, detail, self.wait.tool_call_id)
 
     def _wake(self) -> None:
         self.status = "running"
@@ -816,20 +650,20 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.Waiting: TraceState._on_waiting,
     ev.HumanReplied: TraceState._on_human_replied,
     ev.ToolDecided: TraceState._on_tool_decided,
-    ev.EffectStarted: TraceState._on_effect_started,
-    ev.EffectResumed: TraceState._on_effect_resumed,
+    ev.EffectStarted: lambda state, event: state.ledger.start(event),
+    ev.EffectResumed: lambda state, event: state.ledger.resume(event),
     ev.ToolResultsPosted: TraceState._on_tool_results,
-    ev.FileUploaded: TraceState._on_file_uploaded,
-    ev.FilesDelivered: TraceState._on_files_delivered,
+    ev.FileUploaded: lambda state, event: state.uploads.add(event),
+    ev.FilesDelivered: lambda state, event: state.uploads.delivered(event.names),
     ev.ContextRecorded: TraceState._on_context_recorded,
     ev.ExperiencesRecalled: TraceState._on_experiences_recalled,
     ev.TraceTitled: TraceState._on_trace_titled,
     ev.ExperiencesCaptured: TraceState._on_experiences_captured,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
-    ev.RemoteSubtraceLinked: TraceState._on_remote_linked,
+    ev.RemoteSubtraceLinked: lambda state, event: state.children.linked(event),
     ev.MessageReceived: TraceState._on_message_received,
-    ev.MessagesRead: TraceState._on_messages_read,
+    ev.MessagesRead: lambda state, event: state.mailbox.mark_read(event),
     ev.StopRequested: TraceState._on_stop_requested,
     ev.ReflectRequested: TraceState._on_reflect_requested,
     ev.CompactRequested: TraceState._on_compact_requested,
@@ -837,6 +671,8 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.Completed: TraceState._on_completed,
     ev.Failed: TraceState._on_failed,
 }
+"""What each event does (:meth:`TraceState.apply`); one that concerns a single part goes
+to it directly."""
 
 
 def _requires(*allowed: str, what: str) -> Any:
@@ -875,17 +711,17 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.EffectStarted: TraceState._check_effect_started,
     ev.EffectResumed: TraceState._check_effect_resumed,
     ev.ToolResultsPosted: TraceState._check_tool_results,
-    ev.FileUploaded: TraceState._check_file_uploaded,
+    ev.FileUploaded: lambda state, event: state.uploads.check(state.trace_id),
     ev.FilesDelivered: TraceState._check_nothing,
     ev.ContextRecorded: TraceState._check_nothing,
     ev.ExperiencesRecalled: TraceState._check_experiences_recalled,
     ev.TraceTitled: TraceState._check_nothing,
     ev.ExperiencesCaptured: TraceState._check_nothing,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
-    ev.SubtraceFinished: TraceState._check_subtrace_finished,
-    ev.RemoteSubtraceLinked: TraceState._check_remote_linked,
+    ev.SubtraceFinished: lambda state, event: state.children.check_finished(event),
+    ev.RemoteSubtraceLinked: lambda state, event: state.children.check_linked(event),
     ev.MessageReceived: TraceState._check_message_received,
-    ev.MessagesRead: TraceState._check_messages_read,
+    ev.MessagesRead: lambda state, event: state.mailbox.check_read(event),
     ev.StopRequested: _requires("running", "waiting", what="stop"),
     ev.ReflectRequested: _requires_idle_or_running("reflect"),
     ev.CompactRequested: _requires_idle_or_running("compact"),
@@ -893,4 +729,5 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.Completed: _requires("running", what="complete"),
     ev.Failed: _requires("running", "waiting", what="fail"),
 }
-"""The rules of the fold, one per event type (:meth:`TraceState.check`)."""
+"""The rules of the fold, one per event type (:meth:`TraceState.check`); a rule of a single part
+is its own."""

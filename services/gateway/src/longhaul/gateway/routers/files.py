@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from longhaul.core.workspace import WorkspaceConflict
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
-from longhaul.domain.state.trace import MAX_PENDING_UPLOADS
+from longhaul.domain.state.uploads import MAX_PENDING_UPLOADS
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError

@@ -3,17 +3,17 @@ key pattern."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 
 import msgspec
 from longhaul.core.connection import Connection
 from longhaul.core.experiences import owner_segment
+from longhaul.core.kv import get_entry
 from longhaul.core.kvscan import current_entries
 from longhaul.domain.ids import is_valid_id
 from longhaul.gateway.schedules.records import ScheduleRecord, TriggerRecord
 from longhaul.gateway.schedules.signing import TOLERANCE_S
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 SCHEDULE_PREFIX = "sched"
@@ -53,11 +53,8 @@ class ScheduleStore:
         if not is_valid_id(schedule_id, SCHEDULE_PREFIX):
             return None
         kv = await self._kv()
-        try:
-            entry = await kv.get(self._key(owner, SCHEDULE_PREFIX, schedule_id))
-        except KeyNotFoundError:
-            return None
-        if not entry.value or entry.revision is None:
+        entry = await get_entry(kv, self._key(owner, SCHEDULE_PREFIX, schedule_id))
+        if entry is None or not entry.value or entry.revision is None:
             return None
         return msgspec.json.decode(entry.value, type=ScheduleRecord), entry.revision
 
@@ -159,10 +156,9 @@ class ScheduleStore:
                 await kv.create(key, run_id.encode(), msg_ttl=SIGNED_TTL_S)
                 return run_id
             except KeyWrongLastSequenceError:
-                with contextlib.suppress(KeyNotFoundError):
-                    entry = await kv.get(key)
-                    if entry.value:
-                        return entry.value.decode()
+                entry = await get_entry(kv, key)
+                if entry is not None and entry.value:
+                    return entry.value.decode()
         return run_id
 
     async def delete_trigger(self, owner: str, trigger_id: str) -> None:
