@@ -232,3 +232,30 @@ async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_pa
                 answer = await rpc(anonymous, method, filled, **foreign)
                 answers.append((answer.status_code, answer.text.replace(task, "ID")))
             assert answers[0] == answers[1] and "-32001" in answers[0][1], method
+
+
+async def test_a_message_sent_again_after_its_task_was_deleted_is_not_found_not_unavailable(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    """A longhaul parent retries its child's message under the same deterministic id as
+    long as it hears "unavailable": after a delete it must hear that the task is gone."""
+    hello = write_script(tmp_path / "hello.yaml", [{"content": "hi"}] * 2)
+    auth = {"Authorization": f"Bearer {KEY_A}"}
+    sent_msg = {
+        "message": {
+            "kind": "message",
+            "messageId": "m-deleted",
+            "role": "user",
+            "parts": [{"kind": "text", "text": "hello"}],
+            "metadata": {"model": hello},
+        }
+    }
+    async with httpx.AsyncClient(base_url=keyed_stack.url, headers=auth, timeout=30) as http:
+        sent = (await rpc(http, "message/send", sent_msg)).json()["result"]
+        assert sent["status"]["state"] == "completed"
+        assert (await http.delete(f"/api/traces/{sent['id']}")).status_code == 200
+        for _ in range(2):
+            again = (await rpc(http, "message/send", sent_msg)).json()
+            assert again["error"]["code"] == -32001, again  # TaskNotFoundError
+            assert "deleted" in again["error"]["message"]
+        assert (await http.get("/api/traces")).json()["traces"] == []
