@@ -64,7 +64,9 @@ async def _traces_of_every_surface(
     conversation = [{"role": "user", "content": f"remember {secret}"}]
     chat_ids = []
     for turn in range(2):
-        chat = await client.post("/v1/chat/completions", json={"model": model, "messages": conversation})
+        chat = await client.post(
+            "/v1/chat/completions", json={"model": model, "messages": conversation}
+        )
         assert chat.status_code == 200, chat.text
         chat_ids.append(chat.json()["trace_id"])
         conversation += [

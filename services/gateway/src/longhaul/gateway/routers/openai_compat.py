@@ -177,7 +177,9 @@ async def _remember(
 ) -> None:
     history: list[ChatMessage | tuple[str, str]] = [*messages, ("assistant", reply)]
     value = msgspec.json.encode(_Recorded(state.trace_id, state.head_sequence))
-    key = f"openai/{principal.owner}/{state.trace_id}/{conversation_digest(principal.owner, history)}"
+    key = (
+        f"openai/{principal.owner}/{state.trace_id}/{conversation_digest(principal.owner, history)}"
+    )
     async with runtime.nats_call():
         await runtime.service.workspace.put(key, value)
 
