@@ -22,6 +22,7 @@ from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
+from tests.integration.gateway.test_a2a_server import rpc, v03_message
 from tests.support.jetstream import holding_bytes, streams_of
 from tests.support.stack import InProcessExecutor, wait_for_trace, wait_lease_released
 
@@ -44,22 +45,8 @@ async def _traces_of_every_surface(
         },
     )
     assert made.status_code == 202, made.text
-    a2a = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "message/send",
-        "params": {
-            "message": {
-                "kind": "message",
-                "messageId": f"m-{secret}",
-                "contextId": f"ctx-{secret}",
-                "role": "user",
-                "parts": [{"kind": "text", "text": "hi"}],
-                "metadata": {"model": model},
-            }
-        },
-    }
-    sent = (await client.post("/a2a", json=a2a)).json()
+    a2a = v03_message(f"m-{secret}", model, "hi", contextId=f"ctx-{secret}")
+    sent = (await rpc(client, "message/send", a2a)).json()
     assert sent["result"]["status"]["state"] == "completed", sent
     conversation = [{"role": "user", "content": f"remember {secret}"}]
     chat_ids = []
