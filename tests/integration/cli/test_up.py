@@ -89,7 +89,10 @@ async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None
         )
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             [trace] = (await http.get("/api/traces")).json()["traces"]
-            bundle = await http.get(f"/api/traces/{trace['trace_id']}/export")
+            path = f"/api/traces/{trace['trace_id']}"
+            files = [("files", ("notes.txt", b"n", "text/plain"))]  # the gateway's file_uploaded
+            assert (await http.post(f"{path}/files", files=files)).status_code == 202
+            bundle = await http.get(f"{path}/export")
             imported = await http.post("/api/traces/import", content=bundle.content)
             assert imported.status_code == 201, imported.text
     finally:
