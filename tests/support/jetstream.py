@@ -8,6 +8,7 @@ import base64
 from longhaul.core.connection import Connection
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
+from nats.js.errors import NotFoundError
 
 
 async def stored(conn: Connection) -> dict[str, dict[str, int]]:
@@ -55,4 +56,45 @@ async def created_events(conn: Connection, aggregate: Aggregate) -> list[ev.Even
         assert count == 1, f"{subject} holds {count} creations"
         message = await conn.js.get_last_msg(names.stream, subject)
         found.append(ev.decode(message.data or b""))
+    return found
+
+
+def _forms(needle: bytes) -> list[bytes]:
+    """``needle`` as stored: raw, and inside any base64 text (a workspace value is JSON with
+    its bytes in base64) at each of the three alignments, less the edge characters the
+    neighbouring bytes change."""
+    forms = [needle]
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + needle)
+        forms.append(encoded[4 if shift else 0 : -4])
+    return forms
+
+
+async def streams_of(conn: Connection) -> list[str]:
+    """Every stream of the server that belongs to ``conn``'s namespace: listed by the server,
+    so a bucket or object store added later is scanned without being named here."""
+    marker = conn.names.namespace.lower()
+    return sorted(
+        info.config.name
+        for info in await conn.js.streams_info()
+        if info.config.name and marker in info.config.name.lower()
+    )
+
+
+async def holding_bytes(conn: Connection, needles: list[bytes]) -> list[tuple[str, str]]:
+    """(stream, subject) of every stored message whose subject or bytes hold one of
+    ``needles`` (raw or base64), in every stream of the namespace: events, KV buckets
+    (``KV_*``, with their history), object stores (``OBJ_*``, chunks and metadata)."""
+    found = []
+    for stream in await streams_of(conn):
+        state = (await conn.js.stream_info(stream)).state
+        for seq in range(max(state.first_seq, 1), state.last_seq + 1):
+            try:
+                msg = await conn.js.get_msg(stream, seq)
+            except NotFoundError:  # purged or deleted
+                continue
+            subject = msg.subject or ""
+            data = (msg.data or b"") + subject.encode()
+            if any(form in data for needle in needles for form in _forms(needle)):
+                found.append((stream, subject))
     return found

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from longhaul.domain import events as ev
-from longhaul.domain.permissions import WRITES
+from longhaul.domain.names import Names
+from longhaul.domain.permissions import WRITES, publish_allow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,3 +54,20 @@ def test_a_service_may_publish_exactly_the_events_it_writes(service: str) -> Non
         f" and is allowed {sorted(allowed - written)} it never writes:"
         " update longhaul.domain.permissions.WRITES"
     )
+
+
+def test_only_the_import_writer_may_publish_every_trace_event() -> None:
+    """An imported log holds every kind of trace event: the import writer's user may write
+    them all; a service's user, the executor's included (it runs the agents), only what its
+    code writes."""
+    names = Names()
+    trace_events = {
+        c for c in vars(ev).values() if isinstance(c, type) and issubclass(c, ev.TraceEvent)
+    }
+    trace_events.discard(ev.TraceEvent)
+    assert set(WRITES["importer"]) == trace_events
+    every = {names.type_filter("trace", str(c.__struct_config__.tag)) for c in trace_events}
+    for service in SOURCES:
+        own = {c for c in WRITES[service] if issubclass(c, ev.TraceEvent)}  # type: ignore[index]
+        allowed = set(publish_allow(names, service)) & every  # type: ignore[arg-type]
+        assert allowed == {names.type_filter("trace", str(c.__struct_config__.tag)) for c in own}

@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+import httpx
 import nats
 import pytest
 from longhaul.domain.config import CONFIG_ERROR_EXIT
@@ -80,6 +81,20 @@ async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None
         result = await longhaul("run", "hello", "--tool", "glob", url=url)
         assert result.code == 0, result.output
         assert "answer" in result.stdout and "completed ·" in result.stdout
+        # an import is written under the import writer's user, which no service runs as: the
+        # executor's own may not publish every trace event an imported log holds
+        executor_env = Path(f"/proc/{state['children']['executor-1']}/environ")
+        assert b"LONGHAUL_EXECUTOR__IMPORT_USER=importer\0" in await asyncio.to_thread(
+            executor_env.read_bytes
+        )
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            [trace] = (await http.get("/api/traces")).json()["traces"]
+            path = f"/api/traces/{trace['trace_id']}"
+            files = [("files", ("notes.txt", b"n", "text/plain"))]  # the gateway's file_uploaded
+            assert (await http.post(f"{path}/files", files=files)).status_code == 202
+            bundle = await http.get(f"{path}/export")
+            imported = await http.post("/api/traces/import", content=bundle.content)
+            assert imported.status_code == 201, imported.text
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)

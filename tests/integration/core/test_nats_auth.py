@@ -25,12 +25,17 @@ from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, NatsConfig
+from longhaul.domain.ids import new_id
+from longhaul.domain.imports import ImportedTrace, ImportReply, ImportRequest
 from longhaul.domain.liveness import dead_key
 from longhaul.domain.names import Names
 from longhaul.domain.permissions import ADMIN_USER, BUCKET_WRITES, WRITES, Bucket
+from longhaul.executor.settings import ExecutorSettings
 from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 from pydantic import SecretStr
+
+from tests.support.stack import InProcessExecutor
 
 DEADLINE_S = 10.0
 NAMES = Names()
@@ -115,10 +120,14 @@ async def test_a_wrong_password_is_refused(credentials_and_url: tuple[dict, str]
         ("gateway", ev.VerificationPassed),
         ("verifier", ev.Completed),
         ("planner", ev.MessageAppended),
-        # the executor may write every trace event (an imported log holds them all,
-        # ``permissions.IMPORTED``), but never a task's
+        # the executor writes what its turns write: an imported log, which holds every
+        # trace event, is written under the import writer's user
         ("executor", ev.TaskCompleted),
         ("executor", ev.PlanCreated),
+        ("executor", ev.VerificationPassed),
+        ("executor", ev.FileUploaded),
+        ("executor", ev.ReflectRequested),
+        ("importer", ev.TaskCompleted),
         ("supervisor", ev.TraceCreated),
     ],
 )
@@ -144,7 +153,7 @@ async def test_a_service_cannot_publish_events_it_never_writes(
         await admin.js.get_last_msg(NAMES.stream, subject)
 
 
-@pytest.mark.parametrize("user", ["gateway", "planner", "executor", "verifier"])
+@pytest.mark.parametrize("user", ["gateway", "planner", "executor", "verifier", "importer"])
 async def test_a_service_can_publish_every_event_it_writes(
     credentials_and_url: tuple[dict, str], admin: Connection, user: str
 ) -> None:
@@ -183,6 +192,8 @@ def test_credentials_are_owner_only_and_survive_a_restart(tmp_path: Path) -> Non
         ("supervisor", "traces"),
         ("executor", "evals"),  # a run cannot forge its own score or check outcome
         ("planner", "evals"),
+        ("importer", "workspace"),  # an import's files are the gateway's to store
+        ("importer", "snapshots"),
     ],
 )
 async def test_a_service_writes_only_its_own_buckets(
@@ -215,7 +226,9 @@ async def test_a_service_writes_only_its_own_buckets(
         await admin.js.get_last_msg(stream, subject)
 
 
-@pytest.mark.parametrize("user", ["gateway", "planner", "executor", "verifier", "supervisor"])
+@pytest.mark.parametrize(
+    "user", ["gateway", "planner", "executor", "verifier", "supervisor", "importer"]
+)
 async def test_a_service_can_write_every_bucket_it_needs(
     credentials_and_url: tuple[dict, str], admin: Connection, user: str
 ) -> None:
@@ -297,3 +310,67 @@ async def test_the_gateway_s_credential_can_erase_a_trace_and_ask_for_its_direct
         await executor.close()
     assert any("permissions violation" in e.lower() for e in refusals.errors)
     assert len(asked) == 1
+
+
+@pytest.mark.parametrize("import_user", [True, False])
+async def test_an_executor_writes_an_imported_log_only_under_the_import_writer_s_user(
+    credentials_and_url: tuple[dict, str], admin: Connection, tmp_path: Path, import_user: bool
+) -> None:
+    """An executor as ``longhaul up`` starts it (its own user, the import writer's for its
+    second connection) writes an imported log holding events it never writes itself; the
+    executor's user alone cannot (the log stays empty, the gateway hears the refusal)."""
+    credentials, url = credentials_and_url
+    settings: dict[str, object] = {"working_root": tmp_path}
+    if import_user:
+        settings |= {"import_user": "importer", "import_password": credentials["importer"]}
+    # a refused append is not waited out as a broker that is away
+    nats_config = as_user(url, credentials, "executor").model_copy(
+        update={"unavailable_retry_s": 0.5}
+    )
+    config = LonghaulConfig(nats=nats_config)
+    trace_id = new_id("t")
+    log = [
+        ev.TraceCreated(messages=[], config=ev.TraceConfig(), owner="k_imp"),
+        ev.FileUploaded(name="a.txt", size=1, sha256="0" * 64, key=f"uploads/{trace_id}/a"),
+        ev.Completed(summary="done"),
+    ]
+    stamped = [msgspec.structs.replace(e, aggregate_id=trace_id, n=n) for n, e in enumerate(log, 1)]
+    request = ImportRequest(
+        owner="k_imp",
+        traces=[
+            ImportedTrace(trace_id=trace_id, events=[msgspec.Raw(ev.encode(e)) for e in stamped])
+        ],
+    )
+    gateway = await connect(as_user(url, credentials, "gateway"))
+    try:
+        async with InProcessExecutor(url, "", "exec-auth", config=config, settings=settings):
+            answer = await gateway.nc.request(
+                NAMES.imports, msgspec.json.encode(request), timeout=30
+            )
+    finally:
+        await gateway.close()
+    reply = msgspec.json.decode(answer.data, type=ImportReply)
+    written = [r.event.type async for r in EventStore(admin).replay("trace", trace_id)]
+    if import_user:
+        assert reply.error is None
+        assert written == ["trace_created", "file_uploaded", "completed"]
+    else:
+        assert reply.error is not None
+        assert "file_uploaded" not in written
+
+
+def test_an_executor_deployed_by_up_or_nats_auth_gets_the_import_writer_s_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``longhaul up`` (``service_env``) and ``longhaul nats-auth`` (``executor.env``) give
+    the executor the import writer's user; no process runs as it alone."""
+    written = nats_auth.write_deployment(tmp_path, NAMES)
+    credentials, _ = nats_auth.load_or_create(tmp_path)
+    assert "importer.env" not in {path.name for path in written}
+    env_file = (tmp_path / "executor.env").read_text()
+    for key, value in nats_auth.service_env(credentials, "executor").items():
+        assert f"{key}={value}\n" in env_file
+        monkeypatch.setenv(key, value)
+    settings = ExecutorSettings()
+    assert settings.import_user == "importer" and settings.import_password is not None
+    assert settings.import_password.get_secret_value() == credentials["importer"]

@@ -148,19 +148,23 @@ async def rpc(http: httpx.AsyncClient, method: str, params: Any, **headers: str)
     return await http.post("/a2a", json=body, headers={**version, **headers})
 
 
+def v03_message(message_id: str, model: str, text: str = "hello", **fields: str) -> dict[str, Any]:
+    """The params of a v0.3 ``message/send``: a user's text message for ``model``."""
+    message = {
+        "kind": "message",
+        "messageId": message_id,
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+        "metadata": {"model": model},
+    }
+    return {"message": message | fields}
+
+
 async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_path: Path) -> None:
     hello = write_script(tmp_path / "hello.yaml", [{"content": "hi from 0.3"}])
     auth = {"Authorization": f"Bearer {KEY_A}"}
     async with httpx.AsyncClient(base_url=keyed_stack.url, headers=auth, timeout=30) as http:
-        v03 = {
-            "message": {
-                "kind": "message",
-                "messageId": "m-03",
-                "role": "user",
-                "parts": [{"kind": "text", "text": "hello"}],
-                "metadata": {"model": hello},
-            }
-        }
+        v03 = v03_message("m-03", hello)
         sent = (await rpc(http, "message/send", v03)).json()["result"]
         assert sent["status"]["state"] == "completed"
         fetched = (await rpc(http, "tasks/get", {"id": sent["id"]})).json()["result"]
@@ -232,3 +236,22 @@ async def test_v03_names_and_json_rpc_errors(keyed_stack: RunningGateway, tmp_pa
                 answer = await rpc(anonymous, method, filled, **foreign)
                 answers.append((answer.status_code, answer.text.replace(task, "ID")))
             assert answers[0] == answers[1] and "-32001" in answers[0][1], method
+
+
+async def test_a_message_sent_again_after_its_task_was_deleted_is_not_found_not_unavailable(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    """A longhaul parent retries its child's message under the same deterministic id as
+    long as it hears "unavailable": after a delete it must hear that the task is gone."""
+    hello = write_script(tmp_path / "hello.yaml", [{"content": "hi"}] * 2)
+    auth = {"Authorization": f"Bearer {KEY_A}"}
+    sent_msg = v03_message("m-deleted", hello)
+    async with httpx.AsyncClient(base_url=keyed_stack.url, headers=auth, timeout=30) as http:
+        sent = (await rpc(http, "message/send", sent_msg)).json()["result"]
+        assert sent["status"]["state"] == "completed"
+        assert (await http.delete(f"/api/traces/{sent['id']}")).status_code == 200
+        for _ in range(2):
+            again = (await rpc(http, "message/send", sent_msg)).json()
+            assert again["error"]["code"] == -32001, again  # TaskNotFoundError
+            assert "deleted" in again["error"]["message"]
+        assert (await http.get("/api/traces")).json()["traces"] == []

@@ -8,11 +8,13 @@ import asyncio
 import base64
 import hashlib
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
@@ -20,8 +22,9 @@ from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig, RemoteAgentConfig
-from longhaul.domain.imports import IMPORT_ACTOR
+from longhaul.domain.imports import IMPORT_ACTOR, ImportReply
 from longhaul.gateway.auth import owner_id
+from nats.aio.msg import Msg
 
 from tests.integration.executor.scripts import family_script
 from tests.integration.gateway.harness import (
@@ -31,6 +34,7 @@ from tests.integration.gateway.harness import (
     user_message,
 )
 from tests.support.folds import trace_state
+from tests.support.jetstream import holding_bytes
 from tests.support.stack import InProcessExecutor, wait_for_trace
 
 ALICE, BOB = "alice-bundle-key-0123456789", "bob-bundle-key-9876543210"
@@ -361,3 +365,113 @@ async def test_an_import_s_uploads_count_toward_the_key_s_upload_quota(
         refused = await bob.post("/api/traces/import", content=json.dumps(v1))
         assert refused.status_code == 413, refused.text
         assert refused.json()["error"]["code"] == "upload_quota_exceeded"
+
+
+def _with_contexts(named: int, unnamed: int, size: int = 300_000) -> tuple[bytes, list[bytes], int]:
+    """The version 1 fixture as a version 2 bundle with ``named + unnamed`` context files of
+    random prompts (past the KV's inline limit: objects), the first ``named`` recorded by its
+    log; each file's prompt; the bytes of the named ones."""
+    v1 = json.loads(V1.read_text())
+    root = v1["root"]
+    events = v1["traces"][root]
+    prompts = [os.urandom(size // 2).hex().encode() for _ in range(named + unnamed)]
+    blobs = [
+        json.dumps({"system_prompt": p.decode(), "tools": [], "preset": "x"}).encode()
+        for p in prompts
+    ]
+    digests = [hashlib.sha256(b).hexdigest() for b in blobs]
+    envelope = {k: events[0][k] for k in ("aggregate_id", "ts", "actor")}
+    recorded = [
+        {**envelope, "type": "context_recorded", "id": f"01M8EPV29WVAATGRF3B7D3ZRC{i}", "n": 2}
+        | {"hash": digest, "preset": "default"}
+        for i, digest in enumerate(digests[:named])
+    ]
+    files = [{"kind": "outputs", "key": k, "data": v} for k, v in v1["outputs"].items()]
+    files += [
+        {"kind": "context", "key": d, "data": base64.b64encode(b).decode()}
+        for d, b in zip(digests, blobs, strict=True)
+    ]
+    bundle = {
+        "format": "longhaul.trace-bundle",
+        "version": 2,
+        "exported_at": 0.0,
+        "root": root,
+        "traces": [{"trace_id": root, "events": [events[0], *recorded, *events[1:]]}],
+        "files": files,
+    }
+    return json.dumps(bundle).encode(), prompts, sum(map(len, blobs[:named]))
+
+
+async def _charged(conn: Connection, key: str) -> int:
+    entry = await WorkspaceStore(conn).get(f"quota/uploads/{owner_of(key)}")
+    return 0 if entry is None else int(entry.value)
+
+
+OUTPUT_BYTES = len(b"an output")
+
+
+async def test_an_import_stores_only_what_its_delete_removes_and_charges_all_of_it(
+    nats_config: NatsConfig, conn: Connection, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """Bob imports contexts to fill the store for everyone: over his quota nothing is stored;
+    within it the files no log names are not stored, the rest is charged to him, and his
+    delete of the import leaves none of their bytes in any stream."""
+    config = gateway_config(
+        nats_config,
+        api_keys=f"{ALICE},{BOB}",
+        max_upload_bytes=4_000_000,
+        upload_quota_bytes_per_key=1_000_000,
+    )
+    over, over_blobs, _ = _with_contexts(named=4, unnamed=0)
+    bundle, blobs, named_bytes = _with_contexts(named=3, unnamed=2)
+    needles = [b[:64] for b in [*over_blobs, *blobs]]
+    async with (
+        serve_gateway(config) as gateway,
+        InProcessExecutor(nats_url, namespace, settings={"working_root": tmp_path}),
+        gateway.client(BOB) as bob,
+    ):
+        refused = await bob.post("/api/traces/import", content=over)
+        assert refused.status_code == 413, refused.text
+        assert await holding_bytes(conn, needles) == []
+        assert await _charged(conn, BOB) == 0
+
+        imported = await bob.post("/api/traces/import", content=bundle)
+        assert imported.status_code == 201, imported.text
+        trace_id = imported.json()["trace_id"]
+        held = await holding_bytes(conn, needles)
+        assert {stream for stream, _ in held} == {f"OBJ_{conn.names.artifacts}"}
+        assert len(held) == 3  # the named ones' first chunks; the unnamed ones nowhere
+        assert not any(b[:64] in str(held).encode() for b in blobs[3:])
+        assert await _charged(conn, BOB) == named_bytes + OUTPUT_BYTES
+        context = await bob.get(f"/api/traces/{trace_id}/context")
+        assert context.status_code == 200, context.text
+
+        assert (await bob.delete(f"/api/traces/{trace_id}")).status_code == 200
+        assert await holding_bytes(conn, needles) == []
+
+
+async def test_an_import_no_executor_wrote_leaves_no_file_and_no_charge(
+    nats_config: NatsConfig, conn: Connection
+) -> None:
+    """Refused by the executor, or no executor there at all: nothing of it stays."""
+    config = gateway_config(nats_config, api_keys=BOB, max_upload_bytes=4_000_000)
+    bundle, blobs, _ = _with_contexts(named=2, unnamed=0)
+    needles = [b[:64] for b in blobs]
+    async with serve_gateway(config) as gateway, gateway.client(BOB) as bob:
+        nobody = await bob.post("/api/traces/import", content=bundle)
+        assert nobody.status_code == 503, nobody.text
+        assert await holding_bytes(conn, needles) == []
+        assert await _charged(conn, BOB) == 0
+
+        async def refuse(msg: Msg) -> None:  # an executor that refuses every import
+            await msg.respond(msgspec.json.encode(ImportReply(error="refused")))
+
+        sub = await conn.nc.subscribe(conn.names.imports, cb=refuse)
+        try:
+            refused = await bob.post("/api/traces/import", content=bundle)
+        finally:
+            await sub.unsubscribe()
+        assert refused.status_code == 422, refused.text
+        assert "refused" in refused.json()["error"]["message"]
+        assert await holding_bytes(conn, needles) == []
+        assert await _charged(conn, BOB) == 0

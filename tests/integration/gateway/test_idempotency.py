@@ -90,3 +90,23 @@ async def test_a_key_that_is_no_token_is_refused(gateway: RunningGateway, key: s
         answer = await alice.post("/api/traces", json=BODY, headers={"Idempotency-Key": key})
         assert answer.status_code == 422
         assert await ids(alice) == []
+
+
+async def test_a_key_whose_trace_was_deleted_is_refused_for_good_not_unavailable(
+    gateway: RunningGateway,
+) -> None:
+    """A client that retries on 503 with the same key (a longhaul parent does) must be told
+    the trace is gone, once: not "unavailable", and not a second run behind the delete."""
+    headers = {"Idempotency-Key": "parent-9:call-3"}
+    async with gateway.client(KEY_A) as alice:
+        first = await alice.post("/api/traces", json=BODY, headers=headers)
+        trace_id = first.json()["trace_id"]
+        assert (await alice.delete(f"/api/traces/{trace_id}")).status_code == 200
+        for _ in range(2):
+            again = await alice.post("/api/traces", json=BODY, headers=headers)
+            assert again.status_code == 409, again.text
+            assert "Retry-After" not in again.headers
+            error = again.json()["error"]
+            assert error["code"] == "idempotency_conflict"
+            assert "deleted" in error["message"]
+        assert await ids(alice) == []

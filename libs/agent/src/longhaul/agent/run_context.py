@@ -1,8 +1,10 @@
 """What the model saw is part of the trace.
 
 The first turn records the context it resolved (system prompt, tool schemas, preset, skills,
-parameters) in the workspace under ``context/<sha256>`` (stored once: the key is the content's
-digest) and puts ``ContextRecorded`` on the log. Every later turn and run of the trace shows the
+parameters) in the workspace under ``context/<trace id>/<sha256>`` and puts ``ContextRecorded``
+on the log. The entry is the trace's own, removed by its delete: the prompt embeds the working
+directory, so no two traces would share one anyway (a trace recorded before keeps reading its
+``context/<sha256>``). Every later turn and run of the trace shows the
 model that recorded context, not whatever today's config and presets would build, until a run
 request changes the config (the fold then forgets it and the next turn records anew). Editing
 a preset or the config never changes an old trace; a replay knows exactly what was shown.
@@ -33,8 +35,14 @@ class RunContext(msgspec.Struct, kw_only=True, omit_defaults=True):
     max_iterations: int = 0
 
 
-def context_key(digest: str) -> str:
-    return f"context/{digest}"
+def context_key(trace_id: str, digest: str) -> str:
+    return f"context/{trace_id}/{digest}"
+
+
+def context_keys(trace_id: str, digest: str) -> tuple[str, str]:
+    """Where a recorded context may be, in the order to read: the trace's own entry, then the
+    shared one of a trace recorded before contexts were per trace."""
+    return context_key(trace_id, digest), f"context/{digest}"
 
 
 def resolved(turn: Turn) -> RunContext:
@@ -58,16 +66,16 @@ async def pin_context(turn: Turn) -> None:
         return
     recorded = turn.state.context
     if recorded is not None:
-        data = await workspace.get(context_key(recorded.hash))
-        if data is not None:
-            apply(turn, msgspec.json.decode(data, type=RunContext))
-            return
+        for key in context_keys(turn.trace_id, recorded.hash):
+            data = await workspace.get(key)
+            if data is not None:
+                apply(turn, msgspec.json.decode(data, type=RunContext))
+                return
         log.warning("trace %s: recorded context %s is missing", turn.trace_id, recorded.hash)
     context = resolved(turn)
     data = msgspec.json.encode(context)
     digest = hashlib.sha256(data).hexdigest()
-    if await workspace.get(context_key(digest)) is None:
-        await workspace.put(context_key(digest), data)
+    await workspace.put(context_key(turn.trace_id, digest), data)
     await turn.emit(
         [
             ContextRecorded(

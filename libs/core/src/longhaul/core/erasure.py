@@ -11,7 +11,9 @@ itself. Objects are removed with their chunks and their metadata.
 The places, per trace: events ``lh.ev.trace.<id>.>``; ``lh_snapshots`` ``trace.<id>`` (and
 its object ``snapshot/trace/<id>``); ``lh_traces`` (tombstone) and ``lh_active`` ``<id>``;
 ``lh_leases`` ``trace.<id>`` and ``verify.<id>.*``; ``lh_workspace`` ``outputs/<id>/…``,
-``uploads/<id>/…``, ``trace/<id>/…`` (attachments) and the key's images the trace names
+``uploads/<id>/…``, ``trace/<id>/…`` (attachments), ``context/<id>/…`` (what its model was
+shown), ``a2a/<owner>/<id>`` (an A2A client's ``contextId``), ``openai/<owner>/<id>/…`` (the
+``/v1`` conversations that continue it) and the key's images the trace names
 (``images/<owner>/<sha256>``), each with its object when the value was offloaded;
 ``lh_notifications`` ``<id>.>`` (its deliveries). Per task: events ``lh.ev.task.<id>.>``,
 ``lh_snapshots`` ``task.<id>``, ``lh_checkpoints`` ``task.<id>.*``, ``lh_workspace``
@@ -99,20 +101,26 @@ class Eraser:
     async def erase_workspace(self, prefixes: Iterable[str]) -> Removed:
         """Remove the workspace entries at or under each ``/``-separated prefix, with the
         objects their large values live in."""
-        removed = Removed()
         bucket = self.conn.names.workspace
-        kv_stream = f"KV_{bucket}"
-        for prefix in prefixes:
-            subject = workspace_subject(bucket, prefix)
-            for pattern in (subject, f"{subject}.>"):
-                found = await self._count(kv_stream, pattern)
-                for key_subject in found:
-                    name = await self._object_of(kv_stream, key_subject)
-                    if name is not None and await self.delete_object(name):
-                        removed.objects += 1
-                if found:
-                    await self.conn.js.purge_stream(kv_stream, subject=pattern)
-                removed.entries += len(found)
+        subjects = [workspace_subject(bucket, prefix) for prefix in prefixes]
+        return await self._erase_workspace_subjects(
+            [pattern for subject in subjects for pattern in (subject, f"{subject}.>")]
+        )
+
+    async def _erase_workspace_subjects(self, patterns: Iterable[str]) -> Removed:
+        """Remove the workspace entries on each subject pattern (wildcards allowed), with the
+        objects their large values live in."""
+        removed = Removed()
+        kv_stream = f"KV_{self.conn.names.workspace}"
+        for pattern in patterns:
+            found = await self._count(kv_stream, pattern)
+            for key_subject in found:
+                name = await self._object_of(kv_stream, key_subject)
+                if name is not None and await self.delete_object(name):
+                    removed.objects += 1
+            if found:
+                await self.conn.js.purge_stream(kv_stream, subject=pattern)
+            removed.entries += len(found)
         return removed
 
     async def _object_of(self, stream: str, subject: str) -> str | None:
@@ -132,8 +140,15 @@ class Eraser:
         removed.add(await self._erase_snapshot("trace", trace_id))
         removed.entries += await self._purge_bucket(names.leases, f"trace.{trace_id}")
         removed.entries += await self._purge_bucket(names.leases, f"verify.{trace_id}.>")
-        prefixes = [f"outputs/{trace_id}", f"uploads/{trace_id}", f"trace/{trace_id}"]
-        removed.add(await self.erase_workspace([*prefixes, *workspace]))
+        kinds = ("outputs", "uploads", "trace", "context")
+        removed.add(await self.erase_workspace([f"{k}/{trace_id}" for k in kinds] + [*workspace]))
+        # what a protocol surface keeps per key and trace, found without knowing the key
+        head = f"$KV.{names.workspace}"
+        removed.add(
+            await self._erase_workspace_subjects(
+                [f"{head}.a2a.*.{trace_id}", f"{head}.openai.*.{trace_id}.>"]
+            )
+        )
         removed.entries += await self._purge_bucket(names.notifications, f"{trace_id}.>")
         # the tombstone before the active mark: an index update that passed its check just
         # before the tombstone may still mark the trace active, then loses its write's CAS
@@ -165,8 +180,11 @@ class Eraser:
 
     async def erase_key_records(self, owner: str) -> Removed:
         """What a key holds outside its traces and tasks: its experiences, its eval runs, its
-        images, its upload quota's count."""
-        removed = await self.erase_workspace([f"images/{owner}", f"quota/uploads/{owner}"])
+        images, its upload quota's count, what the protocol surfaces kept for it (also what a
+        release before per-trace keys left: ``openai/<owner>/<digest>``)."""
+        removed = await self.erase_workspace(
+            [f"images/{owner}", f"quota/uploads/{owner}", f"a2a/{owner}", f"openai/{owner}"]
+        )
         below_owner = f"{owner_segment(owner)}.>"
         names = self.conn.names
         for bucket in (names.experiences, names.evals, names.schedules):

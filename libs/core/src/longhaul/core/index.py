@@ -203,12 +203,20 @@ class TraceIndex:
 
     async def get(self, trace_id: str) -> TraceIndexEntry | None:
         """The trace's entry; None when there is none or it is a tombstone."""
+        found = await self._stored(trace_id)
+        return None if found is None or found.is_tombstone else found
+
+    async def buried(self, trace_id: str) -> bool:
+        """Whether the trace was erased within the last :data:`TOMBSTONE_TTL_S`."""
+        found = await self._stored(trace_id)
+        return found is not None and found.is_tombstone
+
+    async def _stored(self, trace_id: str) -> TraceIndexEntry | None:
         kv = await self._kv()
         entry = await get_entry(kv, trace_id)
         if entry is None or not entry.value:
             return None
-        found = msgspec.json.decode(entry.value, type=TraceIndexEntry)
-        return None if found.is_tombstone else found
+        return msgspec.json.decode(entry.value, type=TraceIndexEntry)
 
     async def entries(self) -> AsyncIterator[TraceIndexEntry]:
         """All entries (unordered)."""

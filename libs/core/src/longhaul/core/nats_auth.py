@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from longhaul.domain.names import Names
-from longhaul.domain.permissions import ADMIN_USER, SERVICES, publish_allow
+from longhaul.domain.permissions import ADMIN_USER, IMPORTER, SERVICES, publish_allow
 
 Credentials = dict[str, str]  # user -> password
 
@@ -30,12 +30,11 @@ def load_or_create(directory: Path) -> tuple[Credentials, Path]:
     """The credentials kept in ``directory`` (created on first use, owner-only), so a restarted
     stack keeps the passwords its running clients were given."""
     path = directory / CREDENTIALS_FILE
-    if path.exists():
-        stored = json.loads(path.read_text())
-        if isinstance(stored, dict) and set(stored) >= {*SERVICES, ADMIN_USER}:
-            return {str(k): str(v) for k, v in stored.items()}, path
-    credentials = generate()
-    write_private(path, json.dumps(credentials, indent=2))
+    stored = json.loads(path.read_text()) if path.exists() else {}
+    kept = {str(k): str(v) for k, v in stored.items()} if isinstance(stored, dict) else {}
+    credentials = {**generate(), **kept}  # a user added since gets a password of its own
+    if credentials != kept:
+        write_private(path, json.dumps(credentials, indent=2))
     return credentials, path
 
 
@@ -66,8 +65,13 @@ def authorization_block(credentials: Credentials, names: Names) -> str:
 
 
 def service_env(credentials: Credentials, user: str) -> dict[str, str]:
-    """The environment that makes a longhaul process connect as ``user``."""
-    return {"LONGHAUL_NATS__USER": user, "LONGHAUL_NATS__PASSWORD": credentials[user]}
+    """The environment that makes a longhaul process connect as ``user`` (an executor also
+    gets the import writer's user, for its second connection)."""
+    env = {"LONGHAUL_NATS__USER": user, "LONGHAUL_NATS__PASSWORD": credentials[user]}
+    if user == "executor":
+        env["LONGHAUL_EXECUTOR__IMPORT_USER"] = IMPORTER
+        env["LONGHAUL_EXECUTOR__IMPORT_PASSWORD"] = credentials[IMPORTER]
+    return env
 
 
 def write_deployment(directory: Path, names: Names) -> list[Path]:
@@ -79,6 +83,8 @@ def write_deployment(directory: Path, names: Names) -> list[Path]:
     write_private(conf, authorization_block(credentials, names))
     written.append(conf)
     for service in SERVICES:
+        if service == IMPORTER:  # no process of its own: its user is in executor.env
+            continue
         env_file = directory / f"{service}.env"
         env = service_env(credentials, service)
         write_private(env_file, "".join(f"{key}={value}\n" for key, value in env.items()))

@@ -83,12 +83,21 @@ class WorkspaceStore:
     async def keys_under(self, prefix: str) -> list[str]:
         """The keys at or below ``prefix`` that hold a value (read from the bucket stream's
         subjects: no watch over the whole bucket)."""
+        subject = workspace_subject(self.conn.names.workspace, prefix)
+        return await self._keys_on(subject, f"{subject}.>")
+
+    async def keys_matching(self, pattern: str) -> list[str]:
+        """The keys that hold a value and match ``pattern``: a key whose ``*`` segments stand
+        for any one segment."""
+        segments = [p if p == "*" else _kv_key(p) for p in pattern.split("/") if p]
+        return await self._keys_on(f"$KV.{self.conn.names.workspace}." + ".".join(segments))
+
+    async def _keys_on(self, *patterns: str) -> list[str]:
         bucket = self.conn.names.workspace
-        subject = workspace_subject(bucket, prefix)
+        head = f"$KV.{bucket}."
         keys = []
-        for pattern in (subject, f"{subject}.>"):
+        for pattern in patterns:
             info = await self.conn.js.stream_info(f"KV_{bucket}", subjects_filter=pattern)
-            head = f"$KV.{bucket}."
             keys += [s.removeprefix(head).replace(".", "/") for s in info.state.subjects or {}]
         return sorted(keys)
 

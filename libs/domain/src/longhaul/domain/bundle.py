@@ -28,9 +28,9 @@ FORMAT = "longhaul.trace-bundle"
 VERSION = 2
 FileKind = Literal["outputs", "uploads", "trace", "images", "context"]
 FILE_KINDS: tuple[FileKind, ...] = ("outputs", "uploads", "trace", "images", "context")
-"""Workspace prefixes a trace owns (``<kind>/<trace id>/…``) and two kinds stored by content,
-named by their sha256: images (kept under the importer's key) and recorded contexts (system
-prompt and tool schemas, ``context/<sha256>``, shared by every trace that shows them)."""
+"""Workspace prefixes a trace owns (``<kind>/<trace id>/…``) and two kinds named in the bundle
+by their sha256: images (kept under the importer's key) and recorded contexts (system prompt
+and tool schemas, stored under each trace whose log names them, ``context/<trace>/<sha256>``)."""
 BY_CONTENT = ("images", "context")
 _TRACE_ID = re.compile(r"^t_[0-9A-Za-z]{10,40}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -435,7 +435,7 @@ class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=
 
 class ContextRecorded(TraceEvent, tag="context_recorded", kw_only=True, omit_defaults=True):
     """What the model is shown from now on: the system prompt, tool schemas, preset, skills and
-    parameters, stored once in the workspace under ``context/<hash>`` (content-addressed) and
+    parameters, stored in the workspace under ``context/<trace id>/<hash>`` (the trace's own) and
     reused by every later turn and run until a run request changes the config."""
 
     hash: str

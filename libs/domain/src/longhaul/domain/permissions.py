@@ -19,11 +19,25 @@ from typing import Literal
 from longhaul.domain import events as ev
 from longhaul.domain.names import Names
 
-Service = Literal["gateway", "planner", "executor", "verifier", "supervisor"]
-SERVICES: tuple[Service, ...] = ("gateway", "planner", "executor", "verifier", "supervisor")
+Service = Literal["gateway", "planner", "executor", "verifier", "supervisor", "importer"]
+SERVICES: tuple[Service, ...] = (
+    "gateway", "planner", "executor", "verifier", "supervisor", "importer"
+)  # fmt: skip
+"""The NATS users. ``importer`` is no process of its own: it is the executor's second
+connection, the one that writes imported logs (``longhaul.executor.imports``), so the
+executor's own user is held to the events its turns write."""
+
+IMPORTER: Service = "importer"
 
 # The user an operator (or a test) reads everything with; never given to a service.
 ADMIN_USER = "admin"
+
+IMPORTED: tuple[type[ev.Event], ...] = tuple(
+    kind
+    for kind in vars(ev).values()
+    if isinstance(kind, type) and issubclass(kind, ev.TraceEvent) and kind is not ev.TraceEvent
+)
+"""Every trace event type: what an imported bundle may hold."""
 
 WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
     "gateway": (
@@ -86,6 +100,9 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
     ),
     "verifier": (ev.VerificationPassed, ev.VerificationFailed),
     "supervisor": (),
+    # an imported log (``longhaul.domain.imports``) holds every kind of trace event; the
+    # import writer appends it only to traces that do not exist yet, never a task's
+    "importer": IMPORTED,
 }
 
 Bucket = Literal[
@@ -118,6 +135,7 @@ BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     ),
     "verifier": ("leases", "evals"),  # its verdict ledger, eval checks' outcomes
     "supervisor": ("leases",),  # the record of a process that died (``longhaul up``)
+    "importer": ("traces", "active", "leases"),  # an imported trace's lease and index entry
 }  # fmt: skip
 """The KV buckets (and the object store, ``artifacts``) each service writes."""
 
@@ -149,17 +167,4 @@ def publish_allow(names: Names, service: Service) -> list[str]:
     if service == "gateway":
         subjects.append(names.erasures)  # an erased trace's working directory
         subjects.append(names.imports)  # an imported bundle's logs, for an executor to write
-    if service == "executor":
-        # an imported log (``longhaul.domain.imports``) holds every kind of trace event; the
-        # executor writes it only to traces that do not exist yet
-        imported = {(k.aggregate, str(k.__struct_config__.tag)) for k in IMPORTED}
-        subjects.extend(sorted({names.type_filter(a, t) for a, t in imported} - set(subjects)))
     return subjects
-
-
-IMPORTED: tuple[type[ev.Event], ...] = tuple(
-    kind
-    for kind in vars(ev).values()
-    if isinstance(kind, type) and issubclass(kind, ev.TraceEvent) and kind is not ev.TraceEvent
-)
-"""Every trace event type: what an imported bundle may hold."""

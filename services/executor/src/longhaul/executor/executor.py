@@ -20,8 +20,12 @@ from wsgiref.simple_server import WSGIServer
 
 import msgspec
 from longhaul.agent.tools.sandbox import Sandbox
+from longhaul.core import repository
+from longhaul.core.connection import Connection, connect
 from longhaul.core.consumer import TERM, ConsumerHooks, ConsumerSpec, Delivery, Slots, consume
+from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
+from longhaul.core.store import EventStore
 from longhaul.core.transient import BrokerUnavailable, is_storage_full
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
@@ -107,6 +111,17 @@ class Executor:
         finally:
             await self.tools.aclose()
 
+    async def _import_connection(self) -> Connection:
+        """The connection imported logs are written on: the import writer's own NATS user
+        when one is set (only it may publish every trace event type), else the executor's."""
+        user = self.settings.import_user
+        if user is None:
+            return self.ctx.conn
+        nats = self.ctx.config.nats.model_copy(
+            update={"user": user, "password": self.settings.import_password}
+        )
+        return await connect(nats, name=f"{self.settings.id}-importer")
+
     async def _serve(self) -> None:
         spec = consumer_spec(self.ctx.conn.names, self.settings)
         port = self.settings.metrics_port
@@ -122,9 +137,15 @@ class Executor:
         erasures = await self.ctx.conn.nc.subscribe(
             self.ctx.conn.names.erasures, cb=self.workdirs.on_request
         )
-        writer = ImportWriter(self.traces, self.index, self.leases, self.wake)
-        imports = await self.ctx.conn.nc.subscribe(
-            self.ctx.conn.names.imports, queue=IMPORT_QUEUE, cb=writer.on_request
+        importer = await self._import_connection()
+        writer = ImportWriter(
+            repository.traces(EventStore(importer)),
+            TraceIndex(importer),
+            Leases(importer, self.settings.id, self.ctx.config.store.lease_ttl_s),
+            self.wake,
+        )
+        imports = await importer.nc.subscribe(
+            importer.names.imports, queue=IMPORT_QUEUE, cb=writer.on_request
         )
         presence = await self._announce()
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
@@ -156,6 +177,8 @@ class Executor:
                 await erasures.unsubscribe()
                 await imports.unsubscribe()
                 await stops.unsubscribe()
+            if importer is not self.ctx.conn:
+                await importer.close()
             if presence is not None:
                 await presence.release()
             await self.agent.aclose()

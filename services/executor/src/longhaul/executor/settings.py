@@ -12,7 +12,7 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -43,6 +43,12 @@ class ExecutorSettings(BaseSettings):
     working_root: Path | None = Field(
         default=None, description="where traces work (default: the current directory)"
     )
+    import_user: str | None = Field(
+        default=None,
+        description="the NATS user imported logs are written as (its own connection; "
+        "`longhaul up` and `longhaul nats-auth` set it); unset: the executor's connection",
+    )
+    import_password: SecretStr | None = None
 
     @field_validator("tool_modules", mode="before")
     @classmethod

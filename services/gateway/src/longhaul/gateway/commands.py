@@ -112,10 +112,25 @@ def keyed_trace_id(owner: str, idempotency_key: str) -> str:
     return f"t_k{digest[:32]}"
 
 
+class KeyedTraceDeleted(ApiError):
+    """The trace an ``Idempotency-Key`` (or A2A ``messageId``) names was deleted."""
+
+
 async def keyed_creation(runtime: Runtime, principal: Principal, trace_id: str) -> int | None:
-    """The stream sequence of the keyed trace's creation, if an earlier request made it."""
+    """The stream sequence of the keyed trace's creation, if an earlier request made it.
+    One whose trace was deleted is refused for good (409, no ``Retry-After``) while the
+    delete's tombstone lasts: the stream would still take the repeat for a duplicate of the
+    erased creation, and a client that retries its id must learn the trace is gone, not
+    start it again behind the delete."""
     async with runtime.nats_call():
         stored = await access.first_stored(runtime, "trace", trace_id)
+        if stored is None and await runtime.index.buried(trace_id):
+            raise KeyedTraceDeleted(
+                409,
+                "idempotency_conflict",
+                f"the trace this key started ({trace_id}) was deleted; "
+                "send the request again under a new key",
+            )
     if stored is None:
         return None
     try:

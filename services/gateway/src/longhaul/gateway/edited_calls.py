@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from longhaul.agent.run_context import context_keys
 from longhaul.domain.state import TraceState
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
@@ -30,8 +31,11 @@ async def recorded_context(runtime: Runtime, state: TraceState) -> dict[str, Any
     if state.context is None:
         return None
     async with runtime.nats_call():
-        entry = await runtime.service.workspace.get(f"context/{state.context.hash}")
-    return None if entry is None else dict(msgspec.json.decode(entry.value))
+        for key in context_keys(state.trace_id, state.context.hash):
+            entry = await runtime.service.workspace.get(key)
+            if entry is not None:
+                return dict(msgspec.json.decode(entry.value))
+    return None
 
 
 async def tool_schema(runtime: Runtime, state: TraceState, tool_call_id: str) -> dict[str, Any]:

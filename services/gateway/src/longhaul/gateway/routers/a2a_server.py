@@ -11,11 +11,13 @@ reaches only its own tasks (another key's task id is ``TaskNotFoundError``, as a
 
 * A message without ``taskId`` starts a task. Its trace id is derived from the key and the
   ``messageId`` (``commands.keyed_trace_id``): a message sent again (a client or a longhaul
-  parent retrying after a crash) finds the task the first one started.
+  parent retrying after a crash) finds the task the first one started; once that task is
+  deleted, the same ``messageId`` is ``TaskNotFoundError`` (never "unavailable", which a
+  client retries) while the delete's tombstone lasts (10 minutes), then starts a new task.
 * A message with ``taskId`` answers the task's question (``input-required``): the trace gets
   ``human_replied``. A task in any other state refuses it.
-* A client's ``contextId`` is recorded per key in the workspace KV (``a2a/<owner>/<trace>``);
-  without one the context is the task's own id.
+* A client's ``contextId`` is recorded per key in the workspace KV (``a2a/<owner>/<trace>``,
+  removed with the trace); without one the context is the task's own id.
 * ``SendMessage`` waits until the run settles (answer, question, failure, stop), at most
   ``gateway.completion_timeout_s``, unless ``returnImmediately``; ``SendStreamingMessage`` and
   ``SubscribeToTask`` stream the task, one ``working`` status per step, the answer artifact and
@@ -245,7 +247,13 @@ class LonghaulTasks(RequestHandler):
         """Start the task a new message asks for: (its id, the sequence to follow from)."""
         message = params.message
         trace_id = commands.keyed_trace_id(principal.owner, f"a2a:{message.message_id}")
-        seq = await commands.keyed_creation(self.runtime, principal, trace_id)
+        try:
+            seq = await commands.keyed_creation(self.runtime, principal, trace_id)
+        except commands.KeyedTraceDeleted as exc:  # gone: no retry brings it back
+            raise TaskNotFoundError(
+                message=f"the task this messageId started ({trace_id}) was deleted; "
+                "send the message again under a new messageId"
+            ) from exc
         if seq is not None:  # the same message again: the task it started
             return trace_id, seq
         preset = _option(params, "preset")

@@ -86,14 +86,15 @@ def checked_name(name: str) -> str:
 
 
 async def charge(runtime: Runtime, owner: str, size: int) -> None:
-    """Add ``size`` to the key's uploaded bytes (compare-and-set), or 413 over the quota."""
+    """Add ``size`` to the key's uploaded bytes (compare-and-set), or 413 over the quota; a
+    negative ``size`` gives back what a refused request had charged."""
     quota = runtime.config.gateway.upload_quota_bytes_per_key
     workspace = runtime.service.workspace
     key = f"quota/uploads/{owner}"
     for _ in range(QUOTA_ATTEMPTS):
         entry = await workspace.get(key)
         used = int(entry.value) if entry is not None else 0
-        if used + size > quota:
+        if size > 0 and used + size > quota:
             raise ApiError(
                 413,
                 "upload_quota_exceeded",
@@ -102,7 +103,9 @@ async def charge(runtime: Runtime, owner: str, size: int) -> None:
             )
         try:
             await workspace.put(
-                key, str(used + size).encode(), expected_revision=entry.revision if entry else 0
+                key,
+                str(max(used + size, 0)).encode(),
+                expected_revision=entry.revision if entry else 0,
             )
             return
         except WorkspaceConflict:

@@ -6,12 +6,13 @@ as ``/api/traces`` (``start_trace``, ``commands.append_to_trace``). Its id comes
 ``X-Longhaul-Trace-Id`` header and the ``trace_id`` field.
 
 **Continuing a conversation.** OpenAI clients resend the whole conversation each turn. When
-this endpoint answers, it records (per API key, in the workspace KV) the hash of the
-conversation *including its answer* → the trace and its head message. A request whose
-messages before the last one hash to a recorded conversation continues that trace: the
-last message answers the run's question if it waits for one, else it is a new user turn
-(a rewind to the recorded head if the trace moved on since, e.g. the user edited a later
-turn). Anything else starts a new trace with the whole history.
+this endpoint answers, it records (per API key and trace, in the workspace KV:
+``openai/<owner>/<trace>/<hash>``, removed with the trace) the hash of the conversation
+*including its answer* → the trace and its head message. A request whose messages before
+the last one hash to a recorded conversation continues that trace: the last message answers
+the run's question if it waits for one, else it is a new user turn (a rewind to the recorded
+head if the trace moved on since, e.g. the user edited a later turn). Anything else — and a
+conversation whose trace was deleted — starts a new trace with the whole history.
 
 **Long runs.** A request waits up to ``gateway.completion_timeout_s``; then the answer says the
 run still goes and where to follow it (the viewer link, also in ``longhaul.viewer``).
@@ -137,12 +138,12 @@ def _target(runtime: Runtime, model: str) -> tuple[str | None, str | None]:
 # ---------------------------------------------------------------- conversations
 
 
-def conversation_key(owner: str, messages: Sequence[ChatMessage | tuple[str, str]]) -> str:
-    """The workspace key of a conversation: the key's owner and each message's role and
-    text, hashed (so equal conversations of two keys never meet)."""
+def conversation_digest(owner: str, messages: Sequence[ChatMessage | tuple[str, str]]) -> str:
+    """A conversation's name: the key's owner and each message's role and text, hashed (so
+    equal conversations of two keys never meet)."""
     pairs = [m if isinstance(m, tuple) else (m.role, text_of(m.content)) for m in messages]
     digest = hashlib.sha256(owner.encode() + b"\0" + msgspec.json.encode(pairs)).hexdigest()
-    return f"openai/{owner}/{digest[:48]}"
+    return digest[:48]
 
 
 class _Recorded(msgspec.Struct):
@@ -155,9 +156,16 @@ async def _recorded(
 ) -> _Recorded | None:
     if not any(m.role == "assistant" for m in prior):
         return None
+    workspace = runtime.service.workspace
+    digest = conversation_digest(principal.owner, prior)
     async with runtime.nats_call():
-        entry = await runtime.service.workspace.get(conversation_key(principal.owner, prior))
-    return None if entry is None else msgspec.json.decode(entry.value, type=_Recorded)
+        keys = await workspace.keys_matching(f"openai/{principal.owner}/*/{digest}")
+        # a conversation recorded before the entries were per trace: openai/<owner>/<digest>
+        for key in [*keys, f"openai/{principal.owner}/{digest}"]:
+            entry = await workspace.get(key)
+            if entry is not None:
+                return msgspec.json.decode(entry.value, type=_Recorded)
+    return None
 
 
 async def _remember(
@@ -169,8 +177,11 @@ async def _remember(
 ) -> None:
     history: list[ChatMessage | tuple[str, str]] = [*messages, ("assistant", reply)]
     value = msgspec.json.encode(_Recorded(state.trace_id, state.head_sequence))
+    key = (
+        f"openai/{principal.owner}/{state.trace_id}/{conversation_digest(principal.owner, history)}"
+    )
     async with runtime.nats_call():
-        await runtime.service.workspace.put(conversation_key(principal.owner, history), value)
+        await runtime.service.workspace.put(key, value)
 
 
 async def _continue(
@@ -198,7 +209,13 @@ async def _begin(
     preset, model = _target(runtime, body.model)
     recorded = await _recorded(runtime, principal, body.messages[:-1])
     if recorded is not None:
-        return recorded.trace_id, await _continue(runtime, principal, recorded, body.messages[-1])
+        try:
+            after = await _continue(runtime, principal, recorded, body.messages[-1])
+            return recorded.trace_id, after
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            # its trace was deleted since: the conversation goes on in a new one
     create = CreateTraceRequest(
         messages=body.messages, model=model, preset=preset, temperature=body.temperature
     )
