@@ -630,8 +630,8 @@ class RemoteAgentConfig(BaseModel):
     max_response_bytes: int = Field(
         default=1_048_576,
         ge=1024,
-        description="a2a: the largest answer read from the agent (one HTTP body, its card "
-        "too); a larger one is not read and fails the child",
+        description="the largest answer read from the remote (one HTTP body; an A2A agent's "
+        "card too); a larger one is not read and fails the child",
     )
 
     @model_validator(mode="after")
