@@ -60,7 +60,7 @@ class Revocation:
 
     def observe(self, entry: TraceIndexEntry) -> None:
         """The mirror took ``entry``: a revoked owner's run that has not ended is stopped."""
-        if entry.status in FINAL_STATUSES or entry.trace_id in self._asked:
+        if not self.revoked or entry.status in FINAL_STATUSES or entry.trace_id in self._asked:
             return
         owner = self.runtime.mirror.owner_of(entry)
         if owner is not None and owner in self.revoked:
