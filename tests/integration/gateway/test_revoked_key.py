@@ -4,9 +4,9 @@ Before the restart the key has a signed trigger, a one-second schedule that has 
 a run in flight (an executor parked it waiting on a person) and runs queued for an executor
 that is not there. After it: the webhook answers 404 as for an unknown trigger, the schedule
 is paused with ``paused_reason: key_revoked`` and starts nothing more, every run of the key
-is asked to stop (reason ``key_revoked``) and ends ``stopped`` without another model turn, the other key's
-schedule and run carry on, and the operator's ``GET /api/admin/keys`` lists what the revoked
-key left until it is erased.
+is asked to stop (reason ``key_revoked``) and ends ``stopped`` without another model turn,
+the other key's schedule and run carry on, and the operator's ``GET /api/admin/keys`` lists
+what the revoked key left until it is erased.
 """
 
 from __future__ import annotations

@@ -22,10 +22,10 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
+from longhaul.gateway.revocation import Revocation
 from longhaul.gateway.routers import schedules as schedules_router
 from longhaul.gateway.schedules.signing import signature
 from longhaul.gateway.schedules.store import ScheduleStore
-from longhaul.gateway.revocation import Revocation
 from longhaul.gateway.schedules.ticker import Ticker
 
 from tests.integration.gateway.harness import (
