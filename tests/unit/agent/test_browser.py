@@ -217,7 +217,8 @@ async def test_a_websocket_is_relayed_from_the_address_that_was_checked(tmp_path
         headers = connection.request.headers if connection.request else {}
         seen.append((headers.get("Host", ""), headers.get("User-Agent", "")))
         async for message in connection:
-            await connection.send(f"echo: {message}")
+            text = message if isinstance(message, str) else message.decode()
+            await connection.send(f"echo: {text}")
 
     async with serve(echo, "127.0.0.1", 0) as server:
         port = server.sockets[0].getsockname()[1]
