@@ -25,6 +25,7 @@ from longhaul.gateway.schedules.records import ScheduleRecord
 from longhaul.gateway.schedules.signing import signature
 from longhaul.gateway.schedules.store import ScheduleStore
 
+from tests.integration.cli.harness import cli_env, longhaul
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.support.jetstream import created_events
 from tests.support.stack import InProcessExecutor, eventually, wait_for_trace, waiting
@@ -135,6 +136,12 @@ async def test_a_key_removed_from_the_config_stops_at_the_restart(
             "paused_schedules": 1,
             "triggers": 1,
         }
+        listing = await longhaul(
+            "keys", "ls", "--revoked", url=gateway.url, env=cli_env(LONGHAUL_API_KEY=OPERATOR)
+        )
+        assert listing.code == 0, listing.output
+        assert alice_owner in listing.stdout and "revoked" in listing.stdout
+        assert owner_of(BOB) not in listing.stdout
         erased = await operator.delete(f"/api/admin/keys/{alice_owner}/data")
         assert erased.status_code == 200, erased.text
         after = (await operator.get("/api/admin/keys")).json()["keys"]
