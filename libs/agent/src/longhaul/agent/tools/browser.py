@@ -206,6 +206,13 @@ class Browser:
             await socket.close(code=1011, reason="the server could not be reached")
             return
 
+        outgoing: asyncio.Queue[str | bytes] = asyncio.Queue()
+
+        async def to_server() -> None:  # one sender: the page's messages keep their order
+            with contextlib.suppress(ConnectionClosed):
+                while True:
+                    await server.send(await outgoing.get())
+
         async def from_server() -> None:
             with contextlib.suppress(ConnectionClosed):
                 async for message in server:
@@ -213,8 +220,9 @@ class Browser:
             await server.close()
             await socket.close(code=server.close_code or 1000, reason=server.close_reason or "")
 
-        socket.on_message(lambda message: self._spawn(server.send(message)))
+        socket.on_message(outgoing.put_nowait)
         socket.on_close(lambda code, reason: self._spawn(server.close(code or 1000, reason or "")))
+        self._spawn(to_server())
         self._spawn(from_server())
 
 
