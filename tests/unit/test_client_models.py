@@ -17,6 +17,8 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Erased, traces.Erased),
     (models.Deleted, traces.Deleted),
     (models.KeyErased, traces.KeyErased),
+    (models.KeyHoldings, traces.KeyHoldings),
+    (models.KeyHoldingsList, traces.KeyHoldingsList),
     (models.TraceImported, bundles.Imported),
     (models.TaskAccepted, tasks.TaskAccepted),
     (models.RunAccepted, runs.RunAccepted),

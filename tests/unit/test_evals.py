@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from longhaul.agent.engine.uploads import _write
+from longhaul.agent.errors import ToolError
 from longhaul.cli.chaos import ChaosError, local_stack, parse_chaos
 from longhaul.domain import evals
 from longhaul.llm.scripted import load_script
@@ -187,7 +188,7 @@ def test_a_planted_directory_link_is_never_followed(tmp_path: Path) -> None:
     work.mkdir()
     outside.mkdir()
     os.symlink(outside, work / "notes")
-    with pytest.raises(ValueError, match="is not a directory"):
+    with pytest.raises(ToolError, match="out of the working directory"):
         _write(work, "notes/seed.txt", b"x")
     assert list(outside.iterdir()) == []
 

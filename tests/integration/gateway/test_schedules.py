@@ -22,6 +22,7 @@ from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
+from longhaul.gateway.revocation import Revocation
 from longhaul.gateway.routers import schedules as schedules_router
 from longhaul.gateway.schedules.signing import signature
 from longhaul.gateway.schedules.store import ScheduleStore
@@ -310,7 +311,12 @@ async def test_a_run_started_as_a_pause_lands_is_still_listed(
     paused = await alice.patch(f"/api/schedules/{sid}", json={"paused": True})  # lands first
     assert paused.status_code == 200, paused.text
 
-    assert await Ticker(gateways[0].runtime, schedules).handle(read, revision) is None  # stale
+    assert (
+        await Ticker(gateways[0].runtime, schedules, Revocation(gateways[0].runtime)).handle(
+            read, revision
+        )
+        is None
+    )  # stale
     [run] = await runs(alice, sid)
     assert await created_on_log(store, "schedule_id", sid) == [run["run_id"]]
     shown = (await alice.get(f"/api/schedules/{sid}")).json()

@@ -9,7 +9,10 @@ import gzip
 
 import httpx
 import pytest
+from longhaul.domain.config import RemoteAgentConfig
 from longhaul.executor.capped_http import IDENTITY, AnswerRefused, CappedTransport
+from longhaul.executor.remote import RemoteAgents
+from longhaul.executor.remote_status import RemoteError, remote_id
 
 from tests.support.counting_server import JsonHandler, serving
 
@@ -52,3 +55,45 @@ async def test_an_answer_over_the_cap_or_compressed_is_refused_one_within_is_rea
             with pytest.raises(AnswerRefused, match="Content-Encoding 'gzip'"):
                 await client.get(f"{url}/gzip")
             assert (await client.get(f"{url}/small")).content == b"small"
+
+
+class HugeGateway(JsonHandler):
+    """A "longhaul gateway" whose trace view is 4 MiB: with a length on ``/api/traces/t_len``,
+    without one (closed-delimited) on any other trace. ``sent`` counts what it got out."""
+
+    sent: list[int] = []
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        chunk = b" " * 64 * 1024
+        total = 64 * len(chunk)
+        if self.path.endswith("/t_len"):
+            self.send_header("Content-Length", str(total + 2))
+        self.end_headers()
+        try:
+            self.wfile.write(b"{")
+            for _ in range(64):
+                self.wfile.write(chunk)
+                self.sent.append(len(chunk))
+            self.wfile.write(b"}")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading: what the cap is for
+
+
+async def test_a_longhaul_remote_that_answers_too_much_is_not_read() -> None:
+    """``remote_agents.<name>.max_response_bytes`` bounds a ``protocol: longhaul`` remote as
+    it bounds an A2A one: a status answer over it fails the child (final, not retried) and
+    is not read, with a length or without."""
+    with serving(HugeGateway) as url:
+        config = RemoteAgentConfig(url=url, max_response_bytes=CAP)
+        agents = RemoteAgents({"big": config})
+        try:
+            for trace in ("t_len", "t_stream"):
+                with pytest.raises(RemoteError) as refused:
+                    await agents.status("big", remote_id(config, trace))
+                assert not refused.value.transient
+                assert "(remote_agents.big.max_response_bytes): not read" in str(refused.value)
+        finally:
+            await agents.aclose()
+    assert sum(HugeGateway.sent) < 64 * 64 * 1024  # the one without a length was cut short

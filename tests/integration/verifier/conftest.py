@@ -38,9 +38,10 @@ async def waiting_trace(
     working_dir: str | None = None,
     task: str = "do the thing",
     owner: str | None = None,
+    trace_id: str | None = None,
 ) -> str:
     """A trace whose answer (message 2) awaits verification attempt 1."""
-    trace_id = new_id("t")
+    trace_id = trace_id or new_id("t")
     await store.append(
         "trace",
         trace_id,
@@ -81,7 +82,16 @@ def verifier_config(nats_config: NatsConfig, tmp_path: Path) -> LonghaulConfig:
         models=ModelsConfig(default="scripted:auto"),
         verifier=VerifierConfig(),
         data_dir=tmp_path / "data",
+        working_root=tmp_path / "work",
     )
+
+
+def unowned_home(config: LonghaulConfig, trace_id: str) -> Path:
+    """Where an ownerless trace works (and its check runs), made."""
+    assert config.working_root is not None
+    home = config.working_root / "unowned" / trace_id
+    home.mkdir(parents=True, exist_ok=True)
+    return home
 
 
 Checks = Callable[..., dict[str, Any]]

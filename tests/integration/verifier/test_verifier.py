@@ -16,9 +16,16 @@ from longhaul.core.consumer import Delivery
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig, ModelsConfig
+from longhaul.domain.ids import new_id
 from longhaul.verifier.handler import Verifier
 
-from tests.integration.verifier.conftest import Checks, verdict, verdicts, waiting_trace
+from tests.integration.verifier.conftest import (
+    Checks,
+    unowned_home,
+    verdict,
+    verdicts,
+    waiting_trace,
+)
 from tests.support import procs
 from tests.support.env import service_env as base_service_env
 from tests.support.folds import trace_state
@@ -55,19 +62,24 @@ async def test_json_schema_pass_and_fail(store: EventStore, run_verifier: Start)
 
 
 async def test_command_runs_in_working_dir_with_answer_on_stdin(
-    store: EventStore, run_verifier: Start, tmp_path: Path, checks: Checks
+    store: EventStore, run_verifier: Start, verifier_config: LonghaulConfig, checks: Checks
 ) -> None:
-    (tmp_path / "expected.txt").write_text("42")
+    """An ownerless trace's check runs where the executor ran its agent: ``unowned/<scope>``
+    below the working root, not the root nor the verifier's own directory."""
+    ok, wrong = new_id("t"), new_id("t")
+    for trace_id in (ok, wrong):
+        (unowned_home(verifier_config, trace_id) / "expected.txt").write_text("42")
     check = py(
-        "import sys; got = sys.stdin.read(); want = open('expected.txt').read(); "
-        "print('got', got); sys.exit(0 if got == want else 3)"
+        "import os, sys; got = sys.stdin.read(); want = open('expected.txt').read(); "
+        "print('got', got, 'in', os.getcwd()); sys.exit(0 if got == want else 3)"
     )
     await run_verifier()
-    ok = await waiting_trace(store, "42", checks(check), working_dir=str(tmp_path))
-    wrong = await waiting_trace(store, "41", checks(check), working_dir=str(tmp_path))
+    await waiting_trace(store, "42", checks(check), trace_id=ok)
+    await waiting_trace(store, "41", checks(check), trace_id=wrong)
     passed = await verdict(store, ok)
     assert isinstance(passed, ev.VerificationPassed)
     assert "got 42" in passed.log and "[exit code 0]" in passed.log
+    assert f"in {unowned_home(verifier_config, ok)}" in passed.log
     failed = await verdict(store, wrong)
     assert isinstance(failed, ev.VerificationFailed)
     assert failed.errors == ["command: command exited with code 3"]
@@ -103,7 +115,6 @@ async def test_command_timeout_kills_the_process_group(
         store,
         "x",
         checks(f"{shlex.join(sleeper)} & wait", timeout_s=4),
-        working_dir=str(tmp_path),
     )
     (pid,) = await procs.wait_for_host_pids(sleeper, 1)
     failed = await verdict(store, trace_id)
@@ -124,14 +135,15 @@ async def test_command_output_is_capped_keeping_head_and_tail(
     assert len(passed.log) < 1500
 
 
-async def test_missing_working_dir_fails_with_reason(
+async def test_an_ownerless_trace_naming_another_directory_is_refused(
     store: EventStore, run_verifier: Start, checks: Checks
 ) -> None:
+    """As the executor refuses it: its directory is ``unowned/<scope>``, nothing else."""
     await run_verifier()
     trace_id = await waiting_trace(store, "x", checks("true"), working_dir="/nonexistent/dir")
     failed = await verdict(store, trace_id)
     assert isinstance(failed, ev.VerificationFailed)
-    assert "could not start" in failed.errors[0] and "/nonexistent/dir" in failed.errors[0]
+    assert "outside this trace's working directory" in failed.errors[0], failed.errors
 
 
 def judge_script(tmp_path: Path, scores: list[int], verdict_: str) -> str:
@@ -209,9 +221,7 @@ async def test_a_raw_command_on_the_log_is_refused_and_never_runs(
     verification saying why, and nothing runs: commands are the operator's."""
     await run_verifier()
     planted = tmp_path / "ran"
-    raw = await waiting_trace(
-        store, "x", {"command": f"touch {planted}", "cwd": "/"}, working_dir=str(tmp_path)
-    )
+    raw = await waiting_trace(store, "x", {"command": f"touch {planted}", "cwd": "/"})
     failed = await verdict(store, raw)
     assert isinstance(failed, ev.VerificationFailed)
     assert "verification.command: commands are the operator's" in failed.errors[0]
@@ -270,11 +280,15 @@ async def test_redelivered_request_is_answered_once(
 
 
 async def test_racing_replicas_run_the_command_once(
-    store: EventStore, make_verifier: Callable[..., Verifier], tmp_path: Path, checks: Checks
+    store: EventStore,
+    make_verifier: Callable[..., Verifier],
+    verifier_config: LonghaulConfig,
+    checks: Checks,
 ) -> None:
-    runs = tmp_path / "runs"
+    trace_id = new_id("t")
+    runs = unowned_home(verifier_config, trace_id) / "runs"
     command = ["sh", "-c", "echo run >> runs; sleep 0.5; cat >/dev/null"]
-    trace_id = await waiting_trace(store, "x", checks(command), working_dir=str(tmp_path))
+    await waiting_trace(store, "x", checks(command), trace_id=trace_id)
     delivery = await delivery_of(store, trace_id)
     first, second = make_verifier(), make_verifier()
     # The second finds the first's claim by the request's key and takes its verdict.
@@ -340,6 +354,7 @@ async def test_service_main_runs_as_a_process(
             "LONGHAUL_NATS__URL": verifier_config.nats.url,
             "LONGHAUL_NATS__NAMESPACE": verifier_config.nats.namespace,
             "LONGHAUL_MODELS__DEFAULT": "scripted:auto",
+            "LONGHAUL_WORKING_ROOT": str(tmp_path / "work"),
             "LONGHAUL_VERIFIER__COMMANDS": json.dumps(
                 {"answer_is_two": {"command": py("import json, sys; json.load(sys.stdin)")}}
             ),

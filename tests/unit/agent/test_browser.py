@@ -18,6 +18,7 @@ from longhaul.agent.images import sniff
 from longhaul.agent.tools.browser import BROWSER_TOOLS
 from longhaul.agent.tools.settings import ToolSettings
 from longhaul.domain import events as ev
+from websockets.asyncio.server import ServerConnection, serve
 
 from tests.support.pages import LocalSite
 from tests.unit.agent.support import (
@@ -203,3 +204,43 @@ async def test_the_page_is_fetched_from_the_address_that_was_checked(tmp_path: P
     port = url.rsplit(":", 1)[1].strip("/")
     assert site.hosts and all(host == f"localhost:{port}" for host in site.hosts)
     assert site.accept_encodings and set(site.accept_encodings) == {"gzip, deflate"}
+
+
+async def test_a_websocket_is_relayed_from_the_address_that_was_checked(tmp_path: Path) -> None:
+    """DNS rebinding through a WebSocket: Chromium would resolve the name again after the
+    guard's check. The guard relays the socket over its own connection to the address it
+    checked (the server sees the guard's client, under the name the page asked for), and
+    messages pass both ways."""
+    seen: list[tuple[str, str]] = []
+
+    async def echo(connection: ServerConnection) -> None:
+        headers = connection.request.headers if connection.request else {}
+        seen.append((headers.get("Host", ""), headers.get("User-Agent", "")))
+        async for message in connection:
+            text = message if isinstance(message, str) else message.decode()
+            await connection.send(f"echo: {text}")
+
+    async with serve(echo, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        page = f"""<html><head><title>socket</title></head><body><p id="out">none</p>
+<script>const ws = new WebSocket("ws://localhost:{port}/echo");
+ws.onopen = () => ws.send("ping");
+ws.onmessage = (m) => {{ document.getElementById("out").textContent = m.data; }};
+</script></body></html>""".encode()
+        async with LocalSite({"/socket": ("text/html", page)}) as url:
+            sink, _ = await run(
+                tmp_path,
+                url,
+                [
+                    call("browser_navigate", {"url": url + "socket"}),
+                    call("browser_click", {"text": "echo: ping"}),
+                ],
+            )
+    navigated, clicked = results(sink)
+    assert navigated.error_code is None, navigated.content
+    assert clicked.error_code is None, clicked.content  # the echo reached the page
+    [(host, agent)] = seen
+    assert host == f"localhost:{port}"
+    assert agent.startswith("Python/") and "websockets" in agent, (
+        agent
+    )  # the guard's, not Chromium's

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 from longhaul.agent import GuardrailPolicy, ToolContext, ToolRegistry, default_middleware, tool
+from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import builtin_tools
 from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
+from pydantic import ValidationError
 
 from tests.unit.agent.support import (
     MemorySink,
@@ -112,3 +115,52 @@ async def test_output_of_file_and_shell_tools_is_capped(tmp_path: Path) -> None:
     )
     [result] = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
     assert len(str(result.content)) < 200 and "cut by the output cap" in str(result.content)
+
+
+async def test_the_allow_list_is_set_from_config_and_holds_in_a_turn(tmp_path: Path) -> None:
+    """``pipeline.guardrail`` reaches the executor's chain: a program not on the operator's
+    allow-list never runs, an extra deny rule refuses with its reason."""
+    marker = tmp_path / "ran"
+    config = LonghaulConfig.model_validate(
+        {
+            "pipeline": {
+                "guardrail": {
+                    "allow_commands": ["ls", "echo"],
+                    "deny": [{"pattern": r"\becho\s+secret", "reason": "saying the secret"}],
+                }
+            }
+        }
+    )
+    check_config(config)
+    model, _ = scripted(
+        calls(
+            call("bash", {"command": f"touch {marker}"}),
+            call("bash", {"command": "echo secret"}),
+            call("bash", {"command": "ls"}),
+        ),
+        answer("ok"),
+    )
+    state = new_state()
+    sink = MemorySink(state)
+    await make_engine(tmp_path, config=config.pipeline).run_turn(state, sink, model=model)
+    touched, said, listed = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
+    assert "'touch' is not allowed (allowed: echo, ls)" in str(touched.content)
+    assert "refused by policy: saying the secret" in str(said.content)
+    assert listed.error_code is None, listed.content
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("guardrail", "named"),
+    [
+        ({"allow_commands": []}, "allow_commands"),
+        ({"allow_commands": ["ls -la"]}, "allow_commands"),
+        ({"deny": [{"pattern": "([unclosed", "reason": "x"}]}, "deny"),
+        ({"allow": ["ls"]}, "allow"),
+    ],
+)
+def test_a_bad_guardrail_config_stops_the_start_naming_the_key(
+    guardrail: dict[str, object], named: str
+) -> None:
+    with pytest.raises(ValidationError, match=rf"pipeline\.guardrail\.{named}"):
+        LonghaulConfig.model_validate({"pipeline": {"guardrail": guardrail}})

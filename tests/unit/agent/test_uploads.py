@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from longhaul.domain import events as ev
 
 from tests.unit.agent.support import (
@@ -77,3 +79,38 @@ async def test_missing_content_is_reported_and_not_retried(tmp_path: Path) -> No
     told = script.requests[0].messages[-1]["content"]
     assert "could not be delivered: gone.bin" in told
     assert state.uploads_pending == []
+
+
+async def test_an_upload_into_a_folder_swapped_for_a_link_lands_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's process (a background job a tool left running) swaps the sub-folder an
+    upload goes to for a link out of the working directory at the worst moment: after the
+    folder was looked at, before the file is created in it. The file still lands beneath the
+    working directory (in the folder as it was opened), never in the link's target."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work = tmp_path / "work"
+    home = trace_dir(work)
+    (home / "docs").mkdir()
+    real_open = os.open
+    swapped: list[str] = []
+
+    def agent_wins_the_race(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_CREAT and not swapped:
+            os.rename(home / "docs", home / "moved")
+            os.symlink(outside, home / "docs")
+            swapped.append(str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", agent_wins_the_race)
+    workspace = MemoryWorkspace()
+    engine = make_engine(work, workspace=workspace)
+    state = new_state("here is the plan")
+    sink = MemorySink(state)
+    await sink.emit([uploaded(workspace, "docs/plan.md", b"secret plan")])
+    model, _ = scripted(answer("ok"))
+    await engine.run_turn(state, sink, model=model)
+    assert swapped, "the upload created no file"
+    assert list(outside.iterdir()) == []
+    assert (home / "moved" / "plan.md").read_bytes() == b"secret plan"

@@ -6,6 +6,8 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from longhaul.domain.config import GuardrailConfig
+
 _AT_COMMAND = r"(?:^|[;&|()\n`]|\$\(|\bsudo|\bexec|\bxargs|\benv)\s*"
 """A program name in command position (not an argument such as ``echo mkfs``)."""
 
@@ -45,6 +47,16 @@ class GuardrailPolicy:
     def __post_init__(self) -> None:
         compiled = tuple((re.compile(pattern), why) for pattern, why in self.deny)
         object.__setattr__(self, "_compiled", compiled)
+
+    @classmethod
+    def configured(cls, config: GuardrailConfig) -> GuardrailPolicy:
+        """The operator's policy (``pipeline.guardrail``): their deny rules after the
+        built-in ones, and their allow-list."""
+        allowed = config.allow_commands
+        return cls(
+            deny=DEFAULT_DENY + tuple((rule.pattern, rule.reason) for rule in config.deny),
+            allow_commands=frozenset(allowed) if allowed is not None else None,
+        )
 
     def refusal(self, command: str) -> str | None:
         """Why ``command`` may not run, or ``None``."""

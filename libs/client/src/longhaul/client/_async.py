@@ -98,6 +98,7 @@ class AsyncClient:
     get_task = bind_async(calls.get_task)
     resume_task = bind_async(calls.resume_task)
     delete_task = bind_async(calls.delete_task)
+    list_keys = bind_async(calls.list_keys)
     erase_key = bind_async(calls.erase_key)
     task_checkpoints = bind_async(calls.task_checkpoints)
     clear_task_checkpoints = bind_async(calls.clear_task_checkpoints)

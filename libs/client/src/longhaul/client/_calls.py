@@ -344,6 +344,12 @@ def delete_task(task_id: str) -> Call[models.TaskDeleted]:
     return Call("DELETE", f"/api/tasks/{_id(task_id)}", _json(models.TaskDeleted))
 
 
+def list_keys() -> Call[models.KeyHoldingsList]:
+    """The operator's: every owner with what it holds, the configured keys first, then the
+    revoked ones (removed from ``gateway.api_keys``) that left something behind."""
+    return Call("GET", "/api/admin/keys", _json(models.KeyHoldingsList))
+
+
 def erase_key(owner: str) -> Call[models.KeyErased]:
     """The operator's (a client built with one of ``gateway.admin_keys``): erase every
     trace, task, experience, upload and image of the key whose owner id is ``owner``."""

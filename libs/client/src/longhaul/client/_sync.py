@@ -98,6 +98,7 @@ class Client:
     get_task = bind_sync(calls.get_task)
     resume_task = bind_sync(calls.resume_task)
     delete_task = bind_sync(calls.delete_task)
+    list_keys = bind_sync(calls.list_keys)
     erase_key = bind_sync(calls.erase_key)
     task_checkpoints = bind_sync(calls.task_checkpoints)
     clear_task_checkpoints = bind_sync(calls.clear_task_checkpoints)

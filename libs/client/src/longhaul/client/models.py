@@ -87,6 +87,23 @@ class KeyErased(Erased):
     skipped: list[str]
 
 
+class KeyHoldings(Model):
+    """What one owner holds (``configured: false``: a revoked key's leftovers)."""
+
+    owner: str
+    configured: bool
+    traces: int
+    active_traces: int
+    tasks: int
+    schedules: int
+    paused_schedules: int
+    triggers: int
+
+
+class KeyHoldingsList(Model):
+    keys: list[KeyHoldings]
+
+
 class MessageAccepted(Model):
     """The message is in the trace's inbox."""
 

@@ -248,6 +248,47 @@ class LoopDetectionConfig(BaseModel):
     tool_freq_stop: int = 50
 
 
+class DenyRule(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: str = Field(description="a Python regular expression searched in the command")
+    reason: str = Field(min_length=1, description="what the refusal says")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a regular expression: {exc}") from None
+        return pattern
+
+
+class GuardrailConfig(BaseModel):
+    """The Guardrail middleware's policy for ``bash`` (``longhaul.agent.guardrail_policy``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow_commands: list[str] | None = None
+    """Allow-list mode: only these programs may start a simple command (by the name the
+    command gives, ``git`` is not ``/usr/bin/git``), and command substitution is refused.
+    None: any program the deny rules let through."""
+    deny: list[DenyRule] = Field(default_factory=list)
+    """Refusals added to the built-in deny list (which always applies)."""
+
+    @field_validator("allow_commands")
+    @classmethod
+    def _program_names(cls, names: list[str] | None) -> list[str] | None:
+        if names is None:
+            return None
+        if not names:
+            raise ValueError("an empty list would refuse every command; leave it out instead")
+        for name in names:
+            if not name or any(ch.isspace() for ch in name):
+                raise ValueError(f"{name!r} is not a program name (one word, no spaces)")
+        return names
+
+
 class CompressionConfig(BaseModel):
     headroom_threshold: float = 0.8
     min_tokens: int = 8000
@@ -325,6 +366,7 @@ class PipelineConfig(BaseModel):
     """Tasks wait in ``awaiting_review`` for a person to approve, edit or refuse their plan
     (a task's own ``review`` wins)."""
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    guardrail: GuardrailConfig = Field(default_factory=GuardrailConfig)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     verification: VerificationConfig = Field(default_factory=VerificationConfig)
@@ -630,8 +672,8 @@ class RemoteAgentConfig(BaseModel):
     max_response_bytes: int = Field(
         default=1_048_576,
         ge=1024,
-        description="a2a: the largest answer read from the agent (one HTTP body, its card "
-        "too); a larger one is not read and fails the child",
+        description="the largest answer read from the remote (one HTTP body; an A2A agent's "
+        "card too); a larger one is not read and fails the child",
     )
 
     @model_validator(mode="after")

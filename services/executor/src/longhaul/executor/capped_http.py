@@ -1,11 +1,12 @@
 """An httpx transport that reads at most ``max_bytes`` of any answer's body.
 
-What a remote A2A agent answers is read whole by ``a2a-sdk`` (``response.json()``), so a
-hostile agent could answer a gigabyte and fill the executor's memory. Below the SDK, this
+What a remote agent answers is read whole, by ``a2a-sdk`` (``response.json()``) for an A2A
+one, by ``longhaul.client`` for another longhaul, so a hostile agent could answer a gigabyte
+and fill the executor's memory. Below the SDK, this
 transport refuses an answer whose ``Content-Length`` is over the cap before reading it, and
-stops reading one without a length as soon as it passes the cap. The client asks for
-``identity`` and an answer in another ``Content-Encoding`` is refused too: a compressed
-body's size says nothing about what it decompresses to. A refusal raises
+stops reading one without a length as soon as it passes the cap. Every request asks for
+``identity`` (the transport sets it) and an answer in another ``Content-Encoding`` is refused
+too: a compressed body's size says nothing about what it decompresses to. A refusal raises
 :class:`AnswerRefused`, which the caller turns into a clear, final error (not a retry: the
 same question would get the same answer).
 """
@@ -50,6 +51,7 @@ class CappedTransport(httpx.AsyncBaseTransport):
         self.inner = inner or httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers.update(IDENTITY)  # whatever the client's defaults ask for
         response = await self.inner.handle_async_request(request)
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         declared = response.headers.get("content-length", "")

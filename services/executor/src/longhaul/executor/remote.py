@@ -43,6 +43,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.config import RemoteAgentConfig
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.appends import append_while
+from longhaul.executor.capped_http import AnswerRefused, CappedTransport
 from longhaul.executor.remote_status import (
     SUMMARY_LIMIT,
     RemoteError,
@@ -63,7 +64,8 @@ FINAL = frozenset({"completed", "failed", "stopped"})
 
 class RemoteAgents:
     """The configured remote gateways, one ``longhaul.client.AsyncClient`` each (every call
-    bounded by the remote's ``timeout_s``); the client's exceptions become :class:`RemoteError`."""
+    bounded by the remote's ``timeout_s``, every answer by its ``max_response_bytes``, as an
+    A2A agent's); the client's exceptions become :class:`RemoteError`."""
 
     def __init__(self, configs: dict[str, RemoteAgentConfig]) -> None:
         self.configs = configs
@@ -92,7 +94,12 @@ class RemoteAgents:
         if name not in self._clients:
             key = os.environ.get(config.api_key_env) if config.api_key_env else None
             # "" and not None: never fall back to this process's own LONGHAUL_API_KEY
-            self._clients[name] = AsyncClient(config.url, key or "", timeout=config.timeout_s)
+            self._clients[name] = AsyncClient(
+                config.url,
+                key or "",
+                timeout=config.timeout_s,
+                transport=CappedTransport(config.max_response_bytes),
+            )
         return self._clients[name]
 
     async def _ask(self, name: str, call: Callable[[AsyncClient], Awaitable[T]]) -> T:
@@ -100,6 +107,9 @@ class RemoteAgents:
         where = f"remote agent {name!r} ({client.settings.base_url})"
         try:
             return await call(client)
+        except AnswerRefused as exc:  # final: asked again, it would answer the same
+            limit = f"remote_agents.{name}.max_response_bytes"
+            raise RemoteError(f"{where} {exc} ({limit}): not read") from exc
         except (Unauthorized, Forbidden) as exc:
             raise RemoteError(f"{where} refused our API key ({exc.status})") from exc
         except NotFound as exc:

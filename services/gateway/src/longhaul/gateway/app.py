@@ -22,6 +22,7 @@ from longhaul.gateway.openapi import configured_openapi, model_pattern
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
 from longhaul.gateway.retention import Retention
+from longhaul.gateway.revocation import Revocation
 from longhaul.gateway.routers import (
     admin,
     bundles,
@@ -91,7 +92,9 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         if config.notify:
             notifier = build_notifier(runtime, ctx)
             ctx.spawn(notifier.run(ctx.conn, ctx.shutdown), name="notifier")
-        ticker = Ticker(runtime, schedules.store_of(runtime))
+        revocation = Revocation(runtime)
+        ctx.spawn(revocation.run(ctx.shutdown), name="revocation")
+        ticker = Ticker(runtime, schedules.store_of(runtime), revocation)
         ctx.spawn(ticker.run(ctx.shutdown), name="schedules")
         retries: Subscription = await ctx.conn.nc.subscribe(
             f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live

@@ -61,11 +61,18 @@ class KeyRing:
             elif value:
                 digests.append(_digest(value))
         self._digests = digests
+        self.owners = frozenset(owner_id(digest) for digest in digests) or frozenset({LOCAL_OWNER})
+        """The configured keys' owner ids (``local`` on a keyless gateway)."""
 
     @property
     def open(self) -> bool:
         """No key configured: local development mode."""
         return not self._digests
+
+    def admits(self, owner: str) -> bool:
+        """Whether ``owner`` is one of the configured keys (``local`` on a keyless gateway):
+        a run or a schedule of any other owner was left by a key since removed."""
+        return owner in self.owners
 
     def identify(self, token: str) -> Principal | None:
         """The owner of ``token``, or None. Every stored digest is compared (no early exit)

@@ -185,14 +185,14 @@ async def append_to_trace(
     return state, recorded
 
 
-async def stop_for_erasure(runtime: Runtime, state: TraceState) -> None:
-    """Ask a trace (already checked to be the caller's) to stop before it is erased; one
-    that ended meanwhile needs nothing."""
+async def stop_for_erasure(runtime: Runtime, state: TraceState, reason: str = "deleted") -> None:
+    """Ask a trace (already checked to be the caller's) to stop before it is erased, or
+    because its key was revoked; one that ended meanwhile needs nothing."""
     if state.is_final or state.stop_requested:
         return
     try:
         await _append_checked(
-            runtime, "trace", state.trace_id, state, lambda _: ev.StopRequested(reason="deleted")
+            runtime, "trace", state.trace_id, state, lambda _: ev.StopRequested(reason=reason)
         )
     except ApiError as exc:
         if exc.status != 409:

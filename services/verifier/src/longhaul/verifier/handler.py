@@ -176,11 +176,10 @@ class Verifier:
         results += await asyncio.gather(*slow)
         return combine(results)
 
-    def working_dir(self, state: TraceState) -> str | None:
-        """The trace's own working directory, as the executor places it (in its key's
-        directory below the working root); a trace with no owner names its own."""
-        if not state.owner:
-            return state.config.working_dir
+    def working_dir(self, state: TraceState) -> str:
+        """The trace's own working directory, as the executor places it: in its key's
+        directory below the working root, or ``unowned/<scope>`` for a trace with no owner
+        (never the configured directory itself, which is not where its agent worked)."""
         root = self.config.working_root or Path.cwd()
         return str(trace_working_dir(root, state, state.config.working_dir))
 

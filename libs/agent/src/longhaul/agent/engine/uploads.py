@@ -3,19 +3,22 @@
 The gateway keeps an upload's bytes in the workspace (``uploads/<trace>/<sha256>``) and
 records ``FileUploaded``; here they (only keys under the trace's own ``uploads/<trace>/``) are
 written into the trace's working directory and the model is told, in one batch with
-``FilesDelivered`` (so a crash never tells twice or loses one). The write goes to a temporary
-file in the directory and is renamed over the name, so a symlink or hard link planted under
-that name by a tool is replaced, never followed. A trace's initial files (an eval task's) may
-name sub-directories: each is created in turn and must be a real directory, never a link.
+``FilesDelivered`` (so a crash never tells twice or loses one). The write is the file tools'
+(``tools.beneath``): every folder on the way is opened from the working directory's descriptor
+and may not lead out of it, the file is created in its folder's descriptor and renamed over
+the name there, so a symlink or hard link a tool planted under that name is replaced, never
+followed, and a folder swapped for a link meanwhile (a process the agent left running)
+cannot redirect it. A trace's initial files (an eval task's) may name sub-directories, made
+where missing.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import tempfile
 from pathlib import Path
 
+from longhaul.agent.errors import ToolError
+from longhaul.agent.tools import beneath
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import FilesDelivered, FileUploaded
 
@@ -28,31 +31,13 @@ def _size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 
 
-def _subdirectory(directory: Path, parts: tuple[str, ...]) -> Path:
-    """``directory/parts…``, each level created if missing and refused if it is a link."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for part in parts:
-        directory = directory / part
-        directory.mkdir(exist_ok=True)
-        if directory.is_symlink() or not directory.is_dir():
-            raise ValueError(f"{part!r} is not a directory")
-    return directory
-
-
 def _write(directory: Path, name: str, data: bytes) -> None:
     parts = tuple(name.split("/"))
     if any(not part or part.startswith(".") or Path(part).name != part for part in parts):
         raise ValueError(f"unsafe upload name {name!r}")
-    directory = _subdirectory(directory, parts[:-1])
-    name = parts[-1]
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".upload-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(temporary, directory / name)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    directory.mkdir(parents=True, exist_ok=True)
+    with beneath.root(directory) as root:
+        beneath.replace_file(root, name, data)
 
 
 async def deliver_uploads(turn: Turn) -> None:
@@ -74,7 +59,7 @@ async def deliver_uploads(turn: Turn) -> None:
             continue
         try:
             await asyncio.to_thread(_write, turn.working_dir, upload.name, data)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, ToolError) as exc:
             problems.append(f"{upload.name} ({exc})")
             continue
         delivered.append(upload)

@@ -70,7 +70,7 @@ def default_middleware(
         "DanglingToolCall": DanglingToolCall(),
         "ToolErrorHandling": ToolErrorHandling(),
         "ToolSchemaValidation": ToolSchemaValidation(),
-        "Guardrail": Guardrail(guardrail),
+        "Guardrail": Guardrail(guardrail or GuardrailPolicy.configured(config.guardrail)),
         "Summarization": Summarization(context_limit),
         "ContextInjection": ContextInjection(),
         "PromptCache": PromptCache(),

@@ -17,18 +17,22 @@ redirect the page's URL is still the one requested (``browser_navigate`` names w
 landed; relative links resolve against the requested URL). The guard fetches over httpx,
 connected to the address it checked (``Host`` and TLS server name kept), so a name that
 resolves elsewhere a moment later (DNS rebinding) is never asked again; bodies are capped
-while they are decoded. WebSockets are checked the same way but connected by Chromium, which
-resolves the name again; service workers are blocked (they would bypass interception), WebRTC
-may not use UDP outside a proxy, background networking is off.
+while they are decoded. WebSockets are checked the same way and relayed by the guard too: it
+connects to the checked address itself (``Host`` and TLS server name kept; messages capped)
+and passes messages both ways, so Chromium never opens a connection of its own to a name it
+would resolve again. Service workers are blocked (they would bypass interception), WebRTC may
+not use UDP outside a proxy, background networking is off.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -74,6 +78,8 @@ class Browser:
         self.landed: dict[str, str] = {}
         """Requested URL → where its redirects led (the page keeps the requested URL)."""
         self._client: httpx.AsyncClient | None = None
+        self._relays: set[asyncio.Task[None]] = set()
+        """The WebSocket relays' tasks: owned here, cancelled when the turn ends."""
 
     async def addresses(self, url: str) -> list[IPAddress] | str:
         """The checked addresses ``url`` may be fetched from, or why it may not."""
@@ -124,8 +130,16 @@ class Browser:
         return self._client
 
     async def aclose(self) -> None:
+        for task in self._relays:
+            task.cancel()
+        await asyncio.gather(*self._relays, return_exceptions=True)
         if self._client is not None:
             await self._client.aclose()
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._relays.add(task)
+        task.add_done_callback(self._relays.discard)
 
     async def guard(self, route: Route) -> None:
         """Each request: checked, fetched without following redirects, each redirect hop
@@ -162,12 +176,54 @@ class Browser:
         await route.abort("blockedbyclient")
 
     async def guard_socket(self, socket: WebSocketRoute) -> None:
-        reason = await self.check(socket.url)
-        if reason is None:
-            socket.connect_to_server()
-        else:
-            self.refused.append(reason)
+        """A WebSocket: checked, then relayed over the guard's own connection to the checked
+        address (never Chromium's, which would resolve the name again)."""
+        found = await self.addresses(socket.url)
+        if isinstance(found, str):
+            self.refused.append(found)
             await socket.close(code=1008, reason="refused by the SSRF policy")
+            return
+        try:
+            from websockets.asyncio.client import connect
+            from websockets.exceptions import ConnectionClosed, WebSocketException
+        except ImportError:  # the browser extra brings it
+            self.refused.append(f"WebSocket {socket.url}: websockets is not installed")
+            await socket.close(code=1011, reason="no WebSocket relay here")
+            return
+        port = urlsplit(socket.url).port or (443 if socket.url.startswith("wss:") else 80)
+        try:
+            server = await connect(
+                socket.url,
+                host=str(found[0]),  # the TCP destination only: Host and TLS keep the name
+                port=port,
+                subprotocols=socket.protocols or None,  # type: ignore[arg-type]
+                open_timeout=self.settings.browser_timeout_s,
+                max_size=PAGE_MAX_BYTES,
+                proxy=None,
+            )
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            self.refused.append(f"WebSocket {socket.url}: {exc}")
+            await socket.close(code=1011, reason="the server could not be reached")
+            return
+
+        outgoing: asyncio.Queue[str | bytes] = asyncio.Queue()
+
+        async def to_server() -> None:  # one sender: the page's messages keep their order
+            with contextlib.suppress(ConnectionClosed):
+                while True:
+                    await server.send(await outgoing.get())
+
+        async def from_server() -> None:
+            with contextlib.suppress(ConnectionClosed):
+                async for message in server:
+                    socket.send(message)
+            await server.close()
+            await socket.close(code=server.close_code or 1000, reason=server.close_reason or "")
+
+        socket.on_message(outgoing.put_nowait)
+        socket.on_close(lambda code, reason: self._spawn(server.close(code or 1000, reason or "")))
+        self._spawn(to_server())
+        self._spawn(from_server())
 
 
 def _executable(settings: ToolSettings) -> str | None:

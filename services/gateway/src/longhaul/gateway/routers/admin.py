@@ -7,11 +7,12 @@ key is refused like any unknown key (401), as on ``/metrics``.
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from longhaul.gateway import access, erase
+from longhaul.gateway import access, erase, revocation
 from longhaul.gateway.auth import administrator
 from longhaul.gateway.errors import ERROR_RESPONSES
+from longhaul.gateway.routers.schedules import store_of
 from longhaul.gateway.runtime import runtime_of
-from longhaul.gateway.schemas.traces import KeyErased
+from longhaul.gateway.schemas.traces import KeyErased, KeyHoldingsList
 
 router = APIRouter(
     prefix="/api/admin",
@@ -19,6 +20,18 @@ router = APIRouter(
     responses=ERROR_RESPONSES,
     dependencies=[Depends(administrator)],
 )
+
+
+@router.get(
+    "/keys",
+    response_model=KeyHoldingsList,
+    summary="Every owner with what it holds: the configured keys and the revoked ones",
+)
+async def list_keys(request: Request) -> KeyHoldingsList:
+    """A revoked key (``configured: false``: removed from ``gateway.api_keys``) is listed
+    while anything of it is left, for the operator to erase or to hand back."""
+    runtime = runtime_of(request.app)
+    return KeyHoldingsList(keys=await revocation.holdings(runtime, store_of(runtime)))
 
 
 @router.delete(

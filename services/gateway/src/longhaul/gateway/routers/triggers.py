@@ -6,7 +6,8 @@ webhook carries no API key, so its URL names the trigger by id (``trg_`` + 128 r
 not by name: names are unique only within a key, so two keys may both have a ``deploy``
 trigger without meeting, and no request can learn whether another key's name exists. The id
 only finds the trigger; the signature (HMAC-SHA256 with the secret given once at creation)
-is what lets a request start a run. Before either, the caller's address is rate-limited
+is what lets a request start a run; a trigger whose key is no longer configured (revoked) is
+unknown (404) whatever it is signed with. Before either, the caller's address is rate-limited
 (``gateway.webhook_rate_limit_per_minute``): an unauthenticated flood is refused with 429
 without costing a KV read per request.
 """
@@ -138,7 +139,7 @@ async def fire_trigger(
         )
     async with runtime.nats_call():
         trigger = await store_of(runtime).trigger(trigger_id)
-    if trigger is None:
+    if trigger is None or not runtime.keys.admits(trigger.owner):  # a revoked key's: unknown
         raise not_found("trigger", trigger_id[:64])
     now = time.time()
     key_signed = signing.verify(

@@ -85,6 +85,8 @@ async def start(
 ) -> Started:
     """Start the run ``run_id`` (``origin``: ``schedule_id`` or ``trigger_id``), or find it."""
     kind = template.kind
+    if not runtime.keys.admits(owner):  # a revoked key's schedule or trigger starts nothing
+        raise ApiError(401, "unauthorized", f"the key {owner} is not configured here")
     principal = Principal(owner=owner)
     if await started_before(runtime, owner, kind, run_id):
         return Started(run_id, kind, new=False)

@@ -128,6 +128,12 @@ class ScheduleStore:
         records = [msgspec.json.decode(e.value or b"", type=TriggerRecord) for e in entries]
         return sorted(records, key=lambda r: r.created_at, reverse=True)
 
+    async def every_trigger(self) -> list[TriggerRecord]:
+        """Every key's triggers (the operator's listing of what each key holds)."""
+        kv = await self._kv()
+        entries = await current_entries(kv, f"*.{TRIGGER_PREFIX}.*")
+        return [msgspec.json.decode(e.value or b"", type=TriggerRecord) for e in entries]
+
     async def trigger(self, trigger_id: str, owner: str | None = None) -> TriggerRecord | None:
         """A trigger by id: the owner's, or (the webhook, which has no key) whoever's it is.
         Ids carry 128 random bits, so only who was given one can name it."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 from longhaul.gateway.errors import ApiError
+from longhaul.gateway.revocation import KEY_REVOKED, Revocation
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules import failures, policy, starting
 from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord
@@ -47,9 +48,11 @@ def tick_run_id(record: ScheduleRecord, tick_ms: int) -> str:
 
 
 class Ticker:
-    def __init__(self, runtime: Runtime, store: ScheduleStore) -> None:
+    def __init__(self, runtime: Runtime, store: ScheduleStore, revocation: Revocation) -> None:
         self.runtime = runtime
         self.store = store
+        self.revocation = revocation
+        self._first_pass = True
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop``: look, start what is due, sleep until the next tick (or POLL_S)."""
@@ -69,6 +72,9 @@ class Ticker:
         earliest = time.time() + POLL_S
         async with self.runtime.nats_call():
             schedules = await self.store.every()
+        if self._first_pass:  # what was here at start: its unconfigured owners are revoked
+            self.revocation.found(record.owner for record, _ in schedules)
+            self._first_pass = False
         for found in schedules:
             try:
                 earliest = min(earliest, await self._catch_up(*found))
@@ -80,7 +86,20 @@ class Ticker:
 
     async def _catch_up(self, record: ScheduleRecord, revision: int) -> float:
         """Start what is due of one schedule (missed ticks of ``catch_up: all`` one after
-        another); returns when it is due next (epoch seconds, ``inf``: not ticking)."""
+        another); returns when it is due next (epoch seconds, ``inf``: not ticking). A
+        schedule of an owner this gateway has no key for starts nothing; a revoked key's is
+        paused (``revocation``)."""
+        if not self.runtime.keys.admits(record.owner):
+            if not record.paused and self.revocation.is_revoked(record.owner):
+                log.warning("schedule %s paused: its key was revoked", record.schedule_id)
+                await self._save(
+                    record,
+                    revision,
+                    cursor=record.next_tick_ms,
+                    paused=True,
+                    paused_reason=KEY_REVOKED,
+                )
+            return math.inf
         for _ in range(policy.MAX_CATCH_UP + 1):
             if record.paused or record.next_tick_ms is None:
                 break

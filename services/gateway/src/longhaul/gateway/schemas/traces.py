@@ -301,6 +301,26 @@ class KeyErased(Erased):
     skipped: list[str] = Field(description="tasks still planning or running, left as they are")
 
 
+class KeyHoldings(BaseModel):
+    """What one owner holds; ``configured: false`` is a key removed from
+    ``gateway.api_keys`` (revoked): its runs were stopped and its schedules paused, and what it
+    left waits here to be erased (``DELETE /api/admin/keys/{owner}/data``) or handed back by
+    configuring the key again."""
+
+    owner: str
+    configured: bool
+    traces: int = Field(description="traces, sub-traces and step traces included")
+    active_traces: int = Field(description="those not ended (running, waiting or queued)")
+    tasks: int
+    schedules: int
+    paused_schedules: int
+    triggers: int
+
+
+class KeyHoldingsList(BaseModel):
+    keys: list[KeyHoldings] = Field(description="configured keys first, then revoked ones")
+
+
 class Accepted(BaseModel):
     """The request is on the log. ``event_id`` is its stream sequence: pass it as
     ``Last-Event-ID`` to follow what happens next."""
