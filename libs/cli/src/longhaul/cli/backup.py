@@ -104,7 +104,10 @@ def _table(title: str, saved: list[Saved]) -> Table:
     for column in ("stream", "messages", "size"):
         table.add_column(column)
     for s in saved:
-        table.add_row(s.stream, str(s.messages), human(s.bytes))
+        if s.data:
+            table.add_row(s.stream, str(s.messages), human(s.bytes))
+        else:
+            table.add_row(s.stream, "—", "configuration only")
     return table
 
 

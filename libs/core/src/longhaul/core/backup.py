@@ -96,6 +96,8 @@ class Saved:
     stream: str
     messages: int
     bytes: int
+    data: bool = True
+    """False: the stream's configuration only (``lh_leases``)."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ async def save_config(conn: Connection, stream: str, directory: Path) -> Saved:
     reply = await conn.nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", REQUEST_TIMEOUT_S)
     info = _answer(reply.data)
     write_private(directory / f"{stream}.json", json.dumps({"config": info["config"]}, indent=1))
-    return Saved(stream, 0, 0)
+    return Saved(stream, 0, 0, data=False)
 
 
 async def restore(
@@ -247,7 +249,7 @@ async def create_empty(conn: Connection, stream: str, directory: Path) -> Saved:
         f"$JS.API.STREAM.CREATE.{stream}", json.dumps(config).encode(), REQUEST_TIMEOUT_S
     )
     _answer(reply.data)
-    return Saved(stream, 0, 0)
+    return Saved(stream, 0, 0, data=False)
 
 
 async def _last_seq(conn: Connection) -> int:
@@ -456,7 +458,8 @@ async def reindex_after(conn: Connection, seq: int) -> int:
     traces: set[str] = set()
     try:
         info = await sub.consumer_info()
-        if info.num_pending:
+        # as kvscan's listing: ends at the message that leaves none pending
+        if info.num_pending or (info.delivered and info.delivered.consumer_seq):
             async with asyncio.timeout(SNAPSHOT_TIMEOUT_S):
                 async for msg in sub.messages:
                     traces.add(names.parse_subject(msg.subject)[1])
