@@ -78,11 +78,14 @@ async def test_backup_wipe_restore_resumes_a_waiting_trace(tmp_path: Path) -> No
             conn = await connect(nats)
             try:  # the executor is at work: replacing its streams is refused, unless forced
                 assert await running_services(conn)
-                with pytest.raises(BackupError, match="services are running.*executor"):
+                with pytest.raises(BackupError, match=r"services are running.*executor"):
                     await restore_all(conn, saved, replace=True)
                 code, out = await longhaul(nats, "restore", str(saved), "--replace", *work)
                 assert code == 1 and "pass --force" in out, out
                 assert await conn.js.stream_info(conn.names.stream)  # nothing was deleted
+                forced = ("--replace", "--force", "--workdir", str(tmp_path / "w3"))
+                code, out = await longhaul(nats, "restore", str(saved), *forced)
+                assert code == 0, out
             finally:
                 await conn.close()
     # the first server and its disk are gone; a new one starts empty
