@@ -167,6 +167,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             refused = await run("restore", str(saved), "--replace", env=ops)
             assert refused.code == 1 and "services are running" in refused.stderr
             assert "executor" in refused.stderr, refused.stderr
+            assert "longhaul up (pid" in refused.stderr  # its up.json names a live process
             assert {info.config.name for info in await conn.js.streams_info()} == on_server
             before = {
                 "messages": (await client.get(f"/api/traces/{trace_id}/messages")).json(),

@@ -14,6 +14,8 @@ stopped (``--replace``).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -91,6 +93,18 @@ class RichProgress:
         self.out.print(f"[green]✓[/green] {escape(summary)}")
 
 
+def supervisor_running(data_dir: Path, nats_url: str) -> list[str]:
+    """``longhaul up``'s own word, when its state file in ``data_dir`` names a live process
+    on ``nats_url``: its services are running."""
+    try:
+        state = json.loads((data_dir / "up.json").read_text())
+        pid, url = int(state["pid"]), str(state["nats"])
+        os.kill(pid, 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [f"longhaul up (pid {pid}, {data_dir / 'up.json'}) runs them"] if url == nats_url else []
+
+
 def default_workdir(config: LonghaulConfig) -> Path:
     return (config.working_root or config.data_dir / "work").resolve()
 
@@ -163,6 +177,7 @@ async def restore_deployment(
     replace: bool = False,
     force: bool = False,
     out: Console = console,
+    seen_running: list[str] | None = None,
 ) -> list[Saved]:
     """Check the backup whole, then recreate its streams and unpack its working files into
     ``workdir`` (refused when it holds files, unless ``replace``); ``BackupError`` says why
@@ -180,7 +195,13 @@ async def restore_deployment(
         conn = await connect(nats, name="longhaul-restore")
         try:
             saved = await restore_all(
-                conn, directory, manifest=manifest, replace=replace, force=force, progress=progress
+                conn,
+                directory,
+                manifest=manifest,
+                replace=replace,
+                force=force,
+                progress=progress,
+                seen_running=seen_running or [],
             )
         finally:
             await conn.close()
@@ -209,8 +230,16 @@ def restore(
     config = load_config()
     target = (workdir or default_workdir(config)).resolve()
     try:
+        supervisor = supervisor_running(config.data_dir.resolve(), config.nats.url)
         saved = asyncio.run(
-            restore_deployment(config.nats, directory, target, replace=replace, force=force)
+            restore_deployment(
+                config.nats,
+                directory,
+                target,
+                replace=replace,
+                force=force,
+                seen_running=supervisor,
+            )
         )
     except BackupError as exc:
         errors.print(f"[red]restore failed:[/red] {escape(str(exc))}")

@@ -37,7 +37,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -393,11 +393,13 @@ async def restore_all(
     replace: bool = False,
     force: bool = False,
     progress: Progress | None = None,
+    seen_running: Sequence[str] = (),
 ) -> list[Saved]:
     """Restore every stream a backup holds, checked whole first (``manifest``: as
     :func:`read_manifest` returned it, already checked). With ``replace`` the namespace's
     streams are deleted first, refused while its services run (they would go on writing into
-    what is being replaced) unless ``force``."""
+    what is being replaced; ``seen_running``: signs of them the caller found itself) unless
+    ``force``."""
     progress = progress or Silent()
     if manifest is None:
         manifest = await asyncio.to_thread(read_manifest, directory)
@@ -416,7 +418,7 @@ async def restore_all(
             "and pass --replace"
         )
     if clashing and not force:
-        running = await running_services(conn)
+        running = [*seen_running, *await running_services(conn)]
         if running:
             raise BackupError(
                 "the deployment's services are running ("
