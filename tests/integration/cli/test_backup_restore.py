@@ -223,3 +223,19 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             assert result.code == 1 and "did not finish" in result.stderr, result.stderr
             assert {info.config.name for info in await conn.js.streams_info()} == streams
             assert (await client.get(f"/api/traces/{trace_id}")).status_code == 200
+
+    # a data dir that holds a deployment already is not restored over without --replace
+    again = await run(
+        "up",
+        "--port",
+        "0",
+        "--nats-port",
+        "0",
+        "--data-dir",
+        str(second),
+        "--restore",
+        str(saved),
+        env=env,
+    )
+    assert again.code == 1 and "holds files already" in again.stderr, again.output
+    assert "pass --replace" in again.stderr and "stopped." in again.stdout

@@ -189,8 +189,8 @@ async def restore_deployment(
         work = manifest.get("workdir")
         if work and not replace and await asyncio.to_thread(_holds_files, workdir):
             raise BackupError(
-                f"the working directory {workdir} holds files already: restore into an empty "
-                "one (--workdir), or pass --replace"
+                f"the working directory {workdir} holds files already: restore into a new "
+                "deployment, or pass --replace"
             )
         conn = await connect(nats, name="longhaul-restore")
         try:
