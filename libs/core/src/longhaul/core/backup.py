@@ -206,7 +206,9 @@ async def snapshot(
         data.close()
     write_private(directory / f"{stream}.json", json.dumps(meta, indent=1))
     state = meta.get("state", {})
-    return Saved(stream, int(state.get("messages", 0)), int(state.get("bytes", 0)))
+    saved = Saved(stream, int(state.get("messages", 0)), int(state.get("bytes", 0)))
+    progress.end(f"{stream}: {saved.messages} messages")
+    return saved
 
 
 async def save_config(conn: Connection, stream: str, directory: Path) -> Saved:
@@ -280,7 +282,6 @@ async def back_up(
             files = [f"{stream}.json"]
         else:
             one = await snapshot(conn, stream, directory, progress)
-            progress.end(f"{stream}: {one.messages} messages")
             files = [f"{stream}.tar.s2", f"{stream}.json"]
         saved.append(one)
         streams.append(
@@ -288,7 +289,7 @@ async def back_up(
                 "name": stream,
                 "data": stream not in order.config_only,
                 "messages": one.messages,
-                "files": {f: file_entry(directory / f) for f in files},
+                "files": {f: await asyncio.to_thread(file_entry, directory / f) for f in files},
             }
         )
     manifest: dict[str, Any] = {
