@@ -53,3 +53,22 @@ def test_an_archive_cannot_write_outside_the_root(tmp_path: Path) -> None:
     assert (root / "kept.txt").read_text() == "x"
     assert len(unpacked.skipped) == 1  # "../": refused; "/abs.txt": made relative
     assert (root / "abs.txt").exists()
+
+
+def test_a_link_already_in_the_root_does_not_carry_a_restore_outside(tmp_path: Path) -> None:
+    """``restore --replace`` unpacks over a working root an agent may have left links in."""
+    source = tmp_path / "source"
+    (source / "t" / "notes").mkdir(parents=True)
+    (source / "t" / "notes" / "a.txt").write_text("A")
+    (source / "t" / "b.txt").write_text("B")
+    archive(source, tmp_path / "work.tar")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = tmp_path / "root"
+    (root / "t").mkdir(parents=True)
+    os.symlink(outside, root / "t" / "notes")
+    os.symlink(outside / "b.txt", root / "t" / "b.txt")
+    unpacked = extract(tmp_path / "work.tar", root)
+    assert list(outside.iterdir()) == []
+    skipped = sorted(s.split(":")[0] for s in unpacked.skipped)
+    assert skipped == ["t/b.txt", "t/notes", "t/notes/a.txt"]
