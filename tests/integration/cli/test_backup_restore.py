@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,12 +21,13 @@ from longhaul.core.deliveries import Deliveries
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
-from longhaul.gateway.schedules.signing import signature
 from pydantic import SecretStr
 
 from tests.integration.cli.harness import LONGHAUL, Result, cli_env, running_up
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import user_message
+from tests.integration.gateway.test_schedules import signed
+from tests.support.kv import kv_until
 from tests.support.stack import wait_for_trace
 from tests.support.webhook_receiver import webhook_receiver
 
@@ -74,31 +74,6 @@ async def admin(data_dir: Path) -> AsyncIterator[Connection]:
         await conn.close()
 
 
-def signed(secret: str, body: bytes) -> dict[str, str]:
-    timestamp = str(int(time.time()))
-    return {
-        "X-Longhaul-Timestamp": timestamp,
-        "X-Longhaul-Signature": signature(secret, timestamp, body, None),
-        "Content-Type": "application/json",
-    }
-
-
-async def delivered(conn: Connection, trace_id: str) -> None:
-    """Return once a notification of the trace is recorded as delivered (the notifier writes
-    the record after the receiver's answer)."""
-    kv = await conn.kv(conn.names.notifications)
-    watcher = await kv.watch(f"{trace_id}.>")
-    try:
-        async with asyncio.timeout(DEADLINE_S):
-            while True:
-                entry = await watcher.updates(timeout=DEADLINE_S)
-                if entry is not None and entry.value:
-                    if json.loads(entry.value).get("status") == "delivered":
-                        return
-    finally:
-        await watcher.stop()
-
-
 async def next_scheduled_run(conn: Connection, schedule_id: str) -> str:
     """The id of the next trace the schedule starts, seen as its creation lands."""
     found: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -134,7 +109,14 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             trace_id = (await client.post("/api/traces", json=body)).json()["trace_id"]
             trace = await wait_for_trace(EventStore(conn), trace_id, within=DEADLINE_S)
             assert trace.status == "completed"
-            await delivered(conn, trace_id)
+            # the notifier writes a delivery's record after the receiver's answer
+            await kv_until(
+                conn,
+                conn.names.notifications,
+                f"{trace_id}.>",
+                lambda value: json.loads(value).get("status") == "delivered",
+                within=DEADLINE_S,
+            )
             notified = await Deliveries(conn).of_run(trace_id)
             assert notified
             # overlap "allow": a run restored as running does not hold the next ticks back
@@ -225,17 +207,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             assert (await client.get(f"/api/traces/{trace_id}")).status_code == 200
 
     # a data dir that holds a deployment already is not restored over without --replace
-    again = await run(
-        "up",
-        "--port",
-        "0",
-        "--nats-port",
-        "0",
-        "--data-dir",
-        str(second),
-        "--restore",
-        str(saved),
-        env=env,
-    )
+    up = ("up", "--port", "0", "--nats-port", "0", "--data-dir", str(second))
+    again = await run(*up, "--restore", str(saved), env=env)
     assert again.code == 1 and "holds files already" in again.stderr, again.output
     assert "pass --replace" in again.stderr and "stopped." in again.stdout
