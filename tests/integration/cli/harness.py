@@ -80,10 +80,16 @@ UP_STOP_DEADLINE_S = 60.0
 
 @contextlib.asynccontextmanager
 async def running_up(
-    data_dir: Path, env: dict[str, str], *, executors: int = 1, command: str = LONGHAUL
+    data_dir: Path,
+    env: dict[str, str],
+    *,
+    executors: int = 1,
+    command: str = LONGHAUL,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[str]:
     """``longhaul up`` on free ports until the block ends (then SIGINT, and it must exit 0);
-    yields the gateway's URL from its banner. ``command``: another install's ``longhaul``."""
+    yields the gateway's URL from its banner. ``command``: another install's ``longhaul``;
+    ``args``: more of ``up``'s options."""
     process = await asyncio.create_subprocess_exec(
         command,
         "up",
@@ -95,6 +101,7 @@ async def running_up(
         str(data_dir),
         "--executors",
         str(executors),
+        *args,
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from longhaul.core.backup import BackupError, restore_all
+from longhaul.core.backup import BackupError, restore_all, running_services
 from longhaul.core.connection import connect
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.store import EventStore
@@ -26,7 +26,12 @@ DEADLINE_S = 60
 
 async def longhaul(nats: NatsConfig, *args: str) -> tuple[int, str]:
     """The ``longhaul`` command against ``nats``: its exit status and output."""
-    env = {**os.environ, "LONGHAUL_NATS__URL": nats.url, "LONGHAUL_NATS__NAMESPACE": nats.namespace}
+    env = {
+        **os.environ,
+        "LONGHAUL_NATS__URL": nats.url,
+        "LONGHAUL_NATS__NAMESPACE": nats.namespace,
+        "COLUMNS": "200",
+    }
     process = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).with_name("longhaul")),
         *args,
@@ -65,12 +70,28 @@ async def test_backup_wipe_restore_resumes_a_waiting_trace(tmp_path: Path) -> No
             finally:
                 await conn.close()
             before = (await client.get(f"/api/traces/{trace_id}/messages")).json()
-            code, out = await longhaul(nats, "backup", str(saved))  # while it all runs
+            work = ("--workdir", str(tmp_path / "w"))
+            code, out = await longhaul(nats, "backup", str(saved), *work)  # while it all runs
             assert code == 0, out
+            code, out = await longhaul(nats, "backup", str(saved), *work)
+            assert code == 1 and "is not empty" in out  # never over an earlier backup
+            conn = await connect(nats)
+            try:  # the executor is at work: replacing its streams is refused, unless forced
+                assert await running_services(conn)
+                with pytest.raises(BackupError, match=r"services are running.*executor"):
+                    await restore_all(conn, saved, replace=True)
+                code, out = await longhaul(nats, "restore", str(saved), "--replace", *work)
+                assert code == 1 and "pass --force" in out, out
+                assert await conn.js.stream_info(conn.names.stream)  # nothing was deleted
+                forced = ("--replace", "--force", "--workdir", str(tmp_path / "w3"))
+                code, out = await longhaul(nats, "restore", str(saved), *forced)
+                assert code == 0, out
+            finally:
+                await conn.close()
     # the first server and its disk are gone; a new one starts empty
     with NatsServer(tmp_path / "second", port=0) as second:
         nats = NatsConfig(url=second.url, namespace=namespace)
-        code, out = await longhaul(nats, "restore", str(saved))
+        code, out = await longhaul(nats, "restore", str(saved), "--workdir", str(tmp_path / "w2"))
         assert code == 0, out
         conn = await connect(nats)
         try:  # never over a deployment's own streams

@@ -5,7 +5,6 @@ neither sees them nor can move their counters."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from tests.integration.gateway.harness import (
 from tests.integration.gateway.test_key_isolation import owner_of
 from tests.integration.gateway.test_uploads import final_view
 from tests.support.folds import trace_state
+from tests.support.kv import kv_until
 from tests.support.stack import InProcessExecutor, test_config
 
 KEY_A, KEY_B = "key-a-recall-0123456789", "key-b-recall-9876543210"
@@ -49,19 +49,13 @@ async def gateway(nats_config: NatsConfig) -> AsyncIterator[RunningGateway]:
 
 async def wait_for_helpful(conn: Connection, owner: str, experience_id: str, count: int) -> None:
     """Follow the record in the KV until its ``helpful`` counter reaches ``count``."""
-    kv = await conn.kv(conn.names.experiences)
-    watcher = await kv.watch(f"{owner}.{experience_id}")
-    try:
-        async with asyncio.timeout(WAIT_S):
-            while True:
-                entry = await watcher.updates(timeout=WAIT_S)
-                if entry is not None and entry.value:
-                    record = msgspec.json.decode(entry.value, type=Experience)
-                    if record.metrics.helpful >= count:
-                        assert record.metrics.helpful == count
-                        return
-    finally:
-        await watcher.stop()
+
+    def reached(value: bytes) -> bool:
+        helpful = msgspec.json.decode(value, type=Experience).metrics.helpful
+        assert helpful <= count
+        return helpful == count
+
+    await kv_until(conn, conn.names.experiences, f"{owner}.{experience_id}", reached, within=WAIT_S)
 
 
 async def run_trace(

@@ -14,6 +14,7 @@ from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
+from longhaul.core.backup import BackupError
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import NatsServerError
 from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError
@@ -57,6 +58,16 @@ def up(
     nats_port: Annotated[
         int, typer.Option(min=0, help="port of the embedded NATS server (0: a free one)")
     ] = 4222,
+    restore: Annotated[
+        Path | None,
+        typer.Option(
+            help="restore this backup (longhaul backup) before the services start",
+            show_default=False,
+        ),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option(help="with --restore: replace what the data dir holds already")
+    ] = False,
 ) -> None:
     """Start the embedded JetStream server and every service; Ctrl-C stops all."""
     from longhaul.cli.up import prepare_dirs, run_up
@@ -75,8 +86,13 @@ def up(
                 nats_url=nats_url,
                 nats_port=nats_port,
                 console=console,
+                restore=restore,
+                replace=replace,
             )
         )
+    except BackupError as exc:
+        errors.print(f"[red]restore failed:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
     except NatsServerError as exc:
         errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc

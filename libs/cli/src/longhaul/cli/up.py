@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import msgspec
 from longhaul.agent.config_check import check_config
+from longhaul.cli.backup import restore_deployment
 from longhaul.cli.disk_limits import sized_to_disk
 from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
@@ -185,9 +186,13 @@ async def run_up(
     nats_url: str | None,
     nats_port: int,
     console: Console,
+    restore: Path | None = None,
+    replace: bool = False,
 ) -> None:
     """Raises :class:`ConfigError` (naming the key) before starting anything when the
-    configuration is bad, and after stopping everything when a service refused its own."""
+    configuration is bad, and after stopping everything when a service refused its own.
+    With ``restore`` the backup in that directory is restored into NATS and the workdir
+    before any service starts (:class:`BackupError` when it cannot be, nothing started)."""
     config = load_config()
     check_config(config)
     logs = data_dir / "logs"
@@ -257,6 +262,13 @@ async def run_up(
 
     refusal = asyncio.create_task(stop_on_refusal())
     try:
+        if restore is not None:
+            admin = config.nats.model_copy(update={"url": nats_url})
+            if credentials is not None:
+                admin = admin.model_copy(
+                    update={"user": "admin", "password": SecretStr(credentials["admin"])}
+                )
+            await restore_deployment(admin, restore, work_dir, replace=replace, out=console)
         await supervisor.start()
         ready = await wait_for_gateway(gateway_url, stop)
         if not stop.is_set():
