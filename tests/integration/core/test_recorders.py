@@ -5,15 +5,19 @@ and the in-memory one the unit tests decide against. Whatever a unit test learns
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import msgspec
 import pytest
+from longhaul.core.connection import Connection
 from longhaul.core.eventlog import EventLog
 from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import traces
+from longhaul.core.service import ServiceContext
 from longhaul.core.snapshots import PackedSnapshot, SnapshotIO, SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.events import Unreadable
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
@@ -118,6 +122,15 @@ async def test_an_unreadable_first_event_is_named_not_decoded(store: EventStore)
     ack = await store.conn.js.publish(names.subject("trace", trace_id, "trace_created"), b"{")
     first = await traces(store).first(trace_id)
     assert isinstance(first, Unreadable) and first.stream_seq == ack.seq
+
+
+async def test_a_service_builds_trace_folds_over_another_connection(conn: Connection) -> None:
+    """The executor's import writer has a NATS user of its own: its repository is built by
+    the composition root over that connection, not by the service around a recorder."""
+    ctx = ServiceContext(name="executor", config=LonghaulConfig(), conn=cast(Connection, None))
+    trace_id = new_id("t")
+    assert await ctx.traces_over(conn).create(trace_id, CREATED, actor="import") is not None
+    assert (await traces(EventStore(conn)).load(trace_id)).exists
 
 
 async def test_watch_yields_the_past_then_live_events(recorder: EventLog) -> None:

@@ -88,6 +88,12 @@ class ServiceContext:
         notifier): it reads only what is new."""
         return repository.traces(self.store, snapshots=self.snapshots, cache_size=cache_size)
 
+    def traces_over(self, conn: Connection) -> Repository[TraceState]:
+        """Trace folds through another connection of this service (a NATS user of its own,
+        as the executor's import writer has): built here like every store, no snapshots and
+        no cache."""
+        return repository.traces(EventStore(conn))
+
     def snapshotter(self) -> Snapshots:
         """A new snapshot taker for one writer, who flushes it (``store.snapshot_every``)."""
         return Snapshots(self.snapshots, self.config.store.snapshot_every)
