@@ -5,15 +5,20 @@ and the in-memory one the unit tests decide against. Whatever a unit test learns
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import msgspec
 import pytest
+from longhaul.core.connection import Connection
 from longhaul.core.eventlog import EventLog
 from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import traces
+from longhaul.core.service import ServiceContext
 from longhaul.core.snapshots import PackedSnapshot, SnapshotIO, SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.events import Unreadable
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 
@@ -82,6 +87,50 @@ async def test_replay_read_page_exists_and_last_position_agree(recorder: EventLo
     assert await recorder.exists("trace", a) and not await recorder.exists("trace", new_id("t"))
     assert await recorder.last_position("trace", a) == Position(second.seq, 2)
     assert await recorder.last_position("trace", new_id("t")) == Position()
+
+
+async def test_the_repositorys_named_reads_agree_over_both(recorder: EventLog) -> None:
+    """What services read without a fold: the first event, the last type, counts by id and a
+    raw range; and an imported log written whole, never onto an aggregate that exists."""
+    repository = traces(recorder)
+    a, b = new_id("t"), new_id("t")
+    assert await repository.first(a) is None and await repository.last_type(a) is None
+    [first, second] = await recorder.append(
+        "trace", a, [CREATED, message(2, "x")], expected=Position()
+    )
+    await recorder.append("trace", b, [CREATED], expected=Position())
+    assert await repository.first(a) == first
+    assert await repository.last_type(a) == "message_appended"
+    assert await repository.last_type(b) == "trace_created"
+    created = await repository.counts("trace_created")
+    assert created[a] == created[b] == 1
+    answered = await repository.counts("message_appended")
+    assert answered[a] == 1 and b not in answered
+    assert [r async for r in repository.replay(a, after=first.seq)] == [second]
+
+    imported = new_id("t")
+    written = await repository.import_log(imported, [CREATED, message(2, "y")], actor="import")
+    assert [(r.event.n, r.event.actor) for r in written] == [(1, "import"), (2, "import")]
+    assert [r async for r in repository.replay(imported)] == written
+    with pytest.raises(ConcurrencyError):
+        await repository.import_log(imported, [ev.TraceCreated(messages=[])], actor="import")
+
+
+async def test_an_unreadable_first_event_is_named_not_decoded(store: EventStore) -> None:
+    trace_id = new_id("t")
+    names = store.names
+    ack = await store.conn.js.publish(names.subject("trace", trace_id, "trace_created"), b"{")
+    first = await traces(store).first(trace_id)
+    assert isinstance(first, Unreadable) and first.stream_seq == ack.seq
+
+
+async def test_a_service_builds_trace_folds_over_another_connection(conn: Connection) -> None:
+    """The executor's import writer has a NATS user of its own: its repository is built by
+    the composition root over that connection, not by the service around a recorder."""
+    ctx = ServiceContext(name="executor", config=LonghaulConfig(), conn=cast(Connection, None))
+    trace_id = new_id("t")
+    assert await ctx.traces_over(conn).create(trace_id, CREATED, actor="import") is not None
+    assert (await traces(EventStore(conn)).load(trace_id)).exists
 
 
 async def test_watch_yields_the_past_then_live_events(recorder: EventLog) -> None:

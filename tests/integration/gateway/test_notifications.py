@@ -166,7 +166,7 @@ async def test_each_event_reaches_each_webhook_once_per_delivery_id_after_two_fa
             ).json()["task_id"]
             # what the planner appends for a plan to review (no planner runs here)
             proposal = ev.PlanCreated(phases=[ev.PhaseSpec(id="a", name="gather")], review=True)
-            await planner_appends(gateway.runtime.store, task_id, proposal)
+            await planner_appends(gateway.runtime.service.store, task_id, proposal)
             await follow_until(alice, asking, waits_for_human)
             # the budget is read from the run while it waits: answer once it was told
             await receiver.until(
@@ -453,7 +453,7 @@ async def test_a_failing_schedule_is_told_once_then_counted_then_paused_across_t
             shown = await eventually(paused, within=WITHIN_S + PAUSE_AFTER)
             assert shown["failures"] == PAUSE_AFTER
             assert f"{PAUSE_AFTER} ticks in a row started nothing" in shown["paused_reason"]
-            store = first.runtime.store
+            store = first.runtime.service.store
 
             async def all_told() -> list[ev.Event] | None:
                 logged = [recorded.event async for recorded in store.replay("schedule", sid)]

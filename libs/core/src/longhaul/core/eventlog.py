@@ -7,12 +7,12 @@ decide); one conformance suite runs over both. Folding lives in the repository.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Protocol
 
 from longhaul.core.store import EventPage, Position, Recorded
 from longhaul.domain import events as ev
-from longhaul.domain.events import Aggregate
+from longhaul.domain.events import Aggregate, Unreadable
 
 
 class InFlight(Protocol):
@@ -58,15 +58,29 @@ class EventLog(Protocol):
 
     def replay(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
-    ) -> AsyncIterator[Recorded]: ...
+    ) -> AsyncGenerator[Recorded, None]: ...
 
     def watch(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
-    ) -> AsyncIterator[Recorded]: ...
+    ) -> AsyncGenerator[Recorded, None]:
+        """Closed by its reader (``aclose``): a live watch holds a subscription."""
+        ...
 
     async def exists(self, aggregate: Aggregate, aggregate_id: str) -> bool: ...
 
     async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position: ...
+
+    async def first(self, aggregate: Aggregate, aggregate_id: str) -> Recorded | Unreadable | None:
+        """The aggregate's first stored item (its creation), or None when it has none."""
+        ...
+
+    async def last_type(self, aggregate: Aggregate, aggregate_id: str) -> str | None:
+        """The type of the aggregate's last event, or None when it has none."""
+        ...
+
+    async def counts(self, aggregate: Aggregate, event_type: str) -> dict[str, int]:
+        """How many ``event_type`` events each aggregate of the kind holds, by id."""
+        ...
 
     async def read_page(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int, with_seqs: bool = False

@@ -13,13 +13,13 @@ chaos and clusters keep testing against a real nats-server; this is for what a s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import TypeVar
 
 from longhaul.core.snapshots import PackedSnapshot
 from longhaul.core.store import REPLAY_PAGE, ConcurrencyError, EventPage, Position, Recorded, stamp
 from longhaul.domain import events as ev
-from longhaul.domain.events import Aggregate
+from longhaul.domain.events import Aggregate, Unreadable
 from longhaul.domain.state import Fold
 from longhaul.domain.state.fold import decode_snapshot
 
@@ -158,14 +158,14 @@ class MemoryStore:
 
     async def replay(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
-    ) -> AsyncIterator[Recorded]:
+    ) -> AsyncGenerator[Recorded, None]:
         for recorded in list(self._logs.get((aggregate, aggregate_id), [])):
             if recorded.seq > after:
                 yield Recorded(self._stored(recorded.seq), recorded.seq)
 
     async def watch(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int = 0
-    ) -> AsyncIterator[Recorded]:
+    ) -> AsyncGenerator[Recorded, None]:
         """Events after ``after``, then new ones as they are appended, until cancelled."""
         key = (aggregate, aggregate_id)
         seen = after
@@ -182,6 +182,22 @@ class MemoryStore:
 
     async def last_position(self, aggregate: Aggregate, aggregate_id: str) -> Position:
         return self._end((aggregate, aggregate_id))
+
+    async def first(self, aggregate: Aggregate, aggregate_id: str) -> Recorded | Unreadable | None:
+        log = self._logs.get((aggregate, aggregate_id))
+        return Recorded(self._stored(log[0].seq), log[0].seq) if log else None
+
+    async def last_type(self, aggregate: Aggregate, aggregate_id: str) -> str | None:
+        log = self._logs.get((aggregate, aggregate_id))
+        return log[-1].event.type if log else None
+
+    async def counts(self, aggregate: Aggregate, event_type: str) -> dict[str, int]:
+        counted = {
+            aggregate_id: sum(1 for r in log if r.event.type == event_type)
+            for (kind, aggregate_id), log in self._logs.items()
+            if kind == aggregate
+        }
+        return {aggregate_id: n for aggregate_id, n in counted.items() if n}
 
     async def read_page(
         self, aggregate: Aggregate, aggregate_id: str, *, after: int, with_seqs: bool = False

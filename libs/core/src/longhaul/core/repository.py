@@ -20,6 +20,11 @@ is where the log's items become state: each is applied, or — when it does not 
 fold refuses it — recorded on the state as a fault and skipped, so one bad event never holds
 an aggregate's readers hostage (:func:`~longhaul.domain.state.fold.apply_or_skip`).
 
+Reads that need no fold go through it too — the first event (:meth:`Repository.first`), the
+last event's type, per-aggregate event counts and a raw range of events (:meth:`replay`,
+:meth:`watch`) — and so does an imported log (:meth:`Repository.import_log`): the recorder is
+private, and no service reads JetStream's event stream itself.
+
 Repositories are built once per service, by its composition root
 (:class:`~longhaul.core.service.ServiceContext`), which declares their cache and snapshots.
 """
@@ -30,7 +35,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -39,8 +44,8 @@ from longhaul.core.lru import Lru
 from longhaul.core.snapshots import SnapshotIO, Snapshots
 from longhaul.core.store import ConcurrencyError, EventPage, Position, Recorded
 from longhaul.domain import events as ev
-from longhaul.domain.events import Aggregate
-from longhaul.domain.state import Fold, TaskState, TraceState
+from longhaul.domain.events import Aggregate, Unreadable
+from longhaul.domain.state import Fold, ScheduleState, TaskState, TraceState
 from longhaul.domain.state.faults import Fault
 from longhaul.domain.state.fold import apply_or_skip
 
@@ -96,7 +101,8 @@ class Repository(Generic[S]):
         cache_size: int = 0,
         retry: RetryPolicy = DEFAULT_RETRY,
     ) -> None:
-        self.store = store
+        self._store = store
+        """The recorder: private, every read and write goes through a named method here."""
         self.snapshots = snapshots
         """Where a load starts from (none: a full replay)."""
         self.snapshotter = snapshotter
@@ -111,7 +117,7 @@ class Repository(Generic[S]):
         its owner flushes; an executor's turn has its own). No cache: the owner keeps its
         fold."""
         return Repository(
-            self.store,
+            self._store,
             self.aggregate,
             self.fold,
             snapshots=self.snapshots,
@@ -138,7 +144,7 @@ class Repository(Generic[S]):
 
     async def exists(self, aggregate_id: str) -> bool:
         """True if the aggregate has any event (no fold)."""
-        return await self.store.exists(self.aggregate, aggregate_id)
+        return await self._store.exists(self.aggregate, aggregate_id)
 
     async def catch_up(self, aggregate_id: str, state: S) -> int:
         """Apply the events newer than ``state`` (faults recorded and skipped); returns how
@@ -146,7 +152,7 @@ class Repository(Generic[S]):
         applied = 0
         while True:
             after = state.stream_seq
-            page = await self.store.read_page(self.aggregate, aggregate_id, after=after)
+            page = await self._store.read_page(self.aggregate, aggregate_id, after=after)
             faults: list[tuple[int, Fault]] = []
             for index, item in enumerate(page.events):
                 seq = page.seqs[index] if page.seqs else 0
@@ -169,7 +175,7 @@ class Repository(Generic[S]):
         if not page.seqs:
             with contextlib.suppress(Exception):  # diagnostics only: the fold is already right
                 seqs = (
-                    await self.store.read_page(
+                    await self._store.read_page(
                         self.aggregate, aggregate_id, after=after, with_seqs=True
                     )
                 ).seqs
@@ -184,6 +190,33 @@ class Repository(Generic[S]):
                 fault.stream_seq,
                 fault.error,
             )
+
+    async def first(self, aggregate_id: str) -> Recorded | Unreadable | None:
+        """The aggregate's first stored event — its creation — in one read (no fold):
+        :class:`Unreadable` when it does not decode, None when the aggregate has no events.
+        What ownership checks and idempotency keys read."""
+        return await self._store.first(self.aggregate, aggregate_id)
+
+    async def last_type(self, aggregate_id: str) -> str | None:
+        """The type of the aggregate's last event (one read, no payload), or None when it has
+        none: whether a trace has ended, without folding it."""
+        return await self._store.last_type(self.aggregate, aggregate_id)
+
+    async def counts(self, event_type: str) -> dict[str, int]:
+        """How many ``event_type`` events each aggregate of this kind holds, by id, for the
+        aggregates that hold one (one request, no payloads): the ids created
+        (``counts("task_created")``), or which tasks have more plans than reviews."""
+        return await self._store.counts(self.aggregate, event_type)
+
+    def replay(self, aggregate_id: str, *, after: int = 0) -> AsyncGenerator[Recorded, None]:
+        """The aggregate's stored events after stream sequence ``after``, as recorded (an
+        item that does not decode is left out): a raw range for streams, exports and the
+        readers that stop at the first event they need, without folding."""
+        return self._store.replay(self.aggregate, aggregate_id, after=after)
+
+    def watch(self, aggregate_id: str, *, after: int = 0) -> AsyncGenerator[Recorded, None]:
+        """:meth:`replay`, then the new events live, until the caller stops reading."""
+        return self._store.watch(self.aggregate, aggregate_id, after=after)
 
     def forget(self, aggregate_id: str) -> None:
         """Drop a cached fold (an aggregate that will not be written again)."""
@@ -206,7 +239,7 @@ class Repository(Generic[S]):
         state = self.fold()
         state.check(event)
         try:
-            [recorded] = await self.store.append(
+            [recorded] = await self._store.append(
                 self.aggregate,
                 aggregate_id,
                 [event],
@@ -219,6 +252,17 @@ class Repository(Generic[S]):
             return None
         state.apply(recorded.event, recorded.seq)
         return state
+
+    async def import_log(
+        self, aggregate_id: str, events: Sequence[ev.Event], *, actor: str
+    ) -> list[Recorded]:
+        """Write a whole log that was checked elsewhere (an imported bundle's, re-identified
+        by the gateway) from an empty position, in one append: :class:`ConcurrencyError` if
+        the aggregate exists, so nothing is ever added to one. Not checked against the fold:
+        the log is copied as it was recorded, faults included."""
+        return await self._store.append(
+            self.aggregate, aggregate_id, events, expected=Position(), actor=actor
+        )
 
     async def save(
         self,
@@ -257,7 +301,7 @@ class Repository(Generic[S]):
             try:
                 for event in decide(state):
                     state.check(event)
-                    [recorded] = await self.store.append(
+                    [recorded] = await self._store.append(
                         self.aggregate,
                         aggregate_id,
                         [event],
@@ -294,7 +338,7 @@ class Repository(Generic[S]):
         that has no effect outside the process (building the next model request) and calls
         :meth:`SaveInFlight.settle` before anything else is appended or done."""
         state.check(event)
-        in_flight = await self.store.begin_append(
+        in_flight = await self._store.begin_append(
             self.aggregate,
             aggregate_id,
             event,
@@ -361,3 +405,8 @@ def tasks(
 ) -> Repository[TaskState]:
     """The repository of task aggregates."""
     return Repository(store, "task", TaskState, snapshots=snapshots, cache_size=cache_size)
+
+
+def schedules(store: EventLog) -> Repository[ScheduleState]:
+    """The repository of schedule aggregates (their logs hold the failed ticks)."""
+    return Repository(store, "schedule", ScheduleState)

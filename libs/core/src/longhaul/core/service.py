@@ -36,7 +36,7 @@ from longhaul.core.store import EventStore
 from longhaul.core.telemetry import tracing
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
-from longhaul.domain.state import TaskState, TraceState
+from longhaul.domain.state import ScheduleState, TaskState, TraceState
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,22 @@ class ServiceContext:
         cache_size = TASK_FOLDS_CACHED.get(self.name, 0)
         return repository.tasks(self.store, snapshots=self.snapshots, cache_size=cache_size)
 
+    @cached_property
+    def schedules(self) -> Repository[ScheduleState]:
+        """Schedule folds (a schedule's failed ticks), no snapshots: their logs are short."""
+        return repository.schedules(self.store)
+
     def followed_traces(self, cache_size: int) -> Repository[TraceState]:
         """Trace folds kept in an LRU, for one follower of the log that comes back to the
         same traces at each of their events, one delivery per trace at a time (the gateway's
         notifier): it reads only what is new."""
         return repository.traces(self.store, snapshots=self.snapshots, cache_size=cache_size)
+
+    def traces_over(self, conn: Connection) -> Repository[TraceState]:
+        """Trace folds through another connection of this service (a NATS user of its own,
+        as the executor's import writer has): built here like every store, no snapshots and
+        no cache."""
+        return repository.traces(EventStore(conn))
 
     def snapshotter(self) -> Snapshots:
         """A new snapshot taker for one writer, who flushes it (``store.snapshot_every``)."""

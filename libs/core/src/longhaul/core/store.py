@@ -442,3 +442,45 @@ class EventStore:
         async for recorded in self.replay(aggregate, aggregate_id):
             position = Position(recorded.seq, recorded.event.n)
         return position
+
+    async def first(self, aggregate: Aggregate, aggregate_id: str) -> Recorded | Unreadable | None:
+        """The aggregate's first stored event (its creation: one direct read), as
+        :class:`Unreadable` when it does not decode, or None when it has none; a leader
+        election is waited out like every read."""
+        subject = self.names.aggregate_filter(aggregate, aggregate_id)
+
+        async def read() -> Recorded | Unreadable | None:
+            try:
+                stored = await self.conn.js.get_msg(
+                    self.names.stream, seq=1, subject=subject, next=True
+                )
+            except NotFoundError:
+                return None
+            seq = int(stored.seq or 0)
+            try:
+                return Recorded(ev.decode(stored.data or b""), seq)
+            except ev.EventDecodeError as exc:
+                return Unreadable(error=str(exc)[:500], stream_seq=seq)
+
+        return await retry_transient(
+            read, what=f"read {subject}", within_s=self.conn.unavailable_retry_s
+        )
+
+    async def last_type(self, aggregate: Aggregate, aggregate_id: str) -> str | None:
+        """The type of the aggregate's last event (from its subject: one read, no payload),
+        or None when it has none."""
+        subject = self.names.aggregate_filter(aggregate, aggregate_id)
+        try:
+            last = await self.conn.js.get_last_msg(self.names.stream, subject)
+        except NotFoundError:
+            return None
+        return (last.subject or "").rsplit(".", 1)[-1]
+
+    async def counts(self, aggregate: Aggregate, event_type: str) -> dict[str, int]:
+        """How many ``event_type`` events each aggregate of the kind holds, by id (the
+        stream's subject counts: one request, no payloads); aggregates without one are left
+        out."""
+        info = await self.conn.js.stream_info(
+            self.names.stream, subjects_filter=self.names.type_filter(aggregate, event_type)
+        )
+        return {subject.split(".")[-2]: n for subject, n in (info.state.subjects or {}).items()}

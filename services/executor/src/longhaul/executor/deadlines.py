@@ -14,8 +14,7 @@ from __future__ import annotations
 import logging
 import time
 
-from longhaul.core.repository import Repository
-from longhaul.core.store import ConcurrencyError
+from longhaul.core.repository import ConcurrencyError, Repository
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 

@@ -20,12 +20,10 @@ from wsgiref.simple_server import WSGIServer
 
 import msgspec
 from longhaul.agent.tools.sandbox import Sandbox
-from longhaul.core import repository
 from longhaul.core.connection import Connection, connect
 from longhaul.core.consumer import TERM, ConsumerHooks, ConsumerSpec, Delivery, Slots, consume
 from longhaul.core.index import TraceIndex
 from longhaul.core.service import ServiceContext
-from longhaul.core.store import EventStore
 from longhaul.core.transient import BrokerUnavailable, is_storage_full
 from longhaul.domain.liveness import ProcessExited
 from longhaul.executor.agent_turns import AgentTurns
@@ -139,7 +137,7 @@ class Executor:
         )
         importer = await self._import_connection()
         writer = ImportWriter(
-            repository.traces(EventStore(importer)),
+            self.ctx.traces_over(importer),
             TraceIndex(importer),
             Leases(importer, self.settings.id, self.ctx.config.store.lease_ttl_s),
             self.wake,

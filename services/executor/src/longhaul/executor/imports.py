@@ -16,7 +16,6 @@ from collections.abc import Callable
 import msgspec
 from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
-from longhaul.core.store import Position
 from longhaul.domain import events as ev
 from longhaul.domain.imports import IMPORT_ACTOR, ImportReply, ImportRequest
 from longhaul.domain.state import TraceState
@@ -72,9 +71,7 @@ class ImportWriter:
                     raise ImportRefused(f"trace {trace_id} is already held")
                 held.append(lease)
             for trace_id, events in logs:
-                await self.traces.store.append(
-                    "trace", trace_id, events, expected=Position(), actor=IMPORT_ACTOR
-                )
+                await self.traces.import_log(trace_id, events, actor=IMPORT_ACTOR)
             states = [await self.traces.load(trace_id) for trace_id, _ in logs]
             for state in states:  # listed like any trace
                 await self.index.update(state)

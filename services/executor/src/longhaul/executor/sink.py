@@ -21,8 +21,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from longhaul.agent.contract import StaleState
-from longhaul.core.repository import Repository, RetryPolicy, SaveInFlight
-from longhaul.core.store import ConcurrencyError, Recorded
+from longhaul.core.repository import (
+    ConcurrencyError,
+    Recorded,
+    Repository,
+    RetryPolicy,
+    SaveInFlight,
+)
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 from longhaul.executor.metrics import ExecutorMetrics

@@ -9,16 +9,16 @@ The checks that read the store are each bounded by the request's NATS deadline
 
 from __future__ import annotations
 
-from longhaul.core.transient import retry_transient
+from typing import Literal
+
+from longhaul.core.repository import Recorded, Repository
 from longhaul.domain import events as ev
-from longhaul.domain.events import Aggregate
+from longhaul.domain.events import Unreadable
 from longhaul.domain.ids import is_valid_id
 from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import not_found
 from longhaul.gateway.runtime import Runtime
-from nats.js.api import RawStreamMsg
-from nats.js.errors import NotFoundError
 
 MAX_OWNER_HOPS = 16
 
@@ -32,49 +32,31 @@ def checked_id(kind: str, identifier: str) -> str:
 
 
 async def first_stored(
-    runtime: Runtime, aggregate: Aggregate, aggregate_id: str
-) -> RawStreamMsg | None:
-    """The aggregate's first message on the stream (one direct read), or None; a leader
-    election is waited out like every store read."""
-    conn = runtime.service.conn
-
-    async def read() -> RawStreamMsg | None:
-        try:
-            return await conn.js.get_msg(
-                conn.names.stream,
-                seq=1,
-                subject=conn.names.aggregate_filter(aggregate, aggregate_id),
-                next=True,
-            )
-        except NotFoundError:
-            return None
-
-    return await retry_transient(
-        read, what=f"read {aggregate} {aggregate_id}", within_s=conn.unavailable_retry_s
+    runtime: Runtime, aggregate: Literal["trace", "task"], aggregate_id: str
+) -> Recorded | Unreadable | None:
+    """The aggregate's first stored event (one direct read), or None
+    (:meth:`~longhaul.core.repository.Repository.first`)."""
+    repository: Repository[TraceState] | Repository[TaskState] = (
+        runtime.traces if aggregate == "trace" else runtime.tasks
     )
+    return await repository.first(aggregate_id)
 
 
 async def task_ids(runtime: Runtime) -> list[str]:
-    """Every task id in the stream, newest first (ids are time-ordered): the subjects of the
-    ``task_created`` events, as the stream reports them (one request, no payloads)."""
-    conn = runtime.service.conn
+    """Every task id in the stream, newest first (ids are time-ordered): the ids with a
+    ``task_created`` event, as the stream counts them (one request, no payloads)."""
     async with runtime.nats_call():
-        info = await conn.js.stream_info(
-            conn.names.stream, subjects_filter=conn.names.type_filter("task", "task_created")
-        )
-    subjects = info.state.subjects or {}
-    return sorted((subject.split(".")[-2] for subject in subjects), reverse=True)
+        created = await runtime.tasks.counts("task_created")
+    return sorted(created, reverse=True)
 
 
-async def first_event(runtime: Runtime, aggregate: Aggregate, aggregate_id: str) -> ev.Event | None:
-    """The aggregate's creation event (one direct read), or None if it has no events."""
+async def first_event(
+    runtime: Runtime, aggregate: Literal["trace", "task"], aggregate_id: str
+) -> ev.Event | None:
+    """The aggregate's creation event (one direct read), or None if it has no events (or
+    an unreadable first one: no creation to check against)."""
     stored = await first_stored(runtime, aggregate, aggregate_id)
-    if stored is None:
-        return None
-    try:
-        return ev.decode(stored.data or b"")
-    except ev.EventDecodeError:  # an unreadable first event: no creation to check against
-        return None
+    return stored.event if isinstance(stored, Recorded) else None
 
 
 async def resolve_owner(

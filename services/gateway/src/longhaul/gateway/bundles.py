@@ -72,7 +72,7 @@ async def export_family(runtime: Runtime, principal: Principal, trace_id: str) -
 
 async def _log(runtime: Runtime, trace_id: str) -> list[ev.Event]:
     """The trace's events as stored (an event the fold skips as a fault is left out)."""
-    return [recorded.event async for recorded in runtime.store.replay("trace", trace_id)]
+    return [recorded.event async for recorded in runtime.traces.replay(trace_id)]
 
 
 def _contexts_named(log: list[ev.Event]) -> set[str]:

@@ -17,8 +17,7 @@ from typing import Any
 
 import msgspec
 from longhaul.core.index import TraceIndexEntry
-from longhaul.core.repository import Repository, S
-from longhaul.core.store import ConcurrencyError, Recorded
+from longhaul.core.repository import ConcurrencyError, Recorded, Repository, S
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 from longhaul.domain.ids import new_id
@@ -133,14 +132,14 @@ async def keyed_creation(runtime: Runtime, principal: Principal, trace_id: str) 
             )
     if stored is None:
         return None
-    try:
-        created = ev.decode(stored.data or b"")
-    except ev.EventDecodeError:
-        created = None
-    if not isinstance(created, ev.TraceCreated) or created.owner != principal.owner:
+    if not (
+        isinstance(stored, Recorded)
+        and isinstance(stored.event, ev.TraceCreated)
+        and stored.event.owner == principal.owner
+    ):
         # only a sha-256 collision (or a corrupt log) gets here
         raise ApiError(409, "idempotency_conflict", "that Idempotency-Key cannot be used")
-    return int(stored.seq or 0)
+    return stored.seq
 
 
 async def create_trace(

@@ -32,7 +32,6 @@ from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError, not_found
 from longhaul.gateway.routers.health import READY_TIMEOUT_S, presences
 from longhaul.gateway.runtime import RETRY, Runtime
-from longhaul.gateway.schedules.store import ScheduleStore
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +258,7 @@ async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
         if _deletable(task):
             removed.add(await _erase_task(runtime, principal, task))
     async with runtime.nats_call():
-        for schedule in await ScheduleStore(runtime.service.conn).owned(owner):
+        for schedule in await runtime.schedule_store.owned(owner):
             removed.add(await runtime.service.eraser.erase_schedule(schedule.schedule_id))
         removed.add(await runtime.service.eraser.erase_key_records(owner))
     if skipped:  # a running task keeps its directory: only the erased ones' go

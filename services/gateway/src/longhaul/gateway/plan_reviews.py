@@ -16,14 +16,6 @@ from longhaul.gateway.runtime import Runtime
 _COUNTED = ("plan_created", "plan_reviewed", "task_completed", "task_failed")
 
 
-async def _per_task(runtime: Runtime, event_type: str) -> dict[str, int]:
-    conn = runtime.service.conn
-    info = await conn.js.stream_info(
-        conn.names.stream, subjects_filter=conn.names.type_filter("task", event_type)
-    )
-    return {subject.split(".")[-2]: n for subject, n in (info.state.subjects or {}).items()}
-
-
 class PlanReviews:
     """One per gateway: the folds of the candidate tasks, by the counts they were folded at."""
 
@@ -34,7 +26,7 @@ class PlanReviews:
         """The caller's tasks in ``awaiting_review``."""
         async with runtime.nats_call():
             created, reviewed, completed, failed = [
-                await _per_task(runtime, event_type) for event_type in _COUNTED
+                await runtime.tasks.counts(event_type) for event_type in _COUNTED
             ]
             candidates = {
                 task_id: (plans, reviewed.get(task_id, 0))

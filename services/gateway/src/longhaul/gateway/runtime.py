@@ -17,16 +17,16 @@ from longhaul.agent.presets import PresetCatalog
 from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.core.service import ServiceContext
-from longhaul.core.store import EventStore
 from longhaul.core.transient import BrokerUnavailable, is_storage_full
 from longhaul.domain.config import LonghaulConfig
-from longhaul.domain.state import TaskState, TraceState
+from longhaul.domain.state import ScheduleState, TaskState, TraceState
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
+from longhaul.gateway.schedules.store import ScheduleStore
 from longhaul.llm.registry import ModelRegistry, is_scripted
 from longhaul.llm.types import Model
 
@@ -61,12 +61,14 @@ class Runtime:
     executors_checked: tuple[float, tuple[str, str]] | None = None
     """``/readyz``'s last look at the executors (monotonic time, result), reused briefly."""
     _mirror: IndexMirror | None = field(default=None, init=False)
+    _schedule_store: ScheduleStore | None = field(default=None, init=False)
 
     def connect(self, ctx: ServiceContext) -> IndexMirror:
         """Attach the connection and the trace index's two copies: the ``lh_traces`` KV
         (:attr:`index`, written) and its in-memory mirror (:attr:`mirror`, read by listings);
         returns the mirror, whose follower the caller runs."""
         self.ctx = ctx
+        self._schedule_store = None
         self._mirror = IndexMirror(ctx.conn)
         return self._mirror
 
@@ -96,16 +98,24 @@ class Runtime:
         return self.ctx
 
     @property
-    def store(self) -> EventStore:
-        return self.service.store
-
-    @property
     def traces(self) -> Repository[TraceState]:
         return self.service.traces
 
     @property
     def tasks(self) -> Repository[TaskState]:
         return self.service.tasks
+
+    @property
+    def schedules(self) -> Repository[ScheduleState]:
+        """The schedules' logs (their failed ticks); the records are :attr:`schedule_store`."""
+        return self.service.schedules
+
+    @property
+    def schedule_store(self) -> ScheduleStore:
+        """The ``lh_schedules`` bucket (schedules and triggers), built once per connection."""
+        if self._schedule_store is None:
+            self._schedule_store = ScheduleStore(self.service.conn)
+        return self._schedule_store
 
     @property
     def index(self) -> TraceIndex:

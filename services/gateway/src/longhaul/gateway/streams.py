@@ -22,8 +22,10 @@ from typing import Any, Literal
 
 import msgspec
 from longhaul.agent.contract import LiveUpdate
+from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
+from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.batching import DeltaBatcher
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime
@@ -76,7 +78,9 @@ async def aggregate_stream(
     """Yield items until the client leaves (``until`` completes), the gateway drains, or —
     when not following — the stored events run out. ``flush_ms``: merge token deltas into
     one item per window of that many milliseconds (:mod:`longhaul.gateway.batching`)."""
-    store = runtime.store
+    repository: Repository[TraceState] | Repository[TaskState] = (
+        runtime.traces if aggregate == "trace" else runtime.tasks
+    )
     queue: asyncio.Queue[Item] = asyncio.Queue(maxsize=QUEUE_SIZE)
     subscription: Subscription | None = None
 
@@ -98,9 +102,9 @@ async def aggregate_stream(
     async def pump() -> None:
         try:
             source = (
-                store.watch(aggregate, aggregate_id, after=after)
+                repository.watch(aggregate_id, after=after)
                 if follow
-                else store.replay(aggregate, aggregate_id, after=after)
+                else repository.replay(aggregate_id, after=after)
             )
             # Closed here, not by the garbage collector: a follow holds an ordered consumer
             # whose unread messages would keep the connection's drain waiting at shutdown.

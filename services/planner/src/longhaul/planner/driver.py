@@ -31,8 +31,7 @@ from longhaul.agent.planning.schema import InvalidPlan
 from longhaul.core.checkpoints import Checkpoint, Checkpoints
 from longhaul.core.connection import Connection
 from longhaul.core.lru import Lru
-from longhaul.core.repository import ONCE, Repository
-from longhaul.core.store import ConcurrencyError
+from longhaul.core.repository import ONCE, ConcurrencyError, Repository
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import PipelineConfig
@@ -92,7 +91,7 @@ class TaskDriver:
 
     async def task_of_step(self, trace_id: str) -> str | None:
         """The task a trace runs a phase of (``None`` for other traces)."""
-        return self.step_tasks.get(trace_id) or await task_id_of_trace(self.deps.conn, trace_id)
+        return self.step_tasks.get(trace_id) or await task_id_of_trace(self.deps.traces, trace_id)
 
     async def drive(self, task_id: str, *, ended: str | None = None) -> None:
         """Run the task's steps until it waits. Callers serialise calls per task. ``ended``
@@ -240,7 +239,7 @@ class TaskDriver:
         for index, trace_id in enumerate(phase.trace_ids):
             if trace_id == ended:
                 continue  # its outcome below tells its status (even if it was rerun since)
-            status = await trace_status(self.deps.conn, trace_id)
+            status = await trace_status(self.deps.traces, trace_id)
             if status is None:  # the planner died between phase_started and trace_created
                 created = step_trace_created(task, phase.spec, index, await self._budget(task))
                 await ensure_step_trace(self.traces, trace_id, created)

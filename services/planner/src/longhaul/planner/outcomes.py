@@ -5,41 +5,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from longhaul.core.connection import Connection
-from longhaul.core.repository import Repository
+from longhaul.core.repository import Recorded, Repository
 from longhaul.domain import events as ev
 from longhaul.domain.messages import content_text
 from longhaul.domain.state import TraceState
-from nats.js.errors import NotFoundError
 
 FINAL_EVENTS = {"completed": "completed", "failed": "failed", "stopped": "stopped"}
 TAIL_CHARS = 4000
 
 
-async def trace_status(conn: Connection, trace_id: str) -> str | None:
+async def trace_status(traces: Repository[TraceState], trace_id: str) -> str | None:
     """``None`` if the trace does not exist, its final status, or ``running`` (live)."""
-    try:
-        last = await conn.js.get_last_msg(
-            conn.names.stream, conn.names.aggregate_filter("trace", trace_id)
-        )
-    except NotFoundError:
+    event_type = await traces.last_type(trace_id)
+    if event_type is None:
         return None
-    event_type = (last.subject or "").rsplit(".", 1)[-1]
     return FINAL_EVENTS.get(event_type, "running")
 
 
-async def task_id_of_trace(conn: Connection, trace_id: str) -> str | None:
+async def task_id_of_trace(traces: Repository[TraceState], trace_id: str) -> str | None:
     """The task a trace runs a phase of (from its ``trace_created``), if any."""
-    try:
-        first = await conn.js.get_last_msg(
-            conn.names.stream, conn.names.subject("trace", trace_id, "trace_created")
-        )
-    except NotFoundError:
-        return None
-    try:
-        created = ev.decode(first.data or b"")
-    except ev.EventDecodeError:
-        return None
+    first = await traces.first(trace_id)
+    created = first.event if isinstance(first, Recorded) else None
     return created.task_id if isinstance(created, ev.TraceCreated) else None
 
 

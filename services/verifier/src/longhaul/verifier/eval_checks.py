@@ -19,7 +19,7 @@ from pathlib import Path
 from longhaul.agent.workdir import WorkingDirError
 from longhaul.core.consumer import Delivery
 from longhaul.core.evals import EvalStore
-from longhaul.core.repository import Repository
+from longhaul.core.repository import Recorded, Repository
 from longhaul.domain import events as ev
 from longhaul.domain.evals import CHECK_TIMEOUT_S, CheckOutcome
 from longhaul.domain.state import TraceState
@@ -39,10 +39,9 @@ class EvalChecks:
 
     async def _tag(self, trace_id: str) -> ev.EvalTag | None:
         """The eval tag of the trace's creation (its first event: one read)."""
-        async for recorded in self.traces.store.replay("trace", trace_id):
-            created = recorded.event
-            return created.eval if isinstance(created, ev.TraceCreated) else None
-        return None
+        first = await self.traces.first(trace_id)
+        created = first.event if isinstance(first, Recorded) else None
+        return created.eval if isinstance(created, ev.TraceCreated) else None
 
     async def handle(self, delivery: Delivery) -> None:
         if delivery.event_type != "completed":

@@ -116,8 +116,7 @@ class Verifier:
         state = await self.traces.load(delivery.aggregate_id)
         if not awaiting(state, request.attempt):
             return None
-        recorder = self.traces.store
-        async for later in recorder.replay("trace", state.trace_id, after=delivery.stream_seq):
+        async for later in self.traces.replay(state.trace_id, after=delivery.stream_seq):
             if isinstance(later.event, _SUPERSEDING):
                 return None
         return state

@@ -3,6 +3,7 @@
 from longhaul.domain.state.errors import InvalidTransition
 from longhaul.domain.state.fold import Fold
 from longhaul.domain.state.goals import GoalTree
+from longhaul.domain.state.schedule import ScheduleState
 from longhaul.domain.state.task import PhaseState, TaskState, validate_phase_graph
 from longhaul.domain.state.trace import Message, SubtraceInfo, TraceState
 
@@ -12,6 +13,7 @@ __all__ = [
     "InvalidTransition",
     "Message",
     "PhaseState",
+    "ScheduleState",
     "SubtraceInfo",
     "TaskState",
     "TraceState",

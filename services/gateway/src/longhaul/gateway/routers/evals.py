@@ -268,7 +268,7 @@ async def _beginning(
     created: ev.TraceCreated | None = None
     files: dict[str, ev.FileUploaded] = {}
     async with runtime.nats_call():
-        async for recorded in runtime.service.store.replay("trace", trace_id):
+        async for recorded in runtime.traces.replay(trace_id):
             event = recorded.event
             if isinstance(event, ev.TraceCreated):
                 created = event

@@ -40,7 +40,7 @@ TIMING_FIELDS = frozenset({"cron", "timezone", "every_s", "at"})
 
 
 def store_of(runtime: Runtime) -> ScheduleStore:
-    return ScheduleStore(runtime.service.conn)
+    return runtime.schedule_store
 
 
 def _timing(fields: dict[str, Any], anchor_ms: int) -> Timing:

@@ -4,10 +4,11 @@ into ``schedule.failed`` notices.
 
 Once per (schedule, tick), whoever ticks: the ticker handles a schedule's ticks in order and
 moves its cursor only after the event is stored, so the tick being recorded is at or after
-the last one on the log. The last event is read (one direct read of the subject's last
-message) and, when it is not already this tick's, the new one is appended expecting that
-last sequence: a gateway that crashed before moving the cursor finds its event there, and of
-two gateways at the same tick one appends and the other is refused by the expected sequence.
+the last one on the log. The schedule's log is folded (its last failed tick,
+:class:`~longhaul.domain.state.ScheduleState`) and, when that is not already this tick's, the
+new one is appended at the fold's position: a gateway that crashed before moving the cursor
+finds its event there, and of two gateways at the same tick one appends and the other is
+refused by the expected sequence.
 
 Not every failed tick is news: a schedule whose template keeps failing would otherwise write
 (and notify) once per tick for ever. The schedule's record counts the failed ticks in a row;
@@ -19,29 +20,13 @@ count moves with the cursor (one compare-and-set), so it too is exactly once per
 from __future__ import annotations
 
 import msgspec
-from longhaul.core.store import ConcurrencyError, Position
+from longhaul.core.repository import ONCE, ConcurrencyError
 from longhaul.domain import events as ev
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules.records import ScheduleRecord
-from nats.js.errors import NotFoundError
 
 ACTOR = "scheduler"
-EVENT_TYPE = "schedule_failed"
-
-
-async def _last(runtime: Runtime, schedule_id: str) -> tuple[ev.Event | None, Position]:
-    conn = runtime.service.conn
-    subject = conn.names.subject("schedule", schedule_id, EVENT_TYPE)
-    try:
-        stored = await conn.js.get_last_msg(conn.names.stream, subject)
-    except NotFoundError:
-        return None, Position()
-    try:
-        event = ev.decode(stored.data or b"")
-    except ev.EventDecodeError:  # an unreadable last event: still where the log ends
-        return None, Position(int(stored.seq or 0), 0)
-    return event, Position(int(stored.seq or 0), event.n)
 
 
 class Streak(msgspec.Struct, kw_only=True):
@@ -73,8 +58,8 @@ async def record(
     """Store the failure of ``tick_ms`` unless it is stored already (NATS errors raise: the
     tick then stays due and is tried again)."""
     async with runtime.nats_call():
-        last, position = await _last(runtime, schedule.schedule_id)
-        if isinstance(last, ev.ScheduleFailed) and last.tick_ms >= tick_ms:
+        state = await runtime.schedules.load(schedule.schedule_id)
+        if state.recorded(tick_ms):
             return
         event = ev.ScheduleFailed(
             owner=schedule.owner,
@@ -87,8 +72,8 @@ async def record(
             paused=row.pause,
         )
         try:
-            await runtime.store.append(
-                "schedule", schedule.schedule_id, [event], expected=position, actor=ACTOR
+            await runtime.schedules.save(
+                schedule.schedule_id, state, lambda _: [event], actor=ACTOR, retry=ONCE
             )
         except ConcurrencyError:
             pass  # another gateway recorded this tick first

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from longhaul.core.repository import Recorded
 from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
@@ -111,10 +112,7 @@ async def started_before(runtime: Runtime, owner: str, kind: str, run_id: str) -
         stored = await access.first_stored(runtime, "trace" if kind == "trace" else "task", run_id)
     if stored is None:
         return False
-    try:
-        created = ev.decode(stored.data or b"")
-    except ev.EventDecodeError:
-        created = None
+    created = stored.event if isinstance(stored, Recorded) else None
     if not isinstance(created, ev.TraceCreated | ev.TaskCreated) or created.owner != owner:
         raise ApiError(409, "idempotency_conflict", f"run {run_id} belongs to something else")
     return True
