@@ -133,12 +133,5 @@ def usage_chunk(
 ) -> dict[str, Any]:
     """The last chunk of a stream asked for with ``stream_options.include_usage``: no
     choices, the usage (as OpenAI ends such a stream)."""
-    return {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "trace_id": trace_id,
-        "choices": [],
-        "usage": usage.model_dump(),
-    }
+    head = chunk(completion_id, created, model, trace_id, {})
+    return {**head, "choices": [], "usage": usage.model_dump()}
