@@ -34,6 +34,10 @@ SLOW_TESTS = frozenset(
         "tests/integration/core/test_store.py::test_replay_10000_events",
         "tests/integration/gateway/test_mcp_server.py::"
         "test_the_stdio_bridge_serves_the_same_tools_per_key",  # `longhaul mcp` subprocesses
+        "tests/integration/gateway/test_mcp_server.py::"
+        "test_the_stdio_bridge_advertises_resources_and_its_version",  # a `longhaul mcp`
+        "tests/integration/gateway/test_mcp_server.py::"
+        "test_the_stdio_bridge_refused_by_the_gateway_answers_errors_and_keeps_running",
         "tests/integration/remote/test_remote_agents.py::"
         "test_a_killed_executor_is_replaced_and_the_remote_wait_resumes",
         "tests/integration/executor/test_waits.py::"

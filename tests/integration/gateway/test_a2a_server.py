@@ -1,9 +1,10 @@
 """``/a2a`` driven by the official ``a2a-sdk`` client against a real gateway and executor on a
 scripted model: the card, a blocking send that completes with the answer as an artifact, a
 streamed task that asks a question (input-required), answered by the next message on the same
-task, a cancel, v0.3's method names, a message sent again (same ``messageId``) that finds its
-task, two API keys that never see each other's tasks, and bad input answered with JSON-RPC
-error objects."""
+task, a cancel, v0.3's method names, a v0.3 client that finds the agent by its card (and a 1.0
+client that still picks 1.0), a message sent again (same ``messageId``) that finds its task,
+two API keys that never see each other's tasks, and bad input answered with JSON-RPC error
+objects."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ from typing import Any
 import httpx
 import pytest
 from a2a.client import Client, ClientConfig, ClientFactory
+from a2a.client.base_client import BaseClient
+from a2a.client.card_resolver import parse_agent_card
+from a2a.client.transports.jsonrpc import JsonRpcTransport
+from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
+from a2a.compat.v0_3.types import AgentCard as V03AgentCard
 from a2a.types.a2a_pb2 import (
+    AgentCard,
     CancelTaskRequest,
     GetTaskRequest,
     Message,
@@ -28,6 +35,7 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskState,
 )
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import TaskNotFoundError, UnsupportedOperationError
 
 from tests.integration.executor.scripts import write_script
@@ -255,3 +263,43 @@ async def test_a_message_sent_again_after_its_task_was_deleted_is_not_found_not_
             assert again["error"]["code"] == -32001, again  # TaskNotFoundError
             assert "deleted" in again["error"]["message"]
         assert (await http.get("/api/traces")).json()["traces"] == []
+
+
+async def test_a_v03_client_discovers_the_agent_by_its_card(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    async with httpx.AsyncClient(base_url=keyed_stack.url) as http:
+        served = (await http.get(AGENT_CARD_WELL_KNOWN_PATH)).json()
+    # the schema 0.3 clients validate a card with: url, protocolVersion, a typed scheme
+    legacy = V03AgentCard.model_validate(served)
+    assert legacy.url == f"{keyed_stack.url}/a2a" and legacy.protocol_version == "0.3"
+    assert legacy.preferred_transport == "JSONRPC"
+    assert legacy.security_schemes is not None
+    assert legacy.security_schemes["bearer"].root.type == "http"
+
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {KEY_A}"}, timeout=30)
+    factory = ClientFactory(ClientConfig(httpx_client=http, streaming=False))
+    card = parse_agent_card(served)
+    # a client on the 0.3 interface alone speaks 0.3's JSON-RPC (message/send, tasks/get)
+    only_v03 = AgentCard()
+    only_v03.CopyFrom(card)
+    del only_v03.supported_interfaces[:]
+    only_v03.supported_interfaces.extend(
+        i for i in card.supported_interfaces if i.protocol_version == "0.3"
+    )
+    old = factory.create(only_v03)
+    current = factory.create(card)
+    try:
+        assert isinstance(old, BaseClient) and isinstance(current, BaseClient)
+        assert isinstance(old._transport, CompatJsonRpcTransport)
+        # the 1.0 client still picks 1.0 from the same card
+        assert isinstance(current._transport, JsonRpcTransport)
+        hello = write_script(tmp_path / "v03.yaml", [{"content": "hello, 0.3 client"}])
+        done = only_task(await responses(old, request(message("say hello"), hello)))
+        assert done.status.state == TaskState.TASK_STATE_COMPLETED
+        assert text(done) == "hello, 0.3 client"
+        fetched = await old.get_task(GetTaskRequest(id=done.id))
+        assert fetched.status.state == TaskState.TASK_STATE_COMPLETED
+    finally:
+        await old.close()
+        await current.close()

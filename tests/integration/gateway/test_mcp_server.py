@@ -1,14 +1,20 @@
 """``/mcp`` driven by the official ``mcp`` SDK's client over streamable HTTP against a real
 gateway and executor on a scripted model: start a run, follow it with progress until it asks,
 answer it, read the answer and the transcript resource; two keys never see each other's runs;
-a request without a key is refused."""
+a request without a key is refused with a challenge that says how to send one; both the server
+and the stdio bridge advertise what they serve; a bridge the gateway refuses answers every
+request with that error and keeps running."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -178,3 +184,94 @@ async def test_bad_input_gets_the_protocols_errors(keyed_stack: RunningGateway) 
         assert bad_preset.is_error and "no preset" in str(bad_preset.content)
         with pytest.raises(MCPError):
             await client.read_resource("longhaul://runs/t_unknown/transcript")
+
+
+async def test_the_server_says_what_it_serves_and_how_to_send_a_key(
+    keyed_stack: RunningGateway,
+) -> None:
+    async with mcp_client(keyed_stack, KEY_A) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == version("longhaul-gateway")
+        served = client.server_capabilities
+        assert served.tools is not None and served.resources is not None
+        assert served.prompts is None  # none are served
+        with pytest.raises(MCPError) as no_prompts:
+            await client.get_prompt("nope")
+        assert no_prompts.value.error.code == -32601  # method not found, not 0
+        for tool in (await client.list_tools()).tools:
+            description = tool.description or ""
+            assert description == inspect.cleandoc(description), tool.name
+            assert "\n    " not in description
+    async with httpx2.AsyncClient(base_url=keyed_stack.url, timeout=10) as http:
+        for key in (None, "not-a-key"):
+            headers = {"Accept": "application/json, text/event-stream"}
+            if key:
+                headers["Authorization"] = f"Bearer {key}"
+            refused = await http.post(
+                "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers
+            )
+            assert refused.status_code == 401
+            challenge = refused.headers["www-authenticate"]
+            assert challenge.startswith('Bearer realm="longhaul", error="invalid_token", ')
+            assert "error_description=" in challenge and "Authorization: Bearer" in challenge
+            assert "resource_metadata" not in challenge  # no OAuth is offered
+        metadata = await http.get("/.well-known/oauth-protected-resource")
+        assert metadata.status_code == 404
+
+
+async def test_the_stdio_bridge_advertises_resources_and_its_version(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    async with Client(stdio_bridge(keyed_stack, KEY_A)) as client:
+        assert client.server_info is not None
+        assert client.server_info.version == version("longhaul-cli")
+        served = client.server_capabilities
+        assert served.resources is not None and served.prompts is None
+        assert (await client.list_resources()).resources == []
+        [template] = (await client.list_resource_templates()).resource_templates
+        assert template.uri_template == "longhaul://runs/{trace_id}/transcript"
+
+
+async def test_the_stdio_bridge_refused_by_the_gateway_answers_errors_and_keeps_running(
+    keyed_stack: RunningGateway,
+) -> None:
+    # a wrong key, through the official client: its first request fails with what to fix
+    async with Client(stdio_bridge(keyed_stack, "not-a-key")) as refused:
+        with pytest.raises(MCPError) as wrong:
+            await refused.list_tools()
+    assert "invalid API key" in wrong.value.error.message
+    assert "LONGHAUL_API_KEY" in wrong.value.error.message
+
+    # no key at all, on the wire: every request answered, the process still up
+    bridge = stdio_bridge(keyed_stack, "")
+    process = await asyncio.create_subprocess_exec(
+        bridge.command,
+        *bridge.args,
+        env={"PATH": os.environ.get("PATH", "")},
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    }
+    answers = []
+    for n, (method, params) in enumerate(
+        [("initialize", initialize), ("tools/list", {}), ("resources/list", {})]
+    ):
+        line = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+        process.stdin.write(json.dumps(line).encode() + b"\n")
+        await process.stdin.drain()
+        answers.append(json.loads(await asyncio.wait_for(process.stdout.readline(), 60)))
+    assert process.returncode is None
+    assert [a["id"] for a in answers] == [0, 1, 2]
+    for answer in answers:
+        assert answer["error"]["code"] == -32001
+        assert "missing API key" in answer["error"]["message"]
+        assert "LONGHAUL_API_KEY" in answer["error"]["message"]
+    process.stdin.close()
+    _, stderr = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0 and b"Traceback" not in stderr, stderr.decode()

@@ -1,10 +1,13 @@
 """``/v1`` driven by OpenAI's own Python client against a real gateway and executor on a
 scripted model: models, a completion, a streamed follow-up that continues the same trace, a
-question answered by the next message, two API keys that never see each other's runs, and
-refusals in OpenAI's error shape."""
+question answered by the next message, two API keys that never see each other's runs,
+refusals in OpenAI's error shape, a failed run as an error (422, or 424 when the provider
+failed; an error event in a stream), ``developer`` messages and the usage chunk."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import openai
@@ -25,6 +28,8 @@ from tests.integration.gateway.harness import (
     gateway_config,
     serve_gateway,
 )
+from tests.support.llm_fakes import Fail, FakeOpenAI
+from tests.support.stack import InProcessExecutor, test_config
 
 
 def user(text: str) -> ChatCompletionUserMessageParam:
@@ -159,3 +164,109 @@ async def test_a_run_that_outlasts_the_wait_answers_where_to_follow_it(
         )
         streamed = "".join([c.choices[0].delta.content or "" async for c in chunks])
         assert "still going" in streamed and "/#/traces/" in streamed
+
+
+async def test_a_failed_run_is_an_error_not_an_answer(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    # the provider answered, but its filter ended the answer: the run failed (422)
+    filtered = write_script(
+        tmp_path / "filtered.yaml", [{"content": "I can't", "finish_reason": "content_filter"}]
+    )
+    client = client_for(keyed_stack, KEY_A)
+    with pytest.raises(openai.UnprocessableEntityError) as failed:
+        await client.chat.completions.create(model=filtered, messages=[user("x")])
+    assert failed.value.status_code == 422 and failed.value.code == "content_filter"
+    assert failed.value.type == "run_failed"
+    body = failed.value.body
+    assert isinstance(body, dict)
+    trace_id = failed.value.response.headers["x-longhaul-trace-id"]
+    assert body["trace_id"] == trace_id and trace_id in failed.value.message
+    async with keyed_stack.client(KEY_A) as http:
+        assert (await http.get(f"/api/traces/{trace_id}")).json()["status"] == "failed"
+
+
+@pytest.fixture
+async def failing_provider(
+    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> AsyncIterator[RunningGateway]:
+    """A gateway whose executor's model provider (OpenAI's wire, on loopback) answers 500."""
+    config = gateway_config(nats_config, api_keys=KEY_A)
+    async with (
+        FakeOpenAI(default=Fail(500, "the provider is down")) as provider,
+        serve_gateway(config) as gateway,
+        InProcessExecutor(
+            nats_url,
+            namespace,
+            "exec-failing",
+            config=test_config(nats_url, namespace, models=provider.models_config()),
+            settings={"working_root": tmp_path},
+        ),
+    ):
+        yield gateway
+
+
+async def test_a_provider_failure_is_a_424_and_ends_a_stream_with_an_error_event(
+    failing_provider: RunningGateway,
+) -> None:
+    client = client_for(failing_provider, KEY_A)
+    with pytest.raises(openai.APIStatusError) as failed:
+        await client.chat.completions.create(model="longhaul/default", messages=[user("x")])
+    assert failed.value.status_code == 424
+    assert failed.value.code == "model_error" and failed.value.type == "provider_error"
+    assert "the provider is down" in failed.value.message
+
+    chunks = await client.chat.completions.create(
+        model="longhaul/default", messages=[user("again")], stream=True
+    )
+    with pytest.raises(openai.APIError) as streamed:
+        async for _ in chunks:
+            pass
+    assert streamed.value.code == "model_error"
+    assert isinstance(streamed.value.body, dict) and streamed.value.body["trace_id"]
+    # on the wire: the error event, then [DONE], as OpenAI ends a stream that failed
+    async with failing_provider.client(KEY_A) as http:
+        raw = await http.post(
+            "/v1/chat/completions",
+            json={"model": "longhaul/default", "messages": [user("once more")], "stream": True},
+        )
+    frames = [line[6:] for line in raw.text.splitlines() if line.startswith("data: ")]
+    assert frames[-1] == "[DONE]"
+    assert json.loads(frames[-2])["error"]["code"] == "model_error"
+
+
+async def test_a_developer_message_is_read_as_system(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    model = write_script(tmp_path / "dev.yaml", [{"content": "understood"}])
+    client = client_for(keyed_stack, KEY_A)
+    raw = await client.chat.completions.with_raw_response.create(
+        model=model,
+        messages=[{"role": "developer", "content": "answer in French"}, user("hello")],
+    )
+    assert raw.parse().choices[0].message.content == "understood"
+    trace_id = raw.headers["x-longhaul-trace-id"]
+    async with keyed_stack.client(KEY_A) as http:
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    assert {"role": "system", "content": "answer in French"}.items() <= path[0].items()
+
+
+async def test_include_usage_ends_the_stream_with_the_usage_chunk(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    usage = {"prompt_tokens": 11, "completion_tokens": 4}
+    model = write_script(tmp_path / "usage.yaml", [{"content": "counted", "usage": usage}])
+    client = client_for(keyed_stack, KEY_A)
+    chunks = await client.chat.completions.create(
+        model=model,
+        messages=[user("count")],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    got = [c async for c in chunks]
+    last = got[-1]
+    assert last.choices == [] and last.usage is not None
+    assert (last.usage.prompt_tokens, last.usage.completion_tokens) == (11, 4)
+    assert last.usage.total_tokens == 15
+    assert all(c.usage is None for c in got[:-1])
+    assert "".join(c.choices[0].delta.content or "" for c in got[:-1]) == "counted"

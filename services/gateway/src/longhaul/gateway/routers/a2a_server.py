@@ -69,7 +69,12 @@ from a2a.types.a2a_pb2 import (
     Task,
     TaskPushNotificationConfig,
 )
-from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, TransportProtocol
+from a2a.utils.constants import (
+    AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_0_3,
+    PROTOCOL_VERSION_1_0,
+    TransportProtocol,
+)
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
@@ -178,7 +183,11 @@ def _option(params: SendMessageRequest, name: str) -> str | None:
 
 
 def agent_card(runtime: Runtime, base_url: str) -> AgentCard:
-    """The card: one skill per preset, JSON-RPC at ``/a2a``, the gateway's bearer keys."""
+    """The card: one skill per preset, JSON-RPC at ``/a2a`` for A2A 1.0 and 0.3 (the
+    dispatcher takes both method sets at the one URL; ``agent_card_to_dict`` adds the 0.3
+    fields, ``url``, ``protocolVersion``, ``preferredTransport``, ``security``, from the 0.3
+    interface), the gateway's bearer keys."""
+    url = base_url.rstrip("/") + PATH
     presets = runtime.presets
     skills = [
         AgentSkill(
@@ -196,11 +205,8 @@ def agent_card(runtime: Runtime, base_url: str) -> AgentCard:
         "on the same taskId.",
         version="0.1.0",
         supported_interfaces=[
-            AgentInterface(
-                url=base_url.rstrip("/") + PATH,
-                protocol_binding=TransportProtocol.JSONRPC,
-                protocol_version=PROTOCOL_VERSION_1_0,
-            )
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=v)
+            for v in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
         ],
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         security_schemes={

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
-from typing import Any, Literal
+import inspect
+from collections.abc import Callable, Iterator
+from importlib.metadata import version
+from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI
 from longhaul.domain import events as ev
@@ -53,6 +55,7 @@ _UNAUTHORISED = -32001
 """JSON-RPC server-error code of a refused HTTP request (the SDK's own codes are -32000…)."""
 
 StatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 
 @contextlib.contextmanager
@@ -89,6 +92,16 @@ def _wants_progress(ctx: Context) -> bool:
     return meta.get("progress_token") is not None
 
 
+def _bearer_challenge(message: str) -> str:
+    """RFC 6750's challenge, saying how to send a key; without ``resource_metadata``, so
+    MCP clients ask for the key instead of starting OAuth discovery."""
+    description = f"{message}; send Authorization: Bearer <a longhaul API key>"
+    return (
+        'Bearer realm="longhaul", error="invalid_token", '
+        f'error_description="{description.replace(chr(34), chr(39))}"'
+    )
+
+
 class McpSurface:
     """The MCP server, its session manager (run by the gateway's lifespan) and the gate."""
 
@@ -99,7 +112,11 @@ class McpSurface:
             instructions="Hand longhaul a long job with start_run; it runs durably (the "
             "gateway or your client may restart). get_run reports the answer or the question "
             "it asks; reply answers the question.",
+            version=version("longhaul-gateway"),
         )
+        # no prompts are served: not advertised, and prompts/* is "method not found"
+        for method in ("prompts/list", "prompts/get"):
+            self.server._lowlevel_server._request_handlers.pop(method, None)
         self._register()
         self.server.streamable_http_app(
             stateless_http=True,
@@ -131,9 +148,10 @@ class McpSurface:
                 "id": None,
                 "error": {"code": _UNAUTHORISED, "message": f"{exc.code}: {exc.message}"},
             }
-            await JSONResponse(body, status_code=exc.status, headers=exc.headers)(
-                scope, receive, send
-            )
+            headers = dict(exc.headers or {})
+            if exc.status == 401:  # a key to send, not an OAuth flow (none is offered)
+                headers["WWW-Authenticate"] = _bearer_challenge(exc.message)
+            await JSONResponse(body, status_code=exc.status, headers=headers)(scope, receive, send)
             return
         scope.setdefault("state", {})[_PRINCIPAL] = principal
         await self.manager.handle_request(scope, receive, send)
@@ -157,10 +175,14 @@ class McpSurface:
         return {**outcome_of(state).as_dict(), "viewer": _link(ctx, trace_id)}
 
     def _register(self) -> None:
-        """One closure per tool (the SDK reads their signatures and docstrings)."""
+        """One closure per tool (the SDK reads their signatures; the description is the
+        docstring without its source indentation)."""
         server, runtime = self.server, self.runtime
 
-        @server.tool()
+        def tool(fn: _Fn) -> _Fn:
+            return server.tool(description=inspect.cleandoc(fn.__doc__ or ""))(fn)
+
+        @tool
         async def start_run(
             prompt: str,
             ctx: Context,
@@ -195,7 +217,7 @@ class McpSurface:
                     "viewer": _link(ctx, state.trace_id),
                 }
 
-        @server.tool()
+        @tool
         async def get_run(trace_id: str, ctx: Context) -> dict[str, Any]:
             """Where a run stands: status, answer, the question it asks while it waits for
             you, the error, token and cost totals, and a viewer link. With a progress token,
@@ -207,7 +229,7 @@ class McpSurface:
                         await self._follow(ctx, trace_id, state.stream_seq)
                 return await self._standing(ctx, trace_id)
 
-        @server.tool()
+        @tool
         async def reply(trace_id: str, text: str, ctx: Context) -> dict[str, Any]:
             """Answer the question of a run that waits for you (ask_human). With a progress
             token, follows the run until it settles again."""
@@ -219,7 +241,7 @@ class McpSurface:
                     await self._follow(ctx, trace_id, recorded.seq)
                 return await self._standing(ctx, trace_id)
 
-        @server.tool()
+        @tool
         async def stop_run(trace_id: str, ctx: Context) -> dict[str, Any]:
             """Ask a running or waiting run to stop. With a progress token, returns once it
             has stopped."""
@@ -231,7 +253,7 @@ class McpSurface:
                     await self._follow(ctx, trace_id, recorded.seq)
                 return await self._standing(ctx, trace_id)
 
-        @server.tool()
+        @tool
         async def list_runs(
             ctx: Context, status: StatusName | None = None, limit: int = 50
         ) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ from longhaul.gateway.schemas.openai import (
     RunInfo,
     Usage,
     chunk,
+    usage_chunk,
 )
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
 from longhaul.gateway.streams import ClosingStreamingResponse
@@ -232,8 +233,6 @@ def _reply(outcome: RunOutcome, link: str, timeout_s: float) -> str:
         return outcome.answer or ""
     if outcome.question is not None:
         return outcome.question
-    if outcome.status == "failed":
-        return f"The run failed ({outcome.error}). See {link}"
     if outcome.status == "stopped":
         return f"The run stopped ({outcome.error or 'stop requested'}). See {link}"
     if outcome.status == "waiting":
@@ -243,6 +242,43 @@ def _reply(outcome: RunOutcome, link: str, timeout_s: float) -> str:
         f"Follow it at {link}; send a new message in this conversation to continue it "
         "once it is done."
     )
+
+
+PROVIDER_FAILED = 424
+RUN_FAILED = 422
+
+
+def _failure(state: TraceState, link: str) -> tuple[int, dict[str, Any]]:
+    """(status, OpenAI error object) of a failed run: 424 when the model provider failed (a
+    dependency failed: neither the request's fault nor ours, and no 5xx a client would
+    retry into a second run), 422 when the run itself failed (a verification that never
+    passed, an answer cut off or filtered, a bad configuration)."""
+    provider = state.stop_reason == "model_error"
+    status = PROVIDER_FAILED if provider else RUN_FAILED
+    error = {
+        "message": f"the run failed ({state.error}); trace {state.trace_id}: {link}",
+        "type": "provider_error" if provider else "run_failed",
+        "param": None,
+        "code": state.stop_reason or "run_failed",
+        "trace_id": state.trace_id,
+    }
+    return status, {"error": error}
+
+
+def _usage(state: TraceState) -> Usage:
+    totals = state.totals
+    return Usage(
+        prompt_tokens=totals.prompt_tokens,
+        completion_tokens=totals.completion_tokens,
+        total_tokens=totals.prompt_tokens + totals.completion_tokens,
+    )
+
+
+def _data(body: Any) -> bytes:
+    return b"data: " + msgspec.json.encode(body) + b"\n\n"
+
+
+_DONE = b"data: [DONE]\n\n"
 
 
 @router.post(
@@ -256,7 +292,9 @@ def _reply(outcome: RunOutcome, link: str, timeout_s: float) -> str:
                     "schema": {"type": "string", "description": "chat.completion.chunk frames"}
                 }
             }
-        }
+        },
+        PROVIDER_FAILED: {"model": OpenAIError, "description": "the model provider failed"},
+        RUN_FAILED: {"model": OpenAIError, "description": "the run failed"},
     },
 )
 async def chat_completions(
@@ -273,19 +311,17 @@ async def chat_completions(
         return ClosingStreamingResponse(chunks, media_type="text/event-stream", headers=headers)
     state = await settled_state(runtime, principal, trace_id, after, timeout_s)
     outcome = outcome_of(state)
+    if outcome.status == "failed":
+        status, error = _failure(state, link)
+        return JSONResponse(error, status_code=status, headers=headers)
     reply = _reply(outcome, link, timeout_s)
     await _remember(runtime, principal, body.messages, reply, state)
-    totals = state.totals
     completion = ChatCompletion(
         id=completion_id,
         created=int(time.time()),
         model=body.model,
         choices=[Choice(message=CompletionMessage(content=reply))],
-        usage=Usage(
-            prompt_tokens=totals.prompt_tokens,
-            completion_tokens=totals.completion_tokens,
-            total_tokens=totals.prompt_tokens + totals.completion_tokens,
-        ),
+        usage=_usage(state),
         trace_id=trace_id,
         longhaul=RunInfo(
             trace_id=trace_id,
@@ -307,14 +343,15 @@ async def _stream(
     link: str,
 ) -> AsyncIterator[bytes]:
     """SSE chunks: the model's text as it is written (live deltas, completed from the stored
-    message when deltas were missed), then what the outcome adds (a question, a failure, a
-    timeout notice), a closing chunk and ``[DONE]``."""
+    message when deltas were missed), then what the outcome adds (a question, a timeout
+    notice), a closing chunk, the usage chunk if asked for, and ``[DONE]``. A failure ends
+    the stream with an error event (``data: {"error": …}``, as OpenAI streams one), then
+    ``[DONE]``."""
     created = int(time.time())
     sent: list[str] = []
 
     def frame(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        data = chunk(completion_id, created, body.model, trace_id, delta, finish)
-        return b"data: " + msgspec.json.encode(data) + b"\n\n"
+        return _data(chunk(completion_id, created, body.model, trace_id, delta, finish))
 
     def text(piece: str) -> bytes:
         sent.append(piece)
@@ -348,15 +385,21 @@ async def _stream(
                         streamed = ""
         state = await access.owned_trace(runtime, principal, trace_id)
         outcome = outcome_of(state)
+        if outcome.status == "failed":  # the status line is sent: the error is an event
+            yield _data(_failure(state, link)[1])
+            yield _DONE
+            return
         if outcome.status != "completed":
             notice = _reply(outcome, link, timeout_s)
             yield text(("\n\n" if sent else "") + notice)
         await _remember(runtime, principal, body.messages, "".join(sent), state)
     except (ApiError, ConnectionError) as exc:
-        # the status line is sent: the error goes in the stream, as OpenAI streams it
         status, code = (exc.status, exc.code) if isinstance(exc, ApiError) else (503, "unavailable")
         refusal = openai_error(status, code, str(exc), None, None)
         yield b"data: " + bytes(refusal.body) + b"\n\n"
+        yield _DONE
         return
     yield frame({}, "stop")
-    yield b"data: [DONE]\n\n"
+    if body.stream_options is not None and body.stream_options.include_usage:
+        yield _data(usage_chunk(completion_id, created, body.model, trace_id, _usage(state)))
+    yield _DONE

@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from longhaul.gateway.schemas.traces import ChatMessage
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = Field(
+        default=False,
+        description="end the stream with a chunk of no choices that carries the usage",
+    )
 
 
 class ChatCompletionRequest(BaseModel):
-    """Fields OpenAI clients send that longhaul has no use for (``n``, ``user``,
-    ``stream_options`` …) are ignored, as OpenAI-compatible servers do."""
+    """Fields OpenAI clients send that longhaul has no use for (``n``, ``user`` …) are
+    ignored, as OpenAI-compatible servers do. ``developer`` messages (what current OpenAI
+    clients send for instructions) are read as ``system``."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -22,7 +32,18 @@ class ChatCompletionRequest(BaseModel):
     )
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     stream: bool = False
+    stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _developer_is_system(cls, messages: Any) -> Any:
+        if not isinstance(messages, list):
+            return messages
+        return [
+            {**m, "role": "system"} if isinstance(m, dict) and m.get("role") == "developer" else m
+            for m in messages
+        ]
 
 
 class ModelCard(BaseModel):
@@ -42,6 +63,9 @@ class OpenAIErrorDetail(BaseModel):
     type: str
     param: str | None = None
     code: str | None = None
+    trace_id: str | None = Field(
+        default=None, description="the run that failed (424, 422 and stream error events)"
+    )
 
 
 class OpenAIError(BaseModel):
@@ -102,3 +126,12 @@ def chunk(
         "trace_id": trace_id,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
     }
+
+
+def usage_chunk(
+    completion_id: str, created: int, model: str, trace_id: str, usage: Usage
+) -> dict[str, Any]:
+    """The last chunk of a stream asked for with ``stream_options.include_usage``: no
+    choices, the usage (as OpenAI ends such a stream)."""
+    head = chunk(completion_id, created, model, trace_id, {})
+    return {**head, "choices": [], "usage": usage.model_dump()}
