@@ -230,12 +230,13 @@ class Sandbox:
         etc = _ETC + (_ETC_NETWORK if c.network else ())
         for name in etc:
             mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        for path in c.read_only:
-            mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
         tmp = str(c.tmp_mb * 1024 * 1024)
         mounts += ["--dev", "/dev", "--proc", "/proc"]
         for scratch in ("/tmp", "/var/tmp"):  # writable by the tool's user, like the host's
             mounts += ["--perms", "1777", "--size", tmp, "--tmpfs", scratch]
+        # after the private /tmp: a path under the host's /tmp stays visible above it
+        for path in _outermost(c.read_only):
+            mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
         for place in (working_dir, *writable):
             resolved = Path(place).resolve()
             mounts += [*_parents(resolved), "--bind", str(resolved), str(resolved)]
@@ -271,6 +272,59 @@ def rlimits(c: SandboxConfig) -> list[tuple[int, int, int]]:
         (resource.RLIMIT_FSIZE, c.file_mb * mb, c.file_mb * mb),
         (resource.RLIMIT_CORE, 0, 0),
     ]
+
+
+def program_paths(argv: Sequence[str], search_path: str | None) -> list[str]:
+    """What running ``argv`` reads outside the system's directories, to bind read-only: the
+    program (found on ``search_path``), the virtualenv it belongs to and the installation
+    its interpreter comes from, and the arguments that name existing files (its script)."""
+    found = shutil.which(argv[0], path=search_path) if argv else None
+    wanted: list[Path] = []
+    if found is not None:
+        program = Path(os.path.abspath(found))
+        real = program.resolve()
+        wanted += [program, real]
+        for bin_dir in (program.parent, real.parent):
+            venv = bin_dir.parent / "pyvenv.cfg"
+            if bin_dir.name in ("bin", "Scripts") and venv.is_file():
+                wanted.append(venv.parent)
+                home = _venv_home(venv)
+                if home is not None:
+                    wanted.append(home.parent)  # the base interpreter's prefix
+            elif bin_dir.name == "bin" and any(bin_dir.parent.glob("lib/python3*/os.py")):
+                wanted.append(bin_dir.parent)  # a Python installation: bin/ beside its lib/
+    wanted += [Path(os.path.abspath(arg)) for arg in argv[1:] if os.path.isfile(arg)]
+    system = [Path("/usr"), *(Path("/") / name for name in _TOP_LEVEL)]
+    paths: list[str] = []
+    for path in wanted:
+        if path != Path("/") and not any(path.is_relative_to(top) for top in system):
+            if str(path) not in paths:
+                paths.append(str(path))
+    return paths
+
+
+def _outermost(paths: Sequence[str]) -> list[str]:
+    """``paths`` without those inside another one: binding a path below a read-only bind
+    (a virtualenv's ``bin/python`` link below the virtualenv) would fail."""
+    tops = [Path(os.path.abspath(path)) for path in paths]
+    kept: list[str] = []
+    for index, path in enumerate(tops):
+        inside = any(
+            path.is_relative_to(other) and (path != other or other_index < index)
+            for other_index, other in enumerate(tops)
+            if other_index != index
+        )
+        if not inside:
+            kept.append(str(path))
+    return kept
+
+
+def _venv_home(cfg: Path) -> Path | None:
+    for line in cfg.read_text(errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return Path(value.strip())
+    return None
 
 
 def _parents(path: Path) -> list[str]:
