@@ -66,7 +66,7 @@ async def test_readyz_waits_for_an_executor_consuming(
     ):
         ready = await readyz_until(client, 200)
         assert ready.json() == {
-            "status": "ok",
+            "status": "ok" if SANDBOX == "ok" else "degraded",
             "checks": {
                 "nats": "ok",
                 "stream": "ok",
@@ -91,6 +91,26 @@ async def test_readyz_says_when_executors_run_tools_unsandboxed_and_stays_ready(
         ready = await readyz_until(client, 200)
     assert ready.json()["checks"]["executors"] == "ok"
     assert ready.json()["checks"]["sandbox"] == "off: sandbox.mode none, tools run unconfined"
+
+
+async def test_readyz_is_degraded_with_the_reason_when_an_executors_tools_are_refused(
+    client: httpx.AsyncClient,
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An executor that finds no bubblewrap refuses every tool process: the gateway stays
+    ready (200: traces run, files and models work) but says `degraded`, and why."""
+    monkeypatch.setenv("PATH", str(tmp_path / "bin-without-bwrap"))
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-no-sandbox", settings={"working_root": tmp_path}
+    ):
+        ready = await readyz_until(client, 200)
+    body = ready.json()
+    assert body["status"] == "degraded", body
+    assert body["checks"]["executors"] == "ok"
+    assert body["checks"]["sandbox"].startswith("unavailable: bubblewrap (bwrap) is not")
 
 
 async def test_readyz_is_503_when_nats_goes_away() -> None:

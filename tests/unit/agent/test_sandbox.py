@@ -273,6 +273,8 @@ def test_executor_says_at_start_up_that_bash_is_refused(
         AgentTurns(LonghaulConfig(), ToolRegistry(), workspace=None, working_root=tmp_path)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bash:")]
     assert "no sandbox" in line and "refused" in line and "sandbox.mode: none" in line
+    assert line.startswith("bash: degraded")
+    assert [r.levelno for r in caplog.records if r.getMessage() == line] == [logging.WARNING]
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the executor is not root here")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import resource
 import shutil
@@ -141,6 +142,11 @@ class Sandbox:
     def confined(self) -> bool:
         return self.config.mode != "none" and self.problem is None
 
+    @property
+    def refuses(self) -> bool:
+        """Every tool process is refused: no sandbox, and the operator did not opt out."""
+        return self.config.mode != "none" and self.problem is not None
+
     def state(self) -> str:
         """``ok`` when tools run confined, else why not (an executor's presence, ``/readyz``)."""
         if self.config.mode == "none":
@@ -148,14 +154,15 @@ class Sandbox:
         return "ok" if self.problem is None else f"unavailable: {self.problem}"
 
     def describe(self) -> str:
-        """One line for the start-up log."""
+        """One line for the start-up log (at :meth:`log_level`)."""
         c = self.config
         limits = f"cpu {c.cpu_s} s, memory {c.memory_mb} MB, {c.max_processes} processes"
         if c.mode == "none":
             return f"sandbox off (sandbox.mode: none): tool processes run unconfined; {limits}"
         if self.problem:
             return (
-                f"no sandbox: {self.problem}; bash and command checks are refused "
+                f"degraded, no sandbox: {self.problem}; bash, command checks and per-key MCP "
+                "servers are refused "
                 "(install bubblewrap, or set sandbox.mode: none to run them unconfined)"
             )
         network = "on" if c.network else "off"
@@ -163,6 +170,10 @@ class Sandbox:
         where = self.cgroups()
         trees = where.describe() if isinstance(where, Placement) else f"no cgroups: {where}"
         return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}; {trees}"
+
+    def log_level(self) -> int:
+        """A warning when every tool process is refused (the service is degraded)."""
+        return logging.WARNING if self.refuses else logging.INFO
 
     def cgroups(self) -> Placement | str:
         """Where each run's cgroup is made, or why there is none (blocking the first time)."""
