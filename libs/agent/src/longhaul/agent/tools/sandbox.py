@@ -363,3 +363,18 @@ def _walk(top: Path, uid: int | None) -> int:
                 if uid is not None and stat.st_uid != uid:
                     os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
     return used
+
+
+def main() -> int:
+    """``python -m longhaul.agent.tools.sandbox``: the health check of a service that runs
+    tool processes. Prints this configuration's sandbox state; exit 1 when they would all be
+    refused (``degraded``), 0 when they run confined or the operator opted out."""
+    from longhaul.domain.config import load_config
+
+    sandbox = Sandbox(load_config().sandbox)
+    print(("degraded: " if sandbox.refuses else "") + sandbox.state())
+    return 1 if sandbox.refuses else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
