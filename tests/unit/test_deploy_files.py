@@ -431,7 +431,6 @@ def test_k8s_runs_the_sandboxed_services_under_the_profile(
 SANDBOX_CHECK = "python -m longhaul.agent.tools.sandbox"
 COMPOSE_SANDBOX_OPTIONS = {
     "seccomp=./deploy/seccomp/longhaul-sandbox.json",
-    "systempaths=unconfined",
     "no-new-privileges:true",
 }
 """Every option the sandboxed services get, each explained beside it in docker-compose.yml."""

@@ -54,7 +54,18 @@ _ETC_NETWORK = (
 )
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # (bwrap builds its new root under /tmp: an inner one needs it to exist.)
-_PROBE_MOUNTS = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+_PROBE_MOUNTS = ("--dev", "/dev", "--tmpfs", "/tmp")
+_PROC = ("--proc", "/proc")
+_NO_PROC = ("--perms", "0555", "--dir", "/proc")
+MASKED_PROC = "Can't mount proc"
+"""bwrap's words when the kernel refuses a fresh /proc: a container runtime masks parts of the
+container's own (Docker's default; Compose cannot lift it), and an unprivileged user namespace
+may mount proc only where one is fully visible."""
+NO_PROC_NOTE = (
+    "ok, without /proc and so without the block on nested user namespaces: the container "
+    "runtime masks parts of its own (docker run --security-opt systempaths=unconfined, or "
+    "Kubernetes procMount: Unmasked, gives tools both)"
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -66,16 +77,30 @@ class WorkdirFull(RuntimeError):
 
 
 @functools.lru_cache(maxsize=8)
-def _probe(bwrap: str | None, uid: int | None) -> str | None:
-    """``None`` if ``bwrap`` can build a sandbox here (as ``uid``, when given), else the
-    reason it cannot."""
+def _probe(bwrap: str | None, uid: int | None) -> tuple[str | None, bool]:
+    """``(None, with_proc)`` if ``bwrap`` can build a sandbox here (as ``uid``, when given),
+    with a fresh ``/proc`` or, where the runtime's masks forbid one, without any; else
+    ``(the reason it cannot, False)``."""
     if bwrap is None:
-        return "bubblewrap (bwrap) is not installed or not on PATH"
+        return "bubblewrap (bwrap) is not installed or not on PATH", False
     if uid is not None and shutil.which("setpriv") is None:
-        return "setpriv (util-linux) is not installed: needed to run tools as a non-root user"
+        return (
+            "setpriv (util-linux) is not installed: needed to run tools as a non-root user",
+            False,
+        )
+    problem = _try(bwrap, uid, _PROC)
+    if problem is None:
+        return None, True
+    if MASKED_PROC in problem and _try(bwrap, uid, _NO_PROC) is None:
+        return None, False
+    return problem, False
+
+
+def _try(bwrap: str, uid: int | None, proc: Sequence[str]) -> str | None:
+    mounts = [*_system_binds(), *_PROBE_MOUNTS, *proc]
     try:
         done = subprocess.run(
-            [*_layers(bwrap, uid, [*_system_binds(), *_PROBE_MOUNTS], "/"), "--", "true"],
+            [*_layers(bwrap, uid, mounts, "/", proc=proc == _PROC), "--", "true"],
             capture_output=True,
             timeout=20,
             check=False,
@@ -88,15 +113,19 @@ def _probe(bwrap: str | None, uid: int | None) -> str | None:
     return None
 
 
-def _layers(bwrap: str, uid: int | None, mounts: list[str], cwd: str) -> list[str]:
+def _layers(
+    bwrap: str, uid: int | None, mounts: list[str], cwd: str, *, proc: bool = True
+) -> list[str]:
     """The ``bwrap`` command line(s) up to the ``--`` before the program: ``mounts`` and the
     namespaces (not network: the caller adds ``--unshare-net``), then, as ``uid`` when given,
-    the user namespace with no nested one and a read-only ``/proc/sys``."""
-    inner = [
-        *("--unshare-user", "--disable-userns", "--ro-bind", "/proc/sys", "/proc/sys"),
-        *("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"),
-        *("--chdir", cwd, "--cap-drop", "ALL"),
-    ]
+    the user namespace with no nested one and a read-only ``/proc/sys``. Without a fresh
+    ``/proc`` there is neither: bwrap forbids nested namespaces by writing the new
+    namespace's own ``/proc/sys/user/max_user_namespaces``."""
+    userns = ["--unshare-user"]
+    if proc:
+        userns += ["--disable-userns", "--ro-bind", "/proc/sys", "/proc/sys"]
+        userns += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+    inner = [*userns, "--chdir", cwd, "--cap-drop", "ALL"]
     spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
     if uid is None:
         return [bwrap, *spaces, *mounts, *inner]
@@ -129,9 +158,11 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.bwrap: str | None = None
         self.problem: str | None = None
+        self.proc = True
+        """Tools get a fresh ``/proc`` (else none: see :data:`MASKED_PROC`)."""
         if self.config.mode != "none":
             self.bwrap = shutil.which("bwrap")
-            self.problem = _probe(self.bwrap, self.uid)
+            self.problem, self.proc = _probe(self.bwrap, self.uid)
 
     @property
     def uid(self) -> int | None:
@@ -151,7 +182,9 @@ class Sandbox:
         """``ok`` when tools run confined, else why not (an executor's presence, ``/readyz``)."""
         if self.config.mode == "none":
             return "off: sandbox.mode none, tools run unconfined"
-        return "ok" if self.problem is None else f"unavailable: {self.problem}"
+        if self.problem is not None:
+            return f"unavailable: {self.problem}"
+        return "ok" if self.proc else NO_PROC_NOTE
 
     def describe(self) -> str:
         """One line for the start-up log (at :meth:`log_level`)."""
@@ -169,7 +202,10 @@ class Sandbox:
         user = "" if self.uid is None else f", as uid {self.uid}"
         where = self.cgroups()
         trees = where.describe() if isinstance(where, Placement) else f"no cgroups: {where}"
-        return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}; {trees}"
+        proc = "" if self.proc else ", no /proc nor nested-namespace block (runtime masks /proc)"
+        return (
+            f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}{proc}, {limits}; {trees}"
+        )
 
     def log_level(self) -> int:
         """A warning when every tool process is refused (the service is degraded)."""
@@ -242,7 +278,7 @@ class Sandbox:
         for name in etc:
             mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         tmp = str(c.tmp_mb * 1024 * 1024)
-        mounts += ["--dev", "/dev", "--proc", "/proc"]
+        mounts += ["--dev", "/dev", *(_PROC if self.proc else _NO_PROC)]
         for scratch in ("/tmp", "/var/tmp"):  # writable by the tool's user, like the host's
             mounts += ["--perms", "1777", "--size", tmp, "--tmpfs", scratch]
         # after the private /tmp: a path under the host's /tmp stays visible above it
@@ -255,7 +291,7 @@ class Sandbox:
         for name, value in env.items():
             mounts += ["--setenv", name, value]
         where = str((cwd or working_dir).resolve())
-        return [*_layers(self.bwrap, self.uid, mounts, where), "--", *argv]
+        return [*_layers(self.bwrap, self.uid, mounts, where, proc=self.proc), "--", *argv]
 
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""

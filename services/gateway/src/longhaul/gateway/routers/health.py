@@ -88,8 +88,8 @@ async def _storage(ctx: ServiceContext) -> str:
 
 def refused(sandbox: str) -> bool:
     """Whether an executor's sandbox state means its tool processes are all refused (not
-    ``ok``, not the operator's ``off`` opt-out, where they run unconfined)."""
-    return sandbox != "ok" and not sandbox.startswith("off")
+    ``ok``, perhaps with a note, not the operator's ``off`` opt-out: they run unconfined)."""
+    return not sandbox.startswith(("ok", "off"))
 
 
 class Health(BaseModel):
