@@ -164,6 +164,9 @@ def finished(http: httpx.Client, trace_id: str) -> dict[str, Any]:
         return state if status == "completed" else None
 
     result: dict[str, Any] = until(f"trace {trace_id} completed", TRACE_S, ended)
+    response = http.get(f"/api/traces/{trace_id}/messages")
+    response.raise_for_status()
+    result["messages"] = response.json()["messages"]
     return result
 
 
