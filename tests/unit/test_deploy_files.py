@@ -508,3 +508,19 @@ def test_the_sandbox_check_says_degraded_and_fails_without_bubblewrap(tmp_path: 
         check=False,
     )
     assert opted_out.returncode == 0 and opted_out.stdout.startswith("off:"), opted_out.stdout
+
+
+def test_the_image_gives_its_user_a_writable_data_dir_the_verifier_keeps(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """The code lives in /app, read-only to the image's user: the data dir (the verifier's
+    command-check spools) is a directory of its own, which compose and k8s mount a volume on."""
+    dockerfile = DOCKERFILE.read_text()
+    [data_dir] = re.findall(r"LONGHAUL_DATA_DIR=(\S+)", dockerfile)
+    assert is_setting("LONGHAUL_DATA_DIR")
+    assert re.search(
+        rf"mkdir [^\n]*{data_dir}\b[^\n]*&& chown longhaul:longhaul [^\n]*{data_dir}", dockerfile
+    )
+    assert any(v.endswith(f":{data_dir}") for v in compose()["services"]["verifier"]["volumes"])
+    (verifier,) = containers(find(manifests, "Deployment", "verifier"))
+    assert data_dir in [mount["mountPath"] for mount in verifier["volumeMounts"]]
