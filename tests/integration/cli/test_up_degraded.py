@@ -4,10 +4,7 @@ banner reads `/readyz` from a real HTTP server answering as a degraded gateway d
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -15,31 +12,19 @@ from longhaul.cli.up import banner, degraded_line, wait_for_gateway
 from longhaul.domain.config import LonghaulConfig
 from rich.console import Console
 
+from tests.support.counting_server import JsonHandler, serving
+
 REASON = "unavailable: bubblewrap (bwrap) is not installed or not on PATH"
 
 
 @pytest.fixture
 def degraded_gateway() -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
+    class Degraded(JsonHandler):
         def do_GET(self) -> None:
-            body = json.dumps({"status": "degraded", "checks": {"sandbox": REASON}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.answer(200, {"status": "degraded", "checks": {"sandbox": REASON}})
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Degraded) as url:
+        yield url
 
 
 async def test_the_banner_says_degraded_with_the_reason(
