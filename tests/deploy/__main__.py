@@ -170,6 +170,14 @@ def finished(http: httpx.Client, trace_id: str) -> dict[str, Any]:
     return result
 
 
+def all_ended(http: httpx.Client, traces: list[str]) -> bool | None:
+    statuses = [view(http, t).get("status") for t in traces]
+    if all(status in ("completed", "failed", "cancelled", "stopped") for status in statuses):
+        return True
+    print(f"  statuses: {sorted(map(str, statuses))}", flush=True)
+    return None
+
+
 def tool_outputs(state: dict[str, Any]) -> list[str]:
     return [str(m.get("content")) for m in state["messages"] if m.get("role") == "tool"]
 
@@ -194,11 +202,10 @@ def command_check_runs(stack: Stack) -> None:
     with stack.http(stack.keys[0]) as http:
         trace_id = start_trace(http, "verify-with-a-command", verification={"check": "says-right"})
         state = finished(http, trace_id)
-        events = http.get(f"/api/traces/{trace_id}/events").text
-    final = [m for m in state["messages"] if m.get("role") == "assistant"][-1]
-    check("right" in str(final.get("content")), f"final answer: {final}")
-    check("wrong" in str(state["messages"]), "the failed first answer is not in the log")
-    check("verif" in events, "no verification recorded in the events")
+    answers = [str(m.get("content")) for m in state["messages"] if m.get("role") == "assistant"]
+    # "wrong" failed the check (re-injected), "right" passed it: the check ran, in the sandbox,
+    # in the trace's directory (it needs proof.txt, written there by the first turn)
+    check(answers[-2:] == ["wrong", "right"], f"answers: {answers}")
 
 
 def mcp_per_key(stack: Stack) -> None:
@@ -240,6 +247,7 @@ def kill_under_load(stack: Stack) -> None:
         nats = stack.containers("nats-2")[0]
         run(["docker", "kill", nats])
         run(["docker", "kill", executor])
+        until("the six traces ended", TRACE_S, lambda: all_ended(http, traces))
         states = [finished(http, t) for t in traces]
     for trace_id, state in zip(traces, states, strict=True):
         outputs = tool_outputs(state)
@@ -376,11 +384,12 @@ def main() -> int:
             phase("bash trace, output back", lambda: bash_comes_back(stack))
             phase("command verification check", lambda: command_check_runs(stack))
             phase("stdio MCP server per key (two keys)", lambda: mcp_per_key(stack))
-            phase("6 traces, one NATS node and one executor killed", lambda: kill_under_load(stack))
+            # the upgrade before the kills: what it checks holds whatever they leave behind
             phase(
                 "upgrade in place (up -d --build), 3 waiting traces",
                 lambda: upgrade_in_place(stack),
             )
+            phase("6 traces, one NATS node and one executor killed", lambda: kill_under_load(stack))
         except Exception:
             print(stack.compose("ps"), file=sys.stderr)
             print(stack.compose("logs", "--tail", "40"), file=sys.stderr)

@@ -198,3 +198,38 @@ async def test_requests_are_logged_as_json_with_their_trace_id(
     line = json.loads(JsonFormatter("gateway").format(record))
     assert line["trace_id"] == trace_id and line["service"] == "gateway"
     assert line["msg"].startswith(f"GET /api/traces/{trace_id} 200")
+
+
+async def test_an_executor_present_again_after_an_outage_longer_than_its_presence_lease(
+    tmp_path: Path,
+) -> None:
+    """NATS away for longer than the presence lease's TTL: the `executor.<id>` key expires,
+    and the executor, consuming again once NATS is back, announces itself again (else
+    /readyz would say for ever that no executor is consuming)."""
+    store = tmp_path / "js"
+    server = NatsServer(store, port=0).start()
+    port = server.port
+    try:
+        config = test_config(server.url, "t_outage_", lease_ttl_s=FAST_LEASE_TTL_S)
+        config.nats.unavailable_retry_s = 1
+        gateway = gateway_config(NatsConfig(url=server.url, namespace="t_outage_"))
+        async with (
+            serve_gateway(gateway) as running,
+            running.client() as http,
+            InProcessExecutor(
+                server.url,
+                "t_outage_",
+                "exec-outage",
+                config=config,
+                settings={"working_root": tmp_path / "work"},
+            ),
+        ):
+            await readyz_until(http, 200)
+            await asyncio.to_thread(server.stop)
+            # longer than the lease's TTL: the key is gone when the server is back
+            await asyncio.sleep(FAST_LEASE_TTL_S * 3)
+            server = NatsServer(store, port=port).start()
+            back = await readyz_until(http, 200)
+            assert back.json()["checks"]["executors"] == "ok"
+    finally:
+        server.stop()
