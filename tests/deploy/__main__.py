@@ -289,7 +289,7 @@ def upgrade_in_place(stack: Stack) -> None:
             for call in calls:
                 response = http.post(
                     f"/api/traces/{trace_id}/approve",
-                    json={"tool_call_id": call["id"], "approved": True},
+                    json={"tool_call_id": call["tool_call_id"], "approved": True},
                 )
                 check(response.status_code < 300, f"approve: {response.text}")
         for trace_id in traces:
