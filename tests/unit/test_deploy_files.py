@@ -524,3 +524,18 @@ def test_the_image_gives_its_user_a_writable_data_dir_the_verifier_keeps(
     assert any(v.endswith(f":{data_dir}") for v in compose()["services"]["verifier"]["volumes"])
     (verifier,) = containers(find(manifests, "Deployment", "verifier"))
     assert data_dir in [mount["mountPath"] for mount in verifier["volumeMounts"]]
+
+
+def test_make_deploy_test_fails_loudly_without_a_container_engine(tmp_path: Path) -> None:
+    """`make deploy-test` never passes without an engine: no docker on PATH is exit 1, saying so."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.deploy"],
+        cwd=ROOT,
+        env={"PATH": str(tmp_path), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED: no container engine answers" in done.stderr, done.stderr
