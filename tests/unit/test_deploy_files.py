@@ -34,6 +34,7 @@ from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 K8S = ROOT / "deploy" / "k8s"
 NATS_SERVER = Path(sys.executable).with_name("nats-server")
 SERVICES = ("gateway", "planner", "executor", "verifier")
@@ -423,3 +424,118 @@ def test_k8s_runs_the_sandboxed_services_under_the_profile(
         profile = pod["securityContext"]["seccompProfile"]
         assert profile["type"] == "Localhost", name
         assert Path(profile["localhostProfile"]).name == SECCOMP.name, name
+
+
+# ---- least privilege and honest health (issue 42) -------------------------------------------
+
+SANDBOX_CHECK = "python -m longhaul.agent.tools.sandbox"
+COMPOSE_SANDBOX_OPTIONS = {
+    "seccomp=./deploy/seccomp/longhaul-sandbox.json",
+    "no-new-privileges:true",
+}
+"""Every option the sandboxed services get, each explained beside it in docker-compose.yml."""
+
+
+def test_compose_grants_the_sandbox_what_it_needs_and_nothing_more() -> None:
+    services = compose()["services"]
+    for name in SERVICES:
+        service = services[name]
+        assert service.get("cap_drop") == ["ALL"], name
+        assert not service.get("cap_add") and not service.get("privileged"), name
+        expected = COMPOSE_SANDBOX_OPTIONS if name in SANDBOXED else {"no-new-privileges:true"}
+        assert set(service["security_opt"]) == expected, name
+    # each option of the sandboxed services is explained where it is set
+    text = COMPOSE.read_text()
+    for option in COMPOSE_SANDBOX_OPTIONS - {"no-new-privileges:true"}:
+        line = next(i for i, row in enumerate(text.splitlines()) if option in row)
+        assert text.splitlines()[line - 1].strip().startswith("#"), option
+
+
+def test_compose_health_checks_fail_on_degraded() -> None:
+    services = compose()["services"]
+    gateway = " ".join(services["gateway"]["healthcheck"]["test"])
+    assert "/readyz" in gateway and "['status'] == 'ok'" in gateway
+    for name in SANDBOXED:
+        assert SANDBOX_CHECK in " ".join(services[name]["healthcheck"]["test"]), name
+
+
+def test_k8s_grants_the_sandbox_what_it_needs_and_nothing_more(
+    manifests: list[dict[str, Any]],
+) -> None:
+    for name in SERVICES:
+        pod = find(manifests, "Deployment", name)["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False, name
+        assert context["capabilities"] == {"drop": ["ALL"]}, name
+        assert not context.get("privileged") and "add" not in context["capabilities"], name
+        sandboxed = name in SANDBOXED
+        assert (context.get("procMount") == "Unmasked") is sandboxed, name
+        # the kubelet allows an unmasked /proc only in a pod with its own user namespace
+        assert (pod.get("hostUsers") is False) is sandboxed, name
+        if sandboxed:
+            probe = " ".join(container["readinessProbe"]["exec"]["command"])
+            assert SANDBOX_CHECK in probe, name
+
+
+def test_the_build_context_leaves_out_secrets_and_the_virtualenv() -> None:
+    rules = (ROOT / ".dockerignore").read_text().split()
+    assert rules[rules.index("*") :][:1] == ["*"]  # everything out, then what the image needs
+    allowed = {rule.removeprefix("!") for rule in rules if rule.startswith("!")}
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", DOCKERFILE.read_text(), re.M)
+    assert {part for line in copied for part in line.split()} <= allowed
+    assert not any(rule.startswith("!deploy") or rule.startswith("!.venv") for rule in rules)
+
+
+def test_the_sandbox_check_says_degraded_and_fails_without_bubblewrap(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "longhaul.agent.tools.sandbox"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith("degraded: unavailable: bubblewrap"), done.stdout
+    opted_out = subprocess.run(
+        [sys.executable, "-m", "longhaul.agent.tools.sandbox"],
+        env={**env, "LONGHAUL_SANDBOX__MODE": "none"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert opted_out.returncode == 0 and opted_out.stdout.startswith("off:"), opted_out.stdout
+
+
+def test_the_image_gives_its_user_a_writable_data_dir_the_verifier_keeps(
+    manifests: list[dict[str, Any]],
+) -> None:
+    """The code lives in /app, read-only to the image's user: the data dir (the verifier's
+    command-check spools) is a directory of its own, which compose and k8s mount a volume on."""
+    dockerfile = DOCKERFILE.read_text()
+    [data_dir] = re.findall(r"LONGHAUL_DATA_DIR=(\S+)", dockerfile)
+    assert is_setting("LONGHAUL_DATA_DIR")
+    assert re.search(
+        rf"mkdir [^\n]*{data_dir}\b[^\n]*&& chown longhaul:longhaul [^\n]*{data_dir}", dockerfile
+    )
+    assert any(v.endswith(f":{data_dir}") for v in compose()["services"]["verifier"]["volumes"])
+    (verifier,) = containers(find(manifests, "Deployment", "verifier"))
+    assert data_dir in [mount["mountPath"] for mount in verifier["volumeMounts"]]
+
+
+def test_make_deploy_test_fails_loudly_without_a_container_engine(tmp_path: Path) -> None:
+    """`make deploy-test` never passes without an engine: no docker on PATH is exit 1, saying so."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.deploy"],
+        cwd=ROOT,
+        env={"PATH": str(tmp_path), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAILED: no container engine answers" in done.stderr, done.stderr

@@ -66,7 +66,7 @@ async def test_readyz_waits_for_an_executor_consuming(
     ):
         ready = await readyz_until(client, 200)
         assert ready.json() == {
-            "status": "ok",
+            "status": "ok" if SANDBOX == "ok" else "degraded",
             "checks": {
                 "nats": "ok",
                 "stream": "ok",
@@ -91,6 +91,26 @@ async def test_readyz_says_when_executors_run_tools_unsandboxed_and_stays_ready(
         ready = await readyz_until(client, 200)
     assert ready.json()["checks"]["executors"] == "ok"
     assert ready.json()["checks"]["sandbox"] == "off: sandbox.mode none, tools run unconfined"
+
+
+async def test_readyz_is_degraded_with_the_reason_when_an_executors_tools_are_refused(
+    client: httpx.AsyncClient,
+    nats_url: str,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An executor that finds no bubblewrap refuses every tool process: the gateway stays
+    ready (200: traces run, files and models work) but says `degraded`, and why."""
+    monkeypatch.setenv("PATH", str(tmp_path / "bin-without-bwrap"))
+    async with InProcessExecutor(
+        nats_url, namespace, "exec-no-sandbox", settings={"working_root": tmp_path}
+    ):
+        ready = await readyz_until(client, 200)
+    body = ready.json()
+    assert body["status"] == "degraded", body
+    assert body["checks"]["executors"] == "ok"
+    assert body["checks"]["sandbox"].startswith("unavailable: bubblewrap (bwrap) is not")
 
 
 async def test_readyz_is_503_when_nats_goes_away() -> None:
@@ -178,3 +198,38 @@ async def test_requests_are_logged_as_json_with_their_trace_id(
     line = json.loads(JsonFormatter("gateway").format(record))
     assert line["trace_id"] == trace_id and line["service"] == "gateway"
     assert line["msg"].startswith(f"GET /api/traces/{trace_id} 200")
+
+
+async def test_an_executor_present_again_after_an_outage_longer_than_its_presence_lease(
+    tmp_path: Path,
+) -> None:
+    """NATS away for longer than the presence lease's TTL: the `executor.<id>` key expires,
+    and the executor, consuming again once NATS is back, announces itself again (else
+    /readyz would say for ever that no executor is consuming)."""
+    store = tmp_path / "js"
+    server = NatsServer(store, port=0).start()
+    port = server.port
+    try:
+        config = test_config(server.url, "t_outage_", lease_ttl_s=FAST_LEASE_TTL_S)
+        config.nats.unavailable_retry_s = 1
+        gateway = gateway_config(NatsConfig(url=server.url, namespace="t_outage_"))
+        async with (
+            serve_gateway(gateway) as running,
+            running.client() as http,
+            InProcessExecutor(
+                server.url,
+                "t_outage_",
+                "exec-outage",
+                config=config,
+                settings={"working_root": tmp_path / "work"},
+            ),
+        ):
+            await readyz_until(http, 200)
+            await asyncio.to_thread(server.stop)
+            # longer than the lease's TTL: the key is gone when the server is back
+            await asyncio.sleep(FAST_LEASE_TTL_S * 3)
+            server = NatsServer(store, port=port).start()
+            back = await readyz_until(http, 200)
+            assert back.json()["checks"]["executors"] == "ok"
+    finally:
+        server.stop()

@@ -209,3 +209,28 @@ async def test_a_url_server_gets_each_keys_own_headers(http_server: str, tmp_pat
         await eventually(none_left, within=30, every=0.1)
     finally:
         await tools.aclose()
+
+
+async def test_a_server_script_under_tmp_runs_with_nothing_listed_read_only(
+    tmp_path: Path,
+) -> None:
+    """An operator's server script in /tmp, run by this virtualenv's interpreter, with no
+    `read_only`: the sandbox binds what the command executes (the interpreter, its virtualenv
+    and base installation, the script) above its private /tmp, so its tools are listed and it
+    answers, rather than being dropped."""
+    assert str(tmp_path).startswith(("/tmp/", "/var/tmp/")), tmp_path
+    script = tmp_path / "operator" / "server.py"
+    script.parent.mkdir()
+    script.write_text((ROOT / "tests" / "support" / "mcp_server.py").read_text())
+    config = McpServerConfig(command=sys.executable, args=[str(script), "stdio"])
+    assert not config.read_only
+    registry = ToolRegistry()
+    tools = McpTools({"fs": config}, registry, working_root=tmp_path / "work", environ={})
+    await tools.start()
+    try:
+        [status] = tools.status()
+        assert status.state == "up", status
+        (tmp_path / "work").mkdir(exist_ok=True)
+        assert await call(registry, "k_alice", "write_file", path="a", content="x") == "wrote a"
+    finally:
+        await tools.aclose()

@@ -222,15 +222,26 @@ def test_fork_bomb_is_bounded_for_an_unprivileged_service_user() -> None:
 def _run_as_nobody(
     system_python: str, workdir: Path, paths: list[Path]
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [system_python, "-c", _FORKER, str(workdir), "64"],
-        env={"PYTHONPATH": os.pathsep.join(map(str, paths)), "PATH": "/usr/bin"},
-        preexec_fn=_as_nobody,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # The child reaches the sources through directories opened here, as root: a checkout in a
+    # home directory of mode 700 is out of that user's reach by path.
+    fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in paths]
+    try:
+        return subprocess.run(
+            [system_python, "-c", _FORKER, str(workdir), "64"],
+            env={
+                "PYTHONPATH": os.pathsep.join(f"/proc/self/fd/{fd}" for fd in fds),
+                "PATH": "/usr/bin",
+            },
+            preexec_fn=_as_nobody,
+            pass_fds=fds,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 async def test_bash_is_refused_when_no_sandbox_is_available(
@@ -262,6 +273,8 @@ def test_executor_says_at_start_up_that_bash_is_refused(
         AgentTurns(LonghaulConfig(), ToolRegistry(), workspace=None, working_root=tmp_path)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bash:")]
     assert "no sandbox" in line and "refused" in line and "sandbox.mode: none" in line
+    assert line.startswith("bash: degraded")
+    assert [r.levelno for r in caplog.records if r.getMessage() == line] == [logging.WARNING]
 
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the executor is not root here")

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -71,22 +72,32 @@ def service_specs(
     return specs
 
 
-async def wait_for_gateway(url: str, stop: asyncio.Event) -> bool:
-    """Poll ``/readyz`` until it answers 200 (True), or give up on a deadline or a stop
-    request (False). Readiness is only observable over HTTP, hence the polling."""
+async def wait_for_gateway(url: str, stop: asyncio.Event) -> dict[str, Any] | None:
+    """Poll ``/readyz`` until it answers 200 (its body), or give up on a deadline or a stop
+    request (``None``). Readiness is only observable over HTTP, hence the polling."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     async with httpx.AsyncClient(timeout=2.0) as http:
         while time.monotonic() < deadline and not stop.is_set():
             try:
-                if (await http.get(f"{url}/readyz")).status_code == 200:
-                    return True
-            except httpx.HTTPError:
+                response = await http.get(f"{url}/readyz")
+                if response.status_code == 200:
+                    body = response.json()
+                    return body if isinstance(body, dict) else {}
+            except (httpx.HTTPError, ValueError):
                 pass
             try:
                 await asyncio.wait_for(stop.wait(), timeout=READY_POLL_S)
             except TimeoutError:
                 continue
-    return False
+    return None
+
+
+def degraded_line(readiness: dict[str, Any] | None) -> str | None:
+    """One banner line when the gateway is ready but ``degraded`` (tool processes refused)."""
+    if readiness is None or readiness.get("status") != "degraded":
+        return None
+    reason = readiness.get("checks", {}).get("sandbox", "see /readyz")
+    return f"degraded:  bash, command checks and per-key MCP servers are refused: {reason}"
 
 
 class ExitReporter:
@@ -135,6 +146,7 @@ def banner(
     work_dir: Path,
     ready: bool,
     storage: str | None = None,
+    degraded: str | None = None,
 ) -> Panel:
     keyless = not config.gateway.api_keys
     model = f"model:     {config.models.default}"
@@ -159,6 +171,8 @@ def banner(
         lines.append(f"[yellow]{OFFLINE_NOTICE}[/yellow]")
     if keyless:
         lines.append("auth:      none (loopback only; set LONGHAUL_API_KEYS to require keys)")
+    if degraded is not None:
+        lines.append(f"[yellow]{degraded}[/yellow]")
     if not ready:
         log_file = data_dir / "logs" / "gateway.log"
         lines.append(f"[red]the gateway is not ready yet: see {log_file}[/red]")
@@ -270,7 +284,7 @@ async def run_up(
                 )
             await restore_deployment(admin, restore, work_dir, replace=replace, out=console)
         await supervisor.start()
-        ready = await wait_for_gateway(gateway_url, stop)
+        readiness = await wait_for_gateway(gateway_url, stop)
         if not stop.is_set():
             console.print(
                 banner(
@@ -281,8 +295,9 @@ async def run_up(
                     data_dir=data_dir,
                     executors=executors,
                     work_dir=work_dir,
-                    ready=ready,
+                    ready=readiness is not None,
                     storage=storage,
+                    degraded=degraded_line(readiness),
                 )
             )
             await stop.wait()

@@ -82,7 +82,8 @@ class AgentTurns:
                 memory=config.memory,
             ),
         )
-        log.info("bash: %s", Sandbox(config.sandbox).describe())
+        sandbox = Sandbox(config.sandbox)
+        log.log(sandbox.log_level(), "bash: %s", sandbox.describe())
 
     async def __call__(
         self,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
@@ -145,7 +146,7 @@ class Executor:
         imports = await importer.nc.subscribe(
             importer.names.imports, queue=IMPORT_QUEUE, cb=writer.on_request
         )
-        presence = await self._announce()
+        presence = Presence(await self._announce())
         self.ctx.spawn(self.sweeper.run(self.ctx.shutdown), name="sweeper")
         waits = RemoteWaits(
             self.ctx.conn,
@@ -157,8 +158,7 @@ class Executor:
             on_finished=self.children.start_queued,
         )
         self.ctx.spawn(waits.run(self.ctx.shutdown), name="remote-waits")
-        if presence is not None:
-            self.ctx.spawn(presence.keep(lambda: None), name="presence")
+        self.ctx.spawn(self._stay_present(presence), name="presence")
         log.info("executor %s ready", self.settings.id)
         try:
             await consume(
@@ -177,13 +177,33 @@ class Executor:
                 await stops.unsubscribe()
             if importer is not self.ctx.conn:
                 await importer.close()
-            if presence is not None:
-                await presence.release()
+            if presence.lease is not None:
+                await presence.lease.release()
             await self.agent.aclose()
             await self.remote.aclose()
             if http is not None:
                 await asyncio.to_thread(_stop_http, http)
             log.info("executor %s stopped", self.settings.id)
+
+    async def _stay_present(self, presence: Presence) -> None:
+        """Hold ``executor.<id>`` while this replica consumes. A presence lost in a broker
+        outage longer than its TTL is taken again once NATS answers (the key expires first):
+        else the gateway would say, for ever, that no executor is consuming."""
+        while not self.ctx.shutdown.is_set():
+            lease = presence.lease
+            if lease is not None:
+                await lease.keep(lambda: None)
+                if lease.released:
+                    return
+                log.warning("executor %s lost its presence; announcing again", self.settings.id)
+            try:
+                presence.lease = await self._announce()
+            except Exception as exc:  # NATS still away: try again after a pause
+                log.warning("executor %s presence: %s", self.settings.id, exc)
+                presence.lease = None
+            if presence.lease is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.ctx.shutdown.wait(), self.leases.ttl_s / 3)
 
     async def _announce(self) -> Lease | None:
         """``executor.<id>`` in ``lh_leases`` while this replica lives (ops and tests), with
@@ -313,6 +333,13 @@ class WakeupHooks(ConsumerHooks):
 
     async def failed(self, spec: ConsumerSpec, delivery: Delivery, exc: Exception) -> float | str:
         return await self.executor.failed(delivery, exc)
+
+
+@dataclass
+class Presence:
+    """The current ``executor.<id>`` lease (``None`` while it is not held)."""
+
+    lease: Lease | None
 
 
 def _stop_http(server: WSGIServer) -> None:

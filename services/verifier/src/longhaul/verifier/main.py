@@ -47,7 +47,8 @@ async def run(ctx: ServiceContext) -> None:
         pruned = await asyncio.to_thread(prune, verifier.runs_dir)
         if pruned:
             log.info("removed %d stale verification spools", pruned)
-        log.info("command checks: %s", verifier.sandbox.describe())
+        sandbox = verifier.sandbox
+        log.log(sandbox.log_level(), "command checks: %s", sandbox.describe())
         checks = EvalChecks(ctx.traces, ctx.evals, verifier)
         async with asyncio.TaskGroup() as group:  # one failing stops the other
             group.create_task(consume(ctx.conn, consumer_spec(ctx), verifier.handle, ctx.shutdown))

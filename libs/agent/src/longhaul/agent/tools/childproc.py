@@ -29,12 +29,26 @@ def child_env(working_dir: Path, extra: Mapping[str, str] | None = None) -> dict
     return env
 
 
+_forked_by = 0
+"""In a child: the pid of the process that forked it (set in the parent before each fork)."""
+
+
+def _note_forker() -> None:
+    global _forked_by
+    _forked_by = os.getpid()
+
+
+os.register_at_fork(before=_note_forker)
+
+
 def terminate_with_parent() -> None:
     """``preexec_fn``: the kernel sends SIGTERM to this child when the process that started it
     dies (even by SIGKILL). The shell wrapper turns that SIGTERM into a kill of its group."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-    if os.getppid() == 1:  # the parent died before prctl took effect
+    # the parent died before prctl took effect: this child was handed to a reaper. Not "the
+    # parent is pid 1": a service in a container is pid 1 itself.
+    if _forked_by and os.getppid() != _forked_by:
         os._exit(137)
 
 

@@ -30,7 +30,7 @@ from longhaul.agent.tools.catalogue import CatalogueServer, ServerState
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.mcp import McpServer, Placement
 from longhaul.agent.tools.result import ToolResult
-from longhaul.agent.tools.sandbox import Sandbox
+from longhaul.agent.tools.sandbox import Sandbox, program_paths
 from longhaul.agent.workdir import KEYS_DIR, trace_home
 from longhaul.domain.config import McpServerConfig, SandboxConfig
 
@@ -52,7 +52,10 @@ class KeyedMcpServer:
         self.config = config
         self.environ = environ
         self.root = working_root.resolve()
-        extra = [*sandbox.read_only, *config.read_only]
+        # what the server executes is readable inside, wherever the operator put it
+        argv = [config.command, *config.args] if config.command is not None else []
+        path = config.env.get("PATH", environ.get("PATH"))
+        extra = [*sandbox.read_only, *config.read_only, *program_paths(argv, path)]
         self.sandbox = Sandbox(sandbox.model_copy(update={"read_only": extra}))
         self.listener = listener
         self.tools: list[mcp_types.Tool] = []

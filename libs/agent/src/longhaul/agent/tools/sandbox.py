@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import resource
 import shutil
@@ -53,7 +54,18 @@ _ETC_NETWORK = (
 )
 _TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # (bwrap builds its new root under /tmp: an inner one needs it to exist.)
-_PROBE_MOUNTS = ("--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
+_PROBE_MOUNTS = ("--dev", "/dev", "--tmpfs", "/tmp")
+_PROC = ("--proc", "/proc")
+_NO_PROC = ("--perms", "0555", "--dir", "/proc")
+MASKED_PROC = "Can't mount proc"
+"""bwrap's words when the kernel refuses a fresh /proc: a container runtime masks parts of the
+container's own (Docker's default; Compose cannot lift it), and an unprivileged user namespace
+may mount proc only where one is fully visible."""
+NO_PROC_NOTE = (
+    "ok, without /proc and so without the block on nested user namespaces: the container "
+    "runtime masks parts of its own (docker run --security-opt systempaths=unconfined, or "
+    "Kubernetes procMount: Unmasked, gives tools both)"
+)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -65,16 +77,30 @@ class WorkdirFull(RuntimeError):
 
 
 @functools.lru_cache(maxsize=8)
-def _probe(bwrap: str | None, uid: int | None) -> str | None:
-    """``None`` if ``bwrap`` can build a sandbox here (as ``uid``, when given), else the
-    reason it cannot."""
+def _probe(bwrap: str | None, uid: int | None) -> tuple[str | None, bool]:
+    """``(None, with_proc)`` if ``bwrap`` can build a sandbox here (as ``uid``, when given),
+    with a fresh ``/proc`` or, where the runtime's masks forbid one, without any; else
+    ``(the reason it cannot, False)``."""
     if bwrap is None:
-        return "bubblewrap (bwrap) is not installed or not on PATH"
+        return "bubblewrap (bwrap) is not installed or not on PATH", False
     if uid is not None and shutil.which("setpriv") is None:
-        return "setpriv (util-linux) is not installed: needed to run tools as a non-root user"
+        return (
+            "setpriv (util-linux) is not installed: needed to run tools as a non-root user",
+            False,
+        )
+    problem = _try(bwrap, uid, _PROC)
+    if problem is None:
+        return None, True
+    if MASKED_PROC in problem and _try(bwrap, uid, _NO_PROC) is None:
+        return None, False
+    return problem, False
+
+
+def _try(bwrap: str, uid: int | None, proc: Sequence[str]) -> str | None:
+    mounts = [*_system_binds(), *_PROBE_MOUNTS, *proc]
     try:
         done = subprocess.run(
-            [*_layers(bwrap, uid, [*_system_binds(), *_PROBE_MOUNTS], "/"), "--", "true"],
+            [*_layers(bwrap, uid, mounts, "/", proc=proc == _PROC), "--", "true"],
             capture_output=True,
             timeout=20,
             check=False,
@@ -87,15 +113,19 @@ def _probe(bwrap: str | None, uid: int | None) -> str | None:
     return None
 
 
-def _layers(bwrap: str, uid: int | None, mounts: list[str], cwd: str) -> list[str]:
+def _layers(
+    bwrap: str, uid: int | None, mounts: list[str], cwd: str, *, proc: bool = True
+) -> list[str]:
     """The ``bwrap`` command line(s) up to the ``--`` before the program: ``mounts`` and the
     namespaces (not network: the caller adds ``--unshare-net``), then, as ``uid`` when given,
-    the user namespace with no nested one and a read-only ``/proc/sys``."""
-    inner = [
-        *("--unshare-user", "--disable-userns", "--ro-bind", "/proc/sys", "/proc/sys"),
-        *("--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"),
-        *("--chdir", cwd, "--cap-drop", "ALL"),
-    ]
+    the user namespace with no nested one and a read-only ``/proc/sys``. Without a fresh
+    ``/proc`` there is neither: bwrap forbids nested namespaces by writing the new
+    namespace's own ``/proc/sys/user/max_user_namespaces``."""
+    userns = ["--unshare-user"]
+    if proc:
+        userns += ["--disable-userns", "--ro-bind", "/proc/sys", "/proc/sys"]
+        userns += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+    inner = [*userns, "--chdir", cwd, "--cap-drop", "ALL"]
     spaces = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
     if uid is None:
         return [bwrap, *spaces, *mounts, *inner]
@@ -128,9 +158,11 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.bwrap: str | None = None
         self.problem: str | None = None
+        self.proc = True
+        """Tools get a fresh ``/proc`` (else none: see :data:`MASKED_PROC`)."""
         if self.config.mode != "none":
             self.bwrap = shutil.which("bwrap")
-            self.problem = _probe(self.bwrap, self.uid)
+            self.problem, self.proc = _probe(self.bwrap, self.uid)
 
     @property
     def uid(self) -> int | None:
@@ -141,28 +173,43 @@ class Sandbox:
     def confined(self) -> bool:
         return self.config.mode != "none" and self.problem is None
 
+    @property
+    def refuses(self) -> bool:
+        """Every tool process is refused: no sandbox, and the operator did not opt out."""
+        return self.config.mode != "none" and self.problem is not None
+
     def state(self) -> str:
         """``ok`` when tools run confined, else why not (an executor's presence, ``/readyz``)."""
         if self.config.mode == "none":
             return "off: sandbox.mode none, tools run unconfined"
-        return "ok" if self.problem is None else f"unavailable: {self.problem}"
+        if self.problem is not None:
+            return f"unavailable: {self.problem}"
+        return "ok" if self.proc else NO_PROC_NOTE
 
     def describe(self) -> str:
-        """One line for the start-up log."""
+        """One line for the start-up log (at :meth:`log_level`)."""
         c = self.config
         limits = f"cpu {c.cpu_s} s, memory {c.memory_mb} MB, {c.max_processes} processes"
         if c.mode == "none":
             return f"sandbox off (sandbox.mode: none): tool processes run unconfined; {limits}"
         if self.problem:
             return (
-                f"no sandbox: {self.problem}; bash and command checks are refused "
+                f"degraded, no sandbox: {self.problem}; bash, command checks and per-key MCP "
+                "servers are refused "
                 "(install bubblewrap, or set sandbox.mode: none to run them unconfined)"
             )
         network = "on" if c.network else "off"
         user = "" if self.uid is None else f", as uid {self.uid}"
         where = self.cgroups()
         trees = where.describe() if isinstance(where, Placement) else f"no cgroups: {where}"
-        return f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}, {limits}; {trees}"
+        proc = "" if self.proc else ", no /proc nor nested-namespace block (runtime masks /proc)"
+        return (
+            f"sandbox: bubblewrap ({self.bwrap}){user}, network {network}{proc}, {limits}; {trees}"
+        )
+
+    def log_level(self) -> int:
+        """A warning when every tool process is refused (the service is degraded)."""
+        return logging.WARNING if self.refuses else logging.INFO
 
     def cgroups(self) -> Placement | str:
         """Where each run's cgroup is made, or why there is none (blocking the first time)."""
@@ -230,12 +277,13 @@ class Sandbox:
         etc = _ETC + (_ETC_NETWORK if c.network else ())
         for name in etc:
             mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        for path in c.read_only:
-            mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
         tmp = str(c.tmp_mb * 1024 * 1024)
-        mounts += ["--dev", "/dev", "--proc", "/proc"]
+        mounts += ["--dev", "/dev", *(_PROC if self.proc else _NO_PROC)]
         for scratch in ("/tmp", "/var/tmp"):  # writable by the tool's user, like the host's
             mounts += ["--perms", "1777", "--size", tmp, "--tmpfs", scratch]
+        # after the private /tmp: a path under the host's /tmp stays visible above it
+        for path in _outermost(c.read_only):
+            mounts += [*_parents(Path(path)), "--ro-bind-try", path, path]
         for place in (working_dir, *writable):
             resolved = Path(place).resolve()
             mounts += [*_parents(resolved), "--bind", str(resolved), str(resolved)]
@@ -243,7 +291,7 @@ class Sandbox:
         for name, value in env.items():
             mounts += ["--setenv", name, value]
         where = str((cwd or working_dir).resolve())
-        return [*_layers(self.bwrap, self.uid, mounts, where), "--", *argv]
+        return [*_layers(self.bwrap, self.uid, mounts, where, proc=self.proc), "--", *argv]
 
     def preexec(self) -> None:
         """``preexec_fn`` of the child: dies with its parent, then the resource limits."""
@@ -273,6 +321,59 @@ def rlimits(c: SandboxConfig) -> list[tuple[int, int, int]]:
     ]
 
 
+def program_paths(argv: Sequence[str], search_path: str | None) -> list[str]:
+    """What running ``argv`` reads outside the system's directories, to bind read-only: the
+    program (found on ``search_path``), the virtualenv it belongs to and the installation
+    its interpreter comes from, and the arguments that name existing files (its script)."""
+    found = shutil.which(argv[0], path=search_path) if argv else None
+    wanted: list[Path] = []
+    if found is not None:
+        program = Path(os.path.abspath(found))
+        real = program.resolve()
+        wanted += [program, real]
+        for bin_dir in (program.parent, real.parent):
+            venv = bin_dir.parent / "pyvenv.cfg"
+            if bin_dir.name in ("bin", "Scripts") and venv.is_file():
+                wanted.append(venv.parent)
+                home = _venv_home(venv)
+                if home is not None:
+                    wanted.append(home.parent)  # the base interpreter's prefix
+            elif bin_dir.name == "bin" and any(bin_dir.parent.glob("lib/python3*/os.py")):
+                wanted.append(bin_dir.parent)  # a Python installation: bin/ beside its lib/
+    wanted += [Path(os.path.abspath(arg)) for arg in argv[1:] if os.path.isfile(arg)]
+    system = [Path("/usr"), *(Path("/") / name for name in _TOP_LEVEL)]
+    paths: list[str] = []
+    for path in wanted:
+        if path != Path("/") and not any(path.is_relative_to(top) for top in system):
+            if str(path) not in paths:
+                paths.append(str(path))
+    return paths
+
+
+def _outermost(paths: Sequence[str]) -> list[str]:
+    """``paths`` without those inside another one: binding a path below a read-only bind
+    (a virtualenv's ``bin/python`` link below the virtualenv) would fail."""
+    tops = [Path(os.path.abspath(path)) for path in paths]
+    kept: list[str] = []
+    for index, path in enumerate(tops):
+        inside = any(
+            path.is_relative_to(other) and (path != other or other_index < index)
+            for other_index, other in enumerate(tops)
+            if other_index != index
+        )
+        if not inside:
+            kept.append(str(path))
+    return kept
+
+
+def _venv_home(cfg: Path) -> Path | None:
+    for line in cfg.read_text(errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and value.strip():
+            return Path(value.strip())
+    return None
+
+
 def _parents(path: Path) -> list[str]:
     """bwrap creates a mount point's missing parents 0700, which a non-root tool could not
     pass: create them passable (not listable) first; existing ones stay as they are."""
@@ -298,3 +399,18 @@ def _walk(top: Path, uid: int | None) -> int:
                 if uid is not None and stat.st_uid != uid:
                     os.chown(name, uid, uid, dir_fd=fd, follow_symlinks=False)
     return used
+
+
+def main() -> int:
+    """``python -m longhaul.agent.tools.sandbox``: the health check of a service that runs
+    tool processes. Prints this configuration's sandbox state; exit 1 when they would all be
+    refused (``degraded``), 0 when they run confined or the operator opted out."""
+    from longhaul.domain.config import load_config
+
+    sandbox = Sandbox(load_config().sandbox)
+    print(("degraded: " if sandbox.refuses else "") + sandbox.state())
+    return 1 if sandbox.refuses else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

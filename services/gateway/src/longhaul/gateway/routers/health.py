@@ -86,6 +86,12 @@ async def _storage(ctx: ServiceContext) -> str:
     return readiness(status)
 
 
+def refused(sandbox: str) -> bool:
+    """Whether an executor's sandbox state means its tool processes are all refused (not
+    ``ok``, perhaps with a note, not the operator's ``off`` opt-out: they run unconfined)."""
+    return not sandbox.startswith(("ok", "off"))
+
+
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = {}
@@ -101,7 +107,14 @@ async def healthz() -> Health:
     response_model=Health,
     summary="NATS connected, the event stream present and an executor consuming "
     "(and whether their tools run sandboxed, and whether the stores have room)",
-    responses={503: {"model": Health, "description": "not ready"}},
+    responses={
+        200: {
+            "model": Health,
+            "description": "ready: status ok, or degraded (an executor's tool processes are "
+            "refused: no sandbox) or storage_full, with the reason in checks",
+        },
+        503: {"model": Health, "description": "not ready"},
+    },
 )
 async def readyz(request: Request) -> JSONResponse:
     runtime = runtime_of(request.app)
@@ -124,6 +137,8 @@ async def readyz(request: Request) -> JSONResponse:
     status = "ok" if ready else "unavailable"
     if ready and checks.get("storage", "").startswith("full"):
         status = "storage_full"
+    elif ready and refused(checks.get("sandbox", "ok")):
+        status = "degraded"
     body = Health(status=status, checks=checks)
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
