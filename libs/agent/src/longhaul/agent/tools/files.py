@@ -169,8 +169,10 @@ def _current(root: Path, path: str) -> bytes | None:
                 return b""  # too big to compare: neither made nor not made can be told
             with os.fdopen(os.dup(fd), "rb") as handle:
                 return handle.read()
-    except FileNotFoundError:
-        return None
+    except ToolError as exc:
+        if exc.code == "not_found":
+            return None
+        raise
 
 
 def _told(what: str, outcome: FileOutcome) -> ToolResult:
