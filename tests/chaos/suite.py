@@ -350,6 +350,13 @@ async def _check(
             row.duplicated += 1
         if any(call not in answered for call in calls):
             row.unpaired += 1
+    resumed = Counter(
+        r.resolution for s in traces for e in s.ledger.effects.values() for r in e.resumed
+    )
+    if resumed:  # how calls cut off by the strike were settled
+        row.notes.append(
+            "cut-off calls: " + ", ".join(f"{k} {n}" for k, n in sorted(resumed.items()))
+        )
     starts, verified = await asyncio.to_thread(_executions, steps_log, verify_log)
     bash_runs = await asyncio.to_thread(_bash_runs, steps_log.parent / "work")
     attempts = {s.trace_id: s.verification.attempts for s in traces}
