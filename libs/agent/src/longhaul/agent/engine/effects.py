@@ -83,13 +83,20 @@ def settlement(effect: Effect, tool: Tool, override: OnUnknown | None = None) ->
 
 async def _resume(turn: Turn, tool: Tool, invocation: ToolInvocation, effect: Effect) -> ToolReply:
     call_id = invocation.call.id
-    how = settlement(effect, tool, turn.env.tool_settings.on_unknown.get(tool.name))
+    override = turn.env.tool_settings.on_unknown.get(tool.name)
+    how = settlement(effect, tool, override)
     if how == "run_again" or how == "rerun":
         return await _run_again(turn, tool, invocation, how)
     if how == "model":
         return await _tell_model(turn, tool, invocation)
     if how == "ask":
-        why = "no reconcile hook" if tool.on_unknown is None else "the operator asks"
+        why = (
+            "the operator asks"
+            if override
+            else "the tool asks"
+            if tool.on_unknown
+            else "no reconcile hook"
+        )
         return await _ask(turn, tool, call_id, why)
     assert tool.reconcile is not None
     try:
