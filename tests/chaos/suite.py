@@ -5,15 +5,17 @@ scenario, then every trace and task checked and the recovery time measured.
     python -m tests.chaos.suite --quick executor verifier
 
 Each scenario starts a fresh ``longhaul up --executors 2`` (embedded nats-server, real
-services), creates traces of recorded tool steps that end in a verification command and
-tasks of two phases made of such traces, waits a random time, then kills one process:
+services), creates traces of tool steps (``record``, every other one a sandboxed ``bash``)
+that end in a verification command and tasks of two phases made of such traces, waits a random time, then kills one process:
 ``kill -9`` of an executor, the planner, the verifier, the gateway or nats-server, or
 ``SIGSTOP`` of an executor past the lease TTL (then ``SIGCONT``: the zombie must be fenced).
 
-Reported per scenario: finished / lost (not completed in time) / duplicated (a tool call
+Reported per scenario: finished / lost (not completed in time; a trace left waiting for a
+person is not waited for, and not finished) / duplicated (a tool call
 answered twice, a step twice on the path) / unpaired (a tool call without its result) / run
 twice (a step's tool executed under two idempotency keys — a re-run with the call's own key is
-the effect ledger at work — or a trace's verification command executed more than once), and
+the effect ledger at work —, a ``bash`` step executed twice, or a trace's verification command
+executed more than once), and
 for every
 trace or task that was unfinished at the kill, the time from the killed process being back
 (its replacement spawned by ``longhaul up``) to that aggregate's next event: median and max.
