@@ -6,7 +6,8 @@ scenario, then every trace and task checked and the recovery time measured.
 
 Each scenario starts a fresh ``longhaul up --executors 2`` (embedded nats-server, real
 services), creates traces of tool steps (``record``, every other one a sandboxed ``bash``)
-that end in a verification command and tasks of two phases made of such traces, waits a random time, then kills one process:
+that end in a verification command and tasks of two phases made of such traces, waits a
+random time, then kills one process:
 ``kill -9`` of an executor, the planner, the verifier, the gateway or nats-server, or
 ``SIGSTOP`` of an executor past the lease TTL (then ``SIGCONT``: the zombie must be fenced).
 
