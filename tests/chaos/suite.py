@@ -5,15 +5,18 @@ scenario, then every trace and task checked and the recovery time measured.
     python -m tests.chaos.suite --quick executor verifier
 
 Each scenario starts a fresh ``longhaul up --executors 2`` (embedded nats-server, real
-services), creates traces of recorded tool steps that end in a verification command and
-tasks of two phases made of such traces, waits a random time, then kills one process:
+services), creates traces of tool steps (``record``, every other one a sandboxed ``bash``)
+that end in a verification command and tasks of two phases made of such traces, waits a
+random time, then kills one process:
 ``kill -9`` of an executor, the planner, the verifier, the gateway or nats-server, or
 ``SIGSTOP`` of an executor past the lease TTL (then ``SIGCONT``: the zombie must be fenced).
 
-Reported per scenario: finished / lost (not completed in time) / duplicated (a tool call
+Reported per scenario: finished / lost (not completed in time; a trace left waiting for a
+person is not waited for, and not finished) / duplicated (a tool call
 answered twice, a step twice on the path) / unpaired (a tool call without its result) / run
 twice (a step's tool executed under two idempotency keys — a re-run with the call's own key is
-the effect ledger at work — or a trace's verification command executed more than once), and
+the effect ledger at work —, a ``bash`` step executed twice, or a trace's verification command
+executed more than once), and
 for every
 trace or task that was unfinished at the kill, the time from the killed process being back
 (its replacement spawned by ``longhaul up``) to that aggregate's next event: median and max.
@@ -43,12 +46,14 @@ from typing import Any
 import msgspec
 import nats.errors
 from longhaul.core.connection import Connection, connect
+from longhaul.core.index import PERSON_WAITS
 from longhaul.core.store import EventStore
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.task import TaskState
 
 from tests.chaos.effects import EffectRow, render_effects, run_kill_at_effect
 from tests.chaos.up import Up, admin_config
-from tests.integration.executor.scripts import record_steps
+from tests.integration.executor.scripts import BASH_STEPS_LOG, record_steps
 from tests.integration.planner.support import create_task, phase
 from tests.support.env import SCRIPTED_DIR_VAR, service_env
 from tests.support.folds import task_state, trace_state
@@ -68,9 +73,10 @@ LEASE_TTL_S = 5.0
 
 @dataclass
 class Workload:
-    traces: int = 8
+    traces: int = 12
     tasks: int = 2
-    steps: int = 12
+    steps: int = 20
+    """Each trace's steps: even ones call ``record`` (idempotent), odd ones ``bash``."""
     hold_ms: int = 150
     verify_s: float = 1.0
     """How long each verification command runs (so a kill can land mid-command)."""
@@ -180,7 +186,11 @@ async def run_scenario(
                 f"trace {n}",
                 verification=verification,
                 model=record_steps(
-                    root / f"t{n}.yaml", work.steps, steps_log, hold_ms=work.hold_ms
+                    root / f"t{n}.yaml",
+                    work.steps,
+                    steps_log,
+                    hold_ms=work.hold_ms,
+                    bash_label=f"t{n}",
                 ),
             )
             for n in range(work.traces)
@@ -197,6 +207,7 @@ async def run_scenario(
                         work.steps // 2,
                         steps_log,
                         hold_ms=work.hold_ms,
+                        bash_label=f"task{n}-p{k}",
                     ),
                 )
                 for k in range(2)
@@ -290,9 +301,15 @@ async def _wait_final(store: EventStore, trace_ids: list[str], task_ids: list[st
                     if aggregate_id in task_ids
                     else trace_state(store, aggregate_id)
                 )
-                if loaded.is_final:
+                if loaded.is_final or _waits_for_a_person(loaded):
                     pending.discard(aggregate_id)
         await asyncio.sleep(0.5)
+
+
+def _waits_for_a_person(state: TraceState | TaskState) -> bool:
+    """A trace left waiting for a person (an outcome-unknown call) does not finish on its own:
+    it is counted as not finished, not waited for."""
+    return isinstance(state, TraceState) and state.wait_reason in PERSON_WAITS
 
 
 async def _check(
@@ -321,12 +338,13 @@ async def _check(
                 row.finished += 1
             else:
                 row.lost += 1
-                row.notes.append(f"trace {state.trace_id}: {state.status} {state.error or ''}")
+                why = state.wait_detail if _waits_for_a_person(state) else state.error
+                row.notes.append(f"trace {state.trace_id}: {state.status} {why or ''}")
         path = state.main_path()
         answered = Counter(m.tool_call_id for m in state.messages.values() if m.role == "tool")
         calls = [c.id for m in path if m.tool_calls for c in m.tool_calls]
         steps = [
-            json.loads(c.function.arguments).get("step")
+            json.loads(c.function.arguments).get("step", c.function.arguments)  # bash: command
             for m in path
             if m.tool_calls
             for c in m.tool_calls
@@ -335,10 +353,20 @@ async def _check(
             row.duplicated += 1
         if any(call not in answered for call in calls):
             row.unpaired += 1
+    resumed = Counter(
+        r.resolution for s in traces for e in s.ledger.effects.values() for r in e.resumed
+    )
+    if resumed:  # how calls cut off by the strike were settled
+        row.notes.append(
+            "cut-off calls: " + ", ".join(f"{k} {n}" for k, n in sorted(resumed.items()))
+        )
     starts, verified = await asyncio.to_thread(_executions, steps_log, verify_log)
+    bash_runs = await asyncio.to_thread(_bash_runs, steps_log.parent / "work")
     attempts = {s.trace_id: s.verification.attempts for s in traces}
-    row.run_twice = sum(1 for keys in starts.values() if len(keys) > 1) + sum(
-        1 for trace_id, n in verified.items() if n > max(1, attempts.get(trace_id, 1))
+    row.run_twice = (
+        sum(1 for keys in starts.values() if len(keys) > 1)
+        + sum(1 for trace_id, n in verified.items() if n > max(1, attempts.get(trace_id, 1)))
+        + sum(1 for n in bash_runs.values() if n > 1)
     )
 
 
@@ -352,6 +380,14 @@ def _executions(
         if run["phase"] == "start":
             keys[(run["trace"], run["step"])].add(run["key"])
     return keys, Counter(verify_log.read_text().split())
+
+
+def _bash_runs(work_root: Path) -> Counter[str]:
+    """How often each ``bash`` step ran (``<script>:<step>`` lines in the traces' working
+    directories): one cut off by a crash is settled by telling the model, never run again."""
+    return Counter(
+        line for found in work_root.rglob(BASH_STEPS_LOG) for line in found.read_text().split()
+    )
 
 
 def render(rows: list[Row], title: str) -> str:

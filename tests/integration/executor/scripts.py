@@ -14,6 +14,9 @@ def write_script(path: Path, turns: list[dict[str, Any]]) -> str:
     return f"scripted:{path}"
 
 
+BASH_STEPS_LOG = "bash-steps.log"
+
+
 def record_steps(
     path: Path,
     steps: int,
@@ -23,21 +26,23 @@ def record_steps(
     answer: str = "all steps done",
     tool: str = "record",
     held: dict[int, int] | None = None,
+    bash_label: str | None = None,
 ) -> str:
     """``steps`` turns each calling ``tool`` (``record`` or ``observe``) once, then a final
-    answer. ``held``: steps whose call holds longer (step → ms), e.g. one a test kills in."""
+    answer. ``held``: steps whose call holds longer (step → ms), e.g. one a test kills in.
+    ``bash_label``: every odd step runs ``bash`` instead, appending ``<label>:<step>`` to
+    ``BASH_STEPS_LOG`` in the trace's working directory (a sandboxed command writes only there)
+    and holding as long."""
     longer = held or {}
-    turns: list[dict[str, Any]] = [
-        {
-            "tool_calls": [
-                {
-                    "name": tool,
-                    "arguments": {"step": n, "log": str(log), "hold_ms": longer.get(n, hold_ms)},
-                }
-            ]
-        }
-        for n in range(steps)
-    ]
+
+    def step(n: int) -> dict[str, Any]:
+        hold = longer.get(n, hold_ms)
+        if bash_label is not None and n % 2:
+            command = f"echo {bash_label}:{n} >> {BASH_STEPS_LOG}; sleep {hold / 1000:g}"
+            return {"name": "bash", "arguments": {"command": command}}
+        return {"name": tool, "arguments": {"step": n, "log": str(log), "hold_ms": hold}}
+
+    turns: list[dict[str, Any]] = [{"tool_calls": [step(n)]} for n in range(steps)]
     turns.append({"content": answer})
     return write_script(path, turns)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from longhaul.agent.tools import ToolSettings
 from longhaul.domain.config import ConfigError, ToolsConfig
-from longhaul.executor.tools import ToolModuleError, load_tools, tool_secrets
+from longhaul.executor.tools import ToolModuleError, load_tools, tool_on_unknown, tool_secrets
 
 
 def installed(root: Path, entry_points: str) -> None:
@@ -50,3 +50,22 @@ def test_a_granted_secret_missing_from_the_environment_stops_the_start() -> None
     config = ToolsConfig(secrets={"create_ticket": {"token": "TICKETS_TOKEN"}})
     with pytest.raises(ConfigError, match="TICKETS_TOKEN not set"):
         tool_secrets(config, {})
+
+
+def test_on_unknown_names_tools_the_executor_offers() -> None:
+    registry = load_tools([], ToolsConfig())
+    config = ToolsConfig.model_validate(
+        {
+            "on_unknown": {"bash": "ask", "deploy": "model", "tickets__close": "rerun"},
+            "mcp_servers": {"tickets": {"command": "true"}},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"tools\.on_unknown: no tool named deploy"):
+        tool_on_unknown(config, registry)
+    config.on_unknown.pop("deploy")
+    assert tool_on_unknown(config, registry) == {"bash": "ask", "tickets__close": "rerun"}
+
+
+def test_on_unknown_takes_only_ask_model_or_rerun() -> None:
+    with pytest.raises(ValueError, match=r"on_unknown\.bash"):
+        ToolsConfig.model_validate({"on_unknown": {"bash": "retry"}})

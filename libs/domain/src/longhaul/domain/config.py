@@ -562,6 +562,12 @@ class WebSearchConfig(BaseModel):
         return self
 
 
+OnUnknown = Literal["ask", "model", "rerun"]
+"""What a resumed turn does with a call a crash cut off while it acted (its outcome is
+unknown): wait for a person, tell the model it was cut off (with what can be known), or run it
+again with the same idempotency key."""
+
+
 class ToolsConfig(BaseModel):
     """Tools beyond the built-ins; each is offered only when configured here."""
 
@@ -578,6 +584,13 @@ class ToolsConfig(BaseModel):
         default_factory=dict,
         description="what each of your tools may read as ctx.secrets: {tool: {name: "
         "ENVIRONMENT_VARIABLE of the executor}}; never shown to the model, never logged",
+    )
+    on_unknown: dict[str, OnUnknown] = Field(
+        default_factory=dict,
+        description="per tool, what happens to a call a crash cut off while it acted: ask (a "
+        "person decides), model (the model is told, and inspects), rerun (same idempotency "
+        "key); unset: the tool's own default (bash, write, edit: model; idempotent: rerun; "
+        "a reconcile hook: reconciled; other tools with effects: ask)",
     )
 
     @field_validator("mcp_servers")

@@ -392,7 +392,8 @@ class ToolResultsPosted(TraceEvent, tag="tool_results_posted", kw_only=True, omi
 class EffectStarted(TraceEvent, tag="effect_started", kw_only=True, omit_defaults=True):
     """A tool call with effects outside the trace is about to act (the effect ledger). Its
     tool result settles it; one still unsettled after a crash has an unknown outcome: an
-    ``idempotent`` call is run again with the same key, an ``unsafe`` one waits for a person."""
+    ``idempotent`` call is run again with the same key, an ``unsafe`` one is settled by its
+    tool's ``on_unknown`` (see ``effect_resumed``)."""
 
     tool_call_id: str
     tool: str
@@ -404,10 +405,14 @@ class EffectResumed(TraceEvent, tag="effect_resumed", kw_only=True, omit_default
     """How a resumed turn dealt with a call whose outcome is unknown (``effect_started``
     without a result): ``rerun`` (idempotent, same key), ``reconciled_done`` /
     ``reconciled_not_done`` (the tool's ``reconcile`` hook answered; not done is run again),
-    ``asked`` (waits for a person), ``run_again`` (a person said so; run with the same key)."""
+    ``asked`` (waits for a person), ``run_again`` (a person said so; run with the same key),
+    ``told_model`` (its effects stay in the trace's sandbox: the model is told what is known —
+    the file as written, not written or changed since, or a command cut off — and inspects)."""
 
     tool_call_id: str
-    resolution: Literal["rerun", "reconciled_done", "reconciled_not_done", "asked", "run_again"]
+    resolution: Literal[
+        "rerun", "reconciled_done", "reconciled_not_done", "asked", "run_again", "told_model"
+    ]
     detail: str = ""
 
 

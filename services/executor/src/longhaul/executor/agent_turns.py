@@ -29,7 +29,7 @@ from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.replay import replayed_trace
 from longhaul.domain.state import TraceState
 from longhaul.executor.replay import Recordings
-from longhaul.executor.tools import tool_secrets
+from longhaul.executor.tools import tool_on_unknown, tool_secrets
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import Model
 
@@ -72,6 +72,7 @@ class AgentTurns:
                     webfetch_allow_private=config.tools.webfetch_allow_private,
                     remote_agents={name: r.url for name, r in config.remote_agents.items()},
                     secrets=tool_secrets(config.tools, os.environ),
+                    on_unknown=tool_on_unknown(config.tools, tools),
                 ),
                 models=config.models,
                 ancestor_budget=ancestor_budget,

@@ -23,7 +23,7 @@ from longhaul.executor.messenger import LogMessenger
 from longhaul.executor.remote import RemoteAgents
 from longhaul.executor.replay import Recordings
 from longhaul.executor.settings import ExecutorSettings
-from longhaul.executor.tools import ExecutorTools, check_tools, load_tools
+from longhaul.executor.tools import ExecutorTools, check_tools, load_tools, tool_on_unknown
 from longhaul.executor.workspace import KvWorkspace
 
 
@@ -71,6 +71,8 @@ async def run(ctx: ServiceContext) -> None:
 def check_executor_config(config: LonghaulConfig) -> None:
     check_config(config)
     check_tools(config.tools, os.environ)
+    if config.tools.on_unknown:  # its names are the offered tools': a misspelt one stops here
+        tool_on_unknown(config.tools, load_tools(ExecutorSettings().tool_modules, config.tools))
 
 
 def main() -> None:

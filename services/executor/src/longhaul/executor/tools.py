@@ -35,7 +35,7 @@ from longhaul.agent.tools.catalogue import build_catalogue, catalogue_key
 from longhaul.agent.tools.mcp_tools import McpTools
 from longhaul.agent.tools.search import backend_for, web_search_tool
 from longhaul.core.workspace import WorkspaceStore
-from longhaul.domain.config import ConfigError, SandboxConfig, ToolsConfig
+from longhaul.domain.config import ConfigError, OnUnknown, SandboxConfig, ToolsConfig
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,24 @@ def tool_secrets(config: ToolsConfig, environ: Mapping[str, str]) -> dict[str, d
             )
         resolved[tool] = {name: environ[variable] for name, variable in names.items()}
     return resolved
+
+
+def tool_on_unknown(config: ToolsConfig, registry: ToolRegistry) -> dict[str, OnUnknown]:
+    """``tools.on_unknown``, each name a tool this executor offers (an MCP tool as
+    ``<server>__<tool>`` of a configured server): a misspelt one stops the start, not a crash
+    recovery later."""
+    servers = tuple(f"{server}__" for server in config.mcp_servers)
+    unknown = [
+        name
+        for name in config.on_unknown
+        if name not in registry and not (servers and name.startswith(servers))
+    ]
+    if unknown:
+        raise ConfigError(
+            f"tools.on_unknown: no tool named {', '.join(sorted(unknown))} "
+            f"(tools: {', '.join(sorted(registry.names()))})"
+        )
+    return dict(config.on_unknown)
 
 
 BUILTIN_NAMES = frozenset([*(item.name for item in (*BUILTIN_TOOLS, *OPT_IN_TOOLS)), "web_search"])

@@ -28,6 +28,7 @@ from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.docstring import parse_docstring
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.tools.schema import ArgsModel, args_model, json_schema, takes_context
+from longhaul.domain.config import OnUnknown
 from longhaul.llm.types import ToolSpec
 from longhaul.llm.untrusted_schema import untrusted_validator
 
@@ -41,6 +42,11 @@ Reconcile = Callable[[ToolContext], Awaitable[str | ToolResult | None]]
 """Asked about a call cut off by a crash (``ctx.idempotency_key`` is the call's key): its
 result if the effect happened (recorded as the call's answer), ``None`` if it did not (the
 call runs once more with the same key). Raising leaves the decision to a person."""
+
+Settle = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolResult]]
+"""For an ``on_unknown="model"`` tool: what the model is told about its call (these
+arguments) cut off by a crash, found by looking (a file compared with what the call meant to
+write). Without it the model is told the call was cut off and its outcome is unknown."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +71,11 @@ class Tool:
     effects: Effects | None = None
     """Declared effects; ``None``: ``none`` for a read-only tool, else ``unsafe``."""
     reconcile: Reconcile | None = None
+    on_unknown: OnUnknown | None = None
+    """A call cut off by a crash: ``model`` for tools whose effects stay in the trace's sandbox
+    (the model is told, and inspects); ``None``: rerun if idempotent, the ``reconcile`` hook if
+    any, else ask a person. The operator's ``tools.on_unknown`` overrides it."""
+    settle: Settle | None = None
 
     @property
     def effect(self) -> Effects:
@@ -104,6 +115,8 @@ def make_tool(
     path_params: tuple[str, ...] = (),
     effects: Effects | None = None,
     reconcile: Reconcile | None = None,
+    on_unknown: OnUnknown | None = None,
+    settle: Settle | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__.rstrip("_")
     doc = parse_docstring(fn.__doc__)
@@ -115,6 +128,8 @@ def make_tool(
         raise TypeError(f"tool {tool_name}: reconcile is for tools with effects")
     if reconcile is not None and not inspect.iscoroutinefunction(reconcile):
         raise TypeError(f"tool {tool_name}: reconcile must be an async function")
+    if settle is not None and on_unknown != "model":
+        raise TypeError(f"tool {tool_name}: settle is for on_unknown='model' tools")
     return Tool(
         name=tool_name,
         description=description if description is not None else doc.description,
@@ -126,6 +141,8 @@ def make_tool(
         wants_context=takes_context(fn),
         effects=effects,
         reconcile=reconcile,
+        on_unknown=on_unknown,
+        settle=settle,
     )
 
 
@@ -142,6 +159,8 @@ def tool(
     path_params: tuple[str, ...] = (),
     effects: Effects | None = None,
     reconcile: Reconcile | None = None,
+    on_unknown: OnUnknown | None = None,
+    settle: Settle | None = None,
 ) -> Callable[[ToolFunction], Tool]: ...
 
 
@@ -155,11 +174,13 @@ def tool(
     path_params: tuple[str, ...] = (),
     effects: Effects | None = None,
     reconcile: Reconcile | None = None,
+    on_unknown: OnUnknown | None = None,
+    settle: Settle | None = None,
 ) -> Tool | Callable[[ToolFunction], Tool]:
     """Turn a function into a :class:`Tool`; usable bare (``@tool``) or with options.
     ``effects``: see :data:`Effects` (default: ``none`` if ``read_only``, else ``unsafe``).
     ``reconcile``: see :data:`Reconcile` (without it, an ``unsafe`` call cut off by a crash
-    waits for a person)."""
+    waits for a person). ``on_unknown``/``settle``: see :class:`Tool` and :data:`Settle`."""
 
     def decorate(function: ToolFunction) -> Tool:
         return make_tool(
@@ -170,6 +191,8 @@ def tool(
             path_params=path_params,
             effects=effects,
             reconcile=reconcile,
+            on_unknown=on_unknown,
+            settle=settle,
         )
 
     return decorate(fn) if fn is not None else decorate

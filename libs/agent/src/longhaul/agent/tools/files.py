@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import re2
 from longhaul.agent.errors import ToolError
@@ -22,7 +22,7 @@ from longhaul.agent.tools import beneath
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.jail import inside, jailed, relative
-from longhaul.agent.tools.result import ToolResult
+from longhaul.agent.tools.result import CUT_OFF, ToolResult
 
 _BINARY_PROBE = 8192
 _GREP_MAX_FILE = 2_000_000
@@ -128,7 +128,80 @@ def _write(root: Path, path: str, data: bytes) -> None:
         beneath.replace_file(root_dir, path, data)
 
 
-@tool(path_params=("path",), effects="idempotent")  # the same content written again
+FileOutcome = Literal["done", "not_done", "changed"]
+"""What a file shows of a write or edit cut off by a crash: made, not made, or changed by
+someone else since (so neither can be told)."""
+
+
+def write_outcome(current: bytes | None, content: str) -> FileOutcome:
+    """A write replaces the file at once: it holds the content (done), is missing (not done),
+    or holds something else (not done, or rewritten since: which cannot be told)."""
+    if current is None:
+        return "not_done"
+    return "done" if current == content.encode() else "changed"
+
+
+def edit_outcome(current: bytes | None, old: str, new: str) -> FileOutcome:
+    """Whether the file still holds the text to replace, the replacement, or neither."""
+    if current is None:
+        return "changed"
+    text = current.decode("utf-8", errors="replace")
+    has_old, has_new = old in text, bool(new) and new in text
+    if old in new:  # the replacement contains the old text: only the new one tells
+        return "done" if has_new else "not_done" if has_old else "changed"
+    if has_old:
+        return "not_done" if not has_new or new in old else "changed"
+    return "done" if has_new or not new else "changed"
+
+
+_TOLD: dict[FileOutcome, str] = {
+    "done": "the file shows it was made: nothing to do again",
+    "not_done": "the file shows it was not made: do it again if it is still wanted",
+    "changed": "the file does not show it as made or as not made: it was changed by someone "
+    "else (or the change did not happen). Read it before changing it",
+}
+
+
+def _current(root: Path, path: str) -> bytes | None:
+    try:
+        with beneath.root(root) as root_dir, beneath.opened(root_dir, path) as fd:
+            if os.fstat(fd).st_size > EDIT_MAX_BYTES:
+                return b""  # too big to compare: neither made nor not made can be told
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                return handle.read()
+    except ToolError as exc:
+        if exc.code == "not_found":
+            return None
+        raise
+
+
+def _told(what: str, outcome: FileOutcome) -> ToolResult:
+    return ToolResult(
+        output=f"this {what} was cut off by a crash before its result was recorded; "
+        f"{_TOLD[outcome]}.",
+        title=f"{what} (cut off: {outcome.replace('_', ' ')})",
+        error_code=None if outcome == "done" else CUT_OFF,
+    )
+
+
+async def _settle_write(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    path, content = str(arguments["path"]), str(arguments["content"])
+    jailed(ctx.working_dir, path)
+    current = await asyncio.to_thread(_current, ctx.working_dir, path)
+    return _told(f"write of {path}", write_outcome(current, content))
+
+
+async def _settle_edit(ctx: ToolContext, arguments: dict[str, Any]) -> ToolResult:
+    path = str(arguments["path"])
+    jailed(ctx.working_dir, path)
+    current = await asyncio.to_thread(_current, ctx.working_dir, path)
+    outcome = edit_outcome(current, str(arguments["old"]), str(arguments["new"]))
+    return _told(f"edit of {path}", outcome)
+
+
+# A write or edit cut off by a crash: the model is told what the file shows (done, not done,
+# or changed since); rerunning a write could overwrite someone else's change.
+@tool(path_params=("path",), effects="idempotent", on_unknown="model", settle=_settle_write)
 async def write(ctx: ToolContext, path: str, content: str) -> ToolResult:
     """Create or overwrite a text file (parent directories are created).
 
@@ -169,7 +242,7 @@ def _edit(root: Path, path: str, old: str, new: str, replace_all: bool) -> int:
     return count if replace_all else 1
 
 
-@tool(path_params=("path",))
+@tool(path_params=("path",), on_unknown="model", settle=_settle_edit)
 async def edit(
     ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = False
 ) -> ToolResult:

@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from longhaul.domain.events import DeadlineAction, WaitReason
 
+CUT_OFF = "cut_off"
+"""The error code of a result that tells the model its call was cut off by a crash."""
+
 
 @dataclass(frozen=True, slots=True)
 class Attachment:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from longhaul.domain.config import SandboxConfig
+from longhaul.domain.config import OnUnknown, SandboxConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,5 +39,8 @@ class ToolSettings:
     """Per tool name, the secrets the operator granted it (``tools.secrets``, resolved from
     the executor's environment): a tool reads only its own, as ``ctx.secrets``."""
     """How ``bash`` is confined (see :mod:`longhaul.agent.tools.sandbox`)."""
+    on_unknown: Mapping[str, OnUnknown] = field(default_factory=dict)
+    """Per tool name, the operator's choice for a call cut off by a crash (``tools.on_unknown``);
+    it overrides the tool's own."""
     remote_agents: dict[str, str] = field(default_factory=dict)
     """Configured remote longhauls (name → URL) ``agent(agent_url=…)`` may delegate to."""

@@ -43,7 +43,8 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-@tool
+# Cut off by a crash: its effects stay in the sandbox, so the model is told and inspects.
+@tool(on_unknown="model")
 async def bash(ctx: ToolContext, command: str, timeout_s: float | None = None) -> ToolResult:
     """Run a bash command in the working directory; stdout and stderr are merged.
 

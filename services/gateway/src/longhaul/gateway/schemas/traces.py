@@ -267,7 +267,8 @@ class CutOffEffectView(BaseModel):
     resolutions: list[str] = Field(
         description="each resumption in order: rerun (idempotent, same key), reconciled_done, "
         "reconciled_not_done (the tool's reconcile hook), asked (waited for a person), "
-        "run_again (a person's decision)"
+        "run_again (a person's decision), told_model (effects in the sandbox: the model was "
+        "told what is known)"
     )
     decision: Literal["run_again", "took_effect", "failed"] | None = Field(
         default=None, description="what a person decided about it, if one was asked"

@@ -97,7 +97,8 @@ export function tracePage(root, traceId) {
   // The effect ledger: a call a crash cut off while it acted, and how it was resumed.
   const RESOLVED = { rerun: "run again with the same key", reconciled_done: "the tool's reconcile said it happened",
     reconciled_not_done: "the tool's reconcile said it did not happen: run again with the same key",
-    asked: "outcome unknown: waiting for a person", run_again: "a person said run it again (same key)" };
+    asked: "outcome unknown: waiting for a person", run_again: "a person said run it again (same key)",
+    told_model: "its effects stay in the sandbox: the model was told what is known" };
   const DECIDED = { run_again: "run again", took_effect: "it took effect", failed: "it failed" };
 
   function cutOff(callId) {
