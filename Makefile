@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test lint lint-types bench sync clean browser sandbox
+.PHONY: run test lint lint-types bench bench-check sync clean browser sandbox
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
@@ -61,6 +61,10 @@ lint-types: sync
 bench: sync
 	$(UV) sync --frozen --inexact --group peers
 	$(VENV)/bin/python -m bench $(ARGS)
+
+# Reruns the quick suites; fails on a ratio more than 20 % worse than the one kept in bench/results/.
+bench-check: sync
+	$(VENV)/bin/python -m bench.check
 
 # kill -9 / SIGSTOP each service of `longhaul up` under load; prints the recovery table.
 chaos: sync
