@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test lint lint-types bench sync clean browser sandbox deploy-test
+.PHONY: run test lint lint-types bench bench-check sync clean browser sandbox deploy-test
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
@@ -68,6 +68,10 @@ bench: sync
 # loudly without one); not part of make test. See tests/deploy/__main__.py.
 deploy-test: sync
 	$(VENV)/bin/python -m tests.deploy $(ARGS)
+
+# Reruns the quick suites; fails on a ratio more than 20 % worse than the one kept in bench/results/.
+bench-check: sync
+	$(VENV)/bin/python -m bench.check
 
 # kill -9 / SIGSTOP each service of `longhaul up` under load; prints the recovery table.
 chaos: sync

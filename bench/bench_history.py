@@ -15,7 +15,11 @@ output in the log. Reported:
 Summarization is off (as in the executor bench): with it the history would be compacted and
 there would be no 10,000-message request to measure.
 
-    python -m bench.bench_history [--quick]     # --quick: 1,000 messages
+``--long`` (issue 46 item 2, never in ``make test``): 100,000 steps of the executor bench's
+no-op tool, the last 1,000 steps against the first 1,000 (target: within 1.2x), resume from
+the snapshot (target: <= 1 s) and the stored bytes per step.
+
+    python -m bench.bench_history [--quick | --long]     # --quick: 1,000 messages
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from longhaul.domain.state import TraceState
 from longhaul.llm.scripted import ScriptedModel
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage
 
-from bench.bench_executor import timed_trace
+from bench.bench_executor import noop, timed_trace
 from bench.common import private_nats, report
 
 OUTPUT_BYTES = 20_000
@@ -65,20 +69,25 @@ class TimedModel:
     """Calls ``blob`` ``steps`` times, then answers; records when each call came and how many
     messages its request carried."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, tool_name: str) -> None:
         self.steps = steps
+        self.tool_name = tool_name
         self.calls = itertools.count()
         self.stamps: list[float] = []
+        self.cpu_stamps: list[float] = []
+        """The process's CPU time at each call: on a shared machine wall time between calls
+        follows the load; the harness's own cost is its CPU."""
         self.last_messages = 0
 
     def script(self, request: ModelRequest) -> ModelResponse:
         self.stamps.append(time.perf_counter())
+        self.cpu_stamps.append(time.process_time())
         self.last_messages = len(request.messages)
         n = next(self.calls)
         usage = Usage(prompt_tokens=10, completion_tokens=5)
         if n >= self.steps:
             return ModelResponse(content="done", usage=usage)
-        call = ToolCall.of(id=f"call_{n}", name="blob", arguments=f'{{"n": {n}}}')
+        call = ToolCall.of(id=f"call_{n}", name=self.tool_name, arguments=f'{{"n": {n}}}')
         return ModelResponse(tool_calls=[call], usage=usage, finish_reason="tool_calls")
 
     def model(self) -> Model:
@@ -105,16 +114,18 @@ async def load_seconds(nats: NatsConfig, trace_id: str, *, snapshot: bool) -> tu
         await reader.close()
 
 
-async def main(quick: bool) -> None:
-    steps = 500 if quick else 5_000
+async def main(quick: bool, long: bool) -> None:
+    steps = 100_000 if long else 500 if quick else 5_000
+    edge = 1_000 if long else EDGE
+    tools, tool_name = ([noop], "noop") if long else (TOOLS, "blob")
     with private_nats() as url:
         namespace = f"hist{new_id('r')[-6:].lower()}_"
         nats = NatsConfig(url=url, namespace=namespace)
         conn = await connect(nats, provision_settings=ProvisionSettings())
-        model = TimedModel(steps)
+        model = TimedModel(steps, tool_name)
         try:
             trace_id, total = await timed_trace(
-                conn, url, model.model(), tools=TOOLS, model_name="scripted:history"
+                conn, url, model.model(), tools=tools, model_name="scripted:history"
             )
             events = await stream_bytes(conn, conn.names.stream)
             snapshot = await stream_bytes(conn, f"KV_{conn.names.snapshots}")
@@ -127,20 +138,29 @@ async def main(quick: bool) -> None:
         replay, _ = min([await load_seconds(nats, trace_id, snapshot=False) for _ in range(3)])
 
     gaps = [b - a for a, b in itertools.pairwise(model.stamps)]
-    first = statistics.median(gaps[:EDGE]) * 1000
-    last = statistics.median(gaps[-EDGE:]) * 1000
+    first = statistics.median(gaps[:edge]) * 1000
+    last = statistics.median(gaps[-edge:]) * 1000
+    cpu = model.cpu_stamps
+    cpu_first = (cpu[edge] - cpu[0]) / edge * 1000
+    cpu_last = (cpu[-1] - cpu[-1 - edge]) / edge * 1000
     report(
-        "history: a big trace",
+        "history: 100,000 steps" if long else "history: a big trace",
         ["figure", "value", "baseline", "x baseline"],
         [
             ["messages in the trace", messages, "-", "-"],
             ["messages in the last request", model.last_messages, "-", "-"],
             ["run, s", round(total, 1), "-", "-"],
             [
-                f"ms/step, last {EDGE} vs first {EDGE}",
+                f"ms/step, last {edge} vs first {edge}",
                 round(last, 3),
                 round(first, 3),
                 round(last / first, 2),
+            ],
+            [
+                f"CPU ms/step, last {edge} vs first {edge}",
+                round(cpu_last, 3),
+                round(cpu_first, 3),
+                round(cpu_last / cpu_first, 2),
             ],
             [
                 "resume ms (snapshot + catch-up) vs full replay",
@@ -154,10 +174,15 @@ async def main(quick: bool) -> None:
                 round(events / 1e6, 2),
                 round(snapshot / events, 2),
             ],
+            ["stored bytes per step (event stream)", round(events / steps), "-", "-"],
         ],
         [
-            f"{steps} steps, one {OUTPUT_BYTES // 1000} KB tool output each; summarization off",
-            "ms/step = time between consecutive model calls (build + middleware + appends)",
+            f"{steps} steps, "
+            + ("a no-op tool" if long else f"one {OUTPUT_BYTES // 1000} KB tool output each")
+            + "; summarization off",
+            "ms/step = time between consecutive model calls (build + middleware + appends); "
+            "CPU ms/step = the process's CPU time over the same steps (wall time follows the "
+            "machine's load, CPU the harness's own cost)",
             "resume/replay: a fresh connection, no cache; best of 3",
         ],
     )
@@ -166,4 +191,6 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="1,000 messages")
-    event_loop.run(main(parser.parse_args().quick))
+    parser.add_argument("--long", action="store_true", help="100,000 steps of a no-op tool")
+    args = parser.parse_args()
+    event_loop.run(main(args.quick, args.long))

@@ -57,6 +57,7 @@ from longhaul.agent import AgentEnv, Engine, default_middleware
 from longhaul.agent.guardrail_policy import GuardrailPolicy
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.agent.tools.settings import ToolSettings
+from longhaul.agent.workdir import trace_home
 from longhaul.core import event_loop
 from longhaul.domain import events as ev
 from longhaul.domain.config import (
@@ -206,7 +207,12 @@ class Harness:
         def main(request: ModelRequest) -> ModelResponse:
             self.clock.t += STEP_S
             self.run.calls.append(Call(request, self.clock.t, "agent"))
-            return agent(request, request_text(request))
+            response = agent(request, request_text(request))
+            # unique call ids, as a model gives (compaction shortens the history, so a
+            # count of its messages would repeat one and the effect ledger resume it)
+            for n, tool_call in enumerate(response.tool_calls):
+                tool_call.id = f"call_{len(self.run.calls)}_{n}"
+            return response
 
         def utility(request: ModelRequest) -> ModelResponse:
             self.clock.t += STEP_S
@@ -224,6 +230,9 @@ class Harness:
         )
         self.run.ends.append(outcome.end)
         return outcome.end
+
+
+TRACE_IDS = {"loop": "t_loop", "long task": "t_long", "conversation": "t_chat"}
 
 
 def new_trace(trace_id: str, task: str) -> TraceState:
@@ -244,14 +253,6 @@ def call(name: str, **arguments: Any) -> ModelResponse:
 
 def answer(text: str) -> ModelResponse:
     return ModelResponse(content=text)
-
-
-def _with_ids(response: ModelResponse, request: ModelRequest) -> ModelResponse:
-    """Unique call ids (the scripted helper leaves them empty)."""
-    for n, tool_call in enumerate(response.tool_calls):
-        if not tool_call.id:
-            tool_call.id = f"call_{len(request.messages)}_{n}"
-    return response
 
 
 # --------------------------------------------------------------------------- workloads
@@ -359,7 +360,7 @@ class LongTask:
             else:
                 response = call(name, **arguments)
             if response is not None:
-                return _with_ids(response, request)
+                return response
         found = dict(FACT.findall(text))
         lines = [f"FACT-{g}: {found.get(str(g), 'unknown')}" for g in range(1, self.goals + 1)]
         return answer("Root causes:\n" + "\n".join(lines))
@@ -376,7 +377,7 @@ def long_task_succeeded(state: TraceState, goals: int) -> tuple[bool, str]:
 async def long_task(harness: Harness, goals: int) -> None:
     agent = LongTask(goals)
     state = new_trace(
-        "t_long",
+        TRACE_IDS["long task"],
         f"Services svc1..svc{goals} fail at night. For each, find the root cause (a FACT line "
         "in its log) and report all of them.",
     )
@@ -396,18 +397,18 @@ class Looper:
         if "You are repeating" in last:
             self.warned = True
         if not self.warned:
-            return _with_ids(call("read", path="config/settings.yaml"), request)
+            return call("read", path="config/settings.yaml")
         self.step += 1
         if self.step == 1:
-            return _with_ids(call("glob", pattern="**/*.yaml"), request)
+            return call("glob", pattern="**/*.yaml")
         if self.step == 2:
-            return _with_ids(call("read", path="conf/settings.yaml"), request)
+            return call("read", path="conf/settings.yaml")
         match = re.search(r"retries: (\d+)", text)
         return answer(f"retries is {match.group(1) if match else 'unknown'}")
 
 
 async def loop_task(harness: Harness) -> None:
-    state = new_trace("t_loop", "How many retries does config/settings.yaml configure?")
+    state = new_trace(TRACE_IDS["loop"], "How many retries does config/settings.yaml configure?")
     await harness.turn(state, Looper())
     final = state.messages[state.path[-1]]
     harness.run.success = final.role == "assistant" and "retries is 7" in str(final.content)
@@ -423,14 +424,14 @@ class Chatter:
     def __call__(self, request: ModelRequest, text: str) -> ModelResponse:
         last = request.messages[-1] if request.messages else {}
         if last.get("role") == "user":
-            return _with_ids(
-                call("read", path=f"docs/service_{self.turn % 4 + 1}.md", limit=12), request
-            )
+            return call("read", path=f"docs/service_{self.turn % 4 + 1}.md", limit=12)
         return answer(f"Turn {self.turn}: " + lorem(self.turn, 120))
 
 
 async def conversation(harness: Harness, turns: int) -> None:
-    state = new_trace("t_chat", "Let's go through the service docs together. " + lorem(0, 40))
+    state = new_trace(
+        TRACE_IDS["conversation"], "Let's go through the service docs together. " + lorem(0, 40)
+    )
     rewind_at = turns // 2
     cut: int | None = None
     for t in range(turns):
@@ -661,7 +662,8 @@ async def measure(
     with tempfile.TemporaryDirectory(prefix="lh-bench-tokens-") as tmp:
         root = Path(tmp)
         goals = 6 if quick else 10
-        write_repo(root, goals)
+        # the tools work in the trace's own directory below the working root
+        write_repo(trace_home(root, new_trace(TRACE_IDS[workload], "")), goals)
         if workload == "loop":
             harness = Harness(savings, root, max_iterations=40)
             await loop_task(harness)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from longhaul.agent.contract import StopSignalled
+from longhaul.agent.contract import StopSignal, StopSignalled
 from longhaul.llm.types import ModelRequest
 
 from tests.unit.agent.support import (
@@ -24,7 +24,7 @@ from tests.unit.agent.support import (
 async def test_a_signal_set_before_the_call_asks_the_model_nothing(tmp_path: Path) -> None:
     model, script = scripted(answer("never asked"))
     state = new_state()
-    signal = asyncio.Event()
+    signal = StopSignal()
     signal.set()
     with pytest.raises(StopSignalled):
         await make_engine(tmp_path).run_turn(
@@ -38,7 +38,7 @@ async def test_a_signal_during_a_tool_lets_it_finish_and_skips_the_next_call(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "a.txt").write_text("x")
-    signal = asyncio.Event()
+    signal = StopSignal()
 
     def glob_then_stop(request: ModelRequest) -> dict[str, Any]:
         signal.set()  # heard while this answer's call runs
@@ -56,7 +56,7 @@ async def test_a_signal_during_a_tool_lets_it_finish_and_skips_the_next_call(
 
 
 async def test_an_answer_that_came_back_is_kept(tmp_path: Path) -> None:
-    signal = asyncio.Event()
+    signal = StopSignal()
 
     def answer_and_stop(request: ModelRequest) -> dict[str, Any]:
         signal.set()
@@ -69,3 +69,44 @@ async def test_an_answer_that_came_back_is_kept(tmp_path: Path) -> None:
     )
     assert outcome.end == "completed"
     assert state.main_path()[-1].content == "done anyway"
+
+
+async def test_the_model_call_runs_in_the_turns_own_task(tmp_path: Path) -> None:
+    """No task (nor a waiter task) per model call: the signal cancels the turn's task."""
+    signal = StopSignal()
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    def answer_in(request: ModelRequest) -> dict[str, Any]:
+        tasks.append(asyncio.current_task())
+        return answer("done")
+
+    model, _ = scripted(answer_in)
+    state = new_state()
+    turn = asyncio.ensure_future(
+        make_engine(tmp_path).run_turn(state, MemorySink(state), model=model, stop_signal=signal)
+    )
+    assert (await turn).end == "completed"
+    assert tasks == [turn]
+
+
+async def test_a_signal_from_another_task_cuts_the_call_and_the_turn_goes_on_uncancelled(
+    tmp_path: Path,
+) -> None:
+    signal = StopSignal()
+    held = asyncio.Event()
+
+    async def hold(request: ModelRequest) -> dict[str, Any]:
+        held.set()
+        await asyncio.Event().wait()  # never answers: only the signal ends it
+        raise AssertionError("unreachable")
+
+    model, _ = scripted(hold)
+    state = new_state()
+    turn = asyncio.ensure_future(
+        make_engine(tmp_path).run_turn(state, MemorySink(state), model=model, stop_signal=signal)
+    )
+    await asyncio.wait_for(held.wait(), 10)
+    signal.set()
+    with pytest.raises(StopSignalled):
+        await turn
+    assert not turn.cancelled()

@@ -7,14 +7,19 @@ executor runs, so anything a middleware must remember during a turn lives here
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from longhaul.agent.batch import Batch
-from longhaul.agent.contract import EventSink, LiveCallback, LiveUpdate, WriteBehindSink
+from longhaul.agent.contract import (
+    EventSink,
+    LiveCallback,
+    LiveUpdate,
+    StopSignal,
+    WriteBehindSink,
+)
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.history import History
 from longhaul.agent.presets import Preset
@@ -47,7 +52,7 @@ class Turn:
         env: AgentEnv,
         tools: ToolRegistry,
         live: LiveCallback | None,
-        stop_signal: asyncio.Event | None = None,
+        stop_signal: StopSignal | None = None,
     ) -> None:
         self.state = state
         self.sink = sink

@@ -91,12 +91,20 @@ class StorageGauge:
         """The current status: cached for ``refresh_s`` while every store is far from full,
         read afresh on every look once one is near (within twice the headroom), so that a
         run's overshoot is at most the step each running trace is in."""
+        if self._usable():  # every step of every trace asks: no lock while the cache holds
+            assert self._status is not None
+            return self._status
         async with self._lock:
-            stale = time.monotonic() - self._read_at >= self.refresh_s
-            if self._status is None or stale or self._near(self._status):
+            if not self._usable():
                 self._status = await self._fresh()
                 self._read_at = time.monotonic()
+            assert self._status is not None
             return self._status
+
+    def _usable(self) -> bool:
+        status = self._status
+        fresh = time.monotonic() - self._read_at < self.refresh_s
+        return status is not None and fresh and not self._near(status)
 
     async def _fresh(self) -> StorageStatus:
         """A new reading; while the broker elects a leader, the last one (a store that filled

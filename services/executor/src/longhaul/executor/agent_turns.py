@@ -8,14 +8,13 @@ the reason instead of being retried as a poison event.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from longhaul.agent.context_hooks import ContextHooks
-from longhaul.agent.contract import EventSink, LiveCallback, Messenger, TurnOutcome
+from longhaul.agent.contract import EventSink, LiveCallback, Messenger, StopSignal, TurnOutcome
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv, AncestorBudget, StorageCheck
 from longhaul.agent.experiences import ExperienceBook
@@ -91,7 +90,7 @@ class AgentTurns:
         state: TraceState,
         sink: EventSink,
         live: LiveCallback,
-        stop_signal: asyncio.Event | None = None,
+        stop_signal: StopSignal | None = None,
     ) -> TurnOutcome:
         models = self.config.models
         try:

@@ -15,10 +15,10 @@ it loads the trace, so a stop is either in what it loaded or heard while it runs
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import Iterator
 
+from longhaul.agent.contract import StopSignal
 from longhaul.domain.names import Names
 from nats.aio.msg import Msg
 
@@ -28,7 +28,7 @@ class StopSignals:
 
     def __init__(self, names: Names) -> None:
         self.names = names
-        self._running: dict[str, asyncio.Event] = {}
+        self._running: dict[str, StopSignal] = {}
 
     @property
     def subject(self) -> str:
@@ -36,9 +36,9 @@ class StopSignals:
         return self.names.type_filter("trace", "stop_requested")
 
     @contextlib.contextmanager
-    def watch(self, trace_id: str) -> Iterator[asyncio.Event]:
+    def watch(self, trace_id: str) -> Iterator[StopSignal]:
         """The signal a stop request for ``trace_id`` sets while the block runs."""
-        signal = asyncio.Event()
+        signal = StopSignal()
         self._running[trace_id] = signal
         try:
             yield signal

@@ -24,6 +24,7 @@ from longhaul.agent.contract import (
     LiveCallback,
     LiveUpdate,
     StaleState,
+    StopSignal,
     StopSignalled,
     TurnOutcome,
 )
@@ -49,7 +50,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 log = logging.getLogger(__name__)
 
 RunTurn = Callable[
-    [TraceState, TraceSink, LiveCallback, asyncio.Event], Coroutine[Any, Any, TurnOutcome]
+    [TraceState, TraceSink, LiveCallback, StopSignal], Coroutine[Any, Any, TurnOutcome]
 ]
 """Runs one engine turn on ``state``, emitting through the sink, its model call cut short once
 the stop signal is set (``agent_turns.AgentTurns``)."""
@@ -148,7 +149,7 @@ class TurnRunner:
             await self.index.update(state)
 
     async def _work(
-        self, trace_id: str, lease: Lease, stop: asyncio.Event, *, takeover: bool
+        self, trace_id: str, lease: Lease, stop: StopSignal, *, takeover: bool
     ) -> TraceState | None:
         """Act once under the lease; returns the state reached (None if the lease was lost)."""
         state = await self.traces.load(trace_id)
@@ -172,7 +173,7 @@ class TurnRunner:
         return await self._run_agent(state, lease, stop)
 
     async def _run_agent(
-        self, state: TraceState, lease: Lease, stop: asyncio.Event
+        self, state: TraceState, lease: Lease, stop: StopSignal
     ) -> TraceState | None:
         upkeep = TurnUpkeep(
             self.ctx.snapshotter(), self.index, interval_s=self.settings.index_interval_s

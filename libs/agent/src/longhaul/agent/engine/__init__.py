@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
-from longhaul.agent.contract import EventSink, LiveCallback, TurnOutcome
+from longhaul.agent.contract import EventSink, LiveCallback, StopSignal, TurnOutcome
 from longhaul.agent.engine.loop import TurnLoop
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.middleware.base import Middleware
@@ -52,7 +51,7 @@ class Engine:
         model: Model,
         utility_model: Model | None = None,
         live: LiveCallback | None = None,
-        stop_signal: asyncio.Event | None = None,
+        stop_signal: StopSignal | None = None,
     ) -> TurnOutcome:
         """Advance ``state`` until it completes, waits, stops, fails or uses up the turn's
         iterations. Every event goes through ``sink`` (which folds it into ``state``) before

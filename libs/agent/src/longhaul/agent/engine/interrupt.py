@@ -21,23 +21,26 @@ from longhaul.llm.types import ModelResponse
 async def unless_stopped(turn: Turn, call: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
     """``call()``, cancelled when the turn's stop signal is set first: then the append left
     in flight is settled (a tool's result stays recorded) and :class:`StopSignalled` ends the
-    turn. A call that already returned keeps its response."""
+    turn. A call that already returned keeps its response. The call runs in the turn's own
+    task, which the signal cancels (:class:`StopSignal`): no task of its own."""
     signal = turn.stop_signal
     if signal is None:
         return await call()
     if signal.is_set():
         await _interrupted(turn)
-    task = asyncio.ensure_future(call())
-    stopped = asyncio.ensure_future(signal.wait())
+    task = asyncio.current_task()
+    assert task is not None
+    signal.cutting(task)
     try:
-        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-        task.cancel()  # a no-op once it is done; on our own cancellation it goes too
-        await asyncio.wait((task,))
-    if task.cancelled() and signal.is_set():
+        response = await call()
+    except asyncio.CancelledError:
+        # Our own cut, unless the turn was cancelled from outside as well.
+        if not signal.cut_off() or task.uncancel() > 0:
+            raise
         await _interrupted(turn)
-    return task.result()
+    if signal.cut_off():  # the call swallowed the cut and answered: keep its answer
+        task.uncancel()
+    return response
 
 
 async def _interrupted(turn: Turn) -> NoReturn:
