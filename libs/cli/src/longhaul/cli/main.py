@@ -81,7 +81,8 @@ def up(
         errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     except ConfigError as exc:
-        errors.print(f"[red]invalid configuration:[/red] {escape(str(exc))}")
+        # One line, however long: the key or module and the reason.
+        errors.print(f"[red]invalid configuration:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(CONFIG_ERROR_EXIT) from None
 
 

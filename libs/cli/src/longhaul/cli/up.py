@@ -16,7 +16,6 @@ from pathlib import Path
 
 import httpx
 import msgspec
-from longhaul.agent.config_check import check_config
 from longhaul.cli.disk_limits import sized_to_disk
 from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
@@ -26,6 +25,7 @@ from longhaul.core.nats_server import NatsServer, free_port
 from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
 from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.domain.names import Names
+from longhaul.executor.main import check_executor_config
 from longhaul.gateway.main import bind_host
 from longhaul.gateway.routers.info import OFFLINE_NOTICE
 from pydantic import SecretStr
@@ -189,7 +189,8 @@ async def run_up(
     """Raises :class:`ConfigError` (naming the key) before starting anything when the
     configuration is bad, and after stopping everything when a service refused its own."""
     config = load_config()
-    check_config(config)
+    # The executor's own check too: a tool module that cannot be imported stops `up` here.
+    check_executor_config(config)
     logs = data_dir / "logs"
     host = bind_host(
         config.model_copy(update={"gateway": config.gateway.model_copy(update={"host": host})})
@@ -287,4 +288,24 @@ async def run_up(
         console.print("stopped.")
     if supervisor.refused_by is not None:
         name = supervisor.refused_by
-        raise ConfigError(f"{name} refused its configuration: see {logs / (name + '.log')}")
+        log_file = logs / (name + ".log")
+        reason = refusal_reason(log_file) or f"see {log_file}"
+        raise ConfigError(f"{name} refused its configuration: {reason}")
+
+
+def refusal_reason(log_file: Path) -> str | None:
+    """The message a service logged when it refused its configuration (``run_main``), from
+    the end of its log: so `up` says which key or tool module, not only where to look."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[-200:]):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        message = record.get("msg") if isinstance(record, dict) else None
+        if isinstance(message, str) and "invalid configuration: " in message:
+            return message.split("invalid configuration: ", 1)[1]
+    return None

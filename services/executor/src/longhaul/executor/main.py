@@ -71,6 +71,8 @@ async def run(ctx: ServiceContext) -> None:
 def check_executor_config(config: LonghaulConfig) -> None:
     check_config(config)
     check_tools(config.tools, os.environ)
+    # A module that cannot be imported stops the executor here, with its name and the error.
+    load_tools(ExecutorSettings().tool_modules, config.tools)
 
 
 def main() -> None:
