@@ -27,7 +27,7 @@ from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.domain.names import Names
 from longhaul.executor.main import check_executor_config
 from longhaul.gateway.main import bind_host
-from longhaul.gateway.routers.info import OFFLINE_NOTICE
+from longhaul.gateway.routers.info import offline_notice
 from pydantic import SecretStr
 from rich.console import Console
 from rich.panel import Panel
@@ -155,7 +155,7 @@ def banner(
     if storage is not None:
         lines.append(storage)
     if config.models.is_offline_default:
-        lines.append(f"[yellow]{OFFLINE_NOTICE}[/yellow]")
+        lines.append(f"[yellow]{offline_notice(config.models.default)}[/yellow]")
     if keyless:
         lines.append("auth:      none (loopback only; set LONGHAUL_API_KEYS to require keys)")
     if not ready:
