@@ -55,6 +55,9 @@ async def test_traces_ls_roots_newest_first_filters_and_json(stack: RunningGatew
     assert "[x] Survey the working directory" in shown.stdout  # a done goal is marked
     as_json = await longhaul("traces", "show", root, "-o", "json", url=stack.url)
     assert json.loads(as_json.stdout)["trace_id"] == root
+    said = await longhaul("traces", "messages", root, "-o", "jsonl", url=stack.url)
+    records = [json.loads(line) for line in said.stdout.splitlines()]
+    assert records[0]["role"] == "user" and records[0]["content"] == "check my files"
 
 
 async def test_tasks_schedules_triggers_inbox_keep_ids_whole(stack: RunningGateway) -> None:

@@ -58,16 +58,22 @@ def since_ts(text: str | None) -> float | None:
 
 
 def emit(items: Sequence[BaseModel], output: Format, table: Callable[[], Table]) -> None:
-    """Print ``items`` as ``output``: json and jsonl are written raw (no wrapping, no
-    markup), so a script can read them."""
-    if output is Format.table:
+    """Print ``items`` as ``output`` (a table made by ``table``)."""
+    if not emit_records(items, output):
         console.print(table())
-        return
+
+
+def emit_records(items: Sequence[BaseModel], output: Format) -> bool:
+    """Print ``items`` as json or jsonl and say so (False for a table). Written raw, without
+    wrapping or markup, so a script can read them."""
+    if output is Format.table:
+        return False
     records = [item.model_dump(mode="json") for item in items]
     if output is Format.json:
         sys.stdout.write(json.dumps(records, indent=2, ensure_ascii=False) + "\n")
     else:
         sys.stdout.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    return True
 
 
 def emit_one(item: BaseModel | dict[str, Any], output: Format) -> bool:

@@ -11,7 +11,17 @@ from typing import Annotated, Any
 import typer
 from longhaul.cli.context import console, execute
 from longhaul.cli.follow import Follower
-from longhaul.cli.listing import Format, Limit, Output, Since, Statuses, emit, emit_one, since_ts
+from longhaul.cli.listing import (
+    Format,
+    Limit,
+    Output,
+    Since,
+    Statuses,
+    emit,
+    emit_one,
+    emit_records,
+    since_ts,
+)
 from longhaul.cli.render import (
     Yes,
     clip,
@@ -151,12 +161,15 @@ def messages(
     all_branches: Annotated[
         bool, typer.Option("--all", help="every branch, not only the main path")
     ] = False,
+    output: Output = Format.table,
 ) -> None:
     """The conversation: the main path (head back to root) or every message."""
 
     async def command(client: AsyncClient) -> None:
         mode = "all" if all_branches else "main_path"
         body = await client.messages(trace_id, mode=mode)
+        if emit_records(body.messages, output):
+            return
         for message in body.messages:
             header = f"[bold]#{message.sequence} {message.role}[/bold]"
             if message.parent_sequence is not None:
