@@ -112,6 +112,18 @@ async def test_up_serves_run_and_sigint_stops_everything(tmp_path: Path) -> None
 BAD_CONFIG = "pipeline:\n  middleware:\n    - {name: AuditLog}\n"
 
 
+async def refused(args: list[str], env: dict[str, str]) -> str:
+    """Run ``args`` to its end; it must refuse its configuration. Its output."""
+    process = await asyncio.create_subprocess_exec(
+        *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    async with asyncio.timeout(STOP_DEADLINE_S):
+        stdout, stderr = await process.communicate()
+    output = (stdout + stderr).decode()
+    assert process.returncode == CONFIG_ERROR_EXIT, output
+    return output
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -134,15 +146,35 @@ async def test_a_bad_config_stops_before_anything_starts(
         LONGHAUL_CONFIG=str(config),
         LONGHAUL_NATS__URL="nats://127.0.0.1:9",  # nothing there: it must not get that far
     )
-    process = await asyncio.create_subprocess_exec(
-        *args, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    async with asyncio.timeout(STOP_DEADLINE_S):
-        stdout, stderr = await process.communicate()
-    output = (stdout + stderr).decode()
-    assert process.returncode == CONFIG_ERROR_EXIT, output
+    output = await refused(args, env)
     assert "pipeline.middleware" in output and "AuditLog" in output, output
     assert "Traceback" not in output, output
     if command[1] == "up":  # no embedded server, no service was started
         assert not (data_dir / "up.json").exists()
+        assert not (data_dir / "jetstream").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [LONGHAUL, "up", "--port", "0", "--nats-port", "0"],
+        [sys.executable, "-m", "longhaul.executor.main"],
+    ],
+    ids=["up", "executor"],
+)
+async def test_a_tool_module_that_cannot_be_imported_stops_at_start(
+    tmp_path: Path, command: list[str]
+) -> None:
+    data_dir = tmp_path / "data"
+    args = [*command, "--data-dir", str(data_dir)] if command[1] == "up" else command
+    env = cli_env(
+        LONGHAUL_EXECUTOR__TOOL_MODULES="no_such_tools_module",
+        LONGHAUL_NATS__URL="nats://127.0.0.1:9",  # nothing there: it must not get that far
+    )
+    output = await refused(args, env)
+    # One line names the module and the import error.
+    [line] = [line for line in output.splitlines() if "no_such_tools_module" in line]
+    assert "No module named 'no_such_tools_module'" in line, output
+    assert "Traceback" not in output and "restarting" not in output, output
+    if command[1] == "up":
         assert not (data_dir / "jetstream").exists()

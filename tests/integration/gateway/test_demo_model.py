@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from longhaul.gateway.auth import LOCAL_OWNER
-from longhaul.llm.scripted.demo import RESULT_FILE
+from longhaul.llm.scripted.demo import CONTEXT_NOTE, RESULT_FILE
 
 from tests.integration.gateway.harness import RunningGateway
 from tests.integration.gateway.test_health import samples
@@ -26,6 +27,15 @@ async def until_ended(http: httpx.AsyncClient, trace_id: str, after: int = 0) ->
             async for line in events.aiter_lines():
                 if line in ("event: completed", "event: failed"):
                     return
+
+
+def asks_in(transcript: list[dict[str, Any]]) -> list[int]:
+    """Where the requests are (the harness's context reminders are user messages too)."""
+    return [
+        i
+        for i, m in enumerate(transcript)
+        if m["role"] == "user" and not m["content"].startswith(CONTEXT_NOTE)
+    ]
 
 
 async def test_demo_model_plans_reads_writes_delegates_and_reports(
@@ -48,9 +58,26 @@ async def test_demo_model_plans_reads_writes_delegates_and_reports(
         assert again.status_code == 202, again.text
         await until_ended(http, trace_id, after=again.json()["event_id"])
         trace = (await http.get(f"/api/traces/{trace_id}")).json()
-        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
-        last_ask = max(i for i, m in enumerate(path) if m["role"] == "user")
-        path = path[last_ask:]
+        transcript = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+        path = transcript[asks_in(transcript)[-1] :]
+
+    # The transcript reads as one pass per request: no step repeated, no call refused (a
+    # done goal called again), one sub-agent per request.
+    asks = asks_in(transcript)
+    for start, end in zip(asks, [*asks[1:], len(transcript)], strict=True):
+        run = transcript[start:end]
+        said = [m["content"] for m in run if m["role"] == "assistant"]
+        assert len(said) == len(set(said)), said
+        errors = [m["content"] for m in run if m["role"] == "tool" and "Error" in m["content"]]
+        assert errors == []
+        made = [
+            (c["function"]["name"], c["function"]["arguments"])
+            for m in run
+            for c in m.get("tool_calls") or []
+        ]
+        assert len(made) == len(set(made)), made
+        assert [name for name, _ in made].count("agent") == 1
+    assert len(trace["sub_traces"]) == len(asks) == 2
 
     assert trace["status"] == "completed", trace
     goals = [g for g in trace["goal_tree"]["goals"] if g["type"] == "goal"]

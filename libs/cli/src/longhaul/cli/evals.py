@@ -175,7 +175,11 @@ def table(document: dict[str, Any]) -> Table:
         "calls p50/p90",
         "recovered",
     ):
-        table.add_column(column, justify="left" if column == "model" else "right")
+        if column == "model":  # never cut: the other columns wrap instead
+            width = max(map(len, document["summary"]), default=0)
+            table.add_column(column, no_wrap=True, min_width=max(width, len(column)))
+        else:
+            table.add_column(column, justify="right", overflow="fold")
     for model, s in document["summary"].items():
         table.add_row(
             escape(model),

@@ -9,13 +9,14 @@ from typing import Annotated
 
 import typer
 from longhaul.cli.context import console, execute
+from longhaul.cli.listing import Format, Limit, Output, emit, emit_one, table_of
 from longhaul.client import AsyncClient
 from rich.markup import escape
 from rich.table import Table
 
 app = typer.Typer(no_args_is_help=True, help="List, show, export and import experiences.")
 
-Output = Annotated[
+ExportFile = Annotated[
     Path | None, typer.Option("--output", "-o", help="write the file here (default: stdout)")
 ]
 
@@ -26,38 +27,50 @@ def list_experiences(
     tag: Annotated[str | None, typer.Option(help="an intent or state tag")] = None,
     category: Annotated[str | None, typer.Option(help="tool_usage, logic_flow, …")] = None,
     text: Annotated[str | None, typer.Option("--text", "-q", help="text in the content")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
+    limit: Limit = 50,
+    output: Output = Format.table,
 ) -> None:
     """Your experiences, newest first."""
 
     async def command(client: AsyncClient) -> None:
         page = await client.list_experiences(tag=tag, category=category, text=text, limit=limit)
-        if not page.experiences:
+        if not page.experiences and output is Format.table:
             console.print("no experiences yet: reflect on a trace to record some", style="dim")
             return
-        table = Table("id", "category", "intent", "state", "+/-", "content")
-        for item in page.experiences:
-            table.add_row(
-                item.id,
-                item.category,
-                ", ".join(item.tags.get("intent", [])),
-                ", ".join(item.tags.get("state", [])),
-                f"{item.metrics.get('helpful', 0)}/{item.metrics.get('harmful', 0)}",
-                escape(item.content.splitlines()[0][:80]),
-            )
-        console.print(table)
-        if page.next_cursor:
+
+        def table() -> Table:
+            columns = ("id", "category", "intent", "state", "+/-", "content")
+            listed = table_of(columns, {"id": [item.id for item in page.experiences]})
+            for item in page.experiences:
+                listed.add_row(
+                    item.id,
+                    item.category,
+                    ", ".join(item.tags.get("intent", [])),
+                    ", ".join(item.tags.get("state", [])),
+                    f"{item.metrics.get('helpful', 0)}/{item.metrics.get('harmful', 0)}",
+                    escape(item.content.splitlines()[0][:80]),
+                )
+            return listed
+
+        emit(page.experiences, output, table)
+        if page.next_cursor and output is Format.table:
             console.print(f"more: --limit {limit * 2}", style="dim")
 
     execute(ctx, command)
 
 
 @app.command("show")
-def show(ctx: typer.Context, experience_id: Annotated[str, typer.Argument(help="ex_…")]) -> None:
+def show(
+    ctx: typer.Context,
+    experience_id: Annotated[str, typer.Argument(help="ex_…")],
+    output: Output = Format.table,
+) -> None:
     """One experience with its tags, counters and source trace."""
 
     async def command(client: AsyncClient) -> None:
         item = await client.get_experience(experience_id)
+        if emit_one(item, output):
+            return
         console.print(f"[bold]{item.id}[/bold] ({item.category})")
         console.print(f"intent: {', '.join(item.tags.get('intent', [])) or '-'}")
         console.print(f"state:  {', '.join(item.tags.get('state', [])) or '-'}")
@@ -71,7 +84,7 @@ def show(ctx: typer.Context, experience_id: Annotated[str, typer.Argument(help="
 
 
 @app.command("export")
-def export(ctx: typer.Context, output: Output = None) -> None:
+def export(ctx: typer.Context, output: ExportFile = None) -> None:
     """Write your experiences as one markdown file."""
 
     async def command(client: AsyncClient) -> None:

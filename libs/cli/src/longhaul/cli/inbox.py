@@ -13,6 +13,7 @@ import json
 import typer
 from longhaul.cli import traces
 from longhaul.cli.context import console, execute
+from longhaul.cli.listing import Format, Limit, Output, Since, emit, since_ts, table_of
 from longhaul.cli.render import clip
 from longhaul.client import AsyncClient
 from longhaul.client.models import InboxItem
@@ -46,41 +47,54 @@ def _answer(item: InboxItem) -> str:
 
 
 def inbox_table(items: list[InboxItem]) -> Table:
-    table = Table(show_edge=False)
-    for column in ("since", "kind", "run", "waiting for", "deadline", "answer with"):
-        table.add_column(column)
-    for item in items:
+    runs = [item.trace_id or item.task_id or "" for item in items]
+    columns = ("since", "kind", "run", "name", "waiting for", "deadline")
+    table = table_of(columns, {"run": runs})
+    for item, run in zip(items, runs, strict=True):
         deadline = _when(item.deadline)
         if item.on_deadline:
             deadline += f" ({item.on_deadline})"
         table.add_row(
             _when(item.since),
             item.kind,
-            escape(item.name or item.trace_id or item.task_id or ""),
+            run,
+            escape(item.name or ""),
             escape(clip(_what(item), 80)),
             deadline,
-            f"[dim]{escape(_answer(item))}[/dim]",
         )
     return table
 
 
 @app.callback(invoke_without_command=True)
-def inbox(ctx: typer.Context) -> None:
+def inbox(ctx: typer.Context, output: Output = Format.table) -> None:
     """Without a command: the list (``longhaul inbox ls``)."""
     if ctx.invoked_subcommand is None:
-        list_inbox(ctx)
+        list_inbox(ctx, output=output)
 
 
 @app.command("ls")
-def list_inbox(ctx: typer.Context) -> None:
-    """Every question, approval and plan review waiting for you, oldest first."""
+def list_inbox(
+    ctx: typer.Context,
+    limit: Limit = 100,
+    since: Since = None,
+    output: Output = Format.table,
+) -> None:
+    """Every question, approval and plan review waiting for you, oldest first, then the
+    commands that answer them (one a line, never cut, to copy)."""
+    floor = since_ts(since)
 
     async def command(client: AsyncClient) -> None:
-        inbox = await client.inbox()
-        if not inbox.items:
+        items = [
+            item for item in (await client.inbox()).items if floor is None or item.since >= floor
+        ][:limit]
+        if not items and output is Format.table:
             console.print("nothing waits for you", style="dim")
             return
-        console.print(inbox_table(inbox.items))
+        emit(items, output, lambda: inbox_table(items))
+        if output is Format.table:
+            console.print("answer with:", style="dim")
+            for item in items:
+                console.print(f"  {escape(_answer(item))}", soft_wrap=True)
 
     execute(ctx, command)
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 from longhaul.cli.context import console, execute
+from longhaul.cli.listing import Format, Output, emit, table_of
 from longhaul.cli.render import Yes, erased
 from longhaul.client import AsyncClient
 from rich.table import Table
@@ -18,28 +19,30 @@ app = typer.Typer(no_args_is_help=True, help="The operator's commands over an AP
 def list_keys(
     ctx: typer.Context,
     revoked: Annotated[bool, typer.Option("--revoked", help="only the revoked keys")] = False,
+    output: Output = Format.table,
 ) -> None:
     """Every key with what it holds; a revoked one (removed from gateway.api_keys) is listed
     while anything of it is left, to erase (``longhaul keys erase``) or hand back."""
 
     async def command(client: AsyncClient) -> None:
-        table = Table(show_edge=False)
-        columns = ("owner", "key", "traces", "active", "tasks", "schedules", "triggers")
-        for column in columns:
-            table.add_column(column)
-        for held in (await client.list_keys()).keys:
-            if revoked and held.configured:
-                continue
-            table.add_row(
-                held.owner,
-                "configured" if held.configured else "[red]revoked[/red]",
-                str(held.traces),
-                str(held.active_traces),
-                str(held.tasks),
-                f"{held.schedules} ({held.paused_schedules} paused)",
-                str(held.triggers),
-            )
-        console.print(table)
+        held_keys = [k for k in (await client.list_keys()).keys if not (revoked and k.configured)]
+
+        def table() -> Table:
+            columns = ("owner", "key", "traces", "active", "tasks", "schedules", "triggers")
+            listed = table_of(columns, {"owner": [k.owner for k in held_keys]})
+            for held in held_keys:
+                listed.add_row(
+                    held.owner,
+                    "configured" if held.configured else "[red]revoked[/red]",
+                    str(held.traces),
+                    str(held.active_traces),
+                    str(held.tasks),
+                    f"{held.schedules} ({held.paused_schedules} paused)",
+                    str(held.triggers),
+                )
+            return listed
+
+        emit(held_keys, output, table)
 
     execute(ctx, command)
 

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from longhaul.cli import backup, eval_commands, experiences, inbox, keys, schedules, tasks, traces
+from longhaul.cli import (
+    backup,
+    eval_commands,
+    experiences,
+    inbox,
+    keys,
+    schedules,
+    tasks,
+    traces,
+    triggers,
+)
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
@@ -24,6 +35,7 @@ app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM
 app.add_typer(traces.app, name="traces")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(schedules.app, name="schedules")
+app.add_typer(triggers.app, name="triggers")
 app.add_typer(experiences.app, name="experiences")
 app.add_typer(keys.app, name="keys")
 app.add_typer(eval_commands.app, name="eval")
@@ -97,7 +109,8 @@ def up(
         errors.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
     except ConfigError as exc:
-        errors.print(f"[red]invalid configuration:[/red] {escape(str(exc))}")
+        # One line, however long: the key or module and the reason.
+        errors.print(f"[red]invalid configuration:[/red] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(CONFIG_ERROR_EXIT) from None
 
 
@@ -182,8 +195,35 @@ def replay(ctx: typer.Context, trace_id: Annotated[str, typer.Argument(help="tra
     traces.replay(ctx, trace_id)
 
 
+GLOBAL_OPTIONS = ("--url", "--api-key")
+
+
+def global_options_first(args: list[str]) -> list[str]:
+    """``args`` with the global options moved before the command, so that
+    ``longhaul keys erase OWNER --api-key K`` works like ``longhaul --api-key K keys erase
+    OWNER`` (Typer only reads them before the first command). ``--`` ends the options."""
+    moved: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":
+            rest.extend(args[index:])
+            break
+        if arg in GLOBAL_OPTIONS and index + 1 < len(args):
+            moved.extend(args[index : index + 2])
+            index += 2
+            continue
+        if arg.split("=", 1)[0] in GLOBAL_OPTIONS and "=" in arg:
+            moved.append(arg)
+        else:
+            rest.append(arg)
+        index += 1
+    return moved + rest
+
+
 def main() -> None:
-    app()
+    app(args=global_options_first(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import time
 from typing import Annotated, Any
 
 import typer
+from longhaul.cli.listing import table_of
 from longhaul.client.models import Erased, GoalTree, TraceSummary, content_text
 from rich.markup import escape
 from rich.table import Table
@@ -114,10 +115,8 @@ def _describe_message(data: dict[str, Any]) -> str:
 
 
 def traces_table(traces: list[TraceSummary]) -> Table:
-    table = Table(show_edge=False, header_style="bold")
-    for column in ("trace", "status", "name", "msgs", "tokens", "cost", "created"):
-        numeric = column in ("msgs", "tokens", "cost")
-        table.add_column(column, justify="right" if numeric else "left", no_wrap=column == "trace")
+    columns = ("trace", "status", "name", "msgs", "tokens", "cost", "started")
+    table = table_of(columns, {"trace": [t.trace_id for t in traces]})
     for trace in traces:
         table.add_row(
             trace.trace_id,
@@ -137,7 +136,8 @@ def goal_tree(tree: GoalTree) -> Tree:
     nodes: dict[str | None, Tree] = {None: root}
     for goal in tree.goals:
         parent = nodes.get(goal.parent_id, root)
-        label = f"{marks.get(goal.status, '[?]')} {escape(goal.title)}"
+        # the mark is escaped too: Rich would read "[x]" as markup and drop it
+        label = f"{escape(marks.get(goal.status, '[?]'))} {escape(goal.title)}"
         if goal.id == tree.focus:
             label += " [bold](focus)[/bold]"
         nodes[goal.id] = parent.add(label)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 from longhaul.cli.context import console, execute
+from longhaul.cli.listing import Format, Limit, Output, emit, emit_one, table_of
 from longhaul.cli.render import status_text
 from longhaul.client import AsyncClient
 from longhaul.client.models import Schedule
@@ -38,24 +39,54 @@ def _row(table: Table, schedule: Schedule) -> None:
     )
 
 
-def _table() -> Table:
-    table = Table(show_edge=False)
-    for column in ("id", "name", "when", "next", "overlap/catch-up", "runs"):
-        table.add_column(column)
+def _table(schedules: list[Schedule]) -> Table:
+    columns = ("id", "name", "when", "next", "overlap/catch-up", "runs")
+    table = table_of(columns, {"id": [s.schedule_id for s in schedules]})
+    for schedule in schedules:
+        _row(table, schedule)
     return table
 
 
 @app.command("ls")
-def list_schedules(ctx: typer.Context) -> None:
+def list_schedules(
+    ctx: typer.Context,
+    paused: Annotated[
+        bool | None, typer.Option("--paused/--active", help="only paused or only active ones")
+    ] = None,
+    limit: Limit = 100,
+    output: Output = Format.table,
+) -> None:
     """Your schedules, newest first."""
 
     async def command(client: AsyncClient) -> None:
-        table = _table()
-        for schedule in (await client.list_schedules()).schedules:
-            _row(table, schedule)
-        console.print(table)
+        schedules = [
+            schedule
+            for schedule in (await client.list_schedules()).schedules
+            if paused is None or schedule.paused == paused
+        ][:limit]
+        emit(schedules, output, lambda: _table(schedules))
 
     execute(ctx, command)
+
+
+def run_template(prompt: str | None, template: Path | None, model: str | None) -> dict[str, Any]:
+    """What a schedule or trigger starts: a trace from ``prompt`` or ``template``'s body."""
+    if (prompt is None) == (template is None):
+        raise typer.BadParameter("give exactly one of --prompt or --template")
+    if template is not None:
+        try:
+            value = json.loads(template.read_text())
+        except (OSError, ValueError) as exc:
+            raise typer.BadParameter(
+                f"cannot read a JSON template from {template}: {exc}"
+            ) from None
+        if not isinstance(value, dict):
+            raise typer.BadParameter('expected {"kind": "trace"|"task", "body": {…}}')
+        return value
+    trace: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}]}
+    if model:
+        trace["model"] = model
+    return {"kind": "trace", "body": trace}
 
 
 @app.command("create")
@@ -76,16 +107,7 @@ def create(
     paused: Annotated[bool, typer.Option(help="create it paused")] = False,
 ) -> None:
     """Create a schedule from --prompt (a trace) or --template (any trace or task body)."""
-    if (prompt is None) == (template is None):
-        raise typer.BadParameter("give exactly one of --prompt or --template")
-    body: dict[str, Any]
-    if template is not None:
-        body = json.loads(template.read_text())
-    else:
-        trace: dict[str, Any] = {"messages": [{"role": "user", "content": prompt}]}
-        if model:
-            trace["model"] = model
-        body = {"kind": "trace", "body": trace}
+    body = run_template(prompt, template, model)
 
     async def command(client: AsyncClient) -> None:
         schedule = await client.create_schedule(
@@ -105,20 +127,20 @@ def create(
 
 
 @app.command("show")
-def show(ctx: typer.Context, schedule_id: ScheduleId) -> None:
+def show(ctx: typer.Context, schedule_id: ScheduleId, output: Output = Format.table) -> None:
     """A schedule and the runs it started, newest first."""
 
     async def command(client: AsyncClient) -> None:
         schedule = await client.get_schedule(schedule_id)
-        table = _table()
-        _row(table, schedule)
-        console.print(table)
+        started = (await client.schedule_runs(schedule_id)).runs
+        runs_json = [run.model_dump(mode="json") for run in started]
+        if emit_one({**schedule.model_dump(mode="json"), "runs": runs_json}, output):
+            return
+        console.print(_table([schedule]))
         if schedule.last_error:
             console.print(f"last error: {escape(schedule.last_error)}", style="red")
-        runs = Table(show_edge=False)
-        for column in ("run", "tick", "status"):
-            runs.add_column(column)
-        for run in (await client.schedule_runs(schedule_id)).runs:
+        runs = table_of(("run", "tick", "status"), {"run": [r.run_id for r in started]})
+        for run in started:
             tick = run.tick + (" (run now)" if run.manual else "")
             runs.add_row(run.run_id, tick, status_text(run.status or "?"))
         console.print(runs)

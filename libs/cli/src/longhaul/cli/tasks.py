@@ -8,9 +8,20 @@ from typing import Annotated, Any
 
 import typer
 from longhaul.cli.context import console, execute
-from longhaul.cli.render import Yes, clip, erased, status_text
+from longhaul.cli.listing import (
+    Format,
+    Limit,
+    Output,
+    Since,
+    Statuses,
+    emit,
+    emit_one,
+    since_ts,
+    table_of,
+)
+from longhaul.cli.render import Yes, ago, clip, erased, status_text
 from longhaul.client import AsyncClient
-from longhaul.client.models import Phase
+from longhaul.client.models import Phase, TaskSummary
 from rich.markup import escape
 from rich.table import Table
 
@@ -20,9 +31,8 @@ TaskId = Annotated[str, typer.Argument(help="task id (task_…)")]
 
 
 def phases_table(phases: list[Phase]) -> Table:
-    table = Table(show_edge=False)
-    for column in ("phase", "name", "after", "preset", "status", "summary"):
-        table.add_column(column)
+    columns = ("phase", "name", "after", "preset", "status", "summary")
+    table = table_of(columns, {"phase": [p.id for p in phases]})
     for phase in phases:
         table.add_row(
             phase.id,
@@ -35,12 +45,64 @@ def phases_table(phases: list[Phase]) -> Table:
     return table
 
 
+TASK_PAGE = 100  # the gateway's largest
+MAX_TASK_PAGES = 100
+
+
+@app.command("ls")
+def list_tasks(
+    ctx: typer.Context,
+    status: Statuses = None,
+    since: Since = None,
+    limit: Limit = 50,
+    output: Output = Format.table,
+) -> None:
+    """Your tasks, newest first by start time."""
+    floor = since_ts(since)
+
+    async def command(client: AsyncClient) -> None:
+        found: list[TaskSummary] = []
+        cursor: str | None = None
+        for _ in range(MAX_TASK_PAGES):
+            page = await client.list_tasks(limit=TASK_PAGE, cursor=cursor)
+            found.extend(
+                task
+                for task in page.tasks
+                if (not status or task.status in status)
+                and (floor is None or task.created_at >= floor)
+            )
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        found.sort(key=lambda task: task.created_at, reverse=True)
+        shown = found[:limit]
+
+        def table() -> Table:
+            columns = ("task", "status", "goal", "phases", "started")
+            listed = table_of(columns, {"task": [t.task_id for t in shown]})
+            for task in shown:
+                listed.add_row(
+                    task.task_id,
+                    status_text(task.status),
+                    escape(clip(task.goal, 80)),
+                    f"{task.phases_completed}/{task.phases}",
+                    ago(task.created_at),
+                )
+            return listed
+
+        emit(shown, output, table)
+
+    execute(ctx, command)
+
+
 @app.command("show")
-def show(ctx: typer.Context, task_id: TaskId) -> None:
+def show(ctx: typer.Context, task_id: TaskId, output: Output = Format.table) -> None:
     """Status and phases of a task (and how to review a plan waiting for it)."""
 
     async def command(client: AsyncClient) -> None:
         task = await client.get_task(task_id)
+        if emit_one(task, output):
+            return
         console.print(f"[bold]{task_id}[/bold] ", status_text(task.status))
         console.print(f"goal: {escape(task.goal)}")
         if task.phases:

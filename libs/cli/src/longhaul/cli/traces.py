@@ -11,6 +11,17 @@ from typing import Annotated, Any
 import typer
 from longhaul.cli.context import console, execute
 from longhaul.cli.follow import Follower
+from longhaul.cli.listing import (
+    Format,
+    Limit,
+    Output,
+    Since,
+    Statuses,
+    emit,
+    emit_one,
+    emit_records,
+    since_ts,
+)
 from longhaul.cli.render import (
     Yes,
     clip,
@@ -22,6 +33,7 @@ from longhaul.cli.render import (
     traces_table,
 )
 from longhaul.client import Accepted, AsyncClient
+from longhaul.client.models import TraceSummary
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -32,36 +44,59 @@ TraceId = Annotated[str, typer.Argument(help="trace id (t_…)")]
 Follow = Annotated[bool, typer.Option("--follow", "-f", help="stream the trace until it ends")]
 
 
+PAGE = 500
+MAX_SCANNED = 20_000  # a bound on one listing's requests (40 pages)
+
+
 @app.command("ls")
 def list_traces(
     ctx: typer.Context,
-    status: Annotated[
-        list[str] | None,
-        typer.Option("--status", "-s", help="running, waiting, completed, failed, stopped"),
-    ] = None,
+    status: Statuses = None,
     parent: Annotated[str | None, typer.Option(help="only sub-traces of this trace")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=500)] = 50,
+    since: Since = None,
+    every: Annotated[
+        bool, typer.Option("--all", "-a", help="sub-traces and task steps too, not only roots")
+    ] = False,
+    limit: Limit = 50,
+    output: Output = Format.table,
 ) -> None:
-    """Your traces, newest first."""
+    """Your traces, newest first by start time; roots only unless --all (or --parent)."""
+    floor = since_ts(since)
 
     async def command(client: AsyncClient) -> None:
-        page = await client.list_traces(status=status, parent=parent, limit=limit)
-        if not page.traces:
-            console.print('no traces yet: start one with longhaul run "…"', style="dim")
+        # Ids are not all time-ordered (eval runs have keyed ids): gather, then sort.
+        found: list[TraceSummary] = []
+        cursor: str | None = None
+        for _ in range(MAX_SCANNED // PAGE):
+            page = await client.list_traces(status=status, parent=parent, limit=PAGE, cursor=cursor)
+            found.extend(
+                trace
+                for trace in page.traces
+                if (floor is None or trace.created_at >= floor)
+                and (every or parent is not None or not (trace.parent_trace_id or trace.task_id))
+            )
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        found.sort(key=lambda trace: trace.created_at, reverse=True)
+        if not found and output is Format.table:
+            console.print('no traces: start one with longhaul run "…"', style="dim")
             return
-        console.print(traces_table(page.traces))
-        if page.next_cursor:
-            console.print(f"more: --limit {limit * 2}", style="dim")
+        emit(found[:limit], output, lambda: traces_table(found[:limit]))
+        if len(found) > limit and output is Format.table:
+            console.print(f"{len(found) - limit} more: --limit {len(found)}", style="dim")
 
     execute(ctx, command)
 
 
 @app.command("show")
-def show(ctx: typer.Context, trace_id: TraceId) -> None:
+def show(ctx: typer.Context, trace_id: TraceId, output: Output = Format.table) -> None:
     """Status, totals, goal tree and sub-traces of a trace."""
 
     async def command(client: AsyncClient) -> None:
         trace = await client.get_trace(trace_id)
+        if emit_one(trace, output):
+            return
         grid = Table.grid(padding=(0, 2))
         rows: list[tuple[str, Any]] = [
             ("status", status_text(trace.status)),
@@ -126,12 +161,15 @@ def messages(
     all_branches: Annotated[
         bool, typer.Option("--all", help="every branch, not only the main path")
     ] = False,
+    output: Output = Format.table,
 ) -> None:
     """The conversation: the main path (head back to root) or every message."""
 
     async def command(client: AsyncClient) -> None:
         mode = "all" if all_branches else "main_path"
         body = await client.messages(trace_id, mode=mode)
+        if emit_records(body.messages, output):
+            return
         for message in body.messages:
             header = f"[bold]#{message.sequence} {message.role}[/bold]"
             if message.parent_sequence is not None:

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import msgspec
-from longhaul.agent.config_check import check_config
 from longhaul.cli.backup import restore_deployment
 from longhaul.cli.disk_limits import sized_to_disk
 from longhaul.cli.embedded_nats import SupervisedNats
@@ -28,8 +27,9 @@ from longhaul.core.nats_server import NatsServer, free_port
 from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
 from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.domain.names import Names
+from longhaul.executor.main import check_executor_config
 from longhaul.gateway.main import bind_host
-from longhaul.gateway.routers.info import OFFLINE_NOTICE
+from longhaul.gateway.routers.info import offline_notice
 from pydantic import SecretStr
 from rich.console import Console
 from rich.panel import Panel
@@ -168,7 +168,7 @@ def banner(
     if storage is not None:
         lines.append(storage)
     if config.models.is_offline_default:
-        lines.append(f"[yellow]{OFFLINE_NOTICE}[/yellow]")
+        lines.append(f"[yellow]{offline_notice(config.models.default)}[/yellow]")
     if keyless:
         lines.append("auth:      none (loopback only; set LONGHAUL_API_KEYS to require keys)")
     if degraded is not None:
@@ -208,7 +208,8 @@ async def run_up(
     With ``restore`` the backup in that directory is restored into NATS and the workdir
     before any service starts (:class:`BackupError` when it cannot be, nothing started)."""
     config = load_config()
-    check_config(config)
+    # The executor's own check too: a tool module that cannot be imported stops `up` here.
+    check_executor_config(config)
     logs = data_dir / "logs"
     host = bind_host(
         config.model_copy(update={"gateway": config.gateway.model_copy(update={"host": host})})
@@ -314,4 +315,24 @@ async def run_up(
         console.print("stopped.")
     if supervisor.refused_by is not None:
         name = supervisor.refused_by
-        raise ConfigError(f"{name} refused its configuration: see {logs / (name + '.log')}")
+        log_file = logs / (name + ".log")
+        reason = refusal_reason(log_file) or f"see {log_file}"
+        raise ConfigError(f"{name} refused its configuration: {reason}")
+
+
+def refusal_reason(log_file: Path) -> str | None:
+    """The message a service logged when it refused its configuration (``run_main``), from
+    the end of its log: so `up` says which key or tool module, not only where to look."""
+    try:
+        lines = log_file.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[-200:]):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        message = record.get("msg") if isinstance(record, dict) else None
+        if isinstance(message, str) and "invalid configuration: " in message:
+            return message.split("invalid configuration: ", 1)[1]
+    return None

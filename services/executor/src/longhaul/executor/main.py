@@ -71,8 +71,10 @@ async def run(ctx: ServiceContext) -> None:
 def check_executor_config(config: LonghaulConfig) -> None:
     check_config(config)
     check_tools(config.tools, os.environ)
+    # A module that cannot be imported stops the executor here, with its name and the error.
+    offered = load_tools(ExecutorSettings().tool_modules, config.tools)
     if config.tools.on_unknown:  # its names are the offered tools': a misspelt one stops here
-        tool_on_unknown(config.tools, load_tools(ExecutorSettings().tool_modules, config.tools))
+        tool_on_unknown(config.tools, offered)
 
 
 def main() -> None:

@@ -40,8 +40,9 @@ from longhaul.domain.config import ConfigError, OnUnknown, SandboxConfig, ToolsC
 log = logging.getLogger(__name__)
 
 
-class ToolModuleError(RuntimeError):
-    """A configured tool module cannot be loaded."""
+class ToolModuleError(ConfigError):
+    """A configured tool module cannot be loaded: the executor refuses to start, like with a
+    bad configuration (``CONFIG_ERROR_EXIT``, not restarted)."""
 
 
 ENTRY_POINT_GROUP = "longhaul.tools"

@@ -42,10 +42,18 @@ def _call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"name": name, "arguments": arguments}
 
 
+CONTEXT_NOTE = "[Context after "
+"""How the harness's periodic context reminder (a user message) starts
+(``longhaul.agent.middleware.context_injection``): not a new request."""
+
+
 def _last_user(messages: Sequence[ChatMessage]) -> int:
     """The index of the last user request (-1: none)."""
     for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
+        message = messages[index]
+        if message.get("role") == "user" and not content_text(message.get("content")).startswith(
+            CONTEXT_NOTE
+        ):
             return index
     return -1
 
@@ -150,6 +158,20 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
         if goal_id in folded:
             names.extend(work)
 
+    def ended(goal_id: str) -> bool:
+        return goal_id in folded or any(
+            name == "goal" and args.get("goal_id") == goal_id and args.get("op") == "done"
+            for name, args in done
+        )
+
+    def finish(goal_id: str, summary: str, then: str | None, say: str) -> dict[str, Any]:
+        # A goal is marked done in a step of its own: the step belongs to the goal (its
+        # focus), so folding the goal never hides the next goal's work.
+        calls = [_call("goal", op="done", goal_id=goal_id, summary=summary)]
+        if then is not None:
+            calls.append(_call("goal", op="focus", goal_id=then))
+        return {"content": say, "tool_calls": calls}
+
     if not done:
         goals = _GOALS if delegate else _GOALS[:2]
         return {
@@ -163,34 +185,40 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
             "tool_calls": [_call("goal", op="focus", goal_id=g1), _call("glob", pattern="**/*")],
         }
     files = _files(_result_of(recent, "glob"))
-    survey = re.match(r"(\d+) file", folded.get(g1, ""))
+    # Once the survey is folded, its note (the goal's summary) carries the count and names.
+    survey = re.match(r"(\d+) file\(s\) found(?:: (.*))?", folded.get(g1, ""), re.DOTALL)
+    if survey:
+        files = [name for name in (survey.group(2) or "").split(", ") if name]
     count = int(survey.group(1)) if survey else len(files)
-    if "read" not in names and files:
-        return {
-            "content": f"Found {len(files)} file(s); reading up to {MAX_READS}.",
-            "tool_calls": [_call("read", path=path, limit=20) for path in files[:MAX_READS]],
-        }
+    if not ended(g1):
+        if "read" not in names and files:
+            return {
+                "content": f"Found {len(files)} file(s); reading up to {MAX_READS}.",
+                "tool_calls": [_call("read", path=path, limit=20) for path in files[:MAX_READS]],
+            }
+        found = f"{len(files)} file(s) found" + (
+            f": {', '.join(files[:_LIST_LIMIT])}" if files else ""
+        )
+        return finish(g1, found, g2, "The survey is done.")
     if "write" not in names:
         listing = "\n".join(f"- {path}" for path in files[:_LIST_LIMIT]) or "- (no files yet)"
         more = f"\n- … {len(files) - _LIST_LIMIT} more" if len(files) > _LIST_LIMIT else ""
         content = (
             f"# longhaul demo\n\nRequest: {ask.strip()[:200]}\n\n"
-            f"Files in the working directory ({len(files)}):\n{listing}{more}\n"
+            f"Files in the working directory ({count}):\n{listing}{more}\n"
         )
         return {
             "content": f"Writing {RESULT_FILE}.",
-            "tool_calls": [
-                _call("goal", op="done", goal_id=g1, summary=f"{len(files)} file(s) found"),
-                _call("goal", op="focus", goal_id=g2),
-                _call("write", path=RESULT_FILE, content=content),
-            ],
+            "tool_calls": [_call("write", path=RESULT_FILE, content=content)],
         }
+    if not ended(g2):
+        return finish(
+            g2, f"wrote {RESULT_FILE}", g3 if delegate else None, f"{RESULT_FILE} is written."
+        )
     if delegate and "agent" not in names:
         return {
             "content": "Asking a sub-agent to check the result file.",
             "tool_calls": [
-                _call("goal", op="done", goal_id=g2, summary=f"wrote {RESULT_FILE}"),
-                _call("goal", op="focus", goal_id=g3),
                 _call(
                     "agent",
                     mode="delegate",
@@ -198,16 +226,9 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
                 ),
             ],
         }
-    last_goal = g3 if delegate else g2
-    if last_goal not in folded and not any(
-        name == "goal" and args.get("goal_id") == last_goal and args.get("op") == "done"
-        for name, args in done
-    ):
-        check = _report(_result_of(recent, "agent")) if delegate else f"wrote {RESULT_FILE}"
-        return {
-            "content": "Marking the plan done.",
-            "tool_calls": [_call("goal", op="done", goal_id=last_goal, summary=check[:200])],
-        }
+    if delegate and not ended(g3):
+        report = _report(_result_of(recent, "agent"))[:200]
+        return finish(g3, report, None, "Marking the plan done.")
     check = folded.get(g3) or _report(_result_of(recent, "agent"))
     return {
         "content": (

