@@ -57,3 +57,40 @@ SLOW_TESTS = frozenset(
 
 def is_slow(nodeid: str) -> bool:
     return nodeid.startswith(SLOW_PATHS) or nodeid.split("[", 1)[0] in SLOW_TESTS
+
+
+HEAVIEST_FILES = (
+    "tests/real_model/test_real_stack.py",
+    "tests/integration/cli/test_eval.py",
+    "tests/integration/cli/test_commands.py",
+    "tests/real_model/test_prompt_cache.py",
+    "tests/chaos/test_chaos_suite.py",
+    "tests/integration/test_pip_install.py",
+    "tests/real_model/test_local_up.py",
+    "tests/integration/gateway/test_openapi.py",
+    "tests/real_model/test_local_provider.py",
+    "tests/integration/cli/test_up.py",
+    "tests/cluster/test_cluster.py",
+    "tests/integration/planner/test_review.py",
+    "tests/chaos/test_schedule_ticks.py",
+    "tests/chaos/test_executor_crash.py",
+    "tests/chaos/test_kill_at_effect.py",
+    "tests/integration/cli/test_canary.py",
+    "tests/integration/cli/test_up_tracing.py",
+    "tests/integration/gateway/test_waiting_inbox.py",
+    "tests/integration/cli/test_example_tools.py",
+    "tests/integration/planner/test_task_limits.py",
+)
+"""The files that take longest under ``make test`` (``--dist loadfile``: a file is one unit
+of work), heaviest first; ``make durations`` prints the current ranking. xdist's default queue
+puts the files with fewest tests last, which left one-test files of two minutes (pip install,
+``longhaul up`` on a local model) for the end while the other worker sat idle: started first,
+the long files overlap and the many short ones fill the gaps."""
+
+
+def heaviest_first(nodeids: list[str]) -> list[int]:
+    """The order (indices into ``nodeids``) that runs the files of ``HEAVIEST_FILES`` first, in
+    its order, and every other test after them in collection order."""
+    rank = {path: index for index, path in enumerate(HEAVIEST_FILES)}
+    last = len(HEAVIEST_FILES)
+    return sorted(range(len(nodeids)), key=lambda i: rank.get(nodeids[i].split("::", 1)[0], last))
