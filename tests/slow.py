@@ -85,15 +85,14 @@ HEAVIEST_FILES = (
     "tests/real_model/test_real_stack.py",
     "tests/integration/cli/test_eval.py",
     "tests/integration/cli/test_commands.py",
-    "tests/real_model/test_prompt_cache.py",
     "tests/chaos/test_chaos_suite.py",
-    "tests/integration/test_pip_install.py",
-    "tests/real_model/test_local_up.py",
     "tests/integration/gateway/test_openapi.py",
-    "tests/real_model/test_local_provider.py",
+    "tests/integration/test_pip_install.py",
     "tests/integration/cli/test_up.py",
     "tests/cluster/test_cluster.py",
     "tests/integration/planner/test_review.py",
+    "tests/real_model/test_local_up.py",
+    "tests/real_model/test_local_provider.py",
     "tests/chaos/test_schedule_ticks.py",
     "tests/chaos/test_executor_crash.py",
     "tests/chaos/test_kill_at_effect.py",
@@ -102,6 +101,7 @@ HEAVIEST_FILES = (
     "tests/integration/gateway/test_waiting_inbox.py",
     "tests/integration/cli/test_example_tools.py",
     "tests/integration/planner/test_task_limits.py",
+    "tests/real_model/test_prompt_cache.py",
 )
 """The files that take longest under ``make test`` (``--dist loadfile``: a file is one unit
 of work), heaviest first; ``make durations`` prints the current ranking. xdist's default queue
