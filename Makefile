@@ -6,7 +6,7 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test lint lint-types bench bench-check sync clean browser sandbox deploy-test
+.PHONY: run test durations lint lint-types bench bench-check sync clean browser sandbox deploy-test
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
@@ -44,8 +44,18 @@ sandbox:
 	      || echo "bubblewrap install failed: the sandbox tests will be skipped"; \
 	  else echo "bwrap not found and cannot be installed here: the sandbox tests will be skipped"; fi; }
 
+# Whole files per worker, queued in collection order: tests/conftest.py puts the heaviest
+# files (tests/slow.py) first; xdist's default reorder would put the fewest-test files last.
+PYTEST_XDIST := -n 2 --dist loadfile --no-loadscope-reorder
+
 test: sync browser sandbox
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile $(ARGS)
+	$(VENV)/bin/python -m pytest -q $(PYTEST_XDIST) $(ARGS)
+
+# make test with every test's duration, then each file's total and the 2-worker makespan.
+durations: sync browser sandbox
+	set -o pipefail; $(VENV)/bin/python -m pytest -q $(PYTEST_XDIST) --durations=0 $(ARGS) \
+	  | tee .pytest-durations.txt; status=$$?; \
+	  $(VENV)/bin/python -m tests.support.durations .pytest-durations.txt; exit $$status
 
 lint: sync
 	$(VENV)/bin/ruff check libs services tests bench examples

@@ -14,7 +14,7 @@ from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
 from longhaul.domain.config import NatsConfig
 
-from tests.slow import is_slow
+from tests.slow import heaviest_first, is_slow
 from tests.support.env import SCRIPTED_DIR_VAR
 from tests.support.nats import nats_server_url, unique_namespace
 
@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests listed in ``tests/slow.py`` (``-m "not slow"`` is the inner loop)."""
+    """Mark the tests listed in ``tests/slow.py`` (``-m "not slow"`` is the inner loop), and
+    put its heaviest files first (``make test`` keeps that order: ``--no-loadscope-reorder``)."""
     for item in items:
         if is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+    items[:] = [items[i] for i in heaviest_first([item.nodeid for item in items])]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -55,9 +55,68 @@ SLOW_TESTS = frozenset(
         "tests/integration/gateway/test_delete.py::"
         "test_delete_erases_the_family_everywhere_and_nothing_of_another_key",
         "tests/integration/gateway/test_retention.py::test_retention_deletes_only_what_expired",
+        # `longhaul` subprocesses, kill -9, cgroup-bounded process trees: seconds each
+        "tests/integration/planner/test_review.py::"
+        "test_the_cli_shows_a_plan_for_review_and_answers_it",
+        "tests/integration/planner/test_review.py::"
+        "test_longhaul_run_routes_a_comparison_to_a_team_and_follows_it",
+        "tests/integration/planner/test_review.py::"
+        "test_a_reviewed_plan_survives_a_planner_restart_and_runs_as_edited",
+        "tests/integration/planner/test_task_limits.py::"
+        "test_checkpoints_are_listed_and_cleared_and_a_resume_then_reads_the_log",
+        "tests/integration/gateway/test_waiting_inbox.py::"
+        "test_the_inbox_lists_each_keys_waits_and_answers_them_in_place",
+        "tests/integration/gateway/test_waiting_inbox.py::"
+        "test_a_deadline_s_default_action_is_taken_after_an_executor_kill_9",
+        "tests/integration/gateway/test_backup.py::test_backup_wipe_restore_resumes_a_waiting_trace",
+        "tests/integration/gateway/test_notifications.py::"
+        "test_a_delivery_survives_a_kill_of_the_notifier_between_event_and_delivery",
+        "tests/integration/gateway/test_storage_full.py::"
+        "test_a_full_stream_refuses_new_runs_stops_running_ones_and_loses_nothing",
+        "tests/unit/agent/test_file_tool_attacks.py::"
+        "test_a_file_larger_than_memory_is_read_in_bounded_memory",
+        "tests/unit/agent/test_cgroups.py::test_a_root_services_run_is_bounded_in_processes",
+        "tests/unit/agent/test_cgroups.py::test_the_whole_tree_shares_one_memory_limit",
     }
 )
 
 
 def is_slow(nodeid: str) -> bool:
     return nodeid.startswith(SLOW_PATHS) or nodeid.split("[", 1)[0] in SLOW_TESTS
+
+
+HEAVIEST_FILES = (
+    "tests/real_model/test_real_stack.py",
+    "tests/integration/cli/test_eval.py",
+    "tests/integration/cli/test_commands.py",
+    "tests/chaos/test_chaos_suite.py",
+    "tests/integration/gateway/test_openapi.py",
+    "tests/integration/test_pip_install.py",
+    "tests/integration/cli/test_up.py",
+    "tests/cluster/test_cluster.py",
+    "tests/integration/planner/test_review.py",
+    "tests/real_model/test_local_up.py",
+    "tests/real_model/test_local_provider.py",
+    "tests/chaos/test_schedule_ticks.py",
+    "tests/chaos/test_executor_crash.py",
+    "tests/chaos/test_kill_at_effect.py",
+    "tests/integration/cli/test_canary.py",
+    "tests/integration/cli/test_up_tracing.py",
+    "tests/integration/gateway/test_waiting_inbox.py",
+    "tests/integration/cli/test_example_tools.py",
+    "tests/integration/planner/test_task_limits.py",
+    "tests/real_model/test_prompt_cache.py",
+)
+"""The files that take longest under ``make test`` (``--dist loadfile``: a file is one unit
+of work), heaviest first; ``make durations`` prints the current ranking. xdist's default queue
+puts the files with fewest tests last, which left one-test files of two minutes (pip install,
+``longhaul up`` on a local model) for the end while the other worker sat idle: started first,
+the long files overlap and the many short ones fill the gaps."""
+
+
+def heaviest_first(nodeids: list[str]) -> list[int]:
+    """The order (indices into ``nodeids``) that runs the files of ``HEAVIEST_FILES`` first, in
+    its order, and every other test after them in collection order."""
+    rank = {path: index for index, path in enumerate(HEAVIEST_FILES)}
+    last = len(HEAVIEST_FILES)
+    return sorted(range(len(nodeids)), key=lambda i: rank.get(nodeids[i].split("::", 1)[0], last))

@@ -17,7 +17,7 @@ from longhaul.llm.local import LocalModel, LocalModelError, LocalServerError
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import ModelRequest, TextDelta, ToolSpec
 
-from tests.support.llama import TEMPLATE, wheels_or_fail
+from tests.support.llama import TEMPLATE, THREADS, wheels_or_fail
 
 pytestmark = pytest.mark.real_model
 
@@ -38,7 +38,7 @@ async def test_local_smollm2_starts_once_and_streams_a_named_tool_call() -> None
     wheels_or_fail()
     config = ModelsConfig(
         local=LocalModelConfig(
-            threads=2, n_ctx=2048, parallel=1, chat_template=TEMPLATE, max_tokens=3
+            threads=THREADS, n_ctx=2048, parallel=1, chat_template=TEMPLATE, max_tokens=3
         )
     )
     async with ModelRegistry(config, env={}) as registry:
@@ -133,7 +133,9 @@ async def test_an_idle_local_server_is_stopped_and_the_next_request_starts_it_ag
     wheels_or_fail()
     caplog.set_level(logging.INFO, logger="longhaul.llm.local")
     idle_s = 2.0
-    config = ModelsConfig(local=LocalModelConfig(threads=2, n_ctx=1024, parallel=1, idle_s=idle_s))
+    config = ModelsConfig(
+        local=LocalModelConfig(threads=THREADS, n_ctx=1024, parallel=1, idle_s=idle_s)
+    )
     async with ModelRegistry(config, env={}) as registry:
         servers = registry.local_servers
         model = registry.resolve("local:smollm2")

@@ -13,7 +13,7 @@ import pytest
 from longhaul.client import AsyncClient
 
 from tests.integration.cli.harness import cli_env, running_up
-from tests.support.llama import PREFILL, TEMPLATE, wheels_or_fail
+from tests.support.llama import PREFILL, TEMPLATE, THREADS, wheels_or_fail
 
 pytestmark = pytest.mark.real_model
 
@@ -26,7 +26,7 @@ async def test_a_local_model_trace_calls_tools_through_longhaul_up(tmp_path: Pat
         LONGHAUL_MODEL="local:smollm2",
         LONGHAUL_MODELS__LOCAL__CHAT_TEMPLATE=TEMPLATE,
         LONGHAUL_MODELS__LOCAL__TOOL_PREFILL=PREFILL,
-        LONGHAUL_MODELS__LOCAL__THREADS="2",
+        LONGHAUL_MODELS__LOCAL__THREADS=str(THREADS),
         LONGHAUL_MODELS__LOCAL__N_CTX="1024",
         LONGHAUL_MODELS__LOCAL__PARALLEL="1",
     )

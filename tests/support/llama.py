@@ -38,6 +38,11 @@ TEMPLATE = "hermes-tools"
 """The packaged tools-aware template (``models.local.chat_template``)."""
 PREFILL = "<tool_call>\n"
 START_TIMEOUT_S = 60.0
+THREADS = 1
+"""One decoding thread: llama.cpp's threads meet at a barrier for every token, so while the
+suite's other worker and the processes it starts hold a core, a two-thread decode mostly waits
+on its descheduled half (measured under load: 0.6-1.3 tokens/s with two threads, 16-20 with
+one). The local-model tests that configure ``models.local`` use one thread for the same reason."""
 N_CTX = 4096
 """Two slots of 2,048 tokens: enough for a few tool rounds of the 135M model."""
 
@@ -59,7 +64,7 @@ def wheels_or_fail() -> str:
 class LlamaProcess:
     """llama.cpp's server with the packaged model in a subprocess on a free loopback port."""
 
-    def __init__(self, *, threads: int = 2, n_ctx: int = N_CTX, parallel: int = 2) -> None:
+    def __init__(self, *, threads: int = THREADS, n_ctx: int = N_CTX, parallel: int = 2) -> None:
         self.threads = threads
         self.n_ctx = n_ctx
         self.parallel = parallel
@@ -214,7 +219,7 @@ class SteeringProxy:
 def main() -> None:
     """The server process: load the model, say where it listens, live until SIGTERM."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=THREADS)
     parser.add_argument("--n-ctx", type=int, default=N_CTX)
     parser.add_argument("--parallel", type=int, default=2)
     args = parser.parse_args()

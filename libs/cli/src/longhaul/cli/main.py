@@ -22,7 +22,6 @@ from longhaul.cli import (
     triggers,
 )
 from longhaul.cli.context import Target, console, errors, execute
-from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.backup import BackupError
@@ -182,6 +181,9 @@ def nats_auth_files(
 @app.command("mcp")
 def mcp_stdio(ctx: typer.Context) -> None:
     """Serve the gateway's MCP tools (/mcp) on stdin/stdout, for desktop MCP clients."""
+    # imported here: the MCP SDK is a second of every other command's start
+    from longhaul.cli.mcp_bridge import serve_stdio
+
     target: Target = ctx.obj
     try:
         asyncio.run(serve_stdio(target.url, target.api_key))

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-import trafilatura
 from longhaul.agent.errors import ToolError
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
@@ -29,7 +28,6 @@ from longhaul.agent.tools.decoding import ACCEPT_ENCODING, BoundedDecoder
 from longhaul.agent.tools.netguard import IPAddress, checked_addresses
 from longhaul.agent.tools.offload import fit_output
 from longhaul.agent.tools.result import ToolResult
-from trafilatura.utils import decode_file
 
 MAX_REDIRECTS = 5
 META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
@@ -54,11 +52,17 @@ def decode(body: bytes, header_charset: str | None, *, html: bool) -> str:
         declared = _known(found.group(1).decode("ascii")) if found else None
     if declared is not None:
         return body.decode(declared, errors="replace")
+    from trafilatura.utils import decode_file  # lazy: see html_to_text
+
     return decode_file(body)
 
 
 def html_to_text(html: str, url: str) -> str:
     """Main content as markdown, else all visible text (CPU-bound: call it in a thread)."""
+    # imported on first use: trafilatura (and lxml) is over a second of every service's start
+    # that imports the built-in tools, gateway and executor alike
+    import trafilatura
+
     text = trafilatura.extract(
         html,
         url=url,
