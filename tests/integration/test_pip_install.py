@@ -5,8 +5,9 @@ never sees what pip makes of the same metadata (pip 23.2 skipped justext's
 ``lxml[html_clean]`` and ``longhaul up`` died importing ``lxml.html.clean``). Here every wheel
 is built (``uv build --all-packages``, the root metapackage ``longhaul-agents`` included),
 installed by that name (``--find-links``) with the pip that ``python -m venv`` brings into a
-fresh virtualenv — the README's exact commands, dependency downloads real (pip's own cache
-makes repeats quick) — and that install's ``longhaul up`` runs a trace to ``completed``.
+fresh virtualenv — the exact commands of docs/10-operations.md, dependency downloads real
+(pip's own cache makes repeats quick) — and that install's ``longhaul up`` runs a trace to
+``completed``.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
     await _run(base_python, "-m", "venv", venv, cwd=tmp_path, within=BUILD_DEADLINE_S)
     python = venv / "bin" / "python"
     pip: list[str | Path] = [python, "-m", "pip", "install"]
-    # by name from the built wheels, as the README says (`longhaul` on PyPI is another project)
+    # by name from the built wheels, as docs/10-operations.md says (`longhaul` on PyPI is
+    # another project)
     await _run(
         *pip,
         "--find-links",
