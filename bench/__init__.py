@@ -1,4 +1,4 @@
-"""Benchmarks (`make bench`); see README.md for what each measures."""
+"""Benchmarks (`make bench`); see docs/10-operations.md for what each measures."""
 
 import os
 import tempfile

@@ -66,7 +66,8 @@ EFFECTS = "kill-at-effect"
 """Executors killed while payments are in flight, many times (``tests.chaos.effects``)."""
 TOOLS = "tests.integration.executor.tooling"
 FINISH_TIMEOUT_S = 240.0
-# `make chaos` fails a scenario whose slowest takeover misses these (README, ARCHITECTURE 7b).
+# `make chaos` fails a scenario whose slowest takeover misses these (docs/10-operations.md,
+# docs/11-backup-and-recovery.md).
 TAKEOVER_S = 5.0
 LEASE_TTL_S = 5.0
 

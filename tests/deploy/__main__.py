@@ -15,7 +15,8 @@ command check). Then, over the gateway's HTTP API:
 6. ``down -v``: no container, network or volume of the project is left.
 
 Not part of ``make test``: it needs a container engine, and fails (exit 1, saying so) when
-none answers; it never passes without one. Prints each phase's time (README, "Deploying").
+none answers; it never passes without one. Prints each phase's time (docs/10-operations.md,
+"Deploying").
 """
 
 from __future__ import annotations

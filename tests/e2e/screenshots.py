@@ -1,4 +1,4 @@
-"""Screenshots of the run viewer's main views for the README, from a real stack running the
+"""Screenshots of the run viewer's main views for docs/03-using-it.md, from a real stack running the
 offline ``scripted:demo`` model: ``.venv/bin/python -m tests.e2e.screenshots docs/img``.
 
 A gateway and an executor in this process, a nats-server the test support starts, Debian's

@@ -5,9 +5,9 @@ never sees what pip makes of the same metadata (pip 23.2 skipped justext's
 ``lxml[html_clean]`` and ``longhaul up`` died importing ``lxml.html.clean``). Here every wheel
 is built (``uv build --all-packages``, the root metapackage ``longhaul-agents`` included),
 installed by that name (``--find-links``) with the pip that ``python -m venv`` brings into a
-fresh virtualenv — the README's commands (with
-``--no-compile``), dependency downloads real (pip's own cache
-makes repeats quick) — and that install's ``longhaul up`` runs a trace to ``completed``.
+fresh virtualenv — the commands of docs/10-operations.md (with ``--no-compile``),
+dependency downloads real (pip's own cache makes repeats quick) — and that install's
+``longhaul up`` runs a trace to ``completed``.
 """
 
 from __future__ import annotations
@@ -84,11 +84,12 @@ async def test_the_wheels_installed_by_pip_run_a_trace(tmp_path: Path) -> None:
     assert root_wheel.is_file() and built == sorted(p.parent.name for p in sources)
 
     python = venv / "bin" / "python"
-    # --no-compile: what pip resolves and installs is the README's command's; only the
+    # --no-compile: what pip resolves and installs is the documented command's; only the
     # byte-compiling of ~4,000 installed modules afterwards is left to the imports (a third of
     # the install's time)
     pip: list[str | Path] = [python, "-m", "pip", "install", "--no-compile"]
-    # by name from the built wheels, as the README says (`longhaul` on PyPI is another project)
+    # by name from the built wheels, as docs/10-operations.md says (`longhaul` on PyPI is
+    # another project)
     await _run(
         *pip,
         "--find-links",

@@ -1,6 +1,6 @@
 """A trace through the executor service and the real HTTP provider fakes.
 
-See docs/ARCHITECTURE.md §5-§6.
+See docs/08-engine.md and docs/04-models-and-tools.md.
 
 The fakes speak the OpenAI / Anthropic / Gemini wire formats and answer 400 exactly like the
 real APIs when tool calls are unpaired, Anthropic's tool results are not grouped, (with

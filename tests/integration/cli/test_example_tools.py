@@ -1,6 +1,7 @@
-"""The README's own-tools section as written: ``examples/tools`` loaded into a real
-``longhaul up`` by configuration alone, a trace calling its tools against a real HTTP service
-on loopback, each tool seeing only the secrets the operator granted it and never the model."""
+"""The own-tools section of docs/04-models-and-tools.md as written: ``examples/tools`` loaded
+into a real ``longhaul up`` by configuration alone, a trace calling its tools against a real
+HTTP service on loopback, each tool seeing only the secrets the operator granted it and never
+the model."""
 
 from __future__ import annotations
 

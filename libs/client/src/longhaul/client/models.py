@@ -547,7 +547,7 @@ class RunStarted(Model):
 
 
 class Trigger(Model):
-    """A signed webhook: POST ``url`` (see the README for the signature)."""
+    """A signed webhook: POST ``url`` (the signature: docs/05-schedules-and-notifications.md)."""
 
     trigger_id: str
     name: str

@@ -1,7 +1,7 @@
 """Durable pull consumers shared by the replicas of a service (competing consumers): the one
 consumer loop every service runs (:func:`consume`).
 
-A delivery is only a wake-up (docs/ARCHITECTURE.md §4): handlers re-read the aggregate and
+A delivery is only a wake-up (docs/07-the-log.md): handlers re-read the aggregate and
 decide from state, so they are idempotent. The loop therefore acks after the handler returns
 (or naks with the delay it returns: "ask me again then"), asks its :class:`ConsumerHooks` what
 to answer when it raises (by default a nak with backoff, redelivery being harmless, and a term

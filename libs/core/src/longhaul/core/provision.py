@@ -1,6 +1,6 @@
 """Idempotent creation/update of every JetStream resource longhaul uses.
 
-The resources are listed in docs/ARCHITECTURE.md §3.
+The resources are listed in docs/07-the-log.md.
 """
 
 from __future__ import annotations

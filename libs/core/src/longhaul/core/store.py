@@ -5,7 +5,7 @@ It stores and reads events and knows nothing of what they mean: folding them int
 snapshots live beside the log (:mod:`~longhaul.core.snapshots`). An import contract keeps this
 module free of the state folds.
 
-Append rule (docs/ARCHITECTURE.md §3): each event is published with
+Append rule (docs/07-the-log.md): each event is published with
 ``Nats-Expected-Last-Subject-Sequence`` (the stream sequence of the aggregate's last event) on
 the aggregate's wildcard subject, and ``Nats-Msg-Id: <id>:<n>``. nats-server checks the
 expected sequence before the Msg-Id, so a retry of a publish that landed is refused ("wrong
@@ -173,7 +173,7 @@ class PendingAppend:
                 break
             except APIError as exc:
                 if exc.err_code == WRONG_LAST_SEQUENCE:
-                    # A refusal is no proof of a conflict (docs/ARCHITECTURE.md §3, "A refused
+                    # A refusal is no proof of a conflict (docs/07-the-log.md, "A refused
                     # append"): what follows ``expected_seq`` on the log decides.
                     found = await retry_transient(
                         lambda: store._slot_after(

@@ -1,4 +1,4 @@
-"""The event catalog: every domain event of docs/ARCHITECTURE.md §4 as one msgspec tagged union.
+"""The event catalog: every domain event of docs/07-the-log.md as one msgspec tagged union.
 
 Events are encoded as JSON. The envelope (``id``, ``type``, ``aggregate_id``, ``n``, ``ts``,
 ``causation_id``, ``correlation_id``, ``actor``, ``trace_context``) is filled by the writer;

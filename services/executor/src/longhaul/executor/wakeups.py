@@ -2,7 +2,7 @@
 
 All replicas bind to one durable per namespace and compete for its messages. A delivered
 message is only a wake-up: handlers never trust its payload, they re-read the trace
-(docs/ARCHITECTURE.md §4).
+(docs/07-the-log.md).
 """
 
 from __future__ import annotations

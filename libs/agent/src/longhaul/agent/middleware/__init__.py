@@ -1,4 +1,4 @@
-"""The middleware chain and its thirteen built-ins (``DEFAULT_ORDER``, docs/ARCHITECTURE.md §5)."""
+"""The middleware chain and its thirteen built-ins (``DEFAULT_ORDER``, docs/08-engine.md)."""
 
 from longhaul.agent.middleware.base import Middleware, ModelHandler, ToolHandler
 from longhaul.agent.middleware.chain import MiddlewareChain

@@ -1,4 +1,4 @@
-"""``default_middleware(config)``: the built-ins in docs/ARCHITECTURE.md §5 order, adjusted by
+"""``default_middleware(config)``: the built-ins in docs/08-engine.md order, adjusted by
 ``PipelineConfig.middleware``, plus the operator's own middleware.
 
 Each entry of that list names a built-in (``LoopDetection`` or ``loop_detection``) and may

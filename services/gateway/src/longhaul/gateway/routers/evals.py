@@ -48,7 +48,7 @@ Repeat = Annotated[int, Field(ge=0, lt=evals.MAX_REPEAT), BeforeValidator(integr
 
 
 class CreateEvalRequest(Body):
-    suite: dict[str, Any] = Field(description="the suite (README: Evals), as parsed YAML")
+    suite: dict[str, Any] = Field(description="the suite (docs/06-evals.md), as parsed YAML")
     models: list[ModelName] = Field(
         default_factory=list,
         max_length=evals.MAX_MODELS,
@@ -240,7 +240,7 @@ class TaskFromTraceRequest(Body):
 
 
 class TaskFromTrace(BaseModel):
-    task: dict[str, Any] = Field(description="a suite task (README: Evals), ready to append")
+    task: dict[str, Any] = Field(description="a suite task (docs/06-evals.md), ready to append")
     skipped_files: list[str] = Field(
         default_factory=list, description="files the run started with that are not text"
     )

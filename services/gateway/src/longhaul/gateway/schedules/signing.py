@@ -23,8 +23,9 @@ PREFIX = "sha256="
 
 
 def signature(secret: str, timestamp: str, body: bytes, key: str | None = None) -> str:
-    """The header value a sender computes (also what the README's example does); ``key``:
-    the ``Idempotency-Key``, when the sender signs it too."""
+    """The header value a sender computes (also what the example in
+    docs/05-schedules-and-notifications.md does); ``key``: the ``Idempotency-Key``, when the
+    sender signs it too."""
     signed = timestamp.encode() + b"." + (f"{key}\n".encode() if key else b"") + body
     return PREFIX + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
 

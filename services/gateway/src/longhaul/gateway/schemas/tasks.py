@@ -1,4 +1,4 @@
-"""Task requests and views (docs/ARCHITECTURE.md §7 shapes)."""
+"""Task requests and views (docs/09-api.md shapes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Trace requests and views (docs/ARCHITECTURE.md §7 shapes)."""
+"""Trace requests and views (docs/09-api.md shapes)."""
 
 from __future__ import annotations
 
