@@ -94,7 +94,8 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.a2a_tasks import artifact_update, progress_update, status_update, task_of
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import (
+from longhaul.gateway.routers.traces import start_trace
+from longhaul.gateway.run_outcome import (
     decoded,
     follow,
     outcome_of,
@@ -103,7 +104,6 @@ from longhaul.gateway.outcome import (
     step_line,
     viewer_link,
 )
-from longhaul.gateway.routers.traces import start_trace
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
 from pydantic import ValidationError

@@ -27,7 +27,9 @@ from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import (
+from longhaul.gateway.routers.files import checked_name, put_files
+from longhaul.gateway.routers.traces import query_owned, start_trace
+from longhaul.gateway.run_outcome import (
     decoded,
     follow,
     outcome_of,
@@ -35,8 +37,6 @@ from longhaul.gateway.outcome import (
     text_of,
     viewer_link,
 )
-from longhaul.gateway.routers.files import checked_name, put_files
-from longhaul.gateway.routers.traces import query_owned, start_trace
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
 from mcp.server.mcpserver import Context, MCPServer
