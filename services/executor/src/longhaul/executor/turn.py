@@ -59,7 +59,9 @@ MAX_ROUNDS = 8
 
 
 @dataclass
-class TurnSettings:
+class TurnRunnerSettings:
+    """The executor's settings for running turns (the engine's own are ``TurnSettings``)."""
+
     actor: str
     index_interval_s: float
 
@@ -97,7 +99,7 @@ class TurnRunner:
         leases: Leases,
         run_turn: RunTurn,
         metrics: ExecutorMetrics,
-        settings: TurnSettings,
+        settings: TurnRunnerSettings,
     ) -> None:
         self.ctx = ctx
         self.traces: Repository[TraceState] = ctx.traces
