@@ -108,7 +108,7 @@ def task_creation(config: LonghaulConfig, body: CreateTaskRequest) -> ev.TaskCre
     )
 
 
-def tasks_router(prefix: str) -> APIRouter:
+def build_tasks_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["tasks"], responses=ERROR_RESPONSES)
 
     @router.post("", status_code=202, response_model=TaskAccepted, summary="Start a task")
