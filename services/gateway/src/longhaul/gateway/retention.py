@@ -12,11 +12,11 @@ gateways may sweep the same index: a second delete of a trace finds it gone and 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import logging
 import time
 
+from longhaul.core.background import every
 from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.config import RetentionConfig
 from longhaul.domain.state.trace import FINAL_STATUSES
@@ -87,12 +87,5 @@ class Retention:
 
     async def run(self, shutdown: asyncio.Event) -> None:
         """Sweep every ``retention.sweep_interval_s`` until ``shutdown``."""
-        while not shutdown.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(shutdown.wait(), timeout=self.config.sweep_interval_s)
-            if shutdown.is_set():
-                return
-            try:
-                await self.sweep_once()
-            except Exception:
-                log.exception("retention sweep failed; trying again next interval")
+        interval_s = self.config.sweep_interval_s
+        await every(interval_s, shutdown, self.sweep_once, log=log, what="retention sweep")
