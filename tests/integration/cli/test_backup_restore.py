@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 from longhaul.core.connection import Connection, connect
-from longhaul.core.deliveries import Deliveries
+from longhaul.core.notification_records import NotificationRecords
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import NatsConfig
@@ -117,7 +117,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
                 lambda value: json.loads(value).get("status") == "delivered",
                 within=DEADLINE_S,
             )
-            notified = await Deliveries(conn).of_run(trace_id)
+            notified = await NotificationRecords(conn).of_run(trace_id)
             assert notified
             # overlap "allow": a run restored as running does not hold the next ticks back
             every = {"name": "often", "every_s": 1, "overlap": "allow", "template": TEMPLATE}

@@ -10,7 +10,7 @@ import os
 import msgspec
 import pytest
 from longhaul.core.connection import Connection
-from longhaul.core.direct import OBJECT_PAGE, DirectGetError, read_object
+from longhaul.core.direct_get import OBJECT_PAGE, DirectGetError, read_object
 from longhaul.core.provision import ProvisionSettings, provision
 from longhaul.core.repository import traces
 from longhaul.core.snapshots import SnapshotStore, pack_snapshot

@@ -505,4 +505,4 @@ async def test_a_failing_schedule_is_told_once_then_counted_then_paused_across_t
             assert erased.status_code == 200, erased.text
             assert sid in erased.json()["deleted"]
             assert [r async for r in store.replay("schedule", sid)] == []
-            assert await first.runtime.service.deliveries.of_run(sid) == []
+            assert await first.runtime.service.notification_records.of_run(sid) == []

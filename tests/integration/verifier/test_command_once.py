@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 from longhaul.agent.tools.sandbox import rlimits
 from longhaul.domain.config import SandboxConfig
-from longhaul.verifier.durable import INTERRUPTED, Job, run_once
+from longhaul.verifier.command_spool import INTERRUPTED, Job, run_once
 
 DEADLINE_S = 30.0
 
@@ -44,7 +44,7 @@ def verifier_process(spool: Path, workdir: Path) -> subprocess.Popen[bytes]:
         f"""
         import asyncio, msgspec
         from pathlib import Path
-        from longhaul.verifier.durable import Job, run_once
+        from longhaul.verifier.command_spool import Job, run_once
         job = msgspec.json.decode({msgspec.json.encode(job(workdir))!r}, type=Job)
         asyncio.run(run_once(Path({str(spool)!r}), job, b"answer"))
         """

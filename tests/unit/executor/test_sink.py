@@ -16,9 +16,9 @@ from longhaul.core.repository import traces
 from longhaul.core.snapshots import Snapshots
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
+from longhaul.executor.background_writes import TurnBackgroundWrites
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.sink import TraceSink
-from longhaul.executor.upkeep import TurnUpkeep
 
 from tests.support.folds import trace_state
 
@@ -41,7 +41,7 @@ async def sink_on(
     state = await repository.create("t_1", CREATED, actor="test")
     assert state is not None
     # The index is written only every interval_s; an infinite one keeps it (and NATS) out.
-    upkeep = TurnUpkeep(
+    background_writes = TurnBackgroundWrites(
         Snapshots(snapshots or MemorySnapshots(), snapshot_every),
         TraceIndex(cast(Connection, None)),
         interval_s=float("inf"),
@@ -52,7 +52,7 @@ async def sink_on(
         actor="executor",
         lease=lease or Held(),
         metrics=ExecutorMetrics(),
-        upkeep=upkeep,
+        background_writes=background_writes,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import nats
 from longhaul.core import nats_publish_async, nats_speedups
-from longhaul.core.direct import read_object
+from longhaul.core.direct_get import read_object
 from longhaul.core.provision import ProvisionSettings, provision
 from longhaul.core.transient import retry_transient
 from longhaul.domain.config import NatsConfig
@@ -55,7 +55,7 @@ class Connection:
     async def read_artifact(self, name: str) -> bytes:
         """An object's bytes. Read into a buffer: nats-py's plain ``get`` concatenates the
         chunks one by one, quadratic in the size (a 50 MB snapshot took 20 s); this reads them with
-        batched direct gets (:mod:`longhaul.core.direct`)."""
+        batched direct gets (:mod:`longhaul.core.direct_get`)."""
         store = await self.artifacts()
         return await read_object(self.nc, self.names.artifacts, await store.get_info(name))
 

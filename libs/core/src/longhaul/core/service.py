@@ -22,12 +22,12 @@ from typing import Any
 from longhaul.core import event_loop, repository
 from longhaul.core.checkpoints import Checkpoints
 from longhaul.core.connection import Connection, connect
-from longhaul.core.deliveries import Deliveries
 from longhaul.core.erasure import Eraser
 from longhaul.core.evals import EvalStore
 from longhaul.core.experiences import ExperienceStore
 from longhaul.core.index import TraceIndex
 from longhaul.core.logs import configure_logging
+from longhaul.core.notification_records import NotificationRecords
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.repository import Repository
 from longhaul.core.snapshots import Snapshots, SnapshotStore
@@ -125,9 +125,9 @@ class ServiceContext:
         return EvalStore(self.conn)
 
     @cached_property
-    def deliveries(self) -> Deliveries:
+    def notification_records(self) -> NotificationRecords:
         """Notification deliveries, one record each (``lh_notifications``)."""
-        return Deliveries(self.conn)
+        return NotificationRecords(self.conn)
 
     @cached_property
     def checkpoints(self) -> Checkpoints:

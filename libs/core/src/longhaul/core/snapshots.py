@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 import msgspec
 from longhaul.core.background import drain
 from longhaul.core.connection import Connection
-from longhaul.core.direct import DirectGetError
+from longhaul.core.direct_get import DirectGetError
 from longhaul.core.kv import get_entry
 from longhaul.domain.events import Aggregate
 from longhaul.domain.state import Fold

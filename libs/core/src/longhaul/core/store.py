@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
 from longhaul.core.connection import Connection
-from longhaul.core.direct import direct_page
+from longhaul.core.direct_get import direct_page
 from longhaul.core.telemetry import carrier_headers, current_carrier
 from longhaul.core.transient import is_transient, retry_transient
 from longhaul.domain import events as ev

@@ -40,7 +40,7 @@ from longhaul.executor.remote import RemoteAgents, RemoteWaits
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.executor.sweeper import Sweeper
 from longhaul.executor.tools import ExecutorTools
-from longhaul.executor.turn import TurnRunner, TurnSettings
+from longhaul.executor.turn import TurnRunner, TurnRunnerSettings
 from longhaul.executor.wakeups import FINAL_TYPES, SPAWN_TYPES, consumer_spec, is_wakeup
 from nats.aio.msg import Msg
 
@@ -86,7 +86,7 @@ class Executor:
             self.leases,
             agent,
             self.metrics,
-            TurnSettings(actor=actor, index_interval_s=settings.index_interval_s),
+            TurnRunnerSettings(actor=actor, index_interval_s=settings.index_interval_s),
         )
         self.sweeper = Sweeper(
             self.index,

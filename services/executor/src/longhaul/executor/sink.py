@@ -30,8 +30,8 @@ from longhaul.core.repository import (
 )
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
+from longhaul.executor.background_writes import TurnBackgroundWrites
 from longhaul.executor.metrics import ExecutorMetrics
-from longhaul.executor.upkeep import TurnUpkeep
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +72,14 @@ class TraceSink:
         actor: str,
         lease: HeldLease,
         metrics: ExecutorMetrics,
-        upkeep: TurnUpkeep,
+        background_writes: TurnBackgroundWrites,
     ) -> None:
-        self.repository = traces.taking_snapshots(upkeep.snapshots)
+        self.repository = traces.taking_snapshots(background_writes.snapshots)
         self.state = state
         self.actor = actor
         self.lease = lease
         self.metrics = metrics
-        self.upkeep = upkeep
+        self.background_writes = background_writes
         self.appended = 0
         self._in_flight: SaveInFlight[TraceState] | None = None
 
@@ -175,4 +175,4 @@ class TraceSink:
         event = recorded.event
         if isinstance(event, ev.MessageAppended) and event.role == "assistant":
             self.metrics.steps.inc()
-        self.upkeep.after_append(state)
+        self.background_writes.after_append(state)

@@ -12,11 +12,11 @@ deadline (:mod:`longhaul.executor.deadlines`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 
+from longhaul.core.background import every
 from longhaul.core.index import TraceIndex, TraceIndexEntry
 from longhaul.domain.state.trace import FINAL_STATUSES
 from longhaul.executor.deadlines import WaitDeadlines
@@ -45,15 +45,7 @@ class Sweeper:
         self._backfilled = False
 
     async def run(self, shutdown: asyncio.Event) -> None:
-        while not shutdown.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(shutdown.wait(), timeout=self.interval_s)
-            if shutdown.is_set():
-                return
-            try:
-                await self.sweep_once()
-            except Exception:
-                log.exception("sweep failed; trying again next interval")
+        await every(self.interval_s, shutdown, self.sweep_once, log=log, what="sweep")
 
     async def sweep_once(self) -> list[str]:
         """Wake every orphaned running trace; returns their ids."""

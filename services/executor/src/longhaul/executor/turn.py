@@ -36,13 +36,13 @@ from longhaul.core.telemetry import context_of, tracer
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.executor.appends import append_while
+from longhaul.executor.background_writes import TurnBackgroundWrites
 from longhaul.executor.decide import Action, decide
 from longhaul.executor.leases import Lease, Leases
 from longhaul.executor.live import LivePublisher
 from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.sink import TraceSink
 from longhaul.executor.stops import StopSignals
-from longhaul.executor.upkeep import TurnUpkeep
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, StatusCode
@@ -60,7 +60,9 @@ MAX_ROUNDS = 8
 
 
 @dataclass
-class TurnSettings:
+class TurnRunnerSettings:
+    """The executor's settings for running turns (the engine's own are ``TurnSettings``)."""
+
     actor: str
     index_interval_s: float
 
@@ -98,7 +100,7 @@ class TurnRunner:
         leases: Leases,
         run_turn: RunTurn,
         metrics: ExecutorMetrics,
-        settings: TurnSettings,
+        settings: TurnRunnerSettings,
     ) -> None:
         self.ctx = ctx
         self.traces: Repository[TraceState] = ctx.traces
@@ -175,7 +177,7 @@ class TurnRunner:
     async def _run_agent(
         self, state: TraceState, lease: Lease, stop: StopSignal
     ) -> TraceState | None:
-        upkeep = TurnUpkeep(
+        background_writes = TurnBackgroundWrites(
             self.ctx.snapshotter(), self.index, interval_s=self.settings.index_interval_s
         )
         sink = TraceSink(
@@ -184,7 +186,7 @@ class TurnRunner:
             actor=self.settings.actor,
             lease=lease,
             metrics=self.metrics,
-            upkeep=upkeep,
+            background_writes=background_writes,
         )
         live = LivePublisher(self.ctx.conn.nc, self.ctx.conn.names.live(state.trace_id))
         self.metrics.active_turns.inc()
@@ -230,4 +232,4 @@ class TurnRunner:
                     await task
             await live.close()
             with contextlib.suppress(Exception):
-                await upkeep.finish(state)
+                await background_writes.finish(state)

@@ -47,7 +47,7 @@ from longhaul.gateway.routers import (
 )
 from longhaul.gateway.routers.a2a_server import A2ASurface
 from longhaul.gateway.routers.mcp_server import McpSurface
-from longhaul.gateway.routers.tasks import tasks_router
+from longhaul.gateway.routers.tasks import build_tasks_router
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules.ticker import Ticker
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
@@ -138,13 +138,13 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         inbox.router,
         notifications.router,
         waiting.router,
-        tasks_router("/api/tasks"),
-        tasks_router("/api/v1/tasks"),
+        build_tasks_router("/api/tasks"),
+        build_tasks_router("/api/v1/tasks"),
         info.router,
         tools.router,
         experiences.router,
         evals.router,
-        evals.tasks_router,
+        evals.eval_tasks_router,
         schedules.router,
         triggers.router,
         skills.router,

@@ -1,7 +1,7 @@
 """Export a trace family as a bundle, import a bundle as a new family (``longhaul.domain.bundle``).
 
 Export reads what the caller owns: the trace (checked like every route), its local sub-traces
-(the family walk of :mod:`longhaul.gateway.erase`), their logs and the workspace values they
+(the family walk of :mod:`longhaul.gateway.erasure`), their logs and the workspace values they
 own — stored outputs, uploads, attachments, the images their messages show and the recorded
 contexts (prompt and tool schemas) their runs were shown — which are the
 places :mod:`longhaul.core.erasure` lists, less what is not the trace's own (snapshots and the
@@ -45,7 +45,7 @@ from longhaul.domain.state import TraceState
 from longhaul.domain.state.fold import apply_or_skip
 from longhaul.gateway import access
 from longhaul.gateway.auth import Principal
-from longhaul.gateway.erase import family_of, images_named
+from longhaul.gateway.erasure import family_of, images_named
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.routers.files import charge
 from longhaul.gateway.runtime import RETRY, Runtime

@@ -3,7 +3,7 @@
 The answer is fed on stdin (and its trace id in ``LONGHAUL_TRACE_ID``), the exit code decides,
 and stdout+stderr are captured into one log capped at ``output_cap`` bytes
 (:mod:`longhaul.verifier.execute`, run by a keeper process that outlives a verifier crash:
-:mod:`longhaul.verifier.durable`). The command is confined by the same sandbox as
+:mod:`longhaul.verifier.command_spool`). The command is confined by the same sandbox as
 ``bash`` (:mod:`longhaul.agent.tools.sandbox`): it sees the system read-only and its working
 directory (and ``cwd``) read-write, nothing else; without a sandbox it is refused unless the
 operator set ``sandbox.mode: none``.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from longhaul.agent.tools.childproc import child_env
 from longhaul.agent.tools.sandbox import Sandbox, SandboxUnavailable, WorkdirFull, rlimits
-from longhaul.verifier.durable import Job, run_once
+from longhaul.verifier.command_spool import Job, run_once
 from longhaul.verifier.result import CheckResult
 from longhaul.verifier.spec import CommandCheck
 
@@ -42,7 +42,7 @@ async def run_command(
     confined_to_working_dir: bool = False,
 ) -> CheckResult:
     """``spool``: the request's own directory, where the command's keeper leaves its result
-    (:mod:`longhaul.verifier.durable`). ``confined_to_working_dir`` (a trace filed under a
+    (:mod:`longhaul.verifier.command_spool`). ``confined_to_working_dir`` (a trace filed under a
     key): ``cwd`` must lie inside the trace's working directory, the only directory the
     command may see."""
     sandbox = sandbox or Sandbox()

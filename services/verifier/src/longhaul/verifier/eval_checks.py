@@ -24,7 +24,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.evals import CHECK_TIMEOUT_S, CheckOutcome
 from longhaul.domain.state import TraceState
 from longhaul.verifier.command_check import run_command
-from longhaul.verifier.durable import discard, spool_for
+from longhaul.verifier.command_spool import discard, spool_for
 from longhaul.verifier.handler import Verifier
 from longhaul.verifier.spec import CommandCheck
 

@@ -13,7 +13,7 @@ import os
 import signal
 from collections.abc import Callable
 
-from longhaul.verifier.durable import Outcome
+from longhaul.verifier.command_spool import Outcome
 
 READ_CHUNK = 64 * 1024
 KILL_GRACE_S = 5.0

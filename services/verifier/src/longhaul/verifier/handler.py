@@ -8,7 +8,7 @@ on conflict), so two replicas racing on a redelivered request cannot both answer
 ledger (``longhaul.verifier.ledger``) the checks themselves run once per request: a redelivery
 finds the running claim or the recorded verdict by the request's key; a command check whose
 verifier died mid-run is found still running, or finished, by its keeper
-(``longhaul.verifier.durable``) and never started twice.
+(``longhaul.verifier.command_spool``) and never started twice.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from longhaul.domain.messages import content_text
 from longhaul.domain.state import TraceState
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.command_check import run_command
-from longhaul.verifier.durable import discard, spool_for
+from longhaul.verifier.command_spool import discard, spool_for
 from longhaul.verifier.judge_check import run_judge
 from longhaul.verifier.ledger import VerdictLedger
 from longhaul.verifier.result import CheckResult, Verdict, combine

@@ -7,7 +7,7 @@ seconds of a consumer's death) finds the key: a verdict is reused as is; a live 
 for; a claim whose holder died (recorded dead by its supervisor, or its TTL run out) is claimed
 again, and the new
 holder finds the dead one's command still running, or finished, through its keeper
-(:mod:`longhaul.verifier.durable`): the command itself is never started twice.
+(:mod:`longhaul.verifier.command_spool`): the command itself is never started twice.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from longhaul.agent.config_check import check_config
 from longhaul.core.consumer import ConsumerSpec, consume
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.llm.registry import ModelRegistry
-from longhaul.verifier.durable import prune
+from longhaul.verifier.command_spool import prune
 from longhaul.verifier.eval_checks import EvalChecks
 from longhaul.verifier.handler import Verifier
 from longhaul.verifier.ledger import VerdictLedger

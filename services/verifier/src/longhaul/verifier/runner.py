@@ -6,7 +6,7 @@ neither kills the command nor loses what it printed: the keeper runs the command
 limited, dying with the keeper), captures its capped output and writes ``result.json`` into
 the spool. A verifier that picks the request up again finds the running keeper by its lock or
 the finished result, and never starts the command a second time (see
-:mod:`longhaul.verifier.durable`).
+:mod:`longhaul.verifier.command_spool`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import msgspec
 from longhaul.agent.tools.childproc import limit_child
-from longhaul.verifier.durable import STARTED, Job, Outcome, write_atomically
+from longhaul.verifier.command_spool import STARTED, Job, Outcome, write_atomically
 from longhaul.verifier.execute import execute
 
 

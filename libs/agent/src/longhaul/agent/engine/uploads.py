@@ -1,15 +1,15 @@
 """Files a client uploaded reach the working directory before the next model call.
 
-The gateway keeps an upload's bytes in the workspace (``uploads/<trace>/<sha256>``) and
-records ``FileUploaded``; here they (only keys under the trace's own ``uploads/<trace>/``) are
-written into the trace's working directory and the model is told, in one batch with
-``FilesDelivered`` (so a crash never tells twice or loses one). The write is the file tools'
-(``tools.beneath``): every folder on the way is opened from the working directory's descriptor
-and may not lead out of it, the file is created in its folder's descriptor and renamed over
-the name there, so a symlink or hard link a tool planted under that name is replaced, never
-followed, and a folder swapped for a link meanwhile (a process the agent left running)
-cannot redirect it. A trace's initial files (an eval task's) may name sub-directories, made
-where missing.
+The gateway keeps an upload's bytes in the workspace (``uploads/<trace>/<sha256>``) and records
+``FileUploaded``; here they (only keys under the trace's own ``uploads/<trace>/``) are written
+into the trace's working directory and the model is told, in one batch with ``FilesDelivered``
+(so a crash never tells twice or loses one). The write is the file tools'
+(``tools.confined_paths``): every folder on the way is opened from the working directory's
+descriptor and may not lead out of it, the file is created in its folder's descriptor and
+renamed over the name there, so a symlink or hard link a tool planted under that name is
+replaced, never followed, and a folder swapped for a link meanwhile (a process the agent left
+running) cannot redirect it. A trace's initial files (an eval task's) may name sub-directories,
+made where missing.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import asyncio
 from pathlib import Path
 
 from longhaul.agent.errors import ToolError
-from longhaul.agent.tools import beneath
+from longhaul.agent.tools import confined_paths
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import FilesDelivered, FileUploaded
 
@@ -36,8 +36,8 @@ def _write(directory: Path, name: str, data: bytes) -> None:
     if any(not part or part.startswith(".") or Path(part).name != part for part in parts):
         raise ValueError(f"unsafe upload name {name!r}")
     directory.mkdir(parents=True, exist_ok=True)
-    with beneath.root(directory) as root:
-        beneath.replace_file(root, name, data)
+    with confined_paths.root(directory) as root:
+        confined_paths.replace_file(root, name, data)
 
 
 async def deliver_uploads(turn: Turn) -> None:

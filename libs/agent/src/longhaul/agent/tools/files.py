@@ -1,7 +1,7 @@
 """File tools: read, write, edit, glob, grep — all jailed to the trace's working directory.
 
 They run in the executor, beside every other tenant's traces, on files a sandboxed ``bash``
-of the same key may be changing: every open goes through :mod:`~longhaul.agent.tools.beneath`
+of the same key may be changing: every open goes through :mod:`~longhaul.agent.tools.confined_paths`
 (resolved in the kernel, never out of the directory), the work runs in a thread, reads are
 streamed and capped (memory follows the window asked for, not the file), and ``grep`` matches
 with RE2 (linear time: no pattern can stall the executor) under a deadline.
@@ -18,7 +18,7 @@ from typing import Any, BinaryIO, Literal
 
 import re2
 from longhaul.agent.errors import ToolError
-from longhaul.agent.tools import beneath
+from longhaul.agent.tools import confined_paths
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.jail import inside, jailed, relative
@@ -77,7 +77,7 @@ def _count_newlines(handle: BinaryIO) -> tuple[int, bool]:
 def _read_window(root: Path, path: str, start: int, count: int) -> tuple[str, int, bool, int]:
     """Lines ``start``.. (``count`` at most), numbered; lines after them; whether that count
     is whole; the file's size."""
-    with beneath.root(root) as root_dir, beneath.opened(root_dir, path) as fd:
+    with confined_paths.root(root) as root_dir, confined_paths.opened(root_dir, path) as fd:
         _check_text(fd, path)
         size = os.fstat(fd).st_size
         with os.fdopen(os.dup(fd), "rb", buffering=_CHUNK) as handle:
@@ -124,8 +124,8 @@ async def read(
 
 
 def _write(root: Path, path: str, data: bytes) -> None:
-    with beneath.root(root) as root_dir:
-        beneath.replace_file(root_dir, path, data)
+    with confined_paths.root(root) as root_dir:
+        confined_paths.replace_file(root_dir, path, data)
 
 
 FileOutcome = Literal["done", "not_done", "changed"]
@@ -216,8 +216,8 @@ async def write(ctx: ToolContext, path: str, content: str) -> ToolResult:
 
 
 def _edit(root: Path, path: str, old: str, new: str, replace_all: bool) -> int:
-    with beneath.root(root) as root_dir:
-        with beneath.opened(root_dir, path) as fd:
+    with confined_paths.root(root) as root_dir:
+        with confined_paths.opened(root_dir, path) as fd:
             _check_text(fd, path)
             size = os.fstat(fd).st_size
             if size > EDIT_MAX_BYTES:
@@ -238,7 +238,7 @@ def _edit(root: Path, path: str, old: str, new: str, replace_all: bool) -> int:
                 code="edit_ambiguous",
             )
         changed = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        beneath.replace_file(root_dir, path, changed.encode())
+        confined_paths.replace_file(root_dir, path, changed.encode())
     return count if replace_all else 1
 
 
@@ -314,7 +314,7 @@ def _grep(
     cut the search."""
     deadline = time.monotonic() + _GREP_DEADLINE_S
     hits: list[str] = []
-    with beneath.root(root) as root_dir:
+    with confined_paths.root(root) as root_dir:
         for file in _walk(root, base):
             if time.monotonic() > deadline:
                 return hits, True
@@ -322,7 +322,7 @@ def _grep(
                 continue
             name = relative(root, file)
             try:
-                with beneath.opened(root_dir, name) as fd:
+                with confined_paths.opened(root_dir, name) as fd:
                     if os.fstat(fd).st_size > _GREP_MAX_FILE:
                         continue
                     _check_text(fd, name)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from longhaul.agent.errors import ToolError
 from longhaul.agent.images import sniff
-from longhaul.agent.tools import beneath
+from longhaul.agent.tools import confined_paths
 from longhaul.agent.tools.base import tool
 from longhaul.agent.tools.context import ToolContext
 from longhaul.agent.tools.jail import jailed, relative
@@ -23,8 +23,8 @@ from longhaul.agent.tools.result import Attachment, ToolResult
 
 
 def _read(root: Path, path: str, limit: int) -> bytes:
-    """The image's bytes, opened beneath the working directory (see ``beneath``)."""
-    with beneath.root(root) as root_dir, beneath.opened(root_dir, path) as fd:
+    """The image's bytes, opened beneath the working directory (see ``confined_paths``)."""
+    with confined_paths.root(root) as root_dir, confined_paths.opened(root_dir, path) as fd:
         size = os.fstat(fd).st_size
         if size > limit:
             raise ToolError(

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import httpx
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, Delivery, consume
-from longhaul.core.deliveries import Deliveries
+from longhaul.core.notification_records import NotificationRecords
 from longhaul.domain.names import Names
 from longhaul.domain.notify import DeliveryRecord, Notice, WebhookConfig, delivery_id
 from longhaul.gateway.metrics import GatewayMetrics
@@ -49,14 +49,14 @@ class Notifier:
         self,
         hooks: list[WebhookConfig],
         source: NoticeSource,
-        deliveries: Deliveries,
+        records: NotificationRecords,
         metrics: GatewayMetrics,
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.hooks = hooks
         self.source = source
-        self.deliveries = deliveries
+        self.records = records
         self.metrics = metrics
         self.clock = clock
         self.client: httpx.AsyncClient | None = None
@@ -99,7 +99,7 @@ class Notifier:
 
     async def _advance(self, notice: Notice, hook: WebhookConfig, seq: int) -> float | None:
         ident = delivery_id(notice, hook.name)
-        record, revision = await self.deliveries.get(ident)
+        record, revision = await self.records.get(ident)
         now = self.clock()
         if record is None:
             if notice.budget is not None and notice.budget.ratio < hook.budget_ratio:
@@ -146,5 +146,5 @@ class Notifier:
                 "will be retried" if wait is not None else "given up",
                 record.last_error,
             )
-        await self.deliveries.put(record, revision)
+        await self.records.put(record, revision)
         return wait

@@ -25,4 +25,4 @@ def build_notifier(runtime: Runtime, ctx: ServiceContext) -> Notifier:
     source = NoticeSource(
         ctx.followed_traces(FOLDS_CACHED), ctx.tasks, owner_of, min(ratios) if ratios else None
     )
-    return Notifier(hooks, source, ctx.deliveries, runtime.metrics)
+    return Notifier(hooks, source, ctx.notification_records, runtime.metrics)

@@ -94,16 +94,14 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.a2a_tasks import artifact_update, progress_update, status_update, task_of
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import (
-    decoded,
-    follow,
+from longhaul.gateway.routers.traces import start_trace
+from longhaul.gateway.run_outcome import (
     outcome_of,
     settled_state,
     settles,
-    step_line,
+    step_lines,
     viewer_link,
 )
-from longhaul.gateway.routers.traces import start_trace
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
 from pydantic import ValidationError
@@ -379,12 +377,10 @@ class LonghaulTasks(RequestHandler):
         """A ``working`` status per step until the run settles or the bound passes."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                items = follow(self.runtime, task_id, after=after)
-                async with contextlib.aclosing(items):
-                    async for item in items:
-                        event = decoded(item)
-                        line = step_line(event) if event is not None else None
-                        if line is not None and not settles(item):
+                steps = step_lines(self.runtime, task_id, after=after)
+                async with contextlib.aclosing(steps):
+                    async for item, line in steps:
+                        if not settles(item):
                             message_id = f"{task_id}-step-{item.seq}"
                             yield progress_update(task_id, context_id, line, message_id)
 

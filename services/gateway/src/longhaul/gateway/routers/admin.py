@@ -7,7 +7,7 @@ key is refused like any unknown key (401), as on ``/metrics``.
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from longhaul.gateway import access, erase, revocation
+from longhaul.gateway import access, erasure, revocation
 from longhaul.gateway.auth import administrator
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.routers.schedules import store_of
@@ -44,4 +44,4 @@ async def erase_key(owner: str, request: Request) -> KeyErased:
     holder; ``local`` on a keyless gateway). The key itself stays valid: its next request
     starts from nothing. A task still planning or running is left, named in ``skipped``."""
     access.checked_id("key", owner)
-    return KeyErased.model_validate(await erase.erase_key(runtime_of(request.app), owner))
+    return KeyErased.model_validate(await erasure.erase_key(runtime_of(request.app), owner))

@@ -39,7 +39,7 @@ MAX_RECORD_BYTES = 768 * 1024
 """An eval record (the suite with its files) is one KV value, under JetStream's 1 MiB."""
 
 router = APIRouter(prefix="/api/evals", tags=["evals"], responses=ERROR_RESPONSES)
-tasks_router = APIRouter(prefix="/api/eval-tasks", tags=["evals"], responses=ERROR_RESPONSES)
+eval_tasks_router = APIRouter(prefix="/api/eval-tasks", tags=["evals"], responses=ERROR_RESPONSES)
 """Apart from ``/api/evals``: a path there is an eval's id."""
 
 EvalId = Annotated[str, Path(pattern=rf"^{EVAL_PREFIX}_[A-Za-z0-9]{{1,64}}$")]
@@ -285,7 +285,7 @@ def _task_id(state_name: str | None, trace_id: str) -> str:
     return "-".join(words)[:64] or trace_id[-12:].lower()
 
 
-@tasks_router.post(
+@eval_tasks_router.post(
     "",
     response_model=TaskFromTrace,
     summary="A suite task made from a recorded run (its first messages and files)",

@@ -27,16 +27,14 @@ from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import (
-    decoded,
-    follow,
+from longhaul.gateway.routers.files import checked_name, put_files
+from longhaul.gateway.routers.traces import query_owned, start_trace
+from longhaul.gateway.run_outcome import (
     outcome_of,
-    step_line,
+    step_lines,
     text_of,
     viewer_link,
 )
-from longhaul.gateway.routers.files import checked_name, put_files
-from longhaul.gateway.routers.traces import query_owned, start_trace
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
 from mcp.server.mcpserver import Context, MCPServer
@@ -158,17 +156,14 @@ class McpSurface:
 
     async def _follow(self, ctx: Context, trace_id: str, after: int) -> None:
         """Report each step of the run until it settles or the wait's bound passes."""
-        steps = 0
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                items = follow(self.runtime, trace_id, after=after)
-                async with contextlib.aclosing(items):
-                    async for item in items:
-                        event = decoded(item)
-                        line = step_line(event) if event is not None else None
-                        if line is not None:
-                            steps += 1
-                            await ctx.report_progress(steps, None, line)
+                steps = step_lines(self.runtime, trace_id, after=after)
+                async with contextlib.aclosing(steps):
+                    count = 0
+                    async for _, line in steps:
+                        count += 1
+                        await ctx.report_progress(count, None, line)
 
     async def _standing(self, ctx: Context, trace_id: str) -> dict[str, Any]:
         state = await access.owned_trace(self.runtime, _principal(ctx), trace_id)

@@ -49,7 +49,7 @@ def _listing(aggregate: str) -> Callable[..., Awaitable[dict[str, Any]]]:
         runtime = runtime_of(request.app)
         await check(runtime, principal, run_id)
         async with runtime.nats_call():
-            records = await runtime.service.deliveries.of_run(run_id)
+            records = await runtime.service.notification_records.of_run(run_id)
         return {"items": [msgspec.to_builtins(record) for record in records]}
 
     return listing

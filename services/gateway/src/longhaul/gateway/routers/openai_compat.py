@@ -36,7 +36,8 @@ from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.outcome import (
+from longhaul.gateway.routers.traces import check_model, message_inputs, start_trace
+from longhaul.gateway.run_outcome import (
     RunOutcome,
     decoded,
     follow,
@@ -45,7 +46,6 @@ from longhaul.gateway.outcome import (
     text_of,
     viewer_link,
 )
-from longhaul.gateway.routers.traces import check_model, message_inputs, start_trace
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.openai import (
     ChatCompletion,

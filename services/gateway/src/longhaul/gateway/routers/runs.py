@@ -8,9 +8,9 @@ from fastapi import APIRouter, Request, Response
 from longhaul.agent.planning.routing import route
 from longhaul.domain import events as ev
 from longhaul.gateway import commands
-from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
-from longhaul.gateway.runtime import runtime_of
+from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.runs import CreateRunRequest, RouteView, RunAccepted
 from longhaul.llm.registry import check_model_string
 
@@ -35,31 +35,47 @@ async def create_run(
     kind, decision = await route(
         body.goal, body.mode, runtime.utility_model(), runtime.config.pipeline.routing
     )
-    view = RouteView.of(decision)
     if kind == "task":
-        options = {"model": body.model} if body.model else {}
-        task = await commands.create_task(
-            runtime,
-            principal,
-            ev.TaskCreated(
-                goal=body.goal,
-                options=options,
-                review=body.review,
-                route=decision,
-                max_tokens=body.max_tokens,
-                max_cost=body.max_cost,
-            ),
-        )
-        response.headers["Location"] = f"/api/tasks/{task.task_id}"
-        return RunAccepted(
-            kind="task",
-            task_id=task.task_id,
-            status=task.status or "planning",
-            complexity=decision.complexity,
-            reason=decision.reason,
-            route=view,
-            event_id=task.stream_seq,
-        )
+        run_id, status, event_id = await _start_task(runtime, principal, body, decision)
+    else:
+        run_id, status, event_id = await _start_trace(runtime, principal, body, decision)
+    response.headers["Location"] = f"/api/{kind}s/{run_id}"
+    return RunAccepted(
+        kind=kind,
+        trace_id=run_id if kind == "trace" else None,
+        task_id=run_id if kind == "task" else None,
+        status=status,
+        complexity=decision.complexity,
+        reason=decision.reason,
+        route=RouteView.of(decision),
+        event_id=event_id,
+    )
+
+
+async def _start_task(
+    runtime: Runtime, principal: Principal, body: CreateRunRequest, decision: ev.RouteDecision
+) -> tuple[str, str, int]:
+    """The task's id, status and first event's sequence."""
+    options = {"model": body.model} if body.model else {}
+    task = await commands.create_task(
+        runtime,
+        principal,
+        ev.TaskCreated(
+            goal=body.goal,
+            options=options,
+            review=body.review,
+            route=decision,
+            max_tokens=body.max_tokens,
+            max_cost=body.max_cost,
+        ),
+    )
+    return task.task_id, task.status or "planning", task.stream_seq
+
+
+async def _start_trace(
+    runtime: Runtime, principal: Principal, body: CreateRunRequest, decision: ev.RouteDecision
+) -> tuple[str, str, int]:
+    """The trace's id, status and first event's sequence."""
     config = ev.TraceConfig(
         model=body.model,
         tools=body.tools,
@@ -77,13 +93,4 @@ async def create_run(
         route=decision,
     )
     trace = await commands.create_trace(runtime, principal, created)
-    response.headers["Location"] = f"/api/traces/{trace.trace_id}"
-    return RunAccepted(
-        kind="trace",
-        trace_id=trace.trace_id,
-        status=trace.status or "running",
-        complexity=decision.complexity,
-        reason=decision.reason,
-        route=view,
-        event_id=trace.stream_seq,
-    )
+    return trace.trace_id, trace.status or "running", trace.stream_seq

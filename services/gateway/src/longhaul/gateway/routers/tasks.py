@@ -14,7 +14,7 @@ from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.domain import events as ev
 from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.events import PhaseSpec
-from longhaul.gateway import access, commands, erase
+from longhaul.gateway import access, commands, erasure
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
@@ -108,7 +108,7 @@ def task_creation(config: LonghaulConfig, body: CreateTaskRequest) -> ev.TaskCre
     )
 
 
-def tasks_router(prefix: str) -> APIRouter:
+def build_tasks_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["tasks"], responses=ERROR_RESPONSES)
 
     @router.post("", status_code=202, response_model=TaskAccepted, summary="Start a task")
@@ -247,7 +247,7 @@ def tasks_router(prefix: str) -> APIRouter:
         delete erases them) and its working directory. A task still planning or running is
         409: it can be deleted once it has ended."""
         return TaskDeleted.model_validate(
-            await erase.delete_task(runtime_of(request.app), principal, task_id)
+            await erasure.erase_owned_task(runtime_of(request.app), principal, task_id)
         )
 
     @router.delete(

@@ -19,7 +19,7 @@ from longhaul.core.index import TraceIndexEntry
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
-from longhaul.gateway import access, commands, erase
+from longhaul.gateway import access, commands, erasure
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.edited_calls import check_edited_arguments, recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
@@ -426,7 +426,7 @@ async def delete_trace(trace_id: str, request: Request, principal: CurrentPrinci
     stored outputs, uploads, images and working directory are erased. Afterwards the id is
     unknown to every route (404), a repeated delete included."""
     return Deleted.model_validate(
-        await erase.delete_trace(runtime_of(request.app), principal, trace_id)
+        await erasure.erase_owned_trace(runtime_of(request.app), principal, trace_id)
     )
 
 

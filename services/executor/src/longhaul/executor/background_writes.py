@@ -4,7 +4,7 @@ snapshots the trace repository starts finish — both off the step's critical pa
 The index is written at most every ``interval_s`` during a turn (and always when the turn
 ends). Snapshots are taken by the repository when due (``longhaul.core.snapshots``: every
 ``snapshot_every`` events, then every ~1/8 of the log); this owns them for the turn
-(:attr:`TurnUpkeep.snapshots`) and waits for them, bounded, when the turn ends.
+(:attr:`TurnBackgroundWrites.snapshots`) and waits for them, bounded, when the turn ends.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 FLUSH_TIMEOUT_S = 10.0
 
 
-class TurnUpkeep:
+class TurnBackgroundWrites:
     def __init__(self, snapshots: Snapshots, index: TraceIndex, *, interval_s: float) -> None:
         self.index = index
         self.interval_s = interval_s

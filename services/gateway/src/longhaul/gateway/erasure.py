@@ -1,4 +1,5 @@
-"""Deleting a trace with its family: stop, wait until nobody runs it, erase.
+"""Erasing a trace with its family (``DELETE`` of a trace or task, retention, a key's data):
+stop, wait until nobody runs it, erase.
 
 Order is what makes it safe against an executor turn in flight. Every member of the family
 (the trace and its local sub-traces, recursively) that has not ended is asked to stop — the
@@ -179,14 +180,18 @@ async def _erase_trace(
     return removed, workdir
 
 
-async def delete_trace(runtime: Runtime, principal: Principal, trace_id: str) -> dict[str, object]:
+async def erase_owned_trace(
+    runtime: Runtime, principal: Principal, trace_id: str
+) -> dict[str, object]:
     root = await access.owned_trace(runtime, principal, trace_id)
     removed, workdir = await _erase_trace(runtime, principal.owner, root)
     return {"trace_id": trace_id, **_report(removed, workdir)}
 
 
-async def delete_family(runtime: Runtime, owner: str | None, trace_id: str) -> tuple[Removed, str]:
-    """Retention's delete: no caller to check, the index named the owner."""
+async def erase_trace_family(
+    runtime: Runtime, owner: str | None, trace_id: str
+) -> tuple[Removed, str]:
+    """Retention's erasure: no caller to check, the index named the owner."""
     async with runtime.nats_call():
         root = await runtime.traces.load(trace_id)
     if not root.exists:
@@ -194,7 +199,7 @@ async def delete_family(runtime: Runtime, owner: str | None, trace_id: str) -> t
     return await _erase_trace(runtime, owner, root)
 
 
-def _deletable(task: TaskState) -> bool:
+def _erasable(task: TaskState) -> bool:
     """A task that has ended or waits for its plan's review. One still planning or running
     is not: nothing stops a task's planner yet, and a step trace it started after the
     erasure would belong to nobody."""
@@ -212,9 +217,11 @@ async def _erase_task(runtime: Runtime, principal: Principal, task: TaskState) -
     return removed
 
 
-async def delete_task(runtime: Runtime, principal: Principal, task_id: str) -> dict[str, object]:
+async def erase_owned_task(
+    runtime: Runtime, principal: Principal, task_id: str
+) -> dict[str, object]:
     task = await access.owned_task(runtime, principal, task_id)
-    if not _deletable(task):
+    if not _erasable(task):
         raise ApiError(
             409,
             "conflict",
@@ -240,7 +247,7 @@ async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
     """Every trace, task, schedule (with its failed ticks' log), experience, eval run, upload
     and image of one API key (the operator's).
     Its traces are found through the index; a task still planning or running is left and
-    named in ``skipped`` (see :func:`_deletable`), with its directory."""
+    named in ``skipped`` (see :func:`_erasable`), with its directory."""
     principal = Principal(owner)
     tasks = await _tasks_of(runtime, owner)
     mirror = runtime.mirror
@@ -253,16 +260,16 @@ async def erase_key(runtime: Runtime, owner: str) -> dict[str, object]:
             and mirror.owner_of(entry) == owner
         ]
     removed = await _erase_families(runtime, owner, [r for r in roots if r.exists])
-    skipped = [task.task_id for task in tasks if not _deletable(task)]
+    skipped = [task.task_id for task in tasks if not _erasable(task)]
     for task in tasks:
-        if _deletable(task):
+        if _erasable(task):
             removed.add(await _erase_task(runtime, principal, task))
     async with runtime.nats_call():
         for schedule in await runtime.schedule_store.owned(owner):
             removed.add(await runtime.service.eraser.erase_schedule(schedule.schedule_id))
         removed.add(await runtime.service.eraser.erase_key_records(owner))
     if skipped:  # a running task keeps its directory: only the erased ones' go
-        for scope in [r.trace_id for r in roots] + [t.task_id for t in tasks if _deletable(t)]:
+        for scope in [r.trace_id for r in roots] + [t.task_id for t in tasks if _erasable(t)]:
             await _remove_workdir(runtime, owner, scope)
         workdir = "shared"
     else:

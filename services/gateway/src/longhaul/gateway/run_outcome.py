@@ -125,6 +125,19 @@ async def follow(
                 return
 
 
+async def step_lines(
+    runtime: Runtime, trace_id: str, *, after: int
+) -> AsyncGenerator[tuple[Item, str], None]:
+    """Each step of the run after ``after`` a watcher reports, with its :func:`step_line`,
+    until the run settles; callers bound it in time."""
+    async with contextlib.aclosing(follow(runtime, trace_id, after=after)) as items:
+        async for item in items:
+            event = decoded(item)
+            line = step_line(event) if event is not None else None
+            if line is not None:
+                yield item, line
+
+
 def decoded(item: Item) -> ev.Event | None:
     """The stored event an item carries (None for live, heartbeat and notice items)."""
     return ev.decode(item.data) if item.kind == "event" else None

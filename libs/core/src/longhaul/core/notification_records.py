@@ -18,7 +18,7 @@ from longhaul.domain.notify import DeliveryRecord
 from nats.js.kv import KeyValue
 
 
-class Deliveries:
+class NotificationRecords:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
