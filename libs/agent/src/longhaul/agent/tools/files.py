@@ -164,7 +164,7 @@ _TOLD: dict[FileOutcome, str] = {
 
 def _current(root: Path, path: str) -> bytes | None:
     try:
-        with beneath.root(root) as root_dir, beneath.opened(root_dir, path) as fd:
+        with confined_paths.root(root) as root_dir, confined_paths.opened(root_dir, path) as fd:
             if os.fstat(fd).st_size > EDIT_MAX_BYTES:
                 return b""  # too big to compare: neither made nor not made can be told
             with os.fdopen(os.dup(fd), "rb") as handle:
