@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 
+from longhaul.core.backup import server_streams
 from longhaul.core.connection import Connection
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
@@ -74,11 +75,7 @@ async def streams_of(conn: Connection) -> list[str]:
     """Every stream of the server that belongs to ``conn``'s namespace: listed by the server,
     so a bucket or object store added later is scanned without being named here."""
     marker = conn.names.namespace.lower()
-    return sorted(
-        info.config.name
-        for info in await conn.js.streams_info()
-        if info.config.name and marker in info.config.name.lower()
-    )
+    return sorted(name for name in await server_streams(conn) if marker in name.lower())
 
 
 async def holding_bytes(conn: Connection, needles: list[bytes]) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from longhaul.core.backup import server_streams
 from longhaul.core.connection import Connection, connect
 from longhaul.core.notification_records import NotificationRecords
 from longhaul.core.store import EventStore
@@ -140,7 +141,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             backed = await run("backup", str(saved), env=ops)  # while it all runs
             assert backed.code == 0, backed.output
             in_backup = {p.stem for p in saved.glob("*.json")} - {"backup"}  # <stream>.json
-            on_server = {info.config.name for info in await conn.js.streams_info()}
+            on_server = set(await server_streams(conn))
             assert on_server - in_backup == set(), "streams the backup left out"
             manifest = json.loads((saved / "backup.json").read_text())
             assert manifest["workdir"]["files"] >= 1 and manifest["workdir"]["skipped"] == []
@@ -150,7 +151,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             assert refused.code == 1 and "services are running" in refused.stderr
             assert "executor" in refused.stderr, refused.stderr
             assert "longhaul up (pid" in refused.stderr  # its up.json names a live process
-            assert {info.config.name for info in await conn.js.streams_info()} == on_server
+            assert set(await server_streams(conn)) == on_server
             before = {
                 "messages": (await client.get(f"/api/traces/{trace_id}/messages")).json(),
                 "experiences": (await client.get("/api/experiences")).json(),
@@ -191,7 +192,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
 
             # a damaged or unfinished backup is refused before anything changes, even forced
             ops = operator_env(env, admin_of(second), second)
-            streams = {info.config.name for info in await conn.js.streams_info()}
+            streams = set(await server_streams(conn))
             damaged = tmp_path / "damaged"
             shutil.copytree(saved, damaged)
             events = next(damaged.glob("*LH_EVENTS.tar.s2"))
@@ -203,7 +204,7 @@ async def test_a_backup_of_a_running_up_restores_everything_into_a_fresh_one(
             (damaged / "backup.json").unlink()
             result = await run("restore", str(damaged), "--replace", "--force", env=ops)
             assert result.code == 1 and "did not finish" in result.stderr, result.stderr
-            assert {info.config.name for info in await conn.js.streams_info()} == streams
+            assert set(await server_streams(conn)) == streams
             assert (await client.get(f"/api/traces/{trace_id}")).status_code == 200
 
     # a data dir that holds a deployment already is not restored over without --replace

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from longhaul.core.backup import MANIFEST, back_up, restore_all
+from longhaul.core.backup import MANIFEST, back_up, restore_all, server_streams
 from longhaul.core.connection import Connection, connect
 from longhaul.core.index import TraceIndex
 from longhaul.core.nats_server import NatsServer
@@ -49,11 +49,7 @@ async def test_a_trace_written_while_the_backup_ran_is_indexed_after_the_restore
     saved = tmp_path / "backup"
     _, manifest = await back_up(conn, saved)
     names = {s["name"] for s in manifest["streams"]}
-    ours = {
-        info.config.name
-        for info in await conn.js.streams_info()
-        if conn.names.namespace in (info.config.name or "").lower()
-    }
+    ours = {name for name in await server_streams(conn) if conn.names.namespace in name.lower()}
     assert names == ours and len(ours) >= 12
     # as a backup that saved the index before ``late``'s events and the log after them
     manifest["log_seq_before"] = seq
@@ -70,3 +66,17 @@ async def test_a_trace_written_while_the_backup_ran_is_indexed_after_the_restore
             assert (await found.get(early)) is not None
         finally:
             await restored.close()
+
+
+async def test_every_stream_of_a_crowded_server_is_listed(tmp_path: Path) -> None:
+    """The server lists stream names 256 at a time: a backup (and the delete tests' scan) on a
+    server shared by many deployments must page, or it misses streams past the first page."""
+    with NatsServer(tmp_path / "js", port=0, log_file=tmp_path / "nats.log") as server:
+        conn = await connect(NatsConfig(url=server.url, namespace=unique_namespace()))
+        try:
+            created = {f"CROWD_{n:03d}" for n in range(300)}
+            for name in created:
+                await conn.js.add_stream(name=name, subjects=[f"crowd.{name}"], storage="memory")
+            assert created <= set(await server_streams(conn))
+        finally:
+            await conn.close()

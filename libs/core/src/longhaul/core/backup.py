@@ -123,8 +123,20 @@ def _is_ours(names: Names, stream: str) -> bool:
 
 
 async def server_streams(conn: Connection) -> list[str]:
-    """Every stream the server has (any namespace's)."""
-    return [info.config.name or "" for info in await conn.js.streams_info()]
+    """Every stream the server has (any namespace's), page by page: the server answers a
+    listing 256 names at a time, and nats-py's ``streams_info`` reads only the first page, so
+    on a server shared by many namespaces a stream of ours could go unseen."""
+    names: list[str] = []
+    while True:
+        reply = await conn.nc.request(  # nats-py has no paged listing of names
+            "$JS.API.STREAM.NAMES",
+            json.dumps({"offset": len(names)}).encode(),
+            timeout=conn.request_timeout_s,
+        )
+        page = json.loads(reply.data)
+        names.extend(page.get("streams") or [])
+        if not page.get("streams") or len(names) >= page.get("total", 0):
+            return names
 
 
 async def plan(conn: Connection) -> Plan:
