@@ -80,6 +80,25 @@ class LiveUpdate(msgspec.Struct, kw_only=True, omit_defaults=True):
 LiveCallback = Callable[[LiveUpdate], Awaitable[None]]
 
 
+class ProviderBreaker(Protocol):
+    """A circuit breaker per provider, shared by every executor of the deployment (the
+    executor keeps its state in KV). The engine asks before a call that has somewhere to fall
+    back to and reports how each call went; an open circuit is skipped without a call."""
+
+    async def allow(self, provider: str) -> bool:
+        """Whether to call ``provider`` now: its circuit is closed, or half-open and this
+        caller won the probe."""
+        ...
+
+    async def failed(self, provider: str) -> None:
+        """A call failed with an outage (counted towards opening the circuit)."""
+        ...
+
+    async def succeeded(self, provider: str) -> None:
+        """A call succeeded (closes a half-open circuit)."""
+        ...
+
+
 TurnEnd = Literal[
     "completed",  # final answer accepted (no verification, or verification passed)
     "waiting",  # verification, human or children: the turn ends, the lease is released
