@@ -70,8 +70,10 @@ class WriteBehindSink(EventSink, Protocol):
 class LiveUpdate(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Not persisted: token deltas, tool progress and retry notices for watchers."""
 
-    kind: Literal["delta", "tool_start", "tool_end", "retry", "status"]
+    kind: Literal["delta", "tool_start", "tool_end", "retry", "status", "switch"]
     text: str = ""
+    reason: str | None = None
+    """``switch``: why the model was switched (``ModelSwitched.reason``)."""
     tool: str | None = None
     tool_call_id: str | None = None
     sequence: int | None = None

@@ -15,6 +15,10 @@ from longhaul.llm.types import ModelError
 CIRCUIT_OPEN = "circuit_open"
 """The reason of a switch made without calling the provider: its circuit is open."""
 
+OUTAGE_REASONS = frozenset({"connect", "timeout", "server_error", "rate_limited", "quota"})
+SWITCH_REASONS = OUTAGE_REASONS | {CIRCUIT_OPEN}
+"""Every ``model_switched`` reason (a bounded metric label)."""
+
 
 def outage_reason(error: ModelError) -> str | None:
     """Why ``error`` is the provider's failure (``connect``, ``timeout``, ``server_error``,

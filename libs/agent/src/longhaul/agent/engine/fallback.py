@@ -52,5 +52,6 @@ async def switch_model(turn: Turn, error: ModelError) -> bool:
     )
     await turn.emit([switched])
     turn.model = to
-    await turn.notify(LiveUpdate(kind="status", text=f"model switched to {to.name} ({reason})"))
+    text = f"{switched.from_model} → {to.name}"
+    await turn.notify(LiveUpdate(kind="switch", text=text, reason=reason))
     return True
