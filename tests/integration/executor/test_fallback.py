@@ -7,20 +7,26 @@ skips OpenAI without calling it (the fake counts its requests)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
+from longhaul.domain.circuits import Circuit, decode, encode
 from longhaul.domain.config import CircuitConfig, ModelsConfig, NatsConfig
 from longhaul.domain.state import TraceState
 
 from tests.integration.executor.served import gateway_and_executor
+from tests.integration.gateway.test_health import samples
 from tests.support.llm_fakes import Call, Fail, FakeAnthropic, FakeOpenAI, Reply
 from tests.support.stack import test_config, wait_for_trace
 
+SKIPPED = (("reason", "circuit_open"),)
 PRIMARY = "openai:fake-model"
 FALLBACK = "anthropic:fake-model"
 
@@ -31,9 +37,7 @@ def models(openai: FakeOpenAI, anthropic: FakeAnthropic, **circuit: Any) -> Mode
         **openai.models_config(max_retries=0).providers,
         **anthropic.models_config().providers,
     }
-    return ModelsConfig(
-        default=PRIMARY, providers=providers, circuit=CircuitConfig(**circuit)
-    )
+    return ModelsConfig(default=PRIMARY, providers=providers, circuit=CircuitConfig(**circuit))
 
 
 async def switches(store: EventStore, trace_id: str) -> list[ev.ModelSwitched]:
@@ -44,9 +48,7 @@ async def switches(store: EventStore, trace_id: str) -> list[ev.ModelSwitched]:
     ]
 
 
-async def run_trace(
-    http: Any, store: EventStore, text: str, **body: Any
-) -> TraceState:
+async def run_trace(http: Any, store: EventStore, text: str, **body: Any) -> TraceState:
     created = await http.post(
         "/api/traces",
         json={"messages": [{"role": "user", "content": text}], "name": text, **body},
@@ -77,9 +79,12 @@ async def test_an_outage_moves_the_trace_to_the_fallback_with_its_conversation(
         FakeAnthropic(script=[Reply(text="found notes.txt")]) as anthropic,
     ):
         config = test_config(nats_url, namespace, models=models(openai, anthropic))
-        async with gateway_and_executor(
-            nats_config, config, tmp_path / "work", f"exec-fallback-{reason}"
-        ) as gateway, gateway.client() as http:
+        async with (
+            gateway_and_executor(
+                nats_config, config, tmp_path / "work", f"exec-fallback-{reason}"
+            ) as gateway,
+            gateway.client() as http,
+        ):
             state = await run_trace(
                 http, store, "list the notes", model=PRIMARY, model_fallback=[FALLBACK]
             )
@@ -125,9 +130,12 @@ async def test_a_refused_connection_falls_through_from_the_configured_chain(
         chain.providers["openai"].base_url = f"http://127.0.0.1:{port}/v1"
         chain.fallback = [FALLBACK]
         config = test_config(nats_url, namespace, models=chain)
-        async with gateway_and_executor(
-            nats_config, config, tmp_path / "work", "exec-fallback-connect"
-        ) as gateway, gateway.client() as http:
+        async with (
+            gateway_and_executor(
+                nats_config, config, tmp_path / "work", "exec-fallback-connect"
+            ) as gateway,
+            gateway.client() as http,
+        ):
             state = await run_trace(http, store, "say something")
             switched = await switches(store, state.trace_id)
     assert state.status == "completed", state.error
@@ -147,9 +155,12 @@ async def test_a_bad_request_does_not_fall_through(
         FakeAnthropic(default=Reply(text="should not be asked")) as anthropic,
     ):
         config = test_config(nats_url, namespace, models=models(openai, anthropic))
-        async with gateway_and_executor(
-            nats_config, config, tmp_path / "work", "exec-fallback-400"
-        ) as gateway, gateway.client() as http:
+        async with (
+            gateway_and_executor(
+                nats_config, config, tmp_path / "work", "exec-fallback-400"
+            ) as gateway,
+            gateway.client() as http,
+        ):
             state = await run_trace(
                 http, store, "bad request", model=PRIMARY, model_fallback=[FALLBACK]
             )
@@ -176,24 +187,71 @@ async def test_an_open_circuit_is_skipped_without_a_call(
     ):
         chain = models(openai, anthropic, failures=2, window_s=600, open_s=600)
         config = test_config(nats_url, namespace, models=chain)
-        async with gateway_and_executor(
-            nats_config, config, tmp_path / "work", "exec-circuit-a"
-        ) as gateway, gateway.client() as http:
+        async with (
+            gateway_and_executor(
+                nats_config, config, tmp_path / "work", "exec-circuit-a"
+            ) as gateway,
+            gateway.client() as http,
+        ):
             for n in range(2):
                 first = await run_trace(
                     http, store, f"trace {n}", model=PRIMARY, model_fallback=[FALLBACK]
                 )
                 assert first.status == "completed", first.error
             assert len(openai.requests) == 2
-        async with gateway_and_executor(
-            nats_config, config, tmp_path / "work", "exec-circuit-b"
-        ) as gateway, gateway.client() as http:
+        async with (
+            gateway_and_executor(
+                nats_config, config, tmp_path / "work", "exec-circuit-b"
+            ) as gateway,
+            gateway.client() as http,
+        ):
             skipped = await run_trace(
                 http, store, "trace 3", model=PRIMARY, model_fallback=[FALLBACK]
             )
             switched = await switches(store, skipped.trace_id)
             ready = (await http.get("/readyz")).json()
+            # the switch reaches the gateway's counter over the live subject (not the log)
+            async with asyncio.timeout(20):
+                while True:
+                    values = samples((await http.get("/metrics")).text)
+                    if values.get(("longhaul_model_switches_total", SKIPPED)):
+                        break
+                    await asyncio.sleep(0.05)
+    assert values[("longhaul_provider_circuit_open", (("provider", "openai"),))] == 1
+    assert values[("longhaul_model_switches_total", SKIPPED)] == 1
     assert skipped.status == "completed", skipped.error
     assert len(openai.requests) == 2  # not called again
     assert [(s.from_model, s.reason) for s in switched] == [(PRIMARY, "circuit_open")]
     assert ready["checks"]["circuits"] == "open: openai"
+
+
+async def test_a_half_open_probe_closes_the_circuit_when_the_provider_is_back(
+    nats_config: NatsConfig,
+    nats_url: str,
+    namespace: str,
+    conn: Connection,
+    store: EventStore,
+    tmp_path: Path,
+) -> None:
+    """A circuit opened longer ago than ``open_s``: the next trace probes OpenAI, which
+    answers again; the circuit closes and the trace stays on its model."""
+    kv = await conn.kv(conn.names.circuits)
+    await kv.put("openai", encode(Circuit(opened_at=time.time() - 120)))
+    async with (
+        FakeOpenAI(default=Reply(text="primary is back")) as openai,
+        FakeAnthropic(default=Reply(text="fallback answer")) as anthropic,
+    ):
+        config = test_config(nats_url, namespace, models=models(openai, anthropic, open_s=60))
+        async with (
+            gateway_and_executor(
+                nats_config, config, tmp_path / "work", "exec-circuit-probe"
+            ) as gateway,
+            gateway.client() as http,
+        ):
+            state = await run_trace(http, store, "probe", model=PRIMARY, model_fallback=[FALLBACK])
+            ready = (await http.get("/readyz")).json()
+    assert state.status == "completed", state.error
+    assert state.main_path()[-1].content == "primary is back"
+    assert len(openai.requests) == 1 and anthropic.requests == []
+    assert decode((await kv.get("openai")).value).clean
+    assert ready["checks"]["circuits"] == "ok"
