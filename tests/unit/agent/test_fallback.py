@@ -120,3 +120,18 @@ async def test_without_a_fallback_an_open_circuit_is_still_called(tmp_path: Path
     outcome = await engine.run_turn(state, sink, model=primary)
     assert outcome.end == "completed" and len(primary_script.requests) == 1
     assert breaker.asked == [] and breaker.successes == ["openai"]
+
+
+async def test_process_local_models_have_no_shared_circuit(tmp_path: Path) -> None:
+    """Each executor runs its own llama.cpp server: one executor's failures say nothing of
+    another's, so the breaker never hears of ``local:`` (nor scripts and replays)."""
+    state = new_state("hello")
+    sink = MemorySink(state)
+    primary, _ = scripted(DOWN, name="local:smollm2")
+    fallback, _ = scripted(answer("fine"), name="scripted:b")
+    breaker = FakeBreaker("local")
+    engine = make_engine(tmp_path, breaker=breaker)
+    outcome = await engine.run_turn(state, sink, model=primary, fallback=[fallback])
+    assert outcome.end == "completed"
+    assert [s.reason for s in sink.of_type(ev.ModelSwitched)] == ["server_error"]
+    assert (breaker.asked, breaker.failures, breaker.successes) == ([], [], [])

@@ -33,6 +33,15 @@ def provider_of(model_string: str) -> str:
     return model_string.partition(":")[0]
 
 
+PROCESS_LOCAL = frozenset({"scripted", "replay", "local"})
+"""Providers that are no shared service (a script, a recording, each executor's own llama.cpp
+server): the deployment's circuit breaker does not count them."""
+
+
+def shared_provider(provider: str) -> bool:
+    return provider not in PROCESS_LOCAL
+
+
 def chain_after(chain: Sequence[str], current: str) -> list[str]:
     """The models to try after ``current``: those after it in ``chain`` (all of the chain's
     fallbacks when ``current`` is not in it), never ``current`` itself."""

@@ -16,18 +16,19 @@ from collections.abc import Awaitable, Callable
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.turn import Turn
 from longhaul.domain import events as ev
-from longhaul.llm.fallback import CIRCUIT_OPEN, outage_reason, provider_of
+from longhaul.llm.fallback import CIRCUIT_OPEN, outage_reason, provider_of, shared_provider
 from longhaul.llm.types import ModelError, ModelResponse
 
 
 async def guarded(turn: Turn, call: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
     """``call()`` under the breaker: skipped (``ModelError`` with ``outage="circuit_open"``)
     while the provider's circuit is open and a fallback is left; outages and successes
-    reported. Without a fallback the call is always made: failing at once helps no one."""
+    reported. Without a fallback the call is always made: failing at once helps no one. A
+    process-local model (scripted, replay, local) has no shared circuit."""
     breaker = turn.env.breaker
-    if breaker is None:
-        return await call()
     provider = provider_of(turn.model.name)
+    if breaker is None or not shared_provider(provider):
+        return await call()
     if turn.fallback and not await breaker.allow(provider):
         raise ModelError(f"{provider}: circuit open, not called", outage=CIRCUIT_OPEN)
     try:
