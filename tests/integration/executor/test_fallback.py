@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.cli.follow import Follower
+from longhaul.client import AsyncClient
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.circuits import Circuit, decode, encode
 from longhaul.domain.config import CircuitConfig, ModelsConfig, NatsConfig
 from longhaul.domain.state import TraceState
+from rich.console import Console
 
 from tests.integration.executor.served import gateway_and_executor
 from tests.integration.gateway.test_health import samples
@@ -89,9 +92,19 @@ async def test_an_outage_moves_the_trace_to_the_fallback_with_its_conversation(
                 http, store, "list the notes", model=PRIMARY, model_fallback=[FALLBACK]
             )
             switched = await switches(store, state.trace_id)
+            viewed = (await http.get(f"/api/traces/{state.trace_id}")).json()
+            # the CLI's follow output (replayed from the start) prints the switch
+            console = Console(record=True, width=200)
+            async with AsyncClient(gateway.url) as client:
+                await Follower(client, console).follow(state.trace_id)
     assert state.status == "completed", state.error
     assert [(s.from_model, s.to, s.reason) for s in switched] == [(PRIMARY, FALLBACK, reason)]
     assert state.model == FALLBACK
+    # the viewer's transcript line comes from the trace's view: after the tool result
+    assert viewed["model_switches"] == [
+        {"from": PRIMARY, "to": FALLBACK, "reason": reason, "after_sequence": 3}
+    ]
+    assert f"model switched {PRIMARY} → {FALLBACK} ({reason})" in console.export_text()
     # nothing retried on the primary; the fallback saw the whole conversation, its tool call
     # and result paired in Anthropic's shape (the fake refuses unpaired ones)
     assert len(openai.requests) == 2
