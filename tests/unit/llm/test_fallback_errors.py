@@ -38,6 +38,12 @@ async def failure(server: FakeOpenAI | FakeAnthropic, registry: ModelRegistry) -
         # quota and billing do not pass with time: never retried
         (Fail(429, "You exceeded your current quota (insufficient_quota)"), "quota", 1),
         (Fail(402, "payment required"), "quota", 1),
+        # Gemini's words for a per-minute rate limit: retried like any 429
+        (
+            Fail(429, "Quota exceeded for metric: generate_content_requests per minute"),
+            "rate_limited",
+            3,
+        ),
         (Break(mode="error_event"), "server_error", 1),
     ],
 )

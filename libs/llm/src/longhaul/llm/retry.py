@@ -48,7 +48,9 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -
     return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
-_QUOTA_WORDS = ("insufficient_quota", "quota", "billing", "credit balance", "payment required")
+_QUOTA_WORDS = ("insufficient_quota", "billing", "credit balance", "payment required")
+"""Not the bare word "quota": Gemini's per-minute rate limit is a 429 "Quota exceeded", which
+passes with time and is retried like any 429."""
 
 
 def outage_of_status(status: int, message: str) -> str | None:
