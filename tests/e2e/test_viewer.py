@@ -793,3 +793,39 @@ async def test_the_inbox_page_counts_the_waits_and_answers_them_in_place(
     assert [e.arguments for e in decided if isinstance(e, ev.ToolDecided)] == [{"pattern": "*.txt"}]
     replied = [r.event async for r in store.replay("trace", asked)]
     assert [e.content for e in replied if isinstance(e, ev.HumanReplied)] == ["blue"]
+
+
+async def test_a_model_switch_is_a_line_in_the_transcript(
+    nats_config: NatsConfig, store: EventStore, page: Page
+) -> None:
+    """A provider outage moved the trace to its fallback after message #2: the line stands
+    between #2 and the first message the fallback wrote."""
+    async with serve_gateway(gateway_config(nats_config)) as gateway:
+        async with gateway.client() as http:
+            trace = await start(http, "long job")
+        switched = ev.ModelSwitched(
+            from_model="openai:gpt-4o", to="anthropic:claude-x", reason="server_error"
+        )
+        await append_as_executor(
+            store,
+            trace,
+            ev.MessageAppended(sequence=2, parent_sequence=1, role="assistant", content="step"),
+            switched,
+        )
+        await page.goto(f"{gateway.url}/#/traces/{trace}")
+        await expect(message(page, 2)).to_contain_text("step")
+        line = page.locator('[data-testid="model-switch"]')
+        await expect(line).to_have_text(
+            "model switched: openai:gpt-4o → anthropic:claude-x (server_error)"
+        )
+        # arriving live: the next message follows the line
+        await append_as_executor(
+            store,
+            trace,
+            ev.MessageAppended(sequence=3, parent_sequence=2, role="assistant", content="more"),
+        )
+        await expect(message(page, 3)).to_contain_text("more")
+        order = await page.locator(
+            '[data-testid="messages"] > [data-testid="message"], [data-testid="model-switch"]'
+        ).evaluate_all("(nodes) => nodes.map((n) => n.dataset.sequence || 'switch')")
+        assert order == ["1", "2", "switch", "3"]

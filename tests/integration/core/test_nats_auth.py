@@ -194,6 +194,9 @@ def test_credentials_are_owner_only_and_survive_a_restart(tmp_path: Path) -> Non
         ("planner", "evals"),
         ("importer", "workspace"),  # an import's files are the gateway's to store
         ("importer", "snapshots"),
+        # a leaked credential cannot open a provider's circuit and steer every trace away
+        ("gateway", "circuits"),
+        ("verifier", "circuits"),
     ],
 )
 async def test_a_service_writes_only_its_own_buckets(

@@ -453,3 +453,33 @@ async def test_a_client_cannot_make_the_executor_load_a_file_as_a_local_model(
         run = await alice.post("/api/runs", json={"goal": "x", "model": model})
         assert run.status_code == 422 and error_code(run) == "invalid_model"
     assert len((await alice.get("/api/traces?limit=200")).json()["traces"]) == before
+
+
+async def test_a_fallback_chain_is_checked_like_a_model_and_refused_whole(
+    alice: httpx.AsyncClient,
+) -> None:
+    """Each entry of ``model_fallback`` is refused with a 422 naming it, before anything is
+    written: never found out at run time, when the outage comes."""
+    refused_models = {
+        ("openai:gpt-4o", "nosuch:model"): "model_fallback[1]",  # unknown provider
+        ("scripted:/etc/passwd",): "model_fallback[0]",  # outside models.scripted_dir
+        ("anthropic:claude", "local:/etc/passwd"): "model_fallback[1]",  # operator-only
+    }
+    for chain, field in refused_models.items():
+        body = {"messages": [user_message("g")], "model_fallback": list(chain)}
+        refused = await alice.post("/api/traces", json=body)
+        assert refused.status_code == 422 and error_code(refused) == "invalid_model", chain
+        assert refused.json()["error"]["message"].startswith(f"{field}: "), refused.text
+    malformed: list[object] = ["openai:gpt-4o", 5, ["no-provider"], [7], ["openai:x"] * 9]
+    for value in malformed:
+        body = {"messages": [user_message("g")], "model_fallback": value}
+        refused = await alice.post("/api/traces", json=body)
+        assert refused.status_code == 422 and error_code(refused) == "invalid_request", value
+        assert "model_fallback" in refused.text
+    listed = await alice.get("/api/traces")
+    assert listed.json()["traces"] == []
+    accepted = await alice.post(
+        "/api/traces",
+        json={"messages": [user_message("g")], "model_fallback": ["anthropic:claude-x"]},
+    )
+    assert accepted.status_code == 202, accepted.text

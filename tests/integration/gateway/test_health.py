@@ -73,6 +73,7 @@ async def test_readyz_waits_for_an_executor_consuming(
                 "executors": "ok",
                 "sandbox": SANDBOX,
                 "storage": "ok",
+                "circuits": "ok",
             },
         }
     # A stopped executor deletes its presence: not ready again.

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.middleware import default_middleware
+from longhaul.agent.presets import PresetCatalog
 from longhaul.domain.config import ConfigError, LonghaulConfig
-from longhaul.llm.registry import split_model_string
+from longhaul.llm.registry import check_model_string, split_model_string
 
 
 def check_config(config: LonghaulConfig) -> None:
@@ -28,3 +29,24 @@ def check_config(config: LonghaulConfig) -> None:
             split_model_string(model)
         except ValueError as exc:
             raise ConfigError(f"{key}: {exc}") from exc
+    _check_chains(config)
+
+
+def _check_chains(config: LonghaulConfig) -> None:
+    """Every fallback chain's models exist here (a provider built in or configured, a script
+    or local model the deployment has): refused at start, not when an outage needs them."""
+    chains = [("models.fallback", config.models.fallback)]
+    chains += [(f"models.roles_fallback.{r}", c) for r, c in config.models.roles_fallback.items()]
+    try:
+        catalog = PresetCatalog(config.presets)
+    except ValueError as exc:
+        raise ConfigError(f"presets: {exc}") from exc
+    for name in config.presets:
+        chain = catalog.get(name).model_fallback
+        chains += [(f"presets.{name}.model_fallback", chain or [])]
+    for key, chain in chains:
+        for index, model in enumerate(chain):
+            try:
+                check_model_string(model, config.models)
+            except ValueError as exc:
+                raise ConfigError(f"{key}[{index}]: {exc}") from exc

@@ -100,14 +100,35 @@ class WriteBehindSink(EventSink, Protocol):
 class LiveUpdate(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Not persisted: token deltas, tool progress and retry notices for watchers."""
 
-    kind: Literal["delta", "tool_start", "tool_end", "retry", "status"]
+    kind: Literal["delta", "tool_start", "tool_end", "retry", "status", "switch"]
     text: str = ""
+    reason: str | None = None
+    """``switch``: why the model was switched (``ModelSwitched.reason``)."""
     tool: str | None = None
     tool_call_id: str | None = None
     sequence: int | None = None
 
 
 LiveCallback = Callable[[LiveUpdate], Awaitable[None]]
+
+
+class ProviderBreaker(Protocol):
+    """A circuit breaker per provider, shared by every executor of the deployment (the
+    executor keeps its state in KV). The engine asks before a call that has somewhere to fall
+    back to and reports how each call went; an open circuit is skipped without a call."""
+
+    async def allow(self, provider: str) -> bool:
+        """Whether to call ``provider`` now: its circuit is closed, or half-open and this
+        caller won the probe."""
+        ...
+
+    async def failed(self, provider: str) -> None:
+        """A call failed with an outage (counted towards opening the circuit)."""
+        ...
+
+    async def succeeded(self, provider: str) -> None:
+        """A call succeeded (closes a half-open circuit)."""
+        ...
 
 
 TurnEnd = Literal[

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from longhaul.agent.context_hooks import ContextHooks
-from longhaul.agent.contract import Messenger
+from longhaul.agent.contract import Messenger, ProviderBreaker
 from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
@@ -59,3 +59,5 @@ class AgentEnv:
     experiences: ExperienceBook | None = None
     """The owners' experiences (``None``: no recall, no ``get_experience``)."""
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    breaker: ProviderBreaker | None = None
+    """The deployment's circuit breaker per provider (``None``: every call is made)."""

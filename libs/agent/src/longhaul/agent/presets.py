@@ -42,6 +42,8 @@ class Preset(BaseModel):
     model_params: dict[str, Any] | None = None
     """Defaults for ``ModelParams`` (temperature, top_p, max_tokens, seed, stop,
     tool_choice); a trace's own ``model_params`` win field by field."""
+    model_fallback: list[str] | None = None
+    """The fallback chain of a trace running this preset that names none of its own."""
     skills: list[str] = Field(default_factory=list)
     allow_nesting: bool = False
     """A sub-trace running this preset keeps ``agent`` / ``evaluate`` (within the depth and

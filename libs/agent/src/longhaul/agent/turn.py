@@ -53,11 +53,14 @@ class Turn:
         tools: ToolRegistry,
         live: LiveCallback | None,
         stop_signal: StopSignal | None = None,
+        fallback: Sequence[Model] = (),
     ) -> None:
         self.state = state
         self.sink = sink
         self._behind = sink if isinstance(sink, WriteBehindSink) else None
         self.model = model
+        self.fallback = list(fallback)
+        """The models to move to, in order, when ``model``'s provider fails (``fallback``)."""
         self.utility_model = utility_model
         self.config = config
         self.env = env

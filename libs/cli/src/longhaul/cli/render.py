@@ -84,6 +84,11 @@ def describe(event: str, data: dict[str, Any]) -> str:
             )
         case "subtrace_finished":
             return f"sub-trace {data.get('child_trace_id')} {data.get('status')}"
+        case "model_switched":
+            return (
+                f"[yellow]model switched[/yellow] {escape(str(data.get('from', '')))} → "
+                f"{escape(str(data.get('to', '')))} ({escape(str(data.get('reason', '')))})"
+            )
         case "completed":
             return f"[green]completed[/green] {escape(clip(data.get('summary', '')))}"
         case "failed":

@@ -187,6 +187,7 @@ async def provision(
             description="notification deliveries, per run",
         ),
         kv_stream_config(names.schedules, settings, description="schedules and triggers"),
+        kv_stream_config(names.circuits, settings, description="circuit breaker per provider"),
     ]
     for config in buckets:
         await ensure_stream(js, config)

@@ -83,6 +83,12 @@ class ProviderConfig(BaseModel):
     )
     retry_base_delay_s: float = 0.5
     retry_max_delay_s: float = 30.0
+    max_retry_after_s: float = Field(
+        default=60.0,
+        ge=0,
+        description="a 429 asking to wait longer than this is an outage: no wait, the next "
+        "model of the fallback chain takes over",
+    )
 
 
 class ModelPrice(BaseModel):
@@ -139,11 +145,36 @@ class LocalModelConfig(BaseModel):
     )
 
 
+class CircuitConfig(BaseModel):
+    """The circuit breaker per provider, shared by every executor (state in KV)."""
+
+    failures: int = Field(
+        default=5,
+        ge=0,
+        description="outages of one provider within window_s that open its circuit (0: no breaker)",
+    )
+    window_s: float = Field(default=60.0, gt=0, description="seconds failures are counted in")
+    open_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds an open circuit skips its provider before one call probes it",
+    )
+
+
 class ModelsConfig(BaseModel):
     default: str = Field(default_factory=lambda: os.environ.get("LONGHAUL_MODEL", "scripted:auto"))
     roles: dict[str, str] = Field(
         default_factory=dict, description="per-role models: utility, planner, verifier"
     )
+    fallback: list[str] = Field(
+        default_factory=list,
+        description="models tried in order when the default model's provider is down "
+        "(connect errors, 5xx, 429 past max_retry_after_s, quota, timeout)",
+    )
+    roles_fallback: dict[str, list[str]] = Field(
+        default_factory=dict, description="per-role fallback chains (as fallback)"
+    )
+    circuit: CircuitConfig = Field(default_factory=CircuitConfig)
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     context_limits: dict[str, int] = Field(default_factory=dict)
@@ -157,10 +188,21 @@ class ModelsConfig(BaseModel):
     def for_role(self, role: str) -> str:
         return self.roles.get(role, self.default)
 
+    def fallback_for(self, model: str) -> list[str]:
+        """The configured chain after ``model``: the default's, or the chain of a role whose
+        model it is (none for another model)."""
+        if model == self.default:
+            return self.fallback
+        for role, role_model in self.roles.items():
+            if role_model == model:
+                return self.roles_fallback.get(role, [])
+        return []
+
     def operator_strings(self) -> set[str]:
-        """The model strings the operator wrote (the default and every role's), which may
-        name things a client's may not, such as a ``local:`` path."""
-        return {self.default, *self.roles.values()}
+        """The model strings the operator wrote (the default, every role's and every fallback),
+        which may name things a client's may not, such as a ``local:`` path."""
+        chains = [model for chain in self.roles_fallback.values() for model in chain]
+        return {self.default, *self.roles.values(), *self.fallback, *chains}
 
     @property
     def is_offline_default(self) -> bool:

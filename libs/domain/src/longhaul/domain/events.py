@@ -113,6 +113,9 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What a trace runs with; fixed at creation, overridable per run."""
 
     model: str | None = None
+    model_fallback: list[str] | None = None
+    """Models to move to, in order, when the model's provider is down (``None``: the preset's
+    chain, else ``models.fallback`` for the default model)."""
     preset: str = "default"
     tools: list[str] | None = None
     skills: list[str] = msgspec.field(default_factory=list)
@@ -343,6 +346,19 @@ class Compacted(TraceEvent, tag="compacted", kw_only=True, omit_defaults=True):
     summary_sequence: int
     range: tuple[int, int]
     level: int = 2
+
+
+class ModelSwitched(TraceEvent, tag="model_switched", kw_only=True, omit_defaults=True):
+    """The model's provider failed (an outage, not the request's fault) or its circuit is
+    open: the turn goes on with ``to``, the next model of the fallback chain, and so does the
+    rest of the trace (``TraceState.model``)."""
+
+    from_model: str = msgspec.field(name="from")
+    to: str
+    reason: str
+    """``connect``, ``timeout``, ``server_error``, ``rate_limited``, ``quota`` or
+    ``circuit_open`` (skipped without a call)."""
+    error: str | None = None
 
 
 class VerificationRequested(
@@ -743,6 +759,7 @@ AnyEvent = (
     | LoopWarned
     | LoopStopped
     | Compacted
+    | ModelSwitched
     | VerificationRequested
     | VerificationPassed
     | VerificationFailed

@@ -95,6 +95,11 @@ class Names:
         return self._bucket("lh_schedules")
 
     @property
+    def circuits(self) -> str:
+        """The circuit breaker's state, one key per model provider (every executor's)."""
+        return self._bucket("lh_circuits")
+
+    @property
     def artifacts(self) -> str:
         return self._bucket("lh_artifacts")
 

@@ -77,6 +77,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.LoopWarned,
         ev.LoopStopped,
         ev.Compacted,
+        ev.ModelSwitched,
         ev.ExperiencesRecalled,
         ev.TraceTitled,
         ev.ExperiencesCaptured,
@@ -117,6 +118,7 @@ Bucket = Literal[
     "evals",
     "notifications",
     "schedules",
+    "circuits",
 ]
 
 BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
@@ -129,9 +131,11 @@ BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     ),
     # phase outputs and checkpoints
     "planner": ("workspace", "checkpoints", "artifacts"),
-    # the index, leases, snapshots, tool outputs and recorded contexts, experience counts
+    # the index, leases, snapshots, tool outputs and recorded contexts, experience counts,
+    # the providers' circuits
     "executor": (
-        "traces", "active", "leases", "snapshots", "workspace", "experiences", "artifacts"
+        "traces", "active", "leases", "snapshots", "workspace", "experiences", "artifacts",
+        "circuits",
     ),
     "verifier": ("leases", "evals"),  # its verdict ledger, eval checks' outcomes
     "supervisor": ("leases",),  # the record of a process that died (``longhaul up``)

@@ -21,7 +21,13 @@ from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.base import StreamingModel
 from longhaul.llm.estimate import estimate_prompt_tokens
 from longhaul.llm.limits import CallLimits
-from longhaul.llm.retry import RetryPolicy, describe_status, is_retryable_status, parse_retry_after
+from longhaul.llm.retry import (
+    RetryPolicy,
+    describe_status,
+    is_retryable_status,
+    outage_of_status,
+    parse_retry_after,
+)
 from longhaul.llm.sse import SSEEvent, iter_sse
 from longhaul.llm.types import (
     ModelError,
@@ -134,6 +140,14 @@ class HttpModel(StreamingModel):
                 attempt += 1
                 if attempt > policy.max_retries:
                     raise later.error from None
+                if later.retry_after is not None and later.retry_after > policy.max_retry_after_s:
+                    raise ModelError(
+                        f"{later.error} (Retry-After {later.retry_after:.3g} s is past the "
+                        f"{policy.max_retry_after_s:.3g} s limit)",
+                        status=later.error.status,
+                        retryable=True,
+                        outage=later.error.outage,
+                    ) from None
                 delay = policy.delay(attempt, later.retry_after)
                 yield RetryNotice(
                     attempt=attempt,
@@ -171,9 +185,12 @@ class HttpModel(StreamingModel):
                     async for _ in lines:
                         pass
         except httpx.HTTPError as exc:
-            reason = "timeout" if isinstance(exc, httpx.TimeoutException) else "connection error"
+            timeout = isinstance(exc, httpx.TimeoutException)
+            reason = "timeout" if timeout else "connection error"
             error = ModelError(
-                f"{self.name}: {reason}: {type(exc).__name__}: {exc}", retryable=True
+                f"{self.name}: {reason}: {type(exc).__name__}: {exc}",
+                retryable=True,
+                outage="timeout" if timeout else "connect",
             )
             raise self._after_failure(error, delivered, reason) from exc
         except ModelError as exc:
@@ -184,10 +201,13 @@ class HttpModel(StreamingModel):
 
     def _status_error(self, response: httpx.Response) -> Exception:
         status = response.status_code
+        message = server_message(response.content)
+        outage = outage_of_status(status, message)
         error = ModelError(
-            f"{self.name}: HTTP {status}: {server_message(response.content)}",
+            f"{self.name}: HTTP {status}: {message}",
             status=status,
-            retryable=is_retryable_status(status),
+            retryable=is_retryable_status(status) and outage != "quota",
+            outage=outage,
         )
         if error.retryable:
             return _RetryLater(error, describe_status(status), parse_retry_after(response.headers))
@@ -200,6 +220,7 @@ class HttpModel(StreamingModel):
                 status=error.status,
                 retryable=error.retryable,
                 partial_output=True,
+                outage=error.outage,
             )
         if error.retryable:
             return _RetryLater(error, reason, None)

@@ -250,6 +250,7 @@ class ModelRegistry:
                     max_retries=settings.max_retries,
                     base_delay_s=settings.retry_base_delay_s,
                     max_delay_s=settings.retry_max_delay_s,
+                    max_retry_after_s=settings.max_retry_after_s,
                 ),
             )
         return self._endpoints[key]

@@ -48,6 +48,28 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime | None = None) -
     return max((when - (now or datetime.now(UTC))).total_seconds(), 0.0)
 
 
+_QUOTA_WORDS = ("insufficient_quota", "billing", "credit balance", "payment required")
+"""Not the bare word "quota": Gemini's per-minute rate limit is a 429 "Quota exceeded", which
+passes with time and is retried like any 429."""
+
+
+def outage_of_status(status: int, message: str) -> str | None:
+    """The provider-side failure an HTTP error answer stands for (``None``: the request's own
+    fault, e.g. a 400 for its content). A quota or billing refusal (402; OpenAI's 429
+    ``insufficient_quota``; Anthropic's 400 "credit balance is too low") does not pass with
+    time, so it is never retried, only fallen through."""
+    lowered = message.lower()
+    if status == 402 or (status in (400, 403, 429) and any(w in lowered for w in _QUOTA_WORDS)):
+        return "quota"
+    if status == 429:
+        return "rate_limited"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "server_error"
+    return None
+
+
 def describe_status(status: int) -> str:
     if status == 429:
         return "rate limited (429)"
@@ -63,6 +85,9 @@ class RetryPolicy:
     max_retries: int = 5
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
+    max_retry_after_s: float = 60.0
+    """A ``Retry-After`` longer than this is an outage, not a wait: the call fails at once
+    (a fallback model, if any, takes over)."""
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
     rng: random.Random = field(default_factory=random.Random)
 

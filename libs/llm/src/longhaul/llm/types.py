@@ -118,7 +118,10 @@ Role = Literal["system", "user", "assistant", "tool"]
 
 
 class ModelError(Exception):
-    """A model call failed for good. ``retryable`` says whether a later attempt may succeed."""
+    """A model call failed for good. ``retryable`` says whether a later attempt may succeed;
+    ``outage`` names a failure of the provider rather than of the request (``connect``,
+    ``timeout``, ``server_error``, ``rate_limited``, ``quota``): another model may answer
+    (``longhaul.llm.fallback``)."""
 
     def __init__(
         self,
@@ -127,11 +130,13 @@ class ModelError(Exception):
         status: int | None = None,
         retryable: bool = False,
         partial_output: bool = False,
+        outage: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         self.partial_output = partial_output
+        self.outage = outage
 
 
 @runtime_checkable

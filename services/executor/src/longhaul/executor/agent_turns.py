@@ -3,7 +3,8 @@ its tools, the pipeline config, presets, the shared workspace and the model regi
 
 One :class:`AgentTurns` serves every turn of a replica. A trace whose model string cannot be
 resolved (unknown provider, missing key, a script file that is not there) fails at once with
-the reason instead of being retried as a poison event.
+the reason instead of being retried as a poison event. A trace runs on the model a provider
+outage moved it to (``TraceState.model``), with the rest of its fallback chain after it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from longhaul.agent.context_hooks import ContextHooks
-from longhaul.agent.contract import EventSink, LiveCallback, Messenger, StopSignal, TurnOutcome
+from longhaul.agent.contract import (
+    EventSink,
+    LiveCallback,
+    Messenger,
+    ProviderBreaker,
+    StopSignal,
+    TurnOutcome,
+)
 from longhaul.agent.engine import Engine
 from longhaul.agent.env import AgentEnv, AncestorBudget, StorageCheck
 from longhaul.agent.experiences import ExperienceBook
@@ -29,6 +37,7 @@ from longhaul.domain.replay import replayed_trace
 from longhaul.domain.state import TraceState
 from longhaul.executor.replay import Recordings
 from longhaul.executor.tools import tool_on_unknown, tool_secrets
+from longhaul.llm.fallback import chain_after
 from longhaul.llm.registry import ModelRegistry
 from longhaul.llm.types import Model
 
@@ -51,16 +60,18 @@ class AgentTurns:
         messenger: Messenger | None = None,
         experiences: ExperienceBook | None = None,
         recordings: Recordings | None = None,
+        breaker: ProviderBreaker | None = None,
     ) -> None:
         self.config = config
         self.recordings = recordings
         self._registry = ModelRegistry(config.models)
         self.resolve_model = resolve_model or self._registry.resolve
+        self.presets = PresetCatalog(config.presets)
         self.engine = Engine(
             tools=tools,
             config=config.pipeline,
             env=AgentEnv(
-                presets=PresetCatalog(config.presets),
+                presets=self.presets,
                 skills=SkillIndex.load(skill_dirs(config.memory.skills_dir)),
                 workspace=workspace,
                 working_root=working_root,
@@ -80,6 +91,7 @@ class AgentTurns:
                 context_hooks=ContextHooks.configured(config.pipeline.context_hooks),
                 experiences=experiences,
                 memory=config.memory,
+                breaker=breaker,
             ),
         )
         sandbox = Sandbox(config.sandbox)
@@ -93,8 +105,9 @@ class AgentTurns:
         stop_signal: StopSignal | None = None,
     ) -> TurnOutcome:
         models = self.config.models
+        configured = state.config.model or models.default
         try:
-            model = await self._model(state, state.config.model or models.default)
+            model = await self._model(state, state.model or configured)
             utility = self.resolve_model(models.for_role("utility"))
         except ValueError as exc:
             log.warning("trace %s: model not usable: %s", state.trace_id, exc)
@@ -102,8 +115,35 @@ class AgentTurns:
             await sink.emit([failed])
             return TurnOutcome(end="failed", stop_reason="config_error")
         return await self.engine.run_turn(
-            state, sink, model=model, utility_model=utility, live=live, stop_signal=stop_signal
+            state,
+            sink,
+            model=model,
+            utility_model=utility,
+            live=live,
+            stop_signal=stop_signal,
+            fallback=self._fallback(state, configured, model.name),
         )
+
+    def _chain(self, state: TraceState, configured: str) -> list[str]:
+        """The trace's own chain, else its preset's, else the configured one for its model."""
+        if state.config.model_fallback is not None:
+            return state.config.model_fallback
+        preset = self.presets.get(state.config.preset).model_fallback
+        if preset is not None:
+            return preset
+        return self.config.models.fallback_for(configured)
+
+    def _fallback(self, state: TraceState, configured: str, current: str) -> list[Model]:
+        """The models after ``current`` in the trace's chain; one that cannot be resolved here
+        (a key this executor lacks) is left out, with a warning, rather than failing a trace
+        that may never need it."""
+        models: list[Model] = []
+        for name in chain_after([configured, *self._chain(state, configured)], current):
+            try:
+                models.append(self.resolve_model(name))
+            except ValueError as exc:
+                log.warning("trace %s: fallback %s not usable: %s", state.trace_id, name, exc)
+        return models
 
     async def _model(self, state: TraceState, model_string: str) -> Model:
         """The trace's model; ``replay:<trace id>`` plays a recording of the same key."""

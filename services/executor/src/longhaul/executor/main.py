@@ -18,6 +18,7 @@ from longhaul.core.service import ServiceContext, run_main
 from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
+from longhaul.executor.circuits import KvBreaker
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
 from longhaul.executor.remote import RemoteAgents
@@ -52,6 +53,7 @@ def build_executor(
         ),
         experiences=ctx.experiences,
         recordings=Recordings(ctx.traces),
+        breaker=KvBreaker(ctx.conn, ctx.config.models.circuit),
     )
     offered = ExecutorTools(
         ctx.workspace,

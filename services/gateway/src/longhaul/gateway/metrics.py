@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 from longhaul.agent.contract import LiveUpdate
+from longhaul.llm.fallback import SWITCH_REASONS
 from nats.aio.msg import Msg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -191,6 +192,18 @@ class GatewayMetrics:
             "1 while new runs answer 507 and running traces stop with storage_full",
             registry=self.registry,
         )
+        self.circuits_open = Gauge(
+            "longhaul_provider_circuit_open",
+            "1 while every executor skips this model provider (its circuit is open)",
+            ["provider"],
+            registry=self.registry,
+        )
+        self.model_switches = Counter(
+            "longhaul_model_switches",
+            "traces moved to their next fallback model on a provider outage, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
         self.registry.register(_IndexCollector(self))
 
     async def refresh_consumer_lag(self, conn: Connection) -> None:
@@ -227,9 +240,15 @@ class GatewayMetrics:
                 self.storage_left.labels(usage.store).set(usage.left)
         self.storage_full.set(status.full is not None)
 
+    def refresh_circuits(self, providers: list[str]) -> None:
+        self.circuits_open.clear()
+        for provider in providers:
+            self.circuits_open.labels(provider).set(1)
+
     async def on_live(self, msg: Msg) -> None:
-        """Core-NATS callback on ``lh.live.>``: count retry notices, ignore token deltas cheaply."""
-        if b"retry" not in msg.data:
+        """Core-NATS callback on ``lh.live.>``: count retry notices and model switches, ignore
+        token deltas cheaply."""
+        if b"retry" not in msg.data and b"switch" not in msg.data:
             return
         try:
             update = msgspec.json.decode(msg.data, type=LiveUpdate)
@@ -237,6 +256,10 @@ class GatewayMetrics:
             return
         if update.kind == "retry":
             self.llm_retries.inc()
+        elif update.kind == "switch":
+            # a bounded label: an executor's reason, or "other"
+            reason = update.reason if update.reason in SWITCH_REASONS else "other"
+            self.model_switches.labels(reason).inc()
 
 
 access_log = logging.getLogger("longhaul.gateway.access")

@@ -23,6 +23,7 @@ from longhaul.gateway.schemas.traces import (
     GoalTreeView,
     GoalView,
     MessageView,
+    ModelSwitchView,
     PendingCallView,
     RunUsageView,
     SubTraceView,
@@ -122,6 +123,10 @@ def trace_view(
         cut_off_effects=_cut_off_effects(state),
         wait_detail=state.wait_detail,
         model=state.config.model,
+        model_switches=[
+            ModelSwitchView.model_validate(msgspec.structs.asdict(switch))
+            for switch in state.model_switches
+        ],
         preset=state.config.preset,
         runs=state.runs,
         run_usage=RunUsageView.model_validate(msgspec.structs.asdict(state.run_usage)),

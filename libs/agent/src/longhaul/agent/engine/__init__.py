@@ -52,12 +52,14 @@ class Engine:
         utility_model: Model | None = None,
         live: LiveCallback | None = None,
         stop_signal: StopSignal | None = None,
+        fallback: Sequence[Model] = (),
     ) -> TurnOutcome:
         """Advance ``state`` until it completes, waits, stops, fails or uses up the turn's
         iterations. Every event goes through ``sink`` (which folds it into ``state``) before
         the next action; :class:`~longhaul.agent.contract.StaleState` from the sink
         propagates. ``stop_signal``, once set, cancels the model call in flight
-        (:class:`~longhaul.agent.contract.StopSignalled`, ``engine.interrupt``)."""
+        (:class:`~longhaul.agent.contract.StopSignalled`, ``engine.interrupt``). ``fallback``:
+        the models a provider outage moves the trace to, in order (``engine.fallback``)."""
         turn = Turn(
             state=state,
             sink=sink,
@@ -68,6 +70,7 @@ class Engine:
             tools=self.tools,
             live=live,
             stop_signal=stop_signal,
+            fallback=fallback,
         )
         try:
             return await TurnLoop(turn, self._chain).run()

@@ -6,7 +6,8 @@ was requested). Then the turn's settings are resolved and pinned (``turn_setting
 waited (``take_arrivals``), a requested reflection. Then, step by step: stop request → final
 answer at the head (complete or verify) → iteration budget → room in the stores → request →
 ``before_model`` → model call (wrapped; cut short by the shell's stop signal,
-``interrupt``) → ``after_model`` → assistant message (+ queued
+``interrupt``; a provider outage moves to the next model of the chain, ``fallback``) →
+``after_model`` → assistant message (+ queued
 events) → tool calls, each result recorded before the next call acts. Write-behind: a result's
 append is in flight while the next model request is built and sent, and an assistant
 message's while its calls run if none of them changes anything outside the trace
@@ -22,6 +23,7 @@ from longhaul.agent.engine.arrivals import take_arrivals
 from longhaul.agent.engine.compaction import summarise
 from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
 from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
+from longhaul.agent.engine.fallback import guarded, switch_model
 from longhaul.agent.engine.interrupt import unless_stopped
 from longhaul.agent.engine.model_call import streaming_call
 from longhaul.agent.engine.reflection import reflect
@@ -131,8 +133,12 @@ class TurnLoop:
             return await stop(turn, turn.stop_reason)
         started = turn.env.clock()
         try:
-            response = await unless_stopped(turn, lambda: self.call_model(request))
+            response = await guarded(
+                turn, lambda: unless_stopped(turn, lambda: self.call_model(request))
+            )
         except ModelError as exc:
+            if await switch_model(turn, exc):
+                return None  # the step again, built for the next model of the chain
             return await fail(turn, f"model call failed: {exc}", "model_error")
         turn.steps += 1
         step = Step(

@@ -46,6 +46,15 @@ def _parts_of_shape_4(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+class ModelSwitch(msgspec.Struct, kw_only=True):
+    """A ``model_switched`` where it happened: after message ``after_sequence``."""
+
+    from_model: str
+    to: str
+    reason: str
+    after_sequence: int
+
+
 class TraceState(msgspec.Struct, kw_only=True):
     SCHEMA: ClassVar[int] = 5
     """The shape of this fold: a snapshot of another shape is upgraded (:data:`UPGRADES`) or
@@ -60,6 +69,10 @@ class TraceState(msgspec.Struct, kw_only=True):
     name: str | None = None
     owner: str | None = None
     config: TraceConfig = msgspec.field(default_factory=TraceConfig)
+    model: str | None = None
+    """The model the trace moved to on a provider outage (``model_switched``); ``None``: its
+    configured one. A run with a new config starts over from that."""
+    model_switches: list[ModelSwitch] = msgspec.field(default_factory=list)
     parent_trace_id: str | None = None
     parent_goal_id: str | None = None
     parent_tool_call_id: str | None = None
@@ -405,6 +418,7 @@ class TraceState(msgspec.Struct, kw_only=True):
         if event.config is not None:
             self.config = event.config
             self.context = None  # a changed config is recorded afresh by the next turn
+            self.model = None
         self._reset_run(event)
         self.tree.append_inputs(event.messages, event.ts, self.goals.focus)
 
@@ -606,6 +620,16 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.stop_reason = event.stop_reason or self.stop_reason
         self.wait.reason = None
 
+    def _on_model_switched(self, event: ev.ModelSwitched) -> None:
+        self.model = event.to
+        switch = ModelSwitch(
+            from_model=event.from_model,
+            to=event.to,
+            reason=event.reason,
+            after_sequence=self.head_sequence,
+        )
+        self.model_switches.append(switch)
+
     def _on_trace_titled(self, event: ev.TraceTitled) -> None:
         self.untitled = False
         if event.name:
@@ -658,6 +682,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.ContextRecorded: TraceState._on_context_recorded,
     ev.ExperiencesRecalled: TraceState._on_experiences_recalled,
     ev.TraceTitled: TraceState._on_trace_titled,
+    ev.ModelSwitched: TraceState._on_model_switched,
     ev.ExperiencesCaptured: TraceState._on_experiences_captured,
     ev.SubtraceSpawned: TraceState._on_subtrace_spawned,
     ev.SubtraceFinished: TraceState._on_subtrace_finished,
@@ -716,6 +741,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.ContextRecorded: TraceState._check_nothing,
     ev.ExperiencesRecalled: TraceState._check_experiences_recalled,
     ev.TraceTitled: TraceState._check_nothing,
+    ev.ModelSwitched: _requires("running", what="switch models"),
     ev.ExperiencesCaptured: TraceState._check_nothing,
     ev.SubtraceSpawned: _requires("running", what="spawn a sub-trace"),
     ev.SubtraceFinished: lambda state, event: state.children.check_finished(event),

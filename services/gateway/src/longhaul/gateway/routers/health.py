@@ -12,6 +12,8 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from longhaul.core.connection import Connection
 from longhaul.core.service import ServiceContext
+from longhaul.domain.circuits import decode
+from longhaul.domain.config import CircuitConfig
 from longhaul.gateway.auth import metrics_reader
 from longhaul.gateway.errors import JSON_ERROR_RESPONSES
 from longhaul.gateway.runtime import Runtime, runtime_of
@@ -73,7 +75,35 @@ async def _executors(runtime: Runtime, conn: Connection) -> tuple[str, str]:
     return present, sandbox
 
 
-_ADVISORY = frozenset({"sandbox", "storage"})
+async def open_circuits(conn: Connection, config: CircuitConfig) -> list[str]:
+    """The providers every executor skips now (``longhaul.domain.circuits``), sorted: a watch
+    delivers each key's latest entry, then ``None``."""
+    kv = await conn.kv(conn.names.circuits)
+    watcher = await kv.watch(">", ignore_deletes=True)
+    now = time.time()
+    providers: list[str] = []
+    try:
+        while (entry := await watcher.updates(timeout=READY_TIMEOUT_S)) is not None:
+            if entry.operation is None and decode(entry.value).is_open(now, config):
+                providers.append(entry.key)
+    finally:
+        with contextlib.suppress(Exception):
+            await watcher.stop()
+    return sorted(providers)
+
+
+async def _circuits(runtime: Runtime, conn: Connection) -> str:
+    """``ok``, or the providers whose circuit is open (their traces run on fallbacks)."""
+    try:
+        names = await asyncio.wait_for(
+            open_circuits(conn, runtime.config.models.circuit), READY_TIMEOUT_S
+        )
+    except Exception as exc:  # reported, like the other checks
+        return f"unknown: {type(exc).__name__}"
+    return f"open: {', '.join(names)}" if names else "ok"
+
+
+_ADVISORY = frozenset({"sandbox", "storage", "circuits"})
 """Checks that are reported but do not make the gateway unready."""
 
 
@@ -106,7 +136,8 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Health,
     summary="NATS connected, the event stream present and an executor consuming "
-    "(and whether their tools run sandboxed, and whether the stores have room)",
+    "(and whether their tools run sandboxed, whether the stores have room, and the model "
+    "providers whose circuit is open)",
     responses={
         200: {
             "model": Health,
@@ -131,8 +162,10 @@ async def readyz(request: Request) -> JSONResponse:
             checks["stream"] = f"missing: {type(exc).__name__}"
         checks["executors"], checks["sandbox"] = await _executors(runtime, ctx.conn)
         checks["storage"] = await _storage(ctx)
+        checks["circuits"] = await _circuits(runtime, ctx.conn)
     # no sandbox is reported, not a reason to stop traffic: bash is refused, the rest works;
-    # full storage neither: reads, replies and the deletes that free room still work
+    # full storage neither: reads, replies and the deletes that free room still work; nor an
+    # open circuit: traces move to their fallback models
     ready = all(value == "ok" for name, value in checks.items() if name not in _ADVISORY)
     status = "ok" if ready else "unavailable"
     if ready and checks.get("storage", "").startswith("full"):
@@ -157,4 +190,7 @@ async def metrics(request: Request) -> Response:
     if runtime.ctx is not None:
         await runtime.metrics.refresh_consumer_lag(runtime.ctx.conn)
         await runtime.metrics.refresh_storage(runtime.ctx.storage)
+        with contextlib.suppress(Exception):  # metrics render even when NATS is unwell
+            circuits = open_circuits(runtime.ctx.conn, runtime.config.models.circuit)
+            runtime.metrics.refresh_circuits(await asyncio.wait_for(circuits, READY_TIMEOUT_S))
     return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -132,9 +132,12 @@ async def trace_creation(
 ) -> ev.TraceCreated:
     """The ``trace_created`` event a create body asks for (model and verification checked)."""
     check_model(runtime, body.model)
+    for index, model in enumerate(body.model_fallback or []):
+        check_model(runtime, model, field=f"model_fallback[{index}]")
     verification = _verification(runtime, body.verification)
     config = ev.TraceConfig(
         model=body.model,
+        model_fallback=body.model_fallback,
         tools=body.tools,
         skills=body.skills or [],
         max_iterations=body.max_iterations,
@@ -160,14 +163,16 @@ async def trace_creation(
     )
 
 
-def check_model(runtime: Runtime, model: str | None) -> None:
-    """Refuse a model string no run could use (a script outside models.scripted_dir…)."""
+def check_model(runtime: Runtime, model: str | None, *, field: str | None = None) -> None:
+    """Refuse a model string no run could use (a script outside models.scripted_dir…);
+    ``field`` names where it was (a fallback chain's entry)."""
     if model is None:
         return
     try:
         check_model_string(model, runtime.config.models)
     except ValueError as exc:
-        raise ApiError(422, "invalid_model", str(exc)) from None
+        message = f"{field}: {exc}" if field else str(exc)
+        raise ApiError(422, "invalid_model", message) from None
 
 
 def _verification(runtime: Runtime, body: VerificationBody | None) -> dict[str, Any] | None:

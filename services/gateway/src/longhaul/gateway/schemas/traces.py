@@ -126,6 +126,12 @@ class VerificationBody(Body):
 class CreateTraceRequest(Body):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
+    model_fallback: list[ModelName] | None = Field(
+        default=None,
+        max_length=8,
+        description="models to move to, in order, when the model's provider is down "
+        "(default: the preset's chain, else models.fallback for the default model)",
+    )
     preset: Name | None = None
     tools: list[Name] | None = Field(default=None, max_length=256)
     skills: list[Name] | None = Field(default=None, max_length=256)
@@ -255,6 +261,17 @@ class PendingCallView(BaseModel):
         description="the call was cut off by a crash while it acted (effect ledger): approve "
         "runs it again with the same key, deny says it failed, took_effect says it happened",
     )
+
+
+class ModelSwitchView(BaseModel):
+    """A provider outage moved the trace to its next fallback model (``model_switched``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_model: str = Field(alias="from")
+    to: str
+    reason: str
+    after_sequence: int = Field(description="the message the switch came after (0: before any)")
 
 
 class CutOffEffectView(BaseModel):
@@ -520,6 +537,11 @@ class TraceView(TraceSummary):
         description="calls with effects a crash cut off while they acted (the effect ledger)",
     )
     model: str | None = None
+    model_switches: list[ModelSwitchView] = Field(
+        default_factory=list,
+        description="provider outages that moved the trace along its fallback chain; the "
+        "last one's ``to`` is the model it runs on now",
+    )
     preset: str = "default"
     runs: int = 0
     run_usage: RunUsageView = Field(

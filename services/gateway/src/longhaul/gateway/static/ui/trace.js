@@ -91,7 +91,26 @@ export function tracePage(root, traceId) {
       out.push(box);
     }
     s.boxes = cache;
-    reconcile(messages, out);
+    reconcile(messages, withSwitches(out));
+  }
+
+  // A provider outage that moved the trace to its next fallback model: a line in the
+  // transcript before the first message written after it (switches come in log order).
+  function withSwitches(boxes) {
+    const switches = (s.trace && s.trace.model_switches) || [];
+    if (!switches.length) return boxes;
+    const lines = s.switchLines || (s.switchLines = new Map());
+    const pending = switches.map((sw, i) => {
+      if (!lines.has(i)) lines.set(i, el("div", { class: "meta model-switch", "data-testid": "model-switch", dataset: { reason: sw.reason },
+        text: "model switched: " + sw.from + " → " + sw.to + " (" + sw.reason + ")" }));
+      return [sw.after_sequence, lines.get(i)];
+    });
+    const out = [];
+    for (const box of boxes) {
+      while (pending.length && pending[0][0] < Number(box.dataset.sequence)) out.push(pending.shift()[1]);
+      out.push(box);
+    }
+    return out.concat(pending.map((p) => p[1]));
   }
 
   // The effect ledger: a call a crash cut off while it acted, and how it was resumed.
