@@ -152,7 +152,10 @@ async def test_phase_failing_once_is_replanned_keeping_earlier_outputs(
         for n in range(1, 5)
     ]
     workspace = WorkspaceStore(store.conn)
-    config = stack_config(max_reinjections=0, checks={"p3_marker": check})
+    # the verifier runs the check where the executor placed the task: the same working root
+    config = stack_config(max_reinjections=0, checks={"p3_marker": check}).model_copy(
+        update={"working_root": tmp_path}
+    )
     strict = InProcessExecutor(
         nats_url, namespace, "exec-strict", config=config, settings={"working_root": tmp_path}
     )
