@@ -176,6 +176,8 @@ START_TIMEOUT_S = 300.0
 """Loading a GGUF file: SmolLM2-135M takes ~1.5 s, a multi-GB model from a slow disk minutes."""
 STOP_GRACE_S = 5.0
 STDERR_TAIL = 4096
+STDERR_EOF_WAIT_S = 10.0
+"""How long a stopped server's stderr is read to its end (it has exited: EOF comes)."""
 
 
 class ServerProcess:
@@ -286,8 +288,10 @@ class ServerProcess:
                 await asyncio.wait_for(process.wait(), STOP_GRACE_S)
         if process.stdin is not None:
             process.stdin.close()
-        try:  # the rest of what it printed (EOF once it exited), for an error message
-            await asyncio.wait_for(self._drain, 1.0)
+        try:  # the rest of what it printed (EOF once it exited), for an error message: on a
+            # loaded machine the reader lags the exit by more than a second, and the error's
+            # last lines (xllamacpp's own "Failed to init server") came after it
+            await asyncio.wait_for(self._drain, STDERR_EOF_WAIT_S)
         except (TimeoutError, OSError):
             pass
 
