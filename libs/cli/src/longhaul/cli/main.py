@@ -12,7 +12,7 @@ import typer
 from longhaul.cli import backup, eval_commands, experiences, inbox, keys, schedules, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.mcp_bridge import serve_stdio
-from longhaul.cli.run import run_task
+from longhaul.cli.run import read_files, run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.backup import BackupError
 from longhaul.core.logs import configure_logging
@@ -128,9 +128,22 @@ def run(
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="stream until it ends")
     ] = True,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="put this file into the agent's working directory first (repeatable; "
+            "makes the run one agent)",
+        ),
+    ] = None,
 ) -> None:
     """Submit a goal (one agent or a planned team, as the gateway routes it) and stream its
     progress; prints the answer."""
+    files = read_files(file or [])
 
     async def command(client: AsyncClient) -> int:
         return await run_task(
@@ -144,6 +157,7 @@ def run(
             max_iterations=max_iterations,
             review=review,
             follow=follow,
+            files=files,
         )
 
     execute(ctx, command)

@@ -11,6 +11,8 @@ refused request writes nothing. The body is read only once the key is known and 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from functools import partial
@@ -180,12 +182,7 @@ async def put_files(
 ) -> tuple[list[ev.FileUploaded], int]:
     """Store (name, bytes, media type) files for the trace's next turn, charged to the key's
     quota; returns their events and the last one's sequence."""
-    async with runtime.nats_call():
-        await charge(runtime, principal.owner, sum(len(data) for _, data, _ in contents))
-        uploaded = [
-            await store_upload(runtime, trace_id, name, data, media_type)
-            for name, data, media_type in contents
-        ]
+    uploaded = await stored(runtime, principal.owner, trace_id, contents)
     event_id = 0
     for event in uploaded:
         _, recorded = await commands.append_to_trace(
@@ -193,3 +190,33 @@ async def put_files(
         )
         event_id = recorded.seq
     return uploaded, event_id
+
+
+async def stored(
+    runtime: Runtime, owner: str, trace_id: str, contents: list[tuple[str, bytes, str]]
+) -> list[ev.FileUploaded]:
+    """Charge (name, bytes, media type) files to the key's upload quota and keep them for
+    the trace; the events that name them."""
+    if not contents:
+        return []
+    async with runtime.nats_call():
+        await charge(runtime, owner, sum(len(data) for _, data, _ in contents))
+        return [
+            await store_upload(runtime, trace_id, name, data, media_type)
+            for name, data, media_type in contents
+        ]
+
+
+def decoded(files: list[tuple[str, str, str | None]]) -> list[tuple[str, bytes, str]]:
+    """(name, base64, media type) files of a JSON body as (name, bytes, media type), a name
+    sent twice keeping its last; 422 for a bad name or content."""
+    contents: dict[str, tuple[bytes, str]] = {}
+    for name, content, media_type in files:
+        try:
+            data = base64.b64decode(content, validate=True)
+        except binascii.Error:
+            raise ApiError(
+                422, "invalid_request", f"file {name[:64]!r}: content is not base64"
+            ) from None
+        contents[checked_name(name)] = (data, media_type or "application/octet-stream")
+    return [(name, data, media_type) for name, (data, media_type) in contents.items()]
