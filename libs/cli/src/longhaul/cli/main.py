@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from longhaul.cli import backup, eval_commands, experiences, inbox, keys, schedules, tasks, traces
 from longhaul.cli.context import Target, console, errors, execute
+from longhaul.cli.init import next_steps, write_starter
 from longhaul.cli.mcp_bridge import serve_stdio
 from longhaul.cli.run import read_files, run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
@@ -161,6 +163,25 @@ def run(
         )
 
     execute(ctx, command)
+
+
+@app.command()
+def init(
+    directory: Annotated[
+        Path, typer.Argument(help="where to write longhaul.yaml and my_tools.py")
+    ] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="overwrite files already there")] = False,
+) -> None:
+    """Write a commented longhaul.yaml (model, keys, a preset) and a tool module to start
+    from, and say what to run next."""
+    try:
+        written = write_starter(directory, secrets.token_urlsafe(24), force=force)
+    except FileExistsError as exc:
+        errors.print(f"[red]already there:[/red] {escape(str(exc))} (--force overwrites)")
+        raise typer.Exit(1) from None
+    for path in written:
+        console.print(f"wrote {escape(str(path))}")
+    console.print(escape(next_steps(directory)), soft_wrap=True)
 
 
 @app.command("nats-auth")
