@@ -69,7 +69,7 @@ async def test_the_readme_first_run_works_as_printed(tmp_path: Path) -> None:
             assert trace, result.stdout
             messages = (await http.get(f"/api/traces/{trace[1]}/messages")).json()
     assert "model scripted:demo" in result.stdout  # init's longhaul.yaml was read
-    assert "word_count" in {tool["name"] for tool in tools}  # and its tool module loaded
+    assert "file_stats" in {tool["name"] for tool in tools}  # and its tool module loaded
     # the model's first step saw the file: it was delivered before the first model call
     roles = [m["role"] for m in messages["messages"]]
     told_files = roles.index("user", 1)

@@ -42,7 +42,7 @@ presets:
 # and grant a tool secrets from the executor's environment (the model never sees them):
 # tools:
 #   secrets:
-#     word_count: {{token: WORD_COUNT_TOKEN}}
+#     file_stats: {{token: FILE_STATS_TOKEN}}
 """
 
 TOOLS = '''\
@@ -55,7 +55,7 @@ from longhaul.agent.tools import ToolContext, tool
 
 
 @tool(read_only=True)
-def word_count(ctx: ToolContext, path: str) -> str:
+def file_stats(ctx: ToolContext, path: str) -> str:
     """Count the lines and words of a file in the working directory.
 
     Args:
@@ -68,7 +68,7 @@ def word_count(ctx: ToolContext, path: str) -> str:
     return f"{path}: {len(text.splitlines())} lines, {len(text.split())} words"
 
 
-TOOLS = [word_count]
+TOOLS = [file_stats]
 '''
 
 
