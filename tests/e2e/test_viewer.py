@@ -836,3 +836,15 @@ async def test_the_inbox_offers_an_outcome_unknown_call_its_own_choice(
         False,
         "payout P-7 went through",
     )
+
+
+async def test_a_completed_traces_root_goal_is_shown_done(
+    stack: RunningGateway, page: Page
+) -> None:
+    """The root goal ends with the trace: once it completed, the goal panel says done and
+    nothing is left in focus (it read IN_PROGRESS ◀ focus)."""
+    await opened(stack, page, "say hello")
+    root = page.locator('[data-testid="goal-tree"] [data-goal-id="root"]')
+    await expect(root).to_have_attribute("data-status", "done")
+    await expect(root.locator(":scope > .goal-status")).to_have_text("done")
+    await expect(page.locator('[data-testid="goal-tree"] .focus-mark')).to_have_count(0)
