@@ -18,9 +18,11 @@ import re
 from functools import partial
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, Request
 from longhaul.core.workspace import WorkspaceConflict
 from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.uploads import MAX_PENDING_UPLOADS
 from longhaul.gateway import access, commands
@@ -207,7 +209,7 @@ async def stored(
         ]
 
 
-def decoded(files: list[tuple[str, str, str | None]]) -> list[tuple[str, bytes, str]]:
+def decoded_files(files: list[tuple[str, str, str | None]]) -> list[tuple[str, bytes, str]]:
     """(name, base64, media type) files of a JSON body as (name, bytes, media type), a name
     sent twice keeping its last; 422 for a bad name or content."""
     contents: dict[str, tuple[bytes, str]] = {}
@@ -220,3 +222,26 @@ def decoded(files: list[tuple[str, str, str | None]]) -> list[tuple[str, bytes, 
             ) from None
         contents[checked_name(name)] = (data, media_type or "application/octet-stream")
     return [(name, data, media_type) for name, (data, media_type) in contents.items()]
+
+
+async def create_with_files(
+    runtime: Runtime,
+    principal: Principal,
+    event: ev.TraceCreated,
+    files: list[tuple[str, str, str | None]],
+    trace_id: str | None = None,
+) -> TraceState:
+    """Create the trace with (name, base64, media type) files already in its working
+    directory before its first model call; a refused creation keeps none of the key's
+    upload quota."""
+    contents = decoded_files(files)
+    trace_id = trace_id or new_id("t")
+    if contents:
+        stored_files = await stored(runtime, principal.owner, trace_id, contents)
+        event = msgspec.structs.replace(event, files=[*event.files, *stored_files])
+    try:
+        return await commands.create_trace(runtime, principal, event, trace_id)
+    except ApiError:
+        if contents:
+            await charge(runtime, principal.owner, -sum(len(data) for _, data, _ in contents))
+        raise

@@ -4,15 +4,13 @@ a planned team (a task) and the decision is recorded on the created aggregate's 
 
 from __future__ import annotations
 
-import msgspec
 from fastapi import APIRouter, Request, Response
 from longhaul.agent.planning.routing import route
 from longhaul.domain import events as ev
-from longhaul.domain.ids import new_id
 from longhaul.gateway import commands
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
-from longhaul.gateway.routers.files import charge, decoded, stored
+from longhaul.gateway.routers.files import create_with_files
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.runs import CreateRunRequest, RouteView, RunAccepted
 from longhaul.llm.registry import check_model_string
@@ -36,12 +34,12 @@ async def create_run(
         except ValueError as exc:
             raise ApiError(422, "invalid_model", str(exc)) from None
     # files go into one agent's working directory: a run with files is a trace
-    contents = decoded([(f.name, f.content, f.media_type) for f in body.files])
-    if contents and body.mode == "task":
+    files = [(f.name, f.content, f.media_type) for f in body.files]
+    if files and body.mode == "task":
         raise ApiError(
             422, "invalid_request", "files go to a single agent: send mode trace or auto"
         )
-    mode = "trace" if contents else body.mode
+    mode = "trace" if files else body.mode
     kind, decision = await route(
         body.goal, mode, runtime.utility_model(), runtime.config.pipeline.routing
     )
@@ -86,16 +84,7 @@ async def create_run(
         untitled=not body.name,
         route=decision,
     )
-    trace_id = new_id("t")
-    if contents:
-        files = await stored(runtime, principal.owner, trace_id, contents)
-        created = msgspec.structs.replace(created, files=files)
-    try:
-        trace = await commands.create_trace(runtime, principal, created, trace_id)
-    except ApiError:
-        if contents:  # a refused run keeps nothing of the key's upload quota
-            await charge(runtime, principal.owner, -sum(len(d) for _, d, _ in contents))
-        raise
+    trace = await create_with_files(runtime, principal, created, files)
     response.headers["Location"] = f"/api/traces/{trace.trace_id}"
     return RunAccepted(
         kind="trace",
