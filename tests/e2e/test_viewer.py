@@ -597,6 +597,15 @@ async def cut_off_payout(http: httpx.AsyncClient, store: EventStore) -> str:
     return trace
 
 
+async def decided_took_effect(store: EventStore, trace: str, reason: str) -> None:
+    """The trace's one decision: the call took effect, with ``reason`` told to the model."""
+    [decided] = [
+        r.event async for r in store.replay("trace", trace) if r.event.type == "tool_decided"
+    ]
+    assert isinstance(decided, ev.ToolDecided)
+    assert (decided.took_effect, decided.approved, decided.reason) == (True, False, reason)
+
+
 async def test_an_outcome_unknown_call_is_shown_and_decided(
     nats_config: NatsConfig, store: EventStore, page: Page
 ) -> None:
@@ -620,15 +629,7 @@ async def test_an_outcome_unknown_call_is_shown_and_decided(
             await expect(note).to_contain_text("decided: it took effect")
             await expect(unknown).to_have_count(0)
             shown = (await http.get(f"/api/traces/{trace}")).json()
-    [decided] = [
-        r.event async for r in store.replay("trace", trace) if r.event.type == "tool_decided"
-    ]
-    assert isinstance(decided, ev.ToolDecided)
-    assert (decided.took_effect, decided.approved, decided.reason) == (
-        True,
-        False,
-        "payout P-7 went through",
-    )
+    await decided_took_effect(store, trace, "payout P-7 went through")
     assert shown["cut_off_effects"] == [
         {
             "tool_call_id": "call_pay",
@@ -827,15 +828,7 @@ async def test_the_inbox_offers_an_outcome_unknown_call_its_own_choice(
             await item.locator('[data-testid="inbox-reason"]').fill("payout P-7 went through")
             await item.locator('[data-testid="inbox-took-effect"]').click()
             await expect(page.locator('[data-testid="inbox-empty"]')).to_be_visible()
-    [decided] = [
-        r.event async for r in store.replay("trace", trace) if r.event.type == "tool_decided"
-    ]
-    assert isinstance(decided, ev.ToolDecided)
-    assert (decided.took_effect, decided.approved, decided.reason) == (
-        True,
-        False,
-        "payout P-7 went through",
-    )
+    await decided_took_effect(store, trace, "payout P-7 went through")
 
 
 async def test_a_completed_traces_root_goal_is_shown_done(
