@@ -565,37 +565,58 @@ async def test_a_cut_tool_output_is_shown_whole_on_request(
     await expect(result).not_to_contain_text("bytes in all")
 
 
+async def cut_off_payout(http: httpx.AsyncClient, store: EventStore) -> str:
+    """A trace whose payout was cut off by a crash while it acted (the effect ledger's
+    record, written as an executor would), waiting for a person to decide."""
+    call = ToolCall(
+        id="call_pay",
+        function=FunctionCall(name="payout", arguments='{"amount": 50, "account": "a1"}'),
+    )
+    trace = await start(http, "pay out")
+    await append_as_executor(
+        store,
+        trace,
+        ev.MessageAppended(
+            sequence=2, parent_sequence=1, role="assistant", content="", tool_calls=[call]
+        ),
+        ev.EffectStarted(
+            tool_call_id="call_pay",
+            tool="payout",
+            idempotency_key=f"{trace}:call_pay",
+            effects="unsafe",
+        ),
+        ev.EffectResumed(tool_call_id="call_pay", resolution="asked", detail="no hook"),
+        ev.Waiting(
+            reason="approval",
+            detail="outcome unknown: payout call call_pay was cut off by a crash",
+            pending_calls=["call_pay"],
+        ),
+    )
+    # the index entry an executor would write on its way into the wait (the inbox reads it)
+    await TraceIndex(store.conn).update(await trace_state(store, trace))
+    return trace
+
+
+async def decided_took_effect(store: EventStore, trace: str, reason: str) -> None:
+    """The trace's one decision: the call took effect, with ``reason`` told to the model."""
+    [decided] = [
+        r.event async for r in store.replay("trace", trace) if r.event.type == "tool_decided"
+    ]
+    assert isinstance(decided, ev.ToolDecided)
+    assert (decided.took_effect, decided.approved, decided.reason) == (True, False, reason)
+
+
 async def test_an_outcome_unknown_call_is_shown_and_decided(
     nats_config: NatsConfig, store: EventStore, page: Page
 ) -> None:
     """A payout cut off by a crash while it acted (the effect ledger's record, written as an
     executor would): the page shows it, with its key and how it was resumed, and a person
     marks it done from the page, the composer's text being what the model is told."""
-    call = ToolCall(
-        id="call_pay",
-        function=FunctionCall(name="payout", arguments='{"amount": 50, "account": "a1"}'),
-    )
     # no executor: the trace keeps the state this test writes
     async with serve_gateway(gateway_config(nats_config)) as gateway:
         async with gateway.client() as http:
-            trace = await start(http, "pay out")
+            trace = await cut_off_payout(http, store)
             key = f"{trace}:call_pay"
-            await append_as_executor(
-                store,
-                trace,
-                ev.MessageAppended(
-                    sequence=2, parent_sequence=1, role="assistant", content="", tool_calls=[call]
-                ),
-                ev.EffectStarted(
-                    tool_call_id="call_pay", tool="payout", idempotency_key=key, effects="unsafe"
-                ),
-                ev.EffectResumed(tool_call_id="call_pay", resolution="asked", detail="no hook"),
-                ev.Waiting(
-                    reason="approval",
-                    detail="outcome unknown: payout call call_pay was cut off by a crash",
-                    pending_calls=["call_pay"],
-                ),
-            )
             await page.goto(f"{gateway.url}/#/traces/{trace}")
             unknown = page.locator('[data-testid="outcome-unknown"]')
             await expect(unknown).to_contain_text("payout")
@@ -608,15 +629,7 @@ async def test_an_outcome_unknown_call_is_shown_and_decided(
             await expect(note).to_contain_text("decided: it took effect")
             await expect(unknown).to_have_count(0)
             shown = (await http.get(f"/api/traces/{trace}")).json()
-    [decided] = [
-        r.event async for r in store.replay("trace", trace) if r.event.type == "tool_decided"
-    ]
-    assert isinstance(decided, ev.ToolDecided)
-    assert (decided.took_effect, decided.approved, decided.reason) == (
-        True,
-        False,
-        "payout P-7 went through",
-    )
+    await decided_took_effect(store, trace, "payout P-7 went through")
     assert shown["cut_off_effects"] == [
         {
             "tool_call_id": "call_pay",
@@ -829,3 +842,38 @@ async def test_a_model_switch_is_a_line_in_the_transcript(
             '[data-testid="messages"] > [data-testid="message"], [data-testid="model-switch"]'
         ).evaluate_all("(nodes) => nodes.map((n) => n.dataset.sequence || 'switch')")
         assert order == ["1", "2", "switch", "3"]
+
+
+async def test_the_inbox_offers_an_outcome_unknown_call_its_own_choice(
+    nats_config: NatsConfig, store: EventStore, page: Page
+) -> None:
+    """A call cut off by a crash is not a plain approval in the inbox: run it again, or say
+    whether it took effect (with what happened, told to the model)."""
+    async with serve_gateway(gateway_config(nats_config)) as gateway:
+        async with gateway.client() as http:
+            trace = await cut_off_payout(http, store)
+            await page.goto(f"{gateway.url}/#/inbox")
+            item = page.locator('[data-testid="inbox-item"]')
+            await expect(item).to_have_attribute("data-outcome-unknown", "true")
+            await expect(item.locator('[data-testid="inbox-outcome-unknown"]')).to_contain_text(
+                "payout"
+            )
+            await expect(item.locator('[data-testid="inbox-approve"]')).to_have_count(0)
+            await expect(item.locator('[data-testid="inbox-run-again"]')).to_be_visible()
+            await expect(item.locator('[data-testid="inbox-did-not"]')).to_be_visible()
+            await item.locator('[data-testid="inbox-reason"]').fill("payout P-7 went through")
+            await item.locator('[data-testid="inbox-took-effect"]').click()
+            await expect(page.locator('[data-testid="inbox-empty"]')).to_be_visible()
+    await decided_took_effect(store, trace, "payout P-7 went through")
+
+
+async def test_a_completed_traces_root_goal_is_shown_done(
+    stack: RunningGateway, page: Page
+) -> None:
+    """The root goal ends with the trace: once it completed, the goal panel says done and
+    nothing is left in focus (it read IN_PROGRESS ◀ focus)."""
+    await opened(stack, page, "say hello")
+    root = page.locator('[data-testid="goal-tree"] [data-goal-id="root"]')
+    await expect(root).to_have_attribute("data-status", "done")
+    await expect(root.locator(":scope > .goal-status")).to_have_text("done")
+    await expect(page.locator('[data-testid="goal-tree"] .focus-mark')).to_have_count(0)

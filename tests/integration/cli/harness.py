@@ -53,6 +53,7 @@ async def longhaul(
     url: str,
     env: dict[str, str] | None = None,
     deadline_s: float = COMMAND_DEADLINE_S,
+    cwd: Path | None = None,
 ) -> Result:
     process = await asyncio.create_subprocess_exec(
         LONGHAUL,
@@ -60,6 +61,7 @@ async def longhaul(
         url,
         *args,
         env=env or cli_env(),
+        cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -86,10 +88,11 @@ async def running_up(
     executors: int = 1,
     command: str = LONGHAUL,
     args: tuple[str, ...] = (),
+    cwd: Path | None = None,
 ) -> AsyncIterator[str]:
     """``longhaul up`` on free ports until the block ends (then SIGINT, and it must exit 0);
     yields the gateway's URL from its banner. ``command``: another install's ``longhaul``;
-    ``args``: more of ``up``'s options."""
+    ``args``: more of ``up``'s options; ``cwd``: the folder it starts in."""
     process = await asyncio.create_subprocess_exec(
         command,
         "up",
@@ -103,6 +106,7 @@ async def running_up(
         str(executors),
         *args,
         env=env,
+        cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

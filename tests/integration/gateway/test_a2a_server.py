@@ -303,3 +303,32 @@ async def test_a_v03_client_discovers_the_agent_by_its_card(
     finally:
         await old.close()
         await current.close()
+
+
+async def test_a_file_part_with_bytes_is_in_the_task_directory_before_the_model_reads(
+    keyed_stack: RunningGateway, clients: tuple[Client, Client, Client], tmp_path: Path
+) -> None:
+    a, _, _ = clients
+    reader = write_script(
+        tmp_path / "reader.yaml",
+        [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "data.csv"}}]},
+            {"content": "read it"},
+        ],
+    )
+    sent = message("read data.csv")
+    sent.parts.append(Part(raw=b"a,b\n1,2\n", filename="data.csv", media_type="text/csv"))
+    done = only_task(await responses(a, request(sent, reader)))
+    assert done.status.state == TaskState.TASK_STATE_COMPLETED, done.status
+    async with keyed_stack.client(KEY_A) as api:
+        path = (await api.get(f"/api/traces/{done.id}/messages")).json()["messages"]
+    [read] = [m for m in path if m["role"] == "tool"]
+    assert "1,2" in str(read["content"])
+    # a file part without a name is refused, and so is one by url
+    unnamed = message("x")
+    unnamed.parts.append(Part(raw=b"1"))
+    by_url = message("y")
+    by_url.parts.append(Part(url="http://127.0.0.1:1/x", filename="x"))
+    for refused in (unnamed, by_url):
+        with pytest.raises(Exception, match="file"):
+            await responses(a, request(refused, reader))

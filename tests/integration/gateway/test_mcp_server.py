@@ -20,6 +20,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextResourceContents
@@ -275,3 +277,38 @@ async def test_the_stdio_bridge_refused_by_the_gateway_answers_errors_and_keeps_
     process.stdin.close()
     _, stderr = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0 and b"Traceback" not in stderr, stderr.decode()
+
+
+async def test_start_run_files_are_there_before_the_first_model_call(
+    keyed_stack: RunningGateway, store: EventStore, tmp_path: Path
+) -> None:
+    """The files come with the trace's creation (not uploaded after it, a race with the
+    first model call)."""
+    model = write_script(
+        tmp_path / "reads.yaml",
+        [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.md"}}]},
+            {"content": "read"},
+        ],
+    )
+
+    async def ignore(progress: float, total: float | None, message: str | None) -> None:
+        return None
+
+    async with mcp_client(keyed_stack, KEY_A) as client:
+        done = structured(
+            await client.call_tool(
+                "start_run",
+                {"prompt": "read notes.md", "model": model, "files": {"notes.md": "n-42"}},
+                progress_callback=ignore,
+            )
+        )
+        assert done["status"] == "completed", done
+    async with keyed_stack.client(KEY_A) as http:
+        path = (await http.get(f"/api/traces/{done['trace_id']}/messages")).json()["messages"]
+    [read] = [m for m in path if m["role"] == "tool"]
+    assert "n-42" in str(read["content"])
+    async for first in store.replay("trace", done["trace_id"]):
+        assert isinstance(first.event, ev.TraceCreated)
+        assert [f.name for f in first.event.files] == ["notes.md"]
+        break

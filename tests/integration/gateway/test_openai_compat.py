@@ -6,9 +6,11 @@ failed; an error event in a stream), ``developer`` messages and the usage chunk.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -270,3 +272,57 @@ async def test_include_usage_ends_the_stream_with_the_usage_chunk(
     assert last.usage.total_tokens == 15
     assert all(c.usage is None for c in got[:-1])
     assert "".join(c.choices[0].delta.content or "" for c in got[:-1]) == "counted"
+
+
+def file_part(name: str, text: str) -> Any:
+    data = base64.b64encode(text.encode()).decode()
+    return {
+        "type": "file",
+        "file": {"filename": name, "file_data": f"data:text/plain;base64,{data}"},
+    }
+
+
+async def test_file_parts_reach_the_working_directory_before_the_model_reads(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    """OpenAI ``file`` content parts: a new conversation's are in the trace's directory
+    before its first model call, a follow-up's before the next one."""
+    model = write_script(
+        tmp_path / "files.yaml",
+        [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "notes.txt"}}]},
+            {"content": "read the notes"},
+            {"tool_calls": [{"name": "read", "arguments": {"path": "more.txt"}}]},
+            {"content": "read more"},
+        ],
+    )
+    client = client_for(keyed_stack, KEY_A)
+    first: Any = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "read my notes"}, file_part("notes.txt", "n-1")],
+        }
+    ]
+    raw = await client.chat.completions.with_raw_response.create(model=model, messages=first)
+    assert raw.parse().choices[0].message.content == "read the notes"
+    trace_id = raw.headers["x-longhaul-trace-id"]
+    follow_up: Any = [
+        *first,
+        assistant("read the notes"),
+        {"role": "user", "content": [file_part("more.txt", "m-2")]},
+    ]
+    raw = await client.chat.completions.with_raw_response.create(model=model, messages=follow_up)
+    assert raw.headers["x-longhaul-trace-id"] == trace_id
+    assert raw.parse().choices[0].message.content == "read more"
+    async with keyed_stack.client(KEY_A) as http:
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+        bad = await http.post(
+            "/v1/chat/completions",
+            json={
+                "model": model,
+                "messages": [{"role": "user", "content": [file_part("../x", "")]}],
+            },
+        )
+    reads = [str(m["content"]) for m in path if m["role"] == "tool"]
+    assert "n-1" in reads[0] and "m-2" in reads[1], reads
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_file_name"

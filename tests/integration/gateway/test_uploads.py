@@ -5,6 +5,7 @@ and other keys' traces are refused without writing anything."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,63 @@ async def test_bad_uploads_are_refused_and_write_nothing(
     assert [u.name for u in state.uploads_pending] == ["one.bin"]
     kinds = [r.event.type async for r in store.replay("trace", trace_id)]
     assert kinds.count("file_uploaded") == 1
+
+
+async def test_a_run_started_with_files_has_them_before_its_first_model_call(
+    uploads: RunningGateway, store: EventStore, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """``POST /api/runs`` with ``files``: the model's very first step already sees them."""
+    work = tmp_path / "work"
+    model = write_script(
+        tmp_path / "first.yaml",
+        [
+            {"tool_calls": [{"name": "read", "arguments": {"path": "README.md"}}]},
+            {"content": "it says hello"},
+        ],
+    )
+    settings = {"working_root": work}
+    readme = base64.b64encode(b"# hello\nfirst line\n").decode()
+    async with (
+        InProcessExecutor(nats_url, namespace, settings=settings),
+        uploads.client(ALICE) as alice,
+    ):
+        body = {
+            "goal": "summarise the README",
+            "model": model,
+            "files": [{"name": "README.md", "content": readme}],
+        }
+        sent = await alice.post("/api/runs", json=body)
+        assert sent.status_code == 202, sent.text
+        assert sent.json()["kind"] == "trace"  # files go to one agent
+        trace_id = sent.json()["trace_id"]
+        assert (await final_view(alice, store, trace_id))["status"] == "completed"
+    messages = (await alice_messages(uploads, trace_id))["messages"]
+    [read] = [m for m in messages if m["role"] == "tool"]
+    assert "first line" in str(read["content"])
+    assert [p.read_text() for p in work.rglob("README.md")] == ["# hello\nfirst line\n"]
+
+
+async def test_a_run_with_bad_files_is_refused_and_starts_nothing(
+    uploads: RunningGateway,
+) -> None:
+    ok = base64.b64encode(b"x").decode()
+    bad = [
+        {"goal": "g", "files": [{"name": "../up.txt", "content": ok}]},
+        {"goal": "g", "files": [{"name": ".env", "content": ok}]},
+        {"goal": "g", "files": [{"name": "a.txt", "content": "not base64!"}]},
+        {"goal": "g", "mode": "task", "files": [{"name": "a.txt", "content": ok}]},
+    ]
+    async with uploads.client(ALICE) as alice:
+        for body in bad:
+            response = await alice.post("/api/runs", json=body)
+            assert response.status_code == 422, (body, response.text)
+        assert (await alice.get("/api/traces")).json()["traces"] == []
+        # over the key's quota (100 KiB): refused whole, and nothing charged
+        big = base64.b64encode(b"1" * (60 * 1024)).decode()
+        files = [{"name": f"{n}.bin", "content": big} for n in range(2)]
+        over = await alice.post("/api/runs", json={"goal": "g", "files": files})
+        assert over.status_code == 413, over.text
+        assert over.json()["error"]["code"] == "upload_quota_exceeded"
+        assert (await alice.get("/api/traces")).json()["traces"] == []
+        fits = await alice.post("/api/runs", json={"goal": "g", "files": files[:1]})
+        assert fits.status_code == 202, fits.text

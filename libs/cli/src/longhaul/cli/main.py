@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -22,7 +23,8 @@ from longhaul.cli import (
     triggers,
 )
 from longhaul.cli.context import Target, console, errors, execute
-from longhaul.cli.run import run_task
+from longhaul.cli.init import next_steps, write_starter
+from longhaul.cli.run import read_files, run_task
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.backup import BackupError
 from longhaul.core.logs import configure_logging
@@ -140,9 +142,22 @@ def run(
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="stream until it ends")
     ] = True,
+    file: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            exists=True,
+            dir_okay=False,
+            readable=True,
+            help="put this file into the agent's working directory first (repeatable; "
+            "makes the run one agent)",
+        ),
+    ] = None,
 ) -> None:
     """Submit a goal (one agent or a planned team, as the gateway routes it) and stream its
     progress; prints the answer."""
+    files = read_files(file or [])
 
     async def command(client: AsyncClient) -> int:
         return await run_task(
@@ -156,9 +171,29 @@ def run(
             max_iterations=max_iterations,
             review=review,
             follow=follow,
+            files=files,
         )
 
     execute(ctx, command)
+
+
+@app.command()
+def init(
+    directory: Annotated[
+        Path, typer.Argument(help="where to write longhaul.yaml and my_tools.py")
+    ] = Path("."),
+    force: Annotated[bool, typer.Option("--force", help="overwrite files already there")] = False,
+) -> None:
+    """Write a commented longhaul.yaml (model, keys, a preset) and a tool module to start
+    from, and say what to run next."""
+    try:
+        written = write_starter(directory, secrets.token_urlsafe(24), force=force)
+    except FileExistsError as exc:
+        errors.print(f"[red]already there:[/red] {escape(str(exc))} (--force overwrites)")
+        raise typer.Exit(1) from None
+    for path in written:
+        console.print(f"wrote {escape(str(path))}")
+    console.print(escape(next_steps(directory)), soft_wrap=True)
 
 
 @app.command("nats-auth")

@@ -3,6 +3,9 @@ to one agent or a planned team) and stream it to the end."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import typer
 from longhaul.cli.context import console, errors
 from longhaul.cli.follow import Follower
 from longhaul.cli.render import clip
@@ -11,6 +14,17 @@ from longhaul.client import AsyncClient
 from rich.markup import escape
 
 TASK_ENDS = {"task_completed": 0, "task_failed": 1}
+
+
+def read_files(paths: list[Path]) -> dict[str, bytes]:
+    """``--file`` paths as name → bytes, named by their last part (two with one name: an
+    error, one would hide the other)."""
+    files: dict[str, bytes] = {}
+    for path in paths:
+        if path.name in files:
+            raise typer.BadParameter(f"two files are named {path.name}", param_hint="--file")
+        files[path.name] = path.read_bytes()
+    return files
 
 
 async def run_task(
@@ -25,6 +39,7 @@ async def run_task(
     max_iterations: int | None,
     review: bool | None,
     follow: bool,
+    files: dict[str, bytes] | None = None,
 ) -> int:
     info = await client.info()
     if info.offline and model is None and info.notice:
@@ -38,6 +53,7 @@ async def run_task(
         name=name,
         max_iterations=max_iterations,
         review=review,
+        files=files,
     )
     route = accepted.route
     console.print(

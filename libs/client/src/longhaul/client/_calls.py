@@ -7,6 +7,7 @@ these builders bound to a sender (:func:`longhaul.client._transport.bind_sync` /
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -84,10 +85,19 @@ def start(
     name: str | None = None,
     max_iterations: int | None = None,
     review: bool | None = None,
+    files: Mapping[str, bytes] | None = None,
 ) -> Call[models.RunAccepted]:
     """State a goal; the gateway routes it to one agent (a trace) or a planned team (a task):
-    ``mode`` auto, trace or task. The answer says which (``trace_id`` or ``task_id``)."""
+    ``mode`` auto, trace or task. The answer says which (``trace_id`` or ``task_id``).
+    ``files`` (name → bytes) are in the trace's working directory before its first model
+    call (a run with files is one agent)."""
     body = _present(
+        files=[
+            {"name": name, "content": base64.b64encode(data).decode()}
+            for name, data in files.items()
+        ]
+        if files
+        else None,
         goal=goal,
         mode=mode,
         model=model,

@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 import msgspec
 from longhaul.core.index import TraceIndexEntry
-from longhaul.domain.events import RouteDecision, ToolDecided
+from longhaul.domain.events import Goal, RouteDecision, ToolDecided
 from longhaul.domain.state import Message, SubtraceInfo, TaskState, TraceState
 from longhaul.domain.state.collaborators import collaborators
-from longhaul.domain.state.goals import GoalStats, GoalTree
+from longhaul.domain.state.goals import ROOT, GoalStats, GoalTree
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.schemas.runs import RouteView
 from longhaul.gateway.schemas.tasks import MergeView, PhaseView, TaskView
@@ -136,7 +136,7 @@ def trace_view(
             max_cost=state.config.max_cost,
         ),
         event_id=state.stream_seq,
-        goal_tree=_goal_tree(goals),
+        goal_tree=_goal_tree(goals, completed=state.status == "completed"),
         sub_traces=[_child_view(info, mirror) for info in state.subtraces.values()],
         messaging=state.config.messaging,
         unread_messages=len(state.unread_messages()),
@@ -162,18 +162,25 @@ def message_view(message: Message) -> dict[str, Any]:
     return view
 
 
-def _goal_tree(goals: GoalTree) -> GoalTreeView:
-    """The plan with what each goal cost, by itself and with everything under it."""
+def _goal_tree(goals: GoalTree, *, completed: bool) -> GoalTreeView:
+    """The plan with what each goal cost, by itself and with everything under it. The root
+    goal ends with the trace: a completed trace's is done (the fold keeps it open, since a
+    new run of the trace goes on under it), and then nothing is in focus."""
     cumulative = goals.cumulative()
+
+    def status(goal: Goal) -> Goal:
+        if completed and goal.id == ROOT and goal.status == "in_progress":
+            return msgspec.structs.replace(goal, status="done")
+        return goal
 
     def stats(value: GoalStats | None) -> GoalStatsView:
         return GoalStatsView() if value is None else GoalStatsView(**msgspec.to_builtins(value))
 
     return GoalTreeView(
-        focus=goals.focus,
+        focus=None if completed and goals.focus == ROOT else goals.focus,
         goals=[
             GoalView(
-                **msgspec.structs.asdict(goal),
+                **msgspec.structs.asdict(status(goal)),
                 self_stats=stats(goals.stats.get(goal.id)),
                 cumulative_stats=stats(cumulative.get(goal.id)),
             )

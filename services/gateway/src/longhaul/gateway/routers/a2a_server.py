@@ -31,6 +31,7 @@ Push notifications, ``ListTasks`` and the extended card are not offered (the car
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
@@ -94,6 +95,7 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.a2a_tasks import artifact_update, progress_update, status_update, task_of
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
+from longhaul.gateway.routers.files import decoded_files, put_files
 from longhaul.gateway.routers.traces import start_trace
 from longhaul.gateway.run_outcome import (
     outcome_of,
@@ -103,6 +105,7 @@ from longhaul.gateway.run_outcome import (
     viewer_link,
 )
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
 from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
@@ -149,24 +152,35 @@ class _CallContexts(DefaultServerCallContextBuilder):
         return context
 
 
-def _text(message: Message) -> str:
-    """The message's text parts (and data parts, as JSON), one per line."""
+File = tuple[str, str, str | None]
+"""(name, base64, media type) of a file part."""
+
+
+def _contents(message: Message) -> tuple[str, list[File]]:
+    """The message's text parts (and data parts, as JSON), one per line, and its file parts
+    with bytes (``raw``, named by ``filename``): those go into the task's working directory."""
     pieces = []
+    files: list[File] = []
     for part in message.parts:
         kind = part.WhichOneof("content")
         if kind == "text":
             pieces.append(part.text)
         elif kind == "data":
             pieces.append(json.dumps(MessageToDict(part.data)))
+        elif kind == "raw":
+            if not part.filename:
+                raise InvalidParamsError(message="a file part needs a filename")
+            encoded = base64.b64encode(part.raw).decode()
+            files.append((part.filename, encoded, part.media_type or None))
         else:
             raise ContentTypeNotSupportedError(
-                message="only text and data parts are taken (upload files with "
-                "POST /api/traces/{id}/files)"
+                message="only text, data and file parts with bytes are taken (a file by url "
+                "is not fetched)"
             )
     text = "\n".join(pieces).strip()
     if not text:
         raise InvalidParamsError(message="the message has no text")
-    return text
+    return text, files
 
 
 def _option(params: SendMessageRequest, name: str) -> str | None:
@@ -246,7 +260,7 @@ class LonghaulTasks(RequestHandler):
     # ------------------------------------------------------------ messages
 
     async def _start(
-        self, principal: Principal, params: SendMessageRequest, text: str
+        self, principal: Principal, params: SendMessageRequest, text: str, files: list[File]
     ) -> tuple[str, int]:
         """Start the task a new message asks for: (its id, the sequence to follow from)."""
         message = params.message
@@ -267,14 +281,19 @@ class LonghaulTasks(RequestHandler):
             messages=[UserMessage(role="user", content=text)],
             model=_option(params, "model"),
             preset=preset,
+            files=[
+                RunFile(name=name, content=data, media_type=media) for name, data, media in files
+            ],
         )
         state = await start_trace(self.runtime, principal, body, trace_id)
         if message.context_id:
             await self._remember_context(principal, trace_id, message.context_id)
         return trace_id, state.stream_seq
 
-    async def _answer(self, principal: Principal, message: Message, text: str) -> int:
-        """Answer the question of the task the message names."""
+    async def _answer(
+        self, principal: Principal, message: Message, text: str, files: list[File]
+    ) -> int:
+        """Answer the question of the task the message names (its files first)."""
         state = await access.owned_trace(self.runtime, principal, message.task_id)
         if not (state.status == "waiting" and state.wait_reason == "human"):
             raise UnsupportedOperationError(
@@ -282,6 +301,8 @@ class LonghaulTasks(RequestHandler):
                 f"{state.status}): only a question takes a message; send one without "
                 "taskId to start a new task"
             )
+        if files:
+            await put_files(self.runtime, principal, message.task_id, decoded_files(files))
         _, recorded = await commands.append_to_trace(
             self.runtime, principal, message.task_id, lambda _: ev.HumanReplied(content=text)
         )
@@ -297,15 +318,15 @@ class LonghaulTasks(RequestHandler):
             raise InvalidParamsError(message="the message has no messageId")
         if len(message.context_id) > _CONTEXT_LIMIT:
             raise InvalidParamsError(message=f"contextId is longer than {_CONTEXT_LIMIT}")
-        text = _text(message)
+        text, files = _contents(message)
         if message.task_id:
             task_id = message.task_id
             context_id = await self._context_id(principal, access.checked_id("task", task_id))
             if message.context_id and message.context_id != context_id:
                 raise InvalidParamsError(message="contextId is not the task's context")
-            after = await self._answer(principal, message, text)
+            after = await self._answer(principal, message, text, files)
         else:
-            task_id, after = await self._start(principal, params, text)
+            task_id, after = await self._start(principal, params, text, files)
             context_id = message.context_id or task_id
         return principal, task_id, context_id, after
 

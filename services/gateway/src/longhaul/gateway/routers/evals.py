@@ -27,7 +27,7 @@ from longhaul.domain.replay import REPLAY_PREFIX
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.routers.files import charge, store_upload
+from longhaul.gateway.routers.files import stored
 from longhaul.gateway.routers.traces import trace_creation
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
@@ -393,15 +393,8 @@ async def _files(
     runtime: Runtime, principal: Principal, trace_id: str, task: evals.EvalTask
 ) -> list[ev.FileUploaded]:
     """The task's files, stored like uploads (and counted in the key's upload quota)."""
-    if not task.files:
-        return []
-    contents = {path: text.encode() for path, text in task.files.items()}
-    async with runtime.nats_call():
-        await charge(runtime, principal.owner, sum(len(data) for data in contents.values()))
-        return [
-            await store_upload(runtime, trace_id, path, data, "text/plain")
-            for path, data in contents.items()
-        ]
+    contents = [(path, text.encode(), "text/plain") for path, text in task.files.items()]
+    return await stored(runtime, principal.owner, trace_id, contents)
 
 
 @router.put(

@@ -11,14 +11,18 @@ refused request writes nothing. The body is read only once the key is known and 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from functools import partial
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter, Request
 from longhaul.core.workspace import WorkspaceConflict
 from longhaul.domain import events as ev
+from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.uploads import MAX_PENDING_UPLOADS
 from longhaul.gateway import access, commands
@@ -180,12 +184,7 @@ async def put_files(
 ) -> tuple[list[ev.FileUploaded], int]:
     """Store (name, bytes, media type) files for the trace's next turn, charged to the key's
     quota; returns their events and the last one's sequence."""
-    async with runtime.nats_call():
-        await charge(runtime, principal.owner, sum(len(data) for _, data, _ in contents))
-        uploaded = [
-            await store_upload(runtime, trace_id, name, data, media_type)
-            for name, data, media_type in contents
-        ]
+    uploaded = await stored(runtime, principal.owner, trace_id, contents)
     event_id = 0
     for event in uploaded:
         _, recorded = await commands.append_to_trace(
@@ -193,3 +192,56 @@ async def put_files(
         )
         event_id = recorded.seq
     return uploaded, event_id
+
+
+async def stored(
+    runtime: Runtime, owner: str, trace_id: str, contents: list[tuple[str, bytes, str]]
+) -> list[ev.FileUploaded]:
+    """Charge (name, bytes, media type) files to the key's upload quota and keep them for
+    the trace; the events that name them."""
+    if not contents:
+        return []
+    async with runtime.nats_call():
+        await charge(runtime, owner, sum(len(data) for _, data, _ in contents))
+        return [
+            await store_upload(runtime, trace_id, name, data, media_type)
+            for name, data, media_type in contents
+        ]
+
+
+def decoded_files(files: list[tuple[str, str, str | None]]) -> list[tuple[str, bytes, str]]:
+    """(name, base64, media type) files of a JSON body as (name, bytes, media type), a name
+    sent twice keeping its last; 422 for a bad name or content."""
+    contents: dict[str, tuple[bytes, str]] = {}
+    for name, content, media_type in files:
+        try:
+            data = base64.b64decode(content, validate=True)
+        except binascii.Error:
+            raise ApiError(
+                422, "invalid_request", f"file {name[:64]!r}: content is not base64"
+            ) from None
+        contents[checked_name(name)] = (data, media_type or "application/octet-stream")
+    return [(name, data, media_type) for name, (data, media_type) in contents.items()]
+
+
+async def create_with_files(
+    runtime: Runtime,
+    principal: Principal,
+    event: ev.TraceCreated,
+    files: list[tuple[str, str, str | None]],
+    trace_id: str | None = None,
+) -> TraceState:
+    """Create the trace with (name, base64, media type) files already in its working
+    directory before its first model call; a refused creation keeps none of the key's
+    upload quota."""
+    contents = decoded_files(files)
+    trace_id = trace_id or new_id("t")
+    if contents:
+        stored_files = await stored(runtime, principal.owner, trace_id, contents)
+        event = msgspec.structs.replace(event, files=[*event.files, *stored_files])
+    try:
+        return await commands.create_trace(runtime, principal, event, trace_id)
+    except ApiError:
+        if contents:
+            await charge(runtime, principal.owner, -sum(len(data) for _, data, _ in contents))
+        raise

@@ -16,6 +16,7 @@ A tool call that carries a progress token (the client asks for progress) follows
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 from collections.abc import Callable, Iterator
@@ -27,7 +28,7 @@ from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.routers.files import checked_name, put_files
+from longhaul.gateway.routers.files import checked_name
 from longhaul.gateway.routers.traces import query_owned, start_trace
 from longhaul.gateway.run_outcome import (
     outcome_of,
@@ -36,6 +37,7 @@ from longhaul.gateway.run_outcome import (
     viewer_link,
 )
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -79,6 +81,10 @@ def _principal(ctx: Context) -> Principal:
     if not isinstance(principal, Principal):
         raise ToolError("unauthorized: no API key on this request")
     return principal
+
+
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def _link(ctx: Context, trace_id: str) -> str:
@@ -193,16 +199,18 @@ class McpSurface:
                 principal = _principal(ctx)
                 if preset is not None and preset not in runtime.presets:
                     raise ApiError(422, "invalid_request", f"no preset {preset!r}")
-                named = [(checked_name(name), text) for name, text in (files or {}).items()]
+                # in the working directory before the run's first model call
+                given = [
+                    RunFile(name=checked_name(name), content=_base64(text), media_type="text/plain")
+                    for name, text in (files or {}).items()
+                ]
                 body = CreateTraceRequest(
                     messages=[UserMessage(role="user", content=prompt)],
                     model=model,
                     preset=preset,
+                    files=given,
                 )
                 state = await start_trace(runtime, principal, body)
-                if named:
-                    contents = [(name, text.encode(), "text/plain") for name, text in named]
-                    await put_files(runtime, principal, state.trace_id, contents)
                 if _wants_progress(ctx):
                     await self._follow(ctx, state.trace_id, state.stream_seq)
                     return await self._standing(ctx, state.trace_id)

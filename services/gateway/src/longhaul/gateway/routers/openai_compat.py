@@ -36,6 +36,7 @@ from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ApiError
+from longhaul.gateway.routers.files import decoded_files, put_files
 from longhaul.gateway.routers.traces import check_model, message_inputs, start_trace
 from longhaul.gateway.run_outcome import (
     RunOutcome,
@@ -60,6 +61,7 @@ from longhaul.gateway.schemas.openai import (
     chunk,
     usage_chunk,
 )
+from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
 from longhaul.gateway.streams import ClosingStreamingResponse
 
@@ -185,10 +187,55 @@ async def _remember(
         await runtime.service.workspace.put(key, value)
 
 
+def _without_files(
+    messages: Sequence[ChatMessage],
+) -> tuple[list[ChatMessage], list[tuple[str, str, str | None]]]:
+    """The messages without their ``file`` content parts (OpenAI's ``{"type": "file",
+    "file": {"filename", "file_data"}}``, the data base64 or a ``data:`` URL), and those
+    files as (name, base64, media type): they go into the trace's working directory."""
+    kept: list[ChatMessage] = []
+    files: list[tuple[str, str, str | None]] = []
+    for message in messages:
+        parts = message.content
+        if message.role != "user" or not isinstance(parts, list):
+            kept.append(message)
+            continue
+        rest = []
+        for part in parts:
+            if part.get("type") != "file":
+                rest.append(part)
+                continue
+            file = part.get("file")
+            name, data = (
+                (file.get("filename"), file.get("file_data"))
+                if isinstance(file, dict)
+                else (None, None)
+            )
+            if not isinstance(name, str) or not isinstance(data, str):
+                raise ApiError(
+                    422,
+                    "invalid_request",
+                    "a file part needs file.filename and file.file_data (base64); file_id "
+                    "is not supported",
+                )
+            media: str | None = None
+            if data.startswith("data:"):
+                header, _, data = data.partition(",")
+                media = header[5:].split(";")[0][:100] or None
+            files.append((name, data, media))
+        kept.append(message.model_copy(update={"content": rest or ""}))
+    return kept, files
+
+
 async def _continue(
     runtime: Runtime, principal: Principal, recorded: _Recorded, last: ChatMessage
 ) -> int:
-    """Append the conversation's next turn to its trace; returns the event's sequence."""
+    """Append the conversation's next turn to its trace (its files first); returns the
+    event's sequence."""
+    [last], files = _without_files([last])
+    if files:
+        await access.owned_trace(runtime, principal, recorded.trace_id)
+        await put_files(runtime, principal, recorded.trace_id, decoded_files(files))
     inputs = await message_inputs(runtime, principal, [last])
 
     def build(state: TraceState) -> ev.TraceEvent:
@@ -217,8 +264,14 @@ async def _begin(
             if exc.status != 404:
                 raise
             # its trace was deleted since: the conversation goes on in a new one
+    messages, files = _without_files(body.messages)
+    decoded_files(files)  # a bad name or content: 422 here, before any model is built
     create = CreateTraceRequest(
-        messages=body.messages, model=model, preset=preset, temperature=body.temperature
+        messages=messages,
+        model=model,
+        preset=preset,
+        temperature=body.temperature,
+        files=[RunFile(name=n, content=c, media_type=m) for n, c, m in files],
     )
     state = await start_trace(runtime, principal, create)
     return state.trace_id, state.stream_seq

@@ -10,6 +10,7 @@ from longhaul.domain import events as ev
 from longhaul.gateway import commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.routers.files import create_with_files
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.runs import CreateRunRequest, RouteView, RunAccepted
 from longhaul.llm.registry import check_model_string
@@ -32,13 +33,20 @@ async def create_run(
             check_model_string(body.model, runtime.config.models)
         except ValueError as exc:
             raise ApiError(422, "invalid_model", str(exc)) from None
+    # files go into one agent's working directory: a run with files is a trace
+    files = [(f.name, f.content, f.media_type) for f in body.files]
+    if files and body.mode == "task":
+        raise ApiError(
+            422, "invalid_request", "files go to a single agent: send mode trace or auto"
+        )
+    mode = "trace" if files else body.mode
     kind, decision = await route(
-        body.goal, body.mode, runtime.utility_model(), runtime.config.pipeline.routing
+        body.goal, mode, runtime.utility_model(), runtime.config.pipeline.routing
     )
     if kind == "task":
         run_id, status, event_id = await _start_task(runtime, principal, body, decision)
     else:
-        run_id, status, event_id = await _start_trace(runtime, principal, body, decision)
+        run_id, status, event_id = await _start_trace(runtime, principal, body, decision, files)
     response.headers["Location"] = f"/api/{kind}s/{run_id}"
     return RunAccepted(
         kind=kind,
@@ -73,7 +81,11 @@ async def _start_task(
 
 
 async def _start_trace(
-    runtime: Runtime, principal: Principal, body: CreateRunRequest, decision: ev.RouteDecision
+    runtime: Runtime,
+    principal: Principal,
+    body: CreateRunRequest,
+    decision: ev.RouteDecision,
+    files: list[tuple[str, str, str | None]],
 ) -> tuple[str, str, int]:
     """The trace's id, status and first event's sequence."""
     config = ev.TraceConfig(
@@ -92,5 +104,5 @@ async def _start_trace(
         untitled=not body.name,
         route=decision,
     )
-    trace = await commands.create_trace(runtime, principal, created)
+    trace = await create_with_files(runtime, principal, created, files)
     return trace.trace_id, trace.status or "running", trace.stream_seq

@@ -24,6 +24,7 @@ from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.edited_calls import check_edited_arguments, recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.mirror import IndexMirror
+from longhaul.gateway.routers.files import create_with_files
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.traces import (
     Accepted,
@@ -124,7 +125,8 @@ async def start_trace(
     """Check and start the trace ``body`` describes: the one way every surface (this API,
     ``/v1``, ``/mcp``) starts a run."""
     event = await trace_creation(runtime, principal, body)
-    return await commands.create_trace(runtime, principal, event, trace_id)
+    files = [(f.name, f.content, f.media_type) for f in body.files]
+    return await create_with_files(runtime, principal, event, files, trace_id)
 
 
 async def trace_creation(

@@ -50,7 +50,7 @@ def template_body(template: Template) -> BaseModel:
     """The template's body as the route it stands for reads it (422 naming the field)."""
     model: type[BaseModel] = CreateTraceRequest if template.kind == "trace" else CreateTaskRequest
     try:
-        return model.model_validate_json(msgspec.json.encode(template.body))
+        body = model.model_validate_json(msgspec.json.encode(template.body))
     except ValidationError as exc:
         details = [
             {"loc": ["template", "body", *err.get("loc", ())], "msg": str(err.get("msg", ""))}
@@ -59,6 +59,10 @@ def template_body(template: Template) -> BaseModel:
         raise ApiError(
             422, "invalid_request", "template.body is not a valid create body", details
         ) from None
+    if isinstance(body, CreateTraceRequest) and body.files:
+        # each run would store them again: a template's runs work on files it puts there
+        raise ApiError(422, "invalid_request", "a template carries no files")
+    return body
 
 
 async def checked(runtime: Runtime, principal: Principal, given: TemplateBody) -> Template:

@@ -17,6 +17,16 @@ from longhaul.gateway.schemas.common import (
 )
 from pydantic import BaseModel, Field
 
+MAX_RUN_FILES = 20
+
+
+class RunFile(Body):
+    name: str = Field(
+        max_length=128, description="a plain file name: letters, digits, . _ - (no path)"
+    )
+    content: str = Field(description="the file's bytes, base64")
+    media_type: ShortText | None = None
+
 
 class CreateRunRequest(Body):
     goal: Text = Field(min_length=1)
@@ -36,6 +46,13 @@ class CreateRunRequest(Body):
     name: ShortText | None = None
     review: bool | None = Field(
         default=None, description="a task waits in awaiting_review for POST /api/tasks/{id}/plan"
+    )
+    files: list[RunFile] = Field(
+        default_factory=list,
+        max_length=MAX_RUN_FILES,
+        description="written into the new trace's working directory before its first model "
+        "call (a run with files is one agent: mode auto becomes trace, task is refused); in "
+        "all at most gateway.max_body_bytes, larger ones go to POST /api/traces/{id}/files",
     )
 
 

@@ -21,7 +21,7 @@ from longhaul.gateway.schemas.common import (
     TokenCount,
 )
 from longhaul.gateway.schemas.derived import view_of
-from longhaul.gateway.schemas.runs import RouteView
+from longhaul.gateway.schemas.runs import MAX_RUN_FILES, RouteView, RunFile
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
@@ -125,6 +125,12 @@ class VerificationBody(Body):
 
 class CreateTraceRequest(Body):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
+    files: list[RunFile] = Field(
+        default_factory=list,
+        max_length=MAX_RUN_FILES,
+        description="written into the trace's working directory before its first model call "
+        "(in all at most gateway.max_body_bytes; larger: POST /api/traces/{id}/files)",
+    )
     model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
     model_fallback: list[ModelName] | None = Field(
         default=None,

@@ -42,15 +42,35 @@ function question(item, done) {
       text: "Reply" }))];
 }
 
+// A call cut off by a crash while it acted: not a plain approval. Running it again reuses its
+// idempotency key; "it took effect" records that it happened (the reason is its result, told
+// to the model), "it did not" tells the model it failed.
+function outcomeUnknown(item, decide) {
+  const reason = el("input", { "data-testid": "inbox-reason", placeholder: "what happened (told to the model)" });
+  const said = () => (reason.value.trim() ? { reason: reason.value.trim() } : {});
+  const shown = typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments);
+  return [el("div", { "data-testid": "inbox-outcome-unknown" }, "Outcome unknown: ",
+    el("code", { "data-testid": "inbox-tool", text: item.tool }), el("code", { text: "(" + shown + ")" }),
+    " was cut off by a crash while it acted."),
+  el("div", { class: "buttons" },
+    el("button", { type: "button", "data-testid": "inbox-run-again", onclick: () => decide({ approved: true }), text: "Run again" }),
+    reason,
+    el("button", { type: "button", class: "primary", "data-testid": "inbox-took-effect",
+      onclick: () => decide({ approved: false, took_effect: true, ...said() }), text: "It took effect" }),
+    el("button", { type: "button", "data-testid": "inbox-did-not",
+      onclick: () => decide({ approved: false, ...said() }), text: "It did not" }))];
+}
+
 function approval(item, done) {
-  const shown = typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments, null, 2);
-  const args = el("textarea", { class: "args", "data-testid": "inbox-arguments", spellcheck: "false", text: shown });
-  args.value = shown;
-  const reason = el("input", { "data-testid": "inbox-reason", placeholder: "reason (told to the model)" });
   const decide = (body) => act(async () => {
     await post("/api/traces/" + enc(item.trace_id) + "/approve", { tool_call_id: item.tool_call_id, ...body });
     done();
   });
+  if (item.outcome_unknown) return outcomeUnknown(item, decide);
+  const shown = typeof item.arguments === "string" ? item.arguments : JSON.stringify(item.arguments, null, 2);
+  const args = el("textarea", { class: "args", "data-testid": "inbox-arguments", spellcheck: "false", text: shown });
+  args.value = shown;
+  const reason = el("input", { "data-testid": "inbox-reason", placeholder: "reason (told to the model)" });
   const approve = () => {
     if (args.value === shown) return decide({ approved: true });
     let edited;
@@ -88,7 +108,7 @@ export function inboxPage(root) {
     refreshCount();
     if (!inbox.items.length) { fill(list, el("li", { class: "meta", "data-testid": "inbox-empty", text: "nothing waits for you" })); return; }
     fill(list, inbox.items.map((item) => el("li", { class: "inbox-item", "data-testid": "inbox-item",
-      dataset: { kind: item.kind, traceId: item.trace_id || "", taskId: item.task_id || "" } },
+      dataset: { kind: item.kind, traceId: item.trace_id || "", taskId: item.task_id || "", outcomeUnknown: String(!!item.outcome_unknown) } },
       head(item), ...(BODY[item.kind] || (() => []))(item, load))));
   }
   load();
