@@ -176,7 +176,7 @@ def banner(
     if not ready:
         log_file = data_dir / "logs" / "gateway.log"
         lines.append(f"[red]the gateway is not ready yet: see {log_file}[/red]")
-    lines.append('try:       longhaul run --file README.md "summarise this file"   ·   Ctrl-C stops all')
+    lines.append('try:       longhaul run -f README.md "summarise it"   ·   Ctrl-C stops all')
     return Panel.fit("\n".join(lines), title="longhaul up")
 
 
