@@ -7,11 +7,14 @@ Ports may be 0 (pick a free one). The resolved URLs and the child pids are writt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import signal
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +73,16 @@ def service_specs(
         for i in range(1, executors + 1)
     ]
     return specs
+
+
+@contextlib.contextmanager
+def _importable_from(folder: Path) -> Iterator[None]:
+    """Modules in ``folder`` importable while the block runs (as ``python -m`` makes them)."""
+    sys.path.insert(0, str(folder))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(folder))
 
 
 async def wait_for_gateway(url: str, stop: asyncio.Event) -> dict[str, Any] | None:
@@ -208,8 +221,10 @@ async def run_up(
     With ``restore`` the backup in that directory is restored into NATS and the workdir
     before any service starts (:class:`BackupError` when it cannot be, nothing started)."""
     config = load_config()
-    # The executor's own check too: a tool module that cannot be imported stops `up` here.
-    check_executor_config(config)
+    # The executor's own check too: a tool module that cannot be imported stops `up` here,
+    # looked up as the executor will (`python -m` in this directory: its modules importable).
+    with _importable_from(Path.cwd()):
+        check_executor_config(config)
     logs = data_dir / "logs"
     host = bind_host(
         config.model_copy(update={"gateway": config.gateway.model_copy(update={"host": host})})
