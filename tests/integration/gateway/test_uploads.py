@@ -169,6 +169,7 @@ async def test_a_run_with_bad_files_is_refused_and_starts_nothing(
         {"goal": "g", "files": [{"name": "../up.txt", "content": ok}]},
         {"goal": "g", "files": [{"name": ".env", "content": ok}]},
         {"goal": "g", "files": [{"name": "a.txt", "content": "not base64!"}]},
+        {"goal": "g", "files": [{"name": "a.txt", "content": "5\u00f8\u0013>X"}]},  # not ASCII
         {"goal": "g", "mode": "task", "files": [{"name": "a.txt", "content": ok}]},
     ]
     async with uploads.client(ALICE) as alice:

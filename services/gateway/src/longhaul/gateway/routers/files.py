@@ -12,7 +12,6 @@ refused request writes nothing. The body is read only once the key is known and 
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import re
 from functools import partial
@@ -216,7 +215,7 @@ def decoded_files(files: list[tuple[str, str, str | None]]) -> list[tuple[str, b
     for name, content, media_type in files:
         try:
             data = base64.b64decode(content, validate=True)
-        except binascii.Error:
+        except ValueError:  # binascii.Error, and non-ASCII text (which b64decode refuses so)
             raise ApiError(
                 422, "invalid_request", f"file {name[:64]!r}: content is not base64"
             ) from None
