@@ -342,7 +342,19 @@ _DONE = b"data: [DONE]\n\n"
         200: {
             "content": {
                 "text/event-stream": {
-                    "schema": {"type": "string", "description": "chat.completion.chunk frames"}
+                    # one event of the stream (as OpenAPI 3.1 tools read an event-stream
+                    # schema, gateway/sse_schema.py): its data is a JSON chunk, or [DONE]
+                    "schema": {
+                        "type": "object",
+                        "required": ["data"],
+                        "properties": {
+                            "data": {
+                                "type": "string",
+                                "description": "a chat.completion.chunk, an error object "
+                                "({error: …}, ending a failed run), or [DONE]",
+                            }
+                        },
+                    }
                 }
             }
         },
