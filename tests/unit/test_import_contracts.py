@@ -30,6 +30,7 @@ NATS_CONTEXT_MODULES = {
     "longhaul.gateway.routers.health": "readiness: the event stream is there",
     "longhaul.gateway.metrics": "the consumers' lag",
     "longhaul.executor.leases": "the lease bucket",
+    "longhaul.executor.circuits": "the circuit breaker bucket (lh_circuits)",
     "longhaul.verifier.ledger": "the verdict ledger bucket",
 }
 """The service modules that own a NATS resource other than the log (a bucket, a health or lag

@@ -21,6 +21,7 @@ SUB_TRACE_ONLY = {"working_dir", "read_only"}
 
 EVERY_SETTING: dict[str, Any] = {
     "model": "scripted:auto",
+    "model_fallback": ["scripted:demo"],
     "preset": "browser",
     "tools": ["read"],
     "skills": ["a-skill"],
