@@ -30,9 +30,9 @@ from longhaul.core.nats_server import NatsServer, free_port
 from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
 from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.domain.names import Names
+from longhaul.domain.offline import offline_notice
 from longhaul.executor.main import check_executor_config
 from longhaul.gateway.main import bind_host
-from longhaul.gateway.routers.info import offline_notice
 from pydantic import SecretStr
 from rich.console import Console
 from rich.panel import Panel

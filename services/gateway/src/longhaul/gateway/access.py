@@ -19,6 +19,7 @@ from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import not_found
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schedules.records import ScheduleRecord
 
 MAX_OWNER_HOPS = 16
 
@@ -121,3 +122,19 @@ async def owned_task(runtime: Runtime, principal: Principal, task_id: str) -> Ta
     if not state.exists or state.owner != principal.owner:
         raise not_found("task", task_id)
     return state
+
+
+async def owned_schedule(
+    runtime: Runtime, principal: Principal, schedule_id: str
+) -> tuple[ScheduleRecord, int]:
+    """The caller's schedule and its revision, or 404 (another key's as an unknown one)."""
+    async with runtime.nats_call():
+        found = await runtime.schedule_store.get(principal.owner, schedule_id)
+    if found is None:
+        raise not_found("schedule", schedule_id[:64])
+    return found
+
+
+async def require_schedule_owner(runtime: Runtime, principal: Principal, schedule_id: str) -> None:
+    """404 unless the schedule exists and is the caller's (its notifications' listing)."""
+    await owned_schedule(runtime, principal, schedule_id)

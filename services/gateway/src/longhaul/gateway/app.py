@@ -1,5 +1,5 @@
 """The FastAPI application: routers, middleware, error handlers, and a lifespan that owns
-the NATS connection and every background task."""
+the NATS connection and the background loops (:mod:`longhaul.gateway.background`)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ from longhaul.core.service import open_context
 from longhaul.core.telemetry import tracing_enabled
 from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
+from longhaul.gateway.background import BackgroundLoops
 from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
-from longhaul.gateway.notify.wiring import build_notifier
 from longhaul.gateway.openapi import configured_openapi, model_pattern
+from longhaul.gateway.protocols import openai
+from longhaul.gateway.protocols.a2a import A2ASurface
+from longhaul.gateway.protocols.mcp import McpSurface
 from longhaul.gateway.quota import ActiveQuota
 from longhaul.gateway.ratelimit import RateLimiter
-from longhaul.gateway.retention import Retention
-from longhaul.gateway.revocation import Revocation
 from longhaul.gateway.routers import (
     admin,
     bundles,
@@ -33,7 +34,6 @@ from longhaul.gateway.routers import (
     inbox,
     info,
     notifications,
-    openai_compat,
     remote_traces,
     runs,
     schedules,
@@ -45,14 +45,10 @@ from longhaul.gateway.routers import (
     viewer,
     waiting,
 )
-from longhaul.gateway.routers.a2a_server import A2ASurface
-from longhaul.gateway.routers.mcp_server import McpSurface
 from longhaul.gateway.routers.tasks import build_tasks_router
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.schedules.ticker import Ticker
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
 from longhaul.llm.telemetry import capture_content
-from nats.aio.subscription import Subscription
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import Span
 
@@ -83,22 +79,9 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx = await open_context("gateway", config)
-        mirror = runtime.metrics.mirror = runtime.connect(ctx)
-        retention = Retention(runtime, config.retention)
-        if retention.enabled:
-            mirror.observers.append(retention.observe)
-            ctx.spawn(retention.run(ctx.shutdown), name="retention")
-        ctx.spawn(mirror.run(ctx.shutdown), name="index-mirror")
-        if config.notify:
-            notifier = build_notifier(runtime, ctx)
-            ctx.spawn(notifier.run(ctx.conn, ctx.shutdown), name="notifier")
-        revocation = Revocation(runtime)
-        ctx.spawn(revocation.run(ctx.shutdown), name="revocation")
-        ticker = Ticker(runtime, schedules.store_of(runtime), revocation)
-        ctx.spawn(ticker.run(ctx.shutdown), name="schedules")
-        retries: Subscription = await ctx.conn.nc.subscribe(
-            f"{ctx.conn.names.live_root}.>", cb=runtime.metrics.on_live
-        )
+        runtime.connect(ctx)
+        loops = BackgroundLoops(runtime, ctx)
+        await loops.start()
         log.info("gateway connected to %s", config.nats.url)
         try:
             async with ModelRegistry(config.models) as runtime.models, mcp.running():
@@ -106,8 +89,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         finally:
             runtime.models = None
             runtime.draining.set()
-            with contextlib.suppress(Exception):
-                await retries.unsubscribe()
+            await loops.stop()
             await ctx.close()
             runtime.ctx = None
 
@@ -127,7 +109,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
     mcp = McpSurface(runtime)
     mcp.mount(app)
     A2ASurface(runtime).mount(app)
-    install_error_handlers(app, {openai_compat.PREFIX + "/": openai_compat.openai_error})
+    install_error_handlers(app, {openai.PREFIX + "/": openai.openai_error})
     for router in (
         bundles.router,
         traces.router,
@@ -151,7 +133,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         health.router,
         admin.router,
         viewer.router,
-        openai_compat.router,
+        openai.router,
     ):
         app.include_router(router)
     # Added last is outermost: the observer sees every response (413s and CORS refusals

@@ -5,7 +5,7 @@ index entry anyway, hands each ended top-level trace to :meth:`Retention.observe
 pushes ``(expires_at, trace_id)`` on a heap ordered by expiry; a sweep pops only what has
 expired. A popped item is checked against the mirror's current entry (a resumed trace, a
 deleted one or one whose end moved is skipped; its new end was pushed when it was observed),
-then deleted exactly as ``DELETE /api/traces/{id}`` does (``erasure.erase_trace_family``). Several
+then deleted exactly as ``DELETE /api/traces/{id}`` does (``erase.erase_trace_family``). Several
 gateways may sweep the same index: a second delete of a trace finds it gone and does nothing.
 """
 
@@ -20,9 +20,9 @@ from longhaul.core.background import every
 from longhaul.core.index import TraceIndexEntry
 from longhaul.domain.config import RetentionConfig
 from longhaul.domain.state.trace import FINAL_STATUSES
-from longhaul.gateway import erasure
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.usecases import erase
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class Retention:
         for entry in self._expired(time.time() if now is None else now):
             owner = self.runtime.mirror.owner_of(entry)
             try:
-                report, _ = await erasure.erase_trace_family(self.runtime, owner, entry.trace_id)
+                report, _ = await erase.erase_trace_family(self.runtime, owner, entry.trace_id)
             except ApiError as exc:  # gone meanwhile (404), still stopping (409), NATS away
                 log.info("retention: %s not deleted: %s", entry.trace_id, exc.message)
                 if exc.status != 404:  # the next sweep tries again

@@ -6,13 +6,13 @@ key is refused like any unknown key (401), as on ``/metrics``.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
-from longhaul.gateway import access, erasure, revocation
+from fastapi import APIRouter, Depends
+from longhaul.gateway import access, revocation
 from longhaul.gateway.auth import administrator
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.routers.schedules import store_of
-from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.traces import KeyErased, KeyHoldingsList
+from longhaul.gateway.usecases import erase
 
 router = APIRouter(
     prefix="/api/admin",
@@ -27,11 +27,10 @@ router = APIRouter(
     response_model=KeyHoldingsList,
     summary="Every owner with what it holds: the configured keys and the revoked ones",
 )
-async def list_keys(request: Request) -> KeyHoldingsList:
+async def list_keys(runtime: CurrentRuntime) -> KeyHoldingsList:
     """A revoked key (``configured: false``: removed from ``gateway.api_keys``) is listed
     while anything of it is left, for the operator to erase or to hand back."""
-    runtime = runtime_of(request.app)
-    return KeyHoldingsList(keys=await revocation.holdings(runtime, store_of(runtime)))
+    return KeyHoldingsList(keys=await revocation.holdings(runtime, runtime.schedule_store))
 
 
 @router.delete(
@@ -39,9 +38,9 @@ async def list_keys(request: Request) -> KeyHoldingsList:
     response_model=KeyErased,
     summary="Erase every trace, task, experience, upload and image of one API key",
 )
-async def erase_key(owner: str, request: Request) -> KeyErased:
+async def erase_key(owner: str, runtime: CurrentRuntime) -> KeyErased:
     """``owner`` is the key's owner id (``k_…``, ``GET /api/info`` shows it to the key's
     holder; ``local`` on a keyless gateway). The key itself stays valid: its next request
     starts from nothing. A task still planning or running is left, named in ``skipped``."""
     access.checked_id("key", owner)
-    return KeyErased.model_validate(await erasure.erase_key(runtime_of(request.app), owner))
+    return KeyErased.model_validate(await erase.erase_key(runtime, owner))

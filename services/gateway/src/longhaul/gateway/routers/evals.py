@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from longhaul.core.evals import EVAL_PREFIX
 from longhaul.domain import evals
 from longhaul.domain import events as ev
@@ -26,13 +26,14 @@ from longhaul.domain.messages import content_text
 from longhaul.domain.replay import REPLAY_PREFIX
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.routers.files import stored
-from longhaul.gateway.routers.traces import trace_creation
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
 from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.traces import Accepted, CreateTraceRequest
+from longhaul.gateway.usecases.files import stored
+from longhaul.gateway.usecases.start import trace_creation
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 MAX_RECORD_BYTES = 768 * 1024
@@ -179,9 +180,8 @@ async def _models_and_repeat(
 
 @router.post("", status_code=201, response_model=EvalView, summary="Create an eval run")
 async def create_eval(
-    body: CreateEvalRequest, request: Request, principal: CurrentPrincipal
+    body: CreateEvalRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> EvalView:
-    runtime = runtime_of(request.app)
     suite = _parsed(body.suite)
     models, repeat = await _models_and_repeat(runtime, principal, body, suite)
     await _checked_suite(runtime, principal, suite, models)
@@ -207,8 +207,7 @@ async def create_eval(
 
 
 @router.get("", response_model=EvalList, summary="Your eval runs, newest first")
-async def list_evals(request: Request, principal: CurrentPrincipal) -> EvalList:
-    runtime = runtime_of(request.app)
+async def list_evals(runtime: CurrentRuntime, principal: CurrentPrincipal) -> EvalList:
     async with runtime.nats_call():
         records = await runtime.service.evals.owned(principal.owner)
     return EvalList(evals=[_summary(r) for r in records])
@@ -291,9 +290,8 @@ def _task_id(state_name: str | None, trace_id: str) -> str:
     summary="A suite task made from a recorded run (its first messages and files)",
 )
 async def task_from_trace(
-    body: TaskFromTraceRequest, request: Request, principal: CurrentPrincipal
+    body: TaskFromTraceRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> TaskFromTrace:
-    runtime = runtime_of(request.app)
     state = await access.owned_trace(runtime, principal, body.trace_id)
     created, uploads = await _beginning(runtime, body.trace_id)
     if created is None:
@@ -338,8 +336,9 @@ async def _texts(
 
 
 @router.get("/{eval_id}", response_model=EvalView, summary="An eval run with its scored runs")
-async def get_eval(eval_id: EvalId, request: Request, principal: CurrentPrincipal) -> EvalView:
-    runtime = runtime_of(request.app)
+async def get_eval(
+    eval_id: EvalId, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> EvalView:
     record = await _record(runtime, principal, eval_id)
     async with runtime.nats_call():
         runs = await runtime.service.evals.runs(principal.owner, eval_id)
@@ -353,9 +352,8 @@ async def get_eval(eval_id: EvalId, request: Request, principal: CurrentPrincipa
     summary="Start one run (task, model, repeat) as a trace; a repeat starts nothing",
 )
 async def start_run(
-    eval_id: EvalId, body: StartRunRequest, request: Request, principal: CurrentPrincipal
+    eval_id: EvalId, body: StartRunRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
-    runtime = runtime_of(request.app)
     record = await _record(runtime, principal, eval_id)
     suite = evals.parse_suite(record.suite)
     task = suite.task(body.task)
@@ -401,9 +399,8 @@ async def _files(
     "/{eval_id}/runs", response_model=RunView, summary="Record how one run scored (the client's)"
 )
 async def record_run(
-    eval_id: EvalId, body: RunResultBody, request: Request, principal: CurrentPrincipal
+    eval_id: EvalId, body: RunResultBody, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> RunView:
-    runtime = runtime_of(request.app)
     await _record(runtime, principal, eval_id)
     state = await access.owned_trace(runtime, principal, body.trace_id)
     tag = state.eval
@@ -425,9 +422,8 @@ async def record_run(
     summary="What a run's check did (404 until the verifier ran it)",
 )
 async def get_check(
-    eval_id: EvalId, trace_id: str, request: Request, principal: CurrentPrincipal
+    eval_id: EvalId, trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> CheckView:
-    runtime = runtime_of(request.app)
     access.checked_id("trace", trace_id)
     async with runtime.nats_call():
         outcome = await runtime.service.evals.check(principal.owner, eval_id, trace_id)

@@ -16,8 +16,9 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from longhaul.core.experiences import ExperienceExists, ExperienceStore
 from longhaul.domain import experiences as exp
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.common import Body, Counter
 from pydantic import BaseModel, Field, StringConstraints
 from starlette.convertors import StringConvertor, register_url_convertor
@@ -123,7 +124,7 @@ def _matches(item: exp.Experience, tag: str | None, category: str | None, q: str
 
 @router.get("/experiences", response_model=ExperienceList, summary="Your experiences, newest first")
 async def list_experiences(
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     tag: Annotated[str | None, Query(max_length=64, description="an intent or state tag")] = None,
     category: Annotated[str | None, Query(max_length=64)] = None,
@@ -131,11 +132,7 @@ async def list_experiences(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(pattern=r"^[0-9]{1,9}$")] = None,
 ) -> ExperienceList:
-    items = [
-        item
-        for item in await _owned(runtime_of(request.app), principal)
-        if _matches(item, tag, category, q)
-    ]
+    items = [item for item in await _owned(runtime, principal) if _matches(item, tag, category, q)]
     start = int(cursor or 0)
     page = items[start : start + limit]
     more = start + limit < len(items)
@@ -152,9 +149,8 @@ async def list_experiences(
     summary="Record an experience by hand",
 )
 async def create_experience(
-    body: CreateExperience, request: Request, principal: CurrentPrincipal
+    body: CreateExperience, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> ExperienceView:
-    runtime = runtime_of(request.app)
     try:
         item = exp.make(
             category=body.category,
@@ -182,8 +178,8 @@ async def create_experience(
         **JSON_ERROR_RESPONSES,
     },
 )
-async def export_experiences(request: Request, principal: CurrentPrincipal) -> Response:
-    items = await _owned(runtime_of(request.app), principal)
+async def export_experiences(runtime: CurrentRuntime, principal: CurrentPrincipal) -> Response:
+    items = await _owned(runtime, principal)
     items.reverse()  # the file reads oldest first
     return Response(
         exp.to_markdown(items),
@@ -207,8 +203,9 @@ _IMPORT_BODY: dict[str, Any] = {
     f"at most {MAX_IMPORT} experiences; a file with an error imports none)",
     openapi_extra=_IMPORT_BODY,
 )
-async def import_experiences(request: Request, principal: CurrentPrincipal) -> Imported:
-    runtime = runtime_of(request.app)
+async def import_experiences(
+    request: Request, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> Imported:
     raw = await request.body()
     if not raw:
         raise ApiError(422, "invalid_experience_file", "the request has no body (a markdown file)")
@@ -234,9 +231,8 @@ async def import_experiences(request: Request, principal: CurrentPrincipal) -> I
 
 @router.get(ONE_PATH, response_model=ExperienceView, summary="One experience")
 async def get_experience(
-    experience_id: ExperienceId, request: Request, principal: CurrentPrincipal
+    experience_id: ExperienceId, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> ExperienceView:
-    runtime = runtime_of(request.app)
     async with runtime.nats_call():
         item = await _store(runtime).get(principal.owner, experience_id)
     if item is None:
@@ -252,10 +248,9 @@ async def get_experience(
 async def patch_experience(
     experience_id: ExperienceId,
     body: PatchExperience,
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
 ) -> ExperienceView:
-    runtime = runtime_of(request.app)
     categories = runtime.config.memory.categories
 
     def change(item: exp.Experience) -> exp.Experience:
@@ -284,9 +279,8 @@ async def patch_experience(
 
 @router.delete(ONE_PATH, status_code=204, summary="Delete an experience")
 async def delete_experience(
-    experience_id: ExperienceId, request: Request, principal: CurrentPrincipal
+    experience_id: ExperienceId, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Response:
-    runtime = runtime_of(request.app)
     async with runtime.nats_call():
         deleted = await _store(runtime).delete(principal.owner, experience_id)
     if not deleted:

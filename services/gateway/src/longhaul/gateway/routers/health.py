@@ -5,57 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 from longhaul.core.connection import Connection
 from longhaul.core.service import ServiceContext
-from longhaul.domain.circuits import decode
-from longhaul.domain.config import CircuitConfig
 from longhaul.gateway.auth import metrics_reader
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import JSON_ERROR_RESPONSES
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.liveness import READY_TIMEOUT_S, open_circuits, presences
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.storage import readiness
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel
 
 router = APIRouter(tags=["health"])
 
-READY_TIMEOUT_S = 2.0
 EXECUTORS_CACHE_S = 1.5
 """How long a look at the executors' presence keys is reused: probes may come often."""
-PRESENCE_FILTER = "executor.>"
-"""Each executor holds ``executor.<id>`` in ``lh_leases`` (TTL, renewed) once its durable
-consumer is bound, and deletes it when it stops: a present key is an executor consuming."""
-
-
-async def presences(conn: Connection) -> list[str]:
-    """The sandbox state each live ``executor.<id>`` key in ``lh_leases`` publishes (empty:
-    no executor); a watch delivers each key's latest entry (deleted ones skipped), then
-    ``None``."""
-    kv = await conn.kv(conn.names.leases)
-    watcher = await kv.watch(PRESENCE_FILTER, ignore_deletes=True)
-    states: list[str] = []
-    try:
-        while True:
-            entry = await watcher.updates(timeout=READY_TIMEOUT_S)
-            if entry is None:
-                return states
-            if entry.operation is None:
-                states.append(_sandbox_of(entry.value or b""))
-    finally:
-        with contextlib.suppress(Exception):
-            await watcher.stop()
-
-
-def _sandbox_of(value: bytes) -> str:
-    try:
-        state = json.loads(value).get("sandbox")
-    except (ValueError, AttributeError):
-        state = None
-    return state if isinstance(state, str) else "unknown: the executor does not say"
 
 
 async def _executors(runtime: Runtime, conn: Connection) -> tuple[str, str]:
@@ -73,23 +41,6 @@ async def _executors(runtime: Runtime, conn: Connection) -> tuple[str, str]:
         present = sandbox = f"unknown: {type(exc).__name__}"
     runtime.executors_checked = (now, (present, sandbox))
     return present, sandbox
-
-
-async def open_circuits(conn: Connection, config: CircuitConfig) -> list[str]:
-    """The providers every executor skips now (``longhaul.domain.circuits``), sorted: a watch
-    delivers each key's latest entry, then ``None``."""
-    kv = await conn.kv(conn.names.circuits)
-    watcher = await kv.watch(">", ignore_deletes=True)
-    now = time.time()
-    providers: list[str] = []
-    try:
-        while (entry := await watcher.updates(timeout=READY_TIMEOUT_S)) is not None:
-            if entry.operation is None and decode(entry.value).is_open(now, config):
-                providers.append(entry.key)
-    finally:
-        with contextlib.suppress(Exception):
-            await watcher.stop()
-    return sorted(providers)
 
 
 async def _circuits(runtime: Runtime, conn: Connection) -> str:
@@ -147,8 +98,7 @@ async def healthz() -> Health:
         503: {"model": Health, "description": "not ready"},
     },
 )
-async def readyz(request: Request) -> JSONResponse:
-    runtime = runtime_of(request.app)
+async def readyz(runtime: CurrentRuntime) -> JSONResponse:
     checks = {"nats": "down", "stream": "unknown", "executors": "unknown"}
     ctx = runtime.ctx
     if ctx is not None and ctx.conn.nc.is_connected:
@@ -185,8 +135,7 @@ async def readyz(request: Request) -> JSONResponse:
     },
     dependencies=[Depends(metrics_reader)],
 )
-async def metrics(request: Request) -> Response:
-    runtime = runtime_of(request.app)
+async def metrics(runtime: CurrentRuntime) -> Response:
     if runtime.ctx is not None:
         await runtime.metrics.refresh_consumer_lag(runtime.ctx.conn)
         await runtime.metrics.refresh_storage(runtime.ctx.storage)

@@ -10,20 +10,21 @@ reminder until ``check_messages`` reads it.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.gateway import commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.runtime import runtime_of
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import InboxRequest, MessageAccepted, WebhookMessage
 
 router = APIRouter(tags=["inbox"], responses=ERROR_RESPONSES)
 
 
 async def _deliver(
-    request: Request, principal: Principal, trace_id: str, body: InboxRequest
+    runtime: Runtime, principal: Principal, trace_id: str, body: InboxRequest
 ) -> MessageAccepted:
     message_id = new_id("msg")
     event = ev.MessageReceived(
@@ -33,9 +34,7 @@ async def _deliver(
         wake=body.wake,
         message_id=message_id,
     )
-    state, recorded = await commands.append_to_trace(
-        runtime_of(request.app), principal, trace_id, lambda _: event
-    )
+    state, recorded = await commands.append_to_trace(runtime, principal, trace_id, lambda _: event)
     return MessageAccepted(trace_id=state.trace_id, message_id=message_id, event_id=recorded.seq)
 
 
@@ -46,9 +45,9 @@ async def _deliver(
     summary="Leave a message in a running trace's inbox",
 )
 async def post_inbox(
-    trace_id: str, body: InboxRequest, request: Request, principal: CurrentPrincipal
+    trace_id: str, body: InboxRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> MessageAccepted:
-    return await _deliver(request, principal, trace_id, body)
+    return await _deliver(runtime, principal, trace_id, body)
 
 
 @router.post(
@@ -58,6 +57,6 @@ async def post_inbox(
     summary="Agent-to-agent message: the inbox request with the target trace in the body",
 )
 async def post_a2a_message(
-    body: WebhookMessage, request: Request, principal: CurrentPrincipal
+    body: WebhookMessage, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> MessageAccepted:
-    return await _deliver(request, principal, body.trace_id, body)
+    return await _deliver(runtime, principal, body.trace_id, body)

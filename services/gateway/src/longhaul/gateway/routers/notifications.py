@@ -15,7 +15,6 @@ from longhaul.domain.notify import DeliveryRecord
 from longhaul.gateway import access
 from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.routers.schedules import require_schedule_owner
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.derived import view_of
 from pydantic import BaseModel, create_model
@@ -32,7 +31,7 @@ router = APIRouter(tags=["notifications"], responses=ERROR_RESPONSES)
 OWNER_CHECKS = {
     "trace": access.require_trace_owner,
     "task": access.require_task_owner,
-    "schedule": require_schedule_owner,
+    "schedule": access.require_schedule_owner,
 }
 ROUTES = (
     ("/api/traces/{run_id}/notifications", "trace"),

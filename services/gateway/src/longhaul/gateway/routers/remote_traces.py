@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import httpx
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 from longhaul.domain.config import RemoteAgentConfig
 from longhaul.gateway import access
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.routers.trace_events import SSE_DOC, SSE_HEADERS, FlushMs, StreamFrom
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.sse import SSE_DOC, SSE_HEADERS, FlushMs, StreamFrom
 from longhaul.gateway.streams import ClosingStreamingResponse
 
 router = APIRouter(tags=["traces"], responses=ERROR_RESPONSES)
@@ -109,9 +110,9 @@ async def fetch_json(child: RemoteChild, path: str, params: Mapping[str, str | i
 
 @router.get(PATH, summary="A remote child of one of your traces, read from its longhaul")
 async def get_remote_trace(
-    netloc: str, remote_trace_id: str, request: Request, principal: CurrentPrincipal
+    netloc: str, remote_trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> JSONResponse:
-    child = await linked_child(runtime_of(request.app), principal, netloc, remote_trace_id)
+    child = await linked_child(runtime, principal, netloc, remote_trace_id)
     view = await fetch_json(child, f"/api/traces/{child.trace_id}", {})
     if not isinstance(view, dict):
         raise ApiError(502, "remote_error", f"remote agent {child.remote!r} sent no trace")
@@ -124,12 +125,12 @@ async def get_remote_trace(
 async def get_remote_messages(
     netloc: str,
     remote_trace_id: str,
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     mode: Literal["main_path", "all"] = "main_path",
     after: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
 ) -> JSONResponse:
-    child = await linked_child(runtime_of(request.app), principal, netloc, remote_trace_id)
+    child = await linked_child(runtime, principal, netloc, remote_trace_id)
     params = {"mode": mode, "after": after}
     return JSONResponse(await fetch_json(child, f"/api/traces/{child.trace_id}/messages", params))
 
@@ -143,14 +144,14 @@ async def get_remote_messages(
 async def get_remote_events(
     netloc: str,
     remote_trace_id: str,
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     start: StreamFrom,
     flush_ms: FlushMs = 0,
 ) -> StreamingResponse:
     """The remote's SSE as it sends it (ids are the remote's stream sequences, so a client
     resumes with ``Last-Event-ID`` here exactly as it would there)."""
-    child = await linked_child(runtime_of(request.app), principal, netloc, remote_trace_id)
+    child = await linked_child(runtime, principal, netloc, remote_trace_id)
     client = child.client(read_s=STREAM_READ_S)
     params: dict[str, str | int] = {
         "after": start.after,
@@ -169,7 +170,7 @@ async def get_remote_events(
         raise child.refused(response.status_code)
 
     return ClosingStreamingResponse(
-        relay(response, client, runtime_of(request.app).draining),
+        relay(response, client, runtime.draining),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

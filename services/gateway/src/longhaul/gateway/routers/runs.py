@@ -4,15 +4,16 @@ a planned team (a task) and the decision is recorded on the created aggregate's 
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from longhaul.agent.planning.routing import route
 from longhaul.domain import events as ev
 from longhaul.gateway import commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
-from longhaul.gateway.routers.files import create_with_files
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.runs import CreateRunRequest, RouteView, RunAccepted
+from longhaul.gateway.usecases.files import create_with_files
 from longhaul.llm.registry import check_model_string
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
@@ -25,9 +26,8 @@ router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
     summary="Run a goal: one agent or a planned team, chosen by its estimated complexity",
 )
 async def create_run(
-    body: CreateRunRequest, request: Request, response: Response, principal: CurrentPrincipal
+    body: CreateRunRequest, runtime: CurrentRuntime, response: Response, principal: CurrentPrincipal
 ) -> RunAccepted:
-    runtime = runtime_of(request.app)
     if body.model is not None:
         try:
             check_model_string(body.model, runtime.config.models)

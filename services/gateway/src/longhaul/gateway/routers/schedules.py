@@ -11,14 +11,15 @@ import time
 from typing import Annotated, Any
 
 import msgspec
-from fastapi import APIRouter, Header, Request
+from fastapi import APIRouter, Header
 from longhaul.domain.ids import new_id
-from longhaul.gateway.auth import CurrentPrincipal, Principal
-from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.runtime import Runtime, runtime_of
-from longhaul.gateway.schedules import starting
+from longhaul.gateway import access
+from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.deps import CurrentRuntime
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord
-from longhaul.gateway.schedules.store import SCHEDULE_PREFIX, ScheduleStore, StaleRecord
+from longhaul.gateway.schedules.store import SCHEDULE_PREFIX, StaleRecord
 from longhaul.gateway.schedules.ticker import now_ms
 from longhaul.gateway.schedules.timing import Timing
 from longhaul.gateway.schedules.views import run_view, schedule_view, started_view
@@ -30,6 +31,7 @@ from longhaul.gateway.schemas.schedules import (
     ScheduleView,
     UpdateScheduleRequest,
 )
+from longhaul.gateway.usecases import scheduled_runs
 
 router = APIRouter(prefix="/api/schedules", tags=["schedules"], responses=ERROR_RESPONSES)
 
@@ -37,10 +39,6 @@ CAS_ATTEMPTS = 8
 MAX_PER_KEY = 1000
 """Every gateway's ticker reads every schedule each pass: one key cannot make that unbounded."""
 TIMING_FIELDS = frozenset({"cron", "timezone", "every_s", "at"})
-
-
-def store_of(runtime: Runtime) -> ScheduleStore:
-    return runtime.schedule_store
 
 
 def _timing(fields: dict[str, Any], anchor_ms: int) -> Timing:
@@ -63,27 +61,11 @@ def _first_tick(timing: Timing, now: int) -> int:
     return first
 
 
-async def _owned(
-    runtime: Runtime, principal: Principal, schedule_id: str
-) -> tuple[ScheduleRecord, int]:
-    async with runtime.nats_call():
-        found = await store_of(runtime).get(principal.owner, schedule_id)
-    if found is None:
-        raise not_found("schedule", schedule_id[:64])
-    return found
-
-
-async def require_schedule_owner(runtime: Runtime, principal: Principal, schedule_id: str) -> None:
-    """404 unless the schedule exists and is the caller's (its notifications' listing)."""
-    await _owned(runtime, principal, schedule_id)
-
-
 @router.post("", status_code=201, response_model=ScheduleView, summary="Create a schedule")
 async def create_schedule(
-    body: CreateScheduleRequest, request: Request, principal: CurrentPrincipal
+    body: CreateScheduleRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> ScheduleView:
-    runtime = runtime_of(request.app)
-    template = await starting.checked(runtime, principal, body.template)
+    template = await scheduled_runs.checked(runtime, principal, body.template)
     now = now_ms()
     timing = _timing(body.model_dump(), now)
     record = ScheduleRecord(
@@ -104,7 +86,7 @@ async def create_schedule(
         next_tick_ms=_first_tick(timing, now),
     )
     async with runtime.nats_call():
-        store = store_of(runtime)
+        store = runtime.schedule_store
         if len(await store.owned(principal.owner)) >= MAX_PER_KEY:
             raise ApiError(409, "conflict", f"a key has at most {MAX_PER_KEY} schedules")
         await store.create(record)
@@ -112,35 +94,36 @@ async def create_schedule(
 
 
 @router.get("", response_model=ScheduleList, summary="Your schedules, newest first")
-async def list_schedules(request: Request, principal: CurrentPrincipal) -> ScheduleList:
-    runtime = runtime_of(request.app)
+async def list_schedules(runtime: CurrentRuntime, principal: CurrentPrincipal) -> ScheduleList:
     async with runtime.nats_call():
-        records = await store_of(runtime).owned(principal.owner)
+        records = await runtime.schedule_store.owned(principal.owner)
     return ScheduleList(schedules=[schedule_view(record) for record in records])
 
 
 @router.get("/{schedule_id}", response_model=ScheduleView, summary="One schedule")
 async def get_schedule(
-    schedule_id: str, request: Request, principal: CurrentPrincipal
+    schedule_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> ScheduleView:
-    record, _ = await _owned(runtime_of(request.app), principal, schedule_id)
+    record, _ = await access.owned_schedule(runtime, principal, schedule_id)
     return schedule_view(record)
 
 
 @router.patch("/{schedule_id}", response_model=ScheduleView, summary="Change, pause or resume")
 async def update_schedule(
-    schedule_id: str, body: UpdateScheduleRequest, request: Request, principal: CurrentPrincipal
+    schedule_id: str,
+    body: UpdateScheduleRequest,
+    runtime: CurrentRuntime,
+    principal: CurrentPrincipal,
 ) -> ScheduleView:
-    runtime = runtime_of(request.app)
     given = body.model_dump(exclude_unset=True)
     if body.template is not None:
-        given["template"] = await starting.checked(runtime, principal, body.template)
+        given["template"] = await scheduled_runs.checked(runtime, principal, body.template)
     for _ in range(CAS_ATTEMPTS):
-        record, revision = await _owned(runtime, principal, schedule_id)
+        record, revision = await access.owned_schedule(runtime, principal, schedule_id)
         changed = _changed(record, given)
         try:
             async with runtime.nats_call():
-                await store_of(runtime).update(changed, revision)
+                await runtime.schedule_store.update(changed, revision)
         except StaleRecord:
             continue  # the ticker moved it meanwhile: apply the change to the new one
         return schedule_view(changed)
@@ -171,12 +154,11 @@ def _changed(record: ScheduleRecord, given: dict[str, Any]) -> ScheduleRecord:
 
 @router.delete("/{schedule_id}", summary="Delete a schedule with its notifications (its runs stay)")
 async def delete_schedule(
-    schedule_id: str, request: Request, principal: CurrentPrincipal
+    schedule_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    runtime = runtime_of(request.app)
-    await _owned(runtime, principal, schedule_id)
+    await access.owned_schedule(runtime, principal, schedule_id)
     async with runtime.nats_call():
-        await store_of(runtime).delete(principal.owner, schedule_id)
+        await runtime.schedule_store.delete(principal.owner, schedule_id)
         await runtime.service.eraser.erase_schedule(schedule_id)  # its failed ticks' log
     return {"schedule_id": schedule_id, "deleted": True}
 
@@ -187,17 +169,16 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", pattern=r
 @router.post("/{schedule_id}/run", status_code=202, response_model=RunStarted, summary="Run it now")
 async def run_now(
     schedule_id: str,
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     idempotency_key: IdempotencyKey = None,
 ) -> RunStarted:
     """A run outside the timing (a paused schedule too); with ``Idempotency-Key`` a repeat
     starts nothing and answers the same run."""
-    runtime = runtime_of(request.app)
-    record, _ = await _owned(runtime, principal, schedule_id)
+    record, _ = await access.owned_schedule(runtime, principal, schedule_id)
     cause = idempotency_key or new_id("now")
-    run_id = starting.derived_run_id(record.template.kind, schedule_id, "manual", cause)
-    started = await starting.start(
+    run_id = scheduled_runs.derived_run_id(record.template.kind, schedule_id, "manual", cause)
+    started = await scheduled_runs.start(
         runtime, principal.owner, record.template, run_id, schedule_id=schedule_id
     )
     run = ScheduledRun(
@@ -208,10 +189,10 @@ async def run_now(
         manual=True,
     )
     for _ in range(CAS_ATTEMPTS):
-        record, revision = await _owned(runtime, principal, schedule_id)
+        record, revision = await access.owned_schedule(runtime, principal, schedule_id)
         try:
             async with runtime.nats_call():
-                await store_of(runtime).update(
+                await runtime.schedule_store.update(
                     msgspec.structs.replace(record, runs=record.with_run(run)), revision
                 )
             break
@@ -222,10 +203,9 @@ async def run_now(
 
 @router.get("/{schedule_id}/runs", response_model=ScheduleRuns, summary="The runs it started")
 async def schedule_runs(
-    schedule_id: str, request: Request, principal: CurrentPrincipal
+    schedule_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> ScheduleRuns:
-    runtime = runtime_of(request.app)
-    record, _ = await _owned(runtime, principal, schedule_id)
+    record, _ = await access.owned_schedule(runtime, principal, schedule_id)
     views = []
     for run in reversed(record.runs):
         views.append(run_view(run, await _status(runtime, run)))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.runtime import runtime_of
 from pydantic import BaseModel
 
 router = APIRouter(prefix="/api", tags=["skills"], responses=ERROR_RESPONSES)
@@ -28,8 +28,8 @@ class Skills(BaseModel):
 
 
 @router.get("/skills", response_model=Skills, summary="The skills traces can load")
-async def list_skills(request: Request, principal: CurrentPrincipal) -> Skills:
-    index = SkillIndex.load(skill_dirs(runtime_of(request.app).config.memory.skills_dir))
+async def list_skills(runtime: CurrentRuntime, principal: CurrentPrincipal) -> Skills:
+    index = SkillIndex.load(skill_dirs(runtime.config.memory.skills_dir))
     return Skills(
         skills=[
             SkillView(

@@ -12,12 +12,11 @@ from longhaul.agent.planning.schema import InvalidPlan, parse_phases
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools.builtin import builtin_tools
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.events import PhaseSpec
-from longhaul.gateway import access, commands, erasure
+from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
-from longhaul.gateway.routers.trace_events import SSE_DOC, StreamFrom, sse_response
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.tasks import (
     ApprovePlan,
@@ -32,30 +31,10 @@ from longhaul.gateway.schemas.tasks import (
     TaskSummary,
     TaskView,
 )
-from longhaul.gateway.verification import verification_problems
+from longhaul.gateway.sse import SSE_DOC, StreamFrom, sse_response
+from longhaul.gateway.usecases import erase
+from longhaul.gateway.usecases.tasks import check_task_options, task_creation
 from longhaul.gateway.views import task_view
-from longhaul.llm.registry import check_model_string
-
-
-def check_task_options(config: LonghaulConfig, options: dict[str, Any]) -> None:
-    """Phases given by the client may name operator checks, never carry commands, and name
-    only models a run could use (no script outside models.scripted_dir): else 422."""
-    phases = options.get("phases")
-    phases = (
-        [phase for phase in phases if isinstance(phase, dict)] if isinstance(phases, list) else []
-    )
-    errors = [
-        f"options.phases[{index}].{error}"
-        for index, phase in enumerate(phases)
-        for error in verification_problems(phase.get("verification"), config.verifier.commands)
-    ]
-    if errors:
-        raise ApiError(422, "invalid_verification", "; ".join(errors))
-    for model in _models(options, phases):
-        try:
-            check_model_string(model, config.models)
-        except ValueError as exc:
-            raise ApiError(422, "invalid_model", str(exc)) from None
 
 
 def _reviewed_phases(request: Request, goal: str, raw: list[dict[str, Any]]) -> list[PhaseSpec]:
@@ -78,47 +57,16 @@ def _reviewed_phases(request: Request, goal: str, raw: list[dict[str, Any]]) -> 
     return specs
 
 
-def _models(options: dict[str, Any], phases: list[dict[str, Any]]) -> list[str]:
-    """Every model string a task's options name: the task's, its phases', their
-    competitors' and their judges'."""
-    found: list[Any] = [options.get("model")]
-    for phase in phases:
-        found.append(phase.get("model"))
-        competitors = phase.get("competitors")
-        if isinstance(competitors, list):
-            found += [c.get("model") for c in competitors if isinstance(c, dict)]
-        verification = phase.get("verification")
-        judge = verification.get("judge") if isinstance(verification, dict) else None
-        if isinstance(judge, dict):
-            found.append(judge.get("model"))
-    return [model for model in found if isinstance(model, str)]
-
-
-def task_creation(config: LonghaulConfig, body: CreateTaskRequest) -> ev.TaskCreated:
-    """The ``task_created`` event a create body asks for (phases' checks and models checked):
-    the one way every surface (this API, schedules, triggers) starts a task."""
-    check_task_options(config, body.options)
-    return ev.TaskCreated(
-        goal=body.goal,
-        mode=body.mode,
-        options=body.options,
-        review=body.review,
-        max_tokens=body.max_tokens,
-        max_cost=body.max_cost,
-    )
-
-
 def build_tasks_router(prefix: str) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["tasks"], responses=ERROR_RESPONSES)
 
     @router.post("", status_code=202, response_model=TaskAccepted, summary="Start a task")
     async def create_task(
         body: CreateTaskRequest,
-        request: Request,
+        runtime: CurrentRuntime,
         response: Response,
         principal: CurrentPrincipal,
     ) -> TaskAccepted:
-        runtime = runtime_of(request.app)
         event = task_creation(runtime.config, body)
         state = await commands.create_task(runtime, principal, event)
         response.headers["Location"] = f"{prefix}/{state.task_id}"
@@ -128,12 +76,11 @@ def build_tasks_router(prefix: str) -> APIRouter:
 
     @router.get("", response_model=TaskList, summary="List your tasks, newest first")
     async def list_tasks(
-        request: Request,
+        runtime: CurrentRuntime,
         principal: CurrentPrincipal,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
         cursor: Annotated[str | None, Query(max_length=128)] = None,
     ) -> TaskList:
-        runtime = runtime_of(request.app)
         page: list[TaskSummary] = []
         for task_id in await access.task_ids(runtime):
             if cursor is not None and task_id >= cursor:
@@ -164,8 +111,10 @@ def build_tasks_router(prefix: str) -> APIRouter:
         return TaskList(tasks=page)
 
     @router.get("/{task_id}", response_model=TaskView, summary="A task with its phases")
-    async def get_task(task_id: str, request: Request, principal: CurrentPrincipal) -> TaskView:
-        return task_view(await access.owned_task(runtime_of(request.app), principal, task_id))
+    async def get_task(
+        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+    ) -> TaskView:
+        return task_view(await access.owned_task(runtime, principal, task_id))
 
     @router.post(
         "/{task_id}/resume",
@@ -174,10 +123,10 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="Resume a failed or interrupted task from its checkpoints",
     )
     async def resume_task(
-        task_id: str, request: Request, principal: CurrentPrincipal
+        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
     ) -> TaskAccepted:
         state, recorded = await commands.append_to_task(
-            runtime_of(request.app), principal, task_id, ev.ResumeRequested()
+            runtime, principal, task_id, ev.ResumeRequested()
         )
         return TaskAccepted(
             task_id=task_id, status=state.status or "planning", event_id=recorded.seq
@@ -190,9 +139,12 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="Approve, edit or refuse a plan waiting for review (status awaiting_review)",
     )
     async def review_plan(
-        task_id: str, body: ReviewPlanRequest, request: Request, principal: CurrentPrincipal
+        task_id: str,
+        body: ReviewPlanRequest,
+        request: Request,
+        runtime: CurrentRuntime,
+        principal: CurrentPrincipal,
     ) -> TaskAccepted:
-        runtime = runtime_of(request.app)
         task = await access.owned_task(runtime, principal, task_id)  # another key's: 404
         if task.status != "awaiting_review":
             raise ApiError(409, "conflict", f"task {task_id} is {task.status}, not awaiting_review")
@@ -215,9 +167,8 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="The saved results of the task's completed phases (what a resume starts from)",
     )
     async def list_checkpoints(
-        task_id: str, request: Request, principal: CurrentPrincipal
+        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
     ) -> CheckpointList:
-        runtime = runtime_of(request.app)
         await access.require_task_owner(runtime, principal, task_id)
         async with runtime.nats_call():
             saved = await runtime.service.checkpoints.list(task_id)
@@ -241,14 +192,12 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="Delete an ended task with its step traces everywhere they are stored",
     )
     async def delete_task(
-        task_id: str, request: Request, principal: CurrentPrincipal
+        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
     ) -> TaskDeleted:
         """Its events, snapshot, checkpoints, phase outputs, its step traces (as a trace's
         delete erases them) and its working directory. A task still planning or running is
         409: it can be deleted once it has ended."""
-        return TaskDeleted.model_validate(
-            await erasure.erase_owned_task(runtime_of(request.app), principal, task_id)
-        )
+        return TaskDeleted.model_validate(await erase.erase_owned_task(runtime, principal, task_id))
 
     @router.delete(
         "/{task_id}/checkpoints",
@@ -256,9 +205,8 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="Clear the task's checkpoints (a resume then reads completed phases from the log)",
     )
     async def clear_checkpoints(
-        task_id: str, request: Request, principal: CurrentPrincipal
+        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
     ) -> CheckpointsCleared:
-        runtime = runtime_of(request.app)
         await access.require_task_owner(runtime, principal, task_id)
         async with runtime.nats_call():
             cleared = await runtime.service.checkpoints.clear(task_id)
@@ -271,9 +219,12 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="Server-sent events of a task (plan, phases, replans, completion)",
     )
     async def task_events(
-        task_id: str, request: Request, principal: CurrentPrincipal, start: StreamFrom
+        task_id: str,
+        request: Request,
+        runtime: CurrentRuntime,
+        principal: CurrentPrincipal,
+        start: StreamFrom,
     ) -> StreamingResponse:
-        runtime = runtime_of(request.app)
         await access.require_task_owner(runtime, principal, task_id)
         return sse_response(runtime, "task", task_id, start, request)
 

@@ -14,13 +14,13 @@ import contextlib
 from typing import Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from longhaul.agent.tools.catalogue import Catalogue, catalogue_key
 from longhaul.core.connection import Connection
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES
-from longhaul.gateway.runtime import runtime_of
 from pydantic import BaseModel, Field
 
 router = APIRouter(prefix="/api", tags=["tools"], responses=ERROR_RESPONSES)
@@ -104,8 +104,7 @@ async def _catalogue(workspace: WorkspaceStore, executor_id: str) -> Catalogue |
     response_model=ToolList,
     summary="Every tool the running executors offer (built-in, module, MCP) with its schema",
 )
-async def list_tools(request: Request, principal: CurrentPrincipal) -> ToolList:
-    runtime = runtime_of(request.app)
+async def list_tools(runtime: CurrentRuntime, principal: CurrentPrincipal) -> ToolList:
     async with runtime.nats_call():
         executors = await live_executors(runtime.service.conn)
         workspace = runtime.service.workspace

@@ -6,35 +6,24 @@ executor reacts to the event. The response (202) means the request is on the log
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import msgspec
-from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import PlainTextResponse
-from longhaul.agent.images import offload_images
 from longhaul.agent.tools.offload import output_key
-from longhaul.core.index import TraceIndexEntry
-from longhaul.domain import events as ev
-from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import is_step_trace
-from longhaul.gateway import access, commands, erasure
 from longhaul.gateway.auth import CurrentPrincipal, Principal
-from longhaul.gateway.edited_calls import check_edited_arguments, recorded_context
+from longhaul.gateway.deps import CurrentRuntime, OwnedTrace
+from longhaul.gateway.edited_calls import recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
-from longhaul.gateway.mirror import IndexMirror
-from longhaul.gateway.routers.files import create_with_files
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import (
     Accepted,
-    ApprovalBody,
     ApproveRequest,
-    ChatMessage,
     CreateTraceRequest,
     Deleted,
     MessagesResponse,
-    ModelParamsBody,
     ReflectRequest,
     ReplyRequest,
     RunRequest,
@@ -42,46 +31,20 @@ from longhaul.gateway.schemas.traces import (
     TraceList,
     TraceStatusName,
     TraceView,
-    VerificationBody,
 )
-from longhaul.gateway.verification import verification_problems
+from longhaul.gateway.usecases import erase, steering
+from longhaul.gateway.usecases.listing import query_owned
+from longhaul.gateway.usecases.start import start_run
+from longhaul.gateway.usecases.steering import Steered
 from longhaul.gateway.views import message_view, summary_of, trace_view
-from longhaul.llm.registry import check_model_string
 from starlette.convertors import StringConvertor, register_url_convertor
 
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 
-MIRROR_READY_S = 5.0
 
-
-async def message_inputs(
-    runtime: Runtime, principal: Principal, messages: list[ChatMessage]
-) -> list[ev.InputMessage]:
-    """The messages as events carry them: a long ``data:`` image URL is stored in the
-    workspace and named by reference (``longhaul.agent.images``)."""
-    raw = [m.model_dump(exclude_none=True) for m in messages]
-    async with runtime.nats_call():
-        workspace = runtime.service.workspace
-        raw = await offload_images(raw, principal.owner, workspace.put)
-    return [msgspec.convert(m, ev.InputMessage) for m in raw]
-
-
-def _accepted(state: TraceState, event_id: int) -> Accepted:
+def _accepted(steered: Steered) -> Accepted:
+    state, event_id = steered
     return Accepted(trace_id=state.trace_id, status=state.status or "running", event_id=event_id)
-
-
-async def _steer(
-    request: Request,
-    principal: Principal,
-    trace_id: str,
-    build: Callable[[TraceState], ev.TraceEvent],
-) -> Accepted:
-    """Append the request ``build`` makes from the trace's fold (checked against it)."""
-    runtime = runtime_of(request.app)
-    state, recorded = await commands.append_to_trace(runtime, principal, trace_id, build)
-    # read-your-writes: an answered wait leaves this gateway's inbox at once
-    runtime.mirror.put(TraceIndexEntry.from_state(state))
-    return _accepted(state, recorded.seq)
 
 
 IdempotencyKey = Annotated[
@@ -99,142 +62,13 @@ IdempotencyKey = Annotated[
 async def create_trace(
     body: CreateTraceRequest,
     principal: CurrentPrincipal,
-    request: Request,
+    runtime: CurrentRuntime,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> Accepted:
-    runtime = runtime_of(request.app)
-    trace_id = None
-    if idempotency_key is not None:
-        trace_id = commands.keyed_trace_id(principal.owner, idempotency_key)
-        seq = await commands.keyed_creation(runtime, principal, trace_id)
-        if seq is not None:  # a repeat: the first request's answer, nothing started
-            response.headers["Location"] = f"/api/traces/{trace_id}"
-            return Accepted(trace_id=trace_id, status="running", event_id=seq)
-    state = await start_trace(runtime, principal, body, trace_id)
-    response.headers["Location"] = f"/api/traces/{state.trace_id}"
-    return _accepted(state, state.stream_seq)
-
-
-async def start_trace(
-    runtime: Runtime,
-    principal: Principal,
-    body: CreateTraceRequest,
-    trace_id: str | None = None,
-) -> TraceState:
-    """Check and start the trace ``body`` describes: the one way every surface (this API,
-    ``/v1``, ``/mcp``) starts a run."""
-    event = await trace_creation(runtime, principal, body)
-    files = [(f.name, f.content, f.media_type) for f in body.files]
-    return await create_with_files(runtime, principal, event, files, trace_id)
-
-
-async def trace_creation(
-    runtime: Runtime, principal: Principal, body: CreateTraceRequest
-) -> ev.TraceCreated:
-    """The ``trace_created`` event a create body asks for (model and verification checked)."""
-    check_model(runtime, body.model)
-    for index, model in enumerate(body.model_fallback or []):
-        check_model(runtime, model, field=f"model_fallback[{index}]")
-    verification = _verification(runtime, body.verification)
-    config = ev.TraceConfig(
-        model=body.model,
-        model_fallback=body.model_fallback,
-        tools=body.tools,
-        skills=body.skills or [],
-        max_iterations=body.max_iterations,
-        max_tokens=body.max_tokens,
-        max_cost=body.max_cost,
-        temperature=body.temperature,
-        system_prompt=body.system_prompt,
-        model_params=None if body.model_params is None else _model_params(body.model_params),
-        approval=_approval(body.approval),
-        auto_execute_tools=body.auto_execute_tools,
-        verification=verification,
-        messaging=body.messaging,
-        experiences=body.experiences,
-    )
-    if body.preset:
-        config.preset = body.preset
-    messages = await message_inputs(runtime, principal, body.messages)
-    return ev.TraceCreated(
-        messages=messages,
-        config=config,
-        name=body.name or _title(messages),
-        untitled=not body.name,
-    )
-
-
-def check_model(runtime: Runtime, model: str | None, *, field: str | None = None) -> None:
-    """Refuse a model string no run could use (a script outside models.scripted_dir…);
-    ``field`` names where it was (a fallback chain's entry)."""
-    if model is None:
-        return
-    try:
-        check_model_string(model, runtime.config.models)
-    except ValueError as exc:
-        message = f"{field}: {exc}" if field else str(exc)
-        raise ApiError(422, "invalid_model", message) from None
-
-
-def _verification(runtime: Runtime, body: VerificationBody | None) -> dict[str, Any] | None:
-    """The trace's verification config; a check the operator did not configure is 422."""
-    if body is None:
-        return None
-    config = body.model_dump(exclude_none=True)
-    errors = verification_problems(config, runtime.config.verifier.commands)
-    if errors:
-        raise ApiError(422, "invalid_verification", "; ".join(errors))
-    return config or None
-
-
-def _approval(body: ApprovalBody | None) -> list[str] | None:
-    if body is None:
-        return None
-    return ["*"] if body.tools == "*" else list(body.tools)
-
-
-def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
-    """A default name for listings: the first user message, on one line, shortened."""
-    for message in messages:
-        if message.role == "user" and isinstance(message.content, str) and message.content.strip():
-            text = " ".join(message.content.split())
-            return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-    return None
-
-
-async def ready_mirror(runtime: Runtime) -> IndexMirror:
-    """The index mirror; right after start-up this waits (briefly) for the watch's first
-    pass (503 if it takes longer)."""
-    mirror = runtime.mirror
-    if not mirror.ready.is_set():
-        try:
-            await asyncio.wait_for(mirror.ready.wait(), timeout=MIRROR_READY_S)
-        except TimeoutError as exc:
-            raise ApiError(503, "unavailable", "trace index is still loading") from exc
-    return mirror
-
-
-async def query_owned(
-    runtime: Runtime,
-    principal: Principal,
-    *,
-    limit: int,
-    statuses: frozenset[str] | None = None,
-    parent: str | None = None,
-    cursor: str | None = None,
-    text: str | None = None,
-) -> tuple[list[TraceIndexEntry], str | None]:
-    """The caller's traces from the index mirror, newest first, and the next page's cursor."""
-    mirror = await ready_mirror(runtime)
-    return mirror.query(
-        owner=principal.owner,
-        statuses=statuses,
-        parent=parent,
-        cursor=cursor,
-        limit=limit,
-        text=text,
-    )
+    trace_id, event_id = await start_run(runtime, principal, body, idempotency_key)
+    response.headers["Location"] = f"/api/traces/{trace_id}"
+    return Accepted(trace_id=trace_id, status="running", event_id=event_id)
 
 
 async def _list(
@@ -262,7 +96,7 @@ async def _list(
 
 @router.get("", response_model=TraceList, summary="List your traces, newest first")
 async def list_traces(
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     status: Annotated[list[TraceStatusName] | None, Query()] = None,
     parent: Annotated[str | None, Query(max_length=128)] = None,
@@ -274,27 +108,23 @@ async def list_traces(
     ] = None,
 ) -> TraceList:
     statuses = frozenset(status) if status else None
-    return await _list(runtime_of(request.app), principal, statuses, parent, limit, cursor, q)
+    return await _list(runtime, principal, statuses, parent, limit, cursor, q)
 
 
 @router.get("/running", response_model=TraceList, summary="Your traces that are running")
 async def running_traces(
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: Annotated[str | None, Query(max_length=128)] = None,
 ) -> TraceList:
-    return await _list(
-        runtime_of(request.app), principal, frozenset({"running"}), None, limit, cursor
-    )
+    return await _list(runtime, principal, frozenset({"running"}), None, limit, cursor)
 
 
 @router.get(
     "/{trace_id}", response_model=TraceView, summary="A trace with goal tree and sub-traces"
 )
-async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> TraceView:
-    runtime = runtime_of(request.app)
-    state = await access.owned_trace(runtime, principal, trace_id)
+async def get_trace(state: OwnedTrace, runtime: CurrentRuntime) -> TraceView:
     parent = task = None
     async with runtime.nats_call():
         if state.parent_trace_id is not None:
@@ -314,10 +144,9 @@ async def get_trace(trace_id: str, request: Request, principal: CurrentPrincipal
     },
 )
 async def get_output(
-    trace_id: str, tool_call_id: str, request: Request, principal: CurrentPrincipal
+    tool_call_id: str, state: OwnedTrace, runtime: CurrentRuntime
 ) -> PlainTextResponse:
-    runtime = runtime_of(request.app)
-    state = await access.owned_trace(runtime, principal, trace_id)
+    trace_id = state.trace_id
     if not any(
         m.role == "tool" and m.tool_call_id == tool_call_id for m in state.messages.values()
     ):
@@ -333,14 +162,10 @@ async def get_output(
     "/{trace_id}/context",
     summary="The recorded context: system prompt, tool schemas, preset, skills, parameters",
 )
-async def get_context(
-    trace_id: str, request: Request, principal: CurrentPrincipal
-) -> dict[str, Any]:
-    runtime = runtime_of(request.app)
-    state = await access.owned_trace(runtime, principal, trace_id)
+async def get_context(state: OwnedTrace, runtime: CurrentRuntime) -> dict[str, Any]:
     body = await recorded_context(runtime, state)
     if state.context is None or body is None:
-        raise ApiError(404, "not_found", f"trace {trace_id} has no recorded context (yet)")
+        raise ApiError(404, "not_found", f"trace {state.trace_id} has no recorded context (yet)")
     return {"hash": state.context.hash, **body}
 
 
@@ -350,9 +175,7 @@ async def get_context(
     summary="Messages on the main path (head back to root) or all branches",
 )
 async def get_messages(
-    trace_id: str,
-    request: Request,
-    principal: CurrentPrincipal,
+    state: OwnedTrace,
     mode: Literal["main_path", "all"] = "main_path",
     after: Annotated[
         int,
@@ -364,7 +187,6 @@ async def get_messages(
         ),
     ] = 0,
 ) -> Response:
-    state = await access.owned_trace(runtime_of(request.app), principal, trace_id)
     messages = state.main_path() if mode == "main_path" else state.all_messages()
     if after:
         messages = [m for m in messages if m.sequence > after]
@@ -384,32 +206,14 @@ async def get_messages(
 )
 async def run_trace(
     trace_id: str,
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     body: Annotated[RunRequest | None, Body()] = None,
 ) -> Accepted:
     """No body is a plain continue, like ``{}``."""
-    body = body or RunRequest()
-    runtime = runtime_of(request.app)
-    check_model(runtime, body.model)
-    inputs = await message_inputs(runtime, principal, body.messages)
-    after = body.after_sequence
-    changes: dict[str, object] = {}
-    if body.model is not None:
-        changes["model"] = body.model
-    if body.model_params is not None:
-        changes["model_params"] = _model_params(body.model_params)
-
-    def build(state: TraceState) -> ev.RunRequested:
-        # the run's config is on its own event, so a replay or a later continue uses it too
-        config = msgspec.structs.replace(state.config, **changes) if changes else None
-        return ev.RunRequested(messages=inputs, after_sequence=after, config=config)
-
-    return await _steer(request, principal, trace_id, build)
-
-
-def _model_params(body: ModelParamsBody) -> ev.ModelParams:
-    return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
+    return _accepted(
+        await steering.continue_run(runtime, principal, trace_id, body or RunRequest())
+    )
 
 
 class TraceIdConvertor(StringConvertor):
@@ -427,19 +231,21 @@ register_url_convertor("trace_id", TraceIdConvertor())
     response_model=Deleted,
     summary="Delete a trace and its sub-traces everywhere they are stored",
 )
-async def delete_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Deleted:
+async def delete_trace(
+    trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> Deleted:
     """A running or waiting trace is stopped first (its remote children asked to stop);
     once no executor runs any of the family, its events, snapshots, index entry, leases,
     stored outputs, uploads, images and working directory are erased. Afterwards the id is
     unknown to every route (404), a repeated delete included."""
-    return Deleted.model_validate(
-        await erasure.erase_owned_trace(runtime_of(request.app), principal, trace_id)
-    )
+    return Deleted.model_validate(await erase.erase_owned_trace(runtime, principal, trace_id))
 
 
 @router.post("/{trace_id}/stop", status_code=202, response_model=Accepted, summary="Ask to stop")
-async def stop_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
-    return await _steer(request, principal, trace_id, lambda _: ev.StopRequested(reason="user"))
+async def stop_trace(
+    trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> Accepted:
+    return _accepted(await steering.stop(runtime, principal, trace_id))
 
 
 @router.post(
@@ -448,8 +254,10 @@ async def stop_trace(trace_id: str, request: Request, principal: CurrentPrincipa
     response_model=Accepted,
     summary="Continue a stopped, failed or completed trace from its head",
 )
-async def resume_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
-    return await _steer(request, principal, trace_id, lambda _: ev.RunRequested())
+async def resume_trace(
+    trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> Accepted:
+    return _accepted(await steering.resume(runtime, principal, trace_id))
 
 
 @router.post(
@@ -459,14 +267,9 @@ async def resume_trace(trace_id: str, request: Request, principal: CurrentPrinci
     summary="Answer a trace that waits for a human",
 )
 async def reply_trace(
-    trace_id: str, body: ReplyRequest, request: Request, principal: CurrentPrincipal
+    trace_id: str, body: ReplyRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
-    return await _steer(
-        request,
-        principal,
-        trace_id,
-        lambda _: ev.HumanReplied(content=body.content, by=principal.owner),
-    )
+    return _accepted(await steering.reply(runtime, principal, trace_id, body.content))
 
 
 @router.post(
@@ -476,30 +279,13 @@ async def reply_trace(
     summary="Approve or deny one tool call that waits for approval",
 )
 async def approve_call(
-    trace_id: str, body: ApproveRequest, request: Request, principal: CurrentPrincipal
+    trace_id: str, body: ApproveRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
     """Each pending call needs its own decision; the trace runs again after the last one.
     A call that is not pending (unknown, already decided, or the trace does not wait for
     approval) is a 409, as is ``took_effect`` for a call whose outcome is known. Edited
     ``arguments`` must fit the tool's recorded schema (422 ``invalid_arguments``)."""
-    if body.arguments is not None:
-        state = await access.owned_trace(runtime_of(request.app), principal, trace_id)
-        await check_edited_arguments(
-            runtime_of(request.app), state, body.tool_call_id, body.arguments
-        )
-    return await _steer(
-        request,
-        principal,
-        trace_id,
-        lambda _: ev.ToolDecided(
-            tool_call_id=body.tool_call_id,
-            approved=body.approved,
-            reason=body.reason or "",
-            took_effect=body.took_effect,
-            arguments=body.arguments,
-            by=principal.owner,
-        ),
-    )
+    return _accepted(await steering.decide_call(runtime, principal, trace_id, body))
 
 
 @router.post(
@@ -509,18 +295,15 @@ async def approve_call(
     summary="Post the results of tool calls the trace handed to the client",
 )
 async def post_tool_results(
-    trace_id: str, body: ToolResultsRequest, request: Request, principal: CurrentPrincipal
+    trace_id: str,
+    body: ToolResultsRequest,
+    runtime: CurrentRuntime,
+    principal: CurrentPrincipal,
 ) -> Accepted:
     """For a trace created with ``auto_execute_tools: false``: results for calls it waits on
     (any subset; the trace runs again once every pending call has one). A call it does not wait
     on, or one answered already, is a 409 and nothing is written."""
-    results = [
-        ev.ClientToolResult(tool_call_id=r.tool_call_id, content=r.content, is_error=r.is_error)
-        for r in body.results
-    ]
-    return await _steer(
-        request, principal, trace_id, lambda _: ev.ToolResultsPosted(results=results)
-    )
+    return _accepted(await steering.post_tool_results(runtime, principal, trace_id, body))
 
 
 @router.post(
@@ -531,12 +314,12 @@ async def post_tool_results(
 )
 async def reflect_trace(
     trace_id: str,
-    request: Request,
+    runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     body: Annotated[ReflectRequest | None, Body()] = None,
 ) -> Accepted:
     focus = body.focus if body else None
-    return await _steer(request, principal, trace_id, lambda _: ev.ReflectRequested(focus=focus))
+    return _accepted(await steering.reflect(runtime, principal, trace_id, focus))
 
 
 @router.post(
@@ -545,5 +328,7 @@ async def reflect_trace(
     response_model=Accepted,
     summary="Ask for the context to be compacted now",
 )
-async def compact_trace(trace_id: str, request: Request, principal: CurrentPrincipal) -> Accepted:
-    return await _steer(request, principal, trace_id, lambda _: ev.CompactRequested())
+async def compact_trace(
+    trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> Accepted:
+    return _accepted(await steering.compact(runtime, principal, trace_id))

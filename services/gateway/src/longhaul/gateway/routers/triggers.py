@@ -14,7 +14,6 @@ without costing a KV read per request.
 
 from __future__ import annotations
 
-import json
 import secrets
 import time
 from typing import Annotated, Any
@@ -24,12 +23,10 @@ from longhaul.gateway.auth import (
     CurrentPrincipal,
     Principal,
     enforce_limit,
-    enforce_rate_limit,
 )
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.routers.schedules import store_of
-from longhaul.gateway.runtime import runtime_of
-from longhaul.gateway.schedules import payload, signing, starting
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules.records import TriggerRecord
 from longhaul.gateway.schedules.store import TRIGGER_PREFIX
 from longhaul.gateway.schedules.views import started_view, trigger_view
@@ -40,6 +37,7 @@ from longhaul.gateway.schemas.schedules import (
     TriggerList,
     TriggerView,
 )
+from longhaul.gateway.usecases import scheduled_runs, triggers
 
 router = APIRouter(prefix="/api/triggers", tags=["triggers"], responses=ERROR_RESPONSES)
 
@@ -49,12 +47,11 @@ MAX_PER_KEY = 1000
 
 @router.post("", status_code=201, response_model=TriggerCreated, summary="Create a trigger")
 async def create_trigger(
-    body: CreateTriggerRequest, request: Request, principal: CurrentPrincipal
+    body: CreateTriggerRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> TriggerCreated:
     """The answer holds the secret; it is never shown again."""
-    runtime = runtime_of(request.app)
-    template = await starting.checked(runtime, principal, body.template)
-    store = store_of(runtime)
+    template = await scheduled_runs.checked(runtime, principal, body.template)
+    store = runtime.schedule_store
     async with runtime.nats_call():
         known = await store.triggers(principal.owner)
         if len(known) >= MAX_PER_KEY:
@@ -74,17 +71,15 @@ async def create_trigger(
 
 
 @router.get("", response_model=TriggerList, summary="Your triggers (without secrets)")
-async def list_triggers(request: Request, principal: CurrentPrincipal) -> TriggerList:
-    runtime = runtime_of(request.app)
+async def list_triggers(runtime: CurrentRuntime, principal: CurrentPrincipal) -> TriggerList:
     async with runtime.nats_call():
-        records = await store_of(runtime).triggers(principal.owner)
+        records = await runtime.schedule_store.triggers(principal.owner)
     return TriggerList(triggers=[trigger_view(record) for record in records])
 
 
-async def _owned(request: Request, principal: Principal, trigger_id: str) -> TriggerRecord:
-    runtime = runtime_of(request.app)
+async def _owned(runtime: Runtime, principal: Principal, trigger_id: str) -> TriggerRecord:
     async with runtime.nats_call():
-        record = await store_of(runtime).trigger(trigger_id, principal.owner)
+        record = await runtime.schedule_store.trigger(trigger_id, principal.owner)
     if record is None:
         raise not_found("trigger", trigger_id[:64])
     return record
@@ -92,19 +87,18 @@ async def _owned(request: Request, principal: Principal, trigger_id: str) -> Tri
 
 @router.get("/{trigger_id}", response_model=TriggerView, summary="One trigger")
 async def get_trigger(
-    trigger_id: str, request: Request, principal: CurrentPrincipal
+    trigger_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> TriggerView:
-    return trigger_view(await _owned(request, principal, trigger_id))
+    return trigger_view(await _owned(runtime, principal, trigger_id))
 
 
 @router.delete("/{trigger_id}", summary="Delete a trigger (its runs stay)")
 async def delete_trigger(
-    trigger_id: str, request: Request, principal: CurrentPrincipal
+    trigger_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    await _owned(request, principal, trigger_id)
-    runtime = runtime_of(request.app)
+    await _owned(runtime, principal, trigger_id)
     async with runtime.nats_call():
-        await store_of(runtime).delete_trigger(principal.owner, trigger_id)
+        await runtime.schedule_store.delete_trigger(principal.owner, trigger_id)
     return {"trigger_id": trigger_id, "deleted": True}
 
 
@@ -118,6 +112,7 @@ async def delete_trigger(
 async def fire_trigger(
     trigger_id: str,
     request: Request,
+    runtime: CurrentRuntime,
     x_longhaul_timestamp: Annotated[str | None, Header(alias="X-Longhaul-Timestamp")] = None,
     x_longhaul_signature: Annotated[str | None, Header(alias="X-Longhaul-Signature")] = None,
     idempotency_key: Annotated[
@@ -130,39 +125,13 @@ async def fire_trigger(
     or the same signed request under any key) answers the first run and starts nothing. A
     sender may sign its key too (``"<timestamp>.<key>\\n<raw body>"``): then the key alone
     names the run."""
-    runtime = runtime_of(request.app)
     enforce_limit(runtime.webhook_limiter, request.client.host if request.client else "")
     raw = await request.body()
     if len(raw) > MAX_WEBHOOK_BYTES:
         raise ApiError(
             413, "body_too_large", f"a webhook body is at most {MAX_WEBHOOK_BYTES} bytes"
         )
-    async with runtime.nats_call():
-        trigger = await store_of(runtime).trigger(trigger_id)
-    if trigger is None or not runtime.keys.admits(trigger.owner):  # a revoked key's: unknown
-        raise not_found("trigger", trigger_id[:64])
-    now = time.time()
-    key_signed = signing.verify(
-        trigger.secret, x_longhaul_timestamp, x_longhaul_signature, raw, now, idempotency_key
-    )
-    enforce_rate_limit(runtime.limiter, Principal(owner=trigger.owner))
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError):
-        raise ApiError(400, "malformed_json", "the webhook body is not JSON") from None
-    limit = runtime.config.gateway.max_body_bytes
-    try:
-        template = payload.render(trigger.template, data, limit)
-    except payload.TooLarge as exc:
-        raise ApiError(413, "body_too_large", f"{exc} (gateway.max_body_bytes)") from None
-    cause = ("key", idempotency_key) if idempotency_key else ("signed", str(x_longhaul_signature))
-    run_id = starting.derived_run_id(template.kind, trigger.trigger_id, *cause)
-    if not key_signed:  # an unsigned key could be anyone's: the signature claims one run
-        async with runtime.nats_call():
-            run_id = await store_of(runtime).claim_signature(
-                trigger.trigger_id, str(x_longhaul_signature), run_id
-            )
-    started = await starting.start(
-        runtime, trigger.owner, template, run_id, trigger_id=trigger.trigger_id
+    started = await triggers.fire(
+        runtime, trigger_id, raw, x_longhaul_timestamp, x_longhaul_signature, idempotency_key
     )
     return started_view(started.run_id, started.kind, started.new)

@@ -15,12 +15,12 @@ import msgspec
 from fastapi import APIRouter, Request
 from longhaul.domain.state import TaskState
 from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.plan_reviews import PlanReviews
-from longhaul.gateway.routers.traces import ready_mirror
-from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.waiting import InboxItem, InboxView, PlanPhaseView
+from longhaul.gateway.usecases.listing import ready_mirror
 
 router = APIRouter(prefix="/api/inbox", tags=["inbox"], responses=ERROR_RESPONSES)
 
@@ -96,8 +96,9 @@ def plan_item(task: TaskState) -> InboxItem:
     response_model=InboxView,
     summary="Every question, approval and plan review waiting for you, oldest first",
 )
-async def list_inbox(request: Request, principal: CurrentPrincipal) -> InboxView:
-    runtime = runtime_of(request.app)
+async def list_inbox(
+    request: Request, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> InboxView:
     mirror = await ready_mirror(runtime)
     items = trace_items(mirror, principal.owner)
     reviews = getattr(request.app.state, "plan_reviews", None)

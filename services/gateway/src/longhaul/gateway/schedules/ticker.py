@@ -26,10 +26,11 @@ import msgspec
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.revocation import KEY_REVOKED, Revocation
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.schedules import failures, policy, starting
+from longhaul.gateway.schedules import failures, policy
 from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord
 from longhaul.gateway.schedules.store import ScheduleStore, StaleRecord
 from longhaul.gateway.schedules.timing import rfc3339
+from longhaul.gateway.usecases import scheduled_runs
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def now_ms() -> int:
 
 
 def tick_run_id(record: ScheduleRecord, tick_ms: int) -> str:
-    return starting.derived_run_id(record.template.kind, record.schedule_id, str(tick_ms))
+    return scheduled_runs.derived_run_id(record.template.kind, record.schedule_id, str(tick_ms))
 
 
 class Ticker:
@@ -146,7 +147,7 @@ class Ticker:
         if plan.fire is not None:
             run_id = tick_run_id(record, plan.fire)
             try:
-                started = await starting.start(
+                started = await scheduled_runs.start(
                     self.runtime,
                     record.owner,
                     record.template,
@@ -198,7 +199,7 @@ class Ticker:
         if any(known.run_id == run_id for known in record.runs):
             return True
         try:
-            return await starting.started_before(
+            return await scheduled_runs.started_before(
                 self.runtime, record.owner, record.template.kind, run_id
             )
         except ApiError:

@@ -31,7 +31,7 @@ from longhaul.domain.state import TaskState, TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError, not_found
-from longhaul.gateway.routers.health import READY_TIMEOUT_S, presences
+from longhaul.gateway.liveness import READY_TIMEOUT_S, presences
 from longhaul.gateway.runtime import RETRY, Runtime
 
 log = logging.getLogger(__name__)

@@ -20,13 +20,13 @@ from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.routers.tasks import task_creation
-from longhaul.gateway.routers.traces import trace_creation
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schedules.records import Template
 from longhaul.gateway.schemas.schedules import TemplateBody
 from longhaul.gateway.schemas.tasks import CreateTaskRequest
 from longhaul.gateway.schemas.traces import CreateTraceRequest
+from longhaul.gateway.usecases.start import trace_creation
+from longhaul.gateway.usecases.tasks import task_creation
 from pydantic import BaseModel, ValidationError
 
 _PREFIX = {"trace": "t_", "task": "task_"}

@@ -30,7 +30,6 @@ Push notifications, ``ListTasks`` and the extended card are not offered (the car
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import json
@@ -92,21 +91,25 @@ from google.protobuf.json_format import MessageToDict
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
-from longhaul.gateway.a2a_tasks import artifact_update, progress_update, status_update, task_of
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.routers.files import decoded_files, put_files
-from longhaul.gateway.routers.traces import start_trace
-from longhaul.gateway.run_outcome import (
+from longhaul.gateway.protocols.a2a_tasks import (
+    artifact_update,
+    progress_update,
+    status_update,
+    task_of,
+)
+from longhaul.gateway.protocols.run_outcome import (
+    RunFollower,
     outcome_of,
-    settled_state,
     settles,
-    step_lines,
     viewer_link,
 )
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
+from longhaul.gateway.usecases.files import decoded_files, put_files
+from longhaul.gateway.usecases.start import start_trace
 from pydantic import ValidationError
 from starlette.responses import JSONResponse, Response
 
@@ -235,11 +238,8 @@ def agent_card(runtime: Runtime, base_url: str) -> AgentCard:
     )
 
 
-class LonghaulTasks(RequestHandler):
+class LonghaulTasks(RunFollower, RequestHandler):
     """The A2A operations, each on the caller's own traces."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
 
     # ------------------------------------------------------------ contexts
 
@@ -341,10 +341,8 @@ class LonghaulTasks(RequestHandler):
     ) -> Task | Message:
         with _refusals():
             principal, task_id, _, after = await self._accept(params, context)
-            timeout_s = self.runtime.config.gateway.completion_timeout_s
-            if params.configuration.return_immediately:
-                timeout_s = 0
-            state = await settled_state(self.runtime, principal, task_id, after, timeout_s)
+            timeout_s = 0 if params.configuration.return_immediately else None
+            state = await self.settled(principal, task_id, after, timeout_s)
             history = params.configuration.history_length
             limit = history if params.configuration.HasField("history_length") else None
             return await self._task(principal, state, _caller(context)[1], limit)
@@ -396,14 +394,11 @@ class LonghaulTasks(RequestHandler):
 
     async def _steps(self, task_id: str, context_id: str, after: int) -> AsyncIterator[Event]:
         """A ``working`` status per step until the run settles or the bound passes."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                steps = step_lines(self.runtime, task_id, after=after)
-                async with contextlib.aclosing(steps):
-                    async for item, line in steps:
-                        if not settles(item):
-                            message_id = f"{task_id}-step-{item.seq}"
-                            yield progress_update(task_id, context_id, line, message_id)
+        async with contextlib.aclosing(self.steps(task_id, after)) as steps:
+            async for item, line in steps:
+                if not settles(item):
+                    message_id = f"{task_id}-step-{item.seq}"
+                    yield progress_update(task_id, context_id, line, message_id)
 
     # ------------------------------------------------------------ tasks
 
@@ -426,8 +421,7 @@ class LonghaulTasks(RequestHandler):
                     self.runtime, principal, params.id, lambda _: ev.StopRequested(reason="user")
                 )
                 after = recorded.seq
-            timeout_s = self.runtime.config.gateway.completion_timeout_s
-            state = await settled_state(self.runtime, principal, params.id, after, timeout_s)
+            state = await self.settled(principal, params.id, after)
             return await self._task(principal, state, base)
 
     async def on_list_tasks(

@@ -15,7 +15,6 @@ A tool call that carries a progress token (the client asks for progress) follows
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import inspect
@@ -28,17 +27,18 @@ from longhaul.domain import events as ev
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.routers.files import checked_name
-from longhaul.gateway.routers.traces import query_owned, start_trace
-from longhaul.gateway.run_outcome import (
+from longhaul.gateway.protocols.run_outcome import (
+    RunFollower,
     outcome_of,
-    step_lines,
     text_of,
     viewer_link,
 )
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import CreateTraceRequest, UserMessage
+from longhaul.gateway.usecases.files import checked_name
+from longhaul.gateway.usecases.listing import query_owned
+from longhaul.gateway.usecases.start import start_trace
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -106,11 +106,11 @@ def _bearer_challenge(message: str) -> str:
     )
 
 
-class McpSurface:
+class McpSurface(RunFollower):
     """The MCP server, its session manager (run by the gateway's lifespan) and the gate."""
 
     def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+        super().__init__(runtime)
         self.server: MCPServer[Any] = MCPServer(
             "longhaul",
             instructions="Hand longhaul a long job with start_run; it runs durably (the "
@@ -162,18 +162,14 @@ class McpSurface:
 
     async def _follow(self, ctx: Context, trace_id: str, after: int) -> None:
         """Report each step of the run until it settles or the wait's bound passes."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.runtime.config.gateway.completion_timeout_s):
-                steps = step_lines(self.runtime, trace_id, after=after)
-                async with contextlib.aclosing(steps):
-                    count = 0
-                    async for _, line in steps:
-                        count += 1
-                        await ctx.report_progress(count, None, line)
+        async with contextlib.aclosing(self.steps(trace_id, after)) as steps:
+            count = 0
+            async for _, line in steps:
+                count += 1
+                await ctx.report_progress(count, None, line)
 
     async def _standing(self, ctx: Context, trace_id: str) -> dict[str, Any]:
-        state = await access.owned_trace(self.runtime, _principal(ctx), trace_id)
-        return {**outcome_of(state).as_dict(), "viewer": _link(ctx, trace_id)}
+        return await self.standing(_principal(ctx), trace_id, str(_request(ctx).base_url))
 
     def _register(self) -> None:
         """One closure per tool (the SDK reads their signatures; the description is the

@@ -22,7 +22,7 @@ from a2a.types.a2a_pb2 import (
     TaskStatusUpdateEvent,
 )
 from longhaul.domain.state import TraceState
-from longhaul.gateway.run_outcome import PERSON_WAITS, RunOutcome, outcome_of, text_of
+from longhaul.gateway.protocols.run_outcome import PERSON_WAITS, RunOutcome, outcome_of, text_of
 
 ANSWER = "answer"
 """The artifact id of a completed task's answer."""

@@ -1,10 +1,10 @@
 """Export a trace family as a bundle, import a bundle as a new family (``longhaul.domain.bundle``).
 
-Export reads what the caller owns: the trace (checked like every route), its local sub-traces
-(the family walk of :mod:`longhaul.gateway.erasure`), their logs and the workspace values they
-own — stored outputs, uploads, attachments, the images their messages show and the recorded
-contexts (prompt and tool schemas) their runs were shown — which are the
-places :mod:`longhaul.core.erasure` lists, less what is not the trace's own (snapshots and the
+Export reads what the caller owns: the trace (checked like every route), its local
+sub-traces (the family walk of :mod:`longhaul.gateway.usecases.erase`), their logs and the
+workspace values they own — stored outputs, uploads, attachments, the images their messages
+show and the recorded contexts (prompt and tool schemas) their runs were shown — which are
+the places :mod:`longhaul.core.erasure` lists, less what is not the trace's own (snapshots and the
 index are rebuilt from the log; leases are the executors').
 
 Import checks the bundle (format, version, shape, every event decodes and belongs to its
@@ -45,11 +45,11 @@ from longhaul.domain.state import TraceState
 from longhaul.domain.state.fold import apply_or_skip
 from longhaul.gateway import access
 from longhaul.gateway.auth import Principal
-from longhaul.gateway.erasure import family_of, images_named
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.routers.files import charge
 from longhaul.gateway.runtime import RETRY, Runtime
 from longhaul.gateway.storage import require_room
+from longhaul.gateway.usecases.erase import family_of, images_named
+from longhaul.gateway.usecases.files import charge
 
 IMPORT_TIMEOUT_S = 30.0
 OWNED_KINDS: tuple[FileKind, ...] = ("outputs", "uploads", "trace")

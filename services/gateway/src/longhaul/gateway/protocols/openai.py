@@ -20,7 +20,6 @@ run still goes and where to follow it (the viewer link, also in ``longhaul.viewe
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import time
@@ -35,19 +34,17 @@ from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ApiError
-from longhaul.gateway.routers.files import decoded_files, put_files
-from longhaul.gateway.routers.traces import check_model, message_inputs, start_trace
-from longhaul.gateway.run_outcome import (
+from longhaul.gateway.protocols.run_outcome import (
+    RunFollower,
     RunOutcome,
     decoded,
-    follow,
     outcome_of,
-    settled_state,
     text_of,
     viewer_link,
 )
-from longhaul.gateway.runtime import Runtime, runtime_of
+from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.openai import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -64,6 +61,8 @@ from longhaul.gateway.schemas.openai import (
 from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
 from longhaul.gateway.streams import ClosingStreamingResponse
+from longhaul.gateway.usecases.files import decoded_files, put_files
+from longhaul.gateway.usecases.start import check_model, message_inputs, start_trace
 
 PREFIX = "/v1"
 MODEL_PREFIX = "longhaul/"
@@ -114,13 +113,13 @@ def _card(preset: str) -> ModelCard:
 
 
 @router.get("/models", response_model=ModelList, summary="The presets, as OpenAI models")
-async def list_models(request: Request, principal: CurrentPrincipal) -> ModelList:
-    return ModelList(data=[_card(name) for name in runtime_of(request.app).presets.names()])
+async def list_models(runtime: CurrentRuntime, principal: CurrentPrincipal) -> ModelList:
+    return ModelList(data=[_card(name) for name in runtime.presets.names()])
 
 
 @router.get("/models/{model:path}", response_model=ModelCard, summary="One preset as a model")
-async def get_model(model: str, request: Request, principal: CurrentPrincipal) -> ModelCard:
-    return _card(_preset(runtime_of(request.app), model))
+async def get_model(model: str, runtime: CurrentRuntime, principal: CurrentPrincipal) -> ModelCard:
+    return _card(_preset(runtime, model))
 
 
 def _preset(runtime: Runtime, model: str) -> str:
@@ -363,18 +362,21 @@ _DONE = b"data: [DONE]\n\n"
     },
 )
 async def chat_completions(
-    body: ChatCompletionRequest, request: Request, principal: CurrentPrincipal
+    body: ChatCompletionRequest,
+    request: Request,
+    runtime: CurrentRuntime,
+    principal: CurrentPrincipal,
 ) -> Response:
-    runtime = runtime_of(request.app)
     trace_id, after = await _begin(runtime, principal, body)
     link = viewer_link(str(request.base_url), trace_id)
     headers = {TRACE_HEADER: trace_id, "Location": f"/api/traces/{trace_id}"}
     completion_id = f"chatcmpl-{trace_id}-{after}"
-    timeout_s = runtime.config.gateway.completion_timeout_s
+    follower = RunFollower(runtime)
     if body.stream:
-        chunks = _stream(runtime, principal, body, trace_id, after, completion_id, link)
+        chunks = _stream(follower, principal, body, trace_id, after, completion_id, link)
         return ClosingStreamingResponse(chunks, media_type="text/event-stream", headers=headers)
-    state = await settled_state(runtime, principal, trace_id, after, timeout_s)
+    timeout_s = follower.timeout_s
+    state = await follower.settled(principal, trace_id, after)
     outcome = outcome_of(state)
     if outcome.status == "failed":
         status, error = _failure(state, link)
@@ -399,7 +401,7 @@ async def chat_completions(
 
 
 async def _stream(
-    runtime: Runtime,
+    follower: RunFollower,
     principal: Principal,
     body: ChatCompletionRequest,
     trace_id: str,
@@ -423,31 +425,25 @@ async def _stream(
         return frame({"content": piece})
 
     yield frame({"role": "assistant", "content": ""})
-    timeout_s = runtime.config.gateway.completion_timeout_s
+    runtime, timeout_s = follower.runtime, follower.timeout_s
     streamed = ""  # of the assistant message being written
     try:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                items = follow(runtime, trace_id, after=after, live=True)
-                async with contextlib.aclosing(items):
-                    async for item in items:
-                        if item.kind == "live":
-                            update = msgspec.json.decode(item.data, type=LiveUpdate)
-                            if update.kind == "delta" and update.text:
-                                streamed += update.text
-                                yield text(update.text)
-                            continue
-                        event = decoded(item)
-                        if not isinstance(event, ev.MessageAppended) or event.role != "assistant":
-                            continue
-                        whole = text_of(event.content)
-                        if (
-                            not event.tool_calls
-                            and whole.startswith(streamed)
-                            and whole != streamed
-                        ):
-                            yield text(whole[len(streamed) :])
-                        streamed = ""
+        items = follower.items(trace_id, after, live=True)
+        async with contextlib.aclosing(items):
+            async for item in items:
+                if item.kind == "live":
+                    update = msgspec.json.decode(item.data, type=LiveUpdate)
+                    if update.kind == "delta" and update.text:
+                        streamed += update.text
+                        yield text(update.text)
+                    continue
+                event = decoded(item)
+                if not isinstance(event, ev.MessageAppended) or event.role != "assistant":
+                    continue
+                whole = text_of(event.content)
+                if not event.tool_calls and whole.startswith(streamed) and whole != streamed:
+                    yield text(whole[len(streamed) :])
+                streamed = ""
         state = await access.owned_trace(runtime, principal, trace_id)
         outcome = outcome_of(state)
         if outcome.status == "failed":  # the status line is sent: the error is an event

@@ -1,4 +1,5 @@
-"""Where a run stands, as the protocol surfaces (``/v1``, ``/mcp``) report it.
+"""Where a run stands, as the protocol surfaces (``/v1``, ``/mcp``, ``/a2a``) report it, and
+:class:`RunFollower`, the base they share for following one.
 
 Those clients ask one question — "start this and tell me how it ended" — so what they need is
 the run's *outcome*: the answer once it completed, the question once it waits for a person,
@@ -125,34 +126,9 @@ async def follow(
                 return
 
 
-async def step_lines(
-    runtime: Runtime, trace_id: str, *, after: int
-) -> AsyncGenerator[tuple[Item, str], None]:
-    """Each step of the run after ``after`` a watcher reports, with its :func:`step_line`,
-    until the run settles; callers bound it in time."""
-    async with contextlib.aclosing(follow(runtime, trace_id, after=after)) as items:
-        async for item in items:
-            event = decoded(item)
-            line = step_line(event) if event is not None else None
-            if line is not None:
-                yield item, line
-
-
 def decoded(item: Item) -> ev.Event | None:
     """The stored event an item carries (None for live, heartbeat and notice items)."""
     return ev.decode(item.data) if item.kind == "event" else None
-
-
-async def settled_state(
-    runtime: Runtime, principal: Principal, trace_id: str, after: int, timeout_s: float
-) -> TraceState:
-    """The trace once its run settled, or as it stands after ``timeout_s``."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            async with contextlib.aclosing(follow(runtime, trace_id, after=after)) as items:
-                async for _ in items:
-                    pass
-    return await access.owned_trace(runtime, principal, trace_id)
 
 
 def step_line(event: ev.Event) -> str | None:
@@ -167,3 +143,57 @@ def step_line(event: ev.Event) -> str | None:
     if isinstance(event, ev.Completed | ev.Failed | ev.Stopped):
         return event.type
     return None
+
+
+class RunFollower:
+    """What every protocol server does with a run it started or answered: follow it until it
+    settles, never longer than ``gateway.completion_timeout_s`` (a client waiting on one HTTP
+    request); past the bound, the run goes on and the client is told where it stands."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    @property
+    def timeout_s(self) -> float:
+        return self.runtime.config.gateway.completion_timeout_s
+
+    async def items(
+        self, trace_id: str, after: int, *, live: bool = False, timeout_s: float | None = None
+    ) -> AsyncGenerator[Item, None]:
+        """:func:`follow` within the bound: it ends at the settling event or at the bound."""
+        deadline = asyncio.get_running_loop().time() + (
+            self.timeout_s if timeout_s is None else timeout_s
+        )
+        async with contextlib.aclosing(
+            follow(self.runtime, trace_id, after=after, live=live)
+        ) as items:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        item = await anext(items)
+                except (StopAsyncIteration, TimeoutError):
+                    return
+                yield item
+
+    async def steps(self, trace_id: str, after: int) -> AsyncGenerator[tuple[Item, str], None]:
+        """Each step a watcher reports (:func:`step_line`), within the bound."""
+        async with contextlib.aclosing(self.items(trace_id, after)) as items:
+            async for item in items:
+                event = decoded(item)
+                line = step_line(event) if event is not None else None
+                if line is not None:
+                    yield item, line
+
+    async def settled(
+        self, principal: Principal, trace_id: str, after: int, timeout_s: float | None = None
+    ) -> TraceState:
+        """The trace once its run settled, or as it stands at the bound."""
+        async with contextlib.aclosing(self.items(trace_id, after, timeout_s=timeout_s)) as items:
+            async for _ in items:
+                pass
+        return await access.owned_trace(self.runtime, principal, trace_id)
+
+    async def standing(self, principal: Principal, trace_id: str, base_url: str) -> dict[str, Any]:
+        """The run's outcome now, with its viewer link."""
+        state = await access.owned_trace(self.runtime, principal, trace_id)
+        return {**outcome_of(state).as_dict(), "viewer": viewer_link(base_url, trace_id)}

@@ -1,0 +1,39 @@
+"""What handlers ask FastAPI for: the runtime, and the aggregates the caller owns.
+
+``OwnedTrace`` / ``OwnedTask`` fold the aggregate named by the path's ``trace_id`` /
+``task_id`` and answer 404 for one the caller does not own, exactly as for one that does not
+exist (:mod:`longhaul.gateway.access`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from longhaul.domain.state import TaskState, TraceState
+from longhaul.gateway import access
+from longhaul.gateway.auth import CurrentPrincipal
+from longhaul.gateway.runtime import Runtime, runtime_of
+
+
+def _runtime(request: Request) -> Runtime:
+    return runtime_of(request.app)
+
+
+CurrentRuntime = Annotated[Runtime, Depends(_runtime)]
+
+
+async def _owned_trace(
+    trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> TraceState:
+    return await access.owned_trace(runtime, principal, trace_id)
+
+
+async def _owned_task(
+    task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> TaskState:
+    return await access.owned_task(runtime, principal, task_id)
+
+
+OwnedTrace = Annotated[TraceState, Depends(_owned_trace)]
+OwnedTask = Annotated[TaskState, Depends(_owned_task)]
