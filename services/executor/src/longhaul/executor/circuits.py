@@ -10,6 +10,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 
 from longhaul.core.connection import Connection
 from longhaul.core.kv import get_entry
@@ -29,17 +30,12 @@ def circuit_key(provider: str) -> str:
     return re.sub(r"[^A-Za-z0-9_=-]", "_", provider) or "_"
 
 
+@dataclass(eq=False)
 class KvBreaker:
-    def __init__(
-        self,
-        conn: Connection,
-        config: CircuitConfig,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.conn = conn
-        self.config = config
-        self.clock = clock
+    conn: Connection
+    config: CircuitConfig
+    _: KW_ONLY
+    clock: Callable[[], float] = time.time
 
     async def allow(self, provider: str) -> bool:
         if not self.config.failures:

@@ -11,6 +11,8 @@ message already there and reports it delivered once.
 
 from __future__ import annotations
 
+from dataclasses import KW_ONLY, dataclass
+
 from longhaul.agent.errors import ToolError
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
@@ -24,19 +26,13 @@ from longhaul.domain.state.collaborators import (
 from longhaul.executor.remote import RemoteAgents, RemoteError
 
 
+@dataclass(eq=False)
 class LogMessenger:
-    def __init__(
-        self,
-        traces: Repository[TraceState],
-        tasks: Repository[TaskState],
-        *,
-        actor: str,
-        remote: RemoteAgents | None = None,
-    ) -> None:
-        self.traces = traces
-        self.tasks = tasks
-        self.actor = actor
-        self.remote = remote
+    traces: Repository[TraceState]
+    tasks: Repository[TaskState]
+    _: KW_ONLY
+    actor: str
+    remote: RemoteAgents | None = None
 
     async def _around(self, sender: TraceState) -> tuple[TraceState | None, TaskState | None]:
         """The sender's parent and, for a step trace, its task (whose logs name the rest)."""

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from longhaul.core.background import every
 from longhaul.core.index import TraceIndex, TraceIndexEntry
@@ -27,22 +28,15 @@ log = logging.getLogger(__name__)
 SWEEPER_KEY = "sweeper"
 
 
+@dataclass(eq=False)
 class Sweeper:
-    def __init__(
-        self,
-        index: TraceIndex,
-        leases: Leases,
-        wake: Callable[[str], bool],
-        *,
-        interval_s: float,
-        deadlines: WaitDeadlines | None = None,
-    ) -> None:
-        self.index = index
-        self.leases = leases
-        self.wake = wake
-        self.interval_s = interval_s
-        self.deadlines = deadlines
-        self._backfilled = False
+    index: TraceIndex
+    leases: Leases
+    wake: Callable[[str], bool]
+    _: KW_ONLY
+    interval_s: float
+    deadlines: WaitDeadlines | None = None
+    _backfilled: bool = field(default=False, init=False)
 
     async def run(self, shutdown: asyncio.Event) -> None:
         await every(self.interval_s, shutdown, self.sweep_once, log=log, what="sweep")

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 import httpx
 from longhaul.core.connection import Connection
@@ -44,23 +45,19 @@ ever reaches it."""
 EARLY_S = 0.05
 
 
+@dataclass(eq=False)
 class Notifier:
-    def __init__(
-        self,
-        hooks: list[WebhookConfig],
-        source: NoticeSource,
-        records: NotificationRecords,
-        metrics: GatewayMetrics,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.hooks = hooks
-        self.source = source
-        self.records = records
-        self.metrics = metrics
-        self.clock = clock
-        self.client: httpx.AsyncClient | None = None
-        self.redactor = UrlRedactor(hooks)
+    hooks: list[WebhookConfig]
+    source: NoticeSource
+    records: NotificationRecords
+    metrics: GatewayMetrics
+    _: KW_ONLY
+    clock: Callable[[], float] = time.time
+    client: httpx.AsyncClient | None = field(default=None, init=False)
+    redactor: UrlRedactor = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.redactor = UrlRedactor(self.hooks)
 
     def spec(self, names: Names) -> ConsumerSpec:
         kinds = {kind for hook in self.hooks for kind in hook.events}

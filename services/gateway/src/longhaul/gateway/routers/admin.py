@@ -24,7 +24,6 @@ router = APIRouter(
 
 @router.get(
     "/keys",
-    response_model=KeyHoldingsList,
     summary="Every owner with what it holds: the configured keys and the revoked ones",
 )
 async def list_keys(runtime: CurrentRuntime) -> KeyHoldingsList:
@@ -35,7 +34,6 @@ async def list_keys(runtime: CurrentRuntime) -> KeyHoldingsList:
 
 @router.delete(
     "/keys/{owner}/data",
-    response_model=KeyErased,
     summary="Erase every trace, task, experience, upload and image of one API key",
 )
 async def erase_key(owner: str, runtime: CurrentRuntime) -> KeyErased:

@@ -40,7 +40,6 @@ async def export_trace(
 @router.post(
     "/import",
     status_code=201,
-    response_model=Imported,
     summary="Recreate an exported trace family under this key, with new ids",
 )
 async def import_trace(

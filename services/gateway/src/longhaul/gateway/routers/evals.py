@@ -286,7 +286,6 @@ def _task_id(state_name: str | None, trace_id: str) -> str:
 
 @eval_tasks_router.post(
     "",
-    response_model=TaskFromTrace,
     summary="A suite task made from a recorded run (its first messages and files)",
 )
 async def task_from_trace(
@@ -348,7 +347,6 @@ async def get_eval(
 @router.post(
     "/{eval_id}/runs",
     status_code=202,
-    response_model=Accepted,
     summary="Start one run (task, model, repeat) as a trace; a repeat starts nothing",
 )
 async def start_run(
@@ -418,7 +416,6 @@ async def record_run(
 
 @router.get(
     "/{eval_id}/checks/{trace_id}",
-    response_model=CheckView,
     summary="What a run's check did (404 until the verifier ran it)",
 )
 async def get_check(

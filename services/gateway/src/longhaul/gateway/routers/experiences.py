@@ -142,12 +142,7 @@ async def list_experiences(
     )
 
 
-@router.post(
-    "/experiences",
-    response_model=ExperienceView,
-    status_code=201,
-    summary="Record an experience by hand",
-)
+@router.post("/experiences", status_code=201, summary="Record an experience by hand")
 async def create_experience(
     body: CreateExperience, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> ExperienceView:
@@ -240,11 +235,7 @@ async def get_experience(
     return _view(item)
 
 
-@router.patch(
-    ONE_PATH,
-    response_model=ExperienceView,
-    summary="Edit an experience (category, content, tags, metrics)",
-)
+@router.patch(ONE_PATH, summary="Edit an experience (category, content, tags, metrics)")
 async def patch_experience(
     experience_id: ExperienceId,
     body: PatchExperience,

@@ -76,7 +76,6 @@ async def _files(request: Request) -> list[UploadFile]:
 @router.post(
     "/{trace_id}/files",
     status_code=202,
-    response_model=FilesAccepted,
     summary="Upload files into the trace's working directory (multipart field 'files')",
     openapi_extra={"requestBody": UPLOAD_BODY},
 )

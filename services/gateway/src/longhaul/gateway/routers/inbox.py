@@ -41,7 +41,6 @@ async def _deliver(
 @router.post(
     "/api/traces/{trace_id}/inbox",
     status_code=202,
-    response_model=MessageAccepted,
     summary="Leave a message in a running trace's inbox",
 )
 async def post_inbox(
@@ -53,7 +52,6 @@ async def post_inbox(
 @router.post(
     "/webhook/a2a-messages",
     status_code=202,
-    response_model=MessageAccepted,
     summary="Agent-to-agent message: the inbox request with the target trace in the body",
 )
 async def post_a2a_message(

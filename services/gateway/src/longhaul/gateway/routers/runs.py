@@ -22,7 +22,6 @@ router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
 @router.post(
     "",
     status_code=202,
-    response_model=RunAccepted,
     summary="Run a goal: one agent or a planned team, chosen by its estimated complexity",
 )
 async def create_run(

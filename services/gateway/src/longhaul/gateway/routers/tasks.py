@@ -119,7 +119,6 @@ def build_tasks_router(prefix: str) -> APIRouter:
     @router.post(
         "/{task_id}/resume",
         status_code=202,
-        response_model=TaskAccepted,
         summary="Resume a failed or interrupted task from its checkpoints",
     )
     async def resume_task(
@@ -135,7 +134,6 @@ def build_tasks_router(prefix: str) -> APIRouter:
     @router.post(
         "/{task_id}/plan",
         status_code=202,
-        response_model=TaskAccepted,
         summary="Approve, edit or refuse a plan waiting for review (status awaiting_review)",
     )
     async def review_plan(
@@ -163,7 +161,6 @@ def build_tasks_router(prefix: str) -> APIRouter:
 
     @router.get(
         "/{task_id}/checkpoints",
-        response_model=CheckpointList,
         summary="The saved results of the task's completed phases (what a resume starts from)",
     )
     async def list_checkpoints(
@@ -188,7 +185,6 @@ def build_tasks_router(prefix: str) -> APIRouter:
 
     @router.delete(
         "/{task_id}",
-        response_model=TaskDeleted,
         summary="Delete an ended task with its step traces everywhere they are stored",
     )
     async def delete_task(
@@ -201,7 +197,6 @@ def build_tasks_router(prefix: str) -> APIRouter:
 
     @router.delete(
         "/{task_id}/checkpoints",
-        response_model=CheckpointsCleared,
         summary="Clear the task's checkpoints (a resume then reads completed phases from the log)",
     )
     async def clear_checkpoints(

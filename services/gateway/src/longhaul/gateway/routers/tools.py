@@ -101,7 +101,6 @@ async def _catalogue(workspace: WorkspaceStore, executor_id: str) -> Catalogue |
 
 @router.get(
     "/tools",
-    response_model=ToolList,
     summary="Every tool the running executors offer (built-in, module, MCP) with its schema",
 )
 async def list_tools(runtime: CurrentRuntime, principal: CurrentPrincipal) -> ToolList:

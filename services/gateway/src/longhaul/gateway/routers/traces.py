@@ -6,6 +6,7 @@ executor reacts to the event. The response (202) means the request is on the log
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -40,6 +41,8 @@ from longhaul.gateway.views import message_view, summary_of, trace_view
 from starlette.convertors import StringConvertor, register_url_convertor
 
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
+steers = partial(router.post, status_code=202, response_model=Accepted)
+"""A request that steers the trace: 202 once its event is on the log."""
 
 
 def _accepted(steered: Steered) -> Accepted:
@@ -144,9 +147,8 @@ async def get_trace(state: OwnedTrace, runtime: CurrentRuntime) -> TraceView:
     },
 )
 async def get_output(
-    tool_call_id: str, state: OwnedTrace, runtime: CurrentRuntime
+    trace_id: str, tool_call_id: str, state: OwnedTrace, runtime: CurrentRuntime
 ) -> PlainTextResponse:
-    trace_id = state.trace_id
     if not any(
         m.role == "tool" and m.tool_call_id == tool_call_id for m in state.messages.values()
     ):
@@ -198,12 +200,7 @@ async def get_messages(
     return Response(msgspec.json.encode(body), media_type="application/json")
 
 
-@router.post(
-    "/{trace_id}/run",
-    status_code=202,
-    response_model=Accepted,
-    summary="Continue, rewind (after_sequence) or regenerate",
-)
+@steers("/{trace_id}/run", summary="Continue, rewind (after_sequence) or regenerate")
 async def run_trace(
     trace_id: str,
     runtime: CurrentRuntime,
@@ -228,7 +225,6 @@ register_url_convertor("trace_id", TraceIdConvertor())
 
 @router.delete(
     "/{trace_id:trace_id}",
-    response_model=Deleted,
     summary="Delete a trace and its sub-traces everywhere they are stored",
 )
 async def delete_trace(
@@ -241,43 +237,28 @@ async def delete_trace(
     return Deleted.model_validate(await erase.erase_owned_trace(runtime, principal, trace_id))
 
 
-@router.post("/{trace_id}/stop", status_code=202, response_model=Accepted, summary="Ask to stop")
+@steers("/{trace_id}/stop", summary="Ask to stop")
 async def stop_trace(
     trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
     return _accepted(await steering.stop(runtime, principal, trace_id))
 
 
-@router.post(
-    "/{trace_id}/resume",
-    status_code=202,
-    response_model=Accepted,
-    summary="Continue a stopped, failed or completed trace from its head",
-)
+@steers("/{trace_id}/resume", summary="Continue a stopped, failed or completed trace from its head")
 async def resume_trace(
     trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
     return _accepted(await steering.resume(runtime, principal, trace_id))
 
 
-@router.post(
-    "/{trace_id}/reply",
-    status_code=202,
-    response_model=Accepted,
-    summary="Answer a trace that waits for a human",
-)
+@steers("/{trace_id}/reply", summary="Answer a trace that waits for a human")
 async def reply_trace(
     trace_id: str, body: ReplyRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
     return _accepted(await steering.reply(runtime, principal, trace_id, body.content))
 
 
-@router.post(
-    "/{trace_id}/approve",
-    status_code=202,
-    response_model=Accepted,
-    summary="Approve or deny one tool call that waits for approval",
-)
+@steers("/{trace_id}/approve", summary="Approve or deny one tool call that waits for approval")
 async def approve_call(
     trace_id: str, body: ApproveRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
@@ -288,10 +269,8 @@ async def approve_call(
     return _accepted(await steering.decide_call(runtime, principal, trace_id, body))
 
 
-@router.post(
+@steers(
     "/{trace_id}/tool_results",
-    status_code=202,
-    response_model=Accepted,
     summary="Post the results of tool calls the trace handed to the client",
 )
 async def post_tool_results(
@@ -306,12 +285,7 @@ async def post_tool_results(
     return _accepted(await steering.post_tool_results(runtime, principal, trace_id, body))
 
 
-@router.post(
-    "/{trace_id}/reflect",
-    status_code=202,
-    response_model=Accepted,
-    summary="Ask for a reflection (optionally on a focus)",
-)
+@steers("/{trace_id}/reflect", summary="Ask for a reflection (optionally on a focus)")
 async def reflect_trace(
     trace_id: str,
     runtime: CurrentRuntime,
@@ -322,12 +296,7 @@ async def reflect_trace(
     return _accepted(await steering.reflect(runtime, principal, trace_id, focus))
 
 
-@router.post(
-    "/{trace_id}/compact",
-    status_code=202,
-    response_model=Accepted,
-    summary="Ask for the context to be compacted now",
-)
+@steers("/{trace_id}/compact", summary="Ask for the context to be compacted now")
 async def compact_trace(
     trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:

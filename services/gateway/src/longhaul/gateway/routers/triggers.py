@@ -105,7 +105,6 @@ async def delete_trigger(
 @router.post(
     "/{trigger_id}",
     status_code=202,
-    response_model=RunStarted,
     summary="The signed webhook: start the trigger's run (no API key; the signature instead)",
     openapi_extra={"requestBody": {"content": {"application/json": {"schema": {}}}}},
 )

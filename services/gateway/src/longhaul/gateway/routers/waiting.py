@@ -91,11 +91,7 @@ def plan_item(task: TaskState) -> InboxItem:
     )
 
 
-@router.get(
-    "",
-    response_model=InboxView,
-    summary="Every question, approval and plan review waiting for you, oldest first",
-)
+@router.get("", summary="Every question, approval and plan review waiting for you, oldest first")
 async def list_inbox(
     request: Request, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> InboxView:
