@@ -44,6 +44,7 @@ from longhaul.gateway.schemas.traces import (
     TraceView,
     VerificationBody,
 )
+from longhaul.gateway.usecases import evals as eval_usecases
 from longhaul.gateway.verification import verification_problems
 from longhaul.gateway.views import message_view, summary_of, trace_view
 from longhaul.llm.registry import check_model_string
@@ -224,8 +225,10 @@ async def query_owned(
     parent: str | None = None,
     cursor: str | None = None,
     text: str | None = None,
+    evals_too: bool = True,
 ) -> tuple[list[TraceIndexEntry], str | None]:
-    """The caller's traces from the index mirror, newest first, and the next page's cursor."""
+    """The caller's traces from the index mirror, newest first, and the next page's cursor
+    (``evals_too=False``: not the runs of evals)."""
     mirror = await ready_mirror(runtime)
     return mirror.query(
         owner=principal.owner,
@@ -234,6 +237,7 @@ async def query_owned(
         cursor=cursor,
         limit=limit,
         text=text,
+        keep=None if evals_too else eval_usecases.not_an_eval_run,
     )
 
 
@@ -245,6 +249,7 @@ async def _list(
     limit: int,
     cursor: str | None,
     text: str | None = None,
+    evals_too: bool = True,
 ) -> TraceList:
     entries, next_cursor = await query_owned(
         runtime,
@@ -254,6 +259,7 @@ async def _list(
         cursor=cursor,
         limit=limit,
         text=text,
+        evals_too=evals_too,
     )
     return TraceList(
         traces=[summary_of(e, runtime.mirror) for e in entries], next_cursor=next_cursor
@@ -272,9 +278,14 @@ async def list_traces(
         str | None,
         Query(max_length=200, description="only traces whose name or id contains this text"),
     ] = None,
+    evals: Annotated[
+        bool, Query(description="false: leave out the runs of evals (`longhaul eval`)")
+    ] = True,
 ) -> TraceList:
     statuses = frozenset(status) if status else None
-    return await _list(runtime_of(request.app), principal, statuses, parent, limit, cursor, q)
+    return await _list(
+        runtime_of(request.app), principal, statuses, parent, limit, cursor, q, evals_too=evals
+    )
 
 
 @router.get("/running", response_model=TraceList, summary="Your traces that are running")
