@@ -19,9 +19,10 @@ schedule.failed        ``schedule_failed``: a schedule's tick that started nothi
 
 Sub-traces and a task's step traces end inside their parent or task, which is what is
 reported. The runs of an eval (``longhaul eval``) make no notice unless the eval asked
-(``--notify``): a suite of 100 runs is one measurement, not 100 things to tell. A notice's id is the event's id, or for a budget ``r<run>-<limit>``: one per run
-and limit, whichever message crossed the line first. A run a schedule started names it
-(``schedule_id``) in each of its notices. A kind with a new source is one more entry in
+(``--notify``): a suite of 100 runs is one measurement, not 100 things to tell. A notice's
+id is the event's id, or for a budget ``r<run>-<limit>``: one per run and limit, whichever
+message crossed the line first. A run a schedule started names it (``schedule_id``) in each
+of its notices. A kind with a new source is one more entry in
 :data:`SOURCES` and one more branch in :meth:`NoticeSource.of`.
 """
 

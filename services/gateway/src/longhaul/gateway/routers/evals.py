@@ -28,7 +28,7 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.routers.files import stored
-from longhaul.gateway.routers.traces import trace_creation
+from longhaul.gateway.routers.traces import check_model, trace_creation
 from longhaul.gateway.runtime import Runtime, runtime_of
 from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
 from longhaul.gateway.schemas.derived import view_of
@@ -162,7 +162,10 @@ def _parsed(suite: dict[str, Any]) -> evals.Suite:
 async def _checked_suite(
     runtime: Runtime, principal: Principal, suite: evals.Suite, models: list[str]
 ) -> None:
-    """Refuse a suite no run of could start: each task's trace body on each model."""
+    """Refuse a suite no run of could start: each task's trace body on each model, and each
+    rubric's model."""
+    for task_id, rubric_model in eval_usecases.rubric_models(suite):
+        check_model(runtime, rubric_model, field=f"task {task_id}: rubric model")
     for model in models:
         for task in suite.tasks:
             try:

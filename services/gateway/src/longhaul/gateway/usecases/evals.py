@@ -26,6 +26,17 @@ def run_tag(
     )
 
 
+def rubric_models(suite: evals.Suite) -> list[tuple[str, str]]:
+    """(task id, model) of every rubric that names its own model: each must be one a run
+    could use, or the eval is refused before it starts."""
+    return [
+        (task.id, check.model)
+        for task in suite.tasks
+        for check in suite.checks_of(task)
+        if check.model is not None
+    ]
+
+
 def not_an_eval_run(entry: TraceIndexEntry) -> bool:
     """What a list of traces keeps unless asked for evals too (``GET /api/traces?evals=false``)."""
     return entry.eval_id is None
