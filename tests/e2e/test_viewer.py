@@ -643,22 +643,38 @@ async def test_an_outcome_unknown_call_is_shown_and_decided(
     ]
 
 
-async def _scored_eval(http: httpx.AsyncClient, failing: set[tuple[str, int]]) -> str:
-    """An eval of two tasks, twice each, on scripted:auto, scored as ``failing`` says."""
+async def _scored_eval(
+    http: httpx.AsyncClient,
+    failing: set[tuple[str, int]],
+    model: str = "scripted:auto",
+    replay_of: str | None = None,
+) -> str:
+    """An eval of two tasks, twice each, on ``model``, scored as ``failing`` says (a failed
+    run with its reason and a failed check); ``replay_of``: a replay of that eval."""
     suite = {"name": "view", "tasks": [{"id": "one", "prompt": "1"}, {"id": "two", "prompt": "2"}]}
-    created = await http.post(
-        "/api/evals", json={"suite": suite, "models": ["scripted:auto"], "repeat": 2}
-    )
+    body: dict[str, Any] = {"suite": suite, "models": [model], "repeat": 2}
+    if replay_of is not None:
+        body = {"suite": suite, "replay_of": replay_of}
+    created = await http.post("/api/evals", json=body)
+    assert created.status_code == 201, created.text
     eval_id = str(created.json()["eval_id"])
     for task in ("one", "two"):
         for repeat in (0, 1):
-            run = {"task": task, "model": "scripted:auto", "repeat": repeat}
+            run = {"task": task, "model": model, "repeat": repeat}
             started = await http.post(f"/api/evals/{eval_id}/runs", json=run)
             passed = (task, repeat) not in failing
-            score = {**run, "trace_id": started.json()["trace_id"], "status": "completed"}
-            stored = await http.put(
-                f"/api/evals/{eval_id}/runs", json={**score, "passed": passed, "tokens": 50}
-            )
+            score = {
+                **run,
+                "trace_id": started.json()["trace_id"],
+                "status": "completed",
+                "passed": passed,
+                "tokens": 50,
+                "output": f"answer of {task}#{repeat}",
+                "ended_at": 1_790_000_000.0,
+                "checks": [{"check": "contains 'x'", "passed": passed, "detail": "no x here"}],
+                "reasons": [] if passed else ["contains 'x' failed: no x here"],
+            }
+            stored = await http.put(f"/api/evals/{eval_id}/runs", json=score)
             assert stored.status_code == 200, stored.text
     return eval_id
 
@@ -688,6 +704,61 @@ async def test_the_evals_pages_list_show_and_compare_two_runs(
         "data-task", "one"
     )
     await expect(page.get_by_test_id("pass-bar")).to_have_count(2)
+
+
+async def test_an_eval_shows_each_runs_output_checks_reason_date_and_a_replay_badge(
+    stack: RunningGateway, page: Page
+) -> None:
+    async with stack.client() as http:
+        recorded = await _scored_eval(http, failing={("two", 0)})
+        replay = await _scored_eval(http, failing=set(), replay_of=recorded)
+    await page.goto(f"{stack.url}/#/evals/{recorded}")
+    details = page.get_by_test_id("eval-run-detail")
+    await expect(details).to_have_count(4)
+    failed = page.locator('[data-testid="eval-run-detail"][data-passed="false"]')
+    await expect(failed).to_have_count(1)
+    await expect(failed).to_have_attribute("data-task", "two")
+    await expect(failed.get_by_test_id("run-reasons")).to_contain_text("no x here")
+    await expect(failed.get_by_test_id("run-checks")).to_contain_text("✗ contains 'x'")
+    await expect(failed.get_by_test_id("run-output")).to_contain_text("answer of two#0")
+    await expect(failed.get_by_test_id("run-date")).to_contain_text("2026")
+    await expect(page.get_by_test_id("eval-date")).not_to_be_empty()
+    await expect(page.get_by_test_id("replay-badge")).to_have_count(0)
+
+    await page.goto(f"{stack.url}/#/evals/{replay}")
+    await expect(page.get_by_test_id("eval-title").get_by_test_id("replay-badge")).to_contain_text(
+        f"replay of {recorded}"
+    )
+    await page.goto(f"{stack.url}/#/evals")
+    row = page.locator(f'[data-eval-id="{replay}"]')
+    await expect(row.get_by_test_id("replay-badge")).to_be_visible()
+
+
+async def test_the_comparison_takes_the_older_as_before_and_says_when_models_differ(
+    stack: RunningGateway, page: Page
+) -> None:
+    async with stack.client() as http:
+        older = await _scored_eval(http, failing=set())
+        newer = await _scored_eval(
+            http, failing={("one", 0), ("one", 1), ("two", 0), ("two", 1)}, model="scripted:demo"
+        )
+    await page.goto(f"{stack.url}/#/evals")
+    # the newer checked first: "before" is still the older
+    await page.locator(f'[data-eval-id="{newer}"] [data-testid="eval-check"]').check()
+    await page.locator(f'[data-eval-id="{older}"] [data-testid="eval-check"]').check()
+    await page.get_by_test_id("compare").click()
+    sides = page.locator(".eval-side h3")
+    await expect(sides.first).to_contain_text(f"before view · {older}")
+    await expect(sides.last).to_contain_text(f"after view · {newer}")
+    await expect(page.get_by_test_id("models-differ")).to_contain_text(
+        "before ran scripted:auto; after ran scripted:demo"
+    )
+    await expect(page.get_by_test_id("no-regression")).to_have_text(
+        "no model ran in both: nothing compared"
+    )
+    # the same, reached by the link in the other order
+    await page.goto(f"{stack.url}/#/evals/{newer}/vs/{older}")
+    await expect(page.locator(".eval-side h3").first).to_contain_text(f"before view · {older}")
 
 
 async def test_a_fork_with_another_model_is_compared_side_by_side(

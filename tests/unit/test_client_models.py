@@ -56,6 +56,7 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Eval, evals.EvalView),
     (models.EvalList, evals.EvalList),
     (models.EvalCheck, evals.CheckView),
+    (models.CheckVerdict, evals.CheckVerdictBody),
     (models.TaskFromTrace, evals.TaskFromTrace),
     (models.Template, schedules.TemplateBody),
     (models.Schedule, schedules.ScheduleView),

@@ -205,3 +205,87 @@ def test_chaos_options_and_the_stack_they_need(tmp_path: Path) -> None:
     with pytest.raises(ChaosError, match=r"not http://127\.0\.0\.1:9 "):
         local_stack(tmp_path, "http://127.0.0.1:9")
     assert local_stack(tmp_path, "http://127.0.0.1:8080/") == tmp_path / "up.json"
+
+
+def test_a_jsonl_or_csv_dataset_is_a_suite_of_one_task_per_row(tmp_path: Path) -> None:
+    rows = tmp_path / "qa.jsonl"
+    rows.write_text(
+        '{"id": "a", "input": "two plus two?", "target": "4"}\n\n'
+        '{"question": "capital of France?", "check": "test -f x", "files": {"x.txt": "x"}}\n'
+    )
+    suite = evals.load_suite(rows)
+    assert suite.name == "qa" and [t.id for t in suite.tasks] == ["a", "row-2"]
+    assert suite.tasks[0].prompt == "two plus two?"
+    [contains] = suite.tasks[0].checks
+    assert (contains.type, contains.value, contains.ignore_case) == ("contains", "4", True)
+    assert suite.tasks[1].check == "test -f x" and suite.tasks[1].files == {"x.txt": "x"}
+    table = tmp_path / "qa.csv"
+    table.write_text('qid,q,gold,topic\nq1,"two, plus two?",4,maths\n')
+    mapped = tmp_path / "mapped.yaml"
+    mapped.write_text(
+        "name: mapped\ndefaults: {max_iterations: 3}\n"
+        "checks: [{type: regex, value: '\\d'}]\n"
+        "dataset: {path: qa.csv, prompt: '[{topic}] {q}', fields: {id: qid, expected: gold}}\n"
+    )
+    suite = evals.load_suite(mapped)
+    [task] = suite.tasks
+    assert (task.id, task.prompt) == ("q1", "[maths] two, plus two?")
+    assert [c.type for c in suite.checks_of(task)] == ["regex", "contains"]
+
+
+def test_a_bad_dataset_or_check_is_refused_with_where(tmp_path: Path) -> None:
+    rows = tmp_path / "bad.jsonl"
+    rows.write_text('{"prompt": "ok"}\nnot json\n')
+    with pytest.raises(evals.SuiteError, match="line 2 is not JSON"):
+        evals.load_suite(rows)
+    templated = tmp_path / "t.yaml"
+    (tmp_path / "t.csv").write_text("q\nhello\n")
+    templated.write_text("name: t\ndataset: {path: t.csv, prompt: '{missing}'}\n")
+    with pytest.raises(evals.SuiteError, match="row 1: the prompt template needs 'missing'"):
+        evals.load_suite(templated)
+    with pytest.raises(evals.SuiteError) as refused:
+        evals.parse_suite(
+            {
+                "name": "x",
+                "tasks": [
+                    {
+                        "id": "a",
+                        "prompt": "p",
+                        "checks": [
+                            {"type": "regex", "value": "("},
+                            {"type": "json_schema", "value": "not a schema"},
+                            {"type": "contains", "value": "x", "model": "openai:gpt-4o"},
+                            {"type": "nearly", "value": "x"},
+                        ],
+                    }
+                ],
+            }
+        )
+    message = str(refused.value)
+    for index in range(4):
+        assert f"tasks[0].checks[{index}]" in message
+    assert "not a regular expression" in message and "only a rubric check takes a model" in message
+
+
+def test_only_picks_tasks_by_id_in_suite_order_then_the_first_n() -> None:
+    suite = evals.parse_suite(
+        {"name": "s", "tasks": [{"id": i, "prompt": "p"} for i in ("a", "b", "c")]}
+    )
+    assert [t.id for t in suite.only(["c", "a"]).tasks] == ["a", "c"]
+    assert [t.id for t in suite.only(limit=2).tasks] == ["a", "b"]
+    with pytest.raises(evals.SuiteError, match="no task 'z'"):
+        suite.only(["z"])
+
+
+def test_contains_and_equals_are_judged_from_the_answer_alone() -> None:
+    def verdict(kind: str, value: str, answer: str, **extra: Any) -> bool:
+        check = evals.Check(type=kind, value=value, **extra)  # type: ignore[arg-type]
+        found = evals.check_text(check, answer)
+        assert found is not None
+        return found.passed
+
+    assert verdict("contains", "Paris", "It is Paris.")
+    assert not verdict("contains", "paris", "It is Paris.")
+    assert verdict("contains", "paris", "It is Paris.", ignore_case=True)
+    assert verdict("equals", "42", " 42\n") and not verdict("equals", "42", "42!")
+    assert evals.check_text(evals.Check(type="regex", value="4"), "4") is None  # the verifier's

@@ -111,7 +111,7 @@ async def test_eval_scores_exactly_resumes_flags_regressions_and_survives_a_rest
             )
             result = await longhaul(
                 "eval", str(attack), "--model", scripted, "--json", str(tmp_path / "attack.json"),
-                url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+                "--threshold", "0", url=url, env=env, deadline_s=EVAL_DEADLINE_S,
             )  # fmt: skip
             assert result.code == 0, result.output
             [run] = _document(tmp_path / "attack.json")["runs"]
@@ -128,7 +128,8 @@ async def test_eval_scores_exactly_resumes_flags_regressions_and_survives_a_rest
                 "eval", str(suite), "--model", model, "--repeat", "2", "--concurrency", "3",
                 "--json", str(first), url=url, env=env, deadline_s=EVAL_DEADLINE_S,
             )  # fmt: skip
-            assert result.code == 0, result.output
+            assert result.code == 1, result.output  # by default, any failed run fails the eval
+            assert "4/8 passed (50%), under 100%" in result.stdout
             document = _document(first)
             assert set(document) == {"eval_id", "suite", "summary", "runs"}
             low, high = wilson(4, 8)
@@ -156,7 +157,14 @@ async def test_eval_scores_exactly_resumes_flags_regressions_and_survives_a_rest
             # Nothing scored runs again on --resume (the fake sees no request).
             seen = len(fake.requests)
             result = await longhaul(
-                "eval", str(suite), "--resume", document["eval_id"], url=url, env=env
+                "eval",
+                str(suite),
+                "--resume",
+                document["eval_id"],
+                "--threshold",
+                "0.5",
+                url=url,
+                env=env,
             )
             assert result.code == 0, result.output
             assert "8 already scored" in result.stdout
@@ -167,7 +175,7 @@ async def test_eval_scores_exactly_resumes_flags_regressions_and_survives_a_rest
             replayed = tmp_path / "replayed.json"
             result = await longhaul(
                 "eval", str(suite), "--replay", document["eval_id"], "--json", str(replayed),
-                url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+                "--threshold", "0.5", url=url, env=env, deadline_s=EVAL_DEADLINE_S,
             )  # fmt: skip
             assert result.code == 0, result.output
             assert len(fake.requests) == seen
@@ -298,3 +306,141 @@ async def test_chaos_kills_executors_and_the_results_equal_a_run_without_faults(
             url=url, env=env,
         )  # fmt: skip
         assert elsewhere.code == 2 and "no running `longhaul up`" in elsewhere.stderr
+
+
+JUDGE_SCRIPT = """\
+by_prompt:
+  - match: "1\\\\. The answer is the number 16"
+    turns:
+      - content: '{"criteria": [{"criterion": "16", "score": 9, "reason": "it says 16"}],
+          "verdict": "pass", "feedback": "fine"}'
+  - match: "1\\\\. The answer mentions the moon"
+    turns:
+      - content: '{"criteria": [{"criterion": "moon", "score": 1, "reason": "no moon"}],
+          "verdict": "fail", "feedback": "say the moon"}'
+"""
+SUM_PROMPT = (
+    "Use bash to add up the numbers in data/numbers.txt (one per line). Answer with the total only."
+)
+JSON_PROMPT = (
+    'Answer with a JSON object whose status is "ok" and whose count is 3, and nothing else.'
+)
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+async def test_datasets_checks_threshold_task_selection_replay_and_lists(tmp_path: Path) -> None:
+    """A JSONL and a CSV dataset, the check library (contains from ``target``, regex, equals,
+    JSON schema, a graded rubric on its own scripted judge), ``--threshold`` and the exit
+    code, ``--task``, ``-o json``, a replay of a sub-agent that diverges nowhere, ``traces ls``
+    without eval runs, and a run's 409 as one line."""
+    shutil.copy(EXAMPLES / "scripted.yaml", tmp_path / "scripted.yaml")
+    scripted = f"scripted:{tmp_path / 'scripted.yaml'}"
+    (tmp_path / "judge.yaml").write_text(JUDGE_SCRIPT)
+    judge = f"scripted:{tmp_path / 'judge.yaml'}"
+    rows = tmp_path / "rows.jsonl"
+    schema = {"type": "object", "required": ["count"], "properties": {"count": {"const": 3}}}
+    rows.write_text(
+        _jsonl(
+            [
+                {"id": "sum", "input": SUM_PROMPT, "target": "16"},
+                {
+                    "prompt": JSON_PROMPT,
+                    "checks": [
+                        {"type": "json_schema", "value": schema},
+                        {"type": "regex", "value": '"count":\\s*3'},
+                        {"type": "equals", "value": '{"status": "ok", "count": 3}'},
+                    ],
+                },
+                {"id": "wrong", "input": SUM_PROMPT, "target": "17"},
+            ]
+        )
+    )
+    (tmp_path / "rows.csv").write_text(f'q,gold\n"{SUM_PROMPT}",16\n')
+    graded = tmp_path / "graded.yaml"
+    graded.write_text(
+        "name: graded\n"
+        "dataset: {path: rows.csv, prompt: 'Please. {q}', fields: {expected: gold}}\n"
+        f"checks: [{{type: rubric, value: 'The answer is the number 16', model: '{judge}'}}]\n"
+        "tasks:\n"
+        f"  - id: moon\n    prompt: '{SUM_PROMPT}'\n"
+        f"    checks: [{{type: rubric, value: 'The answer mentions the moon', model: '{judge}'}}]\n"
+    )
+    env = cli_env()
+    async with running_up(tmp_path / "data", env) as url:
+        # One failed run of three: exit 1 by default, with the reason; 0 at --threshold 0.6.
+        result = await longhaul(
+            "eval", str(rows), "--model", scripted, "-o", "json",
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 1, result.output
+        assert "below the threshold" in result.stderr and "2/3 passed" in result.stderr
+        document = json.loads(result.stdout)
+        runs = {r["task"]: r for r in document["runs"]}
+        assert set(runs) == {"sum", "row-2", "wrong"}
+        assert runs["sum"]["passed"] and runs["row-2"]["passed"], runs
+        assert [c["passed"] for c in runs["row-2"]["checks"]] == [True, True, True]
+        assert runs["wrong"]["passed"] is False
+        assert "does not contain '17'" in runs["wrong"]["reasons"][0]
+        assert runs["sum"]["output"] == "16" and runs["sum"]["ended_at"] > 0
+        result = await longhaul(
+            "eval", str(rows), "--model", scripted, "--threshold", "0.6",
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 0, result.output
+
+        # The rubric: graded by its own model, its verdict recorded with the scores.
+        result = await longhaul(
+            "eval", str(graded), "--model", scripted, "-o", "json",
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 1, result.output
+        runs = {r["task"]: r for r in json.loads(result.stdout)["runs"]}
+        assert runs["row-1"]["passed"], runs["row-1"]
+        assert [c["check"].split()[0] for c in runs["row-1"]["checks"]] == ["rubric", "contains"]
+        assert "[9/10]" in runs["row-1"]["checks"][0]["detail"]
+        assert runs["moon"]["passed"] is False
+        assert "no moon" in runs["moon"]["reasons"][-1]
+
+        # --task picks runs; a replay of a sub-agent run diverges nowhere (new ids only).
+        result = await longhaul(
+            "eval", str(EXAMPLES / "starter.yaml"), "--model", scripted, "-o", "json",
+            "--task", "sub-agent", "--task", "long-output",
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 0, result.output
+        recorded = json.loads(result.stdout)
+        assert sorted(r["task"] for r in recorded["runs"]) == ["long-output", "sub-agent"]
+        result = await longhaul(
+            "eval", str(EXAMPLES / "starter.yaml"), "--replay", recorded["eval_id"],
+            "--task", "sub-agent", "--task", "long-output", "-o", "json",
+            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+        )  # fmt: skip
+        assert result.code == 0, result.output
+        replayed = json.loads(result.stdout)["runs"]
+        assert len(replayed) == 2 and all(r["passed"] for r in replayed)
+        assert [r["diverged"] for r in replayed] == [None, None]
+
+        # traces ls leaves the eval runs out unless --evals.
+        result = await longhaul("traces", "ls", "-o", "json", url=url, env=env)
+        assert result.code == 0, result.output
+        assert json.loads(result.stdout) == []
+        result = await longhaul("traces", "ls", "--evals", "-o", "json", url=url, env=env)
+        listed = json.loads(result.stdout)
+        assert listed and all(t["eval_id"] for t in listed)
+
+        # A run the gateway refuses (409: the replayed eval never scored it) is one line.
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            suite = yaml.safe_load((EXAMPLES / "starter.yaml").read_text())
+            created = await client.post("/api/evals", json={"suite": suite, "models": [scripted]})
+            assert created.status_code == 201, created.text
+        result = await longhaul(
+            "eval", str(EXAMPLES / "starter.yaml"), "--replay", created.json()["eval_id"],
+            "--task", "bash-sum", url=url, env=env,
+        )  # fmt: skip
+        assert result.code == 1, result.output
+        assert "Traceback" not in result.stderr and "ExceptionGroup" not in result.stderr
+        assert "no recorded run to replay" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr

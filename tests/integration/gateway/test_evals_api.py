@@ -132,6 +132,12 @@ def _one(task: dict[str, Any]) -> dict[str, Any]:
         (_one({"verification": {"check": "nope"}}), "invalid_verification", "nope"),
         ({"suite": SUITE, "models": ["scripted:../../etc/passwd"]}, "invalid_model", ""),
         (_one({"files": {"../x": ""}}), "invalid_suite", "../x"),
+        (
+            _one({"checks": [{"type": "rubric", "value": "c", "model": "scripted:../../x"}]}),
+            "invalid_model",
+            "task a: rubric model",
+        ),
+        (_one({"checks": [{"type": "regex", "value": "("}]}), "invalid_suite", "checks[0]"),
     ],
 )
 async def test_a_suite_that_cannot_run_is_refused(

@@ -506,3 +506,49 @@ async def test_a_failing_schedule_is_told_once_then_counted_then_paused_across_t
             assert sid in erased.json()["deleted"]
             assert [r async for r in store.replay("schedule", sid)] == []
             assert await first.runtime.service.notification_records.of_run(sid) == []
+
+
+async def test_the_runs_of_an_eval_notify_only_when_it_asked(
+    nats_config: NatsConfig, nats_url: str, namespace: str, tmp_path: Path
+) -> None:
+    """An eval's runs send no ``run.completed`` unless the eval was created with
+    ``notify: true`` (``longhaul eval --notify``); a plain run beside them still does."""
+    suite = {"name": "quiet", "tasks": [{"id": "hi", "prompt": "say hi"}]}
+    with webhook_receiver() as receiver:
+        async with (
+            serve_gateway(notify_config(nats_config, receiver.url)) as gateway,
+            InProcessExecutor(
+                nats_url, namespace, "exec-evals", settings={"working_root": tmp_path / "work"}
+            ),
+            gateway.client(KEY_A) as alice,
+        ):
+            ended: dict[str, str] = {}
+            for label, notify in (("quiet", False), ("asked", True)):
+                created = await alice.post(
+                    "/api/evals",
+                    json={"suite": suite, "models": ["scripted:auto"], "notify": notify},
+                )
+                assert created.status_code == 201, created.text
+                eval_id = created.json()["eval_id"]
+                started = await alice.post(
+                    f"/api/evals/{eval_id}/runs",
+                    json={"task": "hi", "model": "scripted:auto", "repeat": 0},
+                )
+                assert started.status_code == 202, started.text
+                ended[label] = started.json()["trace_id"]
+                await follow_until(alice, ended[label], is_final)
+            plain = (
+                await alice.post(
+                    "/api/traces",
+                    json={"messages": [user_message("hi")], "model": "scripted:auto"},
+                )
+            ).json()["trace_id"]
+            await follow_until(alice, plain, is_final)
+
+            def told() -> set[str]:
+                return {r.json()["trace_id"] for r in receiver.delivered("/ops")}
+
+            # events are notified in the log's order: once the last two are told, the first
+            # would have been
+            await receiver.until(lambda: {ended["asked"], plain} <= told(), within=WITHIN_S)
+            assert ended["quiet"] not in told()

@@ -59,3 +59,15 @@ def test_only_replay_model_strings_name_a_recorded_trace() -> None:
     assert replayed_trace("replay:t_abc") == "t_abc"
     assert replayed_trace("replay:") is None
     assert replayed_trace("openai:gpt-4o") is None
+
+
+def test_ids_made_anew_by_the_replay_are_no_divergence() -> None:
+    """A replay's sub-agent has a new trace id, and the harness may give a call a new id:
+    calls are matched by place and the ids in their results normalised."""
+    record = _said(("c1", "sub-agent t_01JZ8Q7X4M2N3P4Q5R6S7T8V9W finished: ok"))
+    replay = _said(("c9", "sub-agent t_01JZ8Q7Y0000000000000000AB finished: ok"))
+    assert divergence(record, replay) is None
+    keyed = _said(("c1", "see /api/traces/t_k2ff7f9af4d28c0d5eed65c57cd40440c/outputs/x"))
+    assert divergence(keyed, _said(("c1", f"see /api/traces/t_k{'0' * 32}/outputs/x"))) is None
+    other = divergence(record, _said(("c1", "sub-agent t_01JZ8Q7Y0000000000000000AB failed")))
+    assert other is not None and other.startswith("model call 1: write answered")

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from longhaul.cli.context import console, errors, execute
+from longhaul.cli.listing import Format, Output
 from longhaul.client import AsyncClient
 from longhaul.domain import evals
 from rich.markup import escape
@@ -44,7 +45,9 @@ app = typer.Typer(
 @app.command("run")
 def eval_suite(
     ctx: typer.Context,
-    suite: Annotated[Path, typer.Argument(help="the suite file (YAML)")],
+    suite: Annotated[
+        Path, typer.Argument(help="the suite: YAML, or a JSONL/CSV dataset (one task per row)")
+    ],
     model: Annotated[
         list[str] | None,
         typer.Option(
@@ -56,6 +59,26 @@ def eval_suite(
     json_out: Annotated[
         Path | None, typer.Option("--json", help="write the results as JSON here")
     ] = None,
+    output: Output = Format.table,
+    task: Annotated[
+        list[str] | None,
+        typer.Option("--task", "-t", help="run only this task id (repeatable)"),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", min=1, help="run only the first N tasks")
+    ] = None,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="exit 1 when the pass rate of all runs is below this (default 1.0: any "
+            "failed run; 0 never)",
+        ),
+    ] = 1.0,
+    notify: Annotated[
+        bool, typer.Option("--notify", help="let the runs send notifications (default: none)")
+    ] = False,
     baseline: Annotated[
         Path | None,
         typer.Option(help="an earlier --json: mark regressions, exit 1 if anything regressed"),
@@ -81,7 +104,8 @@ def eval_suite(
         Path, typer.Option(help="--chaos: the data dir of that `longhaul up`")
     ] = Path(".longhaul"),
 ) -> None:
-    """Run a suite of tasks on models, score each run, print a table per model."""
+    """Run a suite of tasks on models, score each run, print a table per model (-o json: the
+    results on stdout). Exit 1 when the pass rate is under --threshold or a run regressed."""
     from longhaul.cli.chaos import Chaos, ChaosError, local_stack, parse_chaos
     from longhaul.cli.evals import Options, run_eval
 
@@ -106,6 +130,11 @@ def eval_suite(
         baseline=baseline,
         resume=resume,
         replay=replay,
+        tasks=task or [],
+        limit=limit,
+        threshold=threshold,
+        notify=notify,
+        output=output,
     )
 
     async def command(client: AsyncClient) -> int:

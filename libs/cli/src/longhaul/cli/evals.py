@@ -10,6 +10,9 @@ interrupted eval continues with ``--resume EVAL_ID``: runs already scored are no
 again, a run started but not scored is waited for, not started twice. ``--replay EVAL_ID``
 runs the suite again with every model call answered from that eval's recorded runs, reports
 where each run diverged from its record, and compares against it as the baseline.
+
+The exit code gates CI as promptfoo's does: 1 when the pass rate of all runs is below
+``--threshold`` (1.0 by default: any failed run) or anything regressed against a baseline.
 """
 
 from __future__ import annotations
@@ -17,16 +20,18 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from longhaul.cli.chaos import Faults
 from longhaul.cli.context import console, errors
-from longhaul.client import AsyncClient, NotFound
-from longhaul.client.models import Eval, EvalRun, Trace
+from longhaul.cli.listing import Format
+from longhaul.client import AsyncClient, LonghaulError, NotFound
+from longhaul.client.models import CheckVerdict, Eval, EvalRun, Trace
 from longhaul.domain import evals
 from longhaul.domain.replay import divergence
 from rich.markup import escape
@@ -52,6 +57,11 @@ class Options:
     baseline: Path | None = None
     resume: str | None = None
     replay: str | None = None
+    tasks: Sequence[str] = ()
+    limit: int | None = None
+    threshold: float = 1.0
+    notify: bool = False
+    output: Format = Format.table
 
 
 def read_baseline(path: Path) -> dict[str, Any]:
@@ -77,8 +87,11 @@ async def _finished(client: AsyncClient, trace_id: str) -> tuple[Trace, list[str
             await client.stop(trace_id)
 
 
-async def _check(client: AsyncClient, eval_id: str, trace_id: str) -> tuple[bool, str]:
-    """The check's outcome, polled until the verifier filed it."""
+async def _check(
+    client: AsyncClient, eval_id: str, trace_id: str
+) -> tuple[bool, str, list[CheckVerdict]]:
+    """The check's outcome and the library checks' verdicts, polled until the verifier filed
+    them."""
     delay, most = CHECK_POLL_S
     deadline = time.monotonic() + CHECK_WAIT_S
     while True:
@@ -86,11 +99,12 @@ async def _check(client: AsyncClient, eval_id: str, trace_id: str) -> tuple[bool
             outcome = await client.eval_check(eval_id, trace_id)
         except NotFound:
             if time.monotonic() > deadline:
-                return False, f"no check outcome within {CHECK_WAIT_S:g}s (is a verifier running?)"
+                message = f"no check outcome within {CHECK_WAIT_S:g}s (is a verifier running?)"
+                return False, message, []
             await asyncio.sleep(delay)
             delay = min(delay * 2, most)
             continue
-        return outcome.passed, outcome.log
+        return outcome.passed, outcome.log, outcome.checks
 
 
 async def diverged(client: AsyncClient, recorded_id: str, replayed_id: str) -> str | None:
@@ -108,9 +122,12 @@ async def score(
     repeat: int,
     faults: Faults,
     recorded: dict[tuple[str, str, int], str] | None = None,
+    *,
+    library: bool = False,
 ) -> dict[str, Any]:
     """Run one (task, model, repeat) to its end and score it; the ``EvalRun`` fields.
-    ``recorded``: on a replay, the recorded run's trace per (task, model, repeat)."""
+    ``recorded``: on a replay, the recorded run's trace per (task, model, repeat);
+    ``library``: the task has library checks (the verifier files their verdicts)."""
     accepted = await client.start_eval_run(eval_id, task.id, model, repeat)
     trace_id = accepted.trace_id
     await faults.started(trace_id)
@@ -122,11 +139,15 @@ async def score(
         reasons.append(
             f"the trace {trace.status}: {trace.error or trace.stop_reason or ''}".strip()
         )
-    else:
-        if task.check is not None:
-            passed, log = await _check(client, eval_id, trace_id)
+    verdicts: list[CheckVerdict] = []
+    if trace.status == "completed":
+        if task.check is not None or library:
+            passed, log, verdicts = await _check(client, eval_id, trace_id)
             if not passed:
                 reasons.append(f"check failed: {log[-2000:]}")
+        reasons += [
+            f"{v.check} failed: {v.detail}"[:4000] for v in verdicts if not (v.passed or v.skipped)
+        ]
         if task.answer is not None and not re.search(task.answer, trace.summary or ""):
             reasons.append(f"the answer does not match {task.answer!r}")
     record_id = (recorded or {}).get((task.id, model, repeat))
@@ -144,6 +165,9 @@ async def score(
         "recovered": trace_id in faults.hit,
         "reasons": reasons,
         "diverged": None if record_id is None else await diverged(client, record_id, trace_id),
+        "output": (trace.summary or "")[: evals.MAX_OUTPUT_CHARS] or None,
+        "checks": [v.model_dump() for v in verdicts],
+        "ended_at": trace.updated_at,
     }
 
 
@@ -197,14 +221,14 @@ def table(document: dict[str, Any]) -> Table:
 async def _open(client: AsyncClient, suite: evals.Suite, options: Options) -> Eval:
     payload = suite.model_dump(mode="json", exclude_unset=True)
     if options.replay is not None:
-        return await client.create_eval(payload, replay_of=options.replay)
+        return await client.create_eval(payload, replay_of=options.replay, notify=options.notify)
     if options.resume is not None:
         record = await client.get_eval(options.resume)
         if evals.parse_suite(record.suite) != suite:
             errors.print("[yellow]note:[/yellow] the suite file changed; resuming the stored one")
         return record
     models = options.models or [str((await client.info()).default_model)]
-    return await client.create_eval(payload, models, repeat=options.repeat)
+    return await client.create_eval(payload, models, repeat=options.repeat, notify=options.notify)
 
 
 async def run_eval(
@@ -215,23 +239,44 @@ async def run_eval(
     during: Callable[[Faults], Any] | None = None,
     on_end: Callable[[], None] | None = None,
 ) -> int:
-    """Exit code: 0 done, 1 something regressed against ``--baseline``, 2 bad input.
-    ``during``: started beside the runs (``--chaos``), cancelled when they end, then
-    ``on_end``."""
+    """Exit code: 0 done, 1 the pass rate is below ``--threshold`` or something regressed
+    against ``--baseline``, 2 bad input. ``during``: started beside the runs (``--chaos``),
+    cancelled when they end, then ``on_end``."""
     try:
-        suite = evals.load_suite(suite_path)
+        suite = evals.load_suite(suite_path).only(options.tasks, options.limit)
         baseline = read_baseline(options.baseline) if options.baseline else None
     except (evals.SuiteError, EvalUsageError) as exc:
         errors.print(f"[red]error:[/red] {escape(str(exc))}")
         return USAGE_EXIT
+    try:
+        return await _run(client, suite, options, baseline, during, on_end)
+    except* LonghaulError as group:  # a run's error, raised out of the task group
+        raise group.exceptions[0] from None
+
+
+async def _run(
+    client: AsyncClient,
+    suite: evals.Suite,
+    options: Options,
+    baseline: dict[str, Any] | None,
+    during: Callable[[Faults], Any] | None,
+    on_end: Callable[[], None] | None,
+) -> int:
+    out = console if options.output is Format.table else errors  # stdout is for the data
     record = await _open(client, suite, options)
     suite = evals.parse_suite(record.suite)
+    if options.resume is not None and (options.tasks or options.limit is not None):
+        try:
+            suite = suite.only(options.tasks, options.limit)
+        except evals.SuiteError as exc:
+            errors.print(f"[red]error:[/red] {escape(str(exc))}")
+            return USAGE_EXIT
     recorded: dict[tuple[str, str, int], str] | None = None
     if record.replay_of is not None:
         replayed = await client.get_eval(record.replay_of)
         recorded = {(r.task, r.model, r.repeat): r.trace_id for r in replayed.runs}
         baseline = baseline or report(replayed, replayed.runs)
-        console.print(f"replaying eval [bold]{record.replay_of}[/bold]: no model is called")
+        out.print(f"replaying eval [bold]{record.replay_of}[/bold]: no model is called")
     done = {(r.task, r.model, r.repeat) for r in record.runs}
     todo = [
         (task, model, k)
@@ -240,7 +285,7 @@ async def run_eval(
         for k in range(record.repeat)
         if (task.id, model, k) not in done
     ]
-    console.print(
+    out.print(
         f"eval [bold]{record.eval_id}[/bold]: {len(suite.tasks)} tasks x "
         f"{len(record.models)} models x {record.repeat}; {len(done)} already scored"
     )
@@ -252,7 +297,7 @@ async def run_eval(
         MofNCompleteColumn(),
         TextColumn("{task.fields[passed]} passed"),
         TimeElapsedColumn(),
-        console=console,
+        console=out,
         transient=False,
     ) as progress:
         bars = {
@@ -267,7 +312,10 @@ async def run_eval(
 
         async def one(task: evals.EvalTask, model: str, k: int) -> None:
             async with gate:
-                run = await score(client, record.eval_id, task, model, k, faults, recorded)
+                library = bool(suite.checks_of(task))
+                run = await score(
+                    client, record.eval_id, task, model, k, faults, recorded, library=library
+                )
                 await client.record_eval_run(record.eval_id, run)
             bar = bars[model]
             passed = progress.tasks[bar].fields["passed"] + run["passed"]
@@ -286,26 +334,40 @@ async def run_eval(
                     on_end()
     final = await client.get_eval(record.eval_id)
     document = report(final, final.runs)
-    console.print(table(document))
+    out.print(table(document))
     for run in final.runs:
         if not run.passed:
             why = "; ".join(run.reasons)[:300]
-            console.print(
-                f"  [red]✗[/red] {escape(run.model)} {run.task}#{run.repeat}: {escape(why)}"
-            )
+            out.print(f"  [red]✗[/red] {escape(run.model)} {run.task}#{run.repeat}: {escape(why)}")
     for run in final.runs:
         if run.diverged:
-            console.print(
+            out.print(
                 f"  [yellow]diverged[/yellow] {escape(run.model)} {run.task}#{run.repeat}: "
                 f"{escape(run.diverged)}"
             )
     if options.json_out is not None:
         options.json_out.write_text(json.dumps(document, indent=2) + "\n")
+    if options.output is Format.json:
+        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    elif options.output is Format.jsonl:
+        sys.stdout.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in document["runs"])
+    failed = below(document, options.threshold)
+    if failed:
+        out.print(f"[red]below the threshold:[/red] {escape(failed)}")
     if baseline is None:
-        return 0
+        return 1 if failed else 0
     regressed = evals.regressions(document, baseline, spend=record.replay_of is None)
     for line in regressed:
-        console.print(f"[red]regression:[/red] {escape(line)}")
+        out.print(f"[red]regression:[/red] {escape(line)}")
     if not regressed:
-        console.print("no regression against the baseline")
-    return 1 if regressed else 0
+        out.print("no regression against the baseline")
+    return 1 if regressed or failed else 0
+
+
+def below(document: dict[str, Any], threshold: float) -> str | None:
+    """Why the eval's pass rate (of all its runs) is below ``threshold``; ``None`` if not."""
+    runs = document["runs"]
+    passed = sum(bool(r["passed"]) for r in runs)
+    if not runs or passed / len(runs) >= threshold:
+        return None
+    return f"{passed}/{len(runs)} passed ({passed / len(runs):.0%}), under {threshold:.0%}"

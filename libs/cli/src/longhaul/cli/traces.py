@@ -57,10 +57,14 @@ def list_traces(
     every: Annotated[
         bool, typer.Option("--all", "-a", help="sub-traces and task steps too, not only roots")
     ] = False,
+    evals: Annotated[
+        bool, typer.Option("--evals", help="the runs of evals too (`longhaul eval`)")
+    ] = False,
     limit: Limit = 50,
     output: Output = Format.table,
 ) -> None:
-    """Your traces, newest first by start time; roots only unless --all (or --parent)."""
+    """Your traces, newest first by start time; roots only unless --all (or --parent), not
+    the runs of evals unless --evals."""
     floor = since_ts(since)
 
     async def command(client: AsyncClient) -> None:
@@ -68,7 +72,9 @@ def list_traces(
         found: list[TraceSummary] = []
         cursor: str | None = None
         for _ in range(MAX_SCANNED // PAGE):
-            page = await client.list_traces(status=status, parent=parent, limit=PAGE, cursor=cursor)
+            page = await client.list_traces(
+                status=status, parent=parent, limit=PAGE, cursor=cursor, evals=evals
+            )
             found.extend(
                 trace
                 for trace in page.traces

@@ -150,11 +150,17 @@ def list_traces(
     parent: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
+    evals: bool = True,
 ) -> Call[models.TraceList]:
-    """Your traces, newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
+    """Your traces, newest first; pass ``next_cursor`` back as ``cursor`` for the next page.
+    ``evals=False`` leaves out the runs of evals."""
     statuses = [status] if isinstance(status, str) else status
     params = _present(
-        status=list(statuses) if statuses else None, parent=parent, limit=limit, cursor=cursor
+        status=list(statuses) if statuses else None,
+        parent=parent,
+        limit=limit,
+        cursor=cursor,
+        evals=None if evals else "false",
     )
     return Call("GET", "/api/traces", _json(models.TraceList), params=params)
 
@@ -399,12 +405,16 @@ def create_eval(
     *,
     repeat: int = 1,
     replay_of: str | None = None,
+    notify: bool = False,
 ) -> Call[models.Eval]:
     """Register an eval run of ``suite`` (parsed YAML) on ``model_names``, ``repeat`` times;
-    ``replay_of``: replay that eval instead (its models and repeats, no model call)."""
-    body = {"suite": dict(suite), "models": list(model_names), "repeat": repeat}
+    ``replay_of``: replay that eval instead (its models and repeats, no model call);
+    ``notify``: its runs send notifications (by default they send none)."""
+    body: dict[str, Any] = {"suite": dict(suite), "models": list(model_names), "repeat": repeat}
     if replay_of is not None:
         body["replay_of"] = replay_of
+    if notify:
+        body["notify"] = True
     return Call("POST", "/api/evals", _json(models.Eval), body=body)
 
 

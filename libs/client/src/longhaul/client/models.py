@@ -187,6 +187,8 @@ class TraceSummary(Model):
     waiting_below: list[WaitingBelow] = Field(default_factory=list)
     created_at: float = 0.0
     updated_at: float = 0.0
+    eval_id: str | None = None
+    """The eval it is one run of."""
 
     @property
     def is_final(self) -> bool:
@@ -432,6 +434,15 @@ class Event:
         )
 
 
+class CheckVerdict(Model):
+    """What one library check (contains, regex, equals, json_schema, rubric) said of a run."""
+
+    check: str
+    passed: bool
+    detail: str = ""
+    skipped: bool = False
+
+
 class EvalRun(Model):
     """One scored (task, model, repeat) of an eval."""
 
@@ -449,6 +460,10 @@ class EvalRun(Model):
     reasons: list[str] = Field(default_factory=list)
     diverged: str | None = None
     """On a replay: where the run first did something else than its record."""
+    output: str | None = None
+    """Its final answer (cut to 4,000 characters)."""
+    checks: list[CheckVerdict] = Field(default_factory=list)
+    ended_at: float = 0.0
 
 
 class EvalSummary(Model):
@@ -481,11 +496,13 @@ class TaskFromTrace(Model):
 
 
 class EvalCheck(Model):
-    """What a run's ``check`` did in its working directory."""
+    """What a run's ``check`` did in its working directory, and its library checks'
+    verdicts."""
 
     trace_id: str
     passed: bool
     log: str
+    checks: list[CheckVerdict] = Field(default_factory=list)
 
 
 class Template(Model):

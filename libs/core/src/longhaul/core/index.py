@@ -104,6 +104,8 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     remote_children: list[str] = msgspec.field(default_factory=list)
     """``agent://host:port/<id>`` of its children run by remote longhauls: the gateway finds a
     remote trace's local parent (and so its owner) here."""
+    eval_id: str | None = None
+    """The eval it is one run of (``longhaul eval``): lists leave eval runs out if asked."""
 
     @classmethod
     def from_state(cls, state: TraceState) -> TraceIndexEntry:
@@ -127,6 +129,7 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
             created_at=state.created_at,
             updated_at=state.updated_at,
             remote_children=[i.remote_id for i in state.subtraces.values() if i.remote_id],
+            eval_id=state.eval.eval_id if state.eval is not None else None,
         )
 
     @classmethod

@@ -229,6 +229,10 @@ class EvalTag(msgspec.Struct, kw_only=True, omit_defaults=True):
     task: str
     repeat: int
     check: str | None = None
+    checks: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    """The library checks (``longhaul.domain.evals.Check``) the verifier scores it by."""
+    notify: bool = False
+    """Its ending is notified like any run's (``longhaul eval --notify``); else it is not."""
 
 
 class TraceCreated(TraceEvent, tag="trace_created", kw_only=True, omit_defaults=True):

@@ -10,6 +10,7 @@ recording; the CLI reports the divergence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -107,22 +108,41 @@ def _results(messages: Sequence[_Said]) -> Mapping[str, str]:
     }
 
 
+IDS = re.compile(
+    r"\b(?:t_k[0-9a-f]{32}|[a-z]{1,8}_[0-9A-HJKMNP-TV-Z]{26}|(?:call|toolu|tool)_[A-Za-z0-9]{8,})\b"
+)
+"""Ids a run makes anew (a sub-agent's trace, a keyed trace, a tool call): a replay has its
+own, so they are not what it is compared on."""
+
+
+def normalised(text: str) -> str:
+    """``text`` with every id a run makes anew written ``<id>``."""
+    return IDS.sub("<id>", text)
+
+
 def _short(text: str, limit: int = 160) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def divergence(recorded: Sequence[_Said], replayed: Sequence[_Said]) -> str | None:
-    """Where the replay's main path first differs from the record's: a tool that answered
-    something else, or a different number of model calls. ``None``: it did the same."""
+    """Where the replay's main path first differs from the record's: a tool called or
+    answered otherwise, or a different number of model calls. ``None``: it did the same.
+    Calls are matched by their place, not their ids, and ids in what a tool answered are
+    :func:`normalised` (a replay's sub-agent has a new trace id, and that is no change)."""
     before, after = _calls(recorded), _calls(replayed)
     answers_before, answers_after = _results(recorded), _results(replayed)
     for number, calls in enumerate(before, start=1):
         if number > len(after):
             return f"model call {number}: the replay ended after {len(after)} model calls"
-        for call_id, name in calls:
-            old, new = answers_before.get(call_id), answers_after.get(call_id)
-            if old != new:
+        now = after[number - 1]
+        if [name for _, name in now] != [name for _, name in calls]:
+            names = ", ".join(name for _, name in now) or "no tool"
+            recorded_names = ", ".join(name for _, name in calls) or "no tool"
+            return f"model call {number}: called {names}, recorded {recorded_names}"
+        for (old_id, name), (new_id, _) in zip(calls, now, strict=True):
+            old, new = answers_before.get(old_id), answers_after.get(new_id)
+            if normalised(old or "") != normalised(new or "") or (old is None) != (new is None):
                 return (
                     f"model call {number}: {name} answered {_short(new or '(nothing)')!r}, "
                     f"recorded {_short(old or '(nothing)')!r}"

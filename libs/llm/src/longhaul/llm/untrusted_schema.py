@@ -52,6 +52,12 @@ def _compiled(pattern: str) -> Any:
         ) from exc
 
 
+def search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` (a client's) matches in ``text``, in linear time (RE2);
+    :class:`UntrustedSchemaError` for a pattern RE2 cannot run."""
+    return _compiled(pattern).search(text) is not None
+
+
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
         yield ValidationError(f"{instance[:200]!r} does not match {pattern[:200]!r}")

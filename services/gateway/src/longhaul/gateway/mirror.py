@@ -162,10 +162,12 @@ class IndexMirror:
         cursor: str | None = None,
         limit: int = 50,
         text: str | None = None,
+        keep: Callable[[TraceIndexEntry], bool] | None = None,
     ) -> tuple[list[TraceIndexEntry], str | None]:
         """The caller's entries, newest first (trace ids are time-ordered ULIDs).
 
-        ``text`` keeps the entries whose name (or id) contains it, case-insensitively.
+        ``text`` keeps the entries whose name (or id) contains it, case-insensitively;
+        ``keep``, those it says yes to.
 
         ``cursor`` is the last trace id of the previous page; the next cursor is None on the
         last page.
@@ -178,6 +180,8 @@ class IndexMirror:
             if parent is not None and entry.parent_trace_id != parent:
                 continue
             if needle and needle not in f"{entry.name or ''}\n{entry.trace_id}".casefold():
+                continue
+            if keep is not None and not keep(entry):
                 continue
             if self.owner_of(entry) != owner:
                 continue

@@ -8,6 +8,10 @@ the ``bash`` sandbox, the trace's directory the only one it may write, allow-lis
 environment, a keeper that survives a verifier crash) and files the outcome in ``lh_evals``
 (``longhaul.core.evals``) for ``GET /api/evals/{id}/checks/{trace}``. The command is never
 shown to the agent: the run is scored after it ended, not steered.
+
+The task's library checks (``checks``: contains, equals, regex, JSON schema, a graded rubric)
+run here too, on the final answer, and each verdict is filed with the outcome: a client's
+regex runs on RE2 (linear time), a rubric on its own model or the verifier's.
 """
 
 from __future__ import annotations
@@ -15,18 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Any
 
 from longhaul.agent.workdir import WorkingDirError
 from longhaul.core.consumer import Delivery
 from longhaul.core.evals import EvalStore
 from longhaul.core.repository import Recorded, Repository
 from longhaul.domain import events as ev
-from longhaul.domain.evals import CHECK_TIMEOUT_S, CheckOutcome
+from longhaul.domain.evals import CHECK_TIMEOUT_S, Check, CheckOutcome, CheckVerdict, check_text
 from longhaul.domain.state import TraceState
+from longhaul.llm.untrusted_schema import UntrustedSchemaError, search
 from longhaul.verifier.command_check import run_command
 from longhaul.verifier.command_spool import discard, spool_for
 from longhaul.verifier.handler import Verifier
-from longhaul.verifier.spec import CommandCheck
+from longhaul.verifier.result import CheckResult
+from longhaul.verifier.schema_check import check_schema
+from longhaul.verifier.spec import CommandCheck, JudgeCheck
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +55,15 @@ class EvalChecks:
         if delivery.event_type != "completed":
             return
         tag = await self._tag(delivery.aggregate_id)
-        if tag is None or tag.check is None:
+        if tag is None or (tag.check is None and not tag.checks):
             return
         state = await self.traces.load(delivery.aggregate_id)
         spool = spool_for(self.verifier.runs_dir, f"eval.{state.trace_id}")
-        outcome = await self.run(state, tag.check, spool)
+        if tag.check is not None:
+            outcome = await self.run(state, tag.check, spool)
+        else:
+            outcome = CheckOutcome(trace_id=state.trace_id, passed=True)
+        outcome.checks = [await self.verdict(state, raw) for raw in tag.checks]
         await self.evals.put_check(state.owner, tag.eval_id, outcome)
         await asyncio.to_thread(discard, spool)  # once filed: a redelivery reuses the result
         log.info("eval %s check of %s: %s", tag.eval_id, state.trace_id, outcome.passed)
@@ -71,3 +83,38 @@ class EvalChecks:
             confined_to_working_dir=bool(state.owner),
         )
         return CheckOutcome(trace_id=state.trace_id, passed=result.passed, log=result.log)
+
+    async def verdict(self, state: TraceState, raw: dict[str, Any]) -> CheckVerdict:
+        """What one library check says of the run's final answer."""
+        try:
+            check = Check.model_validate(raw)
+        except ValueError as exc:  # pydantic's; the gateway validated it, so a foreign record
+            return CheckVerdict(check=str(raw.get("type")), passed=False, detail=str(exc))
+        answer = state.summary or ""
+        simple = check_text(check, answer)
+        if simple is not None:
+            return simple
+        if check.type == "regex" and isinstance(check.value, str):
+            pattern = f"(?i){check.value}" if check.ignore_case else check.value
+            try:
+                found = search(pattern, answer)
+            except UntrustedSchemaError as exc:
+                return CheckVerdict(check=check.label(), passed=False, detail=str(exc))
+            detail = "" if found else f"the answer does not match {check.value!r}"
+            return CheckVerdict(check=check.label(), passed=found, detail=detail)
+        if check.type == "json_schema" and isinstance(check.value, dict):
+            result = check_schema(answer, check.value)
+        else:
+            judge = JudgeCheck(
+                criteria=check.criteria, model=check.model, pass_score=check.pass_score
+            )
+            result = await self.verifier.judge(judge, answer, state)
+        return _verdict(check, result)
+
+
+def _verdict(check: Check, result: CheckResult) -> CheckVerdict:
+    """A check's verdict with the grader's scores (a rubric) or its errors as the detail."""
+    detail = result.log if check.type == "rubric" or result.passed else "; ".join(result.errors)
+    return CheckVerdict(
+        check=check.label(), passed=result.passed, detail=detail[-2000:], skipped=result.skipped
+    )

@@ -171,7 +171,7 @@ class Verifier:
                 )
             )
         if spec.judge is not None:
-            slow.append(self._judge(spec.judge, answer, state))
+            slow.append(self.judge(spec.judge, answer, state))
         results += await asyncio.gather(*slow)
         return combine(results)
 
@@ -182,7 +182,7 @@ class Verifier:
         root = self.config.working_root or Path.cwd()
         return str(trace_working_dir(root, state, state.config.working_dir))
 
-    async def _judge(self, check: JudgeCheck, answer: str, state: TraceState) -> CheckResult:
+    async def judge(self, check: JudgeCheck, answer: str, state: TraceState) -> CheckResult:
         model_string = check.model or self.config.models.for_role("verifier")
         try:
             model = self.models.resolve(model_string)

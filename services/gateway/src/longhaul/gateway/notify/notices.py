@@ -18,9 +18,11 @@ schedule.failed        ``schedule_failed``: a schedule's tick that started nothi
 =====================  ==========================================================
 
 Sub-traces and a task's step traces end inside their parent or task, which is what is
-reported. A notice's id is the event's id, or for a budget ``r<run>-<limit>``: one per run
-and limit, whichever message crossed the line first. A run a schedule started names it
-(``schedule_id``) in each of its notices. A kind with a new source is one more entry in
+reported. The runs of an eval (``longhaul eval``) make no notice unless the eval asked
+(``--notify``): a suite of 100 runs is one measurement, not 100 things to tell. A notice's
+id is the event's id, or for a budget ``r<run>-<limit>``: one per run and limit, whichever
+message crossed the line first. A run a schedule started names it (``schedule_id``) in each
+of its notices. A kind with a new source is one more entry in
 :data:`SOURCES` and one more branch in :meth:`NoticeSource.of`.
 """
 
@@ -71,8 +73,15 @@ def _top_level(state: TraceState) -> bool:
     return state.parent_trace_id is None and state.task_id is None
 
 
+def _quiet(state: TraceState) -> bool:
+    """An eval's run that was not asked to notify."""
+    return state.eval is not None and not state.eval.notify
+
+
 def trace_notice(event: ev.Event, state: TraceState, owner: str | None) -> Notice | None:
     """The notice a trace's ending or wait makes (``None``: nothing to tell)."""
+    if _quiet(state):
+        return None
     base: dict[str, Any] = {
         "id": event.id,
         "at": event.ts,
@@ -122,7 +131,7 @@ def budget_notices(
     event: ev.Event, state: TraceState, owner: str | None, ratio: float
 ) -> list[Notice]:
     """A notice per limit of which the run has used at least ``ratio``, while it runs."""
-    if not _top_level(state) or state.status not in ("running", "waiting"):
+    if not _top_level(state) or _quiet(state) or state.status not in ("running", "waiting"):
         return []
     used = state.run_usage
     limits: tuple[tuple[Literal["max_tokens", "max_cost"], float, float | None], ...] = (

@@ -32,8 +32,9 @@ from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
 from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.traces import Accepted, CreateTraceRequest
+from longhaul.gateway.usecases import evals as eval_usecases
 from longhaul.gateway.usecases.files import stored
-from longhaul.gateway.usecases.start import trace_creation
+from longhaul.gateway.usecases.start import check_model, trace_creation
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 MAX_RECORD_BYTES = 768 * 1024
@@ -62,12 +63,22 @@ class CreateEvalRequest(Body):
         description="replay this earlier eval: its models and repeats, every model call "
         "answered from the run it recorded (no tokens)",
     )
+    notify: bool = Field(
+        default=False, description="its runs send run.* notifications (by default they send none)"
+    )
 
 
 class StartRunRequest(Body):
     task: TaskName
     model: ModelName
     repeat: Repeat
+
+
+class CheckVerdictBody(Body):
+    check: str = Field(max_length=256)
+    passed: bool
+    detail: str = Field(default="", max_length=4096)
+    skipped: bool = False
 
 
 class RunResultBody(Body):
@@ -86,6 +97,9 @@ class RunResultBody(Body):
         default_factory=list, max_length=16
     )
     diverged: str | None = Field(default=None, max_length=4096)
+    output: str | None = Field(default=None, max_length=evals.MAX_OUTPUT_CHARS)
+    checks: list[CheckVerdictBody] = Field(default_factory=list, max_length=evals.MAX_CHECKS)
+    ended_at: float = Field(default=0.0, ge=0, allow_inf_nan=False)
 
 
 if TYPE_CHECKING:  # derived at runtime; mypy sees a model of unknown fields
@@ -122,6 +136,9 @@ class CheckView(BaseModel):
     trace_id: str
     passed: bool
     log: str
+    checks: list[CheckVerdictBody] = Field(
+        default_factory=list, description="each library check's verdict"
+    )
 
 
 def _summary(record: evals.EvalRecord) -> EvalSummary:
@@ -146,7 +163,10 @@ def _parsed(suite: dict[str, Any]) -> evals.Suite:
 async def _checked_suite(
     runtime: Runtime, principal: Principal, suite: evals.Suite, models: list[str]
 ) -> None:
-    """Refuse a suite no run of could start: each task's trace body on each model."""
+    """Refuse a suite no run of could start: each task's trace body on each model, and each
+    rubric's model."""
+    for task_id, rubric_model in eval_usecases.rubric_models(suite):
+        check_model(runtime, rubric_model, field=f"task {task_id}: rubric model")
     for model in models:
         for task in suite.tasks:
             try:
@@ -192,6 +212,7 @@ async def create_eval(
         repeat=repeat,
         created_at=time.time(),
         replay_of=body.replay_of,
+        notify=body.notify,
     )
     size = len(msgspec.json.encode(record))
     if size > MAX_RECORD_BYTES:
@@ -369,7 +390,7 @@ async def start_run(
         config = msgspec.structs.replace(event.config, model=f"{REPLAY_PREFIX}{recorded}")
         event = msgspec.structs.replace(event, config=config)
     files = await _files(runtime, principal, trace_id, task)
-    tag = ev.EvalTag(eval_id=eval_id, task=task.id, repeat=body.repeat, check=task.check)
+    tag = eval_usecases.run_tag(record, suite, task, body.repeat)
     # an eval run keeps its task's name: the runs of a suite are compared by it
     event = msgspec.structs.replace(event, eval=tag, files=files, untitled=False)
     state = await commands.create_trace(runtime, principal, event, trace_id)
@@ -426,4 +447,4 @@ async def get_check(
         outcome = await runtime.service.evals.check(principal.owner, eval_id, trace_id)
     if outcome is None:
         raise not_found("check of trace", trace_id)
-    return CheckView(trace_id=outcome.trace_id, passed=outcome.passed, log=outcome.log)
+    return CheckView.model_validate(msgspec.to_builtins(outcome))

@@ -82,6 +82,7 @@ async def _list(
     limit: int,
     cursor: str | None,
     text: str | None = None,
+    evals_too: bool = True,
 ) -> TraceList:
     entries, next_cursor = await query_owned(
         runtime,
@@ -91,6 +92,7 @@ async def _list(
         cursor=cursor,
         limit=limit,
         text=text,
+        evals_too=evals_too,
     )
     return TraceList(
         traces=[summary_of(e, runtime.mirror) for e in entries], next_cursor=next_cursor
@@ -109,9 +111,12 @@ async def list_traces(
         str | None,
         Query(max_length=200, description="only traces whose name or id contains this text"),
     ] = None,
+    evals: Annotated[
+        bool, Query(description="false: leave out the runs of evals (`longhaul eval`)")
+    ] = True,
 ) -> TraceList:
     statuses = frozenset(status) if status else None
-    return await _list(runtime, principal, statuses, parent, limit, cursor, q)
+    return await _list(runtime, principal, statuses, parent, limit, cursor, q, evals_too=evals)
 
 
 @router.get("/running", response_model=TraceList, summary="Your traces that are running")

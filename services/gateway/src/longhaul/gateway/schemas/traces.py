@@ -508,6 +508,9 @@ class TraceSummary(BaseModel):
     )
     created_at: float = 0.0
     updated_at: float = 0.0
+    eval_id: str | None = Field(
+        default=None, description="the eval it is one run of (listed only with evals=true)"
+    )
 
 
 class TraceView(TraceSummary):

@@ -9,6 +9,7 @@ from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.mirror import IndexMirror
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.usecases.evals import not_an_eval_run
 
 MIRROR_READY_S = 5.0
 
@@ -34,8 +35,10 @@ async def query_owned(
     parent: str | None = None,
     cursor: str | None = None,
     text: str | None = None,
+    evals_too: bool = True,
 ) -> tuple[list[TraceIndexEntry], str | None]:
-    """The caller's traces from the index mirror, newest first, and the next page's cursor."""
+    """The caller's traces from the index mirror, newest first, and the next page's cursor
+    (``evals_too=False``: not the runs of evals)."""
     mirror = await ready_mirror(runtime)
     return mirror.query(
         owner=principal.owner,
@@ -44,4 +47,5 @@ async def query_owned(
         cursor=cursor,
         limit=limit,
         text=text,
+        keep=None if evals_too else not_an_eval_run,
     )

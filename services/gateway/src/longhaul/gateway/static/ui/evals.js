@@ -1,8 +1,9 @@
 // Eval runs (`longhaul eval`, GET /api/evals): the list, one run's table (task × model with a
 // link to every trace) and a side-by-side comparison of two runs with what regressed marked.
-// Pass rates are bars with their 95 % Wilson interval drawn over them; so is cost.
+// Pass rates are bars with their 95 % Wilson interval drawn over them; so is cost. Every run
+// shows its output, checks and why it failed; a replay says so; "before" is the older run.
 import { api, enc } from "./api.js";
-import { el, fill, fmtCost, showError } from "./dom.js";
+import { el, fill, fmtCost, fmtTime, foldable, showError } from "./dom.js";
 
 const pct = (x) => Math.round((x || 0) * 100) + "%";
 const GROWTH = 0.2;  // as longhaul.domain.evals.REGRESSION_GROWTH
@@ -11,12 +12,18 @@ export function evalListPage(root) {
   const list = el("ul", { class: "task-list", "data-testid": "eval-list" });
   const compare = el("button", { type: "button", "data-testid": "compare", disabled: true, text: "Compare the two checked" });
   const checked = [];
-  compare.addEventListener("click", () => { location.hash = "#/evals/" + enc(checked[0]) + "/vs/" + enc(checked[1]); });
+  const created = {};
+  compare.addEventListener("click", () => {
+    // before is the older of the two, whichever box was checked first
+    const [before, after] = [...checked].sort((a, b) => created[a] - created[b]);
+    location.hash = "#/evals/" + enc(before) + "/vs/" + enc(after);
+  });
   root.replaceChildren(el("div", { class: "list-page" }, el("h2", { text: "Eval runs" }), list, compare));
   let gone = false;
   api("/api/evals").then((data) => {
     if (gone) return;
     list.replaceChildren(...data.evals.map((e) => {
+      created[e.eval_id] = e.created_at;
       const box = el("input", { type: "checkbox", "data-testid": "eval-check", onchange: (ev) => {
         const at = checked.indexOf(e.eval_id);
         if (ev.target.checked && at < 0) checked.push(e.eval_id);
@@ -25,11 +32,17 @@ export function evalListPage(root) {
       } });
       return el("li", { class: "task-row", "data-testid": "eval-row", dataset: { evalId: e.eval_id } }, box, " ",
         el("a", { href: "#/evals/" + enc(e.eval_id), text: e.suite_name + " · " + e.eval_id }),
-        el("span", { class: "meta", text: " " + e.tasks + " tasks × " + e.models.join(", ") + " × " + e.repeat }));
+        e.replay_of ? replayBadge(e.replay_of) : null,
+        el("span", { class: "meta", text: " " + e.tasks + " tasks × " + e.models.join(", ") + " × " + e.repeat + " · " + fmtTime(e.created_at) }));
     }));
     if (!data.evals.length) list.replaceChildren(el("li", { class: "meta", text: "no eval runs: longhaul eval SUITE" }));
   }).catch(showError);
   return () => { gone = true; };
+}
+
+function replayBadge(of) {
+  return el("span", { class: "badge replay", "data-testid": "replay-badge", title: "every model call answered from " + of + "'s recorded runs",
+    text: " replay of " + of + " " });
 }
 
 // One bar: the value, and the interval [low, high] as a whisker over it (all in 0..1 of `scale`).
@@ -74,14 +87,33 @@ function runsTable(data) {
                   text: (r.passed ? "pass" : "fail") })))))));
 }
 
+// Every run: when it ended, pass or fail and why, each check's verdict, its output.
+function runDetails(data) {
+  const runs = [...data.runs].sort((a, b) => (a.task + a.model).localeCompare(b.task + b.model) || a.repeat - b.repeat);
+  return el("section", { class: "eval-details" }, el("h3", { text: "Runs" }),
+    ...runs.map((r) => el("details", { class: "eval-run-detail", "data-testid": "eval-run-detail", open: !r.passed, dataset: { task: r.task, passed: String(r.passed) } },
+      el("summary", {},
+        el("span", { class: "status " + (r.passed ? "completed" : "failed"), text: r.passed ? "pass" : "fail" }),
+        " " + r.task + " #" + r.repeat + " · " + r.model + " · ",
+        el("span", { class: "meta", "data-testid": "run-date", text: fmtTime(r.ended_at) || "" }), " ",
+        el("a", { href: "#/traces/" + enc(r.trace_id), text: r.trace_id })),
+      (r.reasons || []).length ? el("ul", { class: "reasons", "data-testid": "run-reasons" }, ...r.reasons.map((why) => el("li", { text: why }))) : null,
+      r.diverged ? el("p", { class: "diverged", "data-testid": "run-diverged", text: "diverged: " + r.diverged }) : null,
+      (r.checks || []).length ? el("ul", { class: "checks", "data-testid": "run-checks" }, ...r.checks.map((c) =>
+        el("li", { class: c.skipped ? "skipped" : c.passed ? "passed" : "failed" },
+          el("b", { text: (c.skipped ? "skipped" : c.passed ? "✓" : "✗") + " " + c.check }), c.detail ? foldable(c.detail, "check-detail") : null))) : null,
+      r.output ? el("div", { class: "run-output", "data-testid": "run-output" }, foldable(r.output, "output")) : null)));
+}
+
 export function evalPage(root, evalId) {
   root.replaceChildren(el("p", { class: "meta", text: "loading…" }));
   let gone = false;
   api("/api/evals/" + enc(evalId)).then((data) => {
     if (gone) return;
     fill(root, el("div", { class: "eval-page" },
-      el("h2", { "data-testid": "eval-title", text: data.suite_name + " · " + data.eval_id }),
-      summaryTable(data.summary), runsTable(data)));
+      el("h2", { "data-testid": "eval-title" }, data.suite_name + " · " + data.eval_id, data.replay_of ? replayBadge(data.replay_of) : null),
+      el("p", { class: "meta", "data-testid": "eval-date", text: fmtTime(data.created_at) }),
+      summaryTable(data.summary), runsTable(data), runDetails(data)));
   }).catch(showError);
   return () => { gone = true; };
 }
@@ -106,17 +138,25 @@ export function regressions(after, before) {
 export function comparePage(root, beforeId, afterId) {
   root.replaceChildren(el("p", { class: "meta", text: "loading…" }));
   let gone = false;
-  Promise.all([api("/api/evals/" + enc(beforeId)), api("/api/evals/" + enc(afterId))]).then(([before, after]) => {
+  Promise.all([api("/api/evals/" + enc(beforeId)), api("/api/evals/" + enc(afterId))]).then((both) => {
     if (gone) return;
+    const [before, after] = both.sort((a, b) => a.created_at - b.created_at);  // before is the older
     const found = regressions(after, before);
+    const shared = after.models.filter((m) => before.models.includes(m));
+    const differ = shared.length !== before.models.length || shared.length !== after.models.length;
     const column = (data, title) => el("section", { class: "eval-side" },
-      el("h3", {}, title + " ", el("a", { href: "#/evals/" + enc(data.eval_id), text: data.suite_name + " · " + data.eval_id })),
+      el("h3", {}, title + " ", el("a", { href: "#/evals/" + enc(data.eval_id), text: data.suite_name + " · " + data.eval_id }),
+        data.replay_of ? replayBadge(data.replay_of) : null, el("span", { class: "meta", text: " " + fmtTime(data.created_at) })),
       summaryTable(data.summary, (data === after ? before : after).summary), runsTable(data));
+    const none = !shared.length ? "no model ran in both: nothing compared"
+      : differ ? "nothing regressed on " + shared.join(", ") + " (the only model(s) both ran)" : "nothing regressed";
     fill(root, el("div", { class: "eval-page" },
       el("h2", { text: "Comparison" }),
+      differ ? el("p", { class: "models-differ", "data-testid": "models-differ",
+        text: "The models differ: before ran " + before.models.join(", ") + "; after ran " + after.models.join(", ") + ". Pass rates of different models are not a regression." }) : null,
       el("ul", { class: "regressions", "data-testid": "regressions" },
         found.length ? found.map((f) => el("li", { class: "regressed", "data-testid": "regression", text: f.text }))
-                     : el("li", { class: "meta", "data-testid": "no-regression", text: "nothing regressed" })),
+                     : el("li", { class: "meta", "data-testid": "no-regression", text: none })),
       el("div", { class: "eval-compare" }, column(before, "before"), column(after, "after"))));
     for (const f of found) {
       if (!f.task) continue;
