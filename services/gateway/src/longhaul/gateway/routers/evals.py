@@ -20,21 +20,16 @@ import msgspec
 from fastapi import APIRouter, Path
 from longhaul.core.evals import EVAL_PREFIX
 from longhaul.domain import evals
-from longhaul.domain import events as ev
 from longhaul.domain.ids import new_id
 from longhaul.domain.messages import content_text
-from longhaul.domain.replay import REPLAY_PREFIX
-from longhaul.gateway import access, commands
-from longhaul.gateway.auth import CurrentPrincipal, Principal
+from longhaul.gateway import access
+from longhaul.gateway.auth import CurrentPrincipal
 from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.common import Amount, Body, ModelName, integral
 from longhaul.gateway.schemas.derived import view_of
-from longhaul.gateway.schemas.traces import Accepted, CreateTraceRequest
+from longhaul.gateway.schemas.traces import Accepted
 from longhaul.gateway.usecases import evals as eval_usecases
-from longhaul.gateway.usecases.files import stored
-from longhaul.gateway.usecases.start import check_model, trace_creation
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 MAX_RECORD_BYTES = 768 * 1024
@@ -160,51 +155,15 @@ def _parsed(suite: dict[str, Any]) -> evals.Suite:
         raise ApiError(422, "invalid_suite", str(exc)) from None
 
 
-async def _checked_suite(
-    runtime: Runtime, principal: Principal, suite: evals.Suite, models: list[str]
-) -> None:
-    """Refuse a suite no run of could start: each task's trace body on each model, and each
-    rubric's model."""
-    for task_id, rubric_model in eval_usecases.rubric_models(suite):
-        check_model(runtime, rubric_model, field=f"task {task_id}: rubric model")
-    for model in models:
-        for task in suite.tasks:
-            try:
-                create = CreateTraceRequest.model_validate(suite.body(task, model))
-            except ValidationError as exc:
-                raise ApiError(
-                    422, "invalid_suite", f"task {task.id}: {evals.describe(exc)}"
-                ) from None
-            await trace_creation(runtime, principal, create)
-
-
-async def _models_and_repeat(
-    runtime: Runtime, principal: Principal, body: CreateEvalRequest, suite: evals.Suite
-) -> tuple[list[str], int]:
-    """The body's, or on a replay the recorded eval's (each task must have been one of its)."""
-    if body.replay_of is None:
-        if not body.models:
-            raise ApiError(422, "invalid_request", "models: at least one model")
-        return list(body.models), body.repeat
-    recorded = await _record(runtime, principal, body.replay_of)
-    known = {task.get("id") for task in recorded.suite.get("tasks", [])}
-    missing = [task.id for task in suite.tasks if task.id not in known]
-    if missing:
-        raise ApiError(
-            422,
-            "invalid_suite",
-            f"eval {body.replay_of} recorded no run of task(s) {', '.join(missing)}",
-        )
-    return list(recorded.models), recorded.repeat
-
-
 @router.post("", status_code=201, response_model=EvalView, summary="Create an eval run")
 async def create_eval(
     body: CreateEvalRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> EvalView:
     suite = _parsed(body.suite)
-    models, repeat = await _models_and_repeat(runtime, principal, body, suite)
-    await _checked_suite(runtime, principal, suite, models)
+    models, repeat = await eval_usecases.models_and_repeat(
+        runtime, principal, suite, (list(body.models), body.repeat), body.replay_of
+    )
+    await eval_usecases.checked_suite(runtime, principal, suite, models)
     record = evals.EvalRecord(
         eval_id=new_id(EVAL_PREFIX),
         suite=body.suite,
@@ -232,14 +191,6 @@ async def list_evals(runtime: CurrentRuntime, principal: CurrentPrincipal) -> Ev
     async with runtime.nats_call():
         records = await runtime.service.evals.owned(principal.owner)
     return EvalList(evals=[_summary(r) for r in records])
-
-
-async def _record(runtime: Runtime, principal: Principal, eval_id: str) -> evals.EvalRecord:
-    async with runtime.nats_call():
-        record = await runtime.service.evals.get(principal.owner, eval_id)
-    if record is None:
-        raise not_found("eval", eval_id)
-    return record
 
 
 def _view(record: evals.EvalRecord, runs: list[evals.RunResult]) -> EvalView:
@@ -281,25 +232,6 @@ TASK_SETTINGS = (
 chooses, and not approvals or client tools: an eval has nobody to answer them)."""
 
 
-async def _beginning(
-    runtime: Runtime, trace_id: str
-) -> tuple[ev.TraceCreated | None, list[ev.FileUploaded]]:
-    """The run's creation and the files it had before its first model answer."""
-    created: ev.TraceCreated | None = None
-    files: dict[str, ev.FileUploaded] = {}
-    async with runtime.nats_call():
-        async for recorded in runtime.traces.replay(trace_id):
-            event = recorded.event
-            if isinstance(event, ev.TraceCreated):
-                created = event
-                files.update((f.name, f) for f in event.files)
-            elif isinstance(event, ev.FileUploaded):
-                files[event.name] = event
-            elif isinstance(event, ev.MessageAppended) and event.role == "assistant":
-                break
-    return created, list(files.values())
-
-
 def _task_id(state_name: str | None, trace_id: str) -> str:
     words = re.findall(r"[A-Za-z0-9]+", (state_name or "").lower())[:6]
     return "-".join(words)[:64] or trace_id[-12:].lower()
@@ -313,7 +245,7 @@ async def task_from_trace(
     body: TaskFromTraceRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> TaskFromTrace:
     state = await access.owned_trace(runtime, principal, body.trace_id)
-    created, uploads = await _beginning(runtime, body.trace_id)
+    created, uploads = await eval_usecases.beginning(runtime, body.trace_id)
     if created is None:
         raise not_found("trace", body.trace_id)
     prompt = "\n\n".join(
@@ -322,7 +254,7 @@ async def task_from_trace(
     if not prompt:
         raise ApiError(422, "invalid_request", f"trace {body.trace_id} started without a prompt")
     task: dict[str, Any] = {"id": body.id or _task_id(state.name, body.trace_id), "prompt": prompt}
-    files, skipped = await _texts(runtime, uploads)
+    files, skipped = await eval_usecases.texts(runtime, uploads)
     if files:
         task["files"] = files
     for field in ("check", "answer"):
@@ -337,29 +269,11 @@ async def task_from_trace(
     return TaskFromTrace(task=task, skipped_files=skipped)
 
 
-async def _texts(
-    runtime: Runtime, uploads: list[ev.FileUploaded]
-) -> tuple[dict[str, str], list[str]]:
-    """The uploads' contents that are text within a task's limits; the names of the rest."""
-    files: dict[str, str] = {}
-    skipped: list[str] = []
-    for upload in uploads:
-        async with runtime.nats_call():
-            entry = await runtime.service.workspace.get(upload.key)
-        try:
-            if entry is None or len(entry.value) > evals.MAX_FILE_BYTES:
-                raise ValueError(upload.name)
-            files[upload.name] = entry.value.decode()
-        except (ValueError, UnicodeDecodeError):
-            skipped.append(upload.name)
-    return files, skipped
-
-
 @router.get("/{eval_id}", response_model=EvalView, summary="An eval run with its scored runs")
 async def get_eval(
     eval_id: EvalId, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> EvalView:
-    record = await _record(runtime, principal, eval_id)
+    record = await eval_usecases.owned_eval(runtime, principal, eval_id)
     async with runtime.nats_call():
         runs = await runtime.service.evals.runs(principal.owner, eval_id)
     return _view(record, runs)
@@ -373,45 +287,10 @@ async def get_eval(
 async def start_run(
     eval_id: EvalId, body: StartRunRequest, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> Accepted:
-    record = await _record(runtime, principal, eval_id)
-    suite = evals.parse_suite(record.suite)
-    task = suite.task(body.task)
-    if task is None or body.model not in record.models or body.repeat >= record.repeat:
-        raise not_found(f"eval {eval_id} run", f"{body.task}/{body.model}/{body.repeat}")
-    key = evals.run_key(task.id, body.model, body.repeat)
-    trace_id = commands.keyed_trace_id(principal.owner, f"eval:{eval_id}:{key}")
-    seq = await commands.keyed_creation(runtime, principal, trace_id)
-    if seq is not None:
-        return Accepted(trace_id=trace_id, status="running", event_id=seq)
-    create = CreateTraceRequest.model_validate(suite.body(task, body.model))
-    event = await trace_creation(runtime, principal, create)
-    if record.replay_of is not None:
-        recorded = await _recorded_run(runtime, principal, record.replay_of, key)
-        config = msgspec.structs.replace(event.config, model=f"{REPLAY_PREFIX}{recorded}")
-        event = msgspec.structs.replace(event, config=config)
-    files = await _files(runtime, principal, trace_id, task)
-    tag = eval_usecases.run_tag(record, suite, task, body.repeat)
-    # an eval run keeps its task's name: the runs of a suite are compared by it
-    event = msgspec.structs.replace(event, eval=tag, files=files, untitled=False)
-    state = await commands.create_trace(runtime, principal, event, trace_id)
-    return Accepted(trace_id=trace_id, status=state.status or "running", event_id=state.stream_seq)
-
-
-async def _recorded_run(runtime: Runtime, principal: Principal, eval_id: str, key: str) -> str:
-    """The trace the replayed eval recorded for one run (409 if it never scored that run)."""
-    async with runtime.nats_call():
-        run = await runtime.service.evals.run(principal.owner, eval_id, key)
-    if run is None:
-        raise ApiError(409, "conflict", f"eval {eval_id} has no recorded run to replay here")
-    return run.trace_id
-
-
-async def _files(
-    runtime: Runtime, principal: Principal, trace_id: str, task: evals.EvalTask
-) -> list[ev.FileUploaded]:
-    """The task's files, stored like uploads (and counted in the key's upload quota)."""
-    contents = [(path, text.encode(), "text/plain") for path, text in task.files.items()]
-    return await stored(runtime, principal.owner, trace_id, contents)
+    trace_id, status, event_id = await eval_usecases.start_run(
+        runtime, principal, eval_id, body.task, body.model, body.repeat
+    )
+    return Accepted(trace_id=trace_id, status=status, event_id=event_id)
 
 
 @router.put(
@@ -420,7 +299,7 @@ async def _files(
 async def record_run(
     eval_id: EvalId, body: RunResultBody, runtime: CurrentRuntime, principal: CurrentPrincipal
 ) -> RunView:
-    await _record(runtime, principal, eval_id)
+    await eval_usecases.owned_eval(runtime, principal, eval_id)
     state = await access.owned_trace(runtime, principal, body.trace_id)
     tag = state.eval
     if tag is None or (tag.eval_id, tag.task, tag.repeat) != (eval_id, body.task, body.repeat):
