@@ -2,7 +2,8 @@
 
 ``OwnedTrace`` / ``OwnedTask`` fold the aggregate named by the path's ``trace_id`` /
 ``task_id`` and answer 404 for one the caller does not own, exactly as for one that does not
-exist (:mod:`longhaul.gateway.access`).
+exist (:mod:`longhaul.gateway.access`); ``OwnedTraceId`` / ``OwnedTaskId`` check the same
+without folding.
 """
 
 from __future__ import annotations
@@ -35,5 +36,20 @@ async def _owned_task(
     return await access.owned_task(runtime, principal, task_id)
 
 
+async def _owned_trace_id(
+    trace_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+) -> str:
+    await access.require_trace_owner(runtime, principal, trace_id)
+    return trace_id
+
+
+async def _owned_task_id(task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal) -> str:
+    await access.require_task_owner(runtime, principal, task_id)
+    return task_id
+
+
 OwnedTrace = Annotated[TraceState, Depends(_owned_trace)]
 OwnedTask = Annotated[TaskState, Depends(_owned_task)]
+OwnedTraceId = Annotated[str, Depends(_owned_trace_id)]
+"""The path's ``trace_id``, once checked to be the caller's (reads one event, folds none)."""
+OwnedTaskId = Annotated[str, Depends(_owned_task_id)]

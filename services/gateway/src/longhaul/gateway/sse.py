@@ -31,6 +31,8 @@ SSE_DOC: dict[int | str, dict[str, Any]] = {
     }
 }
 RETRY_MS = 1000
+SSE_ROUTE: dict[str, Any] = {"response_class": StreamingResponse, "responses": SSE_DOC}
+"""What every event-stream route declares (``@router.get(path, summary=…, **SSE_ROUTE)``)."""
 
 FLUSH_MS_DOC = (
     "merge token deltas into one `live` frame per this many milliseconds (0: each delta "

@@ -27,7 +27,7 @@ from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.sse import SSE_DOC, SSE_HEADERS, FlushMs, StreamFrom
+from longhaul.gateway.sse import SSE_HEADERS, SSE_ROUTE, FlushMs, StreamFrom
 from longhaul.gateway.streams import ClosingStreamingResponse
 
 router = APIRouter(tags=["traces"], responses=ERROR_RESPONSES)
@@ -137,9 +137,8 @@ async def get_remote_messages(
 
 @router.get(
     PATH + "/events",
-    response_class=StreamingResponse,
-    responses=SSE_DOC,
     summary="The event stream of a remote child of one of your traces, relayed",
+    **SSE_ROUTE,
 )
 async def get_remote_events(
     netloc: str,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from longhaul.agent.planning.quality import plan_issues
@@ -15,7 +16,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
-from longhaul.gateway.deps import CurrentRuntime
+from longhaul.gateway.deps import CurrentRuntime, OwnedTaskId
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.tasks import (
@@ -31,7 +32,7 @@ from longhaul.gateway.schemas.tasks import (
     TaskSummary,
     TaskView,
 )
-from longhaul.gateway.sse import SSE_DOC, StreamFrom, sse_response
+from longhaul.gateway.sse import SSE_ROUTE, StreamFrom, sse_response
 from longhaul.gateway.usecases import erase
 from longhaul.gateway.usecases.tasks import check_task_options, task_creation
 from longhaul.gateway.views import task_view
@@ -163,24 +164,11 @@ def build_tasks_router(prefix: str) -> APIRouter:
         "/{task_id}/checkpoints",
         summary="The saved results of the task's completed phases (what a resume starts from)",
     )
-    async def list_checkpoints(
-        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
-    ) -> CheckpointList:
-        await access.require_task_owner(runtime, principal, task_id)
+    async def list_checkpoints(task_id: OwnedTaskId, runtime: CurrentRuntime) -> CheckpointList:
         async with runtime.nats_call():
             saved = await runtime.service.checkpoints.list(task_id)
         return CheckpointList(
-            checkpoints=[
-                CheckpointView(
-                    phase_id=c.phase_id,
-                    name=c.name,
-                    summary=c.summary,
-                    result_ref=c.result_ref,
-                    trace_id=c.trace_id,
-                    saved_at=c.saved_at,
-                )
-                for c in saved
-            ]
+            checkpoints=[CheckpointView.model_validate(msgspec.structs.asdict(c)) for c in saved]
         )
 
     @router.delete(
@@ -200,27 +188,20 @@ def build_tasks_router(prefix: str) -> APIRouter:
         summary="Clear the task's checkpoints (a resume then reads completed phases from the log)",
     )
     async def clear_checkpoints(
-        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
+        task_id: OwnedTaskId, runtime: CurrentRuntime
     ) -> CheckpointsCleared:
-        await access.require_task_owner(runtime, principal, task_id)
         async with runtime.nats_call():
             cleared = await runtime.service.checkpoints.clear(task_id)
         return CheckpointsCleared(task_id=task_id, cleared=cleared)
 
     @router.get(
         "/{task_id}/events",
-        response_class=StreamingResponse,
-        responses=SSE_DOC,
         summary="Server-sent events of a task (plan, phases, replans, completion)",
+        **SSE_ROUTE,
     )
     async def task_events(
-        task_id: str,
-        request: Request,
-        runtime: CurrentRuntime,
-        principal: CurrentPrincipal,
-        start: StreamFrom,
+        task_id: OwnedTaskId, request: Request, runtime: CurrentRuntime, start: StreamFrom
     ) -> StreamingResponse:
-        await access.require_task_owner(runtime, principal, task_id)
         return sse_response(runtime, "task", task_id, start, request)
 
     return router

@@ -17,15 +17,14 @@ from fastapi import (
 from fastapi.responses import StreamingResponse
 from longhaul.gateway import access
 from longhaul.gateway.auth import (
-    CurrentPrincipal,
     authenticate_token,
     check_origin,
     enforce_rate_limit,
 )
-from longhaul.gateway.deps import CurrentRuntime
+from longhaul.gateway.deps import CurrentRuntime, OwnedTraceId
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import runtime_of
-from longhaul.gateway.sse import SSE_DOC, FlushMs, StreamFrom, sse_response, ws_flush_ms
+from longhaul.gateway.sse import SSE_ROUTE, FlushMs, StreamFrom, sse_response, ws_flush_ms
 from longhaul.gateway.streams import (
     aggregate_stream,
     ws_frame,
@@ -36,19 +35,16 @@ router = APIRouter(tags=["events"], responses=ERROR_RESPONSES)
 
 @router.get(
     "/api/traces/{trace_id}/events",
-    response_class=StreamingResponse,
-    responses=SSE_DOC,
     summary="Server-sent events of a trace, resumable with Last-Event-ID",
+    **SSE_ROUTE,
 )
 async def trace_events(
-    trace_id: str,
+    trace_id: OwnedTraceId,
     request: Request,
     runtime: CurrentRuntime,
-    principal: CurrentPrincipal,
     start: StreamFrom,
     flush_ms: FlushMs = 0,
 ) -> StreamingResponse:
-    await access.require_trace_owner(runtime, principal, trace_id)
     return sse_response(runtime, "trace", trace_id, start, request, flush_ms)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from longhaul.gateway.schedules.records import ScheduledRun, ScheduleRecord, Template, TriggerRecord
 from longhaul.gateway.schedules.timing import rfc3339
 from longhaul.gateway.schemas.schedules import (
@@ -18,25 +19,18 @@ def template_view(template: Template) -> TemplateBody:
 
 
 def schedule_view(record: ScheduleRecord) -> ScheduleView:
+    """The record as the API shows it: the fields the view declares, the ticker's own
+    (owner, cursor, anchor, run list) kept inside."""
+    fields = msgspec.structs.asdict(record)
+    shown = {name: fields[name] for name in ScheduleView.model_fields if name in fields}
+    next_tick = record.next_tick_ms
     return ScheduleView(
-        schedule_id=record.schedule_id,
-        name=record.name,
-        cron=record.cron,
-        timezone=record.timezone,
-        every_s=record.every_s,
-        at=record.at,
-        template=template_view(record.template),
-        overlap=record.overlap,
-        catch_up=record.catch_up,
-        paused=record.paused,
-        next_run_at=None if record.next_tick_ms is None else rfc3339(record.next_tick_ms),
-        runs_started=len(record.runs),
-        skipped=record.skipped,
-        last_error=record.last_error,
-        failures=record.failures,
-        paused_reason=record.paused_reason,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
+        **shown
+        | {
+            "template": template_view(record.template),
+            "next_run_at": None if next_tick is None else rfc3339(next_tick),
+            "runs_started": len(record.runs),
+        }
     )
 
 

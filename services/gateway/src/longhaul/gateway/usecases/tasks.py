@@ -13,6 +13,9 @@ from longhaul.gateway.schemas.tasks import CreateTaskRequest
 from longhaul.gateway.verification import verification_problems
 from longhaul.llm.registry import check_model_string
 
+TASK_FIELDS = {"goal", "mode", "options", "review", "max_tokens", "max_cost"}
+"""What of a create body goes on ``task_created`` as it is."""
+
 
 def check_task_options(config: LonghaulConfig, options: dict[str, Any]) -> None:
     """Phases given by the client may name operator checks, never carry commands, and name
@@ -55,11 +58,4 @@ def task_creation(config: LonghaulConfig, body: CreateTaskRequest) -> ev.TaskCre
     """The ``task_created`` event a create body asks for (phases' checks and models checked):
     the one way every surface (this API, schedules, triggers) starts a task."""
     check_task_options(config, body.options)
-    return ev.TaskCreated(
-        goal=body.goal,
-        mode=body.mode,
-        options=body.options,
-        review=body.review,
-        max_tokens=body.max_tokens,
-        max_cost=body.max_cost,
-    )
+    return ev.TaskCreated(**body.model_dump(include=TASK_FIELDS))
