@@ -188,10 +188,10 @@ def enforce_limit(limiter: RateLimiter, key: str) -> None:
         )
 
 
-async def current_principal(
-    request: Request,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-) -> Principal:
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
+
+
+async def current_principal(request: Request, credentials: BearerCredentials) -> Principal:
     """FastAPI dependency of every ``/api`` route: authenticate, then rate-limit per key."""
     runtime: Runtime = request.app.state.runtime
     token = _bearer(request, credentials)
@@ -233,13 +233,9 @@ def _operator(request: Request, token: str | None, ring: KeyRing, setting: str) 
 def operator(ring: Literal["metrics_keys", "admin_keys"]) -> Callable[..., Awaitable[None]]:
     """A FastAPI dependency admitting the bearers of ``gateway.<ring>`` only."""
 
-    async def dependency(
-        request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-    ) -> None:
+    async def dependency(request: Request, credentials: BearerCredentials) -> None:
         runtime: Runtime = request.app.state.runtime
-        token = _bearer(request, credentials)
-        _operator(request, token, getattr(runtime, ring), f"gateway.{ring}")
+        _operator(request, _bearer(request, credentials), getattr(runtime, ring), f"gateway.{ring}")
 
     return dependency
 
