@@ -156,14 +156,14 @@ async def test_an_append_in_flight_settles_to_its_record_or_to_a_conflict(
     trace_id = new_id("t")
     [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position())
     in_flight = await recorder.begin_append(
-        "trace", trace_id, message(2, "a"), expected=Position(first.seq, 1), actor="test"
+        "trace", trace_id, [message(2, "a")], expected=Position(first.seq, 1), actor="test"
     )
-    assert in_flight.event.n == 2
-    recorded = await in_flight.settle()
+    assert [e.n for e in in_flight.events] == [2]
+    [recorded] = await in_flight.settle()
     assert recorded.seq > first.seq and recorded.event.aggregate_id == trace_id
 
     late = await recorder.begin_append(
-        "trace", trace_id, message(3, "stale"), expected=Position(first.seq, 1)
+        "trace", trace_id, [message(3, "stale")], expected=Position(first.seq, 1)
     )
     with pytest.raises(ConcurrencyError):
         await late.settle()

@@ -130,6 +130,11 @@ class Repository(Generic[S]):
             retry=self.retry,
         )
 
+    @property
+    def atomic(self) -> bool:
+        """Whether several events saved at once are stored all or none (one atomic batch)."""
+        return self._store.atomic
+
     # ------------------------------------------------------------------ read
 
     async def load(self, aggregate_id: str) -> S:

@@ -45,6 +45,8 @@ ATOMIC_DISABLED = 10174
 """nats-server's "atomic publish is disabled": the stream has no ``allow_atomic``."""
 BATCH_INCOMPLETE = 10176
 """An atomic batch whose commit came without all its messages (one lost on the way)."""
+BATCH_TOO_MANY = 10210
+"""nats-server's "atomic publish too many inflight" (50 batches a stream): wait, try again."""
 BATCH_DUPLICATE_ID = 10201
 """An atomic batch holding a ``Nats-Msg-Id`` the stream has seen: a batch is refused whole,
 never answered as a duplicate (nats-server 2.15.1, measured)."""
@@ -131,7 +133,9 @@ def _retrieve(future: asyncio.Future[api.PubAck]) -> None:
         future.exception()
 
 
-class _Message(NamedTuple):
+class Outgoing(NamedTuple):
+    """One message of an append as published: what a retry publishes again."""
+
     subject: str
     payload: bytes
     headers: dict[str, str]
@@ -146,7 +150,7 @@ class PendingAppend:
         self,
         store: EventStore,
         events: list[ev.Event],
-        messages: list[_Message],
+        messages: list[Outgoing],
         expected_seq: int,
         ack: asyncio.Future[api.PubAck],
     ) -> None:
@@ -224,9 +228,10 @@ class PendingAppend:
                         expected=Position(self._expected_seq, first.n - 1),
                     )
                     return [r.seq for r in recorded]
-                elif exc.err_code in (DUPLICATE_IN_PROCESS, BATCH_INCOMPLETE):
-                    # A cluster still proposing our earlier attempt, or a batch whose first
-                    # messages were lost on the way: ask again (a new batch, the same ids).
+                elif exc.err_code in (DUPLICATE_IN_PROCESS, BATCH_INCOMPLETE, BATCH_TOO_MANY):
+                    # A cluster still proposing our earlier attempt, a batch whose first
+                    # messages were lost or refused on the way (too many batches open at
+                    # once): ask again (a new batch, the same ids).
                     if time.monotonic() + delay > deadline:
                         raise
                 elif not is_transient(exc) or time.monotonic() + delay > deadline:
@@ -442,7 +447,7 @@ class EventStore:
         ]
         return OneByOne(pending, rest)
 
-    def _messages(self, stamped: list[ev.Event], expected_seq: int) -> list[_Message]:
+    def _messages(self, stamped: list[ev.Event], expected_seq: int) -> list[Outgoing]:
         """The append rule's messages: the expected position on the first (a batch's checks
         are made against the log as it was before it), a ``Nats-Msg-Id`` on each."""
         messages = []
@@ -457,10 +462,10 @@ class EventStore:
                     self.names.aggregate_filter(event.aggregate, event.aggregate_id)
                 )
             subject = self.names.subject(event.aggregate, event.aggregate_id, event.type)
-            messages.append(_Message(subject, ev.encode(event), headers))
+            messages.append(Outgoing(subject, ev.encode(event), headers))
         return messages
 
-    async def _publish(self, messages: list[_Message]) -> asyncio.Future[api.PubAck]:
+    async def _publish(self, messages: list[Outgoing]) -> asyncio.Future[api.PubAck]:
         """Publish one message, or several as an atomic batch (a new ``Nats-Batch-Id`` each
         attempt; only the commit, the last, is answered): the answer's future."""
         *batch, (subject, payload, headers) = messages
