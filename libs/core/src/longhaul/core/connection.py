@@ -129,7 +129,8 @@ async def connect(
         names=names,
         request_timeout_s=config.request_timeout_s,
         unavailable_retry_s=config.unavailable_retry_s,
-        atomic_batches=await retry_transient(
+        atomic_batches=config.atomic_batches
+        and await retry_transient(
             lambda: atomic_batches(js, names), what="reading the event stream"
         ),
     )

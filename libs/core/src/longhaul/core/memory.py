@@ -59,6 +59,8 @@ class MemoryStore:
         else one by one (a server or stream without them)."""
         self.appends = 0
         """Events stored (a retry that found its events stored adds none)."""
+        self.round_trips = 0
+        """Appends that stored something: one per batch, as the server would answer them."""
         self.conflicts = 0
         """Appends refused for a stale expected position."""
 
@@ -162,6 +164,7 @@ class MemoryStore:
             self._payloads[self._seq] = payload
             log.append(Recorded(ev.decode(payload), self._seq))
         self.appends += len(payloads)
+        self.round_trips += 1
         async with self._changed:
             self._changed.notify_all()
         return [Recorded(self._stored(r.seq), r.seq) for r in log[-len(payloads) :]]
