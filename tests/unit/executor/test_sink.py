@@ -237,8 +237,8 @@ async def test_a_batch_that_loses_a_race_is_appended_again_after_the_other_write
 async def test_without_atomic_batches_a_step_is_appended_one_by_one() -> None:
     store = MemoryStore(atomic=False)
     sink = await sink_on(store)
-    await sink.hold([message(sink.state, "calling")])
     before = store.round_trips
+    await sink.hold([message(sink.state, "calling")])  # in flight at once, as before
     await sink.emit_behind([answer(sink.state, "result")])
     await sink.settle()
     await sink.emit([message(sink.state, "done"), ev.Completed(summary="done")])

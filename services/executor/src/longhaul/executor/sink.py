@@ -118,7 +118,11 @@ class TraceSink:
     async def hold(self, events: Sequence[ev.TraceEvent]) -> None:
         """Apply ``events`` now and append them with the next emit, in its batch: one round
         trip for both. Only for events followed by work a crash would simply repeat (an
-        assistant message whose calls are all ``read_only``, while they run)."""
+        assistant message whose calls are all ``read_only``, while they run). Without atomic
+        batches the events go in flight at once, as before (:meth:`emit_behind`)."""
+        if not self.repository.atomic:
+            await self.emit_behind(events)
+            return
         pending = await self._take_held()
         if pending is None:
             self._pending = await self.repository.stage(
