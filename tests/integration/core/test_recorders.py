@@ -58,7 +58,7 @@ async def atomic_store(nats_config: NatsConfig) -> AsyncIterator[EventStore]:
 def atomic_recorder(request: pytest.FixtureRequest) -> EventLog:
     """Both recorders with atomic batches: JetStream's (nats-server 2.12+) and memory's."""
     if request.param == "memory":
-        return MemoryStore()
+        return MemoryStore(atomic=True)
     store: EventStore = request.getfixturevalue("atomic_store")
     return store
 

@@ -206,7 +206,7 @@ def answer(state: TraceState, text: str) -> ev.MessageAppended:
 async def test_a_held_message_goes_with_its_result_in_one_batch() -> None:
     """A step whose calls are all read_only: its message is applied at once and sent with the
     first result, one atomic batch and one round trip."""
-    store = MemoryStore()
+    store = MemoryStore(atomic=True)
     sink = await sink_on(store)
     await sink.hold([message(sink.state, "calling")])
     assert sink.state.messages[2].content == "calling" and store.appends == 1  # not sent
@@ -220,7 +220,7 @@ async def test_a_held_message_goes_with_its_result_in_one_batch() -> None:
 
 
 async def test_a_batch_that_loses_a_race_is_appended_again_after_the_other_writer() -> None:
-    store = MemoryStore()
+    store = MemoryStore(atomic=True)
     sink = await sink_on(store)
     await sink.hold([message(sink.state, "calling")])
     store.interleave("trace", "t_1", ev.StopRequested(reason="user"))

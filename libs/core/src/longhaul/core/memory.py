@@ -48,15 +48,15 @@ class Settled:
 
 
 class MemoryStore:
-    def __init__(self, *, atomic: bool = True) -> None:
+    def __init__(self, *, atomic: bool = False) -> None:
         self._seq = 0
         self._logs: dict[tuple[str, str], list[Recorded]] = {}
         self._payloads: dict[int, bytes] = {}
         self._pending: dict[tuple[str, str], list[ev.Event]] = {}
         self._changed = asyncio.Condition()
         self.atomic = atomic
-        """Several events appended at once are stored all or none (JetStream's atomic batch),
-        else one by one (a server or stream without them)."""
+        """Several events appended at once are stored all or none (JetStream's atomic batch,
+        ``nats.atomic_batches``), else one by one, as the event store does by default."""
         self.appends = 0
         """Events stored (a retry that found its events stored adds none)."""
         self.round_trips = 0
