@@ -457,7 +457,6 @@ class PendingSave(Generic[S]):
         """Check and apply more events, to go in the same batch (before :meth:`publish`)."""
         assert self._in_flight is None, "a published batch takes no more events"
         state, repository = self.state, self.repository
-        applied = 0
         try:
             for event in events:
                 if rule is not None:
@@ -475,9 +474,8 @@ class PendingSave(Generic[S]):
                 state.apply(stamped)
                 self.events.append(event)
                 self._stamped.append(stamped)
-                applied += 1
         except Exception:
-            if applied or self._stamped:
+            if self._stamped:  # the fold holds events that will not be stored
                 await repository.restore(self.aggregate_id, state)
                 self.events.clear()
                 self._stamped.clear()

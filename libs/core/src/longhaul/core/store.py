@@ -508,13 +508,16 @@ class EventStore:
         def on_message(msg: Msg) -> None:
             stored.append((int((msg.headers or {}).get("Nats-Sequence", 0) or 0), msg.data))
 
-        await direct_page(
-            self.conn.nc,
-            self.names.stream,
-            subject,
-            after=expected_seq,
-            batch=len(payloads),
-            on_message=on_message,
+        await asyncio.wait_for(  # a request like any other: a silent server is retried
+            direct_page(
+                self.conn.nc,
+                self.names.stream,
+                subject,
+                after=expected_seq,
+                batch=len(payloads),
+                on_message=on_message,
+            ),
+            self.conn.request_timeout_s,
         )
         if not stored:
             return FREE if await self._last_seq(subject) == expected_seq else None
