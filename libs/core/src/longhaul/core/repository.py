@@ -315,7 +315,7 @@ class Repository(Generic[S]):
             try:
                 events = list(decide(state))
                 if len(events) > 1 and self._store.atomic:
-                    pending = await self.stage(
+                    pending = await self.begin_save(
                         aggregate_id,
                         state,
                         events,
@@ -324,7 +324,6 @@ class Repository(Generic[S]):
                         correlation_id=correlation_id,
                         rule=rule,
                     )
-                    await pending.publish()
                     written.extend(await pending.settle(on_applied))
                     return written
                 for event in events:

@@ -411,8 +411,6 @@ class EventStore:
         to the aggregate by this writer until then (it needs this one's sequence)."""
         if not events or len(events) > MAX_BATCH:
             raise ValueError(f"an append in flight holds 1 to {MAX_BATCH} events")
-        atomic = self.atomic
-        batch = events if atomic else events[:1]
         stamped = [
             stamp(
                 event,
@@ -423,29 +421,17 @@ class EventStore:
                 causation_id=causation_id,
                 correlation_id=correlation_id,
             )
-            for i, event in enumerate(batch, start=1)
+            for i, event in enumerate(events, start=1)
         ]
-        messages = self._messages(stamped, expected.seq)
+        atomic = self.atomic
+        batch = stamped if atomic else stamped[:1]
+        messages = self._messages(batch, expected.seq)
         ack = await self._publish(messages)
         # nats-py queues a publish for its flusher task, which would not run before the caller
         # next waits: one turn of the loop sends it now, so it travels while the caller works.
         await asyncio.sleep(0)
-        pending = PendingAppend(self, stamped, messages, expected.seq, ack)
-        if atomic or len(events) == 1:
-            return pending
-        rest = [
-            stamp(
-                event,
-                aggregate,
-                aggregate_id,
-                expected.n + i,
-                actor=actor,
-                causation_id=causation_id,
-                correlation_id=correlation_id,
-            )
-            for i, event in enumerate(events[1:], start=2)
-        ]
-        return OneByOne(pending, rest)
+        pending = PendingAppend(self, batch, messages, expected.seq, ack)
+        return pending if atomic or len(stamped) == 1 else OneByOne(pending, stamped[1:])
 
     def _messages(self, stamped: list[ev.Event], expected_seq: int) -> list[Outgoing]:
         """The append rule's messages: the expected position on the first (a batch's checks

@@ -86,12 +86,11 @@ class TraceSink:
 
     async def emit(self, events: Sequence[ev.TraceEvent]) -> None:
         """Append ``events`` (with any held ones, as one batch) and wait for them."""
-        pending = await self._take_held()
-        if pending is None:
+        held = await self._take_held()
+        if held is None:
             await self._save(self.state, list(events))
             return
-        await pending.add(events, executor_rule)
-        self._pending = pending
+        self._pending = await self._staged(events, held)
         await self._publish()
         await self.settle()
 
@@ -100,19 +99,7 @@ class TraceSink:
         applied at once and their append left in flight: the engine builds its next model
         request meanwhile. The next :meth:`emit` or :meth:`settle` waits for it first, so
         the log's order is the engine's and nothing follows an event that did not land."""
-        pending = await self._take_held()
-        if pending is None:
-            pending = await self.repository.stage(
-                self.state.trace_id,
-                self.state,
-                events,
-                actor=self.actor,
-                correlation_id=self.state.task_id,
-                rule=executor_rule,
-            )
-        else:
-            await pending.add(events, executor_rule)
-        self._pending = pending
+        self._pending = await self._staged(events, await self._take_held())
         await self._publish()
 
     async def hold(self, events: Sequence[ev.TraceEvent]) -> None:
@@ -123,9 +110,14 @@ class TraceSink:
         if not self.repository.atomic:
             await self.emit_behind(events)
             return
-        pending = await self._take_held()
-        if pending is None:
-            self._pending = await self.repository.stage(
+        self._pending = await self._staged(events, await self._take_held())
+
+    async def _staged(
+        self, events: Sequence[ev.TraceEvent], held: PendingSave[TraceState] | None
+    ) -> PendingSave[TraceState]:
+        """``events`` checked and applied, after the held ones in their batch if any."""
+        if held is None:
+            return await self.repository.stage(
                 self.state.trace_id,
                 self.state,
                 events,
@@ -133,9 +125,8 @@ class TraceSink:
                 correlation_id=self.state.task_id,
                 rule=executor_rule,
             )
-        else:
-            await pending.add(events, executor_rule)
-            self._pending = pending
+        await held.add(events, executor_rule)
+        return held
 
     async def _take_held(self) -> PendingSave[TraceState] | None:
         """Settle what is in flight; what is held (not sent yet), taken from the sink."""
