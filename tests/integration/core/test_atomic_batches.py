@@ -110,3 +110,33 @@ async def test_a_stream_an_older_build_created_appends_one_by_one_until_upgraded
         assert [r.event.n for r in stored] == [6, 7]
     finally:
         await upgraded.close()
+
+
+async def test_a_stream_that_loses_the_setting_goes_on_one_by_one(
+    nats_config: NatsConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stream recreated or updated without ``allow_atomic`` while a service runs (an
+    older build provisioning it): the refused batch (10174) is appended one by one, and so
+    is everything after, said once."""
+    conn = await connect(atomic(nats_config), provision_settings=ProvisionSettings())
+    try:
+        store = EventStore(conn)
+        assert store.atomic
+        trace_id = new_id("t")
+        [first] = await store.append("trace", trace_id, [CREATED], expected=Position())
+        config = (await conn.js.stream_info(conn.names.stream)).config
+        config.allow_atomic = False
+        await conn.js.update_stream(config)
+        with caplog.at_level(logging.WARNING, logger="longhaul.core.store"):
+            stored = await store.append(
+                "trace",
+                trace_id,
+                [message(2, "a"), message(3, "b")],
+                expected=Position(first.seq, 1),
+            )
+        assert [r.event.n for r in stored] == [2, 3] and not store.atomic
+        assert "refused an atomic batch" in caplog.text
+        replayed = [r async for r in store.replay("trace", trace_id)]
+        assert replayed == [first, *stored]
+    finally:
+        await conn.close()
