@@ -3,14 +3,18 @@ in order, then applied to the engine's state.
 
 Every event is checked against the state *before* it is appended (the repository's rule: a
 bad log would poison the trace for every reader), with one rule of the executor's own on top
-(:func:`precheck`). When another writer got in first (a stop request, a child's result, a
-human reply), the state is caught up from the log and the event re-appended if it still
-applies; otherwise :class:`StaleState` ends the turn and the executor replays afresh.
+(:func:`executor_rule`). An emit's events are one batch: with atomic batches
+(``nats.atomic_batches``) stored all or none, else one by one. When another writer got in
+first (a stop request, a child's result, a human reply), the state is caught up from the log
+and the events re-appended if they still apply; otherwise :class:`StaleState` ends the turn and
+the executor replays afresh.
 
 A tool's result goes through :meth:`TraceSink.emit_behind` (write-behind): its append is in
 flight while the engine builds and sends the next model request, which has no effect outside
-the process; so does an assistant message whose calls are all ``read_only``, while they run.
-The next append, or a call with effects, waits for it first (:meth:`TraceSink.settle`).
+the process. An assistant message whose calls are all ``read_only`` is held while they run
+(:meth:`TraceSink.hold`) and goes with the first result in one batch (without atomic batches
+it is in flight meanwhile instead). The next append, or a call with effects, waits for what is
+in flight or held first (:meth:`TraceSink.settle`).
 """
 
 from __future__ import annotations
@@ -49,12 +53,6 @@ def executor_rule(state: TraceState, event: ev.Event) -> None:
     ):
         # The last child finished while the turn decided to wait: nothing would wake it.
         raise InvalidTransition("no sub-trace is running any more", code="conflict")
-
-
-def precheck(state: TraceState, event: ev.TraceEvent) -> None:
-    """Raise :class:`InvalidTransition` if ``event`` could not apply to ``state``."""
-    executor_rule(state, event)
-    state.check(event)
 
 
 class HeldLease(Protocol):
