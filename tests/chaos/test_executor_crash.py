@@ -7,6 +7,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
@@ -80,13 +81,15 @@ async def test_kill_9_mid_trace_and_a_second_executor_finishes_it(
     assert survivor_pids, f"{context}: the survivor ran no step"
 
 
+@pytest.mark.parametrize("atomic", [False, True], ids=["one_by_one", "atomic_batches"])
 async def test_kill_9_while_read_only_calls_run_ahead_of_their_message(
-    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path, atomic: bool
 ) -> None:
     """``observe`` is read-only, so it acts while the assistant message asking for it is still
-    being appended (write-behind). Killed mid-trace, the survivor finishes with an intact tree:
-    a call whose message did not land is asked for again (a new call, at most one more run of
-    the step), never answered twice, never run by two executors at once."""
+    being appended (write-behind), or, with atomic batches, held to go with its result in one
+    batch. Killed mid-trace, the survivor finishes with an intact tree: a call whose message
+    did not land is asked for again (a new call, at most one more run of the step), never
+    answered twice, never run by two executors at once."""
     seed = time.time_ns()
     kill_after = random.Random(seed).randrange(2, LAST_KILL)
     log = tmp_path / "calls.jsonl"
@@ -101,8 +104,9 @@ async def test_kill_9_while_read_only_calls_run_ahead_of_their_message(
         tool="observe",
         held={kill_after: STRUCK_HOLD_MS},
     )
-    context = f"seed={seed} kill_after={kill_after}"
-    async with executor_processes(nats_url, namespace, 2, env=TOOLS) as procs:
+    context = f"seed={seed} kill_after={kill_after} atomic={atomic}"
+    env = {**TOOLS, "LONGHAUL_NATS__ATOMIC_BATCHES": str(atomic).lower()}
+    async with executor_processes(nats_url, namespace, 2, env=env) as procs:
         trace_id = await create_trace(store, "thirty steps", model=model)
         started = await step_started(log, kill_after, within=60)
         [victim] = [p for p in procs if p.pid == started["pid"]]
@@ -121,6 +125,11 @@ async def test_kill_9_while_read_only_calls_run_ahead_of_their_message(
     assert all(count <= 2 for count in starts_by_step.values()), context
     assert_never_concurrent(runs, {victim_pid: killed_at})
     assert {run["pid"] for run in runs} - {victim_pid}, f"{context}: the survivor ran no step"
+    conn = store.conn
+    seqs = [r.seq async for r in store.replay("trace", trace_id)]
+    headers = [(await conn.js.get_msg(conn.names.stream, seq)).headers or {} for seq in seqs]
+    committed = sum(1 for h in headers if h.get("Nats-Batch-Commit") == "1")
+    assert (committed > 0) == atomic, context  # the executors appended as configured
 
 
 async def test_kill_9_mid_run_hands_out_no_fresh_iteration_budget(

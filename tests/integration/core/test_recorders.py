@@ -5,22 +5,24 @@ and the in-memory one the unit tests decide against. Whatever a unit test learns
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import cast
 
 import msgspec
 import pytest
-from longhaul.core.connection import Connection
+from longhaul.core.connection import Connection, connect
 from longhaul.core.eventlog import EventLog
 from longhaul.core.memory import MemorySnapshots, MemoryStore
+from longhaul.core.provision import ProvisionSettings
 from longhaul.core.repository import traces
 from longhaul.core.service import ServiceContext
 from longhaul.core.snapshots import PackedSnapshot, SnapshotIO, SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
+from longhaul.domain.config import LonghaulConfig, NatsConfig
 from longhaul.domain.events import Unreadable
 from longhaul.domain.ids import new_id
-from longhaul.domain.state import TraceState
+from longhaul.domain.state import InvalidTransition, TraceState
 
 from tests.support.folds import shape_4_story
 
@@ -38,6 +40,26 @@ def recorder(request: pytest.FixtureRequest) -> EventLog:
     if request.param == "memory":
         return MemoryStore()
     store: EventStore = request.getfixturevalue("store")
+    return store
+
+
+@pytest.fixture
+async def atomic_store(nats_config: NatsConfig) -> AsyncIterator[EventStore]:
+    """The event store with atomic batches on (``nats.atomic_batches``)."""
+    config = nats_config.model_copy(update={"atomic_batches": True})
+    conn = await connect(config, provision_settings=ProvisionSettings())
+    try:
+        yield EventStore(conn)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["jetstream", "memory"])
+def atomic_recorder(request: pytest.FixtureRequest) -> EventLog:
+    """Both recorders with atomic batches: JetStream's (nats-server 2.12+) and memory's."""
+    if request.param == "memory":
+        return MemoryStore(atomic=True)
+    store: EventStore = request.getfixturevalue("atomic_store")
     return store
 
 
@@ -156,14 +178,14 @@ async def test_an_append_in_flight_settles_to_its_record_or_to_a_conflict(
     trace_id = new_id("t")
     [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position())
     in_flight = await recorder.begin_append(
-        "trace", trace_id, message(2, "a"), expected=Position(first.seq, 1), actor="test"
+        "trace", trace_id, [message(2, "a")], expected=Position(first.seq, 1), actor="test"
     )
-    assert in_flight.event.n == 2
-    recorded = await in_flight.settle()
+    assert [e.n for e in in_flight.events] == [2]
+    [recorded] = await in_flight.settle()
     assert recorded.seq > first.seq and recorded.event.aggregate_id == trace_id
 
     late = await recorder.begin_append(
-        "trace", trace_id, message(3, "stale"), expected=Position(first.seq, 1)
+        "trace", trace_id, [message(3, "stale")], expected=Position(first.seq, 1)
     )
     with pytest.raises(ConcurrencyError):
         await late.settle()
@@ -262,3 +284,62 @@ async def test_a_trace_an_older_build_snapshotted_loads_from_it_and_finishes(
     )
     assert state.status == "completed"
     assert (await traces(recorder).load(trace_id)).status == "completed"
+
+
+async def test_a_batch_is_stored_whole_or_not_at_all(atomic_recorder: EventLog) -> None:
+    """Several events appended at once are one atomic batch: at consecutive positions when
+    the expected position holds; nothing at all when it is stale; and a batch retried with
+    the same ids (its acknowledgement lost) answers what is stored, never writes it twice."""
+    recorder = atomic_recorder
+    assert recorder.atomic
+    trace_id = new_id("t")
+    [first] = await recorder.append("trace", trace_id, [CREATED], expected=Position())
+    batch = [message(2, "a"), message(3, "b"), message(4, "c")]
+    stored = await recorder.append("trace", trace_id, batch, expected=Position(first.seq, 1))
+    assert [r.event.n for r in stored] == [2, 3, 4]
+    assert [r.seq for r in stored] == list(range(stored[0].seq, stored[0].seq + 3))
+
+    with pytest.raises(ConcurrencyError):  # stale: the log moved past position 1
+        await recorder.append(
+            "trace", trace_id, [message(2, "x"), message(3, "y")], expected=Position(first.seq, 1)
+        )
+    again = await recorder.append(
+        "trace", trace_id, [r.event for r in stored], expected=Position(first.seq, 1)
+    )
+    assert again == stored
+    in_flight = await recorder.begin_append(
+        "trace", trace_id, [message(5, "d"), message(6, "e")], expected=Position(first.seq, 1)
+    )
+    with pytest.raises(ConcurrencyError):
+        await in_flight.settle()
+    assert [r.seq async for r in recorder.replay("trace", trace_id)] == [
+        first.seq,
+        *(r.seq for r in stored),
+    ]
+
+
+async def test_a_batch_whose_last_event_the_fold_refuses_writes_none_of_it(
+    atomic_recorder: EventLog,
+) -> None:
+    """The repository checks a batch in order, each event against the fold the previous one
+    left, before anything is sent: a refusal anywhere leaves the log and the fold as they
+    were (without atomic batches events are checked and appended one by one, as before)."""
+    recorder = atomic_recorder
+    repository = traces(recorder)
+    trace_id = new_id("t")
+    state = await repository.create(trace_id, CREATED, actor="test")
+    assert state is not None
+    with pytest.raises(InvalidTransition):
+        await repository.save(
+            trace_id,
+            state,
+            lambda s: [message(2, "a"), ev.Completed(summary="done"), message(3, "late")],
+            actor="x",
+        )
+    assert (state.version, state.status, state.last_sequence) == (1, "running", 1)
+    assert await recorder.last_position("trace", trace_id) == Position(state.stream_seq, 1)
+    written = await repository.save(
+        trace_id, state, lambda s: [message(2, "a"), ev.Completed(summary="done")], actor="x"
+    )
+    assert [r.event.n for r in written] == [2, 3] and state.status == "completed"
+    assert state.stream_seq == written[-1].seq

@@ -273,11 +273,12 @@ async def test_an_append_begun_in_flight_settles_to_its_record(store: EventStore
     trace_id = new_id("t")
     [first] = await store.append("trace", trace_id, [created()], expected=Position())
     in_flight = await store.begin_append(
-        "trace", trace_id, assistant(2, "a"), expected=Position(first.seq, 1), actor="test"
+        "trace", trace_id, [assistant(2, "a")], expected=Position(first.seq, 1), actor="test"
     )
-    assert in_flight.event.n == 2 and in_flight.event.aggregate_id == trace_id
-    recorded = await in_flight.settle()
-    assert recorded.seq > first.seq and await in_flight.settle() == recorded  # settles once
+    [event] = in_flight.events
+    assert event.n == 2 and event.aggregate_id == trace_id
+    [recorded] = await in_flight.settle()
+    assert recorded.seq > first.seq and await in_flight.settle() == [recorded]  # settles once
     state = await trace_state(store, trace_id)
     assert state.stream_seq == recorded.seq and state.main_path()[-1].content == "a"
 
@@ -289,7 +290,7 @@ async def test_an_append_begun_after_another_writer_fails_when_it_settles(
     [first] = await store.append("trace", trace_id, [created()], expected=Position())
     await store.append("trace", trace_id, [user(2, "theirs")], expected=Position(first.seq, 1))
     in_flight = await store.begin_append(
-        "trace", trace_id, assistant(2, "mine"), expected=Position(first.seq, 1)
+        "trace", trace_id, [assistant(2, "mine")], expected=Position(first.seq, 1)
     )
     with pytest.raises(ConcurrencyError, match="moved past"):
         await in_flight.settle()

@@ -22,6 +22,7 @@ from longhaul.core.store import (
     WRONG_LAST_SEQUENCE,
     ConcurrencyError,
     EventStore,
+    Outgoing,
     PendingAppend,
     Position,
     stamp,
@@ -113,12 +114,13 @@ async def test_an_append_answered_with_another_publishs_refusal_still_lands_once
     def pending() -> PendingAppend:
         subject = conn.names.subject("trace", trace_id, event.type)
         headers = store.append_headers(event, 0)
-        return PendingAppend(store, event, subject, ev.encode(event), headers, 0, foreign)
+        message = Outgoing(subject, ev.encode(event), headers)
+        return PendingAppend(store, [event], [message], 0, foreign)
 
-    recorded = await pending().settle()
+    [recorded] = await pending().settle()
     assert await log_of(store, trace_id) == [recorded.seq]
     assert (await own_event_at(store, recorded.seq)) == event
-    assert (await pending().settle()).seq == recorded.seq  # found, not written twice
+    assert (await pending().settle())[0].seq == recorded.seq  # found, not written twice
     assert await log_of(store, trace_id) == [recorded.seq]
 
 

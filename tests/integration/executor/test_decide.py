@@ -10,7 +10,7 @@ from longhaul.core.snapshots import snapshot_interval
 from longhaul.domain import events as ev
 from longhaul.domain.state import InvalidTransition, TraceState
 from longhaul.executor.decide import Action, decide
-from longhaul.executor.sink import precheck
+from longhaul.executor.sink import executor_rule
 
 
 def folded(*events: ev.TraceEvent) -> TraceState:
@@ -48,6 +48,12 @@ def test_stop_request_wins_over_running_and_waiting() -> None:
     assert decide(folded(CREATED, ev.StopRequested())) is Action.STOP
     waiting = folded(CREATED, ev.Waiting(reason="subtraces"), ev.StopRequested())
     assert decide(waiting) is Action.STOP
+
+
+def precheck(state: TraceState, event: ev.TraceEvent) -> None:
+    """What the sink checks before an event is appended: its own rule, then the fold's."""
+    executor_rule(state, event)
+    state.check(event)
 
 
 def test_precheck_accepts_the_next_message_and_refuses_gaps_and_unknown_parents() -> None:

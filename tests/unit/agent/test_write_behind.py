@@ -1,8 +1,9 @@
 """Write-behind, as the engine uses it: a tool's result is handed over with its append left in
-flight while the next model request is built and sent, and an assistant message's while its
-calls run when none of them has effects outside the trace (``read_only``). Each append is
-settled before a call with effects acts and before anything else is appended: the order and
-crash guarantees of a plain ``emit`` (the executor's sink: tests/unit/executor/test_sink.py)."""
+flight while the next model request is built and sent, and an assistant message whose calls
+have no effects outside the trace (``read_only``) is held while they run and appended with the
+first result, in one batch. Each append is settled before a call with effects acts and before
+anything else is appended: the order and crash guarantees of a plain ``emit`` (the executor's
+sink: tests/unit/executor/test_sink.py)."""
 
 from __future__ import annotations
 
@@ -30,19 +31,34 @@ class Journal(MemorySink):
     def __init__(self, state: TraceState) -> None:
         super().__init__(state)
         self.in_flight = False
+        self.held: list[ev.TraceEvent] = []
 
     async def emit(self, events: Sequence[ev.TraceEvent]) -> None:
-        await self.settle()
-        self.journal.append(f"emit {kinds(events)}")
+        await self._settle_in_flight()
+        held, self.held = self.held, []
+        self.journal.append(f"emit {kinds([*held, *events])}")
         await super().emit(events)
 
     async def emit_behind(self, events: Sequence[ev.TraceEvent]) -> None:
-        await self.settle()
+        await self._settle_in_flight()
+        held, self.held = self.held, []
         await super().emit(events)
         self.in_flight = True
-        self.journal.append(f"behind {kinds(events)}")
+        self.journal.append(f"behind {kinds([*held, *events])}")
+
+    async def hold(self, events: Sequence[ev.TraceEvent]) -> None:
+        await self._settle_in_flight()
+        await super().emit(events)
+        self.held.extend(events)
+        self.journal.append(f"held {kinds(events)}")
 
     async def settle(self) -> None:
+        await self._settle_in_flight()
+        if self.held:
+            self.journal.append(f"emit {kinds(self.held)}")
+            self.held = []
+
+    async def _settle_in_flight(self) -> None:
         if self.in_flight:
             self.in_flight = False
             self.journal.append("settled")
@@ -120,16 +136,15 @@ async def test_a_call_with_effects_acts_only_once_everything_before_it_is_in_the
     assert roles == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
 
 
-async def test_calls_without_effects_act_while_their_message_is_in_flight(
+async def test_calls_without_effects_act_before_their_message_goes_with_the_first_result(
     tmp_path: Path,
 ) -> None:
     await turn_of(tmp_path, calls(call("look", {"n": 0}), call("look", {"n": 1})), answer("done"))
     assert Journal.journal == [
         "model",
-        "behind assistant",
+        "held assistant",
         "tool 0",
-        "settled",
-        "behind tool",
+        "behind assistant,tool",  # one batch: one round trip for the message and its result
         "tool 1",
         "settled",
         "behind tool",

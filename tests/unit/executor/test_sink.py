@@ -190,3 +190,59 @@ async def test_a_snapshot_due_before_a_write_behind_event_matches_the_log() -> N
     assert snapshot is not None and (snapshot.version, snapshot.last_sequence) == (2, 2)
     loaded = await traces(store, snapshots=snapshots).load("t_1")  # snapshot + catch-up
     assert loaded.faults == [] and [m.content for m in loaded.main_path()] == ["hi", "a", "b"]
+
+
+def answer(state: TraceState, text: str) -> ev.MessageAppended:
+    """A tool's answer to the head message."""
+    return ev.MessageAppended(
+        sequence=state.last_sequence + 1,
+        parent_sequence=state.head_sequence,
+        role="tool",
+        tool_call_id="c1",
+        content=text,
+    )
+
+
+async def test_a_held_message_goes_with_its_result_in_one_batch() -> None:
+    """A step whose calls are all read_only: its message is applied at once and sent with the
+    first result, one atomic batch and one round trip."""
+    store = MemoryStore(atomic=True)
+    sink = await sink_on(store)
+    await sink.hold([message(sink.state, "calling")])
+    assert sink.state.messages[2].content == "calling" and store.appends == 1  # not sent
+    before = store.round_trips
+    await sink.emit_behind([answer(sink.state, "result")])
+    await sink.settle()
+    assert store.round_trips == before + 1 and sink.appended == 2
+    stored = await trace_state(store, "t_1")
+    assert [m.content for m in stored.main_path()] == ["hi", "calling", "result"]
+    assert sink.state.stream_seq == stored.stream_seq
+
+
+async def test_a_batch_that_loses_a_race_is_appended_again_after_the_other_writer() -> None:
+    store = MemoryStore(atomic=True)
+    sink = await sink_on(store)
+    await sink.hold([message(sink.state, "calling")])
+    store.interleave("trace", "t_1", ev.StopRequested(reason="user"))
+    await sink.emit_behind([answer(sink.state, "result")])
+    with pytest.raises(StaleState):
+        await sink.settle()
+    stored = await trace_state(store, "t_1")
+    assert stored.stop_requested
+    assert [m.content for m in stored.main_path()] == ["hi", "calling", "result"]
+    assert (sink.state.version, sink.state.stream_seq) == (stored.version, stored.stream_seq)
+    assert conflicts(sink, "reappended") == 1
+
+
+async def test_without_atomic_batches_a_step_is_appended_one_by_one() -> None:
+    store = MemoryStore(atomic=False)
+    sink = await sink_on(store)
+    before = store.round_trips
+    await sink.hold([message(sink.state, "calling")])  # in flight at once, as before
+    await sink.emit_behind([answer(sink.state, "result")])
+    await sink.settle()
+    await sink.emit([message(sink.state, "done"), ev.Completed(summary="done")])
+    assert store.round_trips == before + 4
+    stored = await trace_state(store, "t_1")
+    assert [m.content for m in stored.main_path()] == ["hi", "calling", "result", "done"]
+    assert stored.status == "completed"

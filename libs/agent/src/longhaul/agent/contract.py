@@ -88,8 +88,14 @@ class WriteBehindSink(EventSink, Protocol):
     order, and a crash loses at most the call in flight, as with :meth:`EventSink.emit`."""
 
     async def emit_behind(self, events: Sequence[TraceEvent]) -> None:
-        """Append ``events``, applying them to the state; the last one's append may still be
-        in flight on return."""
+        """Append ``events``, applying them to the state; their append may still be in flight
+        on return."""
+        ...
+
+    async def hold(self, events: Sequence[TraceEvent]) -> None:
+        """Apply ``events`` to the state now and append them with the next emit, in one
+        batch: for events followed only by work a crash would simply repeat (calls that are
+        all ``read_only``)."""
         ...
 
     async def settle(self) -> None:

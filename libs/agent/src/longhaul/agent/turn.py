@@ -140,14 +140,20 @@ class Turn:
     def model_params(self) -> ModelParams:
         return self.settings.model_params
 
-    async def emit(self, events: Sequence[TraceEvent] | Batch, *, behind: bool = False) -> None:
+    async def emit(
+        self, events: Sequence[TraceEvent] | Batch, *, behind: bool = False, hold: bool = False
+    ) -> None:
         """Hand ``events`` to the sink. ``behind``: the append may still be in flight on
         return (:class:`WriteBehindSink`; a plain sink appends at once); only for an emit
-        followed by work with no outside effect, since :meth:`settle` must come first."""
+        followed by work with no outside effect, since :meth:`settle` must come first.
+        ``hold``: not even sent yet, but appended with the next emit in one batch (one round
+        trip for a step); only for an emit followed by work a crash would simply repeat."""
         items = events.events if isinstance(events, Batch) else events
         if not items:
             return
-        if behind and self._behind is not None:
+        if hold and self._behind is not None:
+            await self._behind.hold(list(items))
+        elif behind and self._behind is not None:
             await self._behind.emit_behind(list(items))
         else:
             await self.sink.emit(list(items))

@@ -12,7 +12,7 @@ from typing import Any
 import nats
 from longhaul.core import nats_publish_async, nats_speedups
 from longhaul.core.direct_get import read_object
-from longhaul.core.provision import ProvisionSettings, provision
+from longhaul.core.provision import ProvisionSettings, atomic_batches, provision
 from longhaul.core.transient import retry_transient
 from longhaul.domain.config import NatsConfig
 from longhaul.domain.names import Names
@@ -37,6 +37,9 @@ class Connection:
     """How long a JetStream request (a publish's acknowledgement) may take."""
     unavailable_retry_s: float = 20.0
     """How long appends and reads wait out a leader election (``NatsConfig``)."""
+    atomic_batches: bool = False
+    """Several events are appended as one atomic batch (found at connect: the server and the
+    event stream allow it), else one by one."""
     _kv: dict[str, KeyValue] = field(default_factory=dict)
     _obj: ObjectStore | None = None
 
@@ -126,6 +129,10 @@ async def connect(
         names=names,
         request_timeout_s=config.request_timeout_s,
         unavailable_retry_s=config.unavailable_retry_s,
+        atomic_batches=config.atomic_batches
+        and await retry_transient(
+            lambda: atomic_batches(js, names), what="reading the event stream"
+        ),
     )
 
 

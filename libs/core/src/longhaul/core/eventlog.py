@@ -18,15 +18,20 @@ from longhaul.domain.events import Aggregate, Unreadable
 class InFlight(Protocol):
     """An append published but not yet acknowledged (:meth:`EventLog.begin_append`)."""
 
-    event: ev.Event
-    """The event as stamped for the log (its ``n``)."""
+    events: list[ev.Event]
+    """The events as stamped for the log (their ``n``)."""
 
-    async def settle(self) -> Recorded:
-        """The stored record; :class:`ConcurrencyError` if the aggregate moved first."""
+    async def settle(self) -> list[Recorded]:
+        """The stored records; :class:`ConcurrencyError` if the aggregate moved first."""
         ...
 
 
 class EventLog(Protocol):
+    @property
+    def atomic(self) -> bool:
+        """Whether several events appended at once are stored all or none (one batch)."""
+        ...
+
     async def append(
         self,
         aggregate: Aggregate,
@@ -38,22 +43,23 @@ class EventLog(Protocol):
         causation_id: str | None = None,
         correlation_id: str | None = None,
     ) -> list[Recorded]:
-        """Append in order after ``expected``; :class:`ConcurrencyError` if the aggregate
-        moved past it."""
+        """Append in order after ``expected``, all or none when :attr:`atomic`;
+        :class:`ConcurrencyError` if the aggregate moved past it."""
         ...
 
     async def begin_append(
         self,
         aggregate: Aggregate,
         aggregate_id: str,
-        event: ev.Event,
+        events: Sequence[ev.Event],
         *,
         expected: Position,
         actor: str | None = None,
         causation_id: str | None = None,
         correlation_id: str | None = None,
     ) -> InFlight:
-        """Publish one event after ``expected`` and return before the server answers."""
+        """Publish ``events`` (one batch) after ``expected`` and return before the server
+        answers."""
         ...
 
     def replay(

@@ -31,16 +31,16 @@ class Settled:
 
     def __init__(
         self,
-        event: ev.Event,
+        events: list[ev.Event],
         *,
-        recorded: Recorded | None = None,
+        recorded: list[Recorded] | None = None,
         error: ConcurrencyError | None = None,
     ) -> None:
-        self.event = event
+        self.events = events
         self._recorded = recorded
         self._error = error
 
-    async def settle(self) -> Recorded:
+    async def settle(self) -> list[Recorded]:
         if self._recorded is None:
             assert self._error is not None
             raise self._error
@@ -48,14 +48,19 @@ class Settled:
 
 
 class MemoryStore:
-    def __init__(self) -> None:
+    def __init__(self, *, atomic: bool = False) -> None:
         self._seq = 0
         self._logs: dict[tuple[str, str], list[Recorded]] = {}
         self._payloads: dict[int, bytes] = {}
         self._pending: dict[tuple[str, str], list[ev.Event]] = {}
         self._changed = asyncio.Condition()
+        self.atomic = atomic
+        """Several events appended at once are stored all or none (JetStream's atomic batch,
+        ``nats.atomic_batches``), else one by one, as the event store does by default."""
         self.appends = 0
-        """Successful publishes, as the server would count them."""
+        """Events stored (a retry that found its events stored adds none)."""
+        self.round_trips = 0
+        """Appends that stored something: one per batch, as the server would answer them."""
         self.conflicts = 0
         """Appends refused for a stale expected position."""
 
@@ -83,28 +88,37 @@ class MemoryStore:
             await self.append(
                 aggregate, aggregate_id, others, expected=self._end(key), actor="other-writer"
             )
-        recorded: list[Recorded] = []
-        position = expected
-        for event in events:
-            stamped = stamp(
+        stamped = [
+            stamp(
                 event,
                 aggregate,
                 aggregate_id,
-                position.n + 1,
+                expected.n + i,
                 actor=actor,
                 causation_id=causation_id,
                 correlation_id=correlation_id,
             )
-            seq = await self._publish(key, stamped, position.seq)
-            recorded.append(Recorded(self._stored(seq), seq))
-            position = Position(seq, stamped.n)
+            for i, event in enumerate(events, start=1)
+        ]
+        if self.atomic:
+            return await self._publish_batch(key, stamped, expected.seq)
+        recorded: list[Recorded] = []
+        position = expected
+        for event in stamped:
+            try:
+                [one] = await self._publish_batch(key, [event], position.seq)
+            except ConcurrencyError as exc:
+                exc.recorded = list(recorded)
+                raise
+            recorded.append(one)
+            position = Position(one.seq, one.event.n)
         return recorded
 
     async def begin_append(
         self,
         aggregate: Aggregate,
         aggregate_id: str,
-        event: ev.Event,
+        events: Sequence[ev.Event],
         *,
         expected: Position,
         actor: str | None = None,
@@ -112,40 +126,48 @@ class MemoryStore:
         correlation_id: str | None = None,
     ) -> Settled:
         """In memory there is nothing in flight: the append happens now, and its outcome
-        (the record or the conflict) is what :meth:`Settled.settle` returns or raises."""
+        (the records or the conflict) is what :meth:`Settled.settle` returns or raises."""
         try:
-            [recorded] = await self.append(
+            recorded = await self.append(
                 aggregate,
                 aggregate_id,
-                [event],
+                events,
                 expected=expected,
                 actor=actor,
                 causation_id=causation_id,
                 correlation_id=correlation_id,
             )
         except ConcurrencyError as exc:
-            return Settled(event, error=exc)
-        return Settled(recorded.event, recorded=recorded)
+            return Settled(list(events), error=exc)
+        return Settled([r.event for r in recorded], recorded=recorded)
 
-    async def _publish(self, key: tuple[str, str], event: ev.Event, expected_seq: int) -> int:
+    async def _publish_batch(
+        self, key: tuple[str, str], events: list[ev.Event], expected_seq: int
+    ) -> list[Recorded]:
+        """Store ``events`` at the end of the aggregate's log, all or none: a retry of a
+        stored batch (every event the same, by ``n`` and payload) answers what is stored."""
         log = self._logs.setdefault(key, [])
-        payload = ev.encode(event)
-        if event.n <= len(log):  # the same Nats-Msg-Id: a retry, or another writer's event n
-            same = log[event.n - 1]
-            if self._payloads[same.seq] == payload:
-                return same.seq
+        payloads = [ev.encode(event) for event in events]
+        stored = [log[e.n - 1] for e in events if e.n <= len(log)]
+        if stored:  # the same Nats-Msg-Ids: a retry, or another writer's events
+            if len(stored) == len(events) and all(
+                self._payloads[r.seq] == p for r, p in zip(stored, payloads, strict=True)
+            ):
+                return [Recorded(self._stored(r.seq), r.seq) for r in stored]
             self.conflicts += 1
-            raise ConcurrencyError(f"{key[0]} {key[1]} event {event.n} was written by another")
+            raise ConcurrencyError(f"{key[0]} {key[1]} event {events[0].n} was written by another")
         if self._end(key).seq != expected_seq:
             self.conflicts += 1
             raise ConcurrencyError(f"{key[0]} {key[1]} moved past sequence {expected_seq}")
-        self._seq += 1
-        self._payloads[self._seq] = payload
-        log.append(Recorded(ev.decode(payload), self._seq))
-        self.appends += 1
+        for payload in payloads:
+            self._seq += 1
+            self._payloads[self._seq] = payload
+            log.append(Recorded(ev.decode(payload), self._seq))
+        self.appends += len(payloads)
+        self.round_trips += 1
         async with self._changed:
             self._changed.notify_all()
-        return self._seq
+        return [Recorded(self._stored(r.seq), r.seq) for r in log[-len(payloads) :]]
 
     def _stored(self, seq: int) -> ev.Event:
         return ev.decode(self._payloads[seq])

@@ -33,7 +33,14 @@ class ProvisionSettings:
     """The object store's (``store.object_max_bytes``)."""
 
 
-def event_stream_config(names: Names, settings: ProvisionSettings) -> api.StreamConfig:
+ATOMIC_SINCE = (2, 12)
+"""The first nats-server with atomic batch publishes (ADR-50)."""
+
+
+def event_stream_config(
+    names: Names, settings: ProvisionSettings, *, atomic: bool = True
+) -> api.StreamConfig:
+    """``atomic``: the server has atomic batches (an older one would refuse the setting)."""
     return api.StreamConfig(
         name=names.stream,
         description="longhaul domain events",
@@ -47,6 +54,8 @@ def event_stream_config(names: Names, settings: ProvisionSettings) -> api.Stream
         # at max_bytes the publish is refused: never ``old``, which drops the oldest events
         discard=api.DiscardPolicy.NEW,
         max_bytes=settings.max_bytes,
+        # a step's events are stored as one batch, all or none (docs/07-the-log.md)
+        allow_atomic=True if atomic else None,
     )
 
 
@@ -158,7 +167,7 @@ async def provision(
 ) -> None:
     """Create or update the event stream, the KV buckets and the object store."""
     settings = settings or ProvisionSettings()
-    events = event_stream_config(names, settings)
+    events = event_stream_config(names, settings, atomic=has_atomic_batches(js))
     await ensure_stream(js, events)
     _limit_notice(events, "store.max_bytes")
     buckets = [
@@ -194,3 +203,40 @@ async def provision(
     objects = object_stream_config(names, settings)
     await ensure_stream(js, objects)
     _limit_notice(objects, "store.object_max_bytes")
+
+
+def has_atomic_batches(js: JetStreamContext) -> bool:
+    """Whether the connected nats-server is one with atomic batches (2.12+)."""
+    version = js._nc.connected_server_version
+    try:
+        return (version.major, version.minor) >= ATOMIC_SINCE
+    except ValueError:  # not semver: a development build, assumed current
+        return True
+
+
+async def atomic_batches(js: JetStreamContext, names: Names) -> bool:
+    """Whether a step's events can be stored as one atomic batch: the server has them and the
+    event stream allows them. Said once, at start: without them events are appended one by
+    one, as before (an older server, or a stream an older build created and nothing has
+    provisioned since: the next start that provisions upgrades it in place)."""
+    if not has_atomic_batches(js):
+        log.warning(
+            "nats-server %s has no atomic batch publish (2.12+): a step's events are "
+            "appended one by one",
+            js._nc.connected_server_version._server_version,
+        )
+        return False
+    try:
+        info = await js.stream_info(names.stream)
+    except NotFoundError:
+        log.warning("stream %s does not exist yet: events are appended one by one", names.stream)
+        return False
+    if not info.config.allow_atomic:
+        log.warning(
+            "stream %s was created without allow_atomic (by an older build?): a step's events "
+            "are appended one by one; start a service that provisions to upgrade it in place",
+            names.stream,
+        )
+        return False
+    log.info("stream %s: a step's events are appended as one atomic batch", names.stream)
+    return True

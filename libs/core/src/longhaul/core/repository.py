@@ -8,8 +8,10 @@ planner's steps, the verifier's verdicts) goes through :meth:`Repository.save`:
    refuse never reaches the log, where it would poison the aggregate for every reader;
 3. it is appended at the fold's position (``Nats-Expected-Last-Subject-Sequence``) and applied,
    and a snapshot is started in the background when one is due (:mod:`~longhaul.core.snapshots`);
+   several events are checked in order, each against the fold the previous one left, and
+   appended as one atomic batch (:class:`PendingSave`): all of them or none;
 4. or, for a writer with work to do meanwhile, :meth:`Repository.begin_save` publishes and
-   applies at once and :class:`SaveInFlight` settles later (write-behind);
+   applies at once and :class:`PendingSave` settles later (write-behind);
 5. when another writer got there first (:class:`ConcurrencyError`), the fold is caught up
    after a short jittered pause and ``decide`` runs again on the new state — a bounded number
    of times (:class:`RetryPolicy`), after which the conflict is the caller's.
@@ -37,12 +39,13 @@ import logging
 import random
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
+import msgspec
 from longhaul.core.eventlog import EventLog, InFlight
 from longhaul.core.lru import Lru
 from longhaul.core.snapshots import SnapshotIO, Snapshots
-from longhaul.core.store import ConcurrencyError, EventPage, Position, Recorded
+from longhaul.core.store import ConcurrencyError, EventPage, Position, Recorded, stamp
 from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate, Unreadable
 from longhaul.domain.state import Fold, ScheduleState, TaskState, TraceState
@@ -84,6 +87,8 @@ re-runs its whole step on a fresh fold)."""
 Decide = Callable[[S], Sequence[ev.Event]]
 Applied = Callable[[S, Recorded, int], None]
 """Called after each applied event with the state, the record and the previous version."""
+Rule = Callable[[S, ev.Event], None]
+"""A writer's own rule on top of the fold's, checked before each event: raises to refuse."""
 
 
 class Repository(Generic[S]):
@@ -124,6 +129,11 @@ class Repository(Generic[S]):
             snapshotter=snapshotter,
             retry=self.retry,
         )
+
+    @property
+    def atomic(self) -> bool:
+        """Whether several events saved at once are stored all or none (one atomic batch)."""
+        return self._store.atomic
 
     # ------------------------------------------------------------------ read
 
@@ -276,16 +286,20 @@ class Repository(Generic[S]):
         retry: RetryPolicy | None = None,
         on_conflict: Callable[[S], None] | None = None,
         on_applied: Applied[S] | None = None,
+        rule: Rule[S] | None = None,
     ) -> list[Recorded]:
-        """Append what ``decide(state)`` returns, each event checked against the fold and
-        appended at its position, then applied to ``state``. Returns the records (empty
+        """Append what ``decide(state)`` returns, checked against the fold (and ``rule``, the
+        caller's own, before each event) and applied to ``state``. Returns the records (empty
         when ``decide`` wants nothing).
 
-        On a conflict ``state`` is caught up in place and ``decide`` runs again: it sees any
-        events this call already wrote, so it must decide from the state, not replay a fixed
-        list (a fixed list of more than one event belongs with :data:`ONCE`). ``decide`` and
+        Several events are checked in order against the fold as each leaves it, and stored as
+        one atomic batch: all or none (a recorder without atomic batches appends them one by
+        one, as before). On a conflict ``state`` is caught up in place and ``decide`` runs
+        again: without atomic batches it sees any events this call already wrote, so it must
+        decide from the state, not replay a fixed list. ``decide``, ``rule`` and
         :meth:`Fold.check` raise to give up (:class:`InvalidTransition`, or the caller's own
-        error); :class:`ConcurrencyError` once the retry policy is spent.
+        error), leaving ``state`` as the log has it; :class:`ConcurrencyError` once the retry
+        policy is spent.
         """
         policy = retry or self.retry
         written: list[Recorded] = []
@@ -299,7 +313,22 @@ class Repository(Generic[S]):
                     "%s %s moved by %d event(s); re-deciding", self.aggregate, aggregate_id, moved
                 )
             try:
-                for event in decide(state):
+                events = list(decide(state))
+                if len(events) > 1 and self._store.atomic:
+                    pending = await self.begin_save(
+                        aggregate_id,
+                        state,
+                        events,
+                        actor=actor,
+                        causation_id=causation_id,
+                        correlation_id=correlation_id,
+                        rule=rule,
+                    )
+                    written.extend(await pending.settle(on_applied))
+                    return written
+                for event in events:
+                    if rule is not None:
+                        rule(state, event)
                     state.check(event)
                     [recorded] = await self._store.append(
                         self.aggregate,
@@ -323,38 +352,78 @@ class Repository(Generic[S]):
                     raise
         raise AssertionError("unreachable: a retry policy has at least one attempt")
 
-    async def begin_save(
+    async def stage(
         self,
         aggregate_id: str,
         state: S,
-        event: ev.Event,
+        events: Sequence[ev.Event],
         *,
         actor: str,
         causation_id: str | None = None,
         correlation_id: str | None = None,
-    ) -> SaveInFlight[S]:
-        """Write-behind: check ``event`` against the fold, publish it at the fold's position
-        and apply it at once, without waiting for the server. The caller gets on with work
-        that has no effect outside the process (building the next model request) and calls
-        :meth:`SaveInFlight.settle` before anything else is appended or done."""
-        state.check(event)
-        in_flight = await self._store.begin_append(
-            self.aggregate,
+        rule: Rule[S] | None = None,
+    ) -> PendingSave[S]:
+        """Check ``events`` in order (``rule``, then the fold's) and apply each to ``state``,
+        stamped as the log will have them, without appending yet: :meth:`PendingSave.publish`
+        sends them as one batch, :meth:`PendingSave.settle` waits for it. A refused event
+        leaves ``state`` as the log has it (reloaded in place when earlier ones were
+        applied)."""
+        pending = PendingSave(
+            self,
             aggregate_id,
-            event,
-            expected=Position(state.stream_seq, state.version),
-            actor=actor,
+            state,
+            actor,
             causation_id=causation_id,
             correlation_id=correlation_id,
         )
-        previous = state.version
-        state.apply(in_flight.event)
-        return SaveInFlight(self, aggregate_id, state, event, in_flight, previous)
+        await pending.add(events, rule)
+        return pending
+
+    async def begin_save(
+        self,
+        aggregate_id: str,
+        state: S,
+        events: Sequence[ev.Event],
+        *,
+        actor: str,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+        rule: Rule[S] | None = None,
+    ) -> PendingSave[S]:
+        """Write-behind: check ``events`` against the fold, publish them at the fold's
+        position (one atomic batch) and apply them at once, without waiting for the server.
+        The caller gets on with work that has no effect outside the process (building the
+        next model request) and calls :meth:`PendingSave.settle` before anything else is
+        appended or done."""
+        pending = await self.stage(
+            aggregate_id,
+            state,
+            events,
+            actor=actor,
+            causation_id=causation_id,
+            correlation_id=correlation_id,
+            rule=rule,
+        )
+        await pending.publish()
+        return pending
+
+    async def restore(self, aggregate_id: str, state: S) -> None:
+        """Put ``state`` back to what the log holds, in place (its holders keep it): after
+        events were applied to it that were not stored. A full load, past any cache."""
+        fresh: S | None = None
+        if self.snapshots is not None:
+            fresh = await self.snapshots.read(self.aggregate, aggregate_id, self.fold)
+        if fresh is None:
+            fresh = self.fold()
+        await self.catch_up(aggregate_id, fresh)
+        for field in msgspec.structs.fields(cast(type[msgspec.Struct], type(fresh))):
+            setattr(state, field.name, getattr(fresh, field.name))
 
 
-class SaveInFlight(Generic[S]):
-    """One event of :meth:`Repository.begin_save`: already applied to the fold, its append
-    still in flight. The fold's ``stream_seq`` (the position the next append expects) is set
+class PendingSave(Generic[S]):
+    """Events of one batch (:meth:`Repository.stage`): checked and already applied to the
+    fold, appended by :meth:`publish` at the position the fold had before them, settled by
+    :meth:`settle`. The fold's ``stream_seq`` (the position the next append expects) is set
     by :meth:`settle`, so nothing else may be appended to the aggregate until then."""
 
     def __init__(
@@ -362,34 +431,90 @@ class SaveInFlight(Generic[S]):
         repository: Repository[S],
         aggregate_id: str,
         state: S,
-        event: ev.Event,
-        in_flight: InFlight,
-        previous: int,
+        actor: str,
+        *,
+        causation_id: str | None,
+        correlation_id: str | None,
     ) -> None:
         self.repository = repository
         self.aggregate_id = aggregate_id
         self.state = state
-        self.event = event
-        """The event as the caller gave it (unstamped), to append again after a conflict."""
-        self._in_flight = in_flight
-        self._previous = previous
+        self.actor = actor
+        self.causation_id = causation_id
+        self.correlation_id = correlation_id
+        self.expected = Position(state.stream_seq, state.version)
+        self.events: list[ev.Event] = []
+        """The events as the caller gave them (unstamped), to append again after a conflict."""
+        self._stamped: list[ev.Event] = []
+        self._in_flight: InFlight | None = None
 
-    async def settle(self, on_applied: Applied[S] | None = None) -> Recorded:
+    @property
+    def published(self) -> bool:
+        return self._in_flight is not None
+
+    async def add(self, events: Sequence[ev.Event], rule: Rule[S] | None = None) -> None:
+        """Check and apply more events, to go in the same batch (before :meth:`publish`)."""
+        assert self._in_flight is None, "a published batch takes no more events"
+        state, repository = self.state, self.repository
+        try:
+            for event in events:
+                if rule is not None:
+                    rule(state, event)
+                state.check(event)
+                stamped = stamp(
+                    event,
+                    repository.aggregate,
+                    self.aggregate_id,
+                    state.version + 1,
+                    actor=self.actor,
+                    causation_id=self.causation_id,
+                    correlation_id=self.correlation_id,
+                )
+                state.apply(stamped)
+                self.events.append(event)
+                self._stamped.append(stamped)
+        except Exception:
+            if self._stamped:  # the fold holds events that will not be stored
+                await repository.restore(self.aggregate_id, state)
+                self.events.clear()
+                self._stamped.clear()
+            raise
+
+    async def publish(self) -> None:
+        """Send the batch (at most :data:`~longhaul.core.store.MAX_BATCH` events)."""
+        repository = self.repository
+        self._in_flight = await repository._store.begin_append(
+            repository.aggregate,
+            self.aggregate_id,
+            self._stamped,
+            expected=self.expected,
+            actor=self.actor,
+            causation_id=self.causation_id,
+            correlation_id=self.correlation_id,
+        )
+
+    async def settle(self, on_applied: Applied[S] | None = None) -> list[Recorded]:
         """Wait for the append. On success the fold takes its position and the after-save
         work (snapshot, ``on_applied``) runs as :meth:`Repository.save` would have.
 
-        :class:`ConcurrencyError` when another writer got there first: the fold then has an
-        event the log does not (at that place), so it must be dropped; the caller reloads
-        and decides again (:meth:`Repository.load`, :meth:`Repository.save`)."""
-        recorded = await self._in_flight.settle()
+        :class:`ConcurrencyError` when another writer got there first: the fold, which had
+        events the log does not (at that place), is restored from the log, and the caller
+        decides again (the error's ``recorded``: what was stored before the refusal, only
+        ever without atomic batches)."""
+        assert self._in_flight is not None, "settle comes after publish"
+        try:
+            recorded = await self._in_flight.settle()
+        except ConcurrencyError:
+            await self.repository.restore(self.aggregate_id, self.state)
+            raise
         state, repository = self.state, self.repository
-        state.stream_seq = recorded.seq
+        state.stream_seq = recorded[-1].seq
+        first = self.expected.n
         if repository.snapshotter is not None:
-            repository.snapshotter.after_save(
-                repository.aggregate, self.aggregate_id, state, self._previous
-            )
+            repository.snapshotter.after_save(repository.aggregate, self.aggregate_id, state, first)
         if on_applied is not None:
-            on_applied(state, recorded, self._previous)
+            for i, one in enumerate(recorded):
+                on_applied(state, one, first + i)
         return recorded
 
 

@@ -22,7 +22,9 @@ import asyncio
 import logging
 import random
 import time
+import uuid
 from collections.abc import AsyncGenerator, Sequence
+from typing import NamedTuple
 
 import msgspec
 from longhaul.core.connection import Connection
@@ -39,15 +41,35 @@ log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
 DUPLICATE_IN_PROCESS = 10158
 """A cluster's "duplicate message id is in process": a retry met its own attempt in flight."""
+ATOMIC_DISABLED = 10174
+"""nats-server's "atomic publish is disabled": the stream has no ``allow_atomic``."""
+BATCH_INCOMPLETE = 10176
+"""An atomic batch whose commit came without all its messages (one lost on the way)."""
+BATCH_TOO_MANY = 10210
+"""nats-server's "atomic publish too many inflight" (50 batches a stream): wait, try again."""
+BATCH_DUPLICATE_ID = 10201
+"""An atomic batch holding a ``Nats-Msg-Id`` the stream has seen: a batch is refused whole,
+never answered as a duplicate (nats-server 2.15.1, measured)."""
+MAX_BATCH = 1000
+"""nats-server's most messages in one atomic batch."""
+BATCH_ID = "Nats-Batch-Id"
+BATCH_SEQUENCE = "Nats-Batch-Sequence"
+BATCH_COMMIT = "Nats-Batch-Commit"
 REPLAY_PAGE = 2048
 BACKOFF_FIRST_S = 0.05
 BACKOFF_MAX_S = 1.0
 FREE = 0
-""":meth:`EventStore._slot_after`'s answer when nothing follows the expected position yet."""
+""":meth:`EventStore._slots_after`'s answer when nothing follows the expected position yet."""
 
 
 class ConcurrencyError(Exception):
     """Another writer appended to the aggregate first: re-replay and decide again."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.recorded: list[Recorded] = []
+        """What the refused append stored before the refusal: always none of an atomic
+        batch; the events before it when appending one by one."""
 
 
 class Position(msgspec.Struct, frozen=True):
@@ -111,44 +133,51 @@ def _retrieve(future: asyncio.Future[api.PubAck]) -> None:
         future.exception()
 
 
+class Outgoing(NamedTuple):
+    """One message of an append as published: what a retry publishes again."""
+
+    subject: str
+    payload: bytes
+    headers: dict[str, str]
+
+
 class PendingAppend:
-    """An event published by :meth:`EventStore.begin_append`, its acknowledgement not yet
-    awaited. :meth:`settle` turns it into a :class:`Recorded` or the append's error."""
+    """Events published by :meth:`EventStore.begin_append`, their acknowledgement not yet
+    awaited: one message, or several as one atomic batch (only its commit is answered).
+    :meth:`settle` turns them into :class:`Recorded` or the append's error."""
 
     def __init__(
         self,
         store: EventStore,
-        event: ev.Event,
-        subject: str,
-        payload: bytes,
-        headers: dict[str, str],
+        events: list[ev.Event],
+        messages: list[Outgoing],
         expected_seq: int,
         ack: asyncio.Future[api.PubAck],
     ) -> None:
         self.store = store
-        self.event = event
-        """The event as stamped (its ``n``) and published."""
-        self._subject = subject
-        self._payload = payload
-        self._headers = headers
+        self.events = events
+        """The events as stamped (their ``n``) and published."""
+        self._messages = messages
         self._expected_seq = expected_seq
         self._ack = ack
         ack.add_done_callback(_retrieve)
-        self._settled: Recorded | None = None
+        self._settled: list[Recorded] | None = None
 
-    async def settle(self) -> Recorded:
-        """Wait for the server's answer (retrying a lost one with the same ``Nats-Msg-Id``).
+    async def settle(self) -> list[Recorded]:
+        """Wait for the server's answer (retrying a lost one with the same ``Nats-Msg-Id``s).
 
         Raises :class:`ConcurrencyError` if the aggregate moved past the expected position
-        first, or if another writer stored this event number; the transport's error when the
-        server never answered. Settling twice returns the same record."""
+        first, or if another writer stored one of these event numbers; the transport's error
+        when the server never answered. Settling twice returns the same records."""
         if self._settled is None:
-            self._settled = Recorded(self.event, await self._acknowledged_seq())
+            seqs = await self._acknowledged_seqs()
+            self._settled = [Recorded(e, s) for e, s in zip(self.events, seqs, strict=True)]
         return self._settled
 
-    async def _acknowledged_seq(self) -> int:
-        store, event = self.store, self.event
-        aggregate, aggregate_id = event.aggregate, event.aggregate_id
+    async def _acknowledged_seqs(self) -> list[int]:
+        store, first = self.store, self.events[0]
+        aggregate, aggregate_id = first.aggregate, first.aggregate_id
+        count = len(self.events)
         ack: api.PubAck | None = None
         deadline = time.monotonic() + store.conn.unavailable_retry_s
         delay = BACKOFF_FIRST_S
@@ -164,20 +193,21 @@ class PendingAppend:
                         else await asyncio.wait_for(self._ack, store.conn.request_timeout_s)
                     )
                 else:
-                    ack = await store.conn.js.publish(
-                        self._subject,
-                        self._payload,
-                        stream=store.names.stream,
-                        headers=self._headers,
+                    ack = await asyncio.wait_for(
+                        await store._publish(self._messages), store.conn.request_timeout_s
                     )
                 break
             except APIError as exc:
-                if exc.err_code == WRONG_LAST_SEQUENCE:
+                if exc.err_code in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
                     # A refusal is no proof of a conflict (docs/07-the-log.md, "A refused
-                    # append"): what follows ``expected_seq`` on the log decides.
+                    # append"): what follows ``expected_seq`` on the log decides. A batch
+                    # retried after its commit landed is refused for its message ids.
                     found = await retry_transient(
-                        lambda: store._slot_after(
-                            aggregate, aggregate_id, self._expected_seq, self._payload
+                        lambda: store._slots_after(
+                            aggregate,
+                            aggregate_id,
+                            self._expected_seq,
+                            [m.payload for m in self._messages],
                         ),
                         what=f"append to {aggregate} {aggregate_id}",
                         within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
@@ -187,9 +217,21 @@ class PendingAppend:
                             f"{aggregate} {aggregate_id} moved past sequence {self._expected_seq}"
                         ) from exc
                     if found != FREE:
-                        return found
-                elif exc.err_code == DUPLICATE_IN_PROCESS:
-                    # A cluster still proposing our earlier attempt: ask again once it is done.
+                        return list(range(found, found + count))
+                elif exc.err_code == ATOMIC_DISABLED:
+                    # The stream lost its setting (recreated by an older build): one by one.
+                    store.atomic_lost(exc.description)
+                    recorded = await store.append_one_by_one(
+                        aggregate,
+                        aggregate_id,
+                        self.events,
+                        expected=Position(self._expected_seq, first.n - 1),
+                    )
+                    return [r.seq for r in recorded]
+                elif exc.err_code in (DUPLICATE_IN_PROCESS, BATCH_INCOMPLETE, BATCH_TOO_MANY):
+                    # A cluster still proposing our earlier attempt, a batch whose first
+                    # messages were lost or refused on the way (too many batches open at
+                    # once): ask again (a new batch, the same ids).
                     if time.monotonic() + delay > deadline:
                         raise
                 elif not is_transient(exc) or time.monotonic() + delay > deadline:
@@ -197,7 +239,7 @@ class PendingAppend:
             except Exception as exc:
                 # A leader election, a node going: the publish may have landed. The retry is
                 # harmless: it carries the same expected sequence (at most one lands; its
-                # refusal is settled by the log) and Msg-Id (a duplicate's ack names the first).
+                # refusal is settled by the log) and Msg-Ids (a duplicate's ack names the first).
                 if not is_transient(exc) or time.monotonic() + delay > deadline:
                     raise
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
@@ -211,17 +253,60 @@ class PendingAppend:
                 what=f"append to {aggregate} {aggregate_id}",
                 within_s=max(deadline - time.monotonic(), BACKOFF_MAX_S),
             )
-            if stored.data != self._payload:
+            if stored.data != self._messages[0].payload:
                 raise ConcurrencyError(
-                    f"{aggregate} {aggregate_id} event {event.n} was written by another writer"
+                    f"{aggregate} {aggregate_id} event {first.n} was written by another writer"
                 )
-        return seq
+        # A batch is stored in order at consecutive sequences, its commit's the last.
+        return list(range(seq - count + 1, seq + 1))
+
+
+class OneByOne:
+    """Several events begun without atomic batches (an older server, or a stream created
+    without ``allow_atomic``): the first is in flight, the others are appended one by one,
+    each awaited, when it settles — today's appends, one round trip each."""
+
+    def __init__(self, first: PendingAppend, rest: list[ev.Event]) -> None:
+        self.events = [*first.events, *rest]
+        self._first = first
+        self._rest = rest
+        self._settled: list[Recorded] | None = None
+
+    async def settle(self) -> list[Recorded]:
+        if self._settled is None:
+            [recorded] = await self._first.settle()
+            first = recorded.event
+            rest = await self._first.store.append_one_by_one(
+                first.aggregate,
+                first.aggregate_id,
+                self._rest,
+                expected=Position(recorded.seq, first.n),
+                landed=[recorded],
+            )
+            self._settled = [recorded, *rest]
+        return self._settled
 
 
 class EventStore:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.names = conn.names
+
+    @property
+    def atomic(self) -> bool:
+        """Whether an append of several events is all or nothing (one atomic batch: nats-server
+        2.12+ and a stream with ``allow_atomic``), found when the connection was opened."""
+        return self.conn.atomic_batches
+
+    def atomic_lost(self, why: str | None) -> None:
+        """The server refused a batch: append one by one from now on (said once)."""
+        if self.conn.atomic_batches:
+            self.conn.atomic_batches = False
+            log.warning(
+                "stream %s refused an atomic batch (%s): events are appended one by one",
+                self.names.stream,
+                why,
+            )
 
     # ------------------------------------------------------------------ append
 
@@ -238,88 +323,191 @@ class EventStore:
     ) -> list[Recorded]:
         """Append ``events`` in order after ``expected``; returns them stamped and sequenced.
 
-        Raises :class:`ConcurrencyError` if the aggregate moved past ``expected``.
+        With atomic batches the events are stored all or none (in batches of at most
+        :data:`MAX_BATCH`), one round trip each; without, one by one.
+        Raises :class:`ConcurrencyError` if the aggregate moved past ``expected`` (its
+        ``recorded`` lists what this call stored before).
         """
+        if not self.atomic:
+            return await self.append_one_by_one(
+                aggregate,
+                aggregate_id,
+                events,
+                expected=expected,
+                actor=actor,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+            )
+        recorded: list[Recorded] = []
+        position = expected
+        for start in range(0, len(events), MAX_BATCH):
+            pending = await self.begin_append(
+                aggregate,
+                aggregate_id,
+                events[start : start + MAX_BATCH],
+                expected=position,
+                actor=actor,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+            )
+            try:
+                recorded.extend(await pending.settle())
+            except ConcurrencyError as exc:
+                exc.recorded = [*recorded, *exc.recorded]
+                raise
+            position = Position(recorded[-1].seq, recorded[-1].event.n)
+        return recorded
+
+    async def append_one_by_one(
+        self,
+        aggregate: Aggregate,
+        aggregate_id: str,
+        events: Sequence[ev.Event],
+        *,
+        expected: Position,
+        actor: str | None = None,
+        causation_id: str | None = None,
+        correlation_id: str | None = None,
+        landed: Sequence[Recorded] = (),
+    ) -> list[Recorded]:
+        """Each event appended and awaited before the next (no atomic batches)."""
         recorded: list[Recorded] = []
         position = expected
         for event in events:
             pending = await self.begin_append(
                 aggregate,
                 aggregate_id,
-                event,
+                [event],
                 expected=position,
                 actor=actor,
                 causation_id=causation_id,
                 correlation_id=correlation_id,
             )
-            recorded.append(await pending.settle())
-            position = Position(recorded[-1].seq, pending.event.n)
+            try:
+                [one] = await pending.settle()
+            except ConcurrencyError as exc:
+                exc.recorded = [*landed, *recorded]
+                raise
+            recorded.append(one)
+            position = Position(one.seq, one.event.n)
         return recorded
 
     async def begin_append(
         self,
         aggregate: Aggregate,
         aggregate_id: str,
-        event: ev.Event,
+        events: Sequence[ev.Event],
         *,
         expected: Position,
         actor: str | None = None,
         causation_id: str | None = None,
         correlation_id: str | None = None,
-    ) -> PendingAppend:
-        """Publish ``event`` after ``expected`` without waiting for the server's answer: the
+    ) -> PendingAppend | OneByOne:
+        """Publish ``events`` after ``expected`` without waiting for the server's answer: the
         caller does other work (builds the next model request) while the append is in flight,
-        and :meth:`PendingAppend.settle` later says whether it landed. Nothing else may be
-        appended to the aggregate by this writer until then (it needs this one's sequence)."""
-        stamped = stamp(
-            event,
-            aggregate,
-            aggregate_id,
-            expected.n + 1,
-            actor=actor,
-            causation_id=causation_id,
-            correlation_id=correlation_id,
-        )
-        payload = ev.encode(stamped)
-        headers = self.append_headers(stamped, expected.seq)
-        subject = self.names.subject(aggregate, aggregate_id, stamped.type)
-        ack = await self.conn.js.publish_async(
-            subject, payload, stream=self.names.stream, headers=headers
-        )
+        and :meth:`PendingAppend.settle` later says whether it landed. Several events travel
+        as one atomic batch (at most :data:`MAX_BATCH`); without atomic batches the first is
+        in flight and the others are appended when it settles. Nothing else may be appended
+        to the aggregate by this writer until then (it needs this one's sequence)."""
+        if not events or len(events) > MAX_BATCH:
+            raise ValueError(f"an append in flight holds 1 to {MAX_BATCH} events")
+        stamped = [
+            stamp(
+                event,
+                aggregate,
+                aggregate_id,
+                expected.n + i,
+                actor=actor,
+                causation_id=causation_id,
+                correlation_id=correlation_id,
+            )
+            for i, event in enumerate(events, start=1)
+        ]
+        atomic = self.atomic
+        batch = stamped if atomic else stamped[:1]
+        messages = self._messages(batch, expected.seq)
+        ack = await self._publish(messages)
         # nats-py queues a publish for its flusher task, which would not run before the caller
         # next waits: one turn of the loop sends it now, so it travels while the caller works.
         await asyncio.sleep(0)
-        return PendingAppend(self, stamped, subject, payload, headers, expected.seq, ack)
+        pending = PendingAppend(self, batch, messages, expected.seq, ack)
+        return pending if atomic or len(stamped) == 1 else OneByOne(pending, stamped[1:])
+
+    def _messages(self, stamped: list[ev.Event], expected_seq: int) -> list[Outgoing]:
+        """The append rule's messages: the expected position on the first (a batch's checks
+        are made against the log as it was before it), a ``Nats-Msg-Id`` on each."""
+        messages = []
+        for i, event in enumerate(stamped):
+            headers = {
+                "Nats-Msg-Id": f"{event.aggregate_id}:{event.n}",
+                **carrier_headers(event.trace_context),
+            }
+            if i == 0:
+                headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_seq)
+                headers["Nats-Expected-Last-Subject-Sequence-Subject"] = (
+                    self.names.aggregate_filter(event.aggregate, event.aggregate_id)
+                )
+            subject = self.names.subject(event.aggregate, event.aggregate_id, event.type)
+            messages.append(Outgoing(subject, ev.encode(event), headers))
+        return messages
+
+    async def _publish(self, messages: list[Outgoing]) -> asyncio.Future[api.PubAck]:
+        """Publish one message, or several as an atomic batch (a new ``Nats-Batch-Id`` each
+        attempt; only the commit, the last, is answered): the answer's future."""
+        *batch, (subject, payload, headers) = messages
+        if batch:
+            batch_id = uuid.uuid4().hex
+            for seq, (b_subject, b_payload, b_headers) in enumerate(batch, start=1):
+                await self.conn.nc.publish(
+                    b_subject,
+                    b_payload,
+                    headers={**b_headers, BATCH_ID: batch_id, BATCH_SEQUENCE: str(seq)},
+                )
+            headers = {
+                **headers,
+                BATCH_ID: batch_id,
+                BATCH_SEQUENCE: str(len(messages)),
+                BATCH_COMMIT: "1",
+            }
+        else:
+            headers = dict(headers)  # nats-py adds the expected stream to what it is given
+        return await self.conn.js.publish_async(
+            subject, payload, stream=self.names.stream, headers=headers
+        )
 
     def append_headers(self, stamped: ev.Event, expected_seq: int) -> dict[str, str]:
         """The append rule's headers for a stamped event published after ``expected_seq``."""
-        aggregate, aggregate_id = stamped.aggregate, stamped.aggregate_id
-        return {
-            "Nats-Msg-Id": f"{aggregate_id}:{stamped.n}",
-            "Nats-Expected-Last-Subject-Sequence": str(expected_seq),
-            "Nats-Expected-Last-Subject-Sequence-Subject": self.names.aggregate_filter(
-                aggregate, aggregate_id
-            ),
-            **carrier_headers(stamped.trace_context),
-        }
+        return self._messages([stamped], expected_seq)[0].headers
 
-    async def _slot_after(
-        self, aggregate: Aggregate, aggregate_id: str, expected_seq: int, payload: bytes
+    async def _slots_after(
+        self, aggregate: Aggregate, aggregate_id: str, expected_seq: int, payloads: list[bytes]
     ) -> int | None:
-        """After a "wrong last sequence" refusal: the sequence of our own event if it is the
-        one right after ``expected_seq`` (an earlier attempt landed, its ack lost or late),
-        None if another event is there (or the log no longer reaches ``expected_seq``), and
-        :data:`FREE` if the log still ends at ``expected_seq``: the server refused while its
-        view was in flux, and publishing again is safe (every attempt carries the same
-        expected sequence, so at most one can land)."""
+        """After a refusal ("wrong last sequence", or a batch's "duplicate message id"): the
+        sequence of our first event if ours are the ones right after ``expected_seq`` (an
+        earlier attempt landed, its ack lost or late), None if another event is there (or the
+        log no longer reaches ``expected_seq``), and :data:`FREE` if the log still ends at
+        ``expected_seq``: the server refused while its view was in flux, and publishing again
+        is safe (every attempt carries the same expected sequence, so at most one can land)."""
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
-        try:
-            stored = await self.conn.js.get_msg(
-                self.names.stream, seq=expected_seq + 1, subject=subject, next=True
-            )
-        except NotFoundError:
+        stored: list[tuple[int, bytes]] = []
+
+        def on_message(msg: Msg) -> None:
+            stored.append((int((msg.headers or {}).get("Nats-Sequence", 0) or 0), msg.data))
+
+        await asyncio.wait_for(  # a request like any other: a silent server is retried
+            direct_page(
+                self.conn.nc,
+                self.names.stream,
+                subject,
+                after=expected_seq,
+                batch=len(payloads),
+                on_message=on_message,
+            ),
+            self.conn.request_timeout_s,
+        )
+        if not stored:
             return FREE if await self._last_seq(subject) == expected_seq else None
-        return int(stored.seq or 0) if stored.data == payload else None
+        return stored[0][0] if [data for _, data in stored] == payloads else None
 
     async def _last_seq(self, subject: str) -> int:
         try:

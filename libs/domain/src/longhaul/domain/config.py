@@ -58,6 +58,13 @@ class NatsConfig(BaseModel):
         description="how long an append or a read waits out a JetStream leader election or a "
         "lost node (retrying the same message id) before the broker counts as unavailable",
     )
+    atomic_batches: bool = Field(
+        default=False,
+        description="append several events (a step's) as one atomic batch, all or none "
+        "(nats-server 2.12+; the event stream gets allow_atomic); off: one by one. A single "
+        "file-backed server syncs each batch to disk at commit: ~5-8 ms for a batch of 2 "
+        "against ~0.7 ms for 2 appends (2.15.1, measured), so it is off by default",
+    )
 
     @property
     def servers(self) -> list[str]:

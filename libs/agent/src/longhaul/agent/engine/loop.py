@@ -161,9 +161,10 @@ class TurnLoop:
         )
         for event in step.events:
             batch.add(event)
-        # Calls that change nothing outside the trace may act while the message asking for
-        # them is in flight (after a crash they would simply be asked for and run again).
-        await turn.emit(batch, behind=bool(calls) and all(turn.is_read_only(c) for c in calls))
+        # Calls that change nothing outside the trace may act before the message asking for
+        # them is stored (after a crash they would simply be asked for and run again): it
+        # goes with their first result, one batch and one round trip for the step.
+        await turn.emit(batch, hold=bool(calls) and all(turn.is_read_only(c) for c in calls))
         if turn.stop_reason is not None:
             return await stop(turn, turn.stop_reason)
         if not calls:
