@@ -16,7 +16,7 @@ from longhaul.domain import events as ev
 from longhaul.domain.events import PhaseSpec
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal
-from longhaul.gateway.deps import CurrentRuntime, OwnedTaskId
+from longhaul.gateway.deps import CurrentRuntime, OwnedTask, OwnedTaskId
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import runtime_of
 from longhaul.gateway.schemas.tasks import (
@@ -111,11 +111,9 @@ def build_tasks_router(prefix: str) -> APIRouter:
             )
         return TaskList(tasks=page)
 
-    @router.get("/{task_id}", response_model=TaskView, summary="A task with its phases")
-    async def get_task(
-        task_id: str, runtime: CurrentRuntime, principal: CurrentPrincipal
-    ) -> TaskView:
-        return task_view(await access.owned_task(runtime, principal, task_id))
+    @router.get("/{task_id}", summary="A task with its phases")
+    async def get_task(task: OwnedTask) -> TaskView:
+        return task_view(task)
 
     @router.post(
         "/{task_id}/resume",
