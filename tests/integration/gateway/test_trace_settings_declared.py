@@ -1,6 +1,6 @@
-"""A trace setting is declared once, in ``TraceConfig``: the API accepts every one a client may
-set and carries it onto the log, and the Python client sends what the API takes. Adding a
-setting to one of them and not the others fails here."""
+"""A trace setting is declared once, in ``TraceSettings``, and recorded in ``TraceConfig``: the
+API accepts every one a client may set and carries it onto the log, and the Python client sends
+what the API takes. Adding a setting to one of them and not the others fails here."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_the_api_accepts_every_setting_a_client_may_set() -> None:
 def test_the_client_sends_what_the_api_takes() -> None:
     """Named parameters of ``create_trace`` are API fields; the rest pass as ``options``."""
     parameters = inspect.signature(_calls.create_trace).parameters
-    named = {name for name in parameters if name not in {"messages", "idempotency_key", "options"}}
+    named = set(parameters) - {"messages", "idempotency_key", "settings", "options"}
     assert named <= set(CreateTraceRequest.model_fields)
     assert inspect.Parameter.VAR_KEYWORD in {p.kind for p in parameters.values()}
 
