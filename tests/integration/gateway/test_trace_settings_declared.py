@@ -5,7 +5,6 @@ what the API takes. Adding a setting to one of them and not the others fails her
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 import httpx
 import msgspec
@@ -15,28 +14,10 @@ from longhaul.domain import events as ev
 from longhaul.gateway.schemas.traces import CreateTraceRequest
 
 from tests.integration.gateway.harness import user_message
+from tests.unit.test_client_models import EVERY_SETTING
 
 SUB_TRACE_ONLY = {"working_dir", "read_only"}
 """Set by ``agent(…)`` for a sub-trace, never by a client."""
-
-EVERY_SETTING: dict[str, Any] = {
-    "model": "scripted:auto",
-    "model_fallback": ["scripted:demo"],
-    "preset": "browser",
-    "tools": ["read"],
-    "skills": ["a-skill"],
-    "max_iterations": 7,
-    "max_tokens": 1000,
-    "max_cost": 0.5,
-    "temperature": 0.3,
-    "system_prompt": "be brief",
-    "model_params": {"top_p": 0.5},
-    "auto_execute_tools": False,
-    "approval": {"tools": ["bash"]},
-    "verification": {"json_schema": {"type": "object"}},
-    "messaging": True,
-    "experiences": False,
-}
 
 
 def settings() -> set[str]:
