@@ -104,4 +104,6 @@ def with_settings(
     """``base`` with the ``TraceSettings`` fields named in ``names`` (declared once, in the
     domain): the model the API shows as ``name``."""
     fields = input_fields(TraceSettings, names, bodies=SETTINGS_BODIES, descriptions=descriptions)
-    return create_model(name, __base__=base, __module__=base.__module__, **fields)
+    return create_model(
+        name, __base__=base, __module__=base.__module__, __doc__=base.__doc__, **fields
+    )

@@ -6,11 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from longhaul.domain import events as ev
-from longhaul.gateway.schemas.common import Body, Input, ModelName, Name, Sequence, ShortText, Text
+from longhaul.gateway.schemas.common import Body, Input, Name, Sequence, ShortText, Text
 from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.runs import MAX_RUN_FILES, RouteView, RunFile
 from longhaul.gateway.schemas.settings import (
-    ModelParamsBody,
     SettingsBody,
     with_settings,
 )
@@ -82,18 +81,24 @@ else:
     CreateTraceRequest = with_settings("CreateTraceRequest", _CreateTraceRequest)
 
 
-class RunRequest(Body):
+class _RunRequest(SettingsBody):
     """Continue (no ``after_sequence``), rewind (``after_sequence`` = N, new messages hang
     under N) or regenerate (``after_sequence`` = a user message, no new messages)."""
 
     messages: list[ChatMessage] = Field(default_factory=list, max_length=2000)
     after_sequence: Sequence | None = None
-    model: ModelName | None = Field(
-        default=None, description="move the trace to this model from this run on"
-    )
-    model_params: ModelParamsBody | None = Field(
-        default=None, description="replace the trace's model_params from this run on"
-    )
+
+
+RUN_CHANGES = {
+    "model": "move the trace to this model from this run on",
+    "model_params": "replace the trace's model_params from this run on",
+}
+"""The settings a run request may change, from that run on."""
+
+if TYPE_CHECKING:  # the settings fields are added at runtime; code reads them via settings()
+    RunRequest = _RunRequest
+else:
+    RunRequest = with_settings("RunRequest", _RunRequest, RUN_CHANGES, RUN_CHANGES)
 
 
 class InboxRequest(Body):

@@ -15,7 +15,6 @@ from longhaul.gateway import commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.schemas.settings import ModelParamsBody
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
 from longhaul.gateway.usecases.files import create_with_files
 from longhaul.gateway.verification import verification_problems
@@ -113,7 +112,3 @@ def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
             text = " ".join(message.content.split())
             return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
     return None
-
-
-def model_params(body: ModelParamsBody) -> ev.ModelParams:
-    return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
