@@ -3,12 +3,16 @@ removed field of the API fails here, not in a user's script."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 import pytest
-from longhaul.client import models
+from longhaul.client import _calls, models
+from longhaul.domain.settings import SETTINGS, TraceSettings
 from longhaul.gateway.routers import bundles, evals, experiences, files
 from longhaul.gateway.routers.info import Info
 from longhaul.gateway.schemas import runs, schedules, tasks, traces, waiting
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.Info, Info),
@@ -95,3 +99,53 @@ def test_every_client_model_is_checked() -> None:
     checked = {client for client, _ in PAIRS}
     # tool calls are checked through Message (the gateway derives them from the domain)
     assert declared - checked == {models.ToolCall, models.FunctionCall}
+
+
+EVERY_SETTING: dict[str, Any] = {
+    "model": "scripted:auto",
+    "model_fallback": ["scripted:demo"],
+    "preset": "browser",
+    "tools": ["read"],
+    "skills": ["a-skill"],
+    "max_iterations": 7,
+    "max_tokens": 1000,
+    "max_cost": 0.5,
+    "temperature": 0.3,
+    "system_prompt": "be brief",
+    "model_params": {"top_p": 0.5, "tool_choice": {"name": "read"}},
+    "auto_execute_tools": False,
+    "approval": {"tools": "*"},
+    "verification": {"json_schema": {"type": "object"}},
+    "messaging": True,
+    "experiences": False,
+}
+"""A value other than the default for every trace setting."""
+
+
+def test_the_client_settings_are_the_domain_settings_field_for_field() -> None:
+    """The standalone client's ``TraceSettings`` has the domain's fields, in its order, with
+    its defaults: a setting added to the domain and not the client fails here."""
+    domain = msgspec.structs.fields(TraceSettings)
+    assert list(models.TraceSettings.model_fields) == [field.name for field in domain]
+    for field in domain:
+        assert models.TraceSettings.model_fields[field.name].default == field.default, field.name
+    assert set(EVERY_SETTING) == SETTINGS  # this test names them all
+
+
+def test_what_the_client_sends_the_gateway_takes_as_the_same_settings() -> None:
+    stated = models.TraceSettings(**EVERY_SETTING)
+    call = _calls.create_trace("hi", settings=stated, max_iterations=9)
+    assert call.body["max_iterations"] == 9  # a named setting goes over the settings'
+    body = traces.CreateTraceRequest.model_validate(call.body)
+    expected = msgspec.convert({**EVERY_SETTING, "max_iterations": 9}, TraceSettings)
+    assert body.settings() == expected
+    assert all(getattr(expected, name) != field.default for name, field in _defaults().items())
+
+
+def test_the_client_refuses_a_setting_it_does_not_know() -> None:
+    with pytest.raises(ValidationError):
+        models.TraceSettings.model_validate({"max_iteration": 3})
+
+
+def _defaults() -> dict[str, msgspec.structs.FieldInfo]:
+    return {field.name: field for field in msgspec.structs.fields(TraceSettings)}

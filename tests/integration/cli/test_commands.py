@@ -5,9 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
 import httpx
 import pytest
+import typer
+from longhaul.cli.main import app
 from longhaul.domain.config import NatsConfig
+from longhaul.domain.settings import SETTINGS
+from longhaul.gateway.schemas.runs import RUN_SETTINGS
 
 from tests.integration.cli.harness import cli_env, longhaul
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
@@ -209,3 +214,34 @@ async def test_schedules_create_run_and_show(stack: RunningGateway) -> None:
     async with stack.client() as http:
         assert (await http.get(f"/api/traces/{run_id}")).json()["schedule_id"] == schedule_id
         assert (await http.delete(f"/api/schedules/{schedule_id}")).status_code == 200
+
+
+async def test_run_sends_the_budget_flags(stack: RunningGateway) -> None:
+    """``--max-tokens`` / ``--max-cost`` reach the trace as its budget."""
+    result = await longhaul(
+        "run", "q", "--mode", "trace", "--tool", "glob", "--max-tokens", "90000",
+        "--max-cost", "2.5", "--no-follow", url=stack.url,
+    )  # fmt: skip
+    assert result.code == 0, result.output
+    async with stack.client() as http:
+        trace = (await http.get(f"/api/traces/{trace_id_in(result.stdout)}")).json()
+    assert (trace["budget"]["max_tokens"], trace["budget"]["max_cost"]) == (90000, 2.5)
+
+
+async def test_run_refuses_a_setting_out_of_its_bounds(stack: RunningGateway) -> None:
+    """The flag's bounds are the domain's: refused before any request."""
+    result = await longhaul("run", "q", "--max-iterations", "0", url=stack.url)
+    output = " ".join(result.output.replace("│", " ").split())
+    assert result.code == 2 and "'--max-iterations': Input should be greater than" in output
+
+
+def test_runs_setting_flags_are_the_runs_settings() -> None:
+    """Every setting ``POST /api/runs`` takes is a ``longhaul run`` flag, with its bounds."""
+    command = typer.main.get_command(app)
+    assert isinstance(command, click.Group)
+    params = {p.name: p for p in command.commands["run"].params}
+    flags = {"tools" if name == "tool" else name for name in params} & SETTINGS
+    assert flags == set(RUN_SETTINGS)
+    max_iterations = params["max_iterations"].type
+    assert isinstance(max_iterations, click.IntRange)
+    assert (max_iterations.min, max_iterations.max) == (1, 100_000)

@@ -1,11 +1,10 @@
-"""A trace setting is declared once, in ``TraceConfig``: the API accepts every one a client may
-set and carries it onto the log, and the Python client sends what the API takes. Adding a
-setting to one of them and not the others fails here."""
+"""A trace setting is declared once, in ``TraceSettings``, and recorded in ``TraceConfig``: the
+API accepts every one a client may set and carries it onto the log, and the Python client sends
+what the API takes. Adding a setting to one of them and not the others fails here."""
 
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 import httpx
 import msgspec
@@ -15,28 +14,10 @@ from longhaul.domain import events as ev
 from longhaul.gateway.schemas.traces import CreateTraceRequest
 
 from tests.integration.gateway.harness import user_message
+from tests.unit.test_client_models import EVERY_SETTING
 
 SUB_TRACE_ONLY = {"working_dir", "read_only"}
 """Set by ``agent(…)`` for a sub-trace, never by a client."""
-
-EVERY_SETTING: dict[str, Any] = {
-    "model": "scripted:auto",
-    "model_fallback": ["scripted:demo"],
-    "preset": "browser",
-    "tools": ["read"],
-    "skills": ["a-skill"],
-    "max_iterations": 7,
-    "max_tokens": 1000,
-    "max_cost": 0.5,
-    "temperature": 0.3,
-    "system_prompt": "be brief",
-    "model_params": {"top_p": 0.5},
-    "auto_execute_tools": False,
-    "approval": {"tools": ["bash"]},
-    "verification": {"json_schema": {"type": "object"}},
-    "messaging": True,
-    "experiences": False,
-}
 
 
 def settings() -> set[str]:
@@ -52,7 +33,7 @@ def test_the_api_accepts_every_setting_a_client_may_set() -> None:
 def test_the_client_sends_what_the_api_takes() -> None:
     """Named parameters of ``create_trace`` are API fields; the rest pass as ``options``."""
     parameters = inspect.signature(_calls.create_trace).parameters
-    named = {name for name in parameters if name not in {"messages", "idempotency_key", "options"}}
+    named = set(parameters) - {"messages", "idempotency_key", "settings", "options"}
     assert named <= set(CreateTraceRequest.model_fields)
     assert inspect.Parameter.VAR_KEYWORD in {p.kind for p in parameters.values()}
 

@@ -17,7 +17,7 @@ import logging
 
 import msgspec
 from longhaul.agent.turn import Turn
-from longhaul.agent.turn_settings import pinned
+from longhaul.agent.turn_settings import TurnSettings, pinned, resolve
 from longhaul.domain.events import ContextRecorded, ModelParams
 from longhaul.llm.types import ToolSpec
 
@@ -45,34 +45,40 @@ def context_keys(trace_id: str, digest: str) -> tuple[str, str]:
     return context_key(trace_id, digest), f"context/{digest}"
 
 
-def resolved(turn: Turn) -> RunContext:
+def resolved(settings: TurnSettings) -> RunContext:
     """The context today's config and presets give (``turn_settings.resolve`` made it)."""
     return RunContext(
-        system_prompt=turn.system_prompt,
-        tools=list(turn.tools.specs()),
-        preset=turn.preset.name,
-        skills=turn.skills.names(),
-        model=turn.state.config.model,
-        model_params=turn.model_params,
-        temperature=turn.temperature,
-        max_iterations=turn.max_iterations,
+        system_prompt=settings.system_prompt,
+        tools=list(settings.tools.specs()),
+        preset=settings.preset.name,
+        skills=settings.skills.names(),
+        model=settings.model,
+        model_params=settings.model_params,
+        temperature=settings.temperature,
+        max_iterations=settings.max_iterations,
     )
 
 
-async def pin_context(turn: Turn) -> None:
-    """Show the model the recorded context, or record the one just resolved."""
+async def settle(turn: Turn) -> None:
+    """Set ``turn.settings`` once: resolved from today's config and presets, then pinned to
+    the context the trace recorded, or recorded now when it has none."""
+    settings = await resolve(
+        turn.state,
+        turn.env,
+        turn.config,
+        turn.all_tools,
+        has_experiences=turn.has_experiences,
+    )
     workspace = turn.env.workspace
     if workspace is None:  # nowhere to keep it: the context stays as resolved
+        turn.settings = settings
         return
-    recorded = turn.state.context
+    recorded = await _recorded(turn)
     if recorded is not None:
-        for key in context_keys(turn.trace_id, recorded.hash):
-            data = await workspace.get(key)
-            if data is not None:
-                apply(turn, msgspec.json.decode(data, type=RunContext))
-                return
-        log.warning("trace %s: recorded context %s is missing", turn.trace_id, recorded.hash)
-    context = resolved(turn)
+        turn.settings = _pinned(turn, settings, recorded)
+        return
+    turn.settings = settings
+    context = resolved(settings)
     data = msgspec.json.encode(context)
     digest = hashlib.sha256(data).hexdigest()
     await workspace.put(context_key(turn.trace_id, digest), data)
@@ -89,9 +95,23 @@ async def pin_context(turn: Turn) -> None:
     )
 
 
-def apply(turn: Turn, context: RunContext) -> None:
-    turn.settings = pinned(
-        turn.settings,
+async def _recorded(turn: Turn) -> RunContext | None:
+    """The context the trace recorded (``None``: none, or its entry is missing)."""
+    recorded = turn.state.context
+    workspace = turn.env.workspace
+    if recorded is None or workspace is None:
+        return None
+    for key in context_keys(turn.trace_id, recorded.hash):
+        data = await workspace.get(key)
+        if data is not None:
+            return msgspec.json.decode(data, type=RunContext)
+    log.warning("trace %s: recorded context %s is missing", turn.trace_id, recorded.hash)
+    return None
+
+
+def _pinned(turn: Turn, settings: TurnSettings, context: RunContext) -> TurnSettings:
+    return pinned(
+        settings,
         turn.all_tools,
         turn.env.skills,
         system_prompt=context.system_prompt,

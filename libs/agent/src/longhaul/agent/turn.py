@@ -74,9 +74,7 @@ class Turn:
         self.images: dict[str, str] = {}
         """Image references resolved this turn (``longhaul.agent.images``): digest → data URL."""
         self.all_tools = tools
-        self.settings = TurnSettings.unresolved(state, env, config, tools)
-        """Resolved and pinned once when the turn starts (``turn_settings``, ``run_context``),
-        then only read."""
+        self._settings: TurnSettings | None = None
         self.reflect: Callable[[], Awaitable[tuple[list[str], str | None]]] | None = None
         """A reflection on a side branch, ending in experiences (set by the engine's loop; level-2
         compaction runs it first when the trace's owner has an experience store, and a
@@ -97,6 +95,20 @@ class Turn:
     @property
     def trace_id(self) -> str:
         return self.state.trace_id
+
+    @property
+    def settings(self) -> TurnSettings:
+        """Resolved and pinned once when the turn starts (``run_context.settle``), before any
+        hook, then only read: there is no placeholder to read before."""
+        if self._settings is None:
+            raise RuntimeError("the turn's settings were read before they were resolved")
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: TurnSettings) -> None:
+        if self._settings is not None:
+            raise RuntimeError("the turn's settings are resolved once")
+        self._settings = settings
 
     # The settings, as the engine and middleware read them.
 

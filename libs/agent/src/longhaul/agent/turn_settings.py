@@ -4,10 +4,10 @@ What a turn runs with comes from three places — the trace's own config (``Trac
 at creation or by a run request), its preset, and the pipeline's defaults — and, once the
 trace has recorded what the model saw (``run_context``), from that record. The engine resolves
 them once at the start of a turn (:func:`resolve`), the recorded context pins them
-(:func:`pinned`), and nothing changes them afterwards: middleware and tools read
-``turn.settings``. The rules for the limits a client can see (:func:`max_iterations`) are
-shared with the gateway, so ``GET /api/traces/{id}`` shows the limit that applies, not only
-the one the client asked for.
+(:func:`pinned`), and ``run_context.settle`` sets ``turn.settings`` once, before any hook:
+middleware and tools read ``turn.settings``, never ``state.config``. The rules for the limits
+a client can see (:func:`max_iterations`) are shared with the gateway, so
+``GET /api/traces/{id}`` shows the limit that applies, not only the one the client asked for.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from longhaul.agent.env import AgentEnv
-from longhaul.agent.presets import DEFAULT_SYSTEM_PROMPT, Preset
+from longhaul.agent.presets import Preset
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.workdir import trace_working_dir
@@ -35,6 +36,9 @@ def max_iterations(config: TraceConfig, preset: Preset, pipeline: PipelineConfig
 
 @dataclass(frozen=True)
 class TurnSettings:
+    """Every setting the engine, its middleware and tools read during a turn: none of them
+    reads ``state.config`` (which a run request may change for the next run)."""
+
     preset: Preset
     tools: ToolRegistry
     """The tools offered this turn (a subset of the executor's)."""
@@ -45,26 +49,20 @@ class TurnSettings:
     max_continuations: int
     temperature: float | None
     model_params: ModelParams
+    model: str | None = None
+    """The trace's own model string (``None``: the executor's default), as recorded."""
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    approval: tuple[str, ...] = ()
+    """Tools whose calls wait for a person (the trace's list, else its preset's)."""
+    auto_execute_tools: bool = True
+    messaging: bool = False
+    experiences: bool = True
+    """Recall experiences at the start and capture them at the end (the trace's choice, else
+    its preset's)."""
+    verification: dict[str, Any] | None = None
     tool_specs: tuple[ToolSpec, ...] | None = None
     """The schemas shown to the model when a recorded context fixes them."""
-
-    @classmethod
-    def unresolved(
-        cls, state: TraceState, env: AgentEnv, pipeline: PipelineConfig, tools: ToolRegistry
-    ) -> TurnSettings:
-        """Before :func:`resolve`: the trace's config over the pipeline's defaults only."""
-        config = state.config
-        return cls(
-            preset=env.presets.get(config.preset),
-            tools=tools,
-            skills=env.skills,
-            working_dir=env.working_root,
-            system_prompt=config.system_prompt or DEFAULT_SYSTEM_PROMPT,
-            max_iterations=config.max_iterations or pipeline.max_iterations,
-            max_continuations=pipeline.max_continuations,
-            temperature=config.temperature,
-            model_params=config.model_params or ModelParams(),
-        )
 
 
 async def resolve(
@@ -103,6 +101,16 @@ async def resolve(
         max_continuations=pipeline.max_continuations,
         temperature=config.temperature if config.temperature is not None else preset.temperature,
         model_params=(config.model_params or ModelParams()).over(preset.params()),
+        model=config.model,
+        max_tokens=config.max_tokens,
+        max_cost=config.max_cost,
+        approval=tuple(
+            (preset.approval_tools if config.approval is None else config.approval) or ()
+        ),
+        auto_execute_tools=config.auto_execute_tools,
+        messaging=config.messaging,
+        experiences=preset.experiences if config.experiences is None else config.experiences,
+        verification=config.verification,
     )
 
 

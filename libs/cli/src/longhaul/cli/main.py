@@ -25,6 +25,7 @@ from longhaul.cli import (
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.init import next_steps, write_starter
 from longhaul.cli.run import read_files, run_task
+from longhaul.cli.settings_flags import setting_option
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.backup import BackupError
 from longhaul.core.logs import configure_logging
@@ -127,14 +128,25 @@ def run(
         ),
     ] = "auto",
     model: Annotated[
-        str | None, typer.Option(help="provider:model (default: the gateway's)")
+        str | None, setting_option("model", help="provider:model (default: the gateway's)")
     ] = None,
-    preset: Annotated[str | None, typer.Option(help="agent preset")] = None,
+    preset: Annotated[str | None, setting_option("preset", help="agent preset")] = None,
     tool: Annotated[
-        list[str] | None, typer.Option("--tool", help="offer only these tools (repeatable)")
+        list[str] | None,
+        setting_option("tools", "--tool", help="offer only these tools (repeatable)"),
     ] = None,
     name: Annotated[str | None, typer.Option(help="a name for the trace")] = None,
-    max_iterations: Annotated[int | None, typer.Option(min=1)] = None,
+    max_iterations: Annotated[
+        int | None, setting_option("max_iterations", help="model calls the run may make")
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        setting_option("max_tokens", help="tokens the run (a task: its step traces) may use"),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        setting_option("max_cost", help="dollars the run (a task: its step traces) may spend"),
+    ] = None,
     review: Annotated[
         bool | None,
         typer.Option("--review/--no-review", help="a task waits for its plan to be approved"),
@@ -169,6 +181,8 @@ def run(
             tools=tool or None,
             name=name,
             max_iterations=max_iterations,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
             review=review,
             follow=follow,
             files=files,

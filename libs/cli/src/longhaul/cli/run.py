@@ -40,6 +40,8 @@ async def run_task(
     review: bool | None,
     follow: bool,
     files: dict[str, bytes] | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> int:
     info = await client.info()
     if info.offline and model is None and info.notice:
@@ -52,6 +54,8 @@ async def run_task(
         tools=tools,
         name=name,
         max_iterations=max_iterations,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
         review=review,
         files=files,
     )

@@ -39,6 +39,7 @@ from longhaul.client.models import (
     Trace,
     TraceImported,
     TraceList,
+    TraceSettings,
     TraceSummary,
 )
 
@@ -72,6 +73,7 @@ __all__ = [
     "Trace",
     "TraceImported",
     "TraceList",
+    "TraceSettings",
     "TraceSummary",
     "Unauthorized",
     "Unreachable",

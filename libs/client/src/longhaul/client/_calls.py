@@ -86,6 +86,8 @@ def start(
     max_iterations: int | None = None,
     review: bool | None = None,
     files: Mapping[str, bytes] | None = None,
+    max_tokens: int | None = None,
+    max_cost: float | None = None,
 ) -> Call[models.RunAccepted]:
     """State a goal; the gateway routes it to one agent (a trace) or a planned team (a task):
     ``mode`` auto, trace or task. The answer says which (``trace_id`` or ``task_id``).
@@ -105,6 +107,8 @@ def start(
         tools=list(tools) if tools is not None else None,
         name=name,
         max_iterations=max_iterations,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
         review=review,
     )
     return Call("POST", "/api/runs", _json(models.RunAccepted), body=body)
@@ -122,13 +126,16 @@ def create_trace(
     max_tokens: int | None = None,
     max_cost: float | None = None,
     idempotency_key: str | None = None,
+    settings: models.TraceSettings | None = None,
     **options: Any,
 ) -> Call[models.Accepted]:
-    """Start a trace. ``options`` are the other fields of ``POST /api/traces``
-    (``model_params``, ``approval``, ``verification``, ``auto_execute_tools`` …).
+    """Start a trace. ``settings``: every setting at once (:class:`models.TraceSettings`);
+    the named ones and ``options`` (the other fields of ``POST /api/traces``:
+    ``model_params``, ``approval``, ``verification``, ``auto_execute_tools`` …) go over it.
     ``idempotency_key``: a repeat with the same key starts nothing and answers the first
     trace (safe to retry after a lost answer)."""
-    body = _present(
+    stated = {} if settings is None else settings.model_dump(exclude_defaults=True)
+    body = stated | _present(
         messages=_messages(messages),
         model=model,
         preset=preset,

@@ -37,6 +37,35 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class TraceSettings(BaseModel):
+    """A trace's settings, as ``create_trace(settings=…)`` sends them (``None``: the preset's,
+    else the gateway's). The same fields as the gateway's ``TraceSettings``
+    (``tests/unit/test_client_models.py`` checks them field for field); unknown names are
+    refused here rather than by the gateway."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    model_fallback: list[str] | None = None
+    preset: str | None = None
+    tools: list[str] | None = None
+    skills: list[str] | None = None
+    max_iterations: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    temperature: float | None = None
+    system_prompt: str | None = None
+    model_params: dict[str, Any] | None = None
+    """temperature, top_p, max_tokens (per response), seed, stop, tool_choice"""
+    auto_execute_tools: bool = True
+    approval: dict[str, Any] | None = None
+    """{"tools": [names] or "*"}"""
+    verification: dict[str, Any] | None = None
+    """{"check": name} and/or {"json_schema": …} and/or {"criteria": […]}"""
+    messaging: bool = False
+    experiences: bool | None = None
+
+
 class Info(Model):
     version: str
     owner: str

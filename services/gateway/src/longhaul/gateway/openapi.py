@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from longhaul.gateway.schemas.common import MODEL_PATTERN, MODEL_SPEC
+from longhaul.domain.settings import MODEL_PATTERN, MODEL_SPEC
 from longhaul.gateway.sse_schema import document_event_streams
 
 VERIFICATION_SCHEMA = "VerificationBody"

@@ -23,8 +23,7 @@ def wants_capture(turn: Turn) -> bool:
         return False
     if state.runs in state.captured:
         return False
-    chosen = state.config.experiences
-    return turn.preset.experiences if chosen is None else chosen
+    return turn.settings.experiences
 
 
 async def capture(turn: Turn) -> None:

@@ -51,14 +51,15 @@ async def finish(turn: Turn, answer: Message) -> TurnOutcome:
     (the turn then waits; the verdict wakes the trace, see ``settle``)."""
     state = turn.state
     text = whole_answer(state, answer)
-    if state.config.verification is not None:
+    verification = turn.settings.verification
+    if verification is not None:
         await turn.emit(
             [
                 VerificationRequested(
                     attempt=state.verification.attempts + 1,
                     answer_sequence=answer.sequence,
                     answer=text,
-                    method=state.config.verification,
+                    method=verification,
                 )
             ]
         )

@@ -32,10 +32,9 @@ from longhaul.agent.engine.tool_calls import innermost, run_calls, run_tool_call
 from longhaul.agent.engine.uploads import deliver_uploads
 from longhaul.agent.errors import TurnConfigError
 from longhaul.agent.middleware.chain import MiddlewareChain
-from longhaul.agent.run_context import pin_context
+from longhaul.agent.run_context import settle
 from longhaul.agent.stop_reasons import MAX_ITERATIONS, STOP_REQUESTED, STORAGE_FULL
 from longhaul.agent.turn import Step, Turn, elapsed_ms
-from longhaul.agent.turn_settings import resolve
 from longhaul.llm.types import ModelError
 
 
@@ -67,10 +66,7 @@ class TurnLoop:
     async def _run(self) -> TurnOutcome:
         turn, state = self.turn, self.turn.state
         try:
-            turn.settings = await resolve(
-                state, turn.env, turn.config, turn.all_tools, has_experiences=turn.has_experiences
-            )
-            await pin_context(turn)
+            await settle(turn)
             await self.chain.before_agent(turn)
         except TurnConfigError as exc:
             return await fail(turn, str(exc), "config_error")

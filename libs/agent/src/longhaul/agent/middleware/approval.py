@@ -42,9 +42,7 @@ def approval_wait(turn: Turn, invocation: ToolInvocation) -> Deferred | None:
     tool = invocation.tool
     if tool is None or invocation.name == ASK_HUMAN:
         return None
-    listed = turn.state.config.approval
-    if listed is None:
-        listed = turn.preset.approval_tools
+    listed = turn.settings.approval
     rules = turn.config.approval
     rule = rules.rule_for(invocation.name, _arguments(invocation), tool.read_only)
     if not (listed and (EVERY_TOOL in listed or invocation.name in listed)):
@@ -77,7 +75,7 @@ class ToolApproval(Middleware):
     async def wrap_tool_call(
         self, turn: Turn, invocation: ToolInvocation, call_next: ToolHandler
     ) -> ToolReply:
-        if not turn.state.config.auto_execute_tools and invocation.name != ASK_HUMAN:
+        if not turn.settings.auto_execute_tools and invocation.name != ASK_HUMAN:
             return _client_result(turn, invocation)
         edited = turn.state.approvals.edited.get(invocation.call.id)
         if edited is None:

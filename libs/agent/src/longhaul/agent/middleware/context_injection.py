@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from longhaul.agent.middleware.base import Middleware
 from longhaul.agent.turn import Turn
-from longhaul.domain.state import TraceState
 from longhaul.domain.state.collaborators import Collaborator, collaborators
 from longhaul.llm.types import ModelRequest
 
@@ -32,9 +31,10 @@ def render_collaborators(found: list[Collaborator]) -> str:
     return "Collaborators:\n" + "\n".join(lines)
 
 
-def _reachable(state: TraceState, found: list[Collaborator]) -> str:
+def _reachable(turn: Turn, found: list[Collaborator]) -> str:
     """For a trace with an inbox: who ``send_message`` reaches (the agents still at work)."""
-    if not state.config.messaging:
+    state = turn.state
+    if not turn.settings.messaging:
         return ""
     names = [c.name for c in found if c.type == "agent" and c.status in ("running", "waiting")]
     if state.parent_trace_id and "parent" not in names:
@@ -59,7 +59,7 @@ class ContextInjection(Middleware):
         sections = [
             f"Goals:\n{state.goals.render()}",
             render_collaborators(found),
-            _reachable(state, found),
+            _reachable(turn, found),
         ]
         hooks = await turn.env.context_hooks.render(state)
         sections += [f"{name}:\n{text}" for name, text in hooks]

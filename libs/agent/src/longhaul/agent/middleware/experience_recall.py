@@ -34,8 +34,7 @@ def wants_recall(turn: Turn) -> bool:
         return False
     if state.parent_trace_id is not None or state.runs != 1 or state.run_usage.iterations:
         return False
-    chosen = state.config.experiences
-    return turn.preset.experiences if chosen is None else chosen
+    return turn.settings.experiences
 
 
 class ExperienceRecall(Middleware):

@@ -89,6 +89,7 @@ from a2a.utils.errors import (
 from fastapi import FastAPI, Request
 from google.protobuf.json_format import MessageToDict
 from longhaul.domain import events as ev
+from longhaul.domain.settings import TraceSettings
 from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
@@ -277,10 +278,9 @@ class LonghaulTasks(RunFollower, RequestHandler):
         preset = _option(params, "preset")
         if preset is not None and preset not in self.runtime.presets:
             raise InvalidParamsError(message=f"no preset {preset!r} (the card's skills)")
-        body = CreateTraceRequest(
+        body = CreateTraceRequest.stating(
+            TraceSettings(model=_option(params, "model"), preset=preset),
             messages=[UserMessage(role="user", content=text)],
-            model=_option(params, "model"),
-            preset=preset,
             files=[
                 RunFile(name=name, content=data, media_type=media) for name, data, media in files
             ],

@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI
 from longhaul.domain import events as ev
+from longhaul.domain.settings import TraceSettings
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal, bearer_scheme, current_principal
 from longhaul.gateway.errors import ApiError
@@ -200,10 +201,9 @@ class McpSurface(RunFollower):
                     RunFile(name=checked_name(name), content=_base64(text), media_type="text/plain")
                     for name, text in (files or {}).items()
                 ]
-                body = CreateTraceRequest(
+                body = CreateTraceRequest.stating(
+                    TraceSettings(model=model, preset=preset),
                     messages=[UserMessage(role="user", content=prompt)],
-                    model=model,
-                    preset=preset,
                     files=given,
                 )
                 state = await start_trace(runtime, principal, body)

@@ -31,6 +31,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from longhaul.agent.contract import LiveUpdate
 from longhaul.domain import events as ev
+from longhaul.domain.settings import TraceSettings
 from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
@@ -265,11 +266,9 @@ async def _begin(
             # its trace was deleted since: the conversation goes on in a new one
     messages, files = _without_files(body.messages)
     decoded_files(files)  # a bad name or content: 422 here, before any model is built
-    create = CreateTraceRequest(
+    create = CreateTraceRequest.stating(
+        TraceSettings(model=model, preset=preset, temperature=body.temperature),
         messages=messages,
-        model=model,
-        preset=preset,
-        temperature=body.temperature,
         files=[RunFile(name=n, content=c, media_type=m) for n, c, m in files],
     )
     state = await start_trace(runtime, principal, create)

@@ -14,7 +14,7 @@ from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.runs import CreateRunRequest, RouteView, RunAccepted
 from longhaul.gateway.usecases.files import create_with_files
-from longhaul.llm.registry import check_model_string
+from longhaul.gateway.usecases.start import check_model
 
 router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -27,11 +27,7 @@ router = APIRouter(prefix="/api/runs", tags=["runs"], responses=ERROR_RESPONSES)
 async def create_run(
     body: CreateRunRequest, runtime: CurrentRuntime, response: Response, principal: CurrentPrincipal
 ) -> RunAccepted:
-    if body.model is not None:
-        try:
-            check_model_string(body.model, runtime.config.models)
-        except ValueError as exc:
-            raise ApiError(422, "invalid_model", str(exc)) from None
+    check_model(runtime, body.settings().model)
     # files go into one agent's working directory: a run with files is a trace
     files = [(f.name, f.content, f.media_type) for f in body.files]
     if files and body.mode == "task":
@@ -63,7 +59,8 @@ async def _start_task(
     runtime: Runtime, principal: Principal, body: CreateRunRequest, decision: ev.RouteDecision
 ) -> tuple[str, str, int]:
     """The task's id, status and first event's sequence."""
-    options = {"model": body.model} if body.model else {}
+    settings = body.settings()
+    options = {"model": settings.model} if settings.model else {}
     task = await commands.create_task(
         runtime,
         principal,
@@ -72,8 +69,8 @@ async def _start_task(
             options=options,
             review=body.review,
             route=decision,
-            max_tokens=body.max_tokens,
-            max_cost=body.max_cost,
+            max_tokens=settings.max_tokens,
+            max_cost=settings.max_cost,
         ),
     )
     return task.task_id, task.status or "planning", task.stream_seq
@@ -87,18 +84,9 @@ async def _start_trace(
     files: list[tuple[str, str, str | None]],
 ) -> tuple[str, str, int]:
     """The trace's id, status and first event's sequence."""
-    config = ev.TraceConfig(
-        model=body.model,
-        tools=body.tools,
-        max_iterations=body.max_iterations,
-        max_tokens=body.max_tokens,
-        max_cost=body.max_cost,
-    )
-    if body.preset:
-        config.preset = body.preset
     created = ev.TraceCreated(
         messages=[ev.InputMessage(role="user", content=body.goal)],
-        config=config,
+        config=body.settings().config(),
         name=body.name or " ".join(body.goal.split())[:60],
         untitled=not body.name,
         route=decision,

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from longhaul.domain.settings import MODEL_PATTERN, NAME_PATTERN
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 Name = Annotated[
     str,
-    StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"),
+    StringConstraints(pattern=NAME_PATTERN),
     Field(description="a preset, tool or skill name: letters, digits, _ . : - (max 64)"),
 ]
-MODEL_SPEC = r"[A-Za-z0-9_.:/@+?=&-]{1,199}"
-MODEL_PATTERN = rf"^[A-Za-z][A-Za-z0-9_.-]{{0,31}}:{MODEL_SPEC}$"
 ModelName = Annotated[
     str,
     StringConstraints(pattern=MODEL_PATTERN),

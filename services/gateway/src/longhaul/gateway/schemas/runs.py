@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import TYPE_CHECKING, Literal, Self
 
 import msgspec
 from longhaul.domain.events import RouteDecision
-from longhaul.gateway.schemas.common import (
-    Body,
-    Iterations,
-    ModelName,
-    Name,
-    ShortText,
-    Text,
-    TokenCount,
-)
+from longhaul.gateway.schemas.common import Body, ShortText, Text
+from longhaul.gateway.schemas.settings import SettingsBody, with_settings
 from pydantic import BaseModel, Field
 
 MAX_RUN_FILES = 20
@@ -28,21 +21,13 @@ class RunFile(Body):
     media_type: ShortText | None = None
 
 
-class CreateRunRequest(Body):
+class _CreateRunRequest(SettingsBody):
     goal: Text = Field(min_length=1)
     mode: Literal["auto", "trace", "task"] = Field(
         default="auto",
         description="auto: estimate the goal's complexity and route it (above "
         "pipeline.routing.team_above a task, else a trace); trace / task: that kind",
     )
-    model: ModelName | None = Field(default=None, description="the run's (or phases') model")
-    preset: Name | None = Field(default=None, description="a trace's preset")
-    tools: list[Name] | None = Field(default=None, max_length=256, description="a trace's tools")
-    max_iterations: Iterations | None = Field(default=None, description="a trace's limit")
-    max_tokens: TokenCount | None = Field(
-        default=None, description="the trace's, or the task's over all its step traces"
-    )
-    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     name: ShortText | None = None
     review: bool | None = Field(
         default=None, description="a task waits in awaiting_review for POST /api/tasks/{id}/plan"
@@ -53,6 +38,28 @@ class CreateRunRequest(Body):
         description="written into the new trace's working directory before its first model "
         "call (a run with files is one agent: mode auto becomes trace, task is refused); in "
         "all at most gateway.max_body_bytes, larger ones go to POST /api/traces/{id}/files",
+    )
+
+
+RUN_SETTINGS = {
+    "model": "the run's (or phases') model",
+    "preset": "a trace's preset",
+    "tools": "a trace's tools",
+    "max_iterations": "a trace's limit",
+    "max_tokens": "the trace's, or the task's over all its step traces",
+    "max_cost": "",
+}
+"""The settings a routed run takes, with what each means for a run (a task uses the model and
+the two caps)."""
+
+if TYPE_CHECKING:  # the settings fields are added at runtime; code reads them via settings()
+    CreateRunRequest = _CreateRunRequest
+else:
+    CreateRunRequest = with_settings(
+        "CreateRunRequest",
+        _CreateRunRequest,
+        RUN_SETTINGS,
+        {name: text for name, text in RUN_SETTINGS.items() if text},
     )
 
 

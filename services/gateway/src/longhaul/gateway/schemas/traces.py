@@ -6,23 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from longhaul.domain import events as ev
-from longhaul.domain.verification import verification_errors
-from longhaul.gateway.schemas.common import (
-    Body,
-    Input,
-    Iterations,
-    ModelName,
-    Name,
-    ResponseTokens,
-    Seed,
-    Sequence,
-    ShortText,
-    Text,
-    TokenCount,
-)
+from longhaul.gateway.schemas.common import Body, Input, Name, Sequence, ShortText, Text
 from longhaul.gateway.schemas.derived import view_of
 from longhaul.gateway.schemas.runs import MAX_RUN_FILES, RouteView, RunFile
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from longhaul.gateway.schemas.settings import (
+    SettingsBody,
+    with_settings,
+)
+from pydantic import BaseModel, ConfigDict, Field
 
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
 
@@ -73,57 +64,7 @@ ChatMessage = Annotated[
 """One message a client supplies; the role decides which fields it may carry."""
 
 
-class NamedToolChoice(Body):
-    name: Name
-
-
-class ModelParamsBody(Body):
-    """Sent with every model call of the trace, mapped per provider (Anthropic
-    ``tool_choice`` {type: auto|any|tool}, Gemini ``toolConfig.functionCallingConfig``).
-    Unknown keys are refused (422)."""
-
-    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
-    top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False)
-    max_tokens: ResponseTokens | None = Field(default=None, description="per response")
-    seed: Seed | None = None
-    stop: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
-        default=None, max_length=16
-    )
-    tool_choice: Literal["auto", "required", "none"] | NamedToolChoice | None = Field(
-        default=None, description="auto | required | none | {name}: must call that tool"
-    )
-
-
-class ApprovalBody(Body):
-    tools: list[Name] | Literal["*"] = Field(
-        description='tools whose calls wait for a person\'s decision; "*": every tool'
-    )
-
-
-class VerificationBody(Body):
-    """Checks a proposed final answer must pass (all of them), with the failure re-injected
-    up to ``pipeline.verification.max_reinjections`` times before the trace fails. Commands
-    are the operator's: ``check`` names one of ``verifier.commands``; a raw ``command`` is
-    refused (422)."""
-
-    check: Name | None = Field(default=None, description="an operator-configured command check")
-    json_schema: dict[str, Any] | None = Field(
-        default=None, description="the answer must be JSON matching this schema"
-    )
-    criteria: list[Text] | None = Field(
-        default=None, max_length=64, description="a model judge scores the answer against these"
-    )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_commands(cls, data: Any) -> Any:
-        errors = verification_errors(data) if isinstance(data, dict) else []
-        if errors:
-            raise ValueError("; ".join(errors))
-        return data
-
-
-class CreateTraceRequest(Body):
+class _CreateTraceRequest(SettingsBody):
     messages: list[ChatMessage] = Field(min_length=1, max_length=2000)
     files: list[RunFile] = Field(
         default_factory=list,
@@ -131,60 +72,33 @@ class CreateTraceRequest(Body):
         description="written into the trace's working directory before its first model call "
         "(in all at most gateway.max_body_bytes; larger: POST /api/traces/{id}/files)",
     )
-    model: ModelName | None = Field(default=None, description="default: LONGHAUL_MODEL")
-    model_fallback: list[ModelName] | None = Field(
-        default=None,
-        max_length=8,
-        description="models to move to, in order, when the model's provider is down "
-        "(default: the preset's chain, else models.fallback for the default model)",
-    )
-    preset: Name | None = None
-    tools: list[Name] | None = Field(default=None, max_length=256)
-    skills: list[Name] | None = Field(default=None, max_length=256)
-    max_iterations: Iterations | None = None
-    max_tokens: TokenCount | None = None
-    max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
-    system_prompt: Text | None = None
     name: ShortText | None = None
-    model_params: ModelParamsBody | None = None
-    auto_execute_tools: bool = Field(
-        default=True,
-        description="false: every tool call waits for the client, which runs it and posts "
-        "the result to POST /api/traces/{id}/tool_results",
-    )
-    approval: ApprovalBody | None = Field(
-        default=None,
-        description="calls to these tools wait for POST /api/traces/{id}/approve "
-        "(default: the preset's list, usually none); children inherit it",
-    )
-    verification: VerificationBody | None = Field(
-        default=None, description='verify the final answer, e.g. {"check": "tests"}'
-    )
-    messaging: bool = Field(
-        default=False,
-        description="give the trace an inbox (POST /api/traces/{id}/inbox) and the "
-        "check_messages / send_message tools; its sub-traces inherit it",
-    )
-    experiences: bool | None = Field(
-        default=None,
-        description="start with the key's matching experiences in the first message "
-        "(default: the preset's setting, usually on)",
-    )
 
 
-class RunRequest(Body):
+if TYPE_CHECKING:  # the settings fields are added at runtime; code reads them via settings()
+    CreateTraceRequest = _CreateTraceRequest
+else:
+    CreateTraceRequest = with_settings("CreateTraceRequest", _CreateTraceRequest)
+
+
+class _RunRequest(SettingsBody):
     """Continue (no ``after_sequence``), rewind (``after_sequence`` = N, new messages hang
     under N) or regenerate (``after_sequence`` = a user message, no new messages)."""
 
     messages: list[ChatMessage] = Field(default_factory=list, max_length=2000)
     after_sequence: Sequence | None = None
-    model: ModelName | None = Field(
-        default=None, description="move the trace to this model from this run on"
-    )
-    model_params: ModelParamsBody | None = Field(
-        default=None, description="replace the trace's model_params from this run on"
-    )
+
+
+RUN_CHANGES = {
+    "model": "move the trace to this model from this run on",
+    "model_params": "replace the trace's model_params from this run on",
+}
+"""The settings a run request may change, from that run on."""
+
+if TYPE_CHECKING:  # the settings fields are added at runtime; code reads them via settings()
+    RunRequest = _RunRequest
+else:
+    RunRequest = with_settings("RunRequest", _RunRequest, RUN_CHANGES, RUN_CHANGES)
 
 
 class InboxRequest(Body):

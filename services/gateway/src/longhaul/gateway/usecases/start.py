@@ -6,23 +6,16 @@ The one way every surface starts a trace — ``POST /api/traces``, ``/api/runs``
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 from longhaul.agent.images import offload_images
 from longhaul.domain import events as ev
+from longhaul.domain.settings import Verification
 from longhaul.domain.state import TraceState
 from longhaul.gateway import commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.schemas.traces import (
-    ApprovalBody,
-    ChatMessage,
-    CreateTraceRequest,
-    ModelParamsBody,
-    VerificationBody,
-)
+from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
 from longhaul.gateway.usecases.files import create_with_files
 from longhaul.gateway.verification import verification_problems
 from longhaul.llm.registry import check_model_string
@@ -75,33 +68,15 @@ async def trace_creation(
     runtime: Runtime, principal: Principal, body: CreateTraceRequest
 ) -> ev.TraceCreated:
     """The ``trace_created`` event a create body asks for (model and verification checked)."""
-    check_model(runtime, body.model)
-    for index, model in enumerate(body.model_fallback or []):
+    settings = body.settings()
+    check_model(runtime, settings.model)
+    for index, model in enumerate(settings.model_fallback or []):
         check_model(runtime, model, field=f"model_fallback[{index}]")
-    verification = _verification(runtime, body.verification)
-    config = ev.TraceConfig(
-        model=body.model,
-        model_fallback=body.model_fallback,
-        tools=body.tools,
-        skills=body.skills or [],
-        max_iterations=body.max_iterations,
-        max_tokens=body.max_tokens,
-        max_cost=body.max_cost,
-        temperature=body.temperature,
-        system_prompt=body.system_prompt,
-        model_params=None if body.model_params is None else model_params(body.model_params),
-        approval=_approval(body.approval),
-        auto_execute_tools=body.auto_execute_tools,
-        verification=verification,
-        messaging=body.messaging,
-        experiences=body.experiences,
-    )
-    if body.preset:
-        config.preset = body.preset
+    check_verification(runtime, settings.verification)
     messages = await message_inputs(runtime, principal, body.messages)
     return ev.TraceCreated(
         messages=messages,
-        config=config,
+        config=settings.config(),
         name=body.name or _title(messages),
         untitled=not body.name,
     )
@@ -119,21 +94,15 @@ def check_model(runtime: Runtime, model: str | None, *, field: str | None = None
         raise ApiError(422, "invalid_model", message) from None
 
 
-def _verification(runtime: Runtime, body: VerificationBody | None) -> dict[str, Any] | None:
-    """The trace's verification config; a check the operator did not configure is 422."""
-    if body is None:
-        return None
-    config = body.model_dump(exclude_none=True)
-    errors = verification_problems(config, runtime.config.verifier.commands)
+def check_verification(runtime: Runtime, verification: Verification | None) -> None:
+    """A check the operator did not configure is 422."""
+    if verification is None:
+        return
+    errors = verification_problems(
+        msgspec.to_builtins(verification), runtime.config.verifier.commands
+    )
     if errors:
         raise ApiError(422, "invalid_verification", "; ".join(errors))
-    return config or None
-
-
-def _approval(body: ApprovalBody | None) -> list[str] | None:
-    if body is None:
-        return None
-    return ["*"] if body.tools == "*" else list(body.tools)
 
 
 def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
@@ -143,7 +112,3 @@ def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
             text = " ".join(message.content.split())
             return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
     return None
-
-
-def model_params(body: ModelParamsBody) -> ev.ModelParams:
-    return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)

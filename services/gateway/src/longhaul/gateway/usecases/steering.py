@@ -18,8 +18,13 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.edited_calls import check_edited_arguments
 from longhaul.gateway.runtime import Runtime
-from longhaul.gateway.schemas.traces import ApproveRequest, RunRequest, ToolResultsRequest
-from longhaul.gateway.usecases.start import check_model, message_inputs, model_params
+from longhaul.gateway.schemas.traces import (
+    RUN_CHANGES,
+    ApproveRequest,
+    RunRequest,
+    ToolResultsRequest,
+)
+from longhaul.gateway.usecases.start import check_model, message_inputs
 
 Steered = tuple[TraceState, int]
 """The trace's fold with the request applied, and the request's event id."""
@@ -43,13 +48,12 @@ async def continue_run(
 ) -> Steered:
     """Continue with new messages, rewind (``after_sequence``) or regenerate, optionally on
     another model or parameters."""
-    check_model(runtime, body.model)
+    settings = body.settings()
+    check_model(runtime, settings.model)
     inputs = await message_inputs(runtime, principal, body.messages)
-    changes: dict[str, object] = {}
-    if body.model is not None:
-        changes["model"] = body.model
-    if body.model_params is not None:
-        changes["model_params"] = model_params(body.model_params)
+    changes = {
+        name: getattr(settings, name) for name in RUN_CHANGES if getattr(settings, name) is not None
+    }
 
     def build(state: TraceState) -> ev.RunRequested:
         # the run's config is on its own event, so a replay or a later continue uses it too
