@@ -179,7 +179,7 @@ async def run_provider_down(
                 ]
             await _each_took(steps_log, ids, lead_steps)
             unfinished = [t for t in ids if not (await trace_state(store, t)).is_final]
-            out.mid_run = len(unfinished)
+            out.mid_run = out.row.affected = len(unfinished)
             out.primary_before = len(primary.requests)
             out.load = (os.getloadavg()[0], 0.0)
             primary.outage = DOWN

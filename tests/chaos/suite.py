@@ -22,6 +22,10 @@ trace or task that was unfinished at the kill, the time from the killed process 
 (its replacement spawned by ``longhaul up``) to that aggregate's next event: median and max.
 For SIGSTOP the clock starts at the stop (the process is never "back" before its peers must
 have taken over).
+
+Three scenarios bring their own workload: ``disk-full``, ``kill-at-effect`` and
+``provider-down`` (the primary model provider answers 503 for 60 s mid-run; every trace must
+finish on its fallback, ``tests.chaos.provider_down``).
 """
 
 from __future__ import annotations

@@ -1079,7 +1079,7 @@ class RecordSteps:
 
     def __call__(self, request: RecordedRequest) -> Reply:
         messages = request.json.get("messages") or []
-        first = next((m for m in messages if m.get("role") == "user"), {})
+        first: dict[str, Any] = next((m for m in messages if m.get("role") == "user"), {})
         plan_text = _text_of(first.get("content")).partition(STEPS_MARK)[2].strip()
         plan = json.loads(plan_text.splitlines()[0]) if plan_text else {"steps": 0}
         step = sum(1 for m in messages if m.get("role") == "assistant")
