@@ -9,8 +9,9 @@ trace's first message says how many ``record`` steps to take, and each request's
 conversation says which step is next, so the fallback carries on where the primary stopped.
 Each trace is started through ``POST /api/traces`` with ``model_fallback``. Once every trace
 has taken ``lead_steps`` steps, the primary answers 503 to every request for ``outage_s``
-seconds, then serves again (by then the traces have moved: a switch is kept for the rest of
-the run).
+seconds, and longer if a trace running at its start has not met it yet (has not moved to its
+fallback: on a loaded box a trace may stall for seconds), then serves again; a switch is kept
+for the rest of the run.
 
 Reported, besides the suite's columns (finished / lost / duplicated / unpaired / run twice):
 traces mid-run at the outage, traces that switched, and that finished on the fallback;
@@ -70,6 +71,7 @@ class Rider(Protocol):
 class OutageRow:
     row: Row = field(default_factory=lambda: Row(SCENARIO))
     outage_s: float = 0.0
+    """How long the primary was down."""
     mid_run: int = 0
     """Traces not finished when the primary went down."""
     switched: int = 0
@@ -104,13 +106,15 @@ def render_outage(out: OutageRow, title: str) -> str:
     lines = [
         f"### {title}",
         "",
-        "| traces | finished | lost | duplicated | unpaired | run twice | mid-run at outage "
+        "| traces | finished | lost | duplicated | unpaired | run twice | down (s) "
+        "| mid-run at outage "
         "| switched | on fallback | switches by reason | switch off the log "
         "| primary requests before / during / after | most 503s one trace | fallback requests "
         "| load 1 min (start / end) |",
-        "|" + " --- |" * 15,
+        "|" + " --- |" * 16,
         f"| {out.row.aggregates} | {out.row.finished} | {out.row.lost} | {out.row.duplicated} "
-        f"| {out.row.unpaired} | {out.row.run_twice} | {out.mid_run} | {out.switched} "
+        f"| {out.row.unpaired} | {out.row.run_twice} | {out.outage_s:.0f} | {out.mid_run} "
+        f"| {out.switched} "
         f"| {out.on_fallback} | {reasons} | {out.unlogged} | {out.primary_before} / "
         f"{out.primary_during} / {out.primary_after} | {out.most_dead_calls} "
         f"| {out.fallback_requests} | {out.load[0]:.1f} / {out.load[1]:.1f} |",
@@ -133,7 +137,7 @@ async def run_provider_down(
 ) -> OutageRow:
     """``provider``: the primary's retry settings (``models.providers.openai``; the defaults
     otherwise: 5 retries, backoff from 0.5 s); ``circuit``: ``models.circuit``."""
-    out = OutageRow(outage_s=outage_s)
+    out = OutageRow()
     steps_log = root / "steps.jsonl"
     steps_log.touch()
     async with (
@@ -183,8 +187,11 @@ async def run_provider_down(
             out.primary_before = len(primary.requests)
             out.load = (os.getloadavg()[0], 0.0)
             primary.outage = DOWN
+            down_at = time.monotonic()
             await asyncio.sleep(outage_s)  # the fault itself: the provider stays down this long
+            await _until_moved(store, unfinished)
             primary.outage = None
+            out.outage_s = time.monotonic() - down_at
             during = len(primary.requests)
             out.primary_during = primary.outage_requests
             await _wait_final(store, ids, [])
@@ -219,6 +226,19 @@ async def _each_took(steps_log: Path, ids: list[str], count: int, timeout_s: flo
             return
         await asyncio.sleep(0.05)
     raise TimeoutError(f"not every trace took {count} steps within {timeout_s:.0f} s")
+
+
+async def _until_moved(store: EventStore, ids: list[str], timeout_s: float = 60.0) -> None:
+    """Return once each trace is on the fallback or final (or after ``timeout_s``: the checks
+    then count the trace that never met the outage as not switched)."""
+    deadline = time.monotonic() + timeout_s
+    pending = set(ids)
+    while pending and time.monotonic() < deadline:
+        for trace_id in list(pending):
+            state = await trace_state(store, trace_id)
+            if state.model == FALLBACK or state.is_final:
+                pending.discard(trace_id)
+        await asyncio.sleep(0.2)
 
 
 async def _check_switches(

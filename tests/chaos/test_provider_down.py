@@ -15,8 +15,8 @@ async def test_a_provider_down_mid_run_moves_every_trace_to_its_fallback(tmp_pat
     out = await run_provider_down(
         tmp_path,
         traces=4,
-        steps=8,
-        hold_ms=100,
+        steps=6,
+        hold_ms=50,
         outage_s=5.0,
         lead_steps=1,
         provider={"max_retries": 1, "retry_base_delay_s": 0.1},
