@@ -15,7 +15,9 @@ A script step is a :class:`Reply`, a :class:`Fail` (an HTTP error such as a 429 
 ``Retry-After``), a :class:`Break` (output then a mid-stream failure), or a callable that
 receives the :class:`RecordedRequest` and returns one of those. A request that fails
 validation is answered 400 and consumes no step. When the script is exhausted the fake
-answers with ``default`` if given, else a 400 naming the problem.
+answers with ``default`` if given, else a 400 naming the problem. :class:`RecordSteps` is a
+``default`` that answers from the request's conversation (many traces, one fake). Setting
+``outage`` takes the provider down: every request gets that answer until it is cleared.
 """
 
 from __future__ import annotations
@@ -1073,7 +1075,7 @@ class RecordSteps:
     position in a script: the first user message holds ``record-steps: {"steps": N, "log":
     …, "hold_ms": …}`` (:func:`steps_prompt`); with K assistant messages in the request it
     calls ``record`` for step K, and answers once K reaches N. So many traces share one fake,
-    and a conversation begun on one fake (any wire format) goes on on another."""
+    and a conversation begun on one fake goes on on another (OpenAI and Anthropic formats)."""
 
     answer: str = "all steps done"
 
