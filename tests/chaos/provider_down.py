@@ -13,6 +13,10 @@ seconds, and longer if a trace running at its start has not met it yet (has not 
 fallback: on a loaded box a trace may stall for seconds), then serves again; a switch is kept
 for the rest of the run.
 
+Then ``late`` traces more start while the primary is still down, once its circuit is open
+(5 outages in 60 s by default): they must skip the primary without a request (``circuit_open``),
+as the runs that wait for their turn during an outage do.
+
 Reported, besides the suite's columns (finished / lost / duplicated / unpaired / run twice):
 traces mid-run at the outage, traces that switched, and that finished on the fallback;
 switches by reason (``circuit_open``: skipped without a request, the breaker at work);
@@ -38,10 +42,13 @@ from pathlib import Path
 from typing import Protocol
 
 import nats.errors
+import nats.js.errors
 from longhaul.client import AsyncClient
-from longhaul.core.connection import connect
+from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
+from longhaul.domain.circuits import decode
+from longhaul.llm.fallback import provider_of
 
 from tests.chaos.suite import TOOLS, Row, _check, _wait_final
 from tests.chaos.up import Up, admin_config
@@ -86,6 +93,10 @@ class OutageRow:
     fallback_requests: int = 0
     most_dead_calls: int = 0
     """The most 503s one trace's conversation received."""
+    late: int = 0
+    """Traces started during the outage once the primary's circuit was open."""
+    late_dead_calls: int = 0
+    """503s the late traces received (the breaker should spare them all)."""
     load: tuple[float, float] = (0.0, 0.0)
     """The 1-minute load average when the outage began and at the end."""
     problems: list[str] = field(default_factory=list)
@@ -95,7 +106,7 @@ class OutageRow:
         return (
             self.row.clean
             and self.row.finished == self.row.aggregates
-            and self.switched == self.mid_run == self.on_fallback
+            and self.switched == self.mid_run + self.late == self.on_fallback
             and not self.unlogged
             and not self.problems
         )
@@ -109,14 +120,16 @@ def render_outage(out: OutageRow, title: str) -> str:
         "| traces | finished | lost | duplicated | unpaired | run twice | down (s) "
         "| mid-run at outage "
         "| switched | on fallback | switches by reason | switch off the log "
-        "| primary requests before / during / after | most 503s one trace | fallback requests "
+        "| primary requests before / during / after | most 503s one trace "
+        "| late traces (503s) | fallback requests "
         "| load 1 min (start / end) |",
-        "|" + " --- |" * 16,
+        "|" + " --- |" * 17,
         f"| {out.row.aggregates} | {out.row.finished} | {out.row.lost} | {out.row.duplicated} "
         f"| {out.row.unpaired} | {out.row.run_twice} | {out.outage_s:.0f} | {out.mid_run} "
         f"| {out.switched} "
         f"| {out.on_fallback} | {reasons} | {out.unlogged} | {out.primary_before} / "
         f"{out.primary_during} / {out.primary_after} | {out.most_dead_calls} "
+        f"| {out.late} ({out.late_dead_calls}) "
         f"| {out.fallback_requests} | {out.load[0]:.1f} / {out.load[1]:.1f} |",
     ]
     notes = out.row.notes[:5] + out.problems[:5]
@@ -131,6 +144,7 @@ async def run_provider_down(
     hold_ms: int = 150,
     outage_s: float = 60.0,
     lead_steps: int = 2,
+    late: int = 0,
     provider: dict[str, float] | None = None,
     circuit: dict[str, float] | None = None,
     riders: Sequence[Rider] = (),
@@ -161,11 +175,14 @@ async def run_provider_down(
         state = await up.start()
         conn = await connect(admin_config(state))
         store = EventStore(conn)
+        stack = contextlib.AsyncExitStack()
         try:
             for rider in riders:
                 await rider.start(state["gateway"], store)
-            async with AsyncClient(state["gateway"], timeout=30) as client:
-                ids = [
+            client = await stack.enter_async_context(AsyncClient(state["gateway"], timeout=30))
+
+            async def start(numbers: range) -> list[str]:
+                return [
                     (
                         await client.create_trace(
                             steps_prompt(
@@ -179,8 +196,10 @@ async def run_provider_down(
                             model_fallback=[FALLBACK],
                         )
                     ).trace_id
-                    for n in range(traces)
+                    for n in numbers
                 ]
+
+            ids = await start(range(traces))
             await _each_took(steps_log, ids, lead_steps)
             unfinished = [t for t in ids if not (await trace_state(store, t)).is_final]
             out.mid_run = out.row.affected = len(unfinished)
@@ -188,8 +207,13 @@ async def run_provider_down(
             out.load = (os.getloadavg()[0], 0.0)
             primary.outage = DOWN
             down_at = time.monotonic()
-            await asyncio.sleep(outage_s)  # the fault itself: the provider stays down this long
-            await _until_moved(store, unfinished)
+            if late:
+                await _circuit_opened(conn, outage_s)
+                ids += await start(range(traces, traces + late))
+                out.late = late
+            # the fault itself: the provider stays down this long
+            await asyncio.sleep(max(0.0, outage_s - (time.monotonic() - down_at)))
+            await _until_moved(store, unfinished + ids[traces:])
             primary.outage = None
             out.outage_s = time.monotonic() - down_at
             during = len(primary.requests)
@@ -201,7 +225,8 @@ async def run_provider_down(
             no_checks.touch()
             await _check(out.row, store, ids, [], steps_log, no_checks)
             dead = Counter(_trace_of(r.json) for r in primary.requests[out.primary_before : during])
-            out.most_dead_calls = max(dead.values(), default=0)
+            out.most_dead_calls = max((dead[n] for n in range(traces)), default=0)
+            out.late_dead_calls = sum(dead[n] for n in range(traces, traces + late))
             served = Counter(_trace_of(r.json) for r in fallback.requests)
             await _check_switches(out, store, ids, served)
             for rider in riders:
@@ -210,6 +235,7 @@ async def run_provider_down(
         except (TimeoutError, nats.errors.Error) as exc:
             out.problems.append(f"the run did not finish: {type(exc).__name__}: {exc}")
         finally:
+            await stack.aclose()
             with contextlib.suppress(TimeoutError, nats.errors.Error):
                 await conn.close()
             await up.stop()
@@ -226,6 +252,18 @@ async def _each_took(steps_log: Path, ids: list[str], count: int, timeout_s: flo
             return
         await asyncio.sleep(0.05)
     raise TimeoutError(f"not every trace took {count} steps within {timeout_s:.0f} s")
+
+
+async def _circuit_opened(conn: Connection, timeout_s: float) -> None:
+    """Return once the primary's circuit is open (every executor skips it)."""
+    kv = await conn.kv(conn.names.circuits)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(nats.js.errors.KeyNotFoundError):
+            if decode((await kv.get(provider_of(PRIMARY))).value).opened_at is not None:
+                return
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"the primary's circuit did not open within {timeout_s:.0f} s")
 
 
 async def _until_moved(store: EventStore, ids: list[str], timeout_s: float = 60.0) -> None:

@@ -501,8 +501,9 @@ async def _effects(seed: int, *, quick: bool, keep: bool) -> EffectRow:
 
 
 async def _provider_down(work: Workload, *, quick: bool, keep: bool) -> OutageRow:
-    """The workload's traces and steps (no tasks), all record steps; 60 s down (10 with
-    ``--quick``). Prints its own table."""
+    """The workload's traces and steps (no tasks), all record steps; 60 s down and 4 traces
+    more once the circuit is open (10 s and none with ``--quick``: too few traces to open it).
+    Prints its own table."""
     from tests.chaos.provider_down import render_outage, run_provider_down  # builds on this
 
     root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{PROVIDER_DOWN}-"))
@@ -513,6 +514,7 @@ async def _provider_down(work: Workload, *, quick: bool, keep: bool) -> OutageRo
             steps=work.steps,
             hold_ms=work.hold_ms,
             outage_s=10.0 if quick else 60.0,
+            late=0 if quick else 4,
         )
     finally:
         if not keep:
