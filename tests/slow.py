@@ -100,6 +100,7 @@ HEAVIEST_FILES = (
     "tests/chaos/test_schedule_ticks.py",
     "tests/chaos/test_executor_crash.py",
     "tests/chaos/test_kill_at_effect.py",
+    "tests/chaos/test_provider_down.py",
     "tests/integration/cli/test_canary.py",
     "tests/integration/cli/test_up_tracing.py",
     "tests/integration/gateway/test_waiting_inbox.py",

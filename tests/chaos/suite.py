@@ -22,6 +22,10 @@ trace or task that was unfinished at the kill, the time from the killed process 
 (its replacement spawned by ``longhaul up``) to that aggregate's next event: median and max.
 For SIGSTOP the clock starts at the stop (the process is never "back" before its peers must
 have taken over).
+
+Three scenarios bring their own workload: ``disk-full``, ``kill-at-effect`` and
+``provider-down`` (the primary model provider answers 503 for 60 s mid-run; every trace must
+finish on its fallback, ``tests.chaos.provider_down``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import nats.errors
@@ -57,6 +61,9 @@ from tests.integration.executor.scripts import BASH_STEPS_LOG, record_steps
 from tests.integration.planner.support import create_task, phase
 from tests.support.env import SCRIPTED_DIR_VAR, service_env
 from tests.support.folds import task_state, trace_state
+
+if TYPE_CHECKING:
+    from tests.chaos.provider_down import OutageRow
 from tests.support.stack import create_trace
 
 SCENARIOS = ("executor", "planner", "verifier", "gateway", "nats", "executor-stop")
@@ -64,6 +71,10 @@ DISK_FULL = "disk-full"
 """The event stream filled under load, then room given back (``tests.chaos.disk_full``)."""
 EFFECTS = "kill-at-effect"
 """Executors killed while payments are in flight, many times (``tests.chaos.effects``)."""
+PROVIDER_DOWN = "provider-down"
+"""The primary model provider down for 60 s mid-run (``tests.chaos.provider_down``)."""
+OWN_RUNS = (DISK_FULL, EFFECTS, PROVIDER_DOWN)
+"""Scenarios with a workload of their own, not a kill under the common one."""
 TOOLS = "tests.integration.executor.tooling"
 FINISH_TIMEOUT_S = 240.0
 # `make chaos` fails a scenario whose slowest takeover misses these (docs/10-operations.md,
@@ -429,19 +440,19 @@ def main() -> None:
     parser.add_argument(
         "scenarios",
         nargs="*",
-        help=f"any of {', '.join((*SCENARIOS, DISK_FULL, EFFECTS))} (all)",
+        help=f"any of {', '.join((*SCENARIOS, *OWN_RUNS))} (all)",
     )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--quick", action="store_true", help="a smaller workload")
     parser.add_argument("--keep", action="store_true", help="keep each scenario's data dir")
     args = parser.parse_args()
-    unknown = set(args.scenarios) - {*SCENARIOS, DISK_FULL, EFFECTS}
+    unknown = set(args.scenarios) - {*SCENARIOS, *OWN_RUNS}
     if unknown:
         parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
     seed = args.seed if args.seed is not None else time.time_ns() % 1_000_000
     work = Workload(traces=4, tasks=1, steps=8) if args.quick else Workload()
-    chosen = list(args.scenarios or (*SCENARIOS, DISK_FULL, EFFECTS))
-    scenarios = [s for s in chosen if s not in (DISK_FULL, EFFECTS)]
+    chosen = list(args.scenarios or (*SCENARIOS, *OWN_RUNS))
+    scenarios = [s for s in chosen if s not in OWN_RUNS]
     rows = asyncio.run(run_suite(scenarios, work, seed, args.keep)) if scenarios else []
     if DISK_FULL in chosen:
         full = asyncio.run(_disk_full(work, keep=args.keep))
@@ -452,6 +463,10 @@ def main() -> None:
         effects = asyncio.run(_effects(seed, quick=args.quick, keep=args.keep))
         print(render_effects(effects, f"{EFFECTS} (seed {seed})"), flush=True)
         effects_clean = effects.clean
+    if PROVIDER_DOWN in chosen:
+        down = asyncio.run(_provider_down(work, quick=args.quick, keep=args.keep))
+        rows.append(down.row)
+        effects_clean = effects_clean and down.clean
     print()
     print(render(rows, f"chaos suite (seed {seed})"))
     sys.exit(0 if effects_clean and all(r.clean and r.within_target for r in rows) else 1)
@@ -483,6 +498,29 @@ async def _effects(seed: int, *, quick: bool, keep: bool) -> EffectRow:
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
+
+
+async def _provider_down(work: Workload, *, quick: bool, keep: bool) -> OutageRow:
+    """The workload's traces and steps (no tasks), all record steps; 60 s down and 4 traces
+    more once the circuit is open (10 s and none with ``--quick``: too few traces to open it).
+    Prints its own table."""
+    from tests.chaos.provider_down import render_outage, run_provider_down  # builds on this
+
+    root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{PROVIDER_DOWN}-"))
+    try:
+        down = await run_provider_down(
+            root,
+            traces=work.traces,
+            steps=work.steps,
+            hold_ms=work.hold_ms,
+            outage_s=10.0 if quick else 60.0,
+            late=0 if quick else 4,
+        )
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(render_outage(down, PROVIDER_DOWN), flush=True)
+    return down
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ A script step is a :class:`Reply`, a :class:`Fail` (an HTTP error such as a 429 
 ``Retry-After``), a :class:`Break` (output then a mid-stream failure), or a callable that
 receives the :class:`RecordedRequest` and returns one of those. A request that fails
 validation is answered 400 and consumes no step. When the script is exhausted the fake
-answers with ``default`` if given, else a 400 naming the problem.
+answers with ``default`` if given, else a 400 naming the problem. :class:`RecordSteps` is a
+``default`` that answers from the request's conversation (many traces, one fake). Setting
+``outage`` takes the provider down: every request gets that answer until it is cleared.
 """
 
 from __future__ import annotations
@@ -247,9 +249,13 @@ class FakeServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
         self.connections = 0
+        """TCP connections accepted: a client that reuses its connection keeps this at 1."""
         self.rejected: list[RecordedRequest] = []
         """Requests refused the way the real API would (unpaired tool calls, bad shape…)."""
-        """TCP connections accepted: a client that reuses its connection keeps this at 1."""
+        self.outage: Fail | None = None
+        """While set, the provider is down: every request gets this answer, before any
+        validation or script step (``outage_requests`` counts them)."""
+        self.outage_requests = 0
 
     @property
     def base_url(self) -> str:
@@ -314,6 +320,11 @@ class FakeServer:
         return RecordedRequest(method, url.path, query, headers, body, time.perf_counter())
 
     async def _respond(self, request: RecordedRequest, out: _Response) -> None:
+        if self.outage is not None:
+            self.outage_requests += 1
+            down = self.outage
+            await out.json(down.status, self.error_body(down.status, down.message), down.headers)
+            return
         try:
             self.validate(request)
         except _Rejected as rejected:
@@ -1047,6 +1058,46 @@ def _call_key(call: dict[str, Any]) -> str:
     return json.dumps([call.get("name"), call.get("args")], sort_keys=True)
 
 
+# -- A model that answers from the conversation ---------------------------------------------
+
+STEPS_MARK = "record-steps:"
+
+
+def steps_prompt(text: str, *, steps: int, log: str, hold_ms: int = 0) -> str:
+    """A user message asking :class:`RecordSteps` for ``steps`` calls of ``record``."""
+    plan = json.dumps({"steps": steps, "log": log, "hold_ms": hold_ms})
+    return f"{text}\n{STEPS_MARK} {plan}"
+
+
+@dataclass
+class RecordSteps:
+    """A script step (use it as ``default=``) that decides from the conversation, not from its
+    position in a script: the first user message holds ``record-steps: {"steps": N, "log":
+    …, "hold_ms": …}`` (:func:`steps_prompt`); with K assistant messages in the request it
+    calls ``record`` for step K, and answers once K reaches N. So many traces share one fake,
+    and a conversation begun on one fake goes on on another (OpenAI and Anthropic formats)."""
+
+    answer: str = "all steps done"
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        messages = request.json.get("messages") or []
+        first: dict[str, Any] = next((m for m in messages if m.get("role") == "user"), {})
+        plan_text = _text_of(first.get("content")).partition(STEPS_MARK)[2].strip()
+        plan = json.loads(plan_text.splitlines()[0]) if plan_text else {"steps": 0}
+        step = sum(1 for m in messages if m.get("role") == "assistant")
+        if step >= plan["steps"]:
+            return Reply(text=self.answer)
+        arguments = {"step": step, "log": plan["log"], "hold_ms": plan.get("hold_ms", 0)}
+        return Reply(tool_calls=[Call("record", arguments)])
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: a string, or the text blocks of a list (OpenAI and Anthropic)."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(block.get("text", "") for block in content or () if isinstance(block, dict))
+
+
 __all__ = [
     "Break",
     "Call",
@@ -1055,7 +1106,9 @@ __all__ = [
     "FakeGemini",
     "FakeOpenAI",
     "FakeServer",
+    "RecordSteps",
     "RecordedRequest",
     "Reply",
     "Step",
+    "steps_prompt",
 ]
