@@ -238,6 +238,45 @@ async def test_an_open_circuit_is_skipped_without_a_call(
     assert ready["checks"]["circuits"] == "open: openai"
 
 
+async def test_failed_attempts_open_the_circuit_while_a_call_still_retries(
+    nats_config: NatsConfig,
+    nats_url: str,
+    namespace: str,
+    store: EventStore,
+    tmp_path: Path,
+) -> None:
+    """Each failed attempt counts, not each call that used up its retries: with five retries
+    and ``failures: 2``, the running call stops after its second attempt and moves on, so a
+    provider that goes down is not retried by every running trace in turn."""
+    async with (
+        FakeOpenAI(default=Fail(503, "down")) as openai,
+        FakeAnthropic(default=Reply(text="fallback answer")) as anthropic,
+    ):
+        providers = {
+            **openai.models_config(max_retries=5).providers,
+            **anthropic.models_config().providers,
+        }
+        chain = ModelsConfig(
+            default=PRIMARY,
+            providers=providers,
+            circuit=CircuitConfig(failures=2, window_s=600, open_s=600),
+        )
+        config = test_config(nats_url, namespace, models=chain)
+        async with (
+            gateway_and_executor(nats_config, config, tmp_path / "work", "exec-retries") as gw,
+            gw.client() as http,
+        ):
+            state = await run_trace(
+                http, store, "retries", model=PRIMARY, model_fallback=[FALLBACK]
+            )
+    assert state.status == "completed", state.error
+    assert len(openai.requests) == 2  # not 1 + max_retries
+    switched = await switches(store, state.trace_id)
+    assert [(s.from_model, s.to, s.reason) for s in switched] == [
+        (PRIMARY, FALLBACK, "circuit_open")
+    ]
+
+
 async def test_a_half_open_probe_closes_the_circuit_when_the_provider_is_back(
     nats_config: NatsConfig,
     nats_url: str,

@@ -20,6 +20,7 @@ import msgspec
 from longhaul.llm.assembly import ResponseAssembler
 from longhaul.llm.base import StreamingModel
 from longhaul.llm.estimate import estimate_prompt_tokens
+from longhaul.llm.fallback import outage_reason
 from longhaul.llm.limits import CallLimits
 from longhaul.llm.retry import (
     RetryPolicy,
@@ -149,10 +150,12 @@ class HttpModel(StreamingModel):
                         outage=later.error.outage,
                     ) from None
                 delay = policy.delay(attempt, later.retry_after)
+                outage = outage_reason(later.error)
                 yield RetryNotice(
                     attempt=attempt,
                     delay_s=delay,
                     reason=f"{later.reason}, retrying in {delay:.3g} s",
+                    outage=None if outage == "rate_limited" else outage,
                 )
                 await policy.sleep(delay)
 

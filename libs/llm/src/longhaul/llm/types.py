@@ -106,6 +106,9 @@ class RetryNotice(msgspec.Struct, frozen=True, kw_only=True):
     attempt: int
     delay_s: float
     reason: str
+    outage: str | None = None
+    """Why the failed attempt was the provider's fault (``longhaul.llm.fallback``), or
+    ``None`` for a rate limit it asks to wait out: what a circuit breaker counts."""
 
 
 class StreamEnd(msgspec.Struct, frozen=True):

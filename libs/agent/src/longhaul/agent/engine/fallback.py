@@ -17,7 +17,7 @@ from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.turn import Turn
 from longhaul.domain import events as ev
 from longhaul.llm.fallback import CIRCUIT_OPEN, outage_reason, provider_of, shared_provider
-from longhaul.llm.types import ModelError, ModelResponse
+from longhaul.llm.types import ModelError, ModelResponse, RetryNotice
 
 
 async def guarded(turn: Turn, call: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
@@ -39,6 +39,23 @@ async def guarded(turn: Turn, call: Callable[[], Awaitable[ModelResponse]]) -> M
         raise
     await breaker.succeeded(provider)
     return response
+
+
+async def attempt_failed(turn: Turn, notice: RetryNotice) -> None:
+    """A failed attempt the provider retries counts against its circuit at once, so an outage
+    opens it after ``failures`` attempts across the deployment, not after every running trace
+    has used up its retries. With a fallback left and the circuit now open, the call ends here
+    (``circuit_open``) and the turn moves on instead of retrying a provider known down."""
+    breaker = turn.env.breaker
+    provider = provider_of(turn.model.name)
+    if notice.outage is None or breaker is None or not shared_provider(provider):
+        return
+    await breaker.failed(provider)
+    if turn.fallback and not await breaker.allow(provider):
+        raise ModelError(
+            f"{provider}: circuit open after attempt {notice.attempt} ({notice.reason})",
+            outage=CIRCUIT_OPEN,
+        )
 
 
 async def switch_model(turn: Turn, error: ModelError) -> bool:

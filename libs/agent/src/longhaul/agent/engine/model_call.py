@@ -4,8 +4,13 @@ call's GenAI ``chat`` span (``longhaul.agent.telemetry``)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import cast
+
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.engine.deltas import DeltaThrottle
+from longhaul.agent.engine.fallback import attempt_failed
 from longhaul.agent.images import with_images
 from longhaul.agent.middleware.base import ModelHandler
 from longhaul.agent.turn import Turn
@@ -16,6 +21,7 @@ from longhaul.llm.types import (
     ModelResponse,
     RetryNotice,
     StreamEnd,
+    StreamEvent,
     TextDelta,
 )
 
@@ -37,19 +43,23 @@ async def _call(turn: Turn, request: ModelRequest) -> ModelResponse:
         return await turn.model.complete(request)
     throttle = DeltaThrottle(live, turn.config.streaming.flush_interval_ms, turn.env.clock)
     final: ModelResponse | None = None
-    async for event in turn.model.stream(request):
-        if isinstance(event, TextDelta):
-            await throttle.push(event.text)
-        elif isinstance(event, RetryNotice):
-            await throttle.flush()
-            await live(
-                LiveUpdate(
-                    kind="retry",
-                    text=f"attempt {event.attempt} in {event.delay_s:.1f}s: {event.reason}",
+    # every model streams from an async generator: closed at once if a retry ends the call
+    stream = cast("AsyncGenerator[StreamEvent, None]", turn.model.stream(request))
+    async with aclosing(stream) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                await throttle.push(event.text)
+            elif isinstance(event, RetryNotice):
+                await throttle.flush()
+                await attempt_failed(turn, event)
+                await live(
+                    LiveUpdate(
+                        kind="retry",
+                        text=f"attempt {event.attempt} in {event.delay_s:.1f}s: {event.reason}",
+                    )
                 )
-            )
-        elif isinstance(event, StreamEnd):
-            final = event.response
+            elif isinstance(event, StreamEnd):
+                final = event.response
     await throttle.flush()
     if final is None:
         raise ModelError("model stream ended without a final response")
