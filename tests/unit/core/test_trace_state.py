@@ -355,3 +355,19 @@ def test_the_fold_counts_messages_that_carry_images() -> None:
     picture = {"type": "image_url", "image_url": {"url": "longhaul-image:abc"}}
     b.message("user", [{"type": "text", "text": "this"}, picture])  # type: ignore[arg-type]
     assert b.state.image_messages == 1
+
+
+def test_a_goal_dropped_by_a_rewind_leaves_its_cost_to_its_kept_ancestor() -> None:
+    """What a dropped goal spent stays in the tree (under its nearest kept ancestor, here the
+    root goal), never on a new goal that gets its id after the rewind."""
+    b = Builder()
+    b.message("assistant", "a plan")
+    b.apply(ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="research", parent_id="root")))
+    b.apply(ev.GoalChanged(op="focus", goal=ev.Goal(id="g1", title="")))
+    b.message("assistant", "read a lot", goal_id="g1", cost=2.0)
+    b.apply(ev.Completed())
+    b.apply(ev.RunRequested(after_sequence=1))
+    b.apply(ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="write", parent_id="root")))
+    stats = b.state.goals.stats
+    assert "g1" not in stats and stats["root"].cost == 2.0
+    assert b.state.goals.cumulative()["root"].cost == 2.0
