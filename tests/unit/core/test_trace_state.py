@@ -371,3 +371,19 @@ def test_a_goal_dropped_by_a_rewind_leaves_its_cost_to_its_kept_ancestor() -> No
     stats = b.state.goals.stats
     assert "g1" not in stats and stats["root"].cost == 2.0
     assert b.state.goals.cumulative()["root"].cost == 2.0
+
+
+def test_a_rewind_forgets_the_settled_effects_of_the_branch_it_leaves() -> None:
+    """A call made again after a rewind under an id the abandoned branch used (a scripted
+    model's ids are the conversation's hash) is a new call, not one cut off by a crash."""
+    b = Builder()
+    b.message("assistant", tool_calls=[call("c_w", "write")])
+    b.apply(
+        ev.EffectStarted(tool_call_id="c_w", tool="write", idempotency_key="k", effects="unsafe")
+    )
+    b.message("tool", "wrote it", tool_call_id="c_w")
+    b.apply(ev.Completed())
+    b.apply(ev.RunRequested(after_sequence=1))
+    b.message("assistant", tool_calls=[call("c_w", "write")])
+    assert b.state.unsettled_effects() == []
+    assert b.state.ledger.get("c_w") is None
