@@ -43,23 +43,31 @@ def asks_in(transcript: list[dict[str, Any]]) -> list[int]:
     ]
 
 
+ASK = {"role": "user", "content": "what is in my workdir?"}
+
+
+async def demo_run(http: httpx.AsyncClient) -> str:
+    """A ``scripted:demo`` trace asked :data:`ASK`, ended; its id."""
+    created = await http.post(
+        "/api/traces", json={"messages": [ASK], "model": "scripted:demo?latency_ms=0"}
+    )
+    trace_id = str(created.json()["trace_id"])
+    await until_ended(http, trace_id)
+    return trace_id
+
+
 async def test_demo_model_plans_reads_writes_delegates_and_reports(
     stack: RunningGateway, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
-    ask = {"role": "user", "content": "what is in my workdir?"}
     async with stack.client() as http:
         # Each trace works in a directory of its own (below its key's): a first run makes it,
         # the user's files go there, and the question is asked again.
-        created = await http.post(
-            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
-        )
-        trace_id = created.json()["trace_id"]
-        await until_ended(http, trace_id)
+        trace_id = await demo_run(http)
         home = work / "keys" / LOCAL_OWNER / trace_id
         (home / "notes.txt").write_text("buy milk\ncall Ada\n")
         (home / "todo.md").write_text("# todo\n- ship the viewer\n")
-        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ask]})
+        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ASK]})
         assert again.status_code == 202, again.text
         await until_ended(http, trace_id, after=again.json()["event_id"])
         trace = (await http.get(f"/api/traces/{trace_id}")).json()
@@ -115,16 +123,11 @@ async def test_a_run_reports_its_tokens_and_savings_in_totals_and_metrics(
     """The demo reads files (one-time outputs: offloading saves their text afterwards) and
     completes goals (level-1 compaction folds them): the trace's totals say how many prompt
     tokens each saving removed, and /metrics sums them with the token counts."""
-    ask = {"role": "user", "content": "what is in my workdir?"}
     async with stack.client() as http:
-        created = await http.post(
-            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
-        )
-        trace_id = created.json()["trace_id"]
-        await until_ended(http, trace_id)
+        trace_id = await demo_run(http)
         home = tmp_path / "work" / "keys" / LOCAL_OWNER / trace_id
         (home / "notes.txt").write_text("buy milk\n" * 200)
-        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ask]})
+        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ASK]})
         await until_ended(http, trace_id, after=again.json()["event_id"])
         trace = (await http.get(f"/api/traces/{trace_id}")).json()
         totals = trace["totals"]
@@ -194,16 +197,11 @@ async def test_a_rewind_into_the_plan_continues_it_each_goal_listed_once(
     lists each goal once, all done, every outline the run was shown is the gateway's, and
     the result file is written again (not taken for a write cut off by a crash: the
     scripted model's call ids repeat the abandoned branch's)."""
-    ask = {"role": "user", "content": "what is in my workdir?"}
     async with stack.client() as http:
-        created = await http.post(
-            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
-        )
-        trace_id = created.json()["trace_id"]
-        await until_ended(http, trace_id)
+        trace_id = await demo_run(http)
         kept = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"][:8]
         assert kept[-1]["role"] == "tool" and kept[-1]["goal_id"] == "g1"  # the survey's
-        body: dict[str, Any] = {"after_sequence": 8} | ({"messages": [ask]} if asked else {})
+        body: dict[str, Any] = {"after_sequence": 8} | ({"messages": [ASK]} if asked else {})
         rewound = await http.post(f"/api/traces/{trace_id}/run", json=body)
         assert rewound.status_code == 202, rewound.text
         await until_ended(http, trace_id, after=rewound.json()["event_id"])
