@@ -948,3 +948,30 @@ async def test_a_completed_traces_root_goal_is_shown_done(
     await expect(root).to_have_attribute("data-status", "done")
     await expect(root.locator(":scope > .goal-status")).to_have_text("done")
     await expect(page.locator('[data-testid="goal-tree"] .focus-mark')).to_have_count(0)
+
+
+async def test_a_rewind_into_the_demos_plan_lists_each_goal_once(
+    stack: RunningGateway, page: Page
+) -> None:
+    """Rewound from the page into the survey (its goals still open) and asked
+    again, ``scripted:demo`` carries its plan on: the goal panel lists each goal once, done
+    (it listed the plan twice, the first copy left pending)."""
+    ask = "what is in my workdir?"
+    async with stack.client() as http:
+        trace = await start(http, ask, model="scripted:demo?latency_ms=0")
+        await until(http, trace, "completed")
+        ended = (await http.get(f"/api/traces/{trace}")).json()["event_id"]
+    await page.goto(f"{stack.url}/#/traces/{trace}")
+    # #6 focuses g1 and lists the files: the rewind keeps its results (#7, #8)
+    await message(page, 6).locator('[data-testid="rewind"]').first.click()
+    await expect(page.locator('[data-testid="rewind-note"]')).to_contain_text("#6")
+    await page.fill('[data-testid="composer"]', ask)
+    await page.click('[data-testid="send"]')
+
+    async with stack.client() as http:
+        await until(http, trace, "completed", after=ended)
+    goals = page.locator('[data-testid="goal-tree"] li.goal[data-goal-id^="g"]')
+    await expect(goals).to_have_count(3)
+    for goal_id in ("g1", "g2", "g3"):
+        done = page.locator(f'[data-testid="goal-tree"] [data-goal-id="{goal_id}"]')
+        await expect(done).to_have_attribute("data-status", "done")

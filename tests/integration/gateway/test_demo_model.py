@@ -5,11 +5,16 @@ marks its goals done and says what it did."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.connection import connect
+from longhaul.core.store import EventStore
+from longhaul.domain import events as ev
+from longhaul.domain.state import TraceState
 from longhaul.gateway.auth import LOCAL_OWNER
 from longhaul.llm.scripted.demo import CONTEXT_NOTE, RESULT_FILE
 
@@ -38,23 +43,31 @@ def asks_in(transcript: list[dict[str, Any]]) -> list[int]:
     ]
 
 
+ASK = {"role": "user", "content": "what is in my workdir?"}
+
+
+async def demo_run(http: httpx.AsyncClient) -> str:
+    """A ``scripted:demo`` trace asked :data:`ASK`, ended; its id."""
+    created = await http.post(
+        "/api/traces", json={"messages": [ASK], "model": "scripted:demo?latency_ms=0"}
+    )
+    trace_id = str(created.json()["trace_id"])
+    await until_ended(http, trace_id)
+    return trace_id
+
+
 async def test_demo_model_plans_reads_writes_delegates_and_reports(
     stack: RunningGateway, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
-    ask = {"role": "user", "content": "what is in my workdir?"}
     async with stack.client() as http:
         # Each trace works in a directory of its own (below its key's): a first run makes it,
         # the user's files go there, and the question is asked again.
-        created = await http.post(
-            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
-        )
-        trace_id = created.json()["trace_id"]
-        await until_ended(http, trace_id)
+        trace_id = await demo_run(http)
         home = work / "keys" / LOCAL_OWNER / trace_id
         (home / "notes.txt").write_text("buy milk\ncall Ada\n")
         (home / "todo.md").write_text("# todo\n- ship the viewer\n")
-        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ask]})
+        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ASK]})
         assert again.status_code == 202, again.text
         await until_ended(http, trace_id, after=again.json()["event_id"])
         trace = (await http.get(f"/api/traces/{trace_id}")).json()
@@ -110,16 +123,11 @@ async def test_a_run_reports_its_tokens_and_savings_in_totals_and_metrics(
     """The demo reads files (one-time outputs: offloading saves their text afterwards) and
     completes goals (level-1 compaction folds them): the trace's totals say how many prompt
     tokens each saving removed, and /metrics sums them with the token counts."""
-    ask = {"role": "user", "content": "what is in my workdir?"}
     async with stack.client() as http:
-        created = await http.post(
-            "/api/traces", json={"messages": [ask], "model": "scripted:demo?latency_ms=0"}
-        )
-        trace_id = created.json()["trace_id"]
-        await until_ended(http, trace_id)
+        trace_id = await demo_run(http)
         home = tmp_path / "work" / "keys" / LOCAL_OWNER / trace_id
         (home / "notes.txt").write_text("buy milk\n" * 200)
-        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ask]})
+        again = await http.post(f"/api/traces/{trace_id}/run", json={"messages": [ASK]})
         await until_ended(http, trace_id, after=again.json()["event_id"])
         trace = (await http.get(f"/api/traces/{trace_id}")).json()
         totals = trace["totals"]
@@ -159,3 +167,65 @@ async def test_a_run_reports_its_tokens_and_savings_in_totals_and_metrics(
     prompt = sum(t["prompt_tokens"] for t in everything)
     ratio = sum(t["cache_read_tokens"] for t in everything) / prompt
     assert values[("longhaul_cache_hit_ratio", ())] == pytest.approx(ratio)
+
+
+async def outlines_differing(stack: RunningGateway, trace_id: str) -> list[str]:
+    """Each ``goal`` call's output (the tree as the executor folded it when the call ran)
+    against the log's fold at that point (what the gateway shows): the steps that differ."""
+    conn = await connect(stack.runtime.config.nats)
+    try:
+        state, names, differing = TraceState(), dict[str, str](), list[str]()
+        async for recorded in EventStore(conn).replay("trace", trace_id):
+            event = recorded.event
+            if isinstance(event, ev.MessageAppended):
+                names |= {call.id: call.function.name for call in event.tool_calls or []}
+                if event.role == "tool" and names.get(event.tool_call_id or "") == "goal":
+                    if event.content != state.goals.render():
+                        differing.append(f"#{event.sequence}:\n{event.content}")
+            state.apply(event, recorded.seq)
+        return differing
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["asked_again", "no_message"])
+async def test_a_rewind_into_the_plan_continues_it_each_goal_listed_once(
+    stack: RunningGateway, asked: bool
+) -> None:
+    """Rewound to #8 (the survey's listing, its goals still open), asked again or not, the
+    demo carries on with the plan it made instead of making it a second time: the goal tree
+    lists each goal once, all done, every outline the run was shown is the gateway's, and
+    the result file is written again (not taken for a write cut off by a crash: the
+    scripted model's call ids repeat the abandoned branch's)."""
+    async with stack.client() as http:
+        trace_id = await demo_run(http)
+        kept = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"][:8]
+        assert kept[-1]["role"] == "tool" and kept[-1]["goal_id"] == "g1"  # the survey's
+        body: dict[str, Any] = {"after_sequence": 8} | ({"messages": [ASK]} if asked else {})
+        rewound = await http.post(f"/api/traces/{trace_id}/run", json=body)
+        assert rewound.status_code == 202, rewound.text
+        await until_ended(http, trace_id, after=rewound.json()["event_id"])
+        trace = (await http.get(f"/api/traces/{trace_id}")).json()
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+
+    assert trace["status"] == "completed", trace
+    goals = [(g["id"], g["title"], g["status"]) for g in trace["goal_tree"]["goals"]]
+    assert [g for g in goals if g[0] != "root" and not g[0].startswith("a")] == [
+        ("g1", "Survey the working directory", "done"),
+        ("g2", "Write a short result file", "done"),
+        ("g3", "Have a sub-agent check the result", "done"),
+    ]
+    after = path[8:]
+    assert [m["sequence"] for m in path[:8]] == list(range(1, 9))
+    ops = [
+        json.loads(c["function"]["arguments"])["op"]
+        for m in after
+        for c in m.get("tool_calls") or []
+        if c["function"]["name"] == "goal"
+    ]
+    assert ops and "add" not in ops, ops
+    results = [m["content"] for m in after if m["role"] == "tool"]
+    wrote = [t for t in results if t.startswith("wrote ") and t.endswith(f" to {RESULT_FILE}")]
+    assert wrote, results
+    assert after[-1]["content"].startswith("Done.")
+    assert await outlines_differing(stack, trace_id) == []

@@ -355,3 +355,35 @@ def test_the_fold_counts_messages_that_carry_images() -> None:
     picture = {"type": "image_url", "image_url": {"url": "longhaul-image:abc"}}
     b.message("user", [{"type": "text", "text": "this"}, picture])  # type: ignore[arg-type]
     assert b.state.image_messages == 1
+
+
+def test_a_goal_dropped_by_a_rewind_leaves_its_cost_to_its_kept_ancestor() -> None:
+    """What a dropped goal spent stays in the tree (under its nearest kept ancestor, here the
+    root goal), never on a new goal that gets its id after the rewind."""
+    b = Builder()
+    b.message("assistant", "a plan")
+    b.apply(ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="research", parent_id="root")))
+    b.apply(ev.GoalChanged(op="focus", goal=ev.Goal(id="g1", title="")))
+    b.message("assistant", "read a lot", goal_id="g1", cost=2.0)
+    b.apply(ev.Completed())
+    b.apply(ev.RunRequested(after_sequence=1))
+    b.apply(ev.GoalChanged(op="add", goal=ev.Goal(id="g1", title="write", parent_id="root")))
+    stats = b.state.goals.stats
+    assert "g1" not in stats and stats["root"].cost == 2.0
+    assert b.state.goals.cumulative()["root"].cost == 2.0
+
+
+def test_a_rewind_forgets_the_settled_effects_of_the_branch_it_leaves() -> None:
+    """A call made again after a rewind under an id the abandoned branch used (a scripted
+    model's ids are the conversation's hash) is a new call, not one cut off by a crash."""
+    b = Builder()
+    b.message("assistant", tool_calls=[call("c_w", "write")])
+    b.apply(
+        ev.EffectStarted(tool_call_id="c_w", tool="write", idempotency_key="k", effects="unsafe")
+    )
+    b.message("tool", "wrote it", tool_call_id="c_w")
+    b.apply(ev.Completed())
+    b.apply(ev.RunRequested(after_sequence=1))
+    b.message("assistant", tool_calls=[call("c_w", "write")])
+    assert b.state.unsettled_effects() == []
+    assert b.state.ledger.get("c_w") is None

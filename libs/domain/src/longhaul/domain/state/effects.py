@@ -43,6 +43,12 @@ class Ledger(msgspec.Struct, kw_only=True):
         outcome is unknown (the executor died meanwhile)."""
         return [call for call in calls if call.id in self.effects]
 
+    def forget_off(self, calls: set[str]) -> None:
+        """After a rewind: only the calls of the new path (``calls``) and those cut off by a
+        crash (the viewer still shows them) stay. A call made again under an id the
+        abandoned branch used is a new call, not one with an unknown outcome."""
+        self.effects = {i: e for i, e in self.effects.items() if i in calls or e.cut_off}
+
     def check_started(
         self, trace_id: str, event: ev.EffectStarted, waiting: list[ev.ToolCall]
     ) -> None:

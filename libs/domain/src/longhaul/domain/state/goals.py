@@ -57,7 +57,8 @@ class GoalTree(msgspec.Struct, kw_only=True):
     focus: str | None = None
     log: list[GoalOpRecord] = msgspec.field(default_factory=list)
     stats: dict[str, GoalStats] = msgspec.field(default_factory=dict)
-    """Each goal's own use (``self_stats``), by goal id; kept across a rewind (it was spent)."""
+    """Each goal's own use (``self_stats``), by goal id; kept across a rewind (it was spent),
+    a dropped goal's by its nearest kept ancestor."""
 
     def apply(self, op: GoalOp, goal: Goal, at_sequence: int) -> None:
         """Apply an op. ``goal`` carries the full goal for add/under/after/put, the id
@@ -217,12 +218,20 @@ class GoalTree(msgspec.Struct, kw_only=True):
         """The tree rebuilt from the ops that followed messages in ``on_path``.
 
         Goals created after the cut disappear and an in-progress goal goes back to pending:
-        the continued run re-decides its focus (from the root goal, if there is one).
+        the continued run re-decides its focus (from the root goal, if there is one). What a
+        dropped goal spent stays with its nearest kept ancestor: a goal given its id later
+        starts from nothing.
         """
-        tree = GoalTree(stats=dict(self.stats))
+        tree = GoalTree()
         for record in self.log:
             if record.at_sequence == 0 or record.at_sequence in on_path:
                 tree.apply(record.op, record.goal, record.at_sequence)
+        for gid, used in self.stats.items():
+            keeper: str | None = gid
+            while keeper is not None and keeper not in tree.goals:
+                parent = self.goals.get(keeper)
+                keeper = parent.parent_id if parent is not None else None
+            tree.charge(keeper, used)
         for gid, goal in tree.goals.items():
             if goal.status == "in_progress" and gid != ROOT and goal.type == "goal":
                 goal.status = "pending"

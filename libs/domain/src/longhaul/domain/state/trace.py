@@ -443,6 +443,9 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.goals = self.goals.as_of(on_path)
         self.pending_warnings = []
         self.mailbox.forget_reads_off(on_path)
+        self.ledger.forget_off(
+            {call.id for seq in self.tree.path for call in self.tree.messages[seq].tool_calls or []}
+        )
 
     def _on_message(self, event: ev.MessageAppended) -> None:
         self.tree.insert(event)

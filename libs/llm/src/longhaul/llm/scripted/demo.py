@@ -7,11 +7,12 @@ its task's first words) reads the result file and reports on it.
 
 Like every scripted model it is a pure function of the conversation: the next step follows
 from the calls made since the last user message, so a resumed, rewound or replayed trace
-continues where its log says it is. A completed goal's calls are folded into the goal's note
-(level-1 compaction): the note says the goal's work is done and its summary carries what the
-rest of the run needs (the file count, the sub-agent's report). Requests it cannot serve that
-way (structured output for the planner or verifier, or a tool set without the file and goal
-tools) get ``scripted:auto``'s answer.
+continues where its log says it is. Asked again after a rewind into its plan (goals made, no
+answer yet), it carries that plan on rather than making it twice. A completed goal's calls
+are folded into the goal's note (level-1 compaction): the note says the goal's work is done
+and its summary carries what the rest of the run needs (the file count, the sub-agent's
+report). Requests it cannot serve that way (structured output for the planner or verifier,
+or a tool set without the file and goal tools) get ``scripted:auto``'s answer.
 """
 
 from __future__ import annotations
@@ -89,6 +90,32 @@ def _result_of(messages: Sequence[ChatMessage], tool: str) -> str:
     return ""
 
 
+def _answered(messages: Sequence[ChatMessage]) -> bool:
+    """Whether a run in ``messages`` ended: an answer (an assistant message without calls that
+    is not a folded goal's note)."""
+    return any(
+        message.get("role") == "assistant"
+        and not message.get("tool_calls")
+        and not GOAL_NOTE.match(content_text(message.get("content")))
+        for message in messages
+    )
+
+
+def _plan_start(messages: Sequence[ChatMessage]) -> int:
+    """The request whose plan this turn works on: the last one, unless the conversation was
+    rewound into an earlier request's plan (it made goals and never answered) and asked
+    again; then that plan is carried on, not made a second time."""
+    cut = _last_user(messages)
+    while cut > 0:
+        previous = _last_user(messages[:cut])
+        between = messages[previous + 1 : cut]
+        planned = any(name == "goal" and args.get("op") == "add" for name, args in _calls(between))
+        if previous < 0 or not planned or _answered(between):
+            break
+        cut = previous
+    return cut
+
+
 def _goal_base(earlier: Sequence[ChatMessage]) -> int:
     """Goals created before this request: the new ones are numbered after them."""
     creates = {"add", "under", "after"}
@@ -143,11 +170,12 @@ def demo_turn(request: ModelRequest) -> dict[str, Any]:
     if request.response_schema is not None or not NEEDED <= offered:
         return auto_turn(request)
     messages = request.messages
-    cut = _last_user(messages)
-    ask = content_text(messages[cut].get("content")) if cut >= 0 else ""
-    recent = messages[cut + 1 :]
+    last = _last_user(messages)
+    ask = content_text(messages[last].get("content")) if last >= 0 else ""
     if ask.startswith(SUBTASK_PREFIX):
-        return _subagent_turn(ask, recent)
+        return _subagent_turn(ask, messages[last + 1 :])
+    cut = _plan_start(messages)
+    recent = messages[cut + 1 :]
     done = _calls(recent)
     names = [name for name, _ in done]
     base = _goal_base(messages[: max(cut, 0)])
