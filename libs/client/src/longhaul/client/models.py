@@ -11,9 +11,10 @@ still works), so a newer gateway never breaks an older client.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -263,6 +264,11 @@ class EvalTag(Model):
     check: str | None = None
 
 
+M = TypeVar("M", bound=BaseModel)
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.DOTALL)
+
+
 class Trace(TraceSummary):
     summary: str | None = None
     eval: EvalTag | None = None
@@ -280,6 +286,26 @@ class Trace(TraceSummary):
     event_id: int
     goal_tree: GoalTree = Field(default_factory=GoalTree)
     sub_traces: list[SubTrace] = Field(default_factory=list)
+
+    @overload
+    def output(self, model: type[M]) -> M: ...
+
+    @overload
+    def output(self, model: None = None) -> Any: ...
+
+    def output(self, model: type[M] | None = None) -> M | Any:
+        """The final answer of a trace created with an ``output_schema``, parsed: the JSON
+        value, or ``model`` validated from it. ``ValueError`` when the trace has no answer
+        or it is not JSON (``pydantic.ValidationError`` when it does not fit ``model``)."""
+        if self.status != "completed" or self.summary is None:
+            raise ValueError(f"trace {self.trace_id} has no answer (status {self.status})")
+        fenced = _FENCE.search(self.summary)
+        text = self.summary.strip() if fenced is None else fenced.group(1)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"the answer of trace {self.trace_id} is not JSON: {exc}") from exc
+        return value if model is None else model.model_validate(value)
 
 
 class TraceList(Model):

@@ -92,6 +92,35 @@ class ModelParamsBody(Body):
     tool_choice: Literal["auto", "required", "none"] | NamedToolChoice | None = Field(
         default=None, description="auto | required | none | {name}: must call that tool"
     )
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="false: at most one tool call per model response"
+    )
+
+
+class ClientToolBody(Body):
+    """A tool the client runs: offered to the model beside the trace's own tools; its calls
+    wait for POST /api/traces/{id}/tool_results (wait_reason client_tools)."""
+
+    name: Name
+    description: Text = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="the arguments' JSON schema (an object); nothing it names is fetched",
+    )
+
+
+class OutputSchemaBody(Body):
+    schema_: dict[str, Any] = Field(
+        alias="schema", description='the JSON schema of the answer ({"type": "object"}: any object)'
+    )
+    name: Name = "response"
+    strict: bool = Field(
+        default=False,
+        description="ask the provider to enforce it exactly (OpenAI strict, Anthropic "
+        "output_config); the schema then keeps to their common subset",
+    )
+
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
 
 
 class ApprovalBody(Body):
@@ -170,6 +199,18 @@ class CreateTraceRequest(Body):
         default=None,
         description="start with the key's matching experiences in the first message "
         "(default: the preset's setting, usually on)",
+    )
+    client_tools: list[ClientToolBody] | None = Field(
+        default=None,
+        max_length=128,
+        description="tools the client runs: offered beside the trace's own, each call waits "
+        "for POST /api/traces/{id}/tool_results",
+    )
+    output_schema: OutputSchemaBody | None = Field(
+        default=None,
+        description="the final answer must be JSON matching this schema: sent to the "
+        "provider in its form and checked (the model repairs a mismatch, else the run fails "
+        "invalid_output)",
     )
 
 

@@ -19,13 +19,16 @@ from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import (
     ApprovalBody,
     ChatMessage,
+    ClientToolBody,
     CreateTraceRequest,
     ModelParamsBody,
+    OutputSchemaBody,
     VerificationBody,
 )
 from longhaul.gateway.usecases.files import create_with_files
 from longhaul.gateway.verification import verification_problems
 from longhaul.llm.registry import check_model_string
+from longhaul.llm.untrusted_schema import UntrustedSchemaError, untrusted_validator
 
 
 async def start_run(
@@ -95,6 +98,8 @@ async def trace_creation(
         verification=verification,
         messaging=body.messaging,
         experiences=body.experiences,
+        client_tools=client_tools(body.client_tools),
+        output_schema=output_schema(body.output_schema),
     )
     if body.preset:
         config.preset = body.preset
@@ -147,3 +152,37 @@ def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
 
 def model_params(body: ModelParamsBody) -> ev.ModelParams:
     return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
+
+
+def _usable_schema(schema: dict[str, Any], field: str, *, object_only: bool) -> None:
+    """A client's schema is checked before it reaches the log: valid, nothing fetched,
+    patterns RE2 runs (422 ``invalid_schema``)."""
+    try:
+        untrusted_validator(schema)
+    except UntrustedSchemaError as exc:
+        raise ApiError(422, "invalid_schema", f"{field}: {exc}") from None
+    if object_only and schema.get("type", "object") != "object":
+        raise ApiError(422, "invalid_schema", f"{field}: the arguments' schema must be an object")
+
+
+def client_tools(bodies: list[ClientToolBody] | None) -> list[ev.ClientTool] | None:
+    """The client's tool definitions, their schemas checked; a name twice is 422."""
+    if bodies is None:
+        return None
+    names = [body.name for body in bodies]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ApiError(422, "invalid_tools", f"tools named twice: {', '.join(twice)}")
+    for index, body in enumerate(bodies):
+        _usable_schema(body.parameters, f"tools[{index}].parameters", object_only=True)
+    return [
+        ev.ClientTool(name=b.name, description=b.description, parameters=b.parameters)
+        for b in bodies
+    ]
+
+
+def output_schema(body: OutputSchemaBody | None) -> ev.OutputSchema | None:
+    if body is None:
+        return None
+    _usable_schema(body.schema_, "output_schema.schema", object_only=False)
+    return ev.OutputSchema(schema=body.schema_, name=body.name, strict=body.strict)
