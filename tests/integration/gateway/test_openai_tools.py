@@ -357,3 +357,43 @@ async def test_response_format_reaches_each_provider_in_its_form(
             response_format={"type": "json_object"},
         )
         assert provider.requests[-1].json["response_format"] == {"type": "json_object"}
+
+
+@pytest.mark.parametrize("provider_stack", ["openai"], indirect=True)
+async def test_each_request_s_tool_choice_applies_from_its_run_on(
+    provider_stack: tuple[RunningGateway, FakeServer],
+) -> None:
+    """As the Agents SDK does: ``required`` for the first call, ``auto`` with the results
+    (the run goes on with the new choice); a turn that skips the results, or results sent
+    twice, are refused."""
+    gateway, provider = provider_stack
+    provider.script = [Reply(tool_calls=[Call("get_weather", {"city": "Paris"})]), Reply("sunny")]
+    client = client_for(gateway, KEY_A)
+    asked: list[ChatCompletionMessageParam] = [user("weather?")]
+    first = await client.chat.completions.create(
+        model="longhaul/default", messages=asked, tools=[WEATHER], tool_choice="required"
+    )
+    message: Any = first.choices[0].message.model_dump(exclude_none=True)
+    [call] = first.choices[0].message.tool_calls or []
+    with pytest.raises(openai.BadRequestError) as skipped:
+        await client.chat.completions.create(
+            model="longhaul/default",
+            messages=[*asked, message, user("never mind")],
+            tools=[WEATHER],
+        )
+    assert "tool messages" in skipped.value.message
+    answered: list[Any] = [
+        *asked,
+        message,
+        {"role": "tool", "tool_call_id": call.id, "content": "22"},
+    ]
+    final = await client.chat.completions.create(
+        model="longhaul/default", messages=answered, tools=[WEATHER], tool_choice="auto"
+    )
+    assert final.choices[0].message.content == "sunny"
+    sent = [r.json["tool_choice"] for r in provider.requests]
+    assert sent == ["required", "auto"]
+    with pytest.raises(openai.ConflictError):
+        await client.chat.completions.create(
+            model="longhaul/default", messages=answered, tools=[WEATHER], tool_choice="auto"
+        )
