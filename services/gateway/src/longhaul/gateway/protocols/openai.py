@@ -14,6 +14,11 @@ the run's question if it waits for one, else it is a new user turn (a rewind to 
 head if the trace moved on since, e.g. the user edited a later turn). Anything else — and a
 conversation whose trace was deleted — starts a new trace with the whole history.
 
+**Tools and structured output** (``openai_tools``): the client's ``tools`` are the trace's
+client tools, a call of one is answered as ``tool_calls`` and the next request's ``tool``
+messages are its results (the conversation before them names the trace, as above);
+``response_format`` is the trace's ``output_schema``.
+
 **Long runs.** A request waits up to ``gateway.completion_timeout_s``; then the answer says the
 run still goes and where to follow it (the viewer link, also in ``longhaul.viewer``).
 """
