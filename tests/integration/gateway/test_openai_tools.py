@@ -233,6 +233,48 @@ async def test_output_schema_on_post_traces_and_the_parsed_answer(
     assert len(repairs) == 1 and "'x' is not of type 'integer'" in str(repairs[0].content)
 
 
+async def test_client_tools_on_post_traces_wait_beside_the_trace_s_own(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    """A turn calling a server tool and a client tool: the server's runs, only the client's
+    waits (``pending_client_calls``), and the posted result answers it."""
+    (tmp_path / "work").mkdir(exist_ok=True)
+    model = write_script(
+        tmp_path / "mixed.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"name": "glob", "arguments": {"pattern": "*"}},
+                    {"name": "lookup", "arguments": {"key": "k"}},
+                ]
+            },
+            {"content": "found it"},
+        ],
+    )
+    lookup = {
+        "name": "lookup",
+        "description": "Look a key up on the client.",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}},
+    }
+    async with AsyncClient(keyed_stack.url, KEY_A) as client:
+        accepted = await client.create_trace(
+            "look k up", model=model, tools=["glob"], client_tools=[lookup]
+        )
+        waiting = await client.wait(accepted.trace_id)
+        assert waiting.wait_reason == "client_tools", waiting
+        [pending] = waiting.pending_client_calls
+        assert pending.name == "lookup" and json.loads(pending.arguments) == {"key": "k"}
+        await client.tool_results(
+            accepted.trace_id, [{"tool_call_id": pending.tool_call_id, "content": "v"}]
+        )
+        done = await client.wait(accepted.trace_id)
+        assert done.status == "completed" and done.summary == "found it"
+        path = (await client.messages(accepted.trace_id)).messages
+    results = {m.tool_call_id: m for m in path if m.role == "tool"}
+    assert results[pending.tool_call_id].content == "v"
+    assert len(results) == 2  # glob ran on the server
+
+
 # ---------------------------------------------------------------- provider forms
 
 
