@@ -118,6 +118,8 @@ EVERY_SETTING: dict[str, Any] = {
     "verification": {"json_schema": {"type": "object"}},
     "messaging": True,
     "experiences": False,
+    "client_tools": [{"name": "lookup", "parameters": {"type": "object"}}],
+    "output_schema": {"schema": {"type": "object"}, "strict": True},
 }
 """A value other than the default for every trace setting."""
 

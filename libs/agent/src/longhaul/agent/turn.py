@@ -30,7 +30,7 @@ from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.tools.result import ToolResult
 from longhaul.agent.turn_settings import TurnSettings
 from longhaul.domain.config import PipelineConfig
-from longhaul.domain.events import ModelParams, NamedTool, TraceEvent, Usage
+from longhaul.domain.events import ModelParams, NamedTool, OutputSchema, TraceEvent, Usage
 from longhaul.domain.experiences import Experience
 from longhaul.domain.state import TraceState
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, ToolSpec
@@ -238,6 +238,7 @@ class Turn:
             cache_system=False,
             metadata={"trace_id": self.trace_id},
             **request_params(self.model_params, self.temperature),
+            **output_params(self.settings.output_schema),
         )
 
 
@@ -252,6 +253,18 @@ def request_params(params: ModelParams, temperature: float | None) -> dict[str, 
         "seed": params.seed,
         "stop": params.stop,
         "tool_choice": {"name": choice.name} if isinstance(choice, NamedTool) else choice,
+        "parallel_tool_calls": params.parallel_tool_calls,
+    }
+
+
+def output_params(output: OutputSchema | None) -> dict[str, Any]:
+    """A trace's ``output_schema`` as :class:`ModelRequest` fields."""
+    if output is None:
+        return {}
+    return {
+        "response_schema": output.schema,
+        "schema_name": output.name,
+        "schema_strict": output.strict,
     }
 
 

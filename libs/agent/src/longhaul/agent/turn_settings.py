@@ -21,10 +21,11 @@ from typing import Any
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.presets import Preset
 from longhaul.agent.skills import SkillIndex
+from longhaul.agent.tools.client import is_client_tool, with_client_tools
 from longhaul.agent.tools.registry import ToolRegistry
 from longhaul.agent.workdir import trace_working_dir
 from longhaul.domain.config import PipelineConfig
-from longhaul.domain.events import ModelParams, TraceConfig
+from longhaul.domain.events import ModelParams, OutputSchema, TraceConfig
 from longhaul.domain.state import TraceState
 from longhaul.llm.types import ToolSpec
 
@@ -61,6 +62,8 @@ class TurnSettings:
     """Recall experiences at the start and capture them at the end (the trace's choice, else
     its preset's)."""
     verification: dict[str, Any] | None = None
+    output_schema: OutputSchema | None = None
+    """The final answer must be JSON matching it (sent to the provider in its form)."""
     tool_specs: tuple[ToolSpec, ...] | None = None
     """The schemas shown to the model when a recorded context fixes them."""
 
@@ -78,7 +81,9 @@ async def resolve(
     config = state.config
     preset = env.presets.get(config.preset)
     child = state.parent_trace_id is not None
-    tools = preset.select_tools(all_tools, config, child=child)
+    tools = with_client_tools(
+        preset.select_tools(all_tools, config, child=child), config.client_tools
+    )
     if "get_experience" in tools and state.context is None and not await has_experiences():
         tools = tools.without(["get_experience"])
     # The trace's own list (POST /api/traces, agent(skills=…)) first, then the preset's, then
@@ -111,6 +116,7 @@ async def resolve(
         messaging=config.messaging,
         experiences=preset.experiences if config.experiences is None else config.experiences,
         verification=config.verification,
+        output_schema=config.output_schema,
     )
 
 
@@ -126,11 +132,14 @@ def pinned(
     temperature: float | None,
     max_iterations: int,
 ) -> TurnSettings:
-    """``settings`` with what a recorded context fixed (``run_context``)."""
+    """``settings`` with what a recorded context fixed (``run_context``); the client's tools
+    come from the trace's config, as resolved."""
+    client = ToolRegistry(tool for tool in settings.tools if is_client_tool(tool))
+    source = ToolRegistry([*all_tools.without(client.names()), *client])
     return dataclasses.replace(
         settings,
         system_prompt=system_prompt,
-        tools=all_tools.only(spec.name for spec in tools),
+        tools=source.only(spec.name for spec in tools),
         tool_specs=tuple(tools),
         skills=skills.only(skill_names),
         model_params=model_params or ModelParams(),

@@ -127,13 +127,19 @@ def create_trace(
     max_cost: float | None = None,
     idempotency_key: str | None = None,
     settings: models.TraceSettings | None = None,
+    output_schema: dict[str, Any] | type[BaseModel] | None = None,
     **options: Any,
 ) -> Call[models.Accepted]:
     """Start a trace. ``settings``: every setting at once (:class:`models.TraceSettings`);
     the named ones and ``options`` (the other fields of ``POST /api/traces``:
     ``model_params``, ``approval``, ``verification``, ``auto_execute_tools`` …) go over it.
     ``idempotency_key``: a repeat with the same key starts nothing and answers the first
-    trace (safe to retry after a lost answer)."""
+    trace (safe to retry after a lost answer). ``output_schema``: the answer must be JSON
+    matching this schema (a pydantic model's schema; read it with ``Trace.output(model)``)."""
+    if isinstance(output_schema, type):
+        output_schema = output_schema.model_json_schema()
+    if output_schema is not None:
+        options["output_schema"] = {"schema": output_schema}
     stated = {} if settings is None else settings.model_dump(exclude_defaults=True)
     body = stated | _present(
         messages=_messages(messages),

@@ -11,9 +11,10 @@ still works), so a newer gateway never breaks an older client.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -56,7 +57,8 @@ class TraceSettings(BaseModel):
     temperature: float | None = None
     system_prompt: str | None = None
     model_params: dict[str, Any] | None = None
-    """temperature, top_p, max_tokens (per response), seed, stop, tool_choice"""
+    """temperature, top_p, max_tokens (per response), seed, stop, tool_choice,
+    parallel_tool_calls"""
     auto_execute_tools: bool = True
     approval: dict[str, Any] | None = None
     """{"tools": [names] or "*"}"""
@@ -64,6 +66,10 @@ class TraceSettings(BaseModel):
     """{"check": name} and/or {"json_schema": …} and/or {"criteria": […]}"""
     messaging: bool = False
     experiences: bool | None = None
+    client_tools: list[dict[str, Any]] | None = None
+    """[{"name", "description", "parameters": JSON schema}]: tools the client runs"""
+    output_schema: dict[str, Any] | None = None
+    """{"schema": JSON schema, "name"?, "strict"?}: the answer must be JSON matching it"""
 
 
 class Info(Model):
@@ -294,6 +300,11 @@ class EvalTag(Model):
     check: str | None = None
 
 
+M = TypeVar("M", bound=BaseModel)
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n\s*```", re.DOTALL)
+
+
 class Trace(TraceSummary):
     summary: str | None = None
     eval: EvalTag | None = None
@@ -311,6 +322,26 @@ class Trace(TraceSummary):
     event_id: int
     goal_tree: GoalTree = Field(default_factory=GoalTree)
     sub_traces: list[SubTrace] = Field(default_factory=list)
+
+    @overload
+    def output(self, model: type[M]) -> M: ...
+
+    @overload
+    def output(self, model: None = None) -> Any: ...
+
+    def output(self, model: type[M] | None = None) -> M | Any:
+        """The final answer of a trace created with an ``output_schema``, parsed: the JSON
+        value, or ``model`` validated from it. ``ValueError`` when the trace has no answer
+        or it is not JSON (``pydantic.ValidationError`` when it does not fit ``model``)."""
+        if self.status != "completed" or self.summary is None:
+            raise ValueError(f"trace {self.trace_id} has no answer (status {self.status})")
+        fenced = _FENCE.search(self.summary)
+        text = self.summary.strip() if fenced is None else fenced.group(1)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"the answer of trace {self.trace_id} is not JSON: {exc}") from exc
+        return value if model is None else model.model_validate(value)
 
 
 class TraceList(Model):

@@ -95,6 +95,9 @@ class ModelParams(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkno
     seed: int | None = None
     stop: list[str] | None = None
     tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    """False: at most one tool call per response (OpenAI ``parallel_tool_calls``, Anthropic
+    ``disable_parallel_tool_use``; the engine keeps only the first call of any other)."""
 
     def over(self, base: ModelParams | None) -> ModelParams:
         """These params with ``base``'s filling the fields left unset."""
@@ -107,6 +110,28 @@ class ModelParams(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkno
                 for field, value in values.items()
             }
         )
+
+
+class ClientTool(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A tool the client defines and runs: offered to the model beside the trace's own
+    tools; a call of it is handed to the client (``client_tools`` wait) and answered by the
+    result the client posts."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = msgspec.field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+class OutputSchema(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """The final answer must be JSON matching ``schema`` (``{"type": "object"}``: any JSON
+    object). Sent to the provider in its own form (``strict``: enforced exactly where the
+    provider can) and checked when the model answers."""
+
+    schema: dict[str, Any]
+    name: str = "response"
+    strict: bool = False
 
 
 class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -138,6 +163,10 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     ``send_message`` (its sub-traces inherit it)."""
     experiences: bool | None = None
     """Show the new trace the experiences that match its task (``None``: the preset decides)."""
+    client_tools: list[ClientTool] | None = None
+    """Tools the client runs (``/v1`` ``tools``): their calls wait for the client."""
+    output_schema: OutputSchema | None = None
+    """The final answer is JSON matching this schema (``/v1`` ``response_format``)."""
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -404,9 +433,13 @@ class ClientToolResult(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 
 class ToolResultsPosted(TraceEvent, tag="tool_results_posted", kw_only=True, omit_defaults=True):
-    """The client ran tool calls a trace handed to it (``auto_execute_tools: false``)."""
+    """The client ran tool calls a trace handed to it (``auto_execute_tools: false``, client
+    tools)."""
 
     results: list[ClientToolResult]
+    config: TraceConfig | None = None
+    """The settings the rest of the run uses, when the client changed them with its results
+    (a ``/v1`` request's ``tool_choice`` …)."""
 
 
 class EffectStarted(TraceEvent, tag="effect_started", kw_only=True, omit_defaults=True):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from longhaul.domain.events import ModelParams, TraceConfig
+from longhaul.domain.events import ClientTool, ModelParams, OutputSchema, TraceConfig
 
 MODEL_SPEC = r"[A-Za-z0-9_.:/@+?=&-]{1,199}"
 MODEL_PATTERN = rf"^[A-Za-z][A-Za-z0-9_.-]{{0,31}}:{MODEL_SPEC}$"
@@ -108,6 +108,21 @@ class TraceSettings(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unk
         msgspec.Meta(
             description="start with the key's matching experiences in the first message "
             "(default: the preset's setting, usually on)"
+        ),
+    ] = None
+
+    client_tools: Annotated[
+        Annotated[list[ClientTool], msgspec.Meta(max_length=128)] | None,
+        msgspec.Meta(
+            description="tools the client runs (its own functions): offered to the model "
+            "beside the trace's; a call of one waits for POST /api/traces/{id}/tool_results"
+        ),
+    ] = None
+    output_schema: Annotated[
+        OutputSchema | None,
+        msgspec.Meta(
+            description="the final answer must be JSON matching this schema: sent to the "
+            "provider in its own form and checked when the model answers"
         ),
     ] = None
 

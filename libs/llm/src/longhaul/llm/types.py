@@ -38,6 +38,10 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
         }
 
 
+JSON_OBJECT: dict[str, Any] = {"type": "object"}
+"""A ``response_schema`` that asks for any JSON object (OpenAI ``json_object``)."""
+
+
 class ModelRequest(msgspec.Struct, kw_only=True):
     """Everything one model call needs.
 
@@ -61,7 +65,14 @@ class ModelRequest(msgspec.Struct, kw_only=True):
     stop: list[str] | None = None
     tool_choice: str | dict[str, str] | None = None
     """``auto``, ``required``, ``none``, or ``{"name": tool}``: the model must call that one."""
+    parallel_tool_calls: bool | None = None
+    """False: at most one tool call per response, where the provider has the switch."""
     response_schema: dict[str, Any] | None = None
+    """The answer is JSON matching it (:data:`JSON_OBJECT`: any object, JSON mode)."""
+    schema_name: str = "response"
+    schema_strict: bool = False
+    """The provider is asked to enforce ``response_schema`` exactly (OpenAI ``strict``,
+    Anthropic ``output_config.format``): the schema then keeps to their common subset."""
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
 
 

@@ -6,6 +6,7 @@ import msgspec
 from longhaul.agent.contract import TurnEnd, TurnOutcome
 from longhaul.agent.engine.answer import is_cut, is_filtered, whole_answer
 from longhaul.agent.engine.capture import capture, wants_capture
+from longhaul.agent.engine.output import INVALID_OUTPUT, ask_for_repair, output_problems
 from longhaul.agent.messages import tool_message, unfinished
 from longhaul.agent.stop_reasons import BUDGET_REASONS
 from longhaul.agent.turn import Turn
@@ -46,11 +47,21 @@ async def fail(turn: Turn, error: str, reason: str, log: str = "") -> TurnOutcom
     return TurnOutcome(end="failed", steps=turn.steps, stop_reason=reason)
 
 
-async def finish(turn: Turn, answer: Message) -> TurnOutcome:
+async def finish(turn: Turn, answer: Message) -> TurnOutcome | None:
     """The final answer completes the trace, or goes to the verifier when one is configured
-    (the turn then waits; the verdict wakes the trace, see ``settle``)."""
+    (the turn then waits; the verdict wakes the trace, see ``settle``). An answer that does
+    not match the trace's ``output_schema`` is sent back to the model (None: the loop goes
+    on), or fails the run once the repairs are used up (``engine.output``)."""
     state = turn.state
     text = whole_answer(state, answer)
+    output_schema = turn.settings.output_schema
+    if output_schema is not None:
+        problems = output_problems(text, output_schema.schema)
+        if problems:
+            if await ask_for_repair(turn, answer, problems):
+                return None
+            error = "the answer does not match the output schema: " + "; ".join(problems)
+            return await fail(turn, error, INVALID_OUTPUT)
     verification = turn.settings.verification
     if verification is not None:
         await turn.emit(

@@ -116,7 +116,9 @@ class TurnLoop:
             return cut
         if is_final_answer(head):
             assert head is not None
-            return await finish(turn, head)
+            finished = await finish(turn, head)
+            if finished is not None:
+                return finished
         if state.run_usage.iterations >= turn.max_iterations:
             return await stop(turn, MAX_ITERATIONS, end="max_iterations")
         # the last step's calls are answered; the headroom of the stores pays for the stop
@@ -137,6 +139,8 @@ class TurnLoop:
                 return None  # the step again, built for the next model of the chain
             return await fail(turn, f"model call failed: {exc}", "model_error")
         turn.steps += 1
+        if turn.model_params.parallel_tool_calls is False:  # a provider without the switch
+            del response.tool_calls[1:]
         step = Step(
             request=request, response=response, duration_ms=elapsed_ms(turn.env.clock, started)
         )

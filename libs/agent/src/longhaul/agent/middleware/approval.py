@@ -9,7 +9,8 @@ one the trace runs again, and the engine sends each decided call through the cha
 approved ones run (with the person's edited arguments when they gave some), denied ones
 answer the model with the refusal and its reason. With
 ``auto_execute_tools: false`` no call runs here at all: each is handed to the client (a
-``client_tools`` wait) and the result it posts is the call's answer. A call the effect ledger
+``client_tools`` wait) and the result it posts is the call's answer, as for every call of a
+tool the client defined itself (``client_tools``). A call the effect ledger
 found cut off by a crash is not gated again: the ledger resumes it, and a person's answer
 about its unknown outcome (run again, took effect, failed) is turned into its result here.
 The gate is a framework layer because a configuration that silently dropped it would run what
@@ -27,6 +28,7 @@ from longhaul.agent.invocation import ToolInvocation
 from longhaul.agent.messages import failure
 from longhaul.agent.middleware.base import Middleware, ToolHandler
 from longhaul.agent.middleware.clarification import ASK_HUMAN
+from longhaul.agent.tools.client import is_client_tool
 from longhaul.agent.tools.result import Deferred, ToolReply, ToolResult
 from longhaul.agent.turn import Turn
 from longhaul.domain.events import ToolDecided
@@ -75,7 +77,8 @@ class ToolApproval(Middleware):
     async def wrap_tool_call(
         self, turn: Turn, invocation: ToolInvocation, call_next: ToolHandler
     ) -> ToolReply:
-        if not turn.settings.auto_execute_tools and invocation.name != ASK_HUMAN:
+        handed_over = not turn.settings.auto_execute_tools and invocation.name != ASK_HUMAN
+        if handed_over or is_client_tool(invocation.tool):
             return _client_result(turn, invocation)
         edited = turn.state.approvals.edited.get(invocation.call.id)
         if edited is None:

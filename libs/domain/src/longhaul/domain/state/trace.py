@@ -503,6 +503,9 @@ class TraceState(msgspec.Struct, kw_only=True):
             self.client_calls.pending = list(event.pending_calls)
 
     def _on_tool_results(self, event: ev.ToolResultsPosted) -> None:
+        if event.config is not None:
+            self.config = event.config
+            self.context = None  # a changed config is recorded afresh by the next turn
         if self.client_calls.post(event):
             self._wake()
 

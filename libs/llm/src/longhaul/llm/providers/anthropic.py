@@ -126,7 +126,7 @@ def _usage(raw: dict[str, Any], usage: Usage | None) -> Usage | None:
     return usage
 
 
-def _tool_choice(choice: str | dict[str, str] | None) -> dict[str, str] | None:
+def _tool_choice(choice: str | dict[str, str] | None) -> dict[str, Any] | None:
     """Ours to Anthropic's; ``none`` is its own type there too. (The Messages API has no
     ``seed``: a seeded request is sent without one.)"""
     if isinstance(choice, dict):
@@ -156,7 +156,10 @@ class AnthropicCodec:
 
     def build(self, model_id: str, request: ModelRequest) -> HttpCall:
         leading, rest = split_system(prepare_history(request.messages, self.provider))
-        system = system_prompt(request, leading, instruct_schema=True)
+        # a strict schema keeps to the subset Anthropic enforces: sent as output_config;
+        # any other is told in prose (and checked by whoever asked for it)
+        native_schema = request.response_schema is not None and request.schema_strict
+        system = system_prompt(request, leading, instruct_schema=not native_schema)
         messages = [_render(turn) for turn in group_by_role(rest)]
         body: dict[str, Any] = {
             "model": model_id,
@@ -173,8 +176,16 @@ class AnthropicCodec:
                 for tool in request.tools
             ]
             choice = _tool_choice(request.tool_choice)
+            if request.parallel_tool_calls is False:
+                choice = choice or {"type": "auto"}
+                if choice["type"] != "none":
+                    choice["disable_parallel_tool_use"] = True
             if choice is not None:
                 body["tool_choice"] = choice
+        if native_schema:
+            body["output_config"] = {
+                "format": {"type": "json_schema", "schema": request.response_schema}
+            }
         if request.cache_system:
             _breakpoints(body)
         if system.volatile:  # after every breakpoint: it never invalidates a cached prefix

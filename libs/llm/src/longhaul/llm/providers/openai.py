@@ -18,7 +18,14 @@ from longhaul.llm.ids import prepare_history
 from longhaul.llm.prompt import context_note, split_system, system_prompt
 from longhaul.llm.sse import SSEEvent
 from longhaul.llm.tool_prefill import ToolPrefill
-from longhaul.llm.types import ChatMessage, ModelError, ModelRequest, StreamEvent, Usage
+from longhaul.llm.types import (
+    JSON_OBJECT,
+    ChatMessage,
+    ModelError,
+    ModelRequest,
+    StreamEvent,
+    Usage,
+)
 
 _WIRE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
@@ -101,6 +108,16 @@ def _sampling(body: dict[str, Any], request: ModelRequest) -> None:
             body[key] = value
 
 
+def _response_format(request: ModelRequest) -> dict[str, Any]:
+    """JSON mode for any object, else the schema (``strict`` when asked)."""
+    if request.response_schema == JSON_OBJECT and not request.schema_strict:
+        return {"type": "json_object"}
+    schema: dict[str, Any] = {"name": request.schema_name, "schema": request.response_schema}
+    if request.schema_strict:
+        schema["strict"] = True
+    return {"type": "json_schema", "json_schema": schema}
+
+
 class OpenAICodec:
     """``named_tool_choice=False`` is for servers that only understand the string forms of
     ``tool_choice`` (llama.cpp ignores an object with a warning): a named choice is sent as
@@ -151,6 +168,8 @@ class OpenAICodec:
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
             self._tool_choice(body, request)
+            if request.parallel_tool_calls is not None:
+                body["parallel_tool_calls"] = request.parallel_tool_calls
             if self.tool_prefill is not None:
                 self.tool_prefill.steer(body, request)
         if request.temperature is not None:
@@ -161,10 +180,7 @@ class OpenAICodec:
             reasoning = model_id.startswith(_REASONING_PREFIXES)
             body["max_completion_tokens" if reasoning else "max_tokens"] = max_tokens
         if request.response_schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "response", "schema": request.response_schema},
-            }
+            body["response_format"] = _response_format(request)
         return HttpCall("chat/completions", body)
 
     def _tool_choice(self, body: dict[str, Any], request: ModelRequest) -> None:

@@ -14,6 +14,11 @@ the run's question if it waits for one, else it is a new user turn (a rewind to 
 head if the trace moved on since, e.g. the user edited a later turn). Anything else — and a
 conversation whose trace was deleted — starts a new trace with the whole history.
 
+**Tools and structured output** (``openai_tools``): the client's ``tools`` are the trace's
+client tools, a call of one is answered as ``tool_calls`` and the next request's ``tool``
+messages are its results (the conversation before them names the trace, as above);
+``response_format`` is the trace's ``output_schema``.
+
 **Long runs.** A request waits up to ``gateway.completion_timeout_s``; then the answer says the
 run still goes and where to follow it (the viewer link, also in ``longhaul.viewer``).
 """
@@ -37,6 +42,14 @@ from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ApiError
+from longhaul.gateway.protocols.openai_tools import (
+    Asked,
+    asked,
+    handed_over,
+    structured,
+    trailing_results,
+    turn_key,
+)
 from longhaul.gateway.protocols.run_outcome import (
     RunFollower,
     RunOutcome,
@@ -55,6 +68,7 @@ from longhaul.gateway.schemas.openai import (
     ModelList,
     OpenAIError,
     RunInfo,
+    ToolCall,
     Usage,
     chunk,
     usage_chunk,
@@ -141,11 +155,11 @@ def _target(runtime: Runtime, model: str) -> tuple[str | None, str | None]:
 # ---------------------------------------------------------------- conversations
 
 
-def conversation_digest(owner: str, messages: Sequence[ChatMessage | tuple[str, str]]) -> str:
-    """A conversation's name: the key's owner and each message's role and text, hashed (so
-    equal conversations of two keys never meet)."""
-    pairs = [m if isinstance(m, tuple) else (m.role, text_of(m.content)) for m in messages]
-    digest = hashlib.sha256(owner.encode() + b"\0" + msgspec.json.encode(pairs)).hexdigest()
+def conversation_digest(owner: str, messages: Sequence[ChatMessage | list[Any]]) -> str:
+    """A conversation's name: the key's owner and each message's role and text (and tool
+    call ids), hashed (so equal conversations of two keys never meet)."""
+    turns = [m if isinstance(m, list) else turn_key(m) for m in messages]
+    digest = hashlib.sha256(owner.encode() + b"\0" + msgspec.json.encode(turns)).hexdigest()
     return digest[:48]
 
 
@@ -177,8 +191,10 @@ async def _remember(
     messages: list[ChatMessage],
     reply: str,
     state: TraceState,
+    calls: list[ToolCall] | None = None,
 ) -> None:
-    history: list[ChatMessage | tuple[str, str]] = [*messages, ("assistant", reply)]
+    answer = ["assistant", reply, [call.id for call in calls]] if calls else ["assistant", reply]
+    history: list[ChatMessage | list[Any]] = [*messages, answer]
     value = msgspec.json.encode(_Recorded(state.trace_id, state.head_sequence))
     key = (
         f"openai/{principal.owner}/{state.trace_id}/{conversation_digest(principal.owner, history)}"
@@ -227,23 +243,57 @@ def _without_files(
     return kept, files
 
 
+def _results(
+    state: TraceState, moved: bool, results: list[ChatMessage]
+) -> list[ev.ClientToolResult]:
+    """The ``tool`` messages as results of the calls the trace handed over (409 when it
+    no longer waits on them)."""
+    if moved or state.status != "waiting" or state.wait_reason != "client_tools":
+        raise ApiError(
+            409, "conflict", "the run does not wait for these tool results (it moved on)"
+        )
+    return [
+        ev.ClientToolResult(tool_call_id=m.tool_call_id, content=text_of(m.content))
+        for m in results
+        if m.role == "tool"
+    ]
+
+
 async def _continue(
-    runtime: Runtime, principal: Principal, recorded: _Recorded, last: ChatMessage
+    runtime: Runtime,
+    principal: Principal,
+    recorded: _Recorded,
+    turn: list[ChatMessage],
+    asked: Asked,
 ) -> int:
-    """Append the conversation's next turn to its trace (its files first); returns the
+    """Append the conversation's next turn to its trace (its files first): the results of
+    the calls it handed over, an answer to its question, or a new user turn; returns the
     event's sequence."""
-    [last], files = _without_files([last])
+    turn, files = _without_files(turn)
     if files:
         await access.owned_trace(runtime, principal, recorded.trace_id)
         await put_files(runtime, principal, recorded.trace_id, decoded_files(files))
-    inputs = await message_inputs(runtime, principal, [last])
+    last = turn[-1]
+    inputs = [] if last.role == "tool" else await message_inputs(runtime, principal, [last])
 
     def build(state: TraceState) -> ev.TraceEvent:
         moved = state.head_sequence != recorded.head_sequence
-        if state.status == "waiting" and state.wait_reason == "human" and not moved:
+        config = asked.config(state.config)
+        if last.role == "tool":
+            return ev.ToolResultsPosted(results=_results(state, moved, turn), config=config)
+        waits = state.status == "waiting" and not moved
+        if waits and state.wait_reason == "client_tools":
+            raise ApiError(
+                400,
+                "invalid_request",
+                "the assistant's tool_calls must be answered by tool messages first (messages)",
+            )
+        if waits and state.wait_reason == "human" and config is None:
             return ev.HumanReplied(content=text_of(last.content))
         return ev.RunRequested(
-            messages=inputs, after_sequence=recorded.head_sequence if moved else None
+            messages=inputs,
+            after_sequence=recorded.head_sequence if moved else None,
+            config=config,
         )
 
     _, event = await commands.append_to_trace(runtime, principal, recorded.trace_id, build)
@@ -255,10 +305,12 @@ async def _begin(
 ) -> tuple[str, int]:
     """(trace id, sequence to follow from) of the run this request starts or continues."""
     preset, model = _target(runtime, body.model)
-    recorded = await _recorded(runtime, principal, body.messages[:-1])
+    settings = asked(body)
+    turn = max(trailing_results(body.messages), 1)
+    recorded = await _recorded(runtime, principal, body.messages[:-turn])
     if recorded is not None:
         try:
-            after = await _continue(runtime, principal, recorded, body.messages[-1])
+            after = await _continue(runtime, principal, recorded, body.messages[-turn:], settings)
             return recorded.trace_id, after
         except ApiError as exc:
             if exc.status != 404:
@@ -270,6 +322,7 @@ async def _begin(
         TraceSettings(model=model, preset=preset, temperature=body.temperature),
         messages=messages,
         files=[RunFile(name=n, content=c, media_type=m) for n, c, m in files],
+        **settings.creation(),
     )
     state = await start_trace(runtime, principal, create)
     return state.trace_id, state.stream_seq
@@ -380,13 +433,23 @@ async def chat_completions(
     if outcome.status == "failed":
         status, error = _failure(state, link)
         return JSONResponse(error, status_code=status, headers=headers)
-    reply = _reply(outcome, link, timeout_s)
-    await _remember(runtime, principal, body.messages, reply, state)
+    if outcome.wait_reason == "client_tools":
+        reply, calls = handed_over(state)
+        choice = Choice(
+            message=CompletionMessage(content=reply or None, tool_calls=calls),
+            finish_reason="tool_calls",
+        )
+    else:
+        reply, calls = _reply(outcome, link, timeout_s), []
+        if outcome.status == "completed":
+            reply = structured(state, reply)
+        choice = Choice(message=CompletionMessage(content=reply))
+    await _remember(runtime, principal, body.messages, reply, state, calls)
     completion = ChatCompletion(
         id=completion_id,
         created=int(time.time()),
         model=body.model,
-        choices=[Choice(message=CompletionMessage(content=reply))],
+        choices=[choice],
         usage=_usage(state),
         trace_id=trace_id,
         longhaul=RunInfo(
@@ -397,6 +460,22 @@ async def chat_completions(
         ),
     )
     return JSONResponse(completion.model_dump(), headers=headers)
+
+
+ARGUMENT_CHUNK = 512
+
+
+def _call_deltas(index: int, call: ToolCall) -> list[dict[str, Any]]:
+    """One call as OpenAI streams it: id and name first, then the arguments in pieces."""
+    head = {
+        "index": index,
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.function.name, "arguments": ""},
+    }
+    arguments = call.function.arguments
+    pieces = [arguments[i : i + ARGUMENT_CHUNK] for i in range(0, len(arguments), ARGUMENT_CHUNK)]
+    return [head, *({"index": index, "function": {"arguments": p}} for p in pieces)]
 
 
 async def _stream(
@@ -449,17 +528,23 @@ async def _stream(
             yield _data(_failure(state, link)[1])
             yield _DONE
             return
-        if outcome.status != "completed":
+        calls: list[ToolCall] = []
+        if outcome.wait_reason == "client_tools":
+            _, calls = handed_over(state)
+            for index, call in enumerate(calls):
+                for delta in _call_deltas(index, call):
+                    yield frame({"tool_calls": [delta]})
+        elif outcome.status != "completed":
             notice = _reply(outcome, link, timeout_s)
             yield text(("\n\n" if sent else "") + notice)
-        await _remember(runtime, principal, body.messages, "".join(sent), state)
+        await _remember(runtime, principal, body.messages, "".join(sent), state, calls)
     except (ApiError, ConnectionError) as exc:
         status, code = (exc.status, exc.code) if isinstance(exc, ApiError) else (503, "unavailable")
         refusal = openai_error(status, code, str(exc), None, None)
         yield b"data: " + bytes(refusal.body) + b"\n\n"
         yield _DONE
         return
-    yield frame({}, "stop")
+    yield frame({}, "tool_calls" if calls else "stop")
     if body.stream_options is not None and body.stream_options.include_usage:
         yield _data(usage_chunk(completion_id, created, body.model, trace_id, _usage(state)))
     yield _DONE

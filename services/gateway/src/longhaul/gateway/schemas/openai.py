@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from longhaul.gateway.schemas.common import Name, Text
 from longhaul.gateway.schemas.traces import ChatMessage
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -15,6 +16,40 @@ class StreamOptions(BaseModel):
         default=False,
         description="end the stream with a chunk of no choices that carries the usage",
     )
+
+
+class FunctionDefinition(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: Name
+    description: Text = ""
+    parameters: dict[str, Any] | None = Field(
+        default=None, description="the arguments' JSON schema (default: no arguments)"
+    )
+
+
+class ChatTool(BaseModel):
+    """A function the client runs: the run hands each call back in ``tool_calls``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class JsonSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: Name
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
 
 
 class ChatCompletionRequest(BaseModel):
@@ -34,6 +69,17 @@ class ChatCompletionRequest(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
+    tools: list[ChatTool] | None = Field(
+        default=None,
+        max_length=128,
+        description="functions the client runs; with them the model is offered these only",
+    )
+    tool_choice: Literal["auto", "none", "required"] | dict[str, Any] | None = Field(
+        default=None,
+        description='auto | none | required | {"type": "function", "function": {"name"}}',
+    )
+    parallel_tool_calls: bool | None = None
+    response_format: ResponseFormat | None = None
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -81,15 +127,29 @@ class RunInfo(BaseModel):
     viewer: str
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class CompletionMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, description="calls of the client's tools the run waits on"
+    )
 
 
 class Choice(BaseModel):
     index: int = 0
     message: CompletionMessage
-    finish_reason: Literal["stop"] = "stop"
+    finish_reason: Literal["stop", "tool_calls"] = "stop"
 
 
 class Usage(BaseModel):

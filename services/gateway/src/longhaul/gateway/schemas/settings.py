@@ -18,7 +18,7 @@ from longhaul.domain.settings import SETTINGS, Approval, TraceSettings, Verifica
 from longhaul.domain.verification import verification_errors
 from longhaul.gateway.schemas.common import Body, Name, ResponseTokens, Seed, Text
 from longhaul.gateway.schemas.derived import input_fields
-from pydantic import BaseModel, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 
 class NamedToolChoice(Body):
@@ -40,6 +40,35 @@ class ModelParamsBody(Body):
     tool_choice: Literal["auto", "required", "none"] | NamedToolChoice | None = Field(
         default=None, description="auto | required | none | {name}: must call that tool"
     )
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="false: at most one tool call per model response"
+    )
+
+
+class ClientToolBody(Body):
+    """A tool the client runs: offered to the model beside the trace's own tools; its calls
+    wait for POST /api/traces/{id}/tool_results (wait_reason client_tools)."""
+
+    name: Name
+    description: Text = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="the arguments' JSON schema (an object); nothing it names is fetched",
+    )
+
+
+class OutputSchemaBody(Body):
+    schema_: dict[str, Any] = Field(
+        alias="schema", description='the JSON schema of the answer ({"type": "object"}: any object)'
+    )
+    name: Name = "response"
+    strict: bool = Field(
+        default=False,
+        description="ask the provider to enforce it exactly (OpenAI strict, Anthropic "
+        "output_config); the schema then keeps to their common subset",
+    )
+
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
 
 
 class ApprovalBody(Body):
@@ -73,6 +102,8 @@ class VerificationBody(Body):
 
 SETTINGS_BODIES: dict[type[msgspec.Struct], type[BaseModel]] = {
     ev.ModelParams: ModelParamsBody,
+    ev.ClientTool: ClientToolBody,
+    ev.OutputSchema: OutputSchemaBody,
     Approval: ApprovalBody,
     Verification: VerificationBody,
 }
@@ -91,7 +122,8 @@ class SettingsBody(Body):
     def settings(self) -> TraceSettings:
         """The settings this body states, as the domain holds them."""
         return msgspec.convert(
-            self.model_dump(include=set(SETTINGS) & set(type(self).model_fields)), TraceSettings
+            self.model_dump(include=set(SETTINGS) & set(type(self).model_fields), by_alias=True),
+            TraceSettings,
         )
 
 

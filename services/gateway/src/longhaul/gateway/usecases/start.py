@@ -6,6 +6,8 @@ The one way every surface starts a trace — ``POST /api/traces``, ``/api/runs``
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from longhaul.agent.images import offload_images
 from longhaul.domain import events as ev
@@ -15,10 +17,12 @@ from longhaul.gateway import commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schemas.settings import ClientToolBody, ModelParamsBody, OutputSchemaBody
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
 from longhaul.gateway.usecases.files import create_with_files
 from longhaul.gateway.verification import verification_problems
 from longhaul.llm.registry import check_model_string
+from longhaul.llm.untrusted_schema import UntrustedSchemaError, untrusted_validator
 
 
 async def start_run(
@@ -73,6 +77,8 @@ async def trace_creation(
     for index, model in enumerate(settings.model_fallback or []):
         check_model(runtime, model, field=f"model_fallback[{index}]")
     check_verification(runtime, settings.verification)
+    check_client_tools(settings.client_tools)
+    check_output_schema(settings.output_schema)
     messages = await message_inputs(runtime, principal, body.messages)
     return ev.TraceCreated(
         messages=messages,
@@ -112,3 +118,53 @@ def _title(messages: list[ev.InputMessage], limit: int = 60) -> str | None:
             text = " ".join(message.content.split())
             return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
     return None
+
+
+def model_params(body: ModelParamsBody) -> ev.ModelParams:
+    return msgspec.convert(body.model_dump(exclude_none=True), ev.ModelParams)
+
+
+def _usable_schema(schema: dict[str, Any], field: str, *, object_only: bool) -> None:
+    """A client's schema is checked before it reaches the log: valid, nothing fetched,
+    patterns RE2 runs (422 ``invalid_schema``)."""
+    try:
+        untrusted_validator(schema)
+    except UntrustedSchemaError as exc:
+        raise ApiError(422, "invalid_schema", f"{field}: {exc}") from None
+    if object_only and schema.get("type", "object") != "object":
+        raise ApiError(422, "invalid_schema", f"{field}: the arguments' schema must be an object")
+
+
+def check_client_tools(tools: list[ev.ClientTool] | None, field: str = "client_tools") -> None:
+    """The client's tool definitions: each name once, each schema usable (422)."""
+    names = [tool.name for tool in tools or []]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ApiError(422, "invalid_tools", f"tools named twice: {', '.join(twice)}")
+    for index, tool in enumerate(tools or []):
+        _usable_schema(tool.parameters, f"{field}[{index}].parameters", object_only=True)
+
+
+def check_output_schema(output: ev.OutputSchema | None) -> None:
+    if output is not None:
+        _usable_schema(output.schema, "output_schema.schema", object_only=False)
+
+
+def client_tools(bodies: list[ClientToolBody] | None) -> list[ev.ClientTool] | None:
+    """The client's tool definitions (``/v1`` ``tools``), their schemas checked."""
+    if bodies is None:
+        return None
+    tools = [
+        ev.ClientTool(name=b.name, description=b.description, parameters=b.parameters)
+        for b in bodies
+    ]
+    check_client_tools(tools, "tools")
+    return tools
+
+
+def output_schema(body: OutputSchemaBody | None) -> ev.OutputSchema | None:
+    if body is None:
+        return None
+    output = ev.OutputSchema(schema=body.schema_, name=body.name, strict=body.strict)
+    check_output_schema(output)
+    return output
