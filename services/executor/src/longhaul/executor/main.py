@@ -15,6 +15,7 @@ from pathlib import Path
 from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
+from longhaul.core.spend import SpendLedger
 from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
@@ -54,6 +55,7 @@ def build_executor(
         experiences=ctx.experiences,
         recordings=Recordings(ctx.traces),
         breaker=KvBreaker(ctx.conn, ctx.config.models.circuit),
+        spend=SpendLedger(ctx.conn, ctx.config.spend_limits),
     )
     offered = ExecutorTools(
         ctx.workspace,
