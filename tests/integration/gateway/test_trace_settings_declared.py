@@ -28,6 +28,7 @@ EVERY_SETTING: dict[str, Any] = {
     "max_iterations": 7,
     "max_tokens": 1000,
     "max_cost": 0.5,
+    "on_limit": "ask",
     "temperature": 0.3,
     "system_prompt": "be brief",
     "model_params": {"top_p": 0.5},

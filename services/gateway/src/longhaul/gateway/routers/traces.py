@@ -145,6 +145,7 @@ async def trace_creation(
         max_iterations=body.max_iterations,
         max_tokens=body.max_tokens,
         max_cost=body.max_cost,
+        on_limit=body.on_limit,
         temperature=body.temperature,
         system_prompt=body.system_prompt,
         model_params=None if body.model_params is None else _model_params(body.model_params),

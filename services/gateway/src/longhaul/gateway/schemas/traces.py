@@ -144,6 +144,11 @@ class CreateTraceRequest(Body):
     max_iterations: Iterations | None = None
     max_tokens: TokenCount | None = None
     max_cost: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    on_limit: Literal["stop", "ask"] = Field(
+        default="stop",
+        description="at max_tokens / max_cost: stop the run, or ask (a budget wait in "
+        "GET /api/inbox, answered with POST /api/traces/{id}/budget)",
+    )
     temperature: float | None = Field(default=None, ge=0, le=2, allow_inf_nan=False)
     system_prompt: Text | None = None
     name: ShortText | None = None
