@@ -98,8 +98,9 @@ async def test_a_key_at_its_day_limit_asks_and_the_operator_raises_it(
     keyed: RunningGateway, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
+    first_executor = executor(keyed, "exec-spend-1", work)
     async with (
-        executor(keyed, "exec-spend-1", work),
+        first_executor,
         keyed.client(KEY_A) as a,
         keyed.client(KEY_B) as b,
         keyed.client(OPERATOR) as operator,
@@ -120,6 +121,10 @@ async def test_a_key_at_its_day_limit_asks_and_the_operator_raises_it(
         assert (await usage(b))["rows"] == []  # B sees nothing of A's
         everyone = await usage(operator, group_by="key")
         assert [(r["key"], r["tokens"]) for r in everyone["rows"]] == [(OWNER_A, 300)]
+        # the cost counters: a script's model is not one the config names, so "other"
+        registry = first_executor.executor.metrics.registry
+        labels = {"model": "other", "preset": "default", "kind": "prompt"}
+        assert registry.get_sample_value("longhaul_model_tokens_total", labels) == 270
 
         # A may not raise its own limit (spend_limits.keys_answer is off); B cannot even see it
         raise_body = {"action": "raise", "tokens": 1000}

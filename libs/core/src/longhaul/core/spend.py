@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from longhaul.core.connection import Connection
 from longhaul.core.kv import get_entry
@@ -32,10 +32,14 @@ class SpendLedger:
         limits: SpendLimitsConfig,
         *,
         clock: Callable[[], float] = time.time,
+        on_counted: Callable[[Sequence[Message], str], None] | None = None,
     ) -> None:
         self.conn = conn
         self.limits = limits
         self.clock = clock
+        self.on_counted = on_counted
+        """Told of the messages (and their preset) each write counted: exactly once across
+        the deployment, since only the write that adds them succeeds (the cost counters)."""
 
     async def _kv(self) -> KeyValue:
         return await self.conn.kv(self.conn.names.spend)
@@ -53,16 +57,19 @@ class SpendLedger:
         for _ in range(ATTEMPTS):
             entry = await get_entry(kv, key)
             day = spend.decode(entry.value if entry else None)
-            if not day.count(trace_id, preset, messages):
+            fresh = day.count(trace_id, preset, messages)
+            if not fresh:
                 return
             try:
                 if entry is None:
                     await kv.create(key, spend.encode(day))
                 else:
                     await kv.update(key, spend.encode(day), last=entry.revision)
-                return
             except KeyWrongLastSequenceError:
                 continue
+            if self.on_counted is not None:
+                self.on_counted(fresh, preset)
+            return
         raise RuntimeError(f"spend entry {key} kept changing: not counted this time")
 
     async def reached(self, state: TraceState) -> str | None:

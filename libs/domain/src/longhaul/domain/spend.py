@@ -46,18 +46,18 @@ class DayEntry(msgspec.Struct, kw_only=True):
             out.add(row)
         return out
 
-    def count(self, trace_id: str, preset: str, messages: Iterable[Message]) -> bool:
-        """Add ``messages`` this entry has not seen; whether anything changed."""
+    def count(self, trace_id: str, preset: str, messages: Iterable[Message]) -> list[Message]:
+        """Add ``messages`` this entry has not seen; returns those."""
         mark = self.seen.get(trace_id, -1)
         fresh = [m for m in messages if m.sequence > mark]
         if not fresh:
-            return False
+            return []
         for message in fresh:
             key = f"{message.model or 'unknown'}{ROW_SEPARATOR}{preset}"
             row = self.rows.setdefault(key, Row())
             row.add(Row(tokens=tokens_of(message), usd=message.cost, calls=1))
         self.seen[trace_id] = max(m.sequence for m in fresh)
-        return True
+        return fresh
 
 
 def tokens_of(message: Message) -> int:

@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from longhaul.agent.config_check import check_config
+from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.core.spend import SpendLedger
@@ -22,6 +23,7 @@ from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.circuits import KvBreaker
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
+from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.remote import RemoteAgents
 from longhaul.executor.replay import Recordings
 from longhaul.executor.settings import ExecutorSettings
@@ -41,6 +43,9 @@ def build_executor(
     registry = tools if tools is not None else load_tools(settings.tool_modules, ctx.config.tools)
     working_root = settings.working_root or ctx.config.working_root or Path.cwd()
     remote = RemoteAgents(ctx.config.remote_agents)  # the executor closes it
+    metrics = ExecutorMetrics()
+    metrics.known_models = frozenset(known_models(ctx.config))
+    metrics.known_presets = frozenset(PresetCatalog(ctx.config.presets).names())
     agent = AgentTurns(
         ctx.config,
         registry,
@@ -55,7 +60,7 @@ def build_executor(
         experiences=ctx.experiences,
         recordings=Recordings(ctx.traces),
         breaker=KvBreaker(ctx.conn, ctx.config.models.circuit),
-        spend=SpendLedger(ctx.conn, ctx.config.spend_limits),
+        spend=SpendLedger(ctx.conn, ctx.config.spend_limits, on_counted=metrics.charge),
     )
     offered = ExecutorTools(
         ctx.workspace,
@@ -65,7 +70,18 @@ def build_executor(
         working_root=working_root,
         sandbox=ctx.config.sandbox,
     )
-    return Executor(ctx, settings, agent, offered, remote, working_root=working_root)
+    return Executor(
+        ctx, settings, agent, offered, remote, working_root=working_root, metrics=metrics
+    )
+
+
+def known_models(config: LonghaulConfig) -> set[str]:
+    """The model strings the config names (the cost counters' model labels), with the bare
+    model name a provider answers with (``gpt-4o`` for ``openai:gpt-4o``)."""
+    named = config.models.operator_strings() | set(config.models.prices)
+    for preset in config.presets.values():
+        named.update(preset.get("model_fallback") or [])
+    return named | {name.split(":", 1)[1] for name in named if ":" in name}
 
 
 async def run(ctx: ServiceContext) -> None:
