@@ -7,7 +7,7 @@ import pytest
 from longhaul.client import models
 from longhaul.gateway.routers import bundles, evals, experiences, files
 from longhaul.gateway.routers.info import Info
-from longhaul.gateway.schemas import runs, schedules, tasks, traces, waiting
+from longhaul.gateway.schemas import runs, schedules, tasks, traces, usage, waiting
 from pydantic import BaseModel
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
@@ -69,6 +69,9 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.InboxPhase, waiting.PlanPhaseView),
     (models.InboxItem, waiting.InboxItem),
     (models.Inbox, waiting.InboxView),
+    (models.UsageRow, usage.UsageRowView),
+    (models.Usage, usage.UsageView),
+    (models.BudgetAnswered, usage.BudgetAnswered),
 ]
 
 

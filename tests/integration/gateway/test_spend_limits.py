@@ -21,6 +21,7 @@ import pytest
 from longhaul.domain.config import NatsConfig, SpendLimitsConfig
 from longhaul.gateway.auth import owner_id
 
+from tests.integration.cli.harness import longhaul
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (
     KEY_A,
@@ -134,9 +135,17 @@ async def test_a_key_at_its_day_limit_asks_and_the_operator_raises_it(
         hidden = await b.post(f"/api/traces/{trace}/budget", json=raise_body)
         assert hidden.status_code == 404, hidden.text
 
-        answered = await operator.post(f"/api/traces/{trace}/budget", json=raise_body)
-        assert answered.status_code == 200, answered.text
-        assert answered.json()["raised_tokens"] == 1000
+        # the CLI: the table of what A spent, the inbox's answer, the operator's raise
+        table = await longhaul("--api-key", KEY_A, "usage", "--by", "key,model", url=keyed.url)
+        assert table.code == 0, table.output
+        assert OWNER_A in table.stdout and "300" in table.stdout and "total" in table.stdout
+        listed = await longhaul("--api-key", KEY_A, "inbox", url=keyed.url)
+        assert f"longhaul inbox budget {trace}" in listed.stdout, listed.output
+        raised = await longhaul(
+            "--api-key", OPERATOR, "inbox", "budget", trace, "--raise-tokens", "1000", url=keyed.url
+        )
+        assert raised.code == 0 and "raise accepted" in raised.stdout, raised.output
+        assert "1,000 tokens" in raised.stdout
         done = await wait_status(a, trace, "completed", "failed", "stopped")
         assert done["status"] == "completed", done
         again = await operator.post(f"/api/traces/{trace}/budget", json=raise_body)

@@ -90,6 +90,8 @@ class AsyncClient:
     reply = bind_async(calls.reply)
     approve = bind_async(calls.approve)
     inbox = bind_async(calls.inbox)
+    usage = bind_async(calls.usage)
+    answer_budget = bind_async(calls.answer_budget)
     tool_results = bind_async(calls.tool_results)
     reflect = bind_async(calls.reflect)
     compact = bind_async(calls.compact)

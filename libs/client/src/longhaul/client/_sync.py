@@ -90,6 +90,8 @@ class Client:
     reply = bind_sync(calls.reply)
     approve = bind_sync(calls.approve)
     inbox = bind_sync(calls.inbox)
+    usage = bind_sync(calls.usage)
+    answer_budget = bind_sync(calls.answer_budget)
     tool_results = bind_sync(calls.tool_results)
     reflect = bind_sync(calls.reflect)
     compact = bind_sync(calls.compact)

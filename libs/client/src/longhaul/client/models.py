@@ -596,3 +596,29 @@ class InboxItem(Model):
 class Inbox(Model):
     items: list[InboxItem]
     count: int
+
+
+class UsageRow(Model):
+    """What was spent in one group (a field not grouped by is ``None``)."""
+
+    key: str | None = None
+    model: str | None = None
+    preset: str | None = None
+    day: str | None = None
+    tokens: int
+    usd: float
+    calls: int
+
+
+class Usage(Model):
+    group_by: list[str]
+    since: str | None = None
+    rows: list[UsageRow]
+    total: UsageRow
+
+
+class BudgetAnswered(Model):
+    trace_id: str
+    status: str
+    raised_usd: float
+    raised_tokens: int
