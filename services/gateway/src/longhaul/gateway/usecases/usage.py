@@ -55,7 +55,7 @@ def parse_groups(group_by: str) -> list[Group]:
     if unknown:
         raise ApiError(
             422,
-            "validation_error",
+            "invalid_request",
             f"group_by: unknown {', '.join(unknown)} (choose from {', '.join(GROUPS)})",
         )
     return [g for g in GROUPS if g in names]
@@ -69,7 +69,7 @@ def parse_since(since: str | None) -> str | None:
         return date.fromisoformat(since).isoformat()
     except ValueError:
         raise ApiError(
-            422, "validation_error", f"since: {since!r} is not a date (YYYY-MM-DD, UTC)"
+            422, "invalid_request", f"since: {since!r} is not a date (YYYY-MM-DD, UTC)"
         ) from None
 
 
