@@ -25,6 +25,15 @@ ATTEMPTS = 20
 """Compare-and-set rounds for one entry (every running trace of a key writes it)."""
 
 
+UNLIMITED_COUNT_EVERY_S = 10.0
+"""A key without limits has a running trace counted at most this often before model calls
+(and always when a turn ends): ``/api/usage`` lags by that much, a step pays no KV round
+trip. A key with a limit is counted before every call, which the bound needs."""
+PAST_DAYS_TTL_S = 60.0
+"""How long the sum of a month's other days is reused (only a late count after a crash
+changes a past day)."""
+
+
 class SpendLedger:
     def __init__(
         self,
@@ -32,34 +41,47 @@ class SpendLedger:
         limits: SpendLimitsConfig,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
         on_counted: Callable[[Sequence[Message], str], None] | None = None,
     ) -> None:
         self.conn = conn
         self.limits = limits
         self.clock = clock
+        self.monotonic = monotonic
         self.on_counted = on_counted
         """Told of the messages (and their preset) each write counted: exactly once across
         the deployment, since only the write that adds them succeeds (the cost counters)."""
+        self._counted_at: dict[str, float] = {}
+        """Trace id → when it was last counted (a running trace of a key without limits)."""
+        self._past: dict[str, tuple[float, spend.Row]] = {}
+        """``<owner>.<YYYY-MM>.<DD>`` of today → (when read, the month's other days' total)."""
 
     async def _kv(self) -> KeyValue:
         return await self.conn.kv(self.conn.names.spend)
 
     async def count(self, state: TraceState) -> None:
         """Bring the key's day entries up to date with ``state``'s charged messages."""
+        await self._count_all(state)
+
+    async def _count_all(self, state: TraceState) -> dict[str, spend.DayEntry]:
+        """:meth:`count`, returning the entries as written (or read, when nothing was new)."""
+        self._counted_at.pop(state.trace_id, None)
         kv = await self._kv()
         preset = state.config.preset
-        for key, messages in spend.by_day(state, self.clock()).items():
-            await self._count(kv, key, state.trace_id, preset, messages)
+        return {
+            key: await self._count(kv, key, state.trace_id, preset, messages)
+            for key, messages in spend.by_day(state, self.clock()).items()
+        }
 
     async def _count(
         self, kv: KeyValue, key: str, trace_id: str, preset: str, messages: list[Message]
-    ) -> None:
+    ) -> spend.DayEntry:
         for _ in range(ATTEMPTS):
             entry = await get_entry(kv, key)
             day = spend.decode(entry.value if entry else None)
             fresh = day.count(trace_id, preset, messages)
             if not fresh:
-                return
+                return day
             try:
                 if entry is None:
                     await kv.create(key, spend.encode(day))
@@ -69,29 +91,47 @@ class SpendLedger:
                 continue
             if self.on_counted is not None:
                 self.on_counted(fresh, preset)
-            return
+            return day
         raise RuntimeError(f"spend entry {key} kept changing: not counted this time")
 
     async def reached(self, state: TraceState) -> str | None:
         """Count ``state``, then what its key is told at a limit (``None``: under them all).
         A run's raised allowance (``budget_answered``) is added to each limit."""
-        await self.count(state)  # kept for /api/usage whether or not a limit applies
-        limits = self.limits.of(state.owner or "local")
+        owner = state.owner or "local"
+        limits = self.limits.of(owner)
         if limits.day is None and limits.month is None:
+            now = self.monotonic()
+            last = self._counted_at.get(state.trace_id)
+            if last is None or now - last >= UNLIMITED_COUNT_EVERY_S:
+                await self._count_all(state)
+                self._counted_at[state.trace_id] = now
             return None
-        owner, today = state.owner or "local", spend.day_of(self.clock())
-        kv = await self._kv()
-        month = spend.Row()
-        day = spend.Row()
+        counted = await self._count_all(state)
+        today = spend.day_of(self.clock())
         today_key = spend.entry_key(owner, today)
-        entries = await current_entries(kv, spend.month_pattern(owner, today))
-        for entry in entries:
-            total = spend.decode(entry.value).total()
-            month.add(total)
-            if entry.key == today_key:
-                day = total
+        entry = counted.get(today_key)
+        if entry is None:  # nothing of this trace's today yet: the day as others left it
+            found = await get_entry(await self._kv(), today_key)
+            entry = spend.decode(found.value if found else None)
+        day = entry.total()
+        month = spend.Row()
+        month.add(day)
+        month.add(await self._other_days(owner, today_key, spend.month_pattern(owner, today)))
         raised = state.usage.raised
         return spend.limit_reached(limits, day, month, raised.tokens, raised.cost)
+
+    async def _other_days(self, owner: str, today_key: str, pattern: str) -> spend.Row:
+        now = self.monotonic()
+        cached = self._past.get(today_key)
+        if cached is not None and now - cached[0] < PAST_DAYS_TTL_S:
+            return cached[1]
+        total = spend.Row()
+        for found in await current_entries(await self._kv(), pattern):
+            if found.key != today_key:
+                total.add(spend.decode(found.value).total())
+        self._past = {k: v for k, v in self._past.items() if now - v[0] < PAST_DAYS_TTL_S}
+        self._past[today_key] = (now, total)
+        return total
 
 
 async def entries(
