@@ -29,6 +29,8 @@ UNLIMITED_COUNT_EVERY_S = 10.0
 """A key without limits has a running trace counted at most this often before model calls
 (and always when a turn ends): ``/api/usage`` lags by that much, a step pays no KV round
 trip. A key with a limit is counted before every call, which the bound needs."""
+CACHED_ENTRIES = 1024
+"""Day entries whose last write this process remembers (revision and value)."""
 PAST_DAYS_TTL_S = 60.0
 """How long the sum of a month's other days is reused (only a late count after a crash
 changes a past day)."""
@@ -51,6 +53,12 @@ class SpendLedger:
         self.on_counted = on_counted
         """Told of the messages (and their preset) each write counted: exactly once across
         the deployment, since only the write that adds them succeeds (the cost counters)."""
+        self._marks: dict[str, int] = {}
+        """Trace id → the last message sequence this process saw counted: a count looks only
+        past it (the entries' own marks decide what is added)."""
+        self._written: dict[str, tuple[int, bytes]] = {}
+        """Entry key → the revision and value this process last wrote or read: the next count
+        writes on it straight away (one round trip), a lost race reads it again."""
         self._counted_at: dict[str, float] = {}
         """Trace id → when it was last counted (a running trace of a key without limits)."""
         self._past: dict[str, tuple[float, spend.Row]] = {}
@@ -60,39 +68,62 @@ class SpendLedger:
         return await self.conn.kv(self.conn.names.spend)
 
     async def count(self, state: TraceState) -> None:
-        """Bring the key's day entries up to date with ``state``'s charged messages."""
+        """Bring the key's day entries up to date with ``state``'s charged messages (a turn's
+        end: the trace is forgotten until its next turn)."""
         await self._count_all(state)
+        self._marks.pop(state.trace_id, None)
 
     async def _count_all(self, state: TraceState) -> dict[str, spend.DayEntry]:
         """:meth:`count`, returning the entries as written (or read, when nothing was new)."""
         self._counted_at.pop(state.trace_id, None)
         kv = await self._kv()
-        preset = state.config.preset
-        return {
-            key: await self._count(kv, key, state.trace_id, preset, messages)
-            for key, messages in spend.by_day(state, self.clock()).items()
+        preset, trace_id = state.config.preset, state.trace_id
+        days = spend.by_day(state, self.clock(), self._marks.get(trace_id, -1))
+        counted = {
+            key: await self._count(kv, key, trace_id, preset, messages)
+            for key, messages in days.items()
         }
+        if days:
+            self._marks[trace_id] = max(m[-1].sequence for m in days.values())
+        return counted
 
     async def _count(
         self, kv: KeyValue, key: str, trace_id: str, preset: str, messages: list[Message]
     ) -> spend.DayEntry:
+        known = self._written.pop(key, None)
         for _ in range(ATTEMPTS):
-            entry = await get_entry(kv, key)
-            day = spend.decode(entry.value if entry else None)
+            remembered = known is not None
+            if known is None:
+                entry = await get_entry(kv, key)
+                known = (entry.revision or 0, entry.value or b"") if entry else (0, b"")
+            revision, value = known
+            known = None
+            day = spend.decode(value)
             fresh = day.count(trace_id, preset, messages)
             if not fresh:
+                if remembered:
+                    continue  # others may have written since: the figures are read afresh
+                if revision:
+                    self._remember(key, revision, value)
                 return day
+            encoded = spend.encode(day)
             try:
-                if entry is None:
-                    await kv.create(key, spend.encode(day))
+                if not revision:
+                    revision = await kv.create(key, encoded)
                 else:
-                    await kv.update(key, spend.encode(day), last=entry.revision)
+                    revision = await kv.update(key, encoded, last=revision)
             except KeyWrongLastSequenceError:
                 continue
+            self._remember(key, revision, encoded)
             if self.on_counted is not None:
                 self.on_counted(fresh, preset)
             return day
         raise RuntimeError(f"spend entry {key} kept changing: not counted this time")
+
+    def _remember(self, key: str, revision: int, value: bytes) -> None:
+        if len(self._written) >= CACHED_ENTRIES:
+            self._written.clear()
+        self._written[key] = (revision, value)
 
     async def reached(self, state: TraceState) -> str | None:
         """Count ``state``, then what its key is told at a limit (``None``: under them all).

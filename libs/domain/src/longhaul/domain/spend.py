@@ -85,19 +85,24 @@ def split_key(key: str) -> tuple[str, str] | None:
     return parts[0], f"{parts[1]}-{parts[2]}"
 
 
-def by_day(state: TraceState, now: float) -> dict[str, list[Message]]:
-    """The trace's charged messages of today and yesterday (UTC), by entry key: what a count
-    brings up to date (an older one a crash left uncounted stays so)."""
+def by_day(state: TraceState, now: float, after: int = -1) -> dict[str, list[Message]]:
+    """The trace's charged messages of today and yesterday (UTC) past sequence ``after`` (known
+    to be counted), by entry key, oldest first: what a count brings up to date (an older one a
+    crash left uncounted stays so). Read from the newest back, so a long trace costs what is
+    new."""
     owner = state.owner or "local"
     oldest = (day_of(now) - timedelta(days=1)).date()
     out: dict[str, list[Message]] = {}
-    for message in state.messages.values():
+    for message in reversed(state.messages.values()):  # appended in sequence order
+        if message.sequence <= after:
+            break
         if message.usage is None and not message.cost:
             continue
         day = day_of(message.ts)
-        if day.date() >= oldest:
-            out.setdefault(entry_key(owner, day), []).append(message)
-    return out
+        if day.date() < oldest:
+            break
+        out.setdefault(entry_key(owner, day), []).append(message)
+    return {key: messages[::-1] for key, messages in out.items()}
 
 
 def limit_reached(
