@@ -191,6 +191,6 @@ async def test_bad_answers_are_refused_with_the_field(keyed: RunningGateway) -> 
             assert response.status_code == 422, response.text
             assert field in response.text
         bad = await operator.get("/api/usage", params={"group_by": "key,colour"})
-        assert bad.status_code == 422 and "colour" in bad.text
+        assert bad.status_code == 422 and "group_by" in bad.text
         since = await operator.get("/api/usage", params={"since": "yesterday"})
         assert since.status_code == 422 and "since" in since.text

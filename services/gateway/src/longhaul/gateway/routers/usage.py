@@ -43,22 +43,29 @@ async def get_usage(
     request: Request,
     who: Caller,
     group_by: Annotated[
-        str, Query(description="comma-separated: key, model, preset, day (none: one total)")
+        str,
+        Query(
+            pattern=usecase.GROUP_BY_PATTERN,
+            description="comma-separated: key, model, preset, day (empty: one total)",
+        ),
     ] = "key,model,preset,day",
     since: Annotated[
-        str | None, Query(description="first UTC day counted, YYYY-MM-DD (default: all)")
+        str | None,
+        Query(
+            pattern=usecase.DAY_PATTERN,
+            description="first UTC day counted, YYYY-MM-DD (default: all)",
+        ),
     ] = None,
 ) -> UsageView:
     groups = usecase.parse_groups(group_by)
-    first = usecase.parse_since(since)
-    rows = await usecase.usage(runtime_of(request.app), who, groups, first)
+    rows = await usecase.usage(runtime_of(request.app), who, groups, since)
     views = [UsageRowView.model_validate(row, from_attributes=True) for row in rows]
     total = UsageRowView(
         tokens=sum(r.tokens for r in rows),
         usd=sum(r.usd for r in rows),
         calls=sum(r.calls for r in rows),
     )
-    return UsageView(group_by=list(groups), since=first, rows=views, total=total)
+    return UsageView(group_by=list(groups), since=since, rows=views, total=total)
 
 
 @router.post(

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
 from typing import Literal
 
 from longhaul.core import spend as spend_store
 from longhaul.domain import events as ev
 from longhaul.domain.spend import ROW_SEPARATOR
 from longhaul.domain.state import TraceState
+from longhaul.domain.state.errors import InvalidTransition
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import Principal
 from longhaul.gateway.errors import ApiError, not_found
@@ -27,6 +27,10 @@ from longhaul.gateway.runtime import Runtime
 
 Group = Literal["key", "model", "preset", "day"]
 GROUPS: tuple[Group, ...] = ("key", "model", "preset", "day")
+GROUP_BY_PATTERN = r"^ *((key|model|preset|day) *(, *(key|model|preset|day) *)*)?$"
+"""What ``group_by`` may be (the API documents it; :func:`parse_groups` reads it)."""
+DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+"""``since``: compared as text with the entries' days, so any such string is a bound."""
 
 
 @dataclass(frozen=True)
@@ -49,28 +53,9 @@ class UsageRow:
 
 
 def parse_groups(group_by: str) -> list[Group]:
-    """``key,model`` → the groups, each once and in the order given (422 for another)."""
-    names = [name.strip() for name in group_by.split(",") if name.strip()]
-    unknown = [name for name in names if name not in GROUPS]
-    if unknown:
-        raise ApiError(
-            422,
-            "invalid_request",
-            f"group_by: unknown {', '.join(unknown)} (choose from {', '.join(GROUPS)})",
-        )
+    """``key,model`` (matching :data:`GROUP_BY_PATTERN`) → the groups named, each once."""
+    names = {name.strip() for name in group_by.split(",")}
     return [g for g in GROUPS if g in names]
-
-
-def parse_since(since: str | None) -> str | None:
-    """``YYYY-MM-DD`` (UTC) or ``None``; 422 for anything else."""
-    if since is None:
-        return None
-    try:
-        return date.fromisoformat(since).isoformat()
-    except ValueError:
-        raise ApiError(
-            422, "invalid_request", f"since: {since!r} is not a date (YYYY-MM-DD, UTC)"
-        ) from None
 
 
 async def usage(
@@ -116,18 +101,22 @@ async def answer_budget(
             raise not_found("trace", trace_id)
     else:
         state = await access.owned_trace(runtime, Principal(caller.owner), trace_id)
-        if not runtime.config.spend_limits.keys_answer:
-            raise ApiError(
-                403,
-                "forbidden",
-                "only the operator (gateway.admin_keys) answers budget waits here "
-                "(spend_limits.keys_answer is off)",
-            )
     event = ev.BudgetAnswered(
         action=action,
         usd=usd if action == "raise" else 0.0,
         tokens=tokens if action == "raise" else 0,
         by="admin" if caller.admin else caller.owner,
     )
+    try:  # a run with nothing to answer is a 409 before anyone's right to answer is asked
+        state.check(event)
+    except InvalidTransition as exc:
+        raise ApiError.from_transition(exc) from exc
+    if not caller.admin and not runtime.config.spend_limits.keys_answer:
+        raise ApiError(
+            403,
+            "forbidden",
+            "only the operator (gateway.admin_keys) answers budget waits here "
+            "(spend_limits.keys_answer is off)",
+        )
     after, _ = await commands.append_checked(runtime, state, lambda _: event)
     return after
