@@ -21,6 +21,7 @@ from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.circuits import KvBreaker
+from longhaul.executor.cost_metrics import CostCounters, known_models
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
 from longhaul.executor.metrics import ExecutorMetrics
@@ -44,8 +45,8 @@ def build_executor(
     working_root = settings.working_root or ctx.config.working_root or Path.cwd()
     remote = RemoteAgents(ctx.config.remote_agents)  # the executor closes it
     metrics = ExecutorMetrics()
-    metrics.known_models = frozenset(known_models(ctx.config))
-    metrics.known_presets = frozenset(PresetCatalog(ctx.config.presets).names())
+    presets = PresetCatalog(ctx.config.presets).names()
+    cost = CostCounters(metrics.registry, known_models(ctx.config), presets)
     agent = AgentTurns(
         ctx.config,
         registry,
@@ -60,7 +61,7 @@ def build_executor(
         experiences=ctx.experiences,
         recordings=Recordings(ctx.traces),
         breaker=KvBreaker(ctx.conn, ctx.config.models.circuit),
-        spend=SpendLedger(ctx.conn, ctx.config.spend_limits, on_counted=metrics.charge),
+        spend=SpendLedger(ctx.conn, ctx.config.spend_limits, on_counted=cost.charge),
     )
     offered = ExecutorTools(
         ctx.workspace,
@@ -73,15 +74,6 @@ def build_executor(
     return Executor(
         ctx, settings, agent, offered, remote, working_root=working_root, metrics=metrics
     )
-
-
-def known_models(config: LonghaulConfig) -> set[str]:
-    """The model strings the config names (the cost counters' model labels), with the bare
-    model name a provider answers with (``gpt-4o`` for ``openai:gpt-4o``)."""
-    named = config.models.operator_strings() | set(config.models.prices)
-    for preset in config.presets.values():
-        named.update(preset.get("model_fallback") or [])
-    return named | {name.split(":", 1)[1] for name in named if ":" in name}
 
 
 async def run(ctx: ServiceContext) -> None:

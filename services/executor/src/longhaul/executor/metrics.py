@@ -6,14 +6,10 @@ collide, and so the gateway or ``LONGHAUL_EXECUTOR__METRICS_PORT`` can expose ex
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from wsgiref.simple_server import WSGIServer
 
-from longhaul.domain.state import Message
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
-
-OTHER = "other"
 
 
 @dataclass
@@ -60,33 +56,6 @@ class ExecutorMetrics:
             "longhaul_executor_subtraces_started", "child traces created", registry=r
         )
         self.active_turns = Gauge("longhaul_executor_active_turns", "turns running now", registry=r)
-        self.cost = Counter(
-            "longhaul_model_cost_usd",
-            "dollars model calls cost, by model and preset (counted once across executors; "
-            "a model or preset the config does not name is other)",
-            ["model", "preset"],
-            registry=r,
-        )
-        self.tokens = Counter(
-            "longhaul_model_tokens",
-            "prompt and completion tokens of model calls, by model and preset (as the cost)",
-            ["model", "preset", "kind"],
-            registry=r,
-        )
-        self.known_models: frozenset[str] = frozenset()
-        """Model label values (``SpendLabels``): each is a series kept for ever."""
-        self.known_presets: frozenset[str] = frozenset()
-
-    def charge(self, messages: Sequence[Message], preset: str) -> None:
-        """Count what :class:`~longhaul.core.spend.SpendLedger` just counted."""
-        preset_label = preset if preset in self.known_presets else OTHER
-        for message in messages:
-            model = message.model if message.model in self.known_models else OTHER
-            self.cost.labels(model, preset_label).inc(message.cost)
-            if message.usage is not None:
-                self.tokens.labels(model, preset_label, "prompt").inc(message.usage.prompt_tokens)
-                completion = message.usage.completion_tokens
-                self.tokens.labels(model, preset_label, "completion").inc(completion)
 
     def serve(self, port: int) -> WSGIServer:
         """Expose ``/metrics`` on ``port`` from a daemon thread; ``shutdown()`` the returned
