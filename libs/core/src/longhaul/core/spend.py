@@ -6,7 +6,6 @@ turn ends, and ask it whether the key is at a limit; the gateway reads it for ``
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -18,8 +17,6 @@ from longhaul.domain.config import SpendLimitsConfig
 from longhaul.domain.state import Message, TraceState
 from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
-
-log = logging.getLogger(__name__)
 
 ATTEMPTS = 20
 """Compare-and-set rounds for one entry (every running trace of a key writes it)."""
@@ -147,11 +144,12 @@ class SpendLedger:
         day = entry.total()
         month = spend.Row()
         month.add(day)
-        month.add(await self._other_days(owner, today_key, spend.month_pattern(owner, today)))
+        month.add(await self._other_days(today_key, spend.month_pattern(owner, today)))
         raised = state.usage.raised
         return spend.limit_reached(limits, day, month, raised.tokens, raised.cost)
 
-    async def _other_days(self, owner: str, today_key: str, pattern: str) -> spend.Row:
+    async def _other_days(self, today_key: str, pattern: str) -> spend.Row:
+        """The total of the month's days but today (``pattern``), reused briefly."""
         now = self.monotonic()
         cached = self._past.get(today_key)
         if cached is not None and now - cached[0] < PAST_DAYS_TTL_S:
