@@ -72,6 +72,8 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.UsageRow, usage.UsageRowView),
     (models.Usage, usage.UsageView),
     (models.BudgetAnswered, usage.BudgetAnswered),
+    (models.BudgetWait, usage.BudgetWaitView),
+    (models.BudgetWaits, usage.BudgetWaits),
 ]
 
 

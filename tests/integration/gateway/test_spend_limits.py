@@ -135,6 +135,14 @@ async def test_a_key_at_its_day_limit_asks_and_the_operator_raises_it(
         hidden = await b.post(f"/api/traces/{trace}/budget", json=raise_body)
         assert hidden.status_code == 404, hidden.text
 
+        # the operator sees every key's runs at a limit; B sees none of A's
+        waits = (await operator.get("/api/usage/waits")).json()
+        assert [(w["trace_id"], w["key"]) for w in waits["items"]] == [(trace, OWNER_A)]
+        assert "300 tokens spent of 250" in waits["items"][0]["detail"]
+        assert (await b.get("/api/usage/waits")).json()["items"] == []
+        listed_waits = await longhaul("--api-key", OPERATOR, "inbox", "budgets", url=keyed.url)
+        assert trace in listed_waits.stdout and OWNER_A in listed_waits.stdout, listed_waits.output
+
         # the CLI: the table of what A spent, the inbox's answer, the operator's raise
         table = await longhaul("--api-key", KEY_A, "usage", "--by", "key,model", url=keyed.url)
         assert table.code == 0, table.output

@@ -46,7 +46,7 @@ def _answer(item: InboxItem) -> str:
     if item.kind == "approval":
         return f"longhaul inbox approve|deny {item.trace_id} {item.tool_call_id}"
     if item.kind == "budget":
-        return f"longhaul inbox budget {item.trace_id} --raise-usd N|--raise-tokens N|--stop"
+        return usage.answer_line(item.trace_id)
     return f"longhaul tasks plan {item.task_id} --approve"
 
 
@@ -107,3 +107,4 @@ app.command("reply")(traces.reply)
 app.command("approve")(traces.approve)
 app.command("deny")(traces.deny)
 app.command("budget")(usage.budget)
+app.command("budgets")(usage.budgets)

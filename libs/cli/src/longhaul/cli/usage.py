@@ -63,6 +63,35 @@ def usage(
     execute(ctx, command)
 
 
+def answer_line(trace_id: str | None) -> str:
+    """The command that answers a run waiting at a spend limit."""
+    return f"longhaul inbox budget {trace_id} --raise-usd N|--raise-tokens N|--stop"
+
+
+def budgets(ctx: typer.Context, output: Output = Format.table) -> None:
+    """Runs waiting at a spend limit, oldest first (the operator's key: every key's), then the
+    command that answers each."""
+
+    async def command(client: AsyncClient) -> None:
+        waits = (await client.budget_waits()).items
+        if emit_records(waits, output):
+            return
+        if not waits:
+            console.print("no run waits at a spend limit", style="dim")
+            return
+        table = table_of(("run", "key", "name", "limit"), {"run": [w.trace_id for w in waits]})
+        for wait in waits:
+            table.add_row(
+                wait.trace_id, wait.key or "", escape(wait.name or ""), escape(wait.detail)
+            )
+        console.print(table)
+        console.print("answer with:", style="dim")
+        for wait in waits:
+            console.print(f"  {answer_line(wait.trace_id)}", soft_wrap=True)
+
+    execute(ctx, command)
+
+
 def budget(
     ctx: typer.Context,
     trace_id: TraceId,

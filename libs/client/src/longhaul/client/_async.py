@@ -92,6 +92,7 @@ class AsyncClient:
     inbox = bind_async(calls.inbox)
     usage = bind_async(calls.usage)
     answer_budget = bind_async(calls.answer_budget)
+    budget_waits = bind_async(calls.budget_waits)
     tool_results = bind_async(calls.tool_results)
     reflect = bind_async(calls.reflect)
     compact = bind_async(calls.compact)

@@ -300,6 +300,11 @@ def usage(group_by: str = "key,model,preset,day", since: str | None = None) -> C
     return Call("GET", "/api/usage", _json(models.Usage), params=params)
 
 
+def budget_waits() -> Call[models.BudgetWaits]:
+    """Runs waiting at a spend limit, oldest first: yours, or every key's for the operator."""
+    return Call("GET", "/api/usage/waits", _json(models.BudgetWaits))
+
+
 def answer_budget(
     trace_id: str, action: str, *, usd: float = 0.0, tokens: int = 0
 ) -> Call[models.BudgetAnswered]:

@@ -92,6 +92,7 @@ class Client:
     inbox = bind_sync(calls.inbox)
     usage = bind_sync(calls.usage)
     answer_budget = bind_sync(calls.answer_budget)
+    budget_waits = bind_sync(calls.budget_waits)
     tool_results = bind_sync(calls.tool_results)
     reflect = bind_sync(calls.reflect)
     compact = bind_sync(calls.compact)

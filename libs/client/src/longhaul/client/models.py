@@ -617,6 +617,19 @@ class Usage(Model):
     total: UsageRow
 
 
+class BudgetWait(Model):
+    trace_id: str
+    key: str | None = None
+    name: str | None = None
+    since: float
+    detail: str
+
+
+class BudgetWaits(Model):
+    items: list[BudgetWait]
+    count: int
+
+
 class BudgetAnswered(Model):
     trace_id: str
     status: str

@@ -1,5 +1,6 @@
-"""``GET /api/usage`` (what keys spent, by key, model, preset and UTC day) and
-``POST /api/traces/{id}/budget`` (the answer to a run waiting at a spend limit); the logic is
+"""``GET /api/usage`` (what keys spent, by key, model, preset and UTC day),
+``GET /api/usage/waits`` (the runs waiting at a spend limit) and
+``POST /api/traces/{id}/budget`` (the answer to one); the logic is
 ``longhaul.gateway.usecases.usage``.
 
 The operator (a bearer of ``gateway.admin_keys``; the caller of a keyless gateway) reads
@@ -14,7 +15,14 @@ from fastapi.security import HTTPAuthorizationCredentials
 from longhaul.gateway.auth import bearer_scheme, current_principal
 from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.runtime import runtime_of
-from longhaul.gateway.schemas.usage import BudgetAnswer, BudgetAnswered, UsageRowView, UsageView
+from longhaul.gateway.schemas.usage import (
+    BudgetAnswer,
+    BudgetAnswered,
+    BudgetWaits,
+    BudgetWaitView,
+    UsageRowView,
+    UsageView,
+)
 from longhaul.gateway.usecases import usage as usecase
 
 router = APIRouter(tags=["usage"], responses=ERROR_RESPONSES)
@@ -66,6 +74,18 @@ async def get_usage(
         calls=sum(r.calls for r in rows),
     )
     return UsageView(group_by=list(groups), since=since, rows=views, total=total)
+
+
+@router.get(
+    "/api/usage/waits",
+    response_model=BudgetWaits,
+    summary="Runs waiting at a spend limit, oldest first: the operator's across every key",
+)
+async def list_budget_waits(request: Request, who: Caller) -> BudgetWaits:
+    """A key sees its own (as in its inbox); answer each with ``POST /api/traces/{id}/budget``."""
+    waits = usecase.budget_waits(runtime_of(request.app), who)
+    items = [BudgetWaitView.model_validate(w, from_attributes=True) for w in waits]
+    return BudgetWaits(items=items, count=len(items))
 
 
 @router.post(

@@ -25,6 +25,19 @@ class UsageView(BaseModel):
     total: UsageRowView
 
 
+class BudgetWaitView(BaseModel):
+    trace_id: str
+    key: str | None = Field(description="the run's key id (k_…)")
+    name: str | None = None
+    since: float = Field(description="when the wait began (Unix seconds)")
+    detail: str = Field(description="the limit reached and what was spent")
+
+
+class BudgetWaits(BaseModel):
+    items: list[BudgetWaitView]
+    count: int
+
+
 class BudgetAnswer(Body):
     action: Literal["raise", "stop"]
     usd: float = Field(

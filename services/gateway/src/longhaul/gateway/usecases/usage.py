@@ -4,6 +4,9 @@
 model and preset, ``longhaul.domain.spend``), summed over the dimensions asked for. A key
 reads its own; the operator every key's.
 
+``budget_waits``: the runs waiting at a limit, from the index mirror (the operator's view
+across keys; a key sees its own, as in its inbox).
+
 ``answer_budget``: the answer to a run's ``budget`` wait (a key's day or month limit, or the
 run's own cap with ``on_limit: ask``): a raise for that run or a stop. The operator may
 answer any run; a key its own runs only where ``spend_limits.keys_answer`` allows it.
@@ -50,6 +53,32 @@ class UsageRow:
     tokens: int = 0
     usd: float = 0.0
     calls: int = 0
+
+
+@dataclass
+class BudgetWait:
+    trace_id: str
+    key: str | None
+    name: str | None
+    since: float
+    detail: str
+
+
+def budget_waits(runtime: Runtime, caller: Caller) -> list[BudgetWait]:
+    """Every run waiting at a spend limit the caller may see, oldest first."""
+    mirror = runtime.mirror
+    if not mirror.ready.is_set():
+        raise ApiError(503, "unavailable", "trace index is still loading")
+    waits: list[BudgetWait] = []
+    for trace_id in list(mirror.waiting_on_people):
+        entry = mirror.entries[trace_id]
+        owner = mirror.owner_of(entry)
+        if entry.wait_reason != "budget" or entry.person_wait is None:
+            continue
+        if caller.admin or owner == caller.owner:
+            wait = entry.person_wait
+            waits.append(BudgetWait(trace_id, owner, entry.name, wait.since, wait.question))
+    return sorted(waits, key=lambda w: (w.since, w.trace_id))
 
 
 def parse_groups(group_by: str) -> list[Group]:
