@@ -69,6 +69,8 @@ SLOW_TESTS = frozenset(
         "tests/integration/gateway/test_waiting_inbox.py::"
         "test_a_deadline_s_default_action_is_taken_after_an_executor_kill_9",
         "tests/integration/gateway/test_backup.py::test_backup_wipe_restore_resumes_a_waiting_trace",
+        "tests/integration/gateway/test_spend_limits.py::"
+        "test_a_key_at_its_day_limit_asks_and_the_operator_raises_it",  # `longhaul` subprocesses
         "tests/integration/gateway/test_notifications.py::"
         "test_a_delivery_survives_a_kill_of_the_notifier_between_event_and_delivery",
         "tests/integration/gateway/test_storage_full.py::"

@@ -30,6 +30,7 @@ from tests.integration.gateway.harness import (
     serve_gateway,
 )
 from tests.support.folds import task_state, trace_state
+from tests.support.stack import eventually
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -117,6 +118,7 @@ async def test_viewer_assets_are_static_modules_and_safe(stack: RunningGateway) 
                 "list.js",
                 "evals.js",
                 "inbox.js",
+                "usage.js",
             )
         ]
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -975,3 +977,29 @@ async def test_a_rewind_into_the_demos_plan_lists_each_goal_once(
     for goal_id in ("g1", "g2", "g3"):
         done = page.locator(f'[data-testid="goal-tree"] [data-goal-id="{goal_id}"]')
         await expect(done).to_have_attribute("data-status", "done")
+
+
+async def test_the_usage_page_charts_the_days_and_lists_what_was_spent(
+    stack: RunningGateway, page: Page
+) -> None:
+    await page.goto(f"{stack.url}/#/usage")
+    await expect(page.get_by_test_id("usage-empty")).to_have_text("nothing spent")
+    async with stack.client() as http:
+        trace = await start(http, "spend something", model="scripted:auto", tools=[])
+        await until(http, trace, "completed")
+
+        async def counted() -> dict[str, Any] | None:  # the turn's end counts it
+            usage = (await http.get("/api/usage", params={"group_by": "day,model"})).json()
+            return usage if usage["rows"] else None
+
+        usage = await eventually(counted, within=30.0)
+    [row] = usage["rows"]
+    await page.goto(f"{stack.url}/#/")
+    await page.get_by_test_id("usage-link").click()
+    await expect(
+        page.locator(f'[data-testid="usage-day"][data-day="{row["day"]}"]')
+    ).to_be_visible()
+    await page.get_by_test_id("usage-measure").select_option("tokens")
+    await expect(page.get_by_test_id("usage-chart")).to_contain_text(f"{row['tokens']:,} tokens")
+    await expect(page.get_by_test_id("usage-row")).to_contain_text(row["model"])
+    await expect(page.get_by_test_id("usage-total")).to_contain_text(f"{row['tokens']:,}")

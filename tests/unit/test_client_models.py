@@ -11,7 +11,7 @@ from longhaul.client import _calls, models
 from longhaul.domain.settings import SETTINGS, TraceSettings
 from longhaul.gateway.routers import bundles, evals, experiences, files
 from longhaul.gateway.routers.info import Info
-from longhaul.gateway.schemas import runs, schedules, tasks, traces, waiting
+from longhaul.gateway.schemas import runs, schedules, tasks, traces, usage, waiting
 from pydantic import BaseModel, ValidationError
 
 PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
@@ -74,6 +74,11 @@ PAIRS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.InboxPhase, waiting.PlanPhaseView),
     (models.InboxItem, waiting.InboxItem),
     (models.Inbox, waiting.InboxView),
+    (models.UsageRow, usage.UsageRowView),
+    (models.Usage, usage.UsageView),
+    (models.BudgetAnswered, usage.BudgetAnswered),
+    (models.BudgetWait, usage.BudgetWaitView),
+    (models.BudgetWaits, usage.BudgetWaits),
 ]
 
 
@@ -110,6 +115,7 @@ EVERY_SETTING: dict[str, Any] = {
     "max_iterations": 7,
     "max_tokens": 1000,
     "max_cost": 0.5,
+    "on_limit": "ask",
     "temperature": 0.3,
     "system_prompt": "be brief",
     "model_params": {"top_p": 0.5, "tool_choice": {"name": "read"}},

@@ -11,7 +11,7 @@ from longhaul.domain.config import LonghaulConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(
-    r"^\| `(?P<keys>(?:pipeline|gateway|store|sandbox)\.[^|]*)\| (?P<default>[^|]+) \|"
+    r"^\| `(?P<keys>(?:pipeline|gateway|store|sandbox|spend_limits)\.[^|]*)\| (?P<default>[^|]+) \|"
 )
 
 
@@ -57,4 +57,5 @@ def test_the_configuration_table_matches_the_defaults() -> None:
             assert _shown(_value(config, key)) == shown, (key, shown)
             checked.append(key)
     assert "pipeline.streaming.flush_interval_ms" in checked
+    assert {"spend_limits.default.month", "spend_limits.keys_answer"} <= set(checked)
     assert len(checked) >= 20

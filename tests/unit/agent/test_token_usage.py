@@ -7,6 +7,7 @@ from typing import Any
 
 from longhaul.domain import events as ev
 from longhaul.domain.config import ModelPrice, ModelsConfig
+from longhaul.domain.state import TraceState
 from longhaul.llm.types import ModelRequest
 
 from tests.unit.agent.support import (
@@ -111,3 +112,54 @@ async def test_a_new_run_starts_a_new_budget(tmp_path: Path) -> None:
     again, again_script = scripted(step(answer("done")))
     outcome = await make_engine(tmp_path).run_turn(state, MemorySink(state), model=again)
     assert outcome.end == "completed" and len(again_script.requests) == 1
+
+
+async def test_with_on_limit_ask_a_run_at_its_cap_waits_and_a_raise_lets_it_go_on(
+    tmp_path: Path,
+) -> None:
+    model, script = scripted(
+        step(calls(call("glob", {"pattern": "*"}))),
+        step(calls(call("glob", {"pattern": "x"}))),
+        step(answer("done")),
+    )
+    state = new_state(config=ev.TraceConfig(max_tokens=2000, on_limit="ask"))
+    sink = MemorySink(state)
+    engine = make_engine(tmp_path)
+    outcome = await engine.run_turn(state, sink, model=model)
+    # the call that crossed the cap had its tools run; the next model call was not made
+    assert outcome.end == "waiting" and len(script.requests) == 2
+    [wait] = sink.of_type(ev.Waiting)
+    assert (wait.reason, wait.detail) == (
+        "budget",
+        "the run's max_tokens is reached: 2400 spent of 2000",
+    )
+    tools = [m for m in sink.of_type(ev.MessageAppended) if m.role == "tool"]
+    assert [m.error_code for m in tools] == [None, None]
+    await sink.emit([ev.BudgetAnswered(action="raise", tokens=1000)])
+    outcome = await engine.run_turn(state, sink, model=model)
+    assert outcome.end == "completed" and len(script.requests) == 3
+
+
+class KeyAtLimit:
+    """The key's spend as the executor's ledger would report it: at its limit from the start."""
+
+    def __init__(self) -> None:
+        self.counted = 0
+
+    async def reached(self, state: TraceState) -> str | None:
+        self.counted += 1
+        return "the key's day limit (UTC) is reached: $5.0000 spent of $5.0"
+
+    async def count(self, state: TraceState) -> None:
+        self.counted += 1
+
+
+async def test_a_key_at_its_spend_limit_waits_before_calling_the_model(tmp_path: Path) -> None:
+    model, script = scripted(step(answer("never")))
+    state = new_state()
+    sink = MemorySink(state)
+    spend = KeyAtLimit()
+    outcome = await make_engine(tmp_path, spend=spend).run_turn(state, sink, model=model)
+    assert outcome.end == "waiting" and script.requests == []
+    assert state.wait_reason == "budget" and "$5.0000 spent of $5.0" in state.wait_detail
+    assert spend.counted == 2  # asked before the call, counted when the turn ended

@@ -60,6 +60,14 @@ def test_endings_of_top_level_runs_and_waits_for_a_person_make_notices() -> None
     assert trace_notice(ev.Waiting(reason="verification"), trace(), None) is None
 
 
+def test_a_run_at_a_spend_limit_tells_what_was_spent_and_how_to_answer() -> None:
+    detail = "the key's day limit (UTC) is reached: 300 tokens spent of 250"
+    notice = trace_notice(ev.Waiting(reason="budget", detail=detail), trace(), "k_1")
+    assert notice is not None and notice.wait is not None
+    assert (notice.kind, notice.wait.kind, notice.wait.detail) == ("run.waiting", "budget", detail)
+    assert "spend limit" in headline(notice) and detail in headline(notice)
+
+
 def test_a_budget_notice_comes_once_per_run_and_limit_past_the_ratio() -> None:
     state = trace(config=ev.TraceConfig(max_tokens=1000, max_cost=2.0))
     state.runs = 3

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.contract import Messenger, ProviderBreaker
@@ -21,6 +22,20 @@ from longhaul.domain.state import TraceState
 AncestorBudget = Callable[[TraceState], Awaitable[str | None]]
 """For a sub-trace: ``max_tokens`` / ``max_cost`` if an ancestor's run budget is used up,
 counting the usage of every descendant still running (the executor reads it from the log)."""
+
+
+class SpendLimits(Protocol):
+    """The key's spend per UTC day and month, counted from the log (the executor keeps it in
+    KV, ``longhaul.core.spend``)."""
+
+    async def reached(self, state: TraceState) -> str | None:
+        """Count ``state``'s usage; what its key is told at a limit, or ``None``."""
+        ...
+
+    async def count(self, state: TraceState) -> None:
+        """Count ``state``'s usage (a turn's last model call)."""
+        ...
+
 
 StorageCheck = Callable[[], Awaitable[str | None]]
 """Why the stores have no room for more of a run (None: there is room); the executor reads
@@ -52,6 +67,8 @@ class AgentEnv:
     clock: Callable[[], float] = time.monotonic
     now: Callable[[], datetime] = _utcnow
     ancestor_budget: AncestorBudget | None = None
+    spend: SpendLimits | None = None
+    """The key's spend limits, asked before each model call (``None``: none kept)."""
     storage_full: StorageCheck | None = None
     """Asked before each model call: a reason stops the run with ``storage_full``."""
     messenger: Messenger | None = None

@@ -89,6 +89,9 @@ class Turn:
         """Volatile prompt text (recalled experiences, notes): after the cacheable prefix."""
         self.steps = 0
         self.stop_reason: str | None = None
+        self.budget_ask: str | None = None
+        """Set by a budget check: the turn waits (``budget``) with this detail instead of
+        calling the model."""
         self._locals: dict[int, Any] = {}
         self._pool: list[Experience] | None = None
 
@@ -187,6 +190,10 @@ class Turn:
     def stop(self, reason: str) -> None:
         """Ask the engine to stop the trace (with ``Stopped(reason)``) before its next action."""
         self.stop_reason = self.stop_reason or reason
+
+    def ask_budget(self, detail: str) -> None:
+        """Ask a person before the next model call: a raise or a stop (``budget`` wait)."""
+        self.budget_ask = self.budget_ask or detail
 
     async def notify(self, update: LiveUpdate) -> None:
         if self.live is not None:

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from longhaul.agent.env import AgentEnv
 from longhaul.agent.presets import Preset
@@ -54,6 +54,8 @@ class TurnSettings:
     """The trace's own model string (``None``: the executor's default), as recorded."""
     max_tokens: int | None = None
     max_cost: float | None = None
+    on_limit: Literal["stop", "ask"] = "stop"
+    """At ``max_tokens`` / ``max_cost``: stop, or wait for a raise (``budget``)."""
     approval: tuple[str, ...] = ()
     """Tools whose calls wait for a person (the trace's list, else its preset's)."""
     auto_execute_tools: bool = True
@@ -109,6 +111,7 @@ async def resolve(
         model=config.model,
         max_tokens=config.max_tokens,
         max_cost=config.max_cost,
+        on_limit=config.on_limit,
         approval=tuple(
             (preset.approval_tools if config.approval is None else config.approval) or ()
         ),

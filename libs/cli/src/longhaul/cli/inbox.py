@@ -11,7 +11,7 @@ import datetime
 import json
 
 import typer
-from longhaul.cli import traces
+from longhaul.cli import traces, usage
 from longhaul.cli.context import console, execute
 from longhaul.cli.listing import Format, Limit, Output, Since, emit, since_ts, table_of
 from longhaul.cli.render import clip
@@ -20,7 +20,9 @@ from longhaul.client.models import InboxItem
 from rich.markup import escape
 from rich.table import Table
 
-app = typer.Typer(help="What waits for you: questions, approvals, plan reviews; answer them.")
+app = typer.Typer(
+    help="What waits for you: questions, approvals, budget limits, plan reviews; answer them."
+)
 
 
 def _when(ts: float | None) -> str:
@@ -30,7 +32,7 @@ def _when(ts: float | None) -> str:
 
 
 def _what(item: InboxItem) -> str:
-    if item.kind == "question":
+    if item.kind in ("question", "budget"):
         return item.question or ""
     if item.kind == "approval":
         arguments = json.dumps(item.arguments, ensure_ascii=False)
@@ -43,6 +45,8 @@ def _answer(item: InboxItem) -> str:
         return f"longhaul inbox reply {item.trace_id} TEXT"
     if item.kind == "approval":
         return f"longhaul inbox approve|deny {item.trace_id} {item.tool_call_id}"
+    if item.kind == "budget":
+        return usage.answer_line(item.trace_id)
     return f"longhaul tasks plan {item.task_id} --approve"
 
 
@@ -102,3 +106,5 @@ def list_inbox(
 app.command("reply")(traces.reply)
 app.command("approve")(traces.approve)
 app.command("deny")(traces.deny)
+app.command("budget")(usage.budget)
+app.command("budgets")(usage.budgets)

@@ -21,6 +21,7 @@ from longhaul.cli import (
     tasks,
     traces,
     triggers,
+    usage,
 )
 from longhaul.cli.context import Target, console, errors, execute
 from longhaul.cli.init import next_steps, write_starter
@@ -42,6 +43,7 @@ app.add_typer(experiences.app, name="experiences")
 app.add_typer(keys.app, name="keys")
 app.add_typer(eval_commands.app, name="eval")
 app.add_typer(inbox.app, name="inbox")
+app.command("usage")(usage.usage)
 app.command("backup")(backup.backup)
 app.command("restore")(backup.restore)
 

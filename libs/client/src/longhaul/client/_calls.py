@@ -312,6 +312,28 @@ def inbox() -> Call[models.Inbox]:
     return Call("GET", "/api/inbox", _json(models.Inbox))
 
 
+def usage(group_by: str = "key,model,preset,day", since: str | None = None) -> Call[models.Usage]:
+    """What was spent (tokens, dollars, calls) by ``group_by`` (key, model, preset, day) from
+    ``since`` (a UTC day, ``YYYY-MM-DD``) on: a key its own, the operator every key's."""
+    params = _present(group_by=group_by, since=since)
+    return Call("GET", "/api/usage", _json(models.Usage), params=params)
+
+
+def budget_waits() -> Call[models.BudgetWaits]:
+    """Runs waiting at a spend limit, oldest first: yours, or every key's for the operator."""
+    return Call("GET", "/api/usage/waits", _json(models.BudgetWaits))
+
+
+def answer_budget(
+    trace_id: str, action: str, *, usd: float = 0.0, tokens: int = 0
+) -> Call[models.BudgetAnswered]:
+    """Answer a run waiting at a spend limit: ``raise`` (``usd`` / ``tokens`` more for this
+    run) or ``stop``."""
+    body = {"action": action, "usd": usd, "tokens": tokens}
+    path = f"/api/traces/{_id(trace_id)}/budget"
+    return Call("POST", path, _json(models.BudgetAnswered), body=body)
+
+
 def tool_results(trace_id: str, results: Sequence[dict[str, Any]]) -> Call[models.Accepted]:
     """Results of client-executed tool calls: ``[{tool_call_id, content, is_error?}]``."""
     return _steer(trace_id, "tool_results", {"results": list(results)})

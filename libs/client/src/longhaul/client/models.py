@@ -54,6 +54,8 @@ class TraceSettings(BaseModel):
     max_iterations: int | None = None
     max_tokens: int | None = None
     max_cost: float | None = None
+    on_limit: str = "stop"
+    """At max_tokens / max_cost: ``stop`` the run, or ``ask`` (a budget wait)."""
     temperature: float | None = None
     system_prompt: str | None = None
     model_params: dict[str, Any] | None = None
@@ -673,3 +675,42 @@ class InboxItem(Model):
 class Inbox(Model):
     items: list[InboxItem]
     count: int
+
+
+class UsageRow(Model):
+    """What was spent in one group (a field not grouped by is ``None``)."""
+
+    key: str | None = None
+    model: str | None = None
+    preset: str | None = None
+    day: str | None = None
+    tokens: int
+    usd: float
+    calls: int
+
+
+class Usage(Model):
+    group_by: list[str]
+    since: str | None = None
+    rows: list[UsageRow]
+    total: UsageRow
+
+
+class BudgetWait(Model):
+    trace_id: str
+    key: str | None = None
+    name: str | None = None
+    since: float
+    detail: str
+
+
+class BudgetWaits(Model):
+    items: list[BudgetWait]
+    count: int
+
+
+class BudgetAnswered(Model):
+    trace_id: str
+    status: str
+    raised_usd: float
+    raised_tokens: int

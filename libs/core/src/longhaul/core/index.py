@@ -26,8 +26,10 @@ TOMBSTONE_TTL_S = 600
 trace just before it was erased can take to write its entry."""
 
 
-PERSON_WAITS = frozenset({"human", "approval"})
+PERSON_WAITS = frozenset({"human", "approval", "budget"})
 """Waits a person answers: the inbox lists them, with what is needed to answer."""
+ASKED = frozenset({"human", "budget"})
+"""Waits whose detail is what the person is asked (a question; a budget's spent and limit)."""
 MAX_INDEXED_TEXT = 4000
 """A question or a call's arguments longer than this is cut in the entry (``truncated``)."""
 
@@ -71,8 +73,8 @@ class PersonWait(msgspec.Struct, kw_only=True, omit_defaults=True):
         ]
         return cls(
             since=wait.since or state.updated_at,
-            question=wait.detail[:MAX_INDEXED_TEXT] if wait.reason == "human" else "",
-            truncated=wait.reason == "human" and len(wait.detail) > MAX_INDEXED_TEXT,
+            question=wait.detail[:MAX_INDEXED_TEXT] if wait.reason in ASKED else "",
+            truncated=wait.reason in ASKED and len(wait.detail) > MAX_INDEXED_TEXT,
             calls=calls,
             deadline=wait.deadline,
             on_deadline=wait.on_deadline,
@@ -98,7 +100,8 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
     faults: int = 0
     """Events of its log the fold had to skip (see ``longhaul.domain.state.faults``)."""
     person_wait: PersonWait | None = None
-    """A ``human`` or ``approval`` wait: the question or calls, since when, the deadline."""
+    """A ``human``, ``approval`` or ``budget`` wait: the question, calls or limit reached,
+    since when, the deadline."""
     created_at: float = 0.0
     updated_at: float = 0.0
     remote_children: list[str] = msgspec.field(default_factory=list)

@@ -197,6 +197,7 @@ async def provision(
         ),
         kv_stream_config(names.schedules, settings, description="schedules and triggers"),
         kv_stream_config(names.circuits, settings, description="circuit breaker per provider"),
+        kv_stream_config(names.spend, settings, description="spend per key and UTC day"),
     ]
     for config in buckets:
         await ensure_stream(js, config)

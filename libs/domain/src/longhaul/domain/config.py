@@ -745,6 +745,58 @@ class RemoteAgentConfig(BaseModel):
         return self
 
 
+class PeriodLimit(BaseModel):
+    """What a key may spend in one period (``None``: no limit on that measure)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    tokens: int | None = Field(default=None, ge=0, description="prompt + completion tokens")
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.tokens
+
+    @property
+    def max_cost(self) -> float | None:
+        return self.usd
+
+
+class KeyLimits(BaseModel):
+    """A key's limits per UTC day and UTC month."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    day: PeriodLimit | None = None
+    month: PeriodLimit | None = None
+
+
+class SpendLimitsConfig(BaseModel):
+    """What each key may spend per UTC day and month (``longhaul.domain.spend``); a run at a
+    limit waits for an answer (``budget``), it does not fail."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: KeyLimits = Field(default_factory=KeyLimits)
+    keys: dict[str, KeyLimits] = Field(
+        default_factory=dict,
+        description="key id (k_…, as in GET /api/me) → its limits, each period replacing the "
+        "default's",
+    )
+    keys_answer: bool = Field(
+        default=False,
+        description="a key may answer its own runs' budget waits (raise or stop); otherwise "
+        "only an admin key (gateway.admin_keys) may",
+    )
+
+    def of(self, owner: str) -> KeyLimits:
+        """``owner``'s limits: its own periods, the default's for the others."""
+        own = self.keys.get(owner)
+        if own is None:
+            return self.default
+        return KeyLimits(day=own.day or self.default.day, month=own.month or self.default.month)
+
+
 class LonghaulConfig(BaseSettings):
     """The whole configuration tree."""
 
@@ -762,6 +814,7 @@ class LonghaulConfig(BaseSettings):
     verifier: VerifierConfig = Field(default_factory=VerifierConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    spend_limits: SpendLimitsConfig = Field(default_factory=SpendLimitsConfig)
     working_root: Path | None = Field(
         default=None,
         description="where traces work, each key in its own keys/<key id>/ (executor and "

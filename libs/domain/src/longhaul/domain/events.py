@@ -19,7 +19,7 @@ Aggregate = Literal["trace", "task", "schedule"]
 TraceStatus = Literal["running", "waiting", "completed", "failed", "stopped"]
 TaskStatus = Literal["planning", "awaiting_review", "running", "completed", "failed", "cancelled"]
 PhaseStatus = Literal["pending", "running", "completed", "failed", "skipped"]
-WaitReason = Literal["human", "verification", "subtraces", "approval", "client_tools"]
+WaitReason = Literal["human", "verification", "subtraces", "approval", "client_tools", "budget"]
 DeadlineAction = Literal["deny", "stop"]
 """What happens to a question or approval nobody answered by its deadline: ``deny`` (the
 calls are denied, a question answered that no one replied), or ``stop`` the run."""
@@ -167,6 +167,9 @@ class TraceConfig(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Tools the client runs (``/v1`` ``tools``): their calls wait for the client."""
     output_schema: OutputSchema | None = None
     """The final answer is JSON matching this schema (``/v1`` ``response_format``)."""
+    on_limit: Literal["stop", "ask"] = "stop"
+    """At ``max_tokens`` / ``max_cost``: stop the run, or ``ask`` (a ``budget`` wait that a
+    raise or a stop answers, as at a key's spend limit)."""
 
 
 class Goal(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -491,6 +494,18 @@ class HumanReplied(TraceEvent, tag="human_replied", kw_only=True, omit_defaults=
     """Who answered: the API key's owner id, or ``deadline`` for a wait's default action."""
 
 
+class BudgetAnswered(TraceEvent, tag="budget_answered", kw_only=True, omit_defaults=True):
+    """The answer to a ``budget`` wait: ``raise`` lets this run spend ``usd`` / ``tokens`` more
+    past every limit it counts (the key's day and month, its own ``max_cost`` /
+    ``max_tokens``); ``stop`` stops it."""
+
+    action: Literal["raise", "stop"]
+    usd: float = 0.0
+    tokens: int = 0
+    by: str = ""
+    """Who answered: the API key's owner id, or ``admin``."""
+
+
 class ContextRecorded(TraceEvent, tag="context_recorded", kw_only=True, omit_defaults=True):
     """What the model is shown from now on: the system prompt, tool schemas, preset, skills and
     parameters, stored in the workspace under ``context/<trace id>/<hash>`` (the trace's own) and
@@ -802,6 +817,7 @@ AnyEvent = (
     | VerificationFailed
     | Waiting
     | HumanReplied
+    | BudgetAnswered
     | FileUploaded
     | FilesDelivered
     | ContextRecorded

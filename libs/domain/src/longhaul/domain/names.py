@@ -100,6 +100,11 @@ class Names:
         return self._bucket("lh_circuits")
 
     @property
+    def spend(self) -> str:
+        """Every key's spend per UTC day (``longhaul.domain.spend``; every executor's)."""
+        return self._bucket("lh_spend")
+
+    @property
     def artifacts(self) -> str:
         return self._bucket("lh_artifacts")
 

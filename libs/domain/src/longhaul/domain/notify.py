@@ -24,7 +24,7 @@ NoticeKind = Literal[
     "schedule.failed",
 ]
 KINDS: tuple[NoticeKind, ...] = get_args(NoticeKind)
-WaitKind = Literal["question", "approval", "plan_review"]
+WaitKind = Literal["question", "approval", "plan_review", "budget"]
 DeliveryStatus = Literal["pending", "delivered", "failed"]
 NoticeAggregate = Literal["trace", "task", "schedule"]
 

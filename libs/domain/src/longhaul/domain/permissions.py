@@ -44,6 +44,7 @@ WRITES: dict[Service, tuple[type[ev.Event], ...]] = {
         ev.TraceCreated,
         ev.RunRequested,
         ev.HumanReplied,
+        ev.BudgetAnswered,
         ev.ToolDecided,
         ev.ToolResultsPosted,
         ev.FileUploaded,
@@ -119,6 +120,7 @@ Bucket = Literal[
     "notifications",
     "schedules",
     "circuits",
+    "spend",
 ]
 
 BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
@@ -132,10 +134,10 @@ BUCKET_WRITES: dict[Service, tuple[Bucket, ...]] = {
     # phase outputs and checkpoints
     "planner": ("workspace", "checkpoints", "artifacts"),
     # the index, leases, snapshots, tool outputs and recorded contexts, experience counts,
-    # the providers' circuits
+    # the providers' circuits, every key's spend per day
     "executor": (
         "traces", "active", "leases", "snapshots", "workspace", "experiences", "artifacts",
-        "circuits",
+        "circuits", "spend",
     ),
     "verifier": ("leases", "evals"),  # its verdict ledger, eval checks' outcomes
     "supervisor": ("leases",),  # the record of a process that died (``longhaul up``)

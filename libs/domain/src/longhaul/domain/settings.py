@@ -75,6 +75,13 @@ class TraceSettings(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unk
     max_iterations: Iterations | None = None
     max_tokens: TokenCount | None = None
     max_cost: Dollars | None = None
+    on_limit: Annotated[
+        Literal["stop", "ask"],
+        msgspec.Meta(
+            description="at max_tokens / max_cost: stop the run, or ask (a budget wait in "
+            "GET /api/inbox, answered with POST /api/traces/{id}/budget)"
+        ),
+    ] = "stop"
     temperature: Temperature | None = None
     system_prompt: Text | None = None
     model_params: ModelParams | None = None

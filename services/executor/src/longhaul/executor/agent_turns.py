@@ -24,7 +24,7 @@ from longhaul.agent.contract import (
     TurnOutcome,
 )
 from longhaul.agent.engine import Engine
-from longhaul.agent.env import AgentEnv, AncestorBudget, StorageCheck
+from longhaul.agent.env import AgentEnv, AncestorBudget, SpendLimits, StorageCheck
 from longhaul.agent.experiences import ExperienceBook
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex, skill_dirs
@@ -61,6 +61,7 @@ class AgentTurns:
         experiences: ExperienceBook | None = None,
         recordings: Recordings | None = None,
         breaker: ProviderBreaker | None = None,
+        spend: SpendLimits | None = None,
     ) -> None:
         self.config = config
         self.recordings = recordings
@@ -92,6 +93,7 @@ class AgentTurns:
                 experiences=experiences,
                 memory=config.memory,
                 breaker=breaker,
+                spend=spend,
             ),
         )
         sandbox = Sandbox(config.sandbox)

@@ -39,7 +39,10 @@ async def ancestor_over_budget(traces: Repository[TraceState], state: TraceState
         config = ancestor.config
         if config.max_tokens is not None or config.max_cost is not None:
             tokens, cost = await tree_usage(traces, ancestor)
-            reason = over_budget(config, tokens, cost)
+            raised = ancestor.usage.raised  # what answers to its budget waits added
+            reason = over_budget(
+                config, tokens, cost, extra_tokens=raised.tokens, extra_cost=raised.cost
+            )
             if reason is not None:
                 return reason
         parent_id, hops = ancestor.parent_trace_id, hops + 1

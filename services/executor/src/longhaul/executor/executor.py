@@ -59,6 +59,7 @@ class Executor:
         remote: RemoteAgents | None = None,
         *,
         working_root: Path | None = None,
+        metrics: ExecutorMetrics | None = None,
     ) -> None:
         self.ctx = ctx
         self.workdirs = WorkdirEraser(working_root or Path.cwd())
@@ -67,7 +68,7 @@ class Executor:
         self.tools = tools
         self.traces = ctx.traces
         self.index = ctx.index
-        self.metrics = ExecutorMetrics()
+        self.metrics = metrics or ExecutorMetrics()
         self.leases = Leases(ctx.conn, settings.id, ctx.config.store.lease_ttl_s)
         actor = f"executor:{settings.id}"
         self.actor = actor

@@ -13,14 +13,18 @@ from functools import partial
 from pathlib import Path
 
 from longhaul.agent.config_check import check_config
+from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools import ToolRegistry
 from longhaul.core.service import ServiceContext, run_main
+from longhaul.core.spend import SpendLedger
 from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.circuits import KvBreaker
+from longhaul.executor.cost_metrics import CostCounters, known_models
 from longhaul.executor.executor import Executor
 from longhaul.executor.messenger import LogMessenger
+from longhaul.executor.metrics import ExecutorMetrics
 from longhaul.executor.remote import RemoteAgents
 from longhaul.executor.replay import Recordings
 from longhaul.executor.settings import ExecutorSettings
@@ -40,6 +44,9 @@ def build_executor(
     registry = tools if tools is not None else load_tools(settings.tool_modules, ctx.config.tools)
     working_root = settings.working_root or ctx.config.working_root or Path.cwd()
     remote = RemoteAgents(ctx.config.remote_agents)  # the executor closes it
+    metrics = ExecutorMetrics()
+    presets = PresetCatalog(ctx.config.presets).names()
+    cost = CostCounters(metrics.registry, known_models(ctx.config), presets)
     agent = AgentTurns(
         ctx.config,
         registry,
@@ -54,6 +61,7 @@ def build_executor(
         experiences=ctx.experiences,
         recordings=Recordings(ctx.traces),
         breaker=KvBreaker(ctx.conn, ctx.config.models.circuit),
+        spend=SpendLedger(ctx.conn, ctx.config.spend_limits, on_counted=cost.charge),
     )
     offered = ExecutorTools(
         ctx.workspace,
@@ -63,7 +71,9 @@ def build_executor(
         working_root=working_root,
         sandbox=ctx.config.sandbox,
     )
-    return Executor(ctx, settings, agent, offered, remote, working_root=working_root)
+    return Executor(
+        ctx, settings, agent, offered, remote, working_root=working_root, metrics=metrics
+    )
 
 
 async def run(ctx: ServiceContext) -> None:

@@ -15,6 +15,7 @@ RUN_TYPES = (
     "trace_created",
     "run_requested",
     "human_replied",
+    "budget_answered",
     "tool_decided",
     "tool_results_posted",
     "verification_passed",

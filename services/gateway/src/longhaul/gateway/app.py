@@ -42,6 +42,7 @@ from longhaul.gateway.routers import (
     trace_events,
     traces,
     triggers,
+    usage,
     viewer,
     waiting,
 )
@@ -120,6 +121,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         inbox.router,
         notifications.router,
         waiting.router,
+        usage.router,
         build_tasks_router("/api/tasks"),
         build_tasks_router("/api/v1/tasks"),
         info.router,

@@ -184,6 +184,14 @@ async def append_to_trace(
     return state, recorded
 
 
+async def append_checked(
+    runtime: Runtime, state: TraceState, build: Callable[[TraceState], ev.TraceEvent]
+) -> tuple[TraceState, Recorded]:
+    """Append ``build(state)`` to a trace already checked to be the caller's (or any, for the
+    operator); a running or waiting one only (an ended one's fold refuses it)."""
+    return await _append_checked(runtime, "trace", state.trace_id, state, build)
+
+
 async def stop_for_erasure(runtime: Runtime, state: TraceState, reason: str = "deleted") -> None:
     """Ask a trace (already checked to be the caller's) to stop before it is erased, or
     because its key was revoked; one that ended meanwhile needs nothing."""

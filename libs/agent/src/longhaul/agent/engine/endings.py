@@ -10,7 +10,13 @@ from longhaul.agent.engine.output import INVALID_OUTPUT, ask_for_repair, output_
 from longhaul.agent.messages import tool_message, unfinished
 from longhaul.agent.stop_reasons import BUDGET_REASONS
 from longhaul.agent.turn import Turn
-from longhaul.domain.events import Completed, Failed, Stopped, VerificationRequested
+from longhaul.domain.events import (
+    Completed,
+    Failed,
+    Stopped,
+    VerificationRequested,
+    Waiting,
+)
 from longhaul.domain.state import Message
 
 
@@ -40,6 +46,13 @@ async def stop(turn: Turn, reason: str, *, end: TurnEnd = "stopped") -> TurnOutc
     batch.add(Stopped(reason=reason, used=used))
     await turn.emit(batch)
     return TurnOutcome(end=end, steps=turn.steps, stop_reason=reason)
+
+
+async def ask_budget(turn: Turn, detail: str) -> TurnOutcome:
+    """A limit is reached: the run waits (``budget``) for a raise or a stop, the model not
+    called (``longhaul.domain.spend``)."""
+    await turn.emit([Waiting(reason="budget", detail=detail)])
+    return TurnOutcome(end="waiting", steps=turn.steps)
 
 
 async def fail(turn: Turn, error: str, reason: str, log: str = "") -> TurnOutcome:

@@ -22,7 +22,7 @@ from longhaul.agent.contract import TurnOutcome
 from longhaul.agent.engine.arrivals import take_arrivals
 from longhaul.agent.engine.compaction import summarise
 from longhaul.agent.engine.cut import refuse_cut_call, unfinished_answer
-from longhaul.agent.engine.endings import fail, finish, is_final_answer, stop
+from longhaul.agent.engine.endings import ask_budget, fail, finish, is_final_answer, stop
 from longhaul.agent.engine.fallback import guarded, switch_model
 from longhaul.agent.engine.interrupt import unless_stopped
 from longhaul.agent.engine.model_call import streaming_call
@@ -129,6 +129,8 @@ class TurnLoop:
         await self.chain.before_model(turn, request)
         if turn.stop_reason is not None:
             return await stop(turn, turn.stop_reason)
+        if turn.budget_ask is not None:
+            return await ask_budget(turn, turn.budget_ask)
         started = turn.env.clock()
         try:
             response = await guarded(

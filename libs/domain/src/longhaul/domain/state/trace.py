@@ -536,6 +536,13 @@ class TraceState(msgspec.Struct, kw_only=True):
         self.status = "running"
         self.wait.reason = None
 
+    def _on_budget_answered(self, event: ev.BudgetAnswered) -> None:
+        if event.action == "stop":
+            self.stop_requested = True  # the wait stands until the executor stops the run
+            return
+        self.usage.raise_by(event.tokens, event.usd)
+        self._wake()
+
     def _on_subtrace_spawned(self, event: ev.SubtraceSpawned) -> None:
         call_goal = self.goals.spawned(
             event.tool_call_id,
@@ -679,6 +686,7 @@ _HANDLERS: dict[type[ev.Event], Any] = {
     ev.VerificationFailed: TraceState._on_verification_failed,
     ev.Waiting: TraceState._on_waiting,
     ev.HumanReplied: TraceState._on_human_replied,
+    ev.BudgetAnswered: TraceState._on_budget_answered,
     ev.ToolDecided: TraceState._on_tool_decided,
     ev.EffectStarted: lambda state, event: state.ledger.start(event),
     ev.EffectResumed: lambda state, event: state.ledger.resume(event),
@@ -738,6 +746,7 @@ _CHECKS: dict[type[ev.Event], Any] = {
     ev.VerificationFailed: _requires_wait("verification"),
     ev.Waiting: _requires("running", what="wait"),
     ev.HumanReplied: _requires_wait("human"),
+    ev.BudgetAnswered: _requires_wait("budget"),
     ev.ToolDecided: TraceState._check_tool_decided,
     ev.EffectStarted: TraceState._check_effect_started,
     ev.EffectResumed: TraceState._check_effect_resumed,

@@ -9,10 +9,23 @@ from longhaul.domain import events as ev
 from longhaul.domain.messages import add_counts
 
 
+class Allowance(msgspec.Struct, kw_only=True, frozen=True):
+    """Tokens and dollars a run may spend past the limits it counts."""
+
+    tokens: int = 0
+    cost: float = 0.0
+
+
 class Spending(msgspec.Struct, kw_only=True):
     totals: ev.Totals = msgspec.field(default_factory=ev.Totals)
     run: ev.RunUsage = msgspec.field(default_factory=ev.RunUsage)
     """What the current run used: the budgets count this (reset only by a new run)."""
+    raised: Allowance = msgspec.field(default_factory=lambda: Allowance())
+    """What answers to ``budget`` waits let this run spend past its limits (reset by a new
+    run)."""
+
+    def raise_by(self, tokens: int, cost: float) -> None:
+        self.raised = Allowance(tokens=self.raised.tokens + tokens, cost=self.raised.cost + cost)
 
     def charge(self, event: ev.MessageAppended) -> None:
         """A message's usage and cost; an assistant step of the main loop is one iteration
@@ -39,9 +52,12 @@ class Spending(msgspec.Struct, kw_only=True):
 
     def new_run(self) -> None:
         self.run = ev.RunUsage()
+        self.raised = Allowance()
 
     def copy(self) -> Spending:
         """A copy a reader may hold while the fold goes on (both parts change in place)."""
         return Spending(
-            totals=msgspec.structs.replace(self.totals), run=msgspec.structs.replace(self.run)
+            totals=msgspec.structs.replace(self.totals),
+            run=msgspec.structs.replace(self.run),
+            raised=self.raised,
         )

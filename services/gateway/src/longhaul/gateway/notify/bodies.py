@@ -13,6 +13,7 @@ WAIT_LINES = {
     "question": "asks a question",
     "approval": "waits for approval",
     "plan_review": "waits for its plan's review",
+    "budget": "is at a spend limit and asks for a raise or a stop",
 }
 
 

@@ -6,7 +6,7 @@ kind                   made from
 run.completed          ``completed`` of a top-level trace; ``task_completed``
 run.failed             ``failed`` of a top-level trace; ``task_failed``
 run.stopped            ``stopped`` of a top-level trace
-run.waiting            ``waiting`` {reason: human → question, approval} of any trace
+run.waiting            ``waiting`` {reason: human → question, approval, budget} of any trace
                        (a sub-agent's question needs a person too); ``plan_created``
                        {review: true} → plan_review
 budget.nearly_spent    an assistant ``message_appended`` or a ``subtrace_finished``
@@ -50,7 +50,7 @@ SOURCES: dict[NoticeKind, tuple[tuple[Aggregate, str], ...]] = {
 }
 """Which events each kind is made from: the notifier's consumer filters on these only."""
 
-WAIT_KINDS: dict[str, WaitKind] = {"human": "question", "approval": "approval"}
+WAIT_KINDS: dict[str, WaitKind] = {"human": "question", "approval": "approval", "budget": "budget"}
 TEXT_LIMIT = 1000
 """Summaries, errors and questions are cut to this many characters in a notice."""
 

@@ -1,6 +1,6 @@
-"""``GET /api/inbox``: every question, approval and plan review waiting for a person across
-the caller's runs, oldest first, each with what is needed to answer it in place (through
-``/reply``, ``/approve`` and ``/api/tasks/{id}/plan``).
+"""``GET /api/inbox``: every question, approval, budget wait and plan review waiting for a
+person across the caller's runs, oldest first, each with what is needed to answer it in place
+(through ``/reply``, ``/approve``, ``/budget`` and ``/api/tasks/{id}/plan``).
 
 Cheap by construction: trace waits come from the gateway's index mirror (each waiting
 entry carries its question or pending calls, deadline and start, see
@@ -51,10 +51,10 @@ def trace_items(mirror: IndexMirror, owner: str) -> list[InboxItem]:
             deadline=wait.deadline,
             on_deadline=wait.on_deadline,
         )
-        if entry.wait_reason == "human":
-            items.append(
-                base.model_copy(update={"question": wait.question, "truncated": wait.truncated})
-            )
+        if entry.wait_reason in ("human", "budget"):
+            kind = "question" if entry.wait_reason == "human" else "budget"
+            update = {"kind": kind, "question": wait.question, "truncated": wait.truncated}
+            items.append(base.model_copy(update=update))
         items.extend(
             base.model_copy(
                 update={

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-InboxKind = Literal["question", "approval", "plan_review"]
+InboxKind = Literal["question", "approval", "plan_review", "budget"]
 
 
 class PlanPhaseView(BaseModel):
@@ -26,7 +26,11 @@ class InboxItem(BaseModel):
         default=None, description="when the wait's default action is taken (Unix seconds)"
     )
     on_deadline: Literal["deny", "stop"] | None = None
-    question: str | None = Field(default=None, description="question: what the agent asks")
+    question: str | None = Field(
+        default=None,
+        description="question: what the agent asks; budget: the limit reached and what was "
+        "spent (answer with POST /api/traces/{id}/budget)",
+    )
     tool_call_id: str | None = Field(default=None, description="approval: the call to decide")
     tool: str | None = None
     arguments: Any = Field(

@@ -1,5 +1,5 @@
 // The run viewer's entry point: hash routes (#/, #/traces/<id>, #/tasks, #/tasks/<id>,
-// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>, #/schedules, #/inbox) and the API key box. No build step: plain ES modules served by the gateway.
+// #/evals, #/evals/<id>, #/evals/<a>/vs/<b>, #/schedules, #/inbox, #/usage) and the API key box. No build step: plain ES modules served by the gateway.
 import { api, apiKey, setApiKey } from "./api.js";
 import { showError } from "./dom.js";
 import { comparePage, evalListPage, evalPage } from "./evals.js";
@@ -8,6 +8,7 @@ import { listPage } from "./list.js";
 import { scheduleListPage } from "./schedules.js";
 import { taskListPage, taskPage } from "./tasks.js";
 import { tracePage } from "./trace.js";
+import { usagePage } from "./usage.js";
 
 let leave = null;
 
@@ -28,6 +29,7 @@ function route() {
   else if (parts[0] === "evals") leave = evalListPage(view);
   else if (parts[0] === "schedules") leave = scheduleListPage(view);
   else if (parts[0] === "inbox") leave = inboxPage(view);
+  else if (parts[0] === "usage") leave = usagePage(view);
   else if (parts.length === 1 && parts[0].startsWith("t_")) { location.replace("#/traces/" + parts[0]); return; }
   else leave = listPage(view, params);
 }

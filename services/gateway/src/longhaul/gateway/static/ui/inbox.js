@@ -1,4 +1,4 @@
-// The inbox (GET /api/inbox): every question, approval and plan review waiting for a person
+// The inbox (GET /api/inbox): every question, approval, budget wait and plan review waiting for a person
 // across the key's runs, oldest first, each answered in place through the trace's own routes
 // (reply, approve — as written or with edited arguments —, deny with a reason) or the task's
 // plan route. The header's count is refreshed on every page change and every few seconds.
@@ -96,7 +96,20 @@ function planReview(item, done) {
         onclick: () => review({ approved: false, ...(reason.value.trim() ? { reason: reason.value.trim() } : {}) }), text: "Refuse" }))];
 }
 
-const BODY = { question, approval, plan_review: planReview };
+// A run at a spend limit: raise it for this run, or stop it (the operator's key; a key its own
+// runs only with spend_limits.keys_answer, else the 403 is shown).
+function budget(item, done) {
+  const usd = el("input", { type: "number", min: "0", step: "any", "data-testid": "inbox-raise-usd", placeholder: "+ USD" });
+  const tokens = el("input", { type: "number", min: "0", step: "1", "data-testid": "inbox-raise-tokens", placeholder: "+ tokens" });
+  const answer = (body) => act(async () => { await post("/api/traces/" + enc(item.trace_id) + "/budget", body); done(); });
+  return [el("pre", { "data-testid": "inbox-question", text: item.question }),
+    el("div", { class: "buttons" }, usd, tokens,
+      el("button", { type: "button", class: "primary", "data-testid": "inbox-raise",
+        onclick: () => answer({ action: "raise", usd: Number(usd.value) || 0, tokens: Math.trunc(Number(tokens.value)) || 0 }), text: "Raise for this run" }),
+      el("button", { type: "button", "data-testid": "inbox-stop", onclick: () => answer({ action: "stop" }), text: "Stop" }))];
+}
+
+const BODY = { question, approval, budget, plan_review: planReview };
 
 export function inboxPage(root) {
   const list = el("ul", { class: "inbox", "data-testid": "inbox-list" });
