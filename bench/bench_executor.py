@@ -40,18 +40,12 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` and `tests` impor
 import yaml  # noqa: E402
 from longhaul.agent.tools import Tool, ToolRegistry, tool  # noqa: E402
 from longhaul.core import event_loop  # noqa: E402
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig  # noqa: E402
 from longhaul.core.connection import Connection, connect  # noqa: E402
 from longhaul.core.provision import ProvisionSettings  # noqa: E402
 from longhaul.core.store import EventStore  # noqa: E402
 from longhaul.domain import events as ev  # noqa: E402
-from longhaul.domain.config import (  # noqa: E402
-    LonghaulConfig,
-    LoopDetectionConfig,
-    MiddlewareEntry,
-    NatsConfig,
-    PipelineConfig,
-    StoreConfig,
-)
+from longhaul.domain.config import LoopDetectionConfig, MiddlewareEntry, PipelineConfig  # noqa: E402
 from longhaul.domain.ids import new_id  # noqa: E402
 from longhaul.llm.scripted import ScriptedModel  # noqa: E402
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage  # noqa: E402

@@ -27,12 +27,12 @@ import httpx
 import uvicorn
 from fastapi import FastAPI, Request
 from longhaul.core import event_loop
+from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import free_port
 from longhaul.core.service import open_context
 from longhaul.core.store import Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.gateway.app import create_app
 

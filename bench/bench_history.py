@@ -33,11 +33,11 @@ import time
 
 from longhaul.agent.tools import Tool, tool
 from longhaul.core import event_loop, repository
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.snapshots import SnapshotStore
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 from longhaul.llm.scripted import ScriptedModel

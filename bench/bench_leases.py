@@ -16,9 +16,9 @@ import asyncio
 import time
 
 from longhaul.core import event_loop
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
-from longhaul.domain.config import NatsConfig
 from longhaul.executor.leases import Lease, Leases
 
 from bench.common import private_nats, report

@@ -28,12 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import yaml
 from longhaul.core import event_loop
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.store import EventStore, Position, Recorded
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TaskState
 from longhaul.planner.checkpoints import checkpoint_key

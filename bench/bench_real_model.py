@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 from longhaul.core import event_loop
-from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 
 from bench.common import median, private_nats, report
 from tests.integration.gateway.harness import gateway_config, serve_gateway, sse_events

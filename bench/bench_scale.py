@@ -36,11 +36,11 @@ import nats
 import yaml
 from longhaul.agent.tools import Tool, tool
 from longhaul.core import event_loop
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.index import TraceIndex, TraceIndexEntry
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.executor.leases import Leases
 from longhaul.executor.sweeper import Sweeper

@@ -11,13 +11,13 @@ import time
 
 import msgspec
 from longhaul.core import event_loop
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.repository import traces
 from longhaul.core.snapshots import SnapshotStore, pack_snapshot
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 

@@ -27,18 +27,11 @@ from typing import Any, Protocol
 import httpx
 import msgspec
 from longhaul.agent.contract import LiveUpdate
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import (
-    LonghaulConfig,
-    ModelPrice,
-    ModelsConfig,
-    NatsConfig,
-    PipelineConfig,
-    StoreConfig,
-    StreamingConfig,
-)
+from longhaul.domain.config import ModelPrice, ModelsConfig, PipelineConfig, StreamingConfig
 from longhaul.domain.ids import new_id
 
 from bench.common import median, percentile, report

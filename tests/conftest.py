@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 
 from tests.slow import heaviest_first, is_slow
 from tests.support.env import SCRIPTED_DIR_VAR

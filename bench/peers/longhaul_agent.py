@@ -8,10 +8,10 @@ import time
 from dataclasses import dataclass
 
 from longhaul.core import repository
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from nats.js.errors import NotFoundError
 

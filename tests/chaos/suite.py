@@ -297,7 +297,7 @@ async def _strike(
 
 
 def _default_ttl() -> float:
-    from longhaul.domain.config import StoreConfig
+    from longhaul.core.config import StoreConfig
 
     return StoreConfig().lease_ttl_s
 

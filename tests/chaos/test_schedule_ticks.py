@@ -20,9 +20,9 @@ from pathlib import Path
 
 import httpx
 from longhaul.client import AsyncClient
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.nats_server import NatsServer, free_port
-from longhaul.domain.config import NatsConfig
 
 from tests.support.env import service_env
 from tests.support.jetstream import created_events

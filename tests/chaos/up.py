@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 from pydantic import SecretStr
 
 UP_TIMEOUT_S = 90.0

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.nats_server import ClusterMember, NatsServer, free_port
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.events import Aggregate
 
 from tests.chaos.suite import Row, _check, render

@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 
 import httpx
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from playwright.async_api import async_playwright
 
 from tests.integration.gateway.harness import gateway_config, serve_gateway

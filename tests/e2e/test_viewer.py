@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.messages import FunctionCall, ToolCall
 from playwright.async_api import Browser, Page, async_playwright, expect
 

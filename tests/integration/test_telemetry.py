@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.store import EventStore, Position
 from longhaul.core.telemetry import export_configured, setup_tracing, tracer, tracing_enabled
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.domain.ids import new_id
 from longhaul.llm.telemetry import CAPTURE_CONTENT_VARIABLE
 from opentelemetry.sdk.trace import ReadableSpan

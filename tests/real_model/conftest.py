@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from longhaul.domain.config import LonghaulConfig, ModelsConfig, NatsConfig, ProviderConfig
+from longhaul.core.config import LonghaulConfig, NatsConfig
+from longhaul.domain.config import ModelsConfig, ProviderConfig
 from pydantic import SecretStr
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway

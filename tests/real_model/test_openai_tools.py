@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 

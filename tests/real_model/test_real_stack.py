@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.state import Message, TraceState
 
 from tests.integration.gateway.harness import RunningGateway

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from longhaul.domain.config import LonghaulConfig
+from longhaul.core.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.metrics import GatewayMetrics
 from longhaul.gateway.quota import ActiveQuota

@@ -32,11 +32,11 @@ from typing import Any, Self, TypeVar
 
 import msgspec
 from longhaul.agent.tools import ToolRegistry
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.connection import Connection
 from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.events import Aggregate
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState

@@ -9,7 +9,7 @@ import pytest
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools import ToolResult
 from longhaul.cli.init import write_starter
-from longhaul.domain.config import load_config
+from longhaul.core.config import load_config
 from longhaul.executor.tools import load_tools
 
 from tests.unit.agent.support import tool_context

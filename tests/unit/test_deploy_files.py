@@ -25,8 +25,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.nats_auth import write_deployment
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.names import Names
 from longhaul.executor.settings import ExecutorSettings
 from longhaul.llm.registry import DEFAULT_BASE_URLS

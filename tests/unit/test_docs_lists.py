@@ -14,7 +14,7 @@ from typing import Any
 
 import typer.main
 from longhaul.cli.main import app as cli_app
-from longhaul.domain.config import LonghaulConfig
+from longhaul.core.config import LonghaulConfig
 from longhaul.gateway.app import create_app
 from longhaul.gateway.errors import STATUS_CODES, TRANSITION_STATUS
 from starlette.routing import Route

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from longhaul.domain.config import LonghaulConfig
+from longhaul.core.config import LonghaulConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW = re.compile(

@@ -4,7 +4,7 @@ the key named."""
 from __future__ import annotations
 
 import pytest
-from longhaul.domain.config import LonghaulConfig, RetentionConfig
+from longhaul.core.config import LonghaulConfig, RetentionConfig
 from pydantic import ValidationError
 
 

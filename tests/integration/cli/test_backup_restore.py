@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 from longhaul.core.backup import server_streams
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.notification_records import NotificationRecords
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from pydantic import SecretStr
 
 from tests.integration.cli.harness import LONGHAUL, Result, cli_env, running_up

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import typer
 from longhaul.cli.main import app
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 from longhaul.domain.settings import SETTINGS
 from longhaul.gateway.schemas.runs import RUN_SETTINGS
 

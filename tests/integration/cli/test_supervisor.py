@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from longhaul.cli.supervisor import ChildSpec, Supervisor
-from longhaul.domain.config import CONFIG_ERROR_EXIT
+from longhaul.core.config import CONFIG_ERROR_EXIT
 
 from tests.integration.cli.harness import alive
 

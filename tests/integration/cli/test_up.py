@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import nats
 import pytest
-from longhaul.domain.config import CONFIG_ERROR_EXIT
+from longhaul.core.config import CONFIG_ERROR_EXIT
 
 from tests.integration.cli.harness import LONGHAUL, alive, cli_env, longhaul
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from longhaul.cli.up import banner, degraded_line, wait_for_gateway
-from longhaul.domain.config import LonghaulConfig
+from longhaul.core.config import LonghaulConfig
 from rich.console import Console
 
 from tests.support.counting_server import JsonHandler, serving

@@ -23,7 +23,7 @@ from longhaul.client import (
     Unauthorized,
     Unreachable,
 )
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 from tests.support.proxy import tcp_proxy

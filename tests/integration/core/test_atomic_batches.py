@@ -8,12 +8,12 @@ import asyncio
 import logging
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.provision import ProvisionSettings, event_stream_config
 from longhaul.core.repository import traces
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.names import Names
 

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 from longhaul.core.backup import MANIFEST, back_up, restore_all, server_streams
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.index import TraceIndex
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 
 from tests.support.folds import trace_state

@@ -16,6 +16,7 @@ import pytest
 from longhaul.cli.supervisor import ChildSpec
 from longhaul.cli.up import ExitReporter
 from longhaul.core import nats_auth
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.erasure import Eraser
 from longhaul.core.index import TraceIndex
@@ -24,7 +25,6 @@ from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.imports import ImportedTrace, ImportReply, ImportRequest
 from longhaul.domain.liveness import dead_key

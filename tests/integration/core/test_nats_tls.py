@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import trustme
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import NatsConnectError, connect
 from longhaul.core.nats_server import NatsServer, ServerTls
 from longhaul.core.provision import ProvisionSettings
-from longhaul.domain.config import NatsConfig
 from pydantic import SecretStr
 
 from tests.support.nats import unique_namespace

@@ -10,6 +10,7 @@ from typing import cast
 
 import msgspec
 import pytest
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.eventlog import EventLog
 from longhaul.core.memory import MemorySnapshots, MemoryStore
@@ -19,7 +20,6 @@ from longhaul.core.service import ServiceContext
 from longhaul.core.snapshots import PackedSnapshot, SnapshotIO, SnapshotStore, pack_snapshot
 from longhaul.core.store import ConcurrencyError, EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig
 from longhaul.domain.events import Unreadable
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import InvalidTransition, TraceState

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.provision import ProvisionSettings
@@ -28,7 +29,6 @@ from longhaul.core.store import (
     stamp,
 )
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from nats.js.errors import APIError
 

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from longhaul.domain.config import LonghaulConfig, NatsConfig
+from longhaul.core.config import LonghaulConfig, NatsConfig
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 from tests.support.stack import InProcessExecutor

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import CompressionConfig, ModelsConfig, NatsConfig, PipelineConfig
+from longhaul.domain.config import CompressionConfig, ModelsConfig, PipelineConfig
 
 from tests.integration.executor.served import gateway_and_executor
 from tests.integration.gateway.harness import gateway_config, serve_gateway

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 from longhaul.cli.follow import Follower
 from longhaul.client import AsyncClient
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.circuits import Circuit, decode, encode
-from longhaul.domain.config import CircuitConfig, ModelsConfig, NatsConfig
+from longhaul.domain.config import CircuitConfig, ModelsConfig
 from longhaul.domain.state import TraceState
 from rich.console import Console
 

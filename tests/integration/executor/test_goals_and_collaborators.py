@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import ModelPrice, NatsConfig, PipelineConfig
+from longhaul.domain.config import ModelPrice, PipelineConfig
 
 from tests.integration.executor.served import gateway_and_executor
 from tests.support.folds import trace_state

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 
 from tests.integration.executor.served import gateway_and_executor
 from tests.support.llm_fakes import Call, FakeOpenAI, Reply

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 
 from tests.integration.gateway.harness import (
     KEY_A,

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.gateway.app import create_app
 from longhaul.gateway.main import GatewayServer, build_server
 from longhaul.gateway.runtime import Runtime, runtime_of

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.store import EventStore
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 import websockets
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import KeyRing, owner_id
 from longhaul.gateway.main import bind_host
 from pydantic import SecretStr

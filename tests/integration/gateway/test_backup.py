@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from longhaul.core.backup import BackupError, restore_all, running_services
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message

@@ -17,11 +17,12 @@ import httpx
 import msgspec
 import pytest
 from longhaul.client import AsyncClient
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig, RemoteAgentConfig
+from longhaul.domain.config import RemoteAgentConfig
 from longhaul.domain.imports import IMPORT_ACTOR, ImportReply
 from longhaul.gateway.auth import owner_id
 from nats.aio.msg import Msg

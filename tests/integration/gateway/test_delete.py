@@ -15,12 +15,12 @@ from typing import Any
 import httpx
 import pytest
 from longhaul.core.checkpoints import Checkpoint, Checkpoints
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.state import TraceState
 from longhaul.gateway.auth import owner_id

@@ -15,9 +15,9 @@ import uuid
 from pathlib import Path
 
 import httpx
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import write_script

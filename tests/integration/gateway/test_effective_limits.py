@@ -11,8 +11,9 @@ from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex
 from longhaul.agent.tools import builtin_tools
 from longhaul.agent.turn_settings import resolve
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig, PipelineConfig
+from longhaul.domain.config import PipelineConfig
 from longhaul.domain.state import TraceState
 
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 
 from tests.integration.gateway.harness import (
     RunningGateway,

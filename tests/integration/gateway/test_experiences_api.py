@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
 from longhaul.core.experiences import ExperienceStore
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.experiences import from_markdown
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway

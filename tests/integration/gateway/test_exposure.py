@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import websockets
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from websockets.typing import Origin
 
 from tests.integration.gateway.harness import (

@@ -13,10 +13,11 @@ import msgspec
 import pytest
 from longhaul.agent.contract import LiveUpdate
 from longhaul.agent.tools.sandbox import Sandbox
+from longhaul.core.config import NatsConfig
 from longhaul.core.logs import JsonFormatter
 from longhaul.core.nats_server import NatsServer
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig, SandboxConfig
+from longhaul.domain.config import SandboxConfig
 from nats.js import api
 from prometheus_client.parser import text_string_to_metric_families
 

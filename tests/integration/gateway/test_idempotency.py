@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 
 from tests.integration.gateway.harness import (
     RunningGateway,

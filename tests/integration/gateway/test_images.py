@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from longhaul.agent.images import SCHEME
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 from tests.integration.gateway.test_full_stack import follow_until, is_final, main_path

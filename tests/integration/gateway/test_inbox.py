@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.repository import traces
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.planner.steps import ensure_step_trace, step_trace_created, step_trace_id
 
 from tests.integration.executor.scripts import write_script

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.executor.scripts import write_script

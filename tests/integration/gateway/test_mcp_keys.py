@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 from longhaul.agent.tools.sandbox import Sandbox
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
-from longhaul.domain.config import McpServerConfig, NatsConfig, ToolsConfig
+from longhaul.domain.config import McpServerConfig, ToolsConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (

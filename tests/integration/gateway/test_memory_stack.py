@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.domain.config import ModelsConfig, NatsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.domain.experiences import Experience
 
 from tests.integration.executor.scripts import write_script

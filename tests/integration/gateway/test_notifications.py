@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from longhaul.client import AsyncClient
+from longhaul.core.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import GatewayConfig, LonghaulConfig, NatsConfig
 from longhaul.domain.notify import WebhookConfig
 from longhaul.gateway.schedules.timing import rfc3339
 from pydantic import SecretStr

@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 import pytest
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,

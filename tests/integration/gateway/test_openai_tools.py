@@ -15,7 +15,8 @@ from typing import Any
 import openai
 import pytest
 from longhaul.client import AsyncClient
-from longhaul.domain.config import NatsConfig, PipelineConfig
+from longhaul.core.config import NatsConfig
+from longhaul.domain.config import PipelineConfig
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 from pydantic import BaseModel
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import jsonschema
 import pytest
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 
 from tests.integration.gateway.harness import (
     RunningGateway,

@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.index import TraceIndex
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 
 from tests.integration.gateway.harness import (
     RunningGateway,

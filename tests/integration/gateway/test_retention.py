@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from longhaul.core.config import NatsConfig, RetentionConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig, RetentionConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import owner_id
 from longhaul.gateway.schedules.records import ScheduleRecord
 from longhaul.gateway.schedules.signing import signature

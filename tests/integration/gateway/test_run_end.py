@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 import pytest
-from longhaul.domain.config import MemoryConfig, NatsConfig
+from longhaul.core.config import NatsConfig
+from longhaul.domain.config import MemoryConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import (

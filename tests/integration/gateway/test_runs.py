@@ -10,9 +10,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig, RoutingConfig
+from longhaul.domain.config import RoutingConfig
 from longhaul.domain.events import Aggregate
 
 from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import NatsConfig
 from longhaul.gateway.revocation import Revocation
 from longhaul.gateway.routers import schedules as schedules_router
 from longhaul.gateway.schedules.signing import signature

@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 import pytest
-from longhaul.domain.config import NatsConfig, SpendLimitsConfig
+from longhaul.core.config import NatsConfig
+from longhaul.domain.config import SpendLimitsConfig
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.cli.harness import longhaul

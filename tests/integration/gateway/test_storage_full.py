@@ -9,9 +9,9 @@ import asyncio
 from pathlib import Path
 
 import httpx
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.connection import Connection
 from longhaul.core.store import EventStore
-from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.state import TraceState
 from pydantic import ByteSize
 

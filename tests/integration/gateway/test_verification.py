@@ -12,9 +12,10 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig, VerifierCommand, VerifierConfig
+from longhaul.domain.config import VerifierCommand, VerifierConfig
 from longhaul.domain.ids import new_id
 
 from tests.integration.executor.scripts import write_script

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
+from longhaul.core.config import NatsConfig
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
 from longhaul.domain.approval_rules import ApprovalConfig
-from longhaul.domain.config import NatsConfig
 from longhaul.gateway.auth import owner_id
 
 from tests.integration.cli.harness import longhaul

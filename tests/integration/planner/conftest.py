@@ -6,13 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from longhaul.domain.config import (
-    CheckpointConfig,
-    LonghaulConfig,
-    ModelsConfig,
-    NatsConfig,
-    PipelineConfig,
-)
+from longhaul.core.config import LonghaulConfig, NatsConfig
+from longhaul.domain.config import CheckpointConfig, ModelsConfig, PipelineConfig
 
 ConfigFactory = Callable[..., LonghaulConfig]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Self
 
 import msgspec
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.connection import Connection
 from longhaul.core.service import ServiceContext, open_context
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.ids import new_id
 from longhaul.domain.messages import Usage
 from longhaul.domain.state import TaskState, TraceState

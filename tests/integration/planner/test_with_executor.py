@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 import yaml
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.store import EventStore
 from longhaul.core.workspace import WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.config import (
-    LonghaulConfig,
     ModelsConfig,
     PipelineConfig,
     VerificationConfig,

@@ -21,7 +21,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from longhaul.domain.config import NatsConfig, RemoteAgentConfig
+from longhaul.core.config import NatsConfig
+from longhaul.domain.config import RemoteAgentConfig
 from longhaul.domain.state import SubtraceInfo, TraceState
 from longhaul.executor.remote import RemoteAgents, remote_trace_id
 from longhaul.llm.scripted import ScriptedModel

@@ -9,18 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from longhaul.core.config import LonghaulConfig, NatsConfig
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, consume
 from longhaul.core.repository import traces
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import (
-    LonghaulConfig,
-    ModelsConfig,
-    NatsConfig,
-    VerifierCommand,
-    VerifierConfig,
-)
+from longhaul.domain.config import ModelsConfig, VerifierCommand, VerifierConfig
 from longhaul.domain.ids import new_id
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier

@@ -11,11 +11,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import msgspec
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import Delivery
 from longhaul.core.store import EventStore, Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, ModelsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.domain.ids import new_id
 from longhaul.verifier.handler import Verifier
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from longhaul.agent import ContextHooks
 from longhaul.agent.config_check import check_config
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import ConfigError, LonghaulConfig, PipelineConfig
+from longhaul.domain.config import ConfigError, PipelineConfig
 from longhaul.domain.state import GoalTree, TraceState
 
 from tests.unit.agent.support import AgentRun, answer, assert_tool_pairs_complete, call, calls

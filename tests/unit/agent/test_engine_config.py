@@ -7,8 +7,9 @@ from pathlib import Path
 from longhaul.agent import AgentEnv, Engine
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.skills import SkillIndex, skill_dirs
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, MemoryConfig, MiddlewareEntry, PipelineConfig
+from longhaul.domain.config import MemoryConfig, MiddlewareEntry, PipelineConfig
 
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 

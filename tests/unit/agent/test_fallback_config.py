@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 from longhaul.agent.config_check import check_config
-from longhaul.domain.config import ConfigError, LonghaulConfig
+from longhaul.core.config import LonghaulConfig
+from longhaul.domain.config import ConfigError
 from pydantic import ValidationError
 
 

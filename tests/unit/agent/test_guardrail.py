@@ -9,8 +9,8 @@ import pytest
 from longhaul.agent import GuardrailPolicy, ToolContext, ToolRegistry, default_middleware, tool
 from longhaul.agent.config_check import check_config
 from longhaul.agent.tools import builtin_tools
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from pydantic import ValidationError
 
 from tests.unit.agent.support import (

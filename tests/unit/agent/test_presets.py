@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from longhaul.agent import BUILTIN_PRESETS, PresetCatalog, builtin_tools
 from longhaul.agent.tools.builtin import OPT_IN_TOOLS
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 
 from tests.unit.agent.support import MemorySink, answer, make_engine, new_state, scripted
 

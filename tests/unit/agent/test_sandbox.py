@@ -265,7 +265,7 @@ def test_executor_says_at_start_up_that_bash_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from longhaul.agent.tools import ToolRegistry
-    from longhaul.domain.config import LonghaulConfig
+    from longhaul.core.config import LonghaulConfig
     from longhaul.executor.agent_turns import AgentTurns
 
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from longhaul.cli.up import banner
-from longhaul.domain.config import LonghaulConfig, ModelsConfig
+from longhaul.core.config import LonghaulConfig
+from longhaul.domain.config import ModelsConfig
 from rich.console import Console
 
 

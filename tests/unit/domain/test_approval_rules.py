@@ -4,8 +4,8 @@ a substring of any string argument; deadlines come from the rule, else the defau
 from __future__ import annotations
 
 import pytest
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain.approval_rules import ApprovalConfig
-from longhaul.domain.config import LonghaulConfig
 from pydantic import ValidationError
 
 RULES = ApprovalConfig.model_validate(

@@ -7,15 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from longhaul.core.config import load_config
 from longhaul.domain import events as ev
 from longhaul.domain.budget import over_budget
-from longhaul.domain.config import (
-    ConfigError,
-    KeyLimits,
-    PeriodLimit,
-    SpendLimitsConfig,
-    load_config,
-)
+from longhaul.domain.config import ConfigError, KeyLimits, PeriodLimit, SpendLimitsConfig
 from longhaul.domain.spend import DayEntry, Row, by_day, entry_key, limit_reached, split_key
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.errors import InvalidTransition

@@ -3,8 +3,9 @@ config does not name is counted as ``other`` (each label value is a series kept 
 
 from __future__ import annotations
 
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, ModelsConfig
+from longhaul.domain.config import ModelsConfig
 from longhaul.executor.cost_metrics import CostCounters, known_models
 from prometheus_client import CollectorRegistry
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import cast
 
 import pytest
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.connection import Connection
 from longhaul.core.memory import MemoryStore
 from longhaul.core.repository import tasks, traces
 from longhaul.core.service import ServiceContext
 from longhaul.core.store import Position
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import TraceState
 from longhaul.gateway import commands
 from longhaul.gateway.auth import Principal

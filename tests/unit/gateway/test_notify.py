@@ -7,8 +7,8 @@ import json
 import logging
 
 import pytest
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.messages import ToolCall
 from longhaul.domain.names import Names
 from longhaul.domain.notify import Notice, WebhookConfig, delivery_id

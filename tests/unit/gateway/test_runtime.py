@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import cast
 
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.connection import Connection
 from longhaul.core.service import ServiceContext
-from longhaul.domain.config import LonghaulConfig
 
 from tests.support.runtime import offline_runtime
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import cast
 
 import msgspec
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.connection import Connection
 from longhaul.core.memory import MemoryStore
 from longhaul.core.repository import schedules
 from longhaul.core.service import ServiceContext
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.routers.schedules import _changed
 from longhaul.gateway.runtime import Runtime

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.consumer import Delivery
 from longhaul.core.memory import MemoryStore
 from longhaul.core.repository import traces
 from longhaul.core.store import Position, Recorded
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.llm.registry import ModelRegistry
 from longhaul.verifier.handler import Verifier
 

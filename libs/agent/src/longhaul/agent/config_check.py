@@ -8,14 +8,28 @@ message naming the key instead of crash-looping behind a healthy-looking gateway
 
 from __future__ import annotations
 
+from typing import Any, Protocol
+
 from longhaul.agent.context_hooks import ContextHooks
 from longhaul.agent.middleware import default_middleware
 from longhaul.agent.presets import PresetCatalog
-from longhaul.domain.config import ConfigError, LonghaulConfig
+from longhaul.domain.config import ConfigError, ModelsConfig, PipelineConfig
 from longhaul.llm.registry import check_model_string, split_model_string
 
 
-def check_config(config: LonghaulConfig) -> None:
+class EngineConfig(Protocol):
+    """The sections of the configuration tree (``longhaul.core.config.LonghaulConfig``) the
+    engine is built from."""
+
+    @property
+    def pipeline(self) -> PipelineConfig: ...
+    @property
+    def models(self) -> ModelsConfig: ...
+    @property
+    def presets(self) -> dict[str, dict[str, Any]]: ...
+
+
+def check_config(config: EngineConfig) -> None:
     """Raise :class:`ConfigError` naming the first bad key."""
     try:
         default_middleware(config.pipeline)
@@ -32,7 +46,7 @@ def check_config(config: LonghaulConfig) -> None:
     _check_chains(config)
 
 
-def _check_chains(config: LonghaulConfig) -> None:
+def _check_chains(config: EngineConfig) -> None:
     """Every fallback chain's models exist here (a provider built in or configured, a script
     or local model the deployment has): refused at start, not when an outage needs them."""
     chains = [("models.fallback", config.models.fallback)]

@@ -30,9 +30,9 @@ from longhaul.core.backup import (
     read_manifest,
     restore_all,
 )
+from longhaul.core.config import LonghaulConfig, NatsConfig, load_config
 from longhaul.core.connection import connect
 from longhaul.core.storage import human
-from longhaul.domain.config import LonghaulConfig, NatsConfig, load_config
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (

@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.storage import human
-from longhaul.domain.config import LonghaulConfig
 
 EVENTS_SHARE = 0.4
 OBJECTS_SHARE = 0.2

@@ -29,9 +29,10 @@ from longhaul.cli.run import read_files, run_task
 from longhaul.cli.settings_flags import setting_option
 from longhaul.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, AsyncClient
 from longhaul.core.backup import BackupError
+from longhaul.core.config import CONFIG_ERROR_EXIT
 from longhaul.core.logs import configure_logging
 from longhaul.core.nats_server import NatsServerError
-from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError
+from longhaul.domain.config import ConfigError
 from rich.markup import escape
 
 app = typer.Typer(no_args_is_help=True, help="longhaul: durable long-horizon LLM agents.")

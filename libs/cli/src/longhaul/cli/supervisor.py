@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from longhaul.domain.config import CONFIG_ERROR_EXIT
+from longhaul.core.config import CONFIG_ERROR_EXIT
 from longhaul.domain.ids import new_id
 
 log = logging.getLogger(__name__)

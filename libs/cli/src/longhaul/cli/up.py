@@ -25,9 +25,10 @@ from longhaul.cli.disk_limits import sized_to_disk
 from longhaul.cli.embedded_nats import SupervisedNats
 from longhaul.cli.supervisor import ChildSpec, Supervisor
 from longhaul.core import nats_auth
+from longhaul.core.config import LonghaulConfig, load_config
 from longhaul.core.connection import Connection, connect
 from longhaul.core.nats_server import NatsServer, free_port
-from longhaul.domain.config import ConfigError, LonghaulConfig, load_config
+from longhaul.domain.config import ConfigError
 from longhaul.domain.liveness import DEAD_RECORD_TTL_S, ProcessExited, dead_key
 from longhaul.domain.names import Names
 from longhaul.domain.offline import offline_notice

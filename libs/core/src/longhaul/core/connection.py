@@ -11,10 +11,10 @@ from typing import Any
 
 import nats
 from longhaul.core import nats_publish_async, nats_speedups
+from longhaul.core.config import NatsConfig
 from longhaul.core.direct_get import read_object
 from longhaul.core.provision import ProvisionSettings, atomic_batches, provision
 from longhaul.core.transient import retry_transient
-from longhaul.domain.config import NatsConfig
 from longhaul.domain.names import Names
 from nats.aio.client import Client
 from nats.js import JetStreamContext

@@ -21,6 +21,7 @@ from typing import Any
 
 from longhaul.core import event_loop, repository
 from longhaul.core.checkpoints import Checkpoints
+from longhaul.core.config import CONFIG_ERROR_EXIT, LonghaulConfig, load_config
 from longhaul.core.connection import Connection, connect
 from longhaul.core.erasure import Eraser
 from longhaul.core.evals import EvalStore
@@ -35,7 +36,7 @@ from longhaul.core.storage import StorageGauge
 from longhaul.core.store import EventStore
 from longhaul.core.telemetry import tracing
 from longhaul.core.workspace import WorkspaceStore
-from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
+from longhaul.domain.config import ConfigError
 from longhaul.domain.state import ScheduleState, TaskState, TraceState
 
 log = logging.getLogger(__name__)

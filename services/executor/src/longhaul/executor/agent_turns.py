@@ -31,8 +31,8 @@ from longhaul.agent.skills import SkillIndex, skill_dirs
 from longhaul.agent.tools import ToolRegistry, ToolSettings
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workspace import Workspace
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.replay import replayed_trace
 from longhaul.domain.state import TraceState
 from longhaul.executor.replay import Recordings

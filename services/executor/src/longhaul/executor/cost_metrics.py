@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from longhaul.domain.config import LonghaulConfig
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain.state import Message
 from prometheus_client import CollectorRegistry, Counter
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from longhaul.agent.config_check import check_config
 from longhaul.agent.presets import PresetCatalog
 from longhaul.agent.tools import ToolRegistry
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.service import ServiceContext, run_main
 from longhaul.core.spend import SpendLedger
-from longhaul.domain.config import LonghaulConfig
 from longhaul.executor.agent_turns import AgentTurns, ModelResolver
 from longhaul.executor.budgets import ancestor_over_budget
 from longhaul.executor.circuits import KvBreaker

@@ -10,9 +10,9 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.service import open_context
 from longhaul.core.telemetry import tracing_enabled
-from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.background import BackgroundLoops
 from longhaul.gateway.bodylimit import BodyLimitMiddleware

@@ -15,9 +15,10 @@ from types import FrameType
 import uvicorn
 from fastapi import FastAPI
 from longhaul.agent.config_check import check_config
+from longhaul.core.config import CONFIG_ERROR_EXIT, LonghaulConfig, load_config
 from longhaul.core.logs import configure_logging
 from longhaul.core.telemetry import tracing
-from longhaul.domain.config import CONFIG_ERROR_EXIT, ConfigError, LonghaulConfig, load_config
+from longhaul.domain.config import ConfigError
 from longhaul.gateway.app import create_app
 from longhaul.gateway.auth import KeyRing, is_loopback
 from longhaul.gateway.redact import redact_uvicorn_logs

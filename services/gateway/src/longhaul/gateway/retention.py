@@ -17,8 +17,8 @@ import logging
 import time
 
 from longhaul.core.background import every
+from longhaul.core.config import RetentionConfig
 from longhaul.core.index import TraceIndexEntry
-from longhaul.domain.config import RetentionConfig
 from longhaul.domain.state.trace import FINAL_STATUSES
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.runtime import Runtime

@@ -14,11 +14,11 @@ import nats.js.errors
 from fastapi import FastAPI
 from longhaul.agent import turn_settings
 from longhaul.agent.presets import PresetCatalog
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.index import TraceIndex
 from longhaul.core.repository import Repository
 from longhaul.core.service import ServiceContext
 from longhaul.core.transient import BrokerUnavailable, is_storage_full
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.state import ScheduleState, TaskState, TraceState
 from longhaul.gateway.auth import KeyRing
 from longhaul.gateway.errors import ApiError

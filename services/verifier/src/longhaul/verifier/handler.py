@@ -21,10 +21,10 @@ from typing import Any
 
 from longhaul.agent.tools.sandbox import Sandbox
 from longhaul.agent.workdir import WorkingDirError, trace_working_dir
+from longhaul.core.config import LonghaulConfig
 from longhaul.core.consumer import Delivery
 from longhaul.core.repository import Repository
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.domain.messages import content_text
 from longhaul.domain.state import TraceState
 from longhaul.llm.registry import ModelRegistry

@@ -405,9 +405,9 @@ def main() -> int:
     """``python -m longhaul.agent.tools.sandbox``: the health check of a service that runs
     tool processes. Prints this configuration's sandbox state; exit 1 when they would all be
     refused (``degraded``), 0 when they run confined or the operator opted out."""
-    from longhaul.domain.config import load_config
+    from longhaul.domain.config import SandboxConfig, load_section
 
-    sandbox = Sandbox(load_config().sandbox)
+    sandbox = Sandbox(load_section("sandbox", SandboxConfig))
     print(("degraded: " if sandbox.refuses else "") + sandbox.state())
     return 1 if sandbox.refuses else 0
 

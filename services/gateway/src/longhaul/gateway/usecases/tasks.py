@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from longhaul.core.config import LonghaulConfig
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig
 from longhaul.gateway.errors import ApiError
 from longhaul.gateway.schemas.tasks import CreateTaskRequest
 from longhaul.gateway.verification import verification_problems
