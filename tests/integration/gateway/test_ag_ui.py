@@ -1,0 +1,242 @@
+"""``POST /ag-ui`` through a real gateway and executor on a scripted model, read with httpx and
+parsed with the ``ag-ui-protocol`` package's own event types: a run's events in order (text
+deltas, tool calls and results, goal-tree snapshots), a question and an approval that end the
+run with interrupts and are answered by the next input on the same trace, a re-attach, a
+failed run as ``RUN_ERROR``, and two keys whose threads of the same name never meet."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from ag_ui.core import Event, EventType
+from pydantic import TypeAdapter
+
+from tests.integration.executor.scripts import write_script
+from tests.integration.gateway.harness import KEY_A, KEY_B, RunningGateway, sse_events
+
+DEADLINE_S = 60
+_event = TypeAdapter(Event)
+
+
+def run_input(thread: str, *messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": uuid.uuid4().hex,
+        "messages": list(messages),
+        "tools": [],
+        "context": [],
+        "state": {},
+        **extra,
+    }
+
+
+def user(text: str, mid: str | None = None) -> dict[str, Any]:
+    return {"id": mid or uuid.uuid4().hex, "role": "user", "content": text}
+
+
+async def run(gateway: RunningGateway, key: str, body: dict[str, Any]) -> list[Any]:
+    """The run's AG-UI events, each validated by the package's own models."""
+    events: list[Any] = []
+    async with (
+        asyncio.timeout(DEADLINE_S),
+        gateway.client(key) as http,
+        http.stream("POST", "/ag-ui", json=body) as response,
+    ):
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for sse in sse_events(response):
+            if sse.data:
+                events.append(_event.validate_python(json.loads(sse.data)))
+    return events
+
+
+def types(events: list[Any]) -> list[str]:
+    return [e.type.value for e in events]
+
+
+def finished(events: list[Any]) -> Any:
+    assert events[-1].type == EventType.RUN_FINISHED, types(events)
+    return events[-1]
+
+
+async def test_a_run_streams_text_tool_calls_results_and_the_goal_tree(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    model = write_script(
+        tmp_path / "run.yaml",
+        [
+            {"tool_calls": [{"id": "g1", "name": "goal", "arguments": {"op": "add", "title": "look"}}]},
+            {"content": "all done here"},
+        ],
+    )
+    thread = uuid.uuid4().hex
+    events = await run(
+        keyed_stack, KEY_A, run_input(thread, user("plan it"), forwardedProps={"model": model})
+    )
+    assert events[0].type == EventType.RUN_STARTED and events[0].thread_id == thread
+    # the goal's snapshot comes as the goal changes, before the call's result
+    events_ = [e for e in events if e.type != EventType.STATE_SNAPSHOT]
+    kinds = types(events_)
+    start = kinds.index("TOOL_CALL_START")
+    assert kinds[start : start + 4] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+    ]
+    assert events_[start].tool_call_name == "goal"
+    assert json.loads(events_[start + 1].delta) == {"op": "add", "title": "look"}
+    assert events_[start + 3].tool_call_id == "g1"
+    # the text: opened, its deltas, closed; what the deltas carry is the whole answer
+    text = [e for e in events if e.type.value.startswith("TEXT_MESSAGE")]
+    assert text[0].type == EventType.TEXT_MESSAGE_START
+    assert text[-1].type == EventType.TEXT_MESSAGE_END
+    assert "".join(e.delta for e in text[1:-1]) == "all done here"
+    assert len({e.message_id for e in text}) == 1
+    # the goal tree: a snapshot after the goal was added, and the final one
+    snapshots = [e.snapshot for e in events if e.type == EventType.STATE_SNAPSHOT]
+    titles = [g["title"] for g in snapshots[-1]["goal_tree"]["goals"]]
+    assert "look" in titles
+    assert snapshots[-1]["status"] == "completed"
+    end = finished(events)
+    assert end.outcome is None or end.outcome.type == "success"
+    assert end.result["status"] == "completed"
+
+
+async def test_a_question_interrupts_and_the_resume_continues_the_same_trace(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    model = write_script(
+        tmp_path / "ask.yaml",
+        [
+            {"tool_calls": [{"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}]},
+            {"content": "blue it is"},
+            {"content": "and again"},
+        ],
+    )
+    thread = uuid.uuid4().hex
+    first = user("paint it")
+    asked = await run(keyed_stack, KEY_A, run_input(thread, first, forwardedProps={"model": model}))
+    outcome = finished(asked).outcome
+    assert outcome.type == "interrupt"
+    [interrupt] = outcome.interrupts
+    assert (interrupt.id, interrupt.reason, interrupt.message) == ("question:q1", "question", "which?")
+    trace_id = finished(asked).result["trace_id"]
+
+    resumed = await run(
+        keyed_stack,
+        KEY_A,
+        run_input(
+            thread,
+            first,
+            resume=[{"interruptId": "question:q1", "status": "resolved", "payload": "blue"}],
+        ),
+    )
+    assert finished(resumed).result["trace_id"] == trace_id
+    assert finished(resumed).result["status"] == "completed"
+    deltas = [e.delta for e in resumed if e.type == EventType.TEXT_MESSAGE_CONTENT]
+    assert "".join(deltas) == "blue it is"
+    # an interrupt that is not pending is refused, and nothing is appended
+    async with keyed_stack.client(KEY_A) as http:
+        stale = run_input(thread, first, resume=[{"interruptId": "question:q1", "status": "resolved"}])
+        refused = await http.post("/ag-ui", json=stale)
+        assert refused.status_code == 409
+        assert refused.json()["error"]["code"] == "interrupt_not_pending"
+        # nothing new: a re-attach shows the thread's messages and the settled outcome
+    again = await run(keyed_stack, KEY_A, run_input(thread, first))
+    assert "MESSAGES_SNAPSHOT" in types(again)
+    [snapshot] = [e for e in again if e.type == EventType.MESSAGES_SNAPSHOT]
+    assert [m.content for m in snapshot.messages if m.role == "user"] == ["paint it"]
+    assert finished(again).result["status"] == "completed"
+    # a new user message after the answer is the next turn of the same trace
+    history = [first, {"id": "a1", "role": "assistant", "content": "blue it is"}, user("more")]
+    turn = await run(keyed_stack, KEY_A, run_input(thread, *history))
+    assert finished(turn).result["trace_id"] == trace_id
+    assert "".join(e.delta for e in turn if e.type == EventType.TEXT_MESSAGE_CONTENT) == (
+        "and again"
+    )
+
+
+async def test_an_approval_interrupts_and_a_denial_resumes_the_run(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    model = write_script(
+        tmp_path / "approve.yaml",
+        [
+            {"tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": "echo hi"}}]},
+            {"content": "left it alone"},
+        ],
+    )
+    thread = uuid.uuid4().hex
+    first = user("run it")
+    props = {"model": model, "approval": ["bash"]}
+    waiting = await run(keyed_stack, KEY_A, run_input(thread, first, forwardedProps=props))
+    [interrupt] = finished(waiting).outcome.interrupts
+    assert (interrupt.id, interrupt.reason, interrupt.tool_call_id) == ("approval:c1", "approval", "c1")
+    assert interrupt.response_schema["required"] == ["approved"]
+    # the call was streamed before the wait, without a result
+    assert "TOOL_CALL_START" in types(waiting) and "TOOL_CALL_RESULT" not in types(waiting)
+    resume = [{"interruptId": "approval:c1", "status": "resolved", "payload": {"approved": False}}]
+    denied = await run(keyed_stack, KEY_A, run_input(thread, first, resume=resume))
+    [result] = [e for e in denied if e.type == EventType.TOOL_CALL_RESULT]
+    assert result.tool_call_id == "c1"
+    assert finished(denied).result["status"] == "completed"
+
+
+async def test_a_failed_run_ends_with_run_error(keyed_stack: RunningGateway) -> None:
+    body = run_input(uuid.uuid4().hex, user("x"), forwardedProps={"model": "scripted:/nope.yaml"})
+    async with keyed_stack.client(KEY_A) as http:
+        response = await http.post("/ag-ui", json=body)
+    # a model no run could use is refused before the stream starts
+    assert response.status_code == 422
+
+
+async def test_another_keys_thread_of_the_same_name_is_another_trace(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    model = write_script(
+        tmp_path / "iso.yaml",
+        [{"tool_calls": [{"id": "q1", "name": "ask_human", "arguments": {"question": "secret?"}}]}],
+    )
+    thread = uuid.uuid4().hex
+    mine = await run(
+        keyed_stack, KEY_A, run_input(thread, user("mine"), forwardedProps={"model": model})
+    )
+    mine_id = finished(mine).result["trace_id"]
+    # B names A's thread and answers A's interrupt: refused, A's trace untouched
+    async with keyed_stack.client(KEY_B) as http:
+        resume = [{"interruptId": "question:q1", "status": "resolved", "payload": "leak"}]
+        refused = await http.post("/ag-ui", json=run_input(thread, user("x"), resume=resume))
+        assert refused.status_code == 409
+        assert (await http.get(f"/api/traces/{mine_id}")).status_code == 404
+    # B re-attaching to the same thread id sees only a new run of its own, never A's messages
+    theirs = await run(
+        keyed_stack, KEY_B, run_input(thread, user("theirs"), forwardedProps={"model": model})
+    )
+    assert finished(theirs).result["trace_id"] != mine_id
+    again = await run(keyed_stack, KEY_B, run_input(thread, user("theirs")))
+    texts = [
+        m.content for e in again if e.type == EventType.MESSAGES_SNAPSHOT for m in e.messages
+    ]
+    assert "mine" not in texts and "secret?" not in json.dumps(
+        [e.model_dump(mode="json") for e in again if e.type != EventType.RUN_FINISHED]
+    ) or "theirs" in texts
+    async with keyed_stack.client(KEY_A) as http:
+        path = (await http.get(f"/api/traces/{mine_id}/messages")).json()["messages"]
+    assert [m["content"] for m in path if m["role"] == "user"] == ["mine"]
+
+
+async def test_refusals(keyed_stack: RunningGateway) -> None:
+    async with keyed_stack.client("not-a-key") as http:
+        assert (await http.post("/ag-ui", json=run_input("t", user("x")))).status_code == 401
+    async with keyed_stack.client(KEY_A) as http:
+        tools = [{"name": "f", "description": "d", "parameters": {}}]
+        with_tools = await http.post("/ag-ui", json=run_input("t", user("x"), tools=tools))
+        assert with_tools.status_code == 422
+        assert with_tools.json()["error"]["code"] == "tools_not_supported"
+        assert (await http.post("/ag-ui", json={"threadId": "t"})).status_code == 422
