@@ -12,7 +12,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 from ag_ui.core import Event, EventType
 from pydantic import TypeAdapter
 
@@ -70,7 +69,11 @@ async def test_a_run_streams_text_tool_calls_results_and_the_goal_tree(
     model = write_script(
         tmp_path / "run.yaml",
         [
-            {"tool_calls": [{"id": "g1", "name": "goal", "arguments": {"op": "add", "title": "look"}}]},
+            {
+                "tool_calls": [
+                    {"id": "g1", "name": "goal", "arguments": {"op": "add", "title": "look"}}
+                ]
+            },
             {"content": "all done here"},
         ],
     )
@@ -114,7 +117,11 @@ async def test_a_question_interrupts_and_the_resume_continues_the_same_trace(
     model = write_script(
         tmp_path / "ask.yaml",
         [
-            {"tool_calls": [{"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}]},
+            {
+                "tool_calls": [
+                    {"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}
+                ]
+            },
             {"content": "blue it is"},
             {"content": "and again"},
         ],
@@ -125,7 +132,11 @@ async def test_a_question_interrupts_and_the_resume_continues_the_same_trace(
     outcome = finished(asked).outcome
     assert outcome.type == "interrupt"
     [interrupt] = outcome.interrupts
-    assert (interrupt.id, interrupt.reason, interrupt.message) == ("question:q1", "question", "which?")
+    assert (interrupt.id, interrupt.reason, interrupt.message) == (
+        "question:q1",
+        "question",
+        "which?",
+    )
     trace_id = finished(asked).result["trace_id"]
 
     resumed = await run(
@@ -143,7 +154,9 @@ async def test_a_question_interrupts_and_the_resume_continues_the_same_trace(
     assert "".join(deltas) == "blue it is"
     # an interrupt that is not pending is refused, and nothing is appended
     async with keyed_stack.client(KEY_A) as http:
-        stale = run_input(thread, first, resume=[{"interruptId": "question:q1", "status": "resolved"}])
+        stale = run_input(
+            thread, first, resume=[{"interruptId": "question:q1", "status": "resolved"}]
+        )
         refused = await http.post("/ag-ui", json=stale)
         assert refused.status_code == 409
         assert refused.json()["error"]["code"] == "interrupt_not_pending"
@@ -177,7 +190,11 @@ async def test_an_approval_interrupts_and_a_denial_resumes_the_run(
     props = {"model": model, "approval": ["bash"]}
     waiting = await run(keyed_stack, KEY_A, run_input(thread, first, forwardedProps=props))
     [interrupt] = finished(waiting).outcome.interrupts
-    assert (interrupt.id, interrupt.reason, interrupt.tool_call_id) == ("approval:c1", "approval", "c1")
+    assert (interrupt.id, interrupt.reason, interrupt.tool_call_id) == (
+        "approval:c1",
+        "approval",
+        "c1",
+    )
     assert interrupt.response_schema["required"] == ["approved"]
     # the call was streamed before the wait, without a result
     assert "TOOL_CALL_START" in types(waiting) and "TOOL_CALL_RESULT" not in types(waiting)
@@ -188,12 +205,23 @@ async def test_an_approval_interrupts_and_a_denial_resumes_the_run(
     assert finished(denied).result["status"] == "completed"
 
 
-async def test_a_failed_run_ends_with_run_error(keyed_stack: RunningGateway) -> None:
+async def test_a_failed_run_ends_with_run_error(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    filtered = write_script(
+        tmp_path / "filtered.yaml", [{"content": "I can't", "finish_reason": "content_filter"}]
+    )
+    props = {"model": filtered}
+    events = await run(
+        keyed_stack, KEY_A, run_input(uuid.uuid4().hex, user("x"), forwardedProps=props)
+    )
+    assert events[-1].type == EventType.RUN_ERROR, types(events)
+    assert events[-1].code == "content_filter"
+    assert "RUN_FINISHED" not in types(events)
+    # a model no run could use is refused before the stream starts
     body = run_input(uuid.uuid4().hex, user("x"), forwardedProps={"model": "scripted:/nope.yaml"})
     async with keyed_stack.client(KEY_A) as http:
-        response = await http.post("/ag-ui", json=body)
-    # a model no run could use is refused before the stream starts
-    assert response.status_code == 422
+        assert (await http.post("/ag-ui", json=body)).status_code == 422
 
 
 async def test_another_keys_thread_of_the_same_name_is_another_trace(
@@ -214,18 +242,14 @@ async def test_another_keys_thread_of_the_same_name_is_another_trace(
         refused = await http.post("/ag-ui", json=run_input(thread, user("x"), resume=resume))
         assert refused.status_code == 409
         assert (await http.get(f"/api/traces/{mine_id}")).status_code == 404
-    # B re-attaching to the same thread id sees only a new run of its own, never A's messages
-    theirs = await run(
-        keyed_stack, KEY_B, run_input(thread, user("theirs"), forwardedProps={"model": model})
-    )
+    # B's input on the same thread id starts a run of its own and never shows A's messages
+    own = user("theirs")
+    theirs = await run(keyed_stack, KEY_B, run_input(thread, own, forwardedProps={"model": model}))
     assert finished(theirs).result["trace_id"] != mine_id
-    again = await run(keyed_stack, KEY_B, run_input(thread, user("theirs")))
-    texts = [
-        m.content for e in again if e.type == EventType.MESSAGES_SNAPSHOT for m in e.messages
-    ]
-    assert "mine" not in texts and "secret?" not in json.dumps(
-        [e.model_dump(mode="json") for e in again if e.type != EventType.RUN_FINISHED]
-    ) or "theirs" in texts
+    again = await run(keyed_stack, KEY_B, run_input(thread, own))
+    [snapshot] = [e for e in again if e.type == EventType.MESSAGES_SNAPSHOT]
+    assert [m.content for m in snapshot.messages if m.role == "user"] == ["theirs"]
+    assert finished(again).result["trace_id"] != mine_id
     async with keyed_stack.client(KEY_A) as http:
         path = (await http.get(f"/api/traces/{mine_id}/messages")).json()["messages"]
     assert [m["content"] for m in path if m["role"] == "user"] == ["mine"]

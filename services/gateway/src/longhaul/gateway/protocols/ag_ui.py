@@ -445,14 +445,21 @@ def _closing(state: TraceState, body: RunAgentInput, link: str) -> BaseEvent:
 class _Translator:
     """The trace's stored events and live deltas as AG-UI events. Streamed text opens a
     message at its first delta; the stored assistant message closes it (adding what the
-    deltas missed)."""
+    deltas missed). Deltas travel apart from the log and can overtake the results of the
+    calls before them: they are held until those results are out, so a front end sees
+    every call's result before the text that follows it."""
 
     def __init__(self, trace_id: str) -> None:
         self.trace_id = trace_id
         self.open: str | None = None
         self.streamed = ""
+        self.unanswered: set[str] = set()
+        self.held: list[str] = []
 
     def delta(self, text: str) -> list[BaseEvent]:
+        if self.unanswered:
+            self.held.append(text)
+            return []
         out: list[BaseEvent] = []
         if self.open is None:
             self.open = f"{self.trace_id}-live-{uuid.uuid4().hex[:12]}"
@@ -463,16 +470,22 @@ class _Translator:
 
     def message(self, event: ev.MessageAppended) -> list[BaseEvent]:
         if event.role == "tool":
-            return [
+            self.unanswered.discard(event.tool_call_id or "")
+            out: list[BaseEvent] = [
                 ToolCallResultEvent(
                     message_id=_message_id(self.trace_id, event.sequence),
                     tool_call_id=event.tool_call_id or "",
                     content=text_of(event.content),
                 )
             ]
+            if not self.unanswered:
+                held, self.held = "".join(self.held), []
+                out.extend(self.delta(held) if held else [])
+            return out
         if event.role != "assistant":
             return []
-        out: list[BaseEvent] = []
+        self.held = []  # the stored message carries all of it
+        out = []
         whole = text_of(event.content)
         message_id = self.open or _message_id(self.trace_id, event.sequence)
         rest = whole[len(self.streamed) :] if whole.startswith(self.streamed) else ""
@@ -484,6 +497,7 @@ class _Translator:
             out.append(TextMessageEndEvent(message_id=message_id))
         self.open, self.streamed = None, ""
         for call in event.tool_calls or []:
+            self.unanswered.add(call.id)
             out.append(
                 ToolCallStartEvent(
                     tool_call_id=call.id,
