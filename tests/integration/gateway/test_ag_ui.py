@@ -1,5 +1,6 @@
 """``POST /ag-ui`` through a real gateway and executor on a scripted model, read with httpx and
-parsed with the ``ag-ui-protocol`` package's own event types: a run's events in order (text
+parsed with the ``ag-ui-protocol`` package's own event types, and by the official
+``@ag-ui/client`` from npm: a run's events in order (text
 deltas, tool calls and results, goal-tree snapshots), a question and an approval that end the
 run with interrupts and are answered by the next input on the same trace, a re-attach, a
 failed run as ``RUN_ERROR``, and two keys whose threads of the same name never meet."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,10 @@ from pydantic import TypeAdapter
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import KEY_A, KEY_B, RunningGateway, sse_events
+from tests.support import npm
 
 DEADLINE_S = 60
+AG_UI_CLIENT = "@ag-ui/client@1.0.0"
 _event = TypeAdapter(Event)
 
 
@@ -264,3 +268,52 @@ async def test_refusals(keyed_stack: RunningGateway) -> None:
         assert with_tools.status_code == 422
         assert with_tools.json()["error"]["code"] == "tools_not_supported"
         assert (await http.post("/ag-ui", json={"threadId": "t"})).status_code == 422
+
+
+async def test_the_official_ag_ui_client_runs_answers_and_continues_a_thread(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    """@ag-ui/client's HttpAgent (pinned, from npm) against /ag-ui: its own event verifier
+    and state machine accept the stream, it answers the question interrupt with ``resume``
+    and sends the next message, all on one trace."""
+    node = npm.node(18)
+    modules = npm.npm_install(AG_UI_CLIENT) / "node_modules"
+    model = write_script(
+        tmp_path / "client.yaml",
+        [
+            {
+                "tool_calls": [
+                    {"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}
+                ]
+            },
+            {"content": "blue it is"},
+            {"content": "and again"},
+        ],
+    )
+    config = {"url": f"{keyed_stack.url}/ag-ui", "key": KEY_A, "thread": uuid.uuid4().hex}
+    process = await asyncio.create_subprocess_exec(
+        node,
+        str(Path(__file__).with_name("ag_ui_client.cjs")),
+        json.dumps({**config, "model": model}),
+        env={**os.environ, "NODE_PATH": str(modules), "SUPPRESS_TRANSFORMATION_WARNINGS": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(DEADLINE_S):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    seen = json.loads(out)
+    asked, answered, next_turn = seen["runs"]
+    assert asked["outcome"] == "interrupt" and asked["error"] is None
+    assert [i["id"] for i in asked["interrupts"]] == ["question:q1"]
+    assert asked["events"][0] == "RUN_STARTED" and "TOOL_CALL_START" in asked["events"]
+    assert answered["outcome"] == "success"
+    assert "TEXT_MESSAGE_CONTENT" in answered["events"]
+    assert "goal_tree" in answered["state"]
+    trace_ids = {r["result"]["trace_id"] for r in (answered, next_turn)}
+    assert len(trace_ids) == 1
+    texts = [m.get("content") for m in seen["messages"] if m["role"] == "assistant"]
+    assert "blue it is" in texts and "and again" in texts
+    async with keyed_stack.client(KEY_A) as http:
+        path = (await http.get(f"/api/traces/{trace_ids.pop()}/messages")).json()["messages"]
+    assert [m["content"] for m in path if m["role"] == "user"] == ["paint it", "more"]
