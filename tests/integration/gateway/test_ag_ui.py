@@ -268,6 +268,12 @@ async def test_refusals(keyed_stack: RunningGateway) -> None:
         assert with_tools.status_code == 422
         assert with_tools.json()["error"]["code"] == "tools_not_supported"
         assert (await http.post("/ag-ui", json={"threadId": "t"})).status_code == 422
+        # a part the trace cannot take is a 422 naming it (schemathesis found a 500 here)
+        document = {"type": "document", "source": {"type": "file", "value": "f"}}
+        tool = {"id": "m", "role": "tool", "toolCallId": "c", "content": [document]}
+        refused = await http.post("/ag-ui", json=run_input("t", tool))
+        assert refused.status_code == 422, refused.text
+        assert "document part" in refused.json()["error"]["message"]
 
 
 async def test_the_official_ag_ui_client_runs_answers_and_continues_a_thread(

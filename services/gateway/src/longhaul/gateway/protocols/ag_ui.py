@@ -77,7 +77,7 @@ from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
-from longhaul.gateway.errors import ApiError
+from longhaul.gateway.errors import JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.protocols.run_outcome import (
     RunFollower,
     decoded,
@@ -124,7 +124,8 @@ _messages = TypeAdapter(list[ChatMessage])
 
 
 def _invalid(exc: ValidationError, what: str) -> ApiError:
-    return ApiError(422, "invalid_request", f"{what}: {exc.errors()[0]['msg']}", exc.errors())
+    errors = exc.errors(include_url=False, include_context=False, include_input=False)
+    return ApiError(422, "invalid_request", f"{what}: {errors[0]['msg']}", errors)
 
 
 # ---------------------------------------------------------------- input
@@ -171,7 +172,11 @@ def _chat(messages: list[Message]) -> list[ChatMessage]:
             )
         elif isinstance(message, ToolMessage):
             raw.append(
-                {"role": "tool", "content": message.content, "tool_call_id": message.tool_call_id}
+                {
+                    "role": "tool",
+                    "content": _content(message),
+                    "tool_call_id": message.tool_call_id,
+                }
             )
     try:
         return _messages.validate_python(raw)
@@ -576,7 +581,8 @@ async def _encoded(events: AsyncIterator[BaseEvent | None]) -> AsyncIterator[byt
                     }
                 }
             },
-        }
+        },
+        **JSON_ERROR_RESPONSES,
     },
 )
 async def run_agent(
