@@ -39,7 +39,7 @@ def _npm() -> str:
 def npm_install(*packages: str) -> Path:
     """The directory whose ``node_modules`` holds ``packages`` (each ``name@version``),
     installing them the first time."""
-    name = re.sub(r"[^A-Za-z0-9.@_-]+", "_", "+".join(packages)).replace("@", "")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", "+".join(packages).replace("@", "-")).strip("-_")
     target = cache_dir() / name
     if (target / "node_modules").is_dir():
         return target
