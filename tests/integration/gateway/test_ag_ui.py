@@ -58,6 +58,13 @@ async def run(gateway: RunningGateway, key: str, body: dict[str, Any]) -> list[A
     return events
 
 
+def asks_then_answers(tmp_path: Path) -> str:
+    """A model that asks "which?" (call q1), then answers twice."""
+    ask = {"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}
+    turns = [{"tool_calls": [ask]}, {"content": "blue it is"}, {"content": "and again"}]
+    return write_script(tmp_path / "ask.yaml", turns)
+
+
 def types(events: list[Any]) -> list[str]:
     return [e.type.value for e in events]
 
@@ -118,18 +125,7 @@ async def test_a_run_streams_text_tool_calls_results_and_the_goal_tree(
 async def test_a_question_interrupts_and_the_resume_continues_the_same_trace(
     keyed_stack: RunningGateway, tmp_path: Path
 ) -> None:
-    model = write_script(
-        tmp_path / "ask.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}
-                ]
-            },
-            {"content": "blue it is"},
-            {"content": "and again"},
-        ],
-    )
+    model = asks_then_answers(tmp_path)
     thread = uuid.uuid4().hex
     first = user("paint it")
     asked = await run(keyed_stack, KEY_A, run_input(thread, first, forwardedProps={"model": model}))
@@ -284,18 +280,7 @@ async def test_the_official_ag_ui_client_runs_answers_and_continues_a_thread(
     and sends the next message, all on one trace."""
     node = npm.node(18)
     modules = npm.npm_install(AG_UI_CLIENT) / "node_modules"
-    model = write_script(
-        tmp_path / "client.yaml",
-        [
-            {
-                "tool_calls": [
-                    {"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}
-                ]
-            },
-            {"content": "blue it is"},
-            {"content": "and again"},
-        ],
-    )
+    model = asks_then_answers(tmp_path)
     config = {"url": f"{keyed_stack.url}/ag-ui", "key": KEY_A, "thread": uuid.uuid4().hex}
     process = await asyncio.create_subprocess_exec(
         node,

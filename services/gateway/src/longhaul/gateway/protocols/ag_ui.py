@@ -93,6 +93,7 @@ from longhaul.gateway.schemas.traces import (
     RunRequest,
     ToolResultsRequest,
 )
+from longhaul.gateway.sse_schema import data_events
 from longhaul.gateway.streams import ClosingStreamingResponse
 from longhaul.gateway.usecases import steering
 from longhaul.gateway.usecases.start import start_trace
@@ -569,18 +570,8 @@ async def _encoded(events: AsyncIterator[BaseEvent | None]) -> AsyncIterator[byt
     response_class=Response,
     responses={
         200: {
-            "description": "AG-UI events, one per SSE event (data: the event's JSON)",
-            "content": {
-                "text/event-stream": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["data"],
-                        "properties": {
-                            "data": {"type": "string", "description": "an AG-UI event (JSON)"}
-                        },
-                    }
-                }
-            },
+            "description": "AG-UI events, one per SSE event",
+            "content": data_events("an AG-UI event (JSON)"),
         },
         **JSON_ERROR_RESPONSES,
     },
