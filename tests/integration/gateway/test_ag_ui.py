@@ -175,33 +175,44 @@ async def test_a_question_interrupts_and_the_resume_continues_the_same_trace(
     )
 
 
-async def test_an_approval_interrupts_and_a_denial_resumes_the_run(
+async def test_approvals_interrupt_and_a_resume_applies_all_answers_or_none(
     keyed_stack: RunningGateway, tmp_path: Path
 ) -> None:
+    calls = [
+        {"id": "c1", "name": "bash", "arguments": {"command": "echo one"}},
+        {"id": "c2", "name": "bash", "arguments": {"command": "echo two"}},
+    ]
     model = write_script(
-        tmp_path / "approve.yaml",
-        [
-            {"tool_calls": [{"id": "c1", "name": "bash", "arguments": {"command": "echo hi"}}]},
-            {"content": "left it alone"},
-        ],
+        tmp_path / "approve.yaml", [{"tool_calls": calls}, {"content": "left them alone"}]
     )
     thread = uuid.uuid4().hex
     first = user("run it")
     props = {"model": model, "approval": ["bash"]}
     waiting = await run(keyed_stack, KEY_A, run_input(thread, first, forwardedProps=props))
-    [interrupt] = finished(waiting).outcome.interrupts
-    assert (interrupt.id, interrupt.reason, interrupt.tool_call_id) == (
-        "approval:c1",
-        "approval",
-        "c1",
-    )
-    assert interrupt.response_schema["required"] == ["approved"]
-    # the call was streamed before the wait, without a result
+    asked = finished(waiting).outcome.interrupts
+    assert [(i.id, i.reason, i.tool_call_id) for i in asked] == [
+        ("approval:c1", "approval", "c1"),
+        ("approval:c2", "approval", "c2"),
+    ]
+    assert asked[0].response_schema["required"] == ["approved"]
+    # the calls were streamed before the wait, without results
     assert "TOOL_CALL_START" in types(waiting) and "TOOL_CALL_RESULT" not in types(waiting)
-    resume = [{"interruptId": "approval:c1", "status": "resolved", "payload": {"approved": False}}]
-    denied = await run(keyed_stack, KEY_A, run_input(thread, first, resume=resume))
-    [result] = [e for e in denied if e.type == EventType.TOOL_CALL_RESULT]
-    assert result.tool_call_id == "c1"
+    trace_id = finished(waiting).result["trace_id"]
+
+    deny = {"interruptId": "approval:c1", "status": "resolved", "payload": {"approved": False}}
+    bad = {"interruptId": "approval:c2", "status": "resolved", "payload": {"approved": "hm"}}
+    async with keyed_stack.client(KEY_A) as http:
+        refused = await http.post("/ag-ui", json=run_input(thread, first, resume=[deny, bad]))
+        assert refused.status_code == 422, refused.text
+        # the valid answer before the bad one was not applied either
+        pending = (await http.get(f"/api/traces/{trace_id}")).json()
+        assert pending["status"] == "waiting"
+        assert len(pending["pending_approvals"]) == 2, pending["pending_approvals"]
+
+    cancel = {"interruptId": "approval:c2", "status": "cancelled"}
+    denied = await run(keyed_stack, KEY_A, run_input(thread, first, resume=[deny, cancel]))
+    results = [e.tool_call_id for e in denied if e.type == EventType.TOOL_CALL_RESULT]
+    assert sorted(results) == ["c1", "c2"]
     assert finished(denied).result["status"] == "completed"
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -284,10 +284,12 @@ async def _continue(
     trace_id = state.trace_id
     results = [m for m in messages if m.role == "tool"]
     if results and state.wait_reason == "client_tools":
-        posted = ToolResultsRequest.model_validate(
-            {"results": [{"tool_call_id": m.tool_call_id, "content": m.content} for m in results]}
-        )
-        _, seq = await steering.post_tool_results(runtime, principal, trace_id, posted)
+        posted = [{"tool_call_id": m.tool_call_id, "content": text_of(m.content)} for m in results]
+        try:
+            checked = ToolResultsRequest.model_validate({"results": posted})
+        except ValidationError as exc:
+            raise _invalid(exc, "tool results") from None
+        _, seq = await steering.post_tool_results(runtime, principal, trace_id, checked)
         return seq
     turn: list[ChatMessage] = [m for m in messages if m.role in ("user", "system")]
     if not turn:
@@ -313,25 +315,34 @@ async def _resume(
                 f"interrupt {entry.interrupt_id!r} is not pending on this thread "
                 f"(pending: {sorted(pending) or 'none'})",
             )
-    first: int | None = None
-    for entry in entries:
-        kind, _, call_id = entry.interrupt_id.partition(":")
-        if kind == "approval":
-            decision = _decision(call_id, entry)
-            _, seq = await steering.decide_call(runtime, principal, state.trace_id, decision)
-        elif entry.status == "cancelled":
-            _, seq = await steering.stop(runtime, principal, state.trace_id)
-        else:
-            payload = entry.payload
-            answer = payload.get("answer") if isinstance(payload, dict) else payload
-            if not isinstance(answer, str) or not answer:
-                raise ApiError(
-                    422, "invalid_request", f"{entry.interrupt_id}: the payload is the answer"
-                )
-            _, seq = await steering.reply(runtime, principal, state.trace_id, answer)
-        first = seq if first is None else first
-    assert first is not None  # entries is not empty
-    return first
+    # every answer is checked before the first is applied: a bad one changes nothing
+    steps = [_answer(state.trace_id, entry) for entry in entries]
+    seqs = [(await step(runtime, principal))[1] for step in steps]
+    return seqs[0]
+
+
+Step = Callable[[Runtime, Principal], Awaitable[steering.Steered]]
+
+
+def _answer(trace_id: str, entry: ResumeEntry) -> Step:
+    """What answering one interrupt appends (checked now, applied by the caller)."""
+    kind, _, call_id = entry.interrupt_id.partition(":")
+    if kind == "approval":
+        decision = _decision(call_id, entry)
+        return lambda runtime, principal: steering.decide_call(
+            runtime, principal, trace_id, decision
+        )
+    if entry.status == "cancelled":
+        return lambda runtime, principal: steering.stop(runtime, principal, trace_id)
+    payload = entry.payload
+    answer = payload.get("answer") if isinstance(payload, dict) else payload
+    if not isinstance(answer, str) or not answer:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{entry.interrupt_id}: the payload is the answer (a string or {{answer}})",
+        )
+    return lambda runtime, principal: steering.reply(runtime, principal, trace_id, answer)
 
 
 def _decision(call_id: str, entry: ResumeEntry) -> ApproveRequest:
