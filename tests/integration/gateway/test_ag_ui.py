@@ -216,6 +216,38 @@ async def test_approvals_interrupt_and_a_resume_applies_all_answers_or_none(
     assert finished(denied).result["status"] == "completed"
 
 
+async def test_calls_left_to_the_front_end_are_pending_and_its_tool_messages_answer_them(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    call = {"id": "c1", "name": "bash", "arguments": {"command": "echo hi"}}
+    model = write_script(
+        tmp_path / "client.yaml", [{"tool_calls": [call]}, {"content": "thanks for running it"}]
+    )
+    thread = uuid.uuid4().hex
+    first = user("run it over there")
+    props = {"model": model, "auto_execute_tools": False}
+    handed = await run(keyed_stack, KEY_A, run_input(thread, first, forwardedProps=props))
+    outcome = finished(handed).outcome
+    assert outcome.type == "success" and outcome.pending_tool_call_ids == ["c1"]
+    [start] = [e for e in handed if e.type == EventType.TOOL_CALL_START]
+    # the conversation as the client now holds it: the call, then the result it ran
+    function = {"name": "bash", "arguments": '{"command": "echo hi"}'}
+    called = {
+        "id": start.parent_message_id,
+        "role": "assistant",
+        "toolCalls": [{"id": "c1", "type": "function", "function": function}],
+    }
+    result = {"id": "r1", "role": "tool", "toolCallId": "c1", "content": "hi"}
+    answered = await run(keyed_stack, KEY_A, run_input(thread, first, called, result))
+    texts = [e.delta for e in answered if e.type == EventType.TEXT_MESSAGE_CONTENT]
+    assert "".join(texts) == "thanks for running it"
+    assert finished(answered).result["trace_id"] == finished(handed).result["trace_id"]
+    async with keyed_stack.client(KEY_A) as http:
+        trace_id = finished(handed).result["trace_id"]
+        path = (await http.get(f"/api/traces/{trace_id}/messages")).json()["messages"]
+    assert [m["content"] for m in path if m["role"] == "tool"] == ["hi"]
+
+
 async def test_a_failed_run_ends_with_run_error(
     keyed_stack: RunningGateway, tmp_path: Path
 ) -> None:

@@ -22,8 +22,10 @@ arguments}``; ``cancelled`` denies) and ``question:<tool call id>`` (payload the
 string or ``{answer}``; ``cancelled`` stops the run). The next input's ``resume`` entries
 answer them and the same trace goes on. A new user message answers a question too.
 
-``forwardedProps`` may name the new trace's ``model``, ``preset`` and ``approval`` tools; the
-input's ``state`` is not read (the state is the trace's). Client-side ``tools`` are refused
+``forwardedProps`` may name the new trace's ``model``, ``preset`` and ``approval`` tools, and
+``auto_execute_tools: false`` hands every tool call to the front end (the run finishes with
+``pendingToolCallIds``; the next input's tool messages are the results); the input's
+``state`` is not read (the state is the trace's). Client-side ``tools`` are refused
 (422): the model cannot call them yet. A run still going after
 ``gateway.completion_timeout_s`` ends the stream with ``RUN_FINISHED`` whose result says
 ``running``; an input with nothing new follows it again.
@@ -102,7 +104,7 @@ from pydantic import TypeAdapter, ValidationError
 
 PATH = "/ag-ui"
 TRACE_HEADER = "X-Longhaul-Trace-Id"
-_OPTIONS = ("model", "preset", "approval")
+_OPTIONS = ("model", "preset", "approval", "auto_execute_tools")
 """What ``forwardedProps`` may set on a new trace."""
 
 APPROVAL_SCHEMA: dict[str, Any] = {
