@@ -112,6 +112,7 @@ async def test_a_run_streams_text_tool_calls_results_and_the_goal_tree(
     assert text[-1].type == EventType.TEXT_MESSAGE_END
     assert "".join(e.delta for e in text[1:-1]) == "all done here"
     assert len({e.message_id for e in text}) == 1
+    assert "-live-" in text[0].message_id  # opened by a live delta, not the stored message
     # the goal tree: a snapshot after the goal was added, and the final one
     snapshots = [e.snapshot for e in events if e.type == EventType.STATE_SNAPSHOT]
     titles = [g["title"] for g in snapshots[-1]["goal_tree"]["goals"]]
