@@ -61,7 +61,11 @@ async def run(gateway: RunningGateway, key: str, body: dict[str, Any]) -> list[A
 def asks_then_answers(tmp_path: Path) -> str:
     """A model that asks "which?" (call q1), then answers twice."""
     ask = {"id": "q1", "name": "ask_human", "arguments": {"question": "which?"}}
-    turns = [{"tool_calls": [ask]}, {"content": "blue it is"}, {"content": "and again"}]
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [ask]},
+        {"content": "blue it is"},
+        {"content": "and again"},
+    ]
     return write_script(tmp_path / "ask.yaml", turns)
 
 
