@@ -253,6 +253,42 @@ async def test_calls_left_to_the_front_end_are_pending_and_its_tool_messages_ans
     assert [m["content"] for m in path if m["role"] == "tool"] == ["hi"]
 
 
+async def test_a_front_end_that_dropped_its_stream_reattaches_to_the_running_run(
+    keyed_stack: RunningGateway, tmp_path: Path
+) -> None:
+    # the call runs until the test lets it go (a file in its working directory), at most 60 s
+    gate = "for i in $(seq 600); do [ -f go ] && break; sleep 0.1; done; echo ok"
+    call = {"id": "slow", "name": "bash", "arguments": {"command": gate}}
+    model = write_script(
+        tmp_path / "slow.yaml", [{"tool_calls": [call]}, {"content": "woke up again"}]
+    )
+    thread, first = uuid.uuid4().hex, user("take your time")
+    body = run_input(thread, first, forwardedProps={"model": model})
+    again: list[Any] = []
+    async with asyncio.timeout(DEADLINE_S), keyed_stack.client(KEY_A) as http:
+        async with http.stream("POST", "/ag-ui", json=body) as response:
+            trace_id = response.headers["x-longhaul-trace-id"]
+            async for sse in sse_events(response):
+                if sse.data and json.loads(sse.data)["type"] == "TOOL_CALL_END":
+                    break  # the front end goes away while the call runs
+        # made before the model was called: <working_root>/keys/<owner>/<trace id>
+        [workdir] = (tmp_path / "work").rglob(trace_id)
+        async with http.stream("POST", "/ag-ui", json=run_input(thread, first)) as response:
+            async for sse in sse_events(response):
+                if not sse.data:
+                    continue
+                again.append(_event.validate_python(json.loads(sse.data)))
+                if again[-1].type == EventType.MESSAGES_SNAPSHOT:  # re-attached: let it go
+                    (workdir / "go").touch()
+    [snapshot] = [e for e in again if e.type == EventType.MESSAGES_SNAPSHOT]
+    assert [m.role for m in snapshot.messages] == ["user", "assistant"]
+    assert "".join(e.delta for e in again if e.type == EventType.TEXT_MESSAGE_CONTENT) == (
+        "woke up again"
+    )
+    assert [e.tool_call_id for e in again if e.type == EventType.TOOL_CALL_RESULT] == ["slow"]
+    assert finished(again).result["status"] == "completed"
+
+
 async def test_a_failed_run_ends_with_run_error(
     keyed_stack: RunningGateway, tmp_path: Path
 ) -> None:
