@@ -25,6 +25,8 @@ SLOW_PATHS = (
     "tests/unit/agent/test_mcp_keys.py",  # sandboxed MCP server processes, one reaped
     "tests/cluster/",  # three nats-server nodes, two killed -9 in turn
     "tests/integration/test_pip_install.py",  # every wheel built, pip-installed, `longhaul up`
+    "tests/integration/gateway/test_mcp_conformance.py",  # the MCP suite on Node, from npm
+    "tests/integration/gateway/test_a2a_conformance.py",  # a2a-lint and a2a-sdk 0.3 in a venv
 )
 
 SLOW_TESTS = frozenset(
@@ -32,6 +34,8 @@ SLOW_TESTS = frozenset(
         "tests/unit/agent/test_sandbox_seccomp.py::"
         "test_sandboxed_bash_works_under_the_deployment_profile_and_the_profile_holds",
         "tests/integration/core/test_store.py::test_replay_10000_events",
+        "tests/integration/gateway/test_ag_ui.py::"
+        "test_the_official_ag_ui_client_runs_answers_and_continues_a_thread",  # Node, from npm
         "tests/integration/gateway/test_mcp_server.py::"
         "test_the_stdio_bridge_serves_the_same_tools_per_key",  # `longhaul mcp` subprocesses
         "tests/integration/gateway/test_mcp_server.py::"

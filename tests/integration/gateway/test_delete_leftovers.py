@@ -1,11 +1,12 @@
 """What a client leaves in the store is gone after its delete and after its key's erasure.
 
 One client of each surface writes a string only it knows: ``/api/traces`` in a system prompt
-(the recorded context), ``/a2a`` in a ``contextId``, ``/v1`` in a two-turn conversation (two
-recorded conversation steps). After ``DELETE /api/traces/{id}`` of each trace, and after the
-operator erases the key, every stream of the namespace the server lists (events, every KV
-bucket with its history, every object store) is read message by message: neither the string
-nor a trace id is anywhere but in the index's expiring tombstones. A ``/v1`` conversation
+(the recorded context), ``/a2a`` in a ``contextId``, ``/ag-ui`` in a message id (the thread's
+record of what it took), ``/v1`` in a two-turn conversation (two recorded conversation steps).
+After ``DELETE /api/traces/{id}`` of each trace, and after the operator erases the key, every
+stream of the namespace the server lists (events, every KV bucket with its history, every
+object store) is read message by message: neither the string nor a trace id is anywhere but
+in the index's expiring tombstones. A ``/v1`` conversation
 whose trace was deleted, sent again, starts a new trace."""
 
 from __future__ import annotations
@@ -61,7 +62,19 @@ async def _traces_of_every_surface(
             {"role": "user", "content": f"turn {turn}"},
         ]
     assert chat_ids[0] == chat_ids[1]  # one trace, two recorded conversation steps
-    return [made.json()["trace_id"], sent["result"]["id"], chat_ids[0]], conversation[:-1]
+    thread = {
+        "threadId": f"thread-{secret}",
+        "runId": "r1",
+        "messages": [{"id": f"msg-{secret}", "role": "user", "content": "hi"}],
+        "forwardedProps": {"model": model},
+    }
+    async with client.stream("POST", "/ag-ui", json=thread) as run:
+        assert run.status_code == 200
+        streamed = b"".join([chunk async for chunk in run.aiter_bytes()])
+    assert b'"RUN_FINISHED"' in streamed, streamed
+    ag_ui = run.headers["x-longhaul-trace-id"]
+    ids = [made.json()["trace_id"], sent["result"]["id"], chat_ids[0], ag_ui]
+    return ids, conversation[:-1]
 
 
 async def _settled(conn: Connection, trace_ids: list[str]) -> None:
@@ -102,6 +115,7 @@ async def test_nothing_of_a_client_outlives_its_deletes_or_its_key_s_erasure(
         # it is there to be erased: the recorded context and the A2A context at least
         assert any(s == f"KV_{conn.names.workspace}" and ".context." in j for s, j in before)
         assert any(s == f"KV_{conn.names.workspace}" and ".a2a." in j for s, j in before)
+        assert any(s == f"KV_{conn.names.workspace}" and ".ag-ui." in j for s, j in before)
         for trace_id in ids:
             deleted = await alice.delete(f"/api/traces/{trace_id}")
             assert deleted.status_code == 200, deleted.text

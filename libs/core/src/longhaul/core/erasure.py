@@ -12,7 +12,8 @@ The places, per trace: events ``lh.ev.trace.<id>.>``; ``lh_snapshots`` ``trace.<
 its object ``snapshot/trace/<id>``); ``lh_traces`` (tombstone) and ``lh_active`` ``<id>``;
 ``lh_leases`` ``trace.<id>`` and ``verify.<id>.*``; ``lh_workspace`` ``outputs/<id>/…``,
 ``uploads/<id>/…``, ``trace/<id>/…`` (attachments), ``context/<id>/…`` (what its model was
-shown), ``a2a/<owner>/<id>`` (an A2A client's ``contextId``), ``openai/<owner>/<id>/…`` (the
+shown), ``a2a/<owner>/<id>`` (an A2A client's ``contextId``), ``ag-ui/<owner>/<id>`` (the last
+AG-UI message a thread's run took), ``openai/<owner>/<id>/…`` (the
 ``/v1`` conversations that continue it) and the key's images the trace names
 (``images/<owner>/<sha256>``), each with its object when the value was offloaded;
 ``lh_notifications`` ``<id>.>`` (its deliveries). Per task: events ``lh.ev.task.<id>.>``,
@@ -146,7 +147,11 @@ class Eraser:
         head = f"$KV.{names.workspace}"
         removed.add(
             await self._erase_workspace_subjects(
-                [f"{head}.a2a.*.{trace_id}", f"{head}.openai.*.{trace_id}.>"]
+                [
+                    f"{head}.a2a.*.{trace_id}",
+                    f"{head}.ag-ui.*.{trace_id}",
+                    f"{head}.openai.*.{trace_id}.>",
+                ]
             )
         )
         removed.entries += await self._purge_bucket(names.notifications, f"{trace_id}.>")
@@ -183,7 +188,13 @@ class Eraser:
         images, its upload quota's count, what the protocol surfaces kept for it (also what a
         release before per-trace keys left: ``openai/<owner>/<digest>``)."""
         removed = await self.erase_workspace(
-            [f"images/{owner}", f"quota/uploads/{owner}", f"a2a/{owner}", f"openai/{owner}"]
+            [
+                f"images/{owner}",
+                f"quota/uploads/{owner}",
+                f"a2a/{owner}",
+                f"ag-ui/{owner}",
+                f"openai/{owner}",
+            ]
         )
         below_owner = f"{owner_segment(owner)}.>"
         names = self.conn.names

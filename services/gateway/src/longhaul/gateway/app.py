@@ -19,7 +19,7 @@ from longhaul.gateway.bodylimit import BodyLimitMiddleware
 from longhaul.gateway.errors import install_error_handlers
 from longhaul.gateway.metrics import GatewayMetrics, RequestObserver
 from longhaul.gateway.openapi import configured_openapi, model_pattern
-from longhaul.gateway.protocols import openai
+from longhaul.gateway.protocols import ag_ui, openai
 from longhaul.gateway.protocols.a2a import A2ASurface
 from longhaul.gateway.protocols.mcp import McpSurface
 from longhaul.gateway.quota import ActiveQuota
@@ -136,6 +136,7 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         admin.router,
         viewer.router,
         openai.router,
+        ag_ui.router,
     ):
         app.include_router(router)
     # Added last is outermost: the observer sees every response (413s and CORS refusals

@@ -93,6 +93,16 @@ def event_stream_schema(aggregate: ev.Aggregate) -> tuple[dict[str, Any], dict[s
 
 
 LAST_EVENT_ID = {"type": "string", "pattern": "^[0-9]{1,19}$"}
+
+
+def data_events(description: str) -> dict[str, Any]:
+    """The ``text/event-stream`` content of a stream whose events carry only ``data`` (the
+    protocol surfaces' streams): one event, as OpenAPI 3.1 tools read an event-stream schema."""
+    data = {"type": "string", "description": description}
+    schema = {"type": "object", "required": ["data"], "properties": {"data": data}}
+    return {"text/event-stream": {"schema": schema}}
+
+
 """What ``Last-Event-ID`` may be: an ``id`` the stream sent (FastAPI would document an optional
 header as string-or-null, and a header has no null)."""
 

@@ -136,7 +136,7 @@ def trace_view(
             max_cost=state.config.max_cost,
         ),
         event_id=state.stream_seq,
-        goal_tree=_goal_tree(goals, completed=state.status == "completed"),
+        goal_tree=goal_tree(goals, completed=state.status == "completed"),
         sub_traces=[_child_view(info, mirror) for info in state.subtraces.values()],
         messaging=state.config.messaging,
         unread_messages=len(state.unread_messages()),
@@ -162,7 +162,7 @@ def message_view(message: Message) -> dict[str, Any]:
     return view
 
 
-def _goal_tree(goals: GoalTree, *, completed: bool) -> GoalTreeView:
+def goal_tree(goals: GoalTree, *, completed: bool) -> GoalTreeView:
     """The plan with what each goal cost, by itself and with everything under it. The root
     goal ends with the trace: a completed trace's is done (the fold keeps it open, since a
     new run of the trace goes on under it), and then nothing is in focus."""

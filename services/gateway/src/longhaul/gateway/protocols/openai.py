@@ -75,6 +75,7 @@ from longhaul.gateway.schemas.openai import (
 )
 from longhaul.gateway.schemas.runs import RunFile
 from longhaul.gateway.schemas.traces import ChatMessage, CreateTraceRequest
+from longhaul.gateway.sse_schema import data_events
 from longhaul.gateway.streams import ClosingStreamingResponse
 from longhaul.gateway.usecases.files import decoded_files, put_files
 from longhaul.gateway.usecases.start import check_model, message_inputs, start_trace
@@ -391,23 +392,11 @@ _DONE = b"data: [DONE]\n\n"
     summary="A chat completion: a run of a durable trace (stream: SSE chunks)",
     responses={
         200: {
-            "content": {
-                "text/event-stream": {
-                    # one event of the stream (as OpenAPI 3.1 tools read an event-stream
-                    # schema, gateway/sse_schema.py): its data is a JSON chunk, or [DONE]
-                    "schema": {
-                        "type": "object",
-                        "required": ["data"],
-                        "properties": {
-                            "data": {
-                                "type": "string",
-                                "description": "a chat.completion.chunk, an error object "
-                                "({error: …}, ending a failed run), or [DONE]",
-                            }
-                        },
-                    }
-                }
-            }
+            # its data is a JSON chunk, or [DONE]
+            "content": data_events(
+                "a chat.completion.chunk, an error object ({error: …}, ending a failed run), "
+                "or [DONE]"
+            )
         },
         PROVIDER_FAILED: {"model": OpenAIError, "description": "the model provider failed"},
         RUN_FAILED: {"model": OpenAIError, "description": "the run failed"},
