@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from longhaul.domain.config import NatsConfig
+from longhaul.core.config import NatsConfig
 
 from tests.integration.executor.scripts import write_script
 from tests.integration.gateway.harness import KEY_A, RunningGateway, gateway_config, serve_gateway
