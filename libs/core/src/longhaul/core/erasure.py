@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from longhaul.core.connection import Connection
 from longhaul.core.experiences import owner_segment
 from longhaul.core.index import TraceIndex
+from longhaul.core.spend import forget_traces
 from longhaul.core.workspace import stored_object, workspace_subject
 from longhaul.domain.events import Aggregate
 from nats.js.errors import NotFoundError, ObjectNotFoundError
@@ -185,8 +186,9 @@ class Eraser:
 
     async def erase_key_records(self, owner: str) -> Removed:
         """What a key holds outside its traces and tasks: its experiences, its eval runs, its
-        images, its upload quota's count, what the protocol surfaces kept for it (also what a
-        release before per-trace keys left: ``openai/<owner>/<digest>``)."""
+        images, its upload quota's count, its spend per day (which names its traces), what
+        the protocol surfaces kept for it (also what a release before per-trace keys left:
+        ``openai/<owner>/<digest>``)."""
         removed = await self.erase_workspace(
             [
                 f"images/{owner}",
@@ -198,9 +200,13 @@ class Eraser:
         )
         below_owner = f"{owner_segment(owner)}.>"
         names = self.conn.names
-        for bucket in (names.experiences, names.evals, names.schedules):
+        for bucket in (names.experiences, names.evals, names.schedules, names.spend):
             removed.entries += await self._purge_bucket(bucket, below_owner)
         return removed
+
+    async def forget_spent(self, owner: str, trace_ids: list[str]) -> None:
+        """Erased traces leave their key's spend counted but named by no id."""
+        await forget_traces(self.conn, owner, trace_ids)
 
     async def _erase_snapshot(self, aggregate: Aggregate, aggregate_id: str) -> Removed:
         removed = Removed()

@@ -177,3 +177,24 @@ async def entries(
             continue
         out.append((split[0], split[1], spend.decode(entry.value)))
     return sorted(out, key=lambda item: (item[1], item[0]))
+
+
+async def forget_traces(conn: Connection, owner: str, trace_ids: Sequence[str]) -> None:
+    """Drop deleted traces' marks from their key's day entries: what they spent stays counted,
+    their ids go (the bucket keeps one revision, so no older one still names them)."""
+    gone = set(trace_ids)
+    kv = await conn.kv(conn.names.spend)
+    for found in await current_entries(kv, f"{owner}.>"):
+        entry: KeyValue.Entry | None = found
+        for _ in range(ATTEMPTS):
+            if entry is None or entry.value is None:
+                break
+            day = spend.decode(entry.value)
+            if not gone & day.seen.keys():
+                break
+            day.seen = {t: mark for t, mark in day.seen.items() if t not in gone}
+            try:
+                await kv.update(entry.key, spend.encode(day), last=entry.revision)
+                break
+            except KeyWrongLastSequenceError:  # an executor counted meanwhile
+                entry = await get_entry(kv, found.key)

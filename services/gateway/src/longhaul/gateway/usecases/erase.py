@@ -153,6 +153,8 @@ async def _erase_families(runtime: Runtime, owner: str | None, roots: list[Trace
             own_images = images if state is members[0] else []
             removed.add(await eraser.erase_trace(state.trace_id, workspace=own_images))
             runtime.mirror.put(TraceIndexEntry.tombstone(state.trace_id))
+        if owner is not None:
+            await eraser.forget_spent(owner, [state.trace_id for state in members])
     runtime.metrics.erased.labels("trace").inc(len(members))
     return removed
 
