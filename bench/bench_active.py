@@ -1,0 +1,230 @@
+"""Many traces active at once on one executor process (issue 46 item 3), never in ``make test``.
+
+One executor subprocess; every trace runs ``steps`` steps of the no-op tool against the
+scripted model with a fixed latency (``scripted:<file>?latency_ms=1000``: the model call is
+an ``asyncio.sleep`` in the executor, as a remote model is a wait on a socket). Reported:
+
+- **harness delay per step**: for consecutive assistant messages of one trace, the gap
+  between their ``ts`` (stamped in the executor) minus the model's latency: the tool call,
+  the appends, building the request and whatever the event loop made the step wait (a late
+  wake-up from the model's sleep counts: the loop was busy with other traces). p50 and p99 over
+  every step but each trace's first (creation is not a step);
+- **memory per active trace**: the executor's peak RSS (``/proc``, sampled every 0.25 s)
+  during the run against its RSS before, per trace;
+- **waiting traces**: the executor's RSS with 0 and then ``waiting`` traces parked in
+  ``ask_human`` (status ``waiting``, lease released, turn ended), per waiting trace;
+- the executor's CPU seconds per step (``/proc/<pid>/stat``): what caps the number of
+  traces one process keeps at a 1 s step is CPU, traces × steps/s × CPU per step.
+
+The machine is shared: the load average is printed beside every table (``machine``).
+
+    python -m bench.bench_active [--traces 500,2000] [--steps 8] [--waiting 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import msgspec
+from longhaul.core import event_loop
+from longhaul.core.connection import Connection, connect
+from longhaul.core.provision import ProvisionSettings
+from longhaul.core.store import EventStore
+from longhaul.domain.config import NatsConfig
+from longhaul.domain.ids import new_id
+
+from bench.bench_executor import completion
+from bench.bench_scale import counter, env, rss_mb, script
+from bench.common import percentile, private_nats, report
+from tests.support.stack import ExecutorProcess, create_trace
+
+LATENCY_S = 1.0
+CREATE_BATCH = 500
+"""Traces created per gather: the bench's own connection is not the thing measured."""
+
+
+class _Stamp(msgspec.Struct):
+    ts: float
+    role: str = ""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def create_all(store: EventStore, ids: list[str], model: str) -> None:
+    for start in range(0, len(ids), CREATE_BATCH):
+        chunk = ids[start : start + CREATE_BATCH]
+        await asyncio.gather(*(create_trace(store, "a", trace_id=t, model=model) for t in chunk))
+
+
+async def park(conn: Connection, store: EventStore, model: str, count: int) -> float:
+    """Create ``count`` traces that wait for a person; seconds until all are waiting."""
+    ids = [new_id("t") for _ in range(count)]
+    started = time.perf_counter()
+    async with counter(conn, conn.names.type_filter("trace", "waiting"), count) as waiting:
+        await create_all(store, ids, model)
+        await asyncio.wait_for(waiting, timeout=3600)
+    return time.perf_counter() - started
+
+
+async def active(
+    conn: Connection, store: EventStore, pid: int, model: str, traces: int
+) -> tuple[list[float], float, float, float]:
+    """Run ``traces`` traces at once: (harness delays in ms, peak RSS MB, executor CPU s,
+    wall s)."""
+    ids = [new_id("t") for _ in range(traces)]
+    wanted = set(ids)
+    stamps: dict[str, list[float]] = defaultdict(list)
+    decoder = msgspec.json.Decoder(_Stamp)
+
+    async def on_message(msg: object) -> None:
+        _, trace_id, _ = conn.names.parse_subject(msg.subject)  # type: ignore[attr-defined]
+        if trace_id in wanted:
+            stamp = decoder.decode(msg.data)  # type: ignore[attr-defined]
+            if stamp.role == "assistant":
+                stamps[trace_id].append(stamp.ts)
+
+    sub = await conn.nc.subscribe(
+        conn.names.type_filter("trace", "message_appended"), cb=on_message
+    )
+    peak = rss_mb(pid)
+    sampling = True
+
+    async def sample() -> None:
+        nonlocal peak
+        while sampling:
+            peak = max(peak, rss_mb(pid))
+            await asyncio.sleep(0.25)
+
+    sampler = asyncio.create_task(sample())
+    done = await completion(conn, wanted)
+    cpu = cpu_seconds(pid)
+    started = time.perf_counter()
+    try:
+        await create_all(store, ids, model)
+        finished = await asyncio.wait_for(done, timeout=3600)
+    finally:
+        sampling = False
+        await sampler
+        await sub.unsubscribe()
+    delays = [
+        (later - earlier - LATENCY_S) * 1000
+        for trace in stamps.values()
+        for earlier, later in zip(trace, trace[1:], strict=False)
+    ]
+    return delays, peak, cpu_seconds(pid) - cpu, finished - started
+
+
+async def main(sizes: list[int], steps: int, waiting: int) -> None:
+    with private_nats() as url, tempfile.TemporaryDirectory(prefix="lh-bench-active-") as tmp:
+        directory = Path(tmp)
+        namespace = "act_"
+        conn = await connect(
+            NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
+        )
+        store = EventStore(conn)
+        turns: list[dict[str, object]] = [
+            {"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)
+        ]
+        slow = script(directory, "steps", [*turns, {"content": "done"}])
+        asks = script(
+            directory,
+            "asks",
+            [{"tool_calls": [{"name": "ask_human", "arguments": {"question": "go on?"}}]}],
+        )
+        proc = ExecutorProcess(url, namespace, "active-0", env=env(max(sizes)), log_dir=directory)
+        await proc.start()
+        active_rows: list[list[object]] = []
+        memory_rows: list[list[object]] = []
+        try:
+            assert proc.pid is not None
+            pid = proc.pid
+            warm = [new_id("t") for _ in range(20)]
+            done = await completion(conn, set(warm))
+            await create_all(store, warm, slow)
+            await asyncio.wait_for(done, timeout=600)
+            idle = rss_mb(pid)
+            memory_rows.append(["0 waiting (after 20 warm-up runs)", round(idle, 1), "-"])
+            if waiting:
+                seconds = await park(conn, store, asks, waiting)
+                parked = rss_mb(pid)
+                memory_rows.append(
+                    [
+                        f"{waiting} waiting (parked in {seconds:.0f}s)",
+                        round(parked, 1),
+                        round((parked - idle) * 1024 / waiting, 2),
+                    ]
+                )
+            for traces in sizes:
+                before = rss_mb(pid)
+                delays, peak, cpu, wall = await active(
+                    conn, store, pid, f"{slow}?latency_ms={LATENCY_S * 1000:.0f}", traces
+                )
+                step_count = traces * (steps + 1)
+                active_rows.append(
+                    [
+                        traces,
+                        len(delays),
+                        round(percentile(delays, 50), 2),
+                        round(percentile(delays, 99), 2),
+                        round((peak - before) * 1024 / traces, 1),
+                        round(cpu * 1000 / step_count, 3),
+                        round(cpu / wall, 2),
+                        round(os.getloadavg()[0], 1),
+                    ]
+                )
+        finally:
+            await proc.stop()
+            await conn.close()
+    report(
+        "active: traces at once on one executor, model latency 1 s",
+        [
+            "active traces",
+            "steps measured",
+            "harness ms/step p50",
+            "harness ms/step p99",
+            "KB per active trace",
+            "executor CPU ms/step",
+            "executor CPU cores used",
+            "load average after",
+        ],
+        active_rows,
+        [
+            f"{steps} no-op tool steps then an answer per trace, all created at once; the model "
+            f"is scripted with latency_ms={LATENCY_S * 1000:.0f} in the executor",
+            "harness ms/step = gap between a trace's consecutive assistant messages minus the "
+            "model's 1 s (tool, appends, request building, event-loop lag); target p99 <= 10 ms",
+            "KB per active trace = executor peak RSS during the run minus its RSS before it",
+            "what caps it: CPU. Traces at a 1 s step need traces x CPU per step of one core; "
+            "past one core of CPU the event loop is the queue and the delay grows with it",
+        ],
+    )
+    report(
+        "active: executor memory with traces waiting for a person",
+        ["state", "executor RSS MB", "KB per waiting trace"],
+        memory_rows,
+        [
+            "waiting = the trace called ask_human: status waiting, lease released, turn ended; "
+            "nothing of it is kept by the executor but what caches hold"
+        ],
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--traces", default="500,2000", help="comma-separated sizes")
+    parser.add_argument("--steps", type=int, default=8, help="tool steps per trace")
+    parser.add_argument("--waiting", type=int, default=20_000, help="traces parked in ask_human")
+    args = parser.parse_args()
+    event_loop.run(
+        main([int(n) for n in args.traces.split(",")], args.steps, args.waiting)
+    )
