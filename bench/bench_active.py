@@ -14,7 +14,7 @@ an ``asyncio.sleep`` in the executor, as a remote model is a wait on a socket). 
 - **waiting traces**: the executor's RSS with 0 and then ``waiting`` traces parked in
   ``ask_human`` (status ``waiting``, lease released, turn ended), per waiting trace;
 - the executor's CPU seconds per step (``/proc/<pid>/stat``): what caps the number of
-  traces one process keeps at a 1 s step is CPU, traces × steps/s × CPU per step.
+  traces one process keeps at a 1 s step is CPU, traces x steps/s x CPU per step.
 
 The machine is shared: the load average is printed beside every table (``machine``).
 
@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import os
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgspec
@@ -36,15 +39,34 @@ from longhaul.core import event_loop
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig
+from longhaul.domain.config import NatsConfig, StoreConfig
 from longhaul.domain.ids import new_id
+from longhaul.executor.settings import ExecutorSettings
 
 from bench.bench_executor import completion
+from bench.bench_gateway import cpu_seconds
 from bench.bench_scale import counter, env, rss_mb, script
 from bench.common import percentile, private_nats, report
 from tests.support.stack import ExecutorProcess, create_trace
 
 LATENCY_S = 1.0
+DEFAULTS = {
+    "LONGHAUL_STORE__LEASE_TTL_S": str(StoreConfig().lease_ttl_s),
+    "LONGHAUL_EXECUTOR__ACK_WAIT_S": str(ExecutorSettings.model_fields["ack_wait_s"].default),
+    "LONGHAUL_EXECUTOR__SWEEP_INTERVAL_S": str(
+        ExecutorSettings.model_fields["sweep_interval_s"].default
+    ),
+}
+"""The shipped lease TTL, ack wait and sweep interval, not the test stack's fast ones: what
+an active trace costs besides its steps (a lease renewal every TTL/3, an in-progress ack
+every ack wait/3) is part of what is measured."""
+WAIT_BATCH = 2_500
+CAPS = (
+    "what caps it (py-spy of the executor): CPU. Traces at a 1 s step need traces x CPU per "
+    "step of one core, and an active trace costs more than its steps: a lease renewal every "
+    "TTL/3 (1.7 s) and an in-progress ack every ack wait/3 (2 s), each a JetStream round "
+    "trip; past one core the event loop is the queue and the harness delay grows with it"
+)
 CREATE_BATCH = 500
 """Traces created per gather: the bench's own connection is not the thing measured."""
 
@@ -52,12 +74,6 @@ CREATE_BATCH = 500
 class _Stamp(msgspec.Struct):
     ts: float
     role: str = ""
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` so far (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def create_all(store: EventStore, ids: list[str], model: str) -> None:
@@ -119,104 +135,135 @@ async def active(
     delays = [
         (later - earlier - LATENCY_S) * 1000
         for trace in stamps.values()
-        for earlier, later in zip(trace, trace[1:], strict=False)
+        for earlier, later in itertools.pairwise(trace)
     ]
     return delays, peak, cpu_seconds(pid) - cpu, finished - started
+
+
+@contextlib.asynccontextmanager
+async def executor(
+    url: str, namespace: str, directory: Path, concurrency: int
+) -> AsyncIterator[tuple[Connection, EventStore, int]]:
+    """A fresh executor process (shipped lease/ack/sweep settings), warmed up by 20 runs of
+    the bench's script: (connection, store, its pid)."""
+    conn = await connect(
+        NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
+    )
+    store = EventStore(conn)
+    proc = ExecutorProcess(
+        url, namespace, namespace, env={**env(concurrency), **DEFAULTS}, log_dir=directory
+    )
+    await proc.start()
+    try:
+        assert proc.pid is not None
+        warm = [new_id("t") for _ in range(20)]
+        done = await completion(conn, set(warm))
+        await create_all(store, warm, script(directory, "warm", [{"content": "done"}]))
+        await asyncio.wait_for(done, timeout=600)
+        yield conn, store, proc.pid
+    finally:
+        await proc.stop()
+        await conn.close()
+
+
+async def waiting_memory(url: str, directory: Path, waiting: int) -> list[list[object]]:
+    """RSS of an executor with 0 traces waiting for a person, then after each batch parked."""
+    asks = script(
+        directory,
+        "asks",
+        [{"tool_calls": [{"name": "ask_human", "arguments": {"question": "go on?"}}]}],
+    )
+    batch = min(waiting, WAIT_BATCH)
+    async with executor(url, "wait_", directory, batch) as (conn, store, pid):
+        idle = rss_mb(pid)
+        rows: list[list[object]] = [["0 waiting (after 20 warm-up runs)", round(idle, 1), "-", "-"]]
+        parked = 0
+        while parked < waiting:
+            seconds = await park(conn, store, asks, batch)
+            parked += batch
+            now = rss_mb(pid)
+            rows.append(
+                [
+                    f"{parked} waiting (+{batch} in {seconds:.0f}s)",
+                    round(now, 1),
+                    round((now - idle) * 1024 / parked, 2),
+                    round(os.getloadavg()[0], 1),
+                ]
+            )
+    return rows
+
+
+async def active_rows(
+    url: str, directory: Path, sizes: list[int], steps: int
+) -> list[list[object]]:
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)
+    ]
+    slow = script(directory, "steps", [*turns, {"content": "done"}])
+    model = f"{slow}?latency_ms={LATENCY_S * 1000:.0f}"
+    rows: list[list[object]] = []
+    async with executor(url, "act_", directory, max(sizes) + 10) as (conn, store, pid):
+        for traces in sizes:
+            before = rss_mb(pid)
+            delays, peak, cpu, wall = await active(conn, store, pid, model, traces)
+            rows.append(
+                [
+                    traces,
+                    len(delays),
+                    round(percentile(delays, 50), 2),
+                    round(percentile(delays, 99), 2),
+                    round((peak - before) * 1024 / traces, 1),
+                    round(cpu * 1000 / (traces * (steps + 1)), 3),
+                    round(cpu / wall, 2),
+                    round(os.getloadavg()[0], 1),
+                ]
+            )
+    return rows
 
 
 async def main(sizes: list[int], steps: int, waiting: int) -> None:
     with private_nats() as url, tempfile.TemporaryDirectory(prefix="lh-bench-active-") as tmp:
         directory = Path(tmp)
-        namespace = "act_"
-        conn = await connect(
-            NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
-        )
-        store = EventStore(conn)
-        turns: list[dict[str, object]] = [
-            {"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)
-        ]
-        slow = script(directory, "steps", [*turns, {"content": "done"}])
-        asks = script(
-            directory,
-            "asks",
-            [{"tool_calls": [{"name": "ask_human", "arguments": {"question": "go on?"}}]}],
-        )
-        proc = ExecutorProcess(url, namespace, "active-0", env=env(max(sizes)), log_dir=directory)
-        await proc.start()
-        active_rows: list[list[object]] = []
-        memory_rows: list[list[object]] = []
-        try:
-            assert proc.pid is not None
-            pid = proc.pid
-            warm = [new_id("t") for _ in range(20)]
-            done = await completion(conn, set(warm))
-            await create_all(store, warm, slow)
-            await asyncio.wait_for(done, timeout=600)
-            idle = rss_mb(pid)
-            memory_rows.append(["0 waiting (after 20 warm-up runs)", round(idle, 1), "-"])
-            if waiting:
-                seconds = await park(conn, store, asks, waiting)
-                parked = rss_mb(pid)
-                memory_rows.append(
-                    [
-                        f"{waiting} waiting (parked in {seconds:.0f}s)",
-                        round(parked, 1),
-                        round((parked - idle) * 1024 / waiting, 2),
-                    ]
-                )
-            for traces in sizes:
-                before = rss_mb(pid)
-                delays, peak, cpu, wall = await active(
-                    conn, store, pid, f"{slow}?latency_ms={LATENCY_S * 1000:.0f}", traces
-                )
-                step_count = traces * (steps + 1)
-                active_rows.append(
-                    [
-                        traces,
-                        len(delays),
-                        round(percentile(delays, 50), 2),
-                        round(percentile(delays, 99), 2),
-                        round((peak - before) * 1024 / traces, 1),
-                        round(cpu * 1000 / step_count, 3),
-                        round(cpu / wall, 2),
-                        round(os.getloadavg()[0], 1),
-                    ]
-                )
-        finally:
-            await proc.stop()
-            await conn.close()
-    report(
-        "active: traces at once on one executor, model latency 1 s",
-        [
-            "active traces",
-            "steps measured",
-            "harness ms/step p50",
-            "harness ms/step p99",
-            "KB per active trace",
-            "executor CPU ms/step",
-            "executor CPU cores used",
-            "load average after",
-        ],
-        active_rows,
-        [
-            f"{steps} no-op tool steps then an answer per trace, all created at once; the model "
-            f"is scripted with latency_ms={LATENCY_S * 1000:.0f} in the executor",
-            "harness ms/step = gap between a trace's consecutive assistant messages minus the "
-            "model's 1 s (tool, appends, request building, event-loop lag); target p99 <= 10 ms",
-            "KB per active trace = executor peak RSS during the run minus its RSS before it",
-            "what caps it: CPU. Traces at a 1 s step need traces x CPU per step of one core; "
-            "past one core of CPU the event loop is the queue and the delay grows with it",
-        ],
-    )
-    report(
-        "active: executor memory with traces waiting for a person",
-        ["state", "executor RSS MB", "KB per waiting trace"],
-        memory_rows,
-        [
-            "waiting = the trace called ask_human: status waiting, lease released, turn ended; "
-            "nothing of it is kept by the executor but what caches hold"
-        ],
-    )
+        if sizes:
+            report(
+                "active: traces at once on one executor, model latency 1 s",
+                [
+                    "active traces",
+                    "steps measured",
+                    "harness ms/step p50",
+                    "harness ms/step p99",
+                    "KB per active trace",
+                    "executor CPU ms/step",
+                    "executor CPU cores used",
+                    "load average after",
+                ],
+                await active_rows(url, directory, sizes, steps),
+                [
+                    f"{steps} no-op tool steps then an answer per trace, all created at once; "
+                    f"the model is scripted with latency_ms={LATENCY_S * 1000:.0f} in the "
+                    "executor; shipped lease TTL (5 s), ack wait (6 s), sweep interval (2 s)",
+                    "harness ms/step = gap between a trace's consecutive assistant messages "
+                    "minus the model's 1 s (tool, appends, request building, event-loop lag); "
+                    "target p99 <= 10 ms",
+                    "KB per active trace = executor peak RSS during the run minus its RSS "
+                    "before it; executor CPU ms/step = its CPU over the run / steps (the "
+                    "answer counted as a step)",
+                    CAPS,
+                ],
+            )
+        if waiting:
+            report(
+                "active: executor memory with traces waiting for a person",
+                ["state", "executor RSS MB", "KB per waiting trace", "load average"],
+                await waiting_memory(url, directory, waiting),
+                [
+                    "waiting = the trace called ask_human: status waiting, lease released, "
+                    "turn ended; a fresh executor process, traces parked in batches of "
+                    f"{WAIT_BATCH}; KB per waiting trace = RSS growth since 0 over all parked",
+                    "the sweeper (every sweep_interval_s, 2 s shipped) reads every index "
+                    "entry: its cost grows with the waiting traces (bench_scale measures it)",
+                ],
+            )
 
 
 if __name__ == "__main__":
@@ -225,6 +272,4 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=8, help="tool steps per trace")
     parser.add_argument("--waiting", type=int, default=20_000, help="traces parked in ask_human")
     args = parser.parse_args()
-    event_loop.run(
-        main([int(n) for n in args.traces.split(",")], args.steps, args.waiting)
-    )
+    event_loop.run(main([int(n) for n in args.traces.split(",")], args.steps, args.waiting))
