@@ -18,7 +18,7 @@ an ``asyncio.sleep`` in the executor, as a remote model is a wait on a socket). 
 
 The machine is shared: the load average is printed beside every table (``machine``).
 
-    python -m bench.bench_active [--traces 500,2000] [--steps 8] [--waiting 20000]
+    python -m bench.bench_active [--quick] [--traces 500,2000] [--steps 8] [--waiting 20000]
 """
 
 from __future__ import annotations
@@ -271,5 +271,9 @@ if __name__ == "__main__":
     parser.add_argument("--traces", default="500,2000", help="comma-separated sizes")
     parser.add_argument("--steps", type=int, default=8, help="tool steps per trace")
     parser.add_argument("--waiting", type=int, default=20_000, help="traces parked in ask_human")
+    parser.add_argument("--quick", action="store_true", help="50 and 200 traces, 500 waiting")
     args = parser.parse_args()
-    event_loop.run(main([int(n) for n in args.traces.split(",")], args.steps, args.waiting))
+    sizes = [50, 200] if args.quick else [int(n) for n in args.traces.split(",")]
+    event_loop.run(
+        main(sizes, 3 if args.quick else args.steps, 500 if args.quick else args.waiting)
+    )
