@@ -132,3 +132,10 @@ def test_a_big_snapshot_decodes_without_the_collector_rescanning_it() -> None:
     assert decoded is not None
     assert msgspec.to_builtins(decoded) == msgspec.to_builtins(state)
     assert len(decoded.messages) == 3_001
+    # the messages, their calls and usage are not tracked: a full collection skips them
+    message = decoded.messages[2]
+    assert message.tool_calls is not None
+    assert not any(
+        map(gc.is_tracked, (message, message.tool_calls[0], message.tool_calls[0].function))
+    )
+    assert not gc.is_tracked(ev.Usage(prompt_tokens=1))
