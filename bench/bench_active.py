@@ -196,10 +196,13 @@ async def waiting_memory(url: str, directory: Path, waiting: int) -> list[list[o
 async def active_rows(
     url: str, directory: Path, sizes: list[int], steps: int
 ) -> list[list[object]]:
+    # usage given, as a provider reports it: else the fake estimates it from the whole request
+    usage = {"prompt_tokens": 100, "completion_tokens": 5}
     turns: list[dict[str, object]] = [
-        {"tool_calls": [{"name": "noop", "arguments": {"n": n}}]} for n in range(steps)
+        {"tool_calls": [{"name": "noop", "arguments": {"n": n}}], "usage": usage}
+        for n in range(steps)
     ]
-    slow = script(directory, "steps", [*turns, {"content": "done"}])
+    slow = script(directory, "steps", [*turns, {"content": "done", "usage": usage}])
     model = f"{slow}?latency_ms={LATENCY_S * 1000:.0f}"
     rows: list[list[object]] = []
     async with executor(url, "act_", directory, max(sizes) + 10) as (conn, store, pid):
