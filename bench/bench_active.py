@@ -68,6 +68,8 @@ CAPS = (
     "trip; past one core the event loop is the queue and the harness delay grows with it"
 )
 CREATE_BATCH = 500
+SPREAD = 20
+"""Slices the active traces are created in, over one model latency."""
 """Traces created per gather: the bench's own connection is not the thing measured."""
 
 
@@ -126,7 +128,11 @@ async def active(
     cpu = cpu_seconds(pid)
     started = time.perf_counter()
     try:
-        await create_all(store, ids, model)
+        # spread over one model latency: traces started in one burst stay in step, and every
+        # second the whole burst queues on the event loop at once
+        for n in range(SPREAD):
+            await create_all(store, ids[n::SPREAD], model)
+            await asyncio.sleep(LATENCY_S / SPREAD)
         finished = await asyncio.wait_for(done, timeout=3600)
     finally:
         sampling = False
@@ -242,7 +248,8 @@ async def main(sizes: list[int], steps: int, waiting: int) -> None:
                 ],
                 await active_rows(url, directory, sizes, steps),
                 [
-                    f"{steps} no-op tool steps then an answer per trace, all created at once; "
+                    f"{steps} no-op tool steps then an answer per trace, created over 1 s in "
+                    f"{SPREAD} slices; "
                     f"the model is scripted with latency_ms={LATENCY_S * 1000:.0f} in the "
                     "executor; shipped lease TTL (5 s), ack wait (6 s), sweep interval (2 s)",
                     "harness ms/step = gap between a trace's consecutive assistant messages "
