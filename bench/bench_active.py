@@ -62,10 +62,16 @@ an active trace costs besides its steps (a lease renewal every TTL/3, an in-prog
 every ack wait/3) is part of what is measured."""
 WAIT_BATCH = 2_500
 CAPS = (
-    "what caps it (py-spy of the executor): CPU. Traces at a 1 s step need traces x CPU per "
-    "step of one core, and an active trace costs more than its steps: a lease renewal every "
-    "TTL/3 (1.7 s) and an in-progress ack every ack wait/3 (2 s), each a JetStream round "
-    "trip; past one core the event loop is the queue and the harness delay grows with it"
+    "what caps it (py-spy of the executor at 300 traces, 2026-11-28): CPU per step, about "
+    "1.7-2 ms here against ~0.7 ms in bench_executor's single trace, because an active trace "
+    "also renews its lease every TTL/3 (1.7 s; 5 % of samples), sends an in-progress ack every "
+    "ack wait/3 (2 s), writes its index entry (8.5 %) and validates tool arguments against "
+    "their schema (4.4 %); socket writes are 12 %. One core runs ~500 traces at a 1 s step; "
+    "past the CPU the executor gets, the event loop is the queue and the delay grows with it "
+    "(on this shared machine the executor got 0.3-0.7 of a core). 5,000 active traces need "
+    "~9 cores of executor: replicas, not one process. The first cap is a setting: "
+    "executor.concurrency, 64 turns at once per replica as shipped (the bench sets the "
+    "traces + 10); max_ack_pending follows it (64 x concurrency)"
 )
 CREATE_BATCH = 500
 SPREAD = 20
