@@ -162,9 +162,8 @@ async def test_get_trace_returns_documented_shape(
     }
 
 
-async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
-    client: httpx.AsyncClient, store: EventStore
-) -> None:
+async def rewound_trace(client: httpx.AsyncClient, store: EventStore) -> str:
+    """A trace answered once, then rewound to its first message with a second question."""
     trace_id = await create(client, "first question")
     await append_as_executor(
         store, trace_id, assistant(2, "first answer"), ev.Completed(summary="done")
@@ -174,6 +173,13 @@ async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
         json={"messages": [user_message("second question")], "after_sequence": 1},
     )
     assert response.status_code == 202 and response.json()["status"] == "running"
+    return trace_id
+
+
+async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await rewound_trace(client, store)
     main = (await client.get(f"/api/traces/{trace_id}/messages?mode=main_path")).json()
     assert [(m["sequence"], m["parent_sequence"]) for m in main["messages"]] == [(1, None), (3, 1)]
     assert main["head_sequence"] == 3
@@ -198,15 +204,7 @@ async def test_messages_come_in_pages_of_limit(
 ) -> None:
     """A long trace is read page by page (issue 46): ``limit`` lowest sequences after
     ``after``, on the main path and over every branch; a limit out of range is refused."""
-    trace_id = await create(client, "first question")
-    await append_as_executor(
-        store, trace_id, assistant(2, "first answer"), ev.Completed(summary="done")
-    )
-    rewound = await client.post(
-        f"/api/traces/{trace_id}/run",
-        json={"messages": [user_message("second question")], "after_sequence": 1},
-    )
-    assert rewound.status_code == 202
+    trace_id = await rewound_trace(client, store)
     await append_as_executor(store, trace_id, assistant(4, "second answer"))
     pages: dict[str, list[list[int]]] = {}
     for mode in ("main_path", "all"):
