@@ -137,9 +137,10 @@ async def timed_trace(
     tools: list[Tool] = TOOLS,
     model_name: str = "scripted:bench",
     atomic: bool = False,
+    owner: str | None = None,
 ) -> tuple[str, float]:
     """Run one trace of ``model`` on an in-process executor: (trace id, seconds from its
-    creation to its ``completed`` event)."""
+    creation to its ``completed`` event); ``owner``: whom a gateway serves it to."""
     namespace = conn.names.namespace
     trace_id = new_id("t")
     done = await completion(conn, {trace_id})
@@ -152,7 +153,9 @@ async def timed_trace(
         resolve_model=lambda _name: model,
     ):
         started = time.perf_counter()
-        await create_trace(EventStore(conn), "benchmark", trace_id=trace_id, model=model_name)
+        await create_trace(
+            EventStore(conn), "benchmark", trace_id=trace_id, owner=owner, model=model_name
+        )
         return trace_id, await asyncio.wait_for(done, timeout=3600) - started
 
 

@@ -397,15 +397,21 @@ async def create_trace(
     task: str | list[ev.InputMessage],
     *,
     trace_id: str | None = None,
+    owner: str | None = None,
     **config: Any,
 ) -> str:
-    """Append ``TraceCreated`` (what the gateway does) and return the trace id."""
+    """Append ``TraceCreated`` (what the gateway does, filed under ``owner``) and return the
+    trace id."""
     trace_id = trace_id or new_id("t")
     messages = [ev.InputMessage(role="user", content=task)] if isinstance(task, str) else task
     await store.append(
         "trace",
         trace_id,
-        [ev.TraceCreated(messages=messages, config=ev.TraceConfig(**config), name="test")],
+        [
+            ev.TraceCreated(
+                messages=messages, config=ev.TraceConfig(**config), name="test", owner=owner
+            )
+        ],
         expected=Position(),
         actor="test",
     )

@@ -6,8 +6,10 @@ import asyncio
 from pathlib import Path
 
 import msgspec
+from longhaul.core.snapshots import SnapshotStore
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
+from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.state import TraceState
 from longhaul.executor.leases import Leases
 
@@ -172,3 +174,24 @@ async def test_a_reply_that_arrives_while_a_dead_executor_holds_the_lease_is_not
         state = await wait_for_trace(store, trace_id, within=30)
     assert state.status == "completed", state.error
     assert [m.content for m in state.main_path() if m.role == "tool"] == ["green"]
+
+
+async def test_the_end_of_a_long_turn_is_snapshotted(
+    nats_url: str, namespace: str, store: EventStore, tmp_path: Path
+) -> None:
+    """On a long log the snapshot schedule leaves up to ~1/4 of it behind; a turn that ends
+    with ``snapshot_every`` events or more since its last snapshot takes one, so a resume
+    replays none of them (issue 46)."""
+    config = LonghaulConfig(
+        nats=NatsConfig(url=nats_url, namespace=namespace),
+        store=StoreConfig(lease_ttl_s=FAST_LEASE_TTL_S, snapshot_every=2),
+    )
+    model = record_steps(tmp_path / "steps.yaml", 20, tmp_path / "calls.jsonl")
+    async with InProcessExecutor(nats_url, namespace, config=config, settings=TOOLS):
+        trace_id = await create_trace(store, "twenty steps", model=model)
+        final = await wait_for_trace(store, trace_id)
+        await wait_lease_released(store.conn, trace_id)  # the turn, snapshots included, ended
+    assert final.status == "completed", final.error
+    snapshot = await SnapshotStore(store.conn).read("trace", trace_id, TraceState)
+    assert snapshot is not None
+    assert (snapshot.version, snapshot.stream_seq) == (final.version, final.stream_seq)

@@ -162,9 +162,8 @@ async def test_get_trace_returns_documented_shape(
     }
 
 
-async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
-    client: httpx.AsyncClient, store: EventStore
-) -> None:
+async def rewound_trace(client: httpx.AsyncClient, store: EventStore) -> str:
+    """A trace answered once, then rewound to its first message with a second question."""
     trace_id = await create(client, "first question")
     await append_as_executor(
         store, trace_id, assistant(2, "first answer"), ev.Completed(summary="done")
@@ -174,6 +173,13 @@ async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
         json={"messages": [user_message("second question")], "after_sequence": 1},
     )
     assert response.status_code == 202 and response.json()["status"] == "running"
+    return trace_id
+
+
+async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    trace_id = await rewound_trace(client, store)
     main = (await client.get(f"/api/traces/{trace_id}/messages?mode=main_path")).json()
     assert [(m["sequence"], m["parent_sequence"]) for m in main["messages"]] == [(1, None), (3, 1)]
     assert main["head_sequence"] == 3
@@ -191,6 +197,37 @@ async def test_rewind_moves_the_main_path_and_keeps_the_old_branch(
     assert newer["head_sequence"] == 3
     newest = (await client.get(f"/api/traces/{trace_id}/messages?after=2")).json()
     assert [m["sequence"] for m in newest["messages"]] == [3]
+
+
+async def test_messages_come_in_pages_of_limit(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    """A long trace is read page by page (issue 46): ``limit`` lowest sequences after
+    ``after``, on the main path and over every branch; a limit out of range is refused."""
+    trace_id = await rewound_trace(client, store)
+    await append_as_executor(store, trace_id, assistant(4, "second answer"))
+    pages: dict[str, list[list[int]]] = {}
+    for mode in ("main_path", "all"):
+        after, got = 0, []
+        while True:
+            url = f"/api/traces/{trace_id}/messages?mode={mode}&limit=2&after={after}"
+            page = (await client.get(url)).json()
+            got.append([m["sequence"] for m in page["messages"]])
+            assert page["head_sequence"] == 4
+            if len(page["messages"]) < 2:
+                break
+            after = page["messages"][-1]["sequence"]
+        pages[mode] = got
+    assert pages == {
+        "main_path": [
+            [1, 3],
+            [4],
+        ],
+        "all": [[1, 2], [3, 4], []],
+    }
+    for bad in ("0", "10001", "x"):
+        refused = await client.get(f"/api/traces/{trace_id}/messages?limit={bad}")
+        assert refused.status_code == 422, bad
 
 
 async def test_continue_and_regenerate(client: httpx.AsyncClient, store: EventStore) -> None:

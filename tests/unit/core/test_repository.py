@@ -3,6 +3,8 @@ re-decided on conflict, bounded retries, creation, cached loads."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from longhaul.core.memory import MemorySnapshots, MemoryStore
 from longhaul.core.repository import ONCE, RetryPolicy, tasks, traces
@@ -176,3 +178,34 @@ async def test_a_save_starts_a_snapshot_when_one_is_due() -> None:
     snapshot = await stored.read("trace", "t_1", TraceState)
     assert snapshot is not None and snapshot.version == 3
     assert (await repo.load("t_1")).main_path()[-1].content == "b"
+
+
+def appending(sequence: int) -> Callable[[TraceState], list[ev.Event]]:
+    return lambda _state: [message(sequence, f"m{sequence}")]
+
+
+async def test_a_long_run_of_saves_is_snapshotted_at_rest() -> None:
+    """On a long log the schedule leaves up to ~1/4 of it behind the last snapshot; once the
+    writer is at rest, ``every`` events or more since its last snapshot are snapshotted, so
+    the next load replays none. Fewer are left to the schedule."""
+    store, stored = MemoryStore(), MemorySnapshots()
+    snapshots = Snapshots(stored, every=3)
+    repo = traces(store, snapshots=stored).taking_snapshots(snapshots)
+    state = await created(store)
+    for sequence in range(2, 41):
+        await repo.save("t_1", state, appending(sequence), actor="x")
+    await snapshots.flush(5)
+    scheduled = await stored.read("trace", "t_1", TraceState)
+    assert scheduled is not None and state.version - scheduled.version >= 3
+    await snapshots.at_rest("trace", "t_1", state, 5)
+    await snapshots.flush(5)
+    rested = await stored.read("trace", "t_1", TraceState)
+    assert rested is not None and rested.version == state.version == 40
+    assert rested.stream_seq == state.stream_seq
+    # two more events: under ``every`` since the last snapshot, left to the schedule
+    for sequence in (41, 42):
+        await repo.save("t_1", state, appending(sequence), actor="x")
+    await snapshots.at_rest("trace", "t_1", state, 5)
+    await snapshots.flush(5)
+    kept = await stored.read("trace", "t_1", TraceState)
+    assert kept is not None and kept.version == 40

@@ -15,7 +15,9 @@ Two parts, kept apart as the ``eventsourcing`` library keeps them:
   at a time per aggregate, from the state as encoded when the save was applied
   (:func:`pack_snapshot`): the fold then matches the stream sequence it records, which it need
   not a moment later (write-behind applies an event before its append lands). The owner calls
-  :meth:`Snapshots.flush` when it is done writing (an executor at the end of a turn).
+  :meth:`Snapshots.at_rest` once its appends have landed (a snapshot of the end of a long run
+  of saves, so the next load replays nothing) and :meth:`Snapshots.flush` when it is done
+  writing (an executor at the end of a turn).
 
 A snapshot is only an optimisation: one that does not read back is ignored (a full replay).
 """
@@ -167,6 +169,9 @@ class Snapshots:
         self.every = every
         self._writing: set[tuple[Aggregate, str]] = set()
         self._pending: set[asyncio.Task[Any]] = set()
+        self._since: dict[tuple[Aggregate, str], int] = {}
+        """Per aggregate: the version of the last snapshot this taker started, else the one
+        before its first save (what :meth:`at_rest` counts from)."""
 
     def due(self, version: int, previous_version: int) -> bool:
         if self.every <= 0:
@@ -183,11 +188,31 @@ class Snapshots:
     ) -> None:
         """Start a background snapshot if one is due and none is being written."""
         key = (aggregate, aggregate_id)
+        self._since.setdefault(key, previous_version)
         if not self.due(state.version, previous_version) or key in self._writing:
             return  # a skipped one is taken at the next interval: it only saves replay time
+        self._take(key, state)
+
+    async def at_rest(
+        self, aggregate: Aggregate, aggregate_id: str, state: Fold, timeout_s: float
+    ) -> None:
+        """The writer is done with the aggregate for now and its appends have landed: take a
+        snapshot if ``every`` events or more were saved since this taker's last one, so the
+        next load (a resume, a reader) replays none of them. On a long aggregate the schedule
+        above leaves up to ~1/4 of the log behind its last snapshot: 13,000 events of a
+        100,000-step trace, ~0.5 s of CPU on every load (issue 46)."""
+        key = (aggregate, aggregate_id)
+        since = self._since.get(key)
+        if self.every <= 0 or since is None or state.version - since < self.every:
+            return
+        await drain(self._pending, timeout_s)  # an older snapshot must not land after this one
+        self._take(key, state)
+
+    def _take(self, key: tuple[Aggregate, str], state: Fold) -> None:
         self._writing.add(key)
+        self._since[key] = state.version
         packed = pack_snapshot(state)
-        task = asyncio.create_task(self._write(key, packed), name=f"snapshot-{aggregate_id}")
+        task = asyncio.create_task(self._write(key, packed), name=f"snapshot-{key[1]}")
         self._pending.add(task)
         task.add_done_callback(self._done)
 

@@ -308,7 +308,13 @@ class RunRequested(TraceEvent, tag="run_requested", kw_only=True, omit_defaults=
     config: TraceConfig | None = None
 
 
-class MessageAppended(TraceEvent, tag="message_appended", kw_only=True, omit_defaults=True):
+class MessageAppended(
+    TraceEvent, tag="message_appended", kw_only=True, omit_defaults=True, gc=False
+):
+    """``gc=False`` (and on its calls and usage): a long trace's fold holds hundreds of
+    thousands of these, which hold no reference back to anything, and the cyclic collector
+    rescanned them all at each full collection and through a snapshot's decode (issue 46)."""
+
     sequence: int
     parent_sequence: int | None
     role: Literal["system", "user", "assistant", "tool"]

@@ -27,13 +27,13 @@ def content_text(content: Any) -> str:
     return json.dumps(content)
 
 
-class FunctionCall(msgspec.Struct, kw_only=True):
+class FunctionCall(msgspec.Struct, kw_only=True, gc=False):
     name: str
     arguments: str = "{}"
     """The raw JSON text the model produced (kept verbatim even when it does not parse)."""
 
 
-class ToolCall(msgspec.Struct, kw_only=True):
+class ToolCall(msgspec.Struct, kw_only=True, gc=False):
     """A tool call in OpenAI shape."""
 
     id: str
@@ -62,7 +62,7 @@ def add_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return {kind: a.get(kind, 0) + b.get(kind, 0) for kind in {*a, *b}}
 
 
-class Usage(msgspec.Struct, kw_only=True, omit_defaults=True):
+class Usage(msgspec.Struct, kw_only=True, omit_defaults=True, gc=False):
     """Token counts of one model call. ``estimated`` marks counts we computed ourselves.
     ``saved_tokens``: prompt tokens the request did not carry thanks to each saving
     (``offload``: one-time outputs sent as their note; ``compaction``: completed goals folded,

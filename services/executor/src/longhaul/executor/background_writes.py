@@ -4,7 +4,8 @@ snapshots the trace repository starts finish — both off the step's critical pa
 The index is written at most every ``interval_s`` during a turn (and always when the turn
 ends). Snapshots are taken by the repository when due (``longhaul.core.snapshots``: every
 ``snapshot_every`` events, then every ~1/8 of the log); this owns them for the turn
-(:attr:`TurnBackgroundWrites.snapshots`) and waits for them, bounded, when the turn ends.
+(:attr:`TurnBackgroundWrites.snapshots`), snapshots the end of a long turn
+(:meth:`TurnBackgroundWrites.at_rest`) and waits for them, bounded, when the turn ends.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class TurnBackgroundWrites:
         self._pending.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("background %s write failed: %s", task.get_name(), task.exception())
+
+    async def at_rest(self, state: TraceState) -> None:
+        """The turn ended and its appends landed: snapshot the end of a long turn (``every``
+        events or more since its last snapshot), so a resume replays none of it."""
+        await self.snapshots.at_rest("trace", state.trace_id, state, FLUSH_TIMEOUT_S)
 
     async def finish(self, state: TraceState) -> None:
         """Wait for background writes (bounded) and write the final index entry."""

@@ -200,6 +200,7 @@ class TurnRunner:
         try:
             end = (await turn).end
             await sink.settle()
+            await background_writes.at_rest(state)
             await live(LiveUpdate(kind="status", text=state.status or end))
             return state
         except StopSignalled as exc:

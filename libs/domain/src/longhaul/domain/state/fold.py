@@ -8,7 +8,9 @@ position (``stream_seq``) and applies it. :class:`~longhaul.domain.state.TraceSt
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import msgspec
@@ -56,7 +58,29 @@ def decode_snapshot(fold: type[S], data: bytes, schema: int) -> S | None:
     """The fold a snapshot taken in shape ``schema`` holds: decoded as it is when it has the
     fold's shape, upgraded when the fold knows every step from it, else ``None`` (the log is
     replayed). A payload that does not have the shape it claims is ``None`` too; one that
-    does not decode raises ``msgspec``'s errors, as a snapshot of the current shape would."""
+    does not decode raises ``msgspec``'s errors, as a snapshot of the current shape would.
+    The collector is paused meanwhile (:func:`_no_collection`)."""
+    with _no_collection():
+        return _decode(fold, data, schema)
+
+
+@contextlib.contextmanager
+def _no_collection() -> Iterator[None]:
+    """Pause the cyclic collector: a snapshot decode builds objects (messages, their calls and
+    parts) and frees none, so the collections it triggers only scan what it just built, over
+    and over — two thirds of the decode's CPU at 20,000 messages, and the share grows with
+    the state (issue 46). Reference counting still frees as usual."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _decode(fold: type[S], data: bytes, schema: int) -> S | None:
     if schema == fold.SCHEMA:
         return msgspec.msgpack.decode(data, type=fold)
     if schema > fold.SCHEMA or any(n not in fold.UPGRADES for n in range(schema, fold.SCHEMA)):

@@ -6,6 +6,7 @@ executor reacts to the event. The response (202) means the request is on the log
 
 from __future__ import annotations
 
+import bisect
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -14,6 +15,7 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from fastapi.responses import PlainTextResponse
 from longhaul.agent.tools.offload import output_key
 from longhaul.domain.state.collaborators import is_step_trace
+from longhaul.domain.state.messages import MessageTree
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime, OwnedTrace
 from longhaul.gateway.edited_calls import recorded_context
@@ -193,16 +195,36 @@ async def get_messages(
             "earlier ones: sequences are never reused and messages never change)",
         ),
     ] = 0,
+    limit: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_MESSAGES_PAGE,
+            description="at most this many, the lowest sequences first: a client pages on "
+            "with after= the last sequence it got until a page holds fewer",
+        ),
+    ] = None,
 ) -> Response:
-    messages = state.main_path() if mode == "main_path" else state.all_messages()
-    if after:
-        messages = [m for m in messages if m.sequence > after]
+    messages = [state.messages[seq] for seq in _sequences(state.tree, mode, after, limit)]
     body = {
         "mode": mode,
         "head_sequence": state.head_sequence,
         "messages": [message_view(m) for m in messages],
     }
     return Response(msgspec.json.encode(body), media_type="application/json")
+
+
+MAX_MESSAGES_PAGE = 10_000
+
+
+def _sequences(tree: MessageTree, mode: str, after: int, limit: int | None) -> list[int]:
+    """The sequences a messages page holds, lowest first; the main path's without a scan (its
+    sequences rise from root to head: a message is always newer than its parent)."""
+    if mode == "main_path":
+        chosen = tree.path[bisect.bisect_right(tree.path, after) :]
+    else:
+        chosen = sorted(seq for seq in tree.messages if seq > after)
+    return chosen if limit is None else chosen[:limit]
 
 
 @steers("/{trace_id}/run", summary="Continue, rewind (after_sequence) or regenerate")
