@@ -36,10 +36,10 @@ from pathlib import Path
 
 import msgspec
 from longhaul.core import event_loop
+from longhaul.core.config import NatsConfig, StoreConfig
 from longhaul.core.connection import Connection, connect
 from longhaul.core.provision import ProvisionSettings
 from longhaul.core.store import EventStore
-from longhaul.domain.config import NatsConfig, StoreConfig
 from longhaul.domain.ids import new_id
 from longhaul.executor.settings import ExecutorSettings
 

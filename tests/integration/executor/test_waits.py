@@ -6,10 +6,10 @@ import asyncio
 from pathlib import Path
 
 import msgspec
+from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.core.snapshots import SnapshotStore
 from longhaul.core.store import EventStore
 from longhaul.domain import events as ev
-from longhaul.domain.config import LonghaulConfig, NatsConfig, StoreConfig
 from longhaul.domain.state import TraceState
 from longhaul.executor.leases import Leases
 
