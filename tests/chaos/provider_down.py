@@ -148,9 +148,11 @@ async def run_provider_down(
     provider: dict[str, float] | None = None,
     circuit: dict[str, float] | None = None,
     riders: Sequence[Rider] = (),
+    api_key: str | None = None,
 ) -> OutageRow:
     """``provider``: the primary's retry settings (``models.providers.openai``; the defaults
-    otherwise: 5 retries, backoff from 0.5 s); ``circuit``: ``models.circuit``."""
+    otherwise: 5 retries, backoff from 0.5 s); ``circuit``: ``models.circuit``; ``api_key``:
+    the key the scenario's traces run under (when a rider sets the gateway's keys)."""
     out = OutageRow()
     steps_log = root / "steps.jsonl"
     steps_log.touch()
@@ -179,7 +181,9 @@ async def run_provider_down(
         try:
             for rider in riders:
                 await rider.start(state["gateway"], store)
-            client = await stack.enter_async_context(AsyncClient(state["gateway"], timeout=30))
+            client = await stack.enter_async_context(
+                AsyncClient(state["gateway"], api_key=api_key, timeout=30)
+            )
 
             async def start(numbers: range) -> list[str]:
                 return [

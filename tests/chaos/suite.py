@@ -504,9 +504,11 @@ async def _provider_down(work: Workload, *, quick: bool, keep: bool) -> OutageRo
     """The workload's traces and steps (no tasks), all record steps; 60 s down and 4 traces
     more once the circuit is open (10 s and none with ``--quick``: too few traces to open it).
     Prints its own table."""
-    from tests.chaos.provider_down import render_outage, run_provider_down  # builds on this
+    from tests.chaos.provider_down import FALLBACK, render_outage, run_provider_down
+    from tests.chaos.spend_rider import MAIN_KEY, SpendRider  # both build on this module
 
     root = Path(tempfile.mkdtemp(prefix=f"lh-chaos-{PROVIDER_DOWN}-"))
+    spend = SpendRider(root, FALLBACK)
     try:
         down = await run_provider_down(
             root,
@@ -515,11 +517,13 @@ async def _provider_down(work: Workload, *, quick: bool, keep: bool) -> OutageRo
             hold_ms=work.hold_ms,
             outage_s=10.0 if quick else 60.0,
             late=0 if quick else 4,
+            riders=[spend],
+            api_key=MAIN_KEY,
         )
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)
-    print(render_outage(down, PROVIDER_DOWN), flush=True)
+    print(render_outage(down, PROVIDER_DOWN) + "\n- " + spend.summary(), flush=True)
     return down
 
 
