@@ -242,4 +242,5 @@ def test_runs_setting_flags_are_the_runs_settings() -> None:
     flags = {"tools" if name == "tool" else name for name in params} & SETTINGS
     assert flags == set(RUN_SETTINGS)
     max_iterations = params["max_iterations"]
+    assert isinstance(max_iterations, typer.core.TyperOption)
     assert (max_iterations.min, max_iterations.max) == (1, 100_000)
