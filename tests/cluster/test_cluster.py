@@ -179,6 +179,13 @@ async def explain(store: EventStore, kind: Aggregate, aggregate_id: str, logs: P
     with contextlib.suppress(Exception):
         tail = [r.event.type async for r in store.replay(kind, aggregate_id)][-6:]
         lines.append(f"  last events: {tail}")
+    if kind == "task":  # a task waits on its step traces: show where each one stands
+        with contextlib.suppress(Exception):
+            task = await task_state(store, aggregate_id)
+            for phase_id, phase_state in task.phases.items():
+                for trace_id in phase_state.trace_ids:
+                    step = [r.event.type async for r in store.replay("trace", trace_id)][-4:]
+                    lines.append(f"  phase {phase_id} step {trace_id}: {step}")
     for bucket, key in ((names.traces, aggregate_id), (names.leases, f"trace.{aggregate_id}")):
         try:
             entry = await (await store.conn.kv(bucket)).get(key)

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.read_floor import reading_after
 from longhaul.core.telemetry import context_of, tracer
 from longhaul.core.transient import BrokerUnavailable, retry_transient
 from longhaul.domain.imports import is_imported
@@ -321,7 +322,10 @@ async def _handle(
     key = hooks.key(delivery)
     try:
         async with locks.hold(key) if key is not None else contextlib.nullcontext():
-            with _process_span(spec, msg, delivery) if hooks.spans else contextlib.nullcontext():
+            with (
+                _process_span(spec, msg, delivery) if hooks.spans else contextlib.nullcontext(),
+                reading_after(delivery.aggregate, delivery.aggregate_id, delivery.stream_seq),
+            ):
                 again = await retry_transient(
                     lambda: handler(delivery),
                     what=f"{spec.durable}: {delivery.event_type} of {delivery.aggregate_id}",

@@ -44,6 +44,7 @@ from typing import Generic, TypeVar, cast
 import msgspec
 from longhaul.core.eventlog import EventLog, InFlight
 from longhaul.core.lru import Lru
+from longhaul.core.read_floor import StaleRead, floor_for
 from longhaul.core.snapshots import SnapshotIO, Snapshots
 from longhaul.core.store import ConcurrencyError, EventPage, Position, Recorded, stamp
 from longhaul.domain import events as ev
@@ -55,6 +56,10 @@ from longhaul.domain.state.fold import apply_or_skip
 log = logging.getLogger(__name__)
 
 S = TypeVar("S", bound=Fold)
+
+STALE_READ_WAIT_S = 3.0
+"""How long a load waits for a replica behind the event being handled before giving up."""
+STALE_READ_PAUSE_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -148,9 +153,30 @@ class Repository(Generic[S]):
             if state is None:
                 state = self.fold()
         await self.catch_up(aggregate_id, state)
+        floor = floor_for(self.aggregate, aggregate_id)
+        if state.stream_seq < floor:
+            await self._reach(aggregate_id, state, floor)
         if self._cache is not None and state.exists:
             self._cache.put(aggregate_id, state)
         return state
+
+    async def _reach(self, aggregate_id: str, state: S, floor: int) -> None:
+        """Read again until the fold includes the event at ``floor`` (a replica answered from
+        behind it: :mod:`~longhaul.core.read_floor`). An aggregate that still has no event
+        was deleted meanwhile; one still behind raises :class:`StaleRead`."""
+        deadline = asyncio.get_running_loop().time() + STALE_READ_WAIT_S
+        pause = STALE_READ_PAUSE_S
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.5)
+            await self.catch_up(aggregate_id, state)
+            if state.stream_seq >= floor:
+                return
+        if state.exists:
+            raise StaleRead(
+                f"{self.aggregate} {aggregate_id}: read up to {state.stream_seq}, "
+                f"woken by {floor}, after {STALE_READ_WAIT_S:.0f} s"
+            )
 
     async def exists(self, aggregate_id: str) -> bool:
         """True if the aggregate has any event (no fold)."""

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import nats.errors
 import nats.js.errors
+from longhaul.core.read_floor import StaleRead
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     nats.js.errors.NoStreamResponseError,
     nats.js.errors.ServiceUnavailableError,
     nats.js.errors.FetchTimeoutError,
+    StaleRead,
 )
 
 # JetStream API errors that mean "not now" (no quorum, no leader yet), not "never": JS
