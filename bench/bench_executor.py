@@ -40,17 +40,19 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` and `tests` impor
 import yaml  # noqa: E402
 from longhaul.agent.tools import Tool, ToolRegistry, tool  # noqa: E402
 from longhaul.core import event_loop  # noqa: E402
-from longhaul.core.config import LonghaulConfig, NatsConfig, StoreConfig  # noqa: E402
+from longhaul.core.config import AtomicBatches, LonghaulConfig, NatsConfig, StoreConfig  # noqa: E402
 from longhaul.core.connection import Connection, connect  # noqa: E402
 from longhaul.core.provision import ProvisionSettings  # noqa: E402
-from longhaul.core.store import EventStore  # noqa: E402
+from longhaul.core.store import SUBJECT_IN_PROCESS, EventStore  # noqa: E402
 from longhaul.domain import events as ev  # noqa: E402
 from longhaul.domain.config import LoopDetectionConfig, MiddlewareEntry, PipelineConfig  # noqa: E402
 from longhaul.domain.ids import new_id  # noqa: E402
 from longhaul.llm.scripted import ScriptedModel  # noqa: E402
 from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usage  # noqa: E402
+from nats.js.errors import APIError  # noqa: E402
 
 from bench.common import private_nats, report  # noqa: E402
+from tests.support.nats import three_nodes  # noqa: E402
 from tests.support.stack import ExecutorProcess, InProcessExecutor, create_trace  # noqa: E402
 
 UNLIMITED = 10**9
@@ -97,12 +99,14 @@ def instant_model(steps: int, tool_name: str = "noop") -> Model:
     return ScriptedModel(script, name="scripted:bench")
 
 
-def bench_config(url: str, namespace: str, *, atomic: bool = False) -> LonghaulConfig:
+def bench_config(
+    url: str, namespace: str, *, atomic: AtomicBatches = False, replicas: int = 1
+) -> LonghaulConfig:
     """Defaults, except what would stop or reshape a 10,000-step run of one tool: the per-tool
     call caps of loop detection, and compaction (it would add model calls of its own);
     ``atomic``: a step's events appended as one atomic batch (``nats.atomic_batches``)."""
     return LonghaulConfig(
-        nats=NatsConfig(url=url, namespace=namespace, atomic_batches=atomic),
+        nats=NatsConfig(url=url, namespace=namespace, atomic_batches=atomic, replicas=replicas),
         store=StoreConfig(lease_ttl_s=30),
         pipeline=PipelineConfig(
             max_iterations=UNLIMITED,
@@ -136,7 +140,8 @@ async def timed_trace(
     *,
     tools: list[Tool] = TOOLS,
     model_name: str = "scripted:bench",
-    atomic: bool = False,
+    atomic: AtomicBatches = False,
+    replicas: int = 1,
     owner: str | None = None,
 ) -> tuple[str, float]:
     """Run one trace of ``model`` on an in-process executor: (trace id, seconds from its
@@ -148,7 +153,7 @@ async def timed_trace(
         url,
         namespace,
         "bench",
-        config=bench_config(url, namespace, atomic=atomic),
+        config=bench_config(url, namespace, atomic=atomic, replicas=replicas),
         tools=ToolRegistry(tools),
         resolve_model=lambda _name: model,
     ):
@@ -188,27 +193,44 @@ async def raw_appends(conn: Connection, encoded: list[tuple[str, bytes]], *, rul
                     "trace", raw_id
                 ),
             }
-            seq = (
-                await conn.js.publish(subject, payload, stream=names.stream, headers=headers)
-            ).seq
+            while True:
+                try:
+                    ack = await conn.js.publish(
+                        subject, payload, stream=names.stream, headers=headers
+                    )
+                    break
+                except APIError as exc:  # a cluster still proposing the previous one: again
+                    if exc.err_code != SUBJECT_IN_PROCESS:
+                        raise
+            seq = ack.seq
         else:
             await conn.js.publish(subject, payload)
     return time.perf_counter() - started
 
 
 async def durable_step_cost(
-    url: str, steps: int, tool_name: str = "noop", *, atomic: bool = False
+    url: str,
+    steps: int,
+    tool_name: str = "noop",
+    *,
+    atomic: AtomicBatches = False,
+    replicas: int = 1,
 ) -> StepCost:
-    """One trace of ``steps`` steps (``atomic``: with atomic batches), and the raw appends of
-    its events."""
+    """One trace of ``steps`` steps (``atomic``: with atomic batches; ``replicas``: of the
+    event stream), and the raw appends of its events."""
     namespace = f"b{steps}{new_id('r')[-6:].lower()}_"
     conn = await connect(
-        NatsConfig(url=url, namespace=namespace), provision_settings=ProvisionSettings()
+        NatsConfig(url=url, namespace=namespace, replicas=replicas),
+        provision_settings=ProvisionSettings(replicas=replicas),
     )
     store = EventStore(conn)
     try:
         trace_id, durable = await timed_trace(
-            conn, url, instant_model(steps, tool_name), atomic=atomic
+            conn,
+            url,
+            instant_model(steps, tool_name),
+            atomic=atomic,
+            replicas=replicas,
         )
         encoded = [
             (r.event.type, ev.encode(r.event)) async for r in store.replay("trace", trace_id)
@@ -260,6 +282,45 @@ async def throughput(url: str, traces: int, steps: int, processes: int) -> float
         finally:
             await asyncio.gather(*(p.stop() for p in procs))
             await conn.close()
+
+
+async def replicated_step_cost(steps: int) -> None:
+    """A step on three replicas (what a deployment that must survive a node runs): with the
+    default ``auto`` a step's events are one atomic batch; against the same trace appended one
+    by one, and the raw one-by-one appends of its events, interleaved in one run."""
+    with (
+        tempfile.TemporaryDirectory(prefix="lh-bench-cluster-") as tmp,
+        three_nodes(Path(tmp)) as nodes,
+    ):
+        urls = ",".join(node.url for node in nodes)
+        modes: dict[str, AtomicBatches] = {"atomic batches (auto)": "auto", "one by one": False}
+        runs: dict[str, list[StepCost]] = {label: [] for label in modes}
+        for _ in range(3):
+            for label, atomic in modes.items():
+                runs[label].append(await durable_step_cost(urls, steps, atomic=atomic, replicas=3))
+    rows = []
+    for label, costs in runs.items():
+        durable = statistics.median(run.durable for run in costs)
+        appends = statistics.median(run.appends for run in costs)
+        rows.append(
+            [
+                f"{steps} steps, 3 replicas, {label} ({costs[0].events} events)",
+                round(appends / steps * 1000, 3),
+                round(durable / steps * 1000, 3),
+                round(durable / appends, 2),
+            ]
+        )
+    report(
+        "executor: a step on three replicas",
+        ["trace", "raw appends ms/step", "executor ms/step", "x appends"],
+        rows,
+        [
+            "three nats-server processes clustered on loopback, the event stream on 3 replicas",
+            "raw appends: the trace's stored events appended one by one, awaited, with the "
+            "append rule's headers; target <= 0.6x with atomic batches (issue 46)",
+            "medians of 3 interleaved runs",
+        ],
+    )
 
 
 async def main(quick: bool) -> None:
@@ -339,11 +400,12 @@ async def main(quick: bool) -> None:
                 "<= 1.3x raw appends (issue 16)",
                 "a tool with effects: each call's effect_started is appended (and awaited) "
                 "before it acts — the effect ledger's price",
-                "atomic batches (nats.atomic_batches, off by default): a step's message and "
-                "result committed as one batch, all or none; nats-server 2.15.1 stages a "
-                "file-backed batch on disk and syncs it at commit, several ms a batch",
+                "atomic batches forced on one replica (nats.atomic_batches: true; auto leaves "
+                "them off there): nats-server 2.15 stages each batch in a new on-disk store, "
+                "several ms a batch (three replicas: the next table)",
             ],
         )
+        await replicated_step_cost(sizes[1])
         rates = [(p, await throughput(url, traces, steps, p)) for p in (1, 2)]
         base = traces / rates[0][1]
         tp_rows = [

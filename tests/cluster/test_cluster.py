@@ -13,16 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from longhaul.core.config import NatsConfig
 from longhaul.core.connection import connect
-from longhaul.core.nats_server import ClusterMember, NatsServer, free_port
 from longhaul.core.provision import ProvisionSettings
-from longhaul.core.store import EventStore
+from longhaul.core.store import ConcurrencyError, EventStore, Position
+from longhaul.domain import events as ev
 from longhaul.domain.events import Aggregate
 
 from tests.chaos.suite import Row, _check, render
@@ -30,7 +29,7 @@ from tests.integration.executor.scripts import record_steps
 from tests.integration.gateway.harness import gateway_config, serve_gateway, user_message
 from tests.integration.planner.support import create_task, phase, planner_service
 from tests.support.folds import task_state, trace_state
-from tests.support.nats import unique_namespace
+from tests.support.nats import three_nodes, unique_namespace
 from tests.support.stack import ExecutorProcess, create_trace, test_config
 
 pytestmark = pytest.mark.cluster
@@ -38,29 +37,6 @@ pytestmark = pytest.mark.cluster
 TRACES = 20
 STEPS = 6
 FINISH_S = 150.0
-
-
-@contextlib.contextmanager
-def three_nodes(root: Path) -> Iterator[list[NatsServer]]:
-    routes = [free_port() for _ in range(3)]
-    servers = [
-        NatsServer(
-            root / f"n{i}",
-            port=0,
-            log_file=root / f"n{i}.log",
-            cluster=ClusterMember(
-                name=f"n{i}", port=routes[i], peers=tuple(p for p in routes if p != routes[i])
-            ),
-        )
-        for i in range(3)
-    ]
-    try:
-        for server in servers:
-            server.start()
-        yield servers
-    finally:
-        for server in servers:
-            server.stop()
 
 
 async def wait_for_steps(log: Path, count: int, within: float = 90.0) -> None:
@@ -266,3 +242,90 @@ async def test_node_kills_during_creation_answer_no_5xx(tmp_path: Path) -> None:
     assert len(statuses) == KILLS * CREATES_PER_KILL
     assert len(set(accepted)) == len(accepted) == statuses.count(202)
     assert all(count == 1 for count in counts.values()), counts
+
+
+async def test_a_replicated_stream_commits_a_steps_events_as_one_batch_by_default(
+    tmp_path: Path,
+) -> None:
+    """``nats.atomic_batches: auto`` (the default) on three replicas: several events of one
+    save are one atomic batch (the headers of a batch on each, the commit on the last)."""
+    with three_nodes(tmp_path) as nodes:
+        urls = ",".join(server.url for server in nodes)
+        nats = NatsConfig(url=urls, namespace=unique_namespace(), replicas=3)
+        assert nats.atomic_batches == "auto"
+        conn = await connect(nats, provision_settings=ProvisionSettings(replicas=3))
+        try:
+            store = EventStore(conn)
+            assert store.atomic
+            trace_id = "t_batched"
+            created = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
+            [first] = await store.append("trace", trace_id, [created], expected=Position())
+            stored = await store.append(
+                "trace",
+                trace_id,
+                [
+                    ev.MessageAppended(sequence=n, parent_sequence=n - 1, role="assistant")
+                    for n in (2, 3)
+                ],
+                expected=Position(first.seq, 1),
+            )
+            headers = [
+                (await conn.js.get_msg(conn.names.stream, r.seq)).headers or {} for r in stored
+            ]
+            assert [h.get("Nats-Batch-Sequence") for h in headers] == ["1", "2"]
+            assert headers[-1].get("Nats-Batch-Commit") == "1"
+        finally:
+            await conn.close()
+
+
+async def test_an_append_racing_another_writer_on_a_replicated_stream_is_a_conflict(
+    tmp_path: Path,
+) -> None:
+    """On a clustered stream nats-server refuses an expected-sequence check on a subject whose
+    last write is still being proposed with a bare "wrong last sequence" (10164), not the
+    numbered one (10071). It is the same question — did someone else write here? — and gets
+    the same answer: the log decides, a lost race is a :class:`ConcurrencyError`."""
+    with three_nodes(tmp_path) as nodes:
+        urls = ",".join(server.url for server in nodes)
+        nats = NatsConfig(url=urls, namespace=unique_namespace(), replicas=3, atomic_batches=False)
+        conn = await connect(nats, provision_settings=ProvisionSettings(replicas=3))
+        try:
+            store = EventStore(conn)
+            created = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="hi")])
+            outcomes: list[str] = []
+            for n in range(20):
+                trace_id = f"t_race{n}"
+                [first] = await store.append("trace", trace_id, [created], expected=Position())
+                other = ev.MessageAppended(
+                    aggregate_id=trace_id,
+                    n=2,
+                    sequence=2,
+                    parent_sequence=1,
+                    role="assistant",
+                    content="other writer",
+                )
+                # The other writer's event is still being proposed when ours is checked.
+                await conn.nc.publish(
+                    conn.names.subject("trace", trace_id, other.type),
+                    ev.encode(other),
+                    headers={
+                        "Nats-Msg-Id": f"{trace_id}:other",
+                        "Nats-Expected-Last-Subject-Sequence": str(first.seq),
+                        "Nats-Expected-Last-Subject-Sequence-Subject": conn.names.aggregate_filter(
+                            "trace", trace_id
+                        ),
+                    },
+                )
+                ours = ev.MessageAppended(
+                    sequence=2, parent_sequence=1, role="assistant", content="ours"
+                )
+                try:
+                    await store.append("trace", trace_id, [ours], expected=Position(first.seq, 1))
+                    outcomes.append("stored")
+                except ConcurrencyError:
+                    outcomes.append("conflict")
+                stored = [r.event async for r in store.replay("trace", trace_id)]
+                assert [getattr(e, "content", None) for e in stored] == [None, "other writer"]
+            assert outcomes == ["conflict"] * 20, outcomes
+        finally:
+            await conn.close()

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from longhaul.core.nats_server import NatsServer
+from longhaul.core.nats_server import ClusterMember, NatsServer, free_port
 
 
 @contextlib.contextmanager
@@ -24,3 +24,27 @@ def nats_server_url() -> Iterator[str]:
 
 def unique_namespace() -> str:
     return f"t{uuid.uuid4().hex[:10]}_"
+
+
+@contextlib.contextmanager
+def three_nodes(root: Path) -> Iterator[list[NatsServer]]:
+    """Three clustered JetStream servers on loopback (stores and logs under ``root``)."""
+    routes = [free_port() for _ in range(3)]
+    servers = [
+        NatsServer(
+            root / f"n{i}",
+            port=0,
+            log_file=root / f"n{i}.log",
+            cluster=ClusterMember(
+                name=f"n{i}", port=routes[i], peers=tuple(p for p in routes if p != routes[i])
+            ),
+        )
+        for i in range(3)
+    ]
+    try:
+        for server in servers:
+            server.start()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()

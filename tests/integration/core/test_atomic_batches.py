@@ -51,6 +51,43 @@ async def test_a_batch_is_one_commit_on_the_stream(nats_config: NatsConfig) -> N
         await conn.close()
 
 
+async def test_by_default_one_replica_appends_one_by_one_and_says_why(
+    nats_config: NatsConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``auto``: a one-replica stream allows atomic batches, but nats-server stages each one
+    in a new on-disk store, so a step's events go one by one there."""
+    assert nats_config.atomic_batches == "auto"
+    with caplog.at_level(logging.INFO, logger="longhaul.core.provision"):
+        conn = await connect(nats_config, provision_settings=ProvisionSettings())
+    try:
+        info = await conn.js.stream_info(conn.names.stream)
+        assert info.config.allow_atomic and info.config.num_replicas == 1
+        store = EventStore(conn)
+        assert not store.atomic
+        assert "has one replica: a step's events are appended one by one" in caplog.text
+        trace_id = new_id("t")
+        [first] = await store.append("trace", trace_id, [CREATED], expected=Position())
+        stored = await store.append(
+            "trace", trace_id, [message(2, "a"), message(3, "b")], expected=Position(first.seq, 1)
+        )
+        headers = [(await conn.js.get_msg(conn.names.stream, r.seq)).headers or {} for r in stored]
+        assert not any("Nats-Batch-Id" in h for h in headers)
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "mode"), [("auto", "auto"), ("true", True), ("false", False), ("1", True)]
+)
+def test_the_setting_reads_auto_or_a_boolean(given: str, mode: object) -> None:
+    assert NatsConfig.model_validate({"atomic_batches": given}).atomic_batches == mode
+
+
+def test_the_setting_refuses_anything_else() -> None:
+    with pytest.raises(ValueError, match="atomic_batches"):
+        NatsConfig.model_validate({"atomic_batches": "sometimes"})
+
+
 async def test_a_stream_an_older_build_created_appends_one_by_one_until_upgraded_in_place(
     nats_config: NatsConfig, caplog: pytest.LogCaptureFixture
 ) -> None:

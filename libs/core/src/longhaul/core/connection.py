@@ -129,9 +129,10 @@ async def connect(
         names=names,
         request_timeout_s=config.request_timeout_s,
         unavailable_retry_s=config.unavailable_retry_s,
-        atomic_batches=config.atomic_batches
+        atomic_batches=config.atomic_batches is not False
         and await retry_transient(
-            lambda: atomic_batches(js, names), what="reading the event stream"
+            lambda: atomic_batches(js, names, replicated_only=config.atomic_batches == "auto"),
+            what="reading the event stream",
         ),
     )
 

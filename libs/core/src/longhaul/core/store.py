@@ -39,6 +39,10 @@ from nats.js.errors import APIError, NotFoundError
 
 log = logging.getLogger(__name__)
 WRONG_LAST_SEQUENCE = 10071
+SUBJECT_IN_PROCESS = 10164
+"""A cluster's bare "wrong last sequence": another write with an expected-sequence check on
+the same aggregate is still being proposed, so the check cannot be made now (nats-server
+2.15, ``jetstream_batching.go``). The same question as 10071, answered the same way."""
 DUPLICATE_IN_PROCESS = 10158
 """A cluster's "duplicate message id is in process": a retry met its own attempt in flight."""
 ATOMIC_DISABLED = 10174
@@ -198,7 +202,7 @@ class PendingAppend:
                     )
                 break
             except APIError as exc:
-                if exc.err_code in (WRONG_LAST_SEQUENCE, BATCH_DUPLICATE_ID):
+                if exc.err_code in (WRONG_LAST_SEQUENCE, SUBJECT_IN_PROCESS, BATCH_DUPLICATE_ID):
                     # A refusal is no proof of a conflict (docs/07-the-log.md, "A refused
                     # append"): what follows ``expected_seq`` on the log decides. A batch
                     # retried after its commit landed is refused for its message ids.
