@@ -275,6 +275,10 @@ class Repository(Generic[S]):
         """:meth:`replay`, then the new events live, until the caller stops reading."""
         return self._store.watch(self.aggregate, aggregate_id, after=after)
 
+    def kept(self, aggregate_id: str) -> S | None:
+        """The cached fold of the aggregate, if one is kept (no read: as last caught up)."""
+        return self._cache.peek(aggregate_id) if self._cache is not None else None
+
     def forget(self, aggregate_id: str) -> None:
         """Drop a cached fold (an aggregate that will not be written again)."""
         if self._cache is not None:
