@@ -511,6 +511,47 @@ async def test_a_compacted_range_is_folded_where_it_hangs(
         await expect(folded.get_by_text("old detail")).to_be_visible()
 
 
+async def test_a_long_trace_opens_at_its_last_page_and_loads_earlier_ones_on_demand(
+    nats_config: NatsConfig, store: EventStore, page: Page
+) -> None:
+    """A trace with more messages than a page (issue 46): the page fetches only the last 200
+    messages, shows them from the oldest of those, and "load earlier messages" fetches the
+    200 before, until the first message is there and the control goes."""
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/messages" in r.url else None)
+    # no executor: the trace stays running while this test writes its messages
+    async with serve_gateway(gateway_config(nats_config)) as gateway:
+        async with gateway.client() as http:
+            trace = await start(http, "a long job")
+        await append_as_executor(
+            store,
+            trace,
+            *(
+                ev.MessageAppended(
+                    sequence=n, parent_sequence=n - 1, role="assistant", content=f"step {n}"
+                )
+                for n in range(2, 451)
+            ),
+        )
+        await page.goto(f"{gateway.url}/#/traces/{trace}")
+        await expect(message(page, 450)).to_contain_text("step 450")
+        shown = page.locator('[data-testid="messages"] > [data-testid="message"]')
+        await expect(shown).to_have_count(200)
+        await expect(shown.first).to_have_attribute("data-sequence", "251")
+        assert len(asked) == 1 and "limit=200" in asked[0] and "before=" in asked[0]
+
+        earlier = page.locator('[data-testid="load-earlier"]')
+        await earlier.click()
+        await expect(shown).to_have_count(400)
+        await expect(shown.first).to_have_attribute("data-sequence", "51")
+        assert "before=251" in asked[-1] and "limit=200" in asked[-1]
+        await earlier.click()
+        await expect(shown).to_have_count(450)
+        await expect(shown.first).to_contain_text("a long job")
+        await expect(earlier).to_be_hidden()
+        assert len(asked) == 3 and "before=51" in asked[-1]
+
+
 async def test_regenerate_and_approve_from_the_page(stack: RunningGateway, page: Page) -> None:
     async with stack.client() as http:
         trace = await start(
