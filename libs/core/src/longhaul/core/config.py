@@ -107,7 +107,7 @@ class GatewayConfig(BaseModel):
         default=8,
         ge=0,
         description="trace folds the gateway keeps between the viewer's reads (an LRU by "
-        "count: each holds a whole trace in memory, a 100,000-step one some hundreds of MB); "
+        "count: each holds a whole trace in memory, a 100,000-step one about 235 MB); "
         "a request catches its fold up with the log and reads only the new events (0: none)",
     )
     cors_origins: list[str] = Field(default_factory=list)
