@@ -17,8 +17,9 @@ there would be no 10,000-message request to measure.
 
 ``--long`` (issue 46 item 2, never in ``make test``): 100,000 steps of the executor bench's
 no-op tool, the last 1,000 steps against the first 1,000 (target: within 1.2x), resume from
-the snapshot (target: <= 1 s), the stored bytes per step, and what a gateway takes to serve
-the viewer's first reads of it (the trace, every message) and one page of 1,000 messages.
+the snapshot (target: <= 1 s), the stored bytes per step, and what a gateway takes to open
+it in the viewer (the trace and the last 200 messages; target: <= 2 s), against the viewer's
+open before it paged (the trace and every message).
 
     python -m bench.bench_history [--quick | --long]     # --quick: 1,000 messages
 """
@@ -26,13 +27,17 @@ the viewer's first reads of it (the trace, every message) and one page of 1,000 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import contextlib
 import itertools
 import random
 import statistics
 import time
+import tracemalloc
 from typing import NamedTuple
 
+import httpx
 from longhaul.agent.tools import Tool, tool
 from longhaul.core import event_loop, repository
 from longhaul.core.config import NatsConfig
@@ -48,7 +53,7 @@ from longhaul.llm.types import Model, ModelRequest, ModelResponse, ToolCall, Usa
 
 from bench.bench_executor import noop, timed_trace
 from bench.common import private_nats, report
-from tests.integration.gateway.harness import gateway_config, serve_gateway
+from tests.integration.gateway.harness import RunningGateway, gateway_config, serve_gateway
 
 OUTPUT_BYTES = 20_000
 EDGE = 200
@@ -126,29 +131,68 @@ async def load_seconds(nats: NatsConfig, trace_id: str, *, snapshot: bool) -> Lo
         await reader.close()
 
 
+VIEWER_PAGE = 200
+"""Messages the viewer fetches when it opens a trace (``trace.js``'s ``PAGE``)."""
+
+
+async def timed_gets(http: httpx.AsyncClient, urls: list[str]) -> tuple[float, float, int]:
+    """``urls`` asked at once, as the viewer does: wall and CPU seconds, bytes received."""
+    started, cpu = time.perf_counter(), time.process_time()
+    responses = await asyncio.gather(*(http.get(url) for url in urls))
+    for response in responses:
+        response.raise_for_status()
+    wall, spent = time.perf_counter() - started, time.process_time() - cpu
+    return wall, spent, sum(len(r.content) for r in responses)
+
+
+async def fold_mb(nats: NatsConfig, trace_id: str) -> float:
+    """The memory a loaded fold of the trace holds (what the gateway keeps for it between
+    reads): allocations still live after a load from the snapshot, traced by tracemalloc."""
+    reader = await connect(nats)
+    try:
+        tracemalloc.start()
+        repo = repository.traces(EventStore(reader), snapshots=SnapshotStore(reader))
+        state = await repo.load(trace_id)
+        held = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert state.exists
+        return held / 1e6
+    finally:
+        await reader.close()
+
+
 async def gateway_reads(nats: NatsConfig, trace_id: str) -> list[list[object]]:
-    """What the viewer's first refresh asks a gateway (this process serves it, so CPU is the
-    gateway's and the client's): the trace, then every message; and one page of 1,000."""
+    """What a gateway (served by this process, so CPU is the gateway's and the client's)
+    takes to open the trace in the viewer: before, the trace and every message with no fold
+    kept (``gateway.folds_cached: 0``); now, the trace and the last page of messages, once
+    with the fold loaded from its snapshot (the first open) and once with it kept (the next).
+    Then one page of 1,000 from the start, and every message, with the fold kept."""
     base = f"/api/traces/{trace_id}"
-    asks = [
-        ("GET trace", base),
-        ("GET messages?mode=all (the viewer's open)", f"{base}/messages?mode=all"),
-        ("GET messages?limit=1000", f"{base}/messages?limit=1000"),
+    before = [base, f"{base}/messages?mode=all"]
+    now = [base, f"{base}/messages?mode=all&before={2**53}&limit={VIEWER_PAGE}"]
+    asks: list[tuple[str, int, list[str]]] = [
+        ("viewer opens, before: trace + every message, no fold kept", 0, before),
+        (f"viewer opens: trace + last {VIEWER_PAGE} messages, first open", 8, now),
+        (f"viewer opens: trace + last {VIEWER_PAGE} messages, fold kept", 8, now),
+        ("GET messages?limit=1000, fold kept", 8, [f"{base}/messages?limit=1000"]),
+        ("GET messages?mode=all (every message), fold kept", 8, [f"{base}/messages?mode=all"]),
     ]
     rows: list[list[object]] = []
-    config = gateway_config(nats, rate_limit_per_minute=0)
-    async with serve_gateway(config) as gateway, gateway.client(timeout=600) as http:
-        for label, url in asks:
-            started, cpu = time.perf_counter(), time.process_time()
-            response = await http.get(url)
-            response.raise_for_status()
-            wall, spent = time.perf_counter() - started, time.process_time() - cpu
+    gateways: dict[int, tuple[RunningGateway, httpx.AsyncClient]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for label, kept, urls in asks:
+            if kept not in gateways:
+                config = gateway_config(nats, rate_limit_per_minute=0, folds_cached=kept)
+                gateway = await stack.enter_async_context(serve_gateway(config))
+                http = await stack.enter_async_context(gateway.client(timeout=600))
+                gateways[kept] = (gateway, http)
+            wall, spent, size = await timed_gets(gateways[kept][1], urls)
             rows.append(
                 [
                     f"{label}: ms, CPU ms, MB",
                     round(wall * 1000),
                     round(spent * 1000),
-                    round(len(response.content) / 1e6, 1),
+                    round(size / 1e6, 2),
                 ]
             )
     return rows
@@ -180,6 +224,9 @@ async def main(quick: bool, long: bool) -> None:
         resume = min([await load_seconds(nats, trace_id, snapshot=True) for _ in range(3)])
         replay = min([await load_seconds(nats, trace_id, snapshot=False) for _ in range(3)])
         reads = await gateway_reads(nats, trace_id) if long else []
+        if long:
+            held = await fold_mb(nats, trace_id)
+            reads.append(["a kept fold's memory (tracemalloc), MB", round(held), "-", "-"])
 
     gaps = [b - a for a, b in itertools.pairwise(model.stamps)]
     first = statistics.median(gaps[:edge]) * 1000
@@ -239,8 +286,9 @@ async def main(quick: bool, long: bool) -> None:
             *(
                 [
                     "gateway rows: value = ms, baseline = CPU ms, x baseline = MB of the "
-                    "response; the gateway keeps no trace fold between requests, so each one "
-                    "loads the snapshot and catches up"
+                    "responses; requests of one row are sent at once, as the viewer does; "
+                    "'no fold kept': each request loads the snapshot and catches up; 'fold "
+                    "kept' (gateway.folds_cached): a request catches the kept fold up"
                 ]
                 if long
                 else []

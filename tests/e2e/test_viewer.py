@@ -7,6 +7,7 @@ One browser per module; each test gets a fresh context (its own sessionStorage).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import shutil
 from collections.abc import AsyncIterator
@@ -95,6 +96,19 @@ async def opened(stack: RunningGateway, page: Page, text: str) -> str:
         await until(http, trace, "completed")
     await page.goto(f"{stack.url}/#/traces/{trace}")
     return trace
+
+
+@contextlib.asynccontextmanager
+async def written_trace(
+    nats_config: NatsConfig, store: EventStore, text: str, *events: ev.TraceEvent
+) -> AsyncIterator[tuple[RunningGateway, str]]:
+    """A gateway and a trace on it whose messages the test wrote (no executor: the trace
+    stays running)."""
+    async with serve_gateway(gateway_config(nats_config)) as gateway:
+        async with gateway.client() as http:
+            trace = await start(http, text)
+        await append_as_executor(store, trace, *events)
+        yield gateway, trace
 
 
 def message(page: Page, sequence: int) -> Any:
@@ -485,21 +499,18 @@ async def test_a_compacted_range_is_folded_where_it_hangs(
             sequence=sequence, parent_sequence=parent, role=role, content=text, **extra
         )
 
-    # no executor: the trace stays running while this test writes its messages
-    async with serve_gateway(gateway_config(nats_config)) as gateway:
-        async with gateway.client() as http:
-            trace = await start(http, "long job")
-        await append_as_executor(
-            store,
-            trace,
-            message_event(2, 1, "assistant", "first steps"),
-            message_event(3, 2, "user", "more work"),
-            message_event(4, 3, "assistant", "old detail"),
-            message_event(5, 2, "user", "summary of #3-#4", branch_type="compression"),
-            message_event(6, 5, "assistant", "carrying on"),
-            # the summariser's own round, on a side branch off the last summarised message
-            message_event(7, 4, "user", "summarise", branch_type="compression", side_branch=True),
-        )
+    async with written_trace(
+        nats_config,
+        store,
+        "long job",
+        message_event(2, 1, "assistant", "first steps"),
+        message_event(3, 2, "user", "more work"),
+        message_event(4, 3, "assistant", "old detail"),
+        message_event(5, 2, "user", "summary of #3-#4", branch_type="compression"),
+        message_event(6, 5, "assistant", "carrying on"),
+        # the summariser's own round, on a side branch off the last summarised message
+        message_event(7, 4, "user", "summarise", branch_type="compression", side_branch=True),
+    ) as (gateway, trace):
         await page.goto(f"{gateway.url}/#/traces/{trace}")
         await expect(message(page, 6)).to_contain_text("carrying on")
         summary = message(page, 5)
@@ -509,6 +520,38 @@ async def test_a_compacted_range_is_folded_where_it_hangs(
         await expect(folded.get_by_text("old detail")).to_be_hidden()
         await folded.locator("summary").click()
         await expect(folded.get_by_text("old detail")).to_be_visible()
+
+
+async def test_a_long_trace_opens_at_its_last_page_and_loads_earlier_ones_on_demand(
+    nats_config: NatsConfig, store: EventStore, page: Page
+) -> None:
+    """A trace with more messages than a page (issue 46): the page fetches only the last 200
+    messages, shows them from the oldest of those, and "load earlier messages" fetches the
+    200 before, until the first message is there and the control goes."""
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/messages" in r.url else None)
+    steps = (
+        ev.MessageAppended(sequence=n, parent_sequence=n - 1, role="assistant", content=f"step {n}")
+        for n in range(2, 451)
+    )
+    async with written_trace(nats_config, store, "a long job", *steps) as (gateway, trace):
+        await page.goto(f"{gateway.url}/#/traces/{trace}")
+        await expect(message(page, 450)).to_contain_text("step 450")
+        shown = page.locator('[data-testid="messages"] > [data-testid="message"]')
+        await expect(shown).to_have_count(200)
+        await expect(shown.first).to_have_attribute("data-sequence", "251")
+        assert len(asked) == 1 and "limit=200" in asked[0] and "before=" in asked[0]
+
+        earlier = page.locator('[data-testid="load-earlier"]')
+        await earlier.click()
+        await expect(shown).to_have_count(400)
+        await expect(shown.first).to_have_attribute("data-sequence", "51")
+        assert "before=251" in asked[-1] and "limit=200" in asked[-1]
+        await earlier.click()
+        await expect(shown).to_have_count(450)
+        await expect(shown.first).to_contain_text("a long job")
+        await expect(earlier).to_be_hidden()
+        assert len(asked) == 3 and "before=51" in asked[-1]
 
 
 async def test_regenerate_and_approve_from_the_page(stack: RunningGateway, page: Page) -> None:

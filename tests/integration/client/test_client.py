@@ -65,6 +65,8 @@ async def test_a_trace_from_start_to_answer(stack: RunningGateway, flavour: str)
     assert roles[:2] == ["user", "assistant"] and roles[-1] == "assistant"
     assert conversation.messages[1].tool_calls[0].function.name == "glob"
     assert conversation.messages[-1].text
+    last = await using(flavour, stack.url, "messages", accepted.trace_id, before=2**53, limit=2)
+    assert [m.sequence for m in last.messages] == [m.sequence for m in conversation.messages[-2:]]
     listed = await using(flavour, stack.url, "list_traces", status="completed")
     assert accepted.trace_id in [t.trace_id for t in listed.traces]
 

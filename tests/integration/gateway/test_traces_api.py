@@ -230,6 +230,36 @@ async def test_messages_come_in_pages_of_limit(
         assert refused.status_code == 422, bad
 
 
+async def test_messages_page_back_from_the_end_with_before(
+    client: httpx.AsyncClient, store: EventStore
+) -> None:
+    """A viewer opens a long trace at its end (issue 46): with ``before`` the page holds the
+    ``limit`` highest sequences below it, lowest first; it pages back with ``before`` = the
+    lowest it got until a page holds fewer. ``after`` and ``before`` bound a range."""
+    trace_id = await rewound_trace(client, store)
+    await append_as_executor(store, trace_id, assistant(4, "second answer"))
+    pages: dict[str, list[list[int]]] = {}
+    for mode in ("main_path", "all"):
+        before, got = 2**53, []
+        while True:
+            url = f"/api/traces/{trace_id}/messages?mode={mode}&limit=2&before={before}"
+            page = (await client.get(url)).json()
+            got.append([m["sequence"] for m in page["messages"]])
+            assert page["head_sequence"] == 4
+            if len(page["messages"]) < 2:
+                break
+            before = page["messages"][0]["sequence"]
+        pages[mode] = got
+    assert pages == {"main_path": [[3, 4], [1]], "all": [[3, 4], [1, 2], []]}
+    ranged = await client.get(f"/api/traces/{trace_id}/messages?mode=all&after=1&before=4")
+    assert [m["sequence"] for m in ranged.json()["messages"]] == [2, 3]
+    whole = await client.get(f"/api/traces/{trace_id}/messages?mode=main_path&before=4")
+    assert [m["sequence"] for m in whole.json()["messages"]] == [1, 3]
+    for bad in ("0", "-1", "x", str(2**63)):
+        refused = await client.get(f"/api/traces/{trace_id}/messages?before={bad}")
+        assert refused.status_code == 422, bad
+
+
 async def test_continue_and_regenerate(client: httpx.AsyncClient, store: EventStore) -> None:
     trace_id = await create(client, "q")
     await append_as_executor(store, trace_id, assistant(2, "a"), ev.Completed())

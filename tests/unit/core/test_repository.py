@@ -140,6 +140,23 @@ async def test_a_cached_load_reads_only_new_events() -> None:
     assert not missing.exists
 
 
+async def test_a_cached_fold_of_an_aggregate_created_again_is_dropped() -> None:
+    """An erased trace whose id is used again (a keyed id, once its tombstone is gone): the
+    caller names the new creation's place and the old fold is not caught up on top of it."""
+    store = MemoryStore()
+    repo = traces(store, cache_size=2)
+    await created(store)
+    old = await repo.load("t_1")
+    store.erase("trace", "t_1")
+    again = ev.TraceCreated(messages=[ev.InputMessage(role="user", content="again")])
+    assert await traces(store).create("t_1", again, actor="test") is not None
+    first = await repo.first("t_1")
+    assert first is not None and not isinstance(first, ev.Unreadable)
+    state = await repo.load("t_1", origin=first.seq)
+    assert state is not old and state.faults == []
+    assert [m.content for m in state.messages.values()] == ["again"]
+
+
 async def test_load_starts_from_a_snapshot() -> None:
     store = MemoryStore()
     state = await created(store)

@@ -184,10 +184,17 @@ def get_trace(trace_id: str) -> Call[models.Trace]:
 
 
 def messages(
-    trace_id: str, *, mode: str = "main_path", after: int | None = None
+    trace_id: str,
+    *,
+    mode: str = "main_path",
+    after: int | None = None,
+    before: int | None = None,
+    limit: int | None = None,
 ) -> Call[models.Messages]:
-    """The conversation: the main path (``mode="main_path"``) or every branch (``"all"``)."""
-    params = _present(mode=mode, after=after)
+    """The conversation: the main path (``mode="main_path"``) or every branch (``"all"``);
+    only sequences above ``after`` and below ``before``; at most ``limit`` of them, the
+    lowest (the highest with ``before``: a long trace read from its end, page by page)."""
+    params = _present(mode=mode, after=after, before=before, limit=limit)
     return Call("GET", f"/api/traces/{_id(trace_id)}/messages", _json(models.Messages), params)
 
 

@@ -107,6 +107,13 @@ class GatewayConfig(BaseModel):
         description="traces one API key may have running or waiting at once (None: no cap); "
         "beyond it starting a run answers 429 with Retry-After",
     )
+    folds_cached: int = Field(
+        default=8,
+        ge=0,
+        description="trace folds the gateway keeps between the viewer's reads (an LRU by "
+        "count: each holds a whole trace in memory, a 100,000-step one about 235 MB); "
+        "a request catches its fold up with the log and reads only the new events (0: none)",
+    )
     cors_origins: list[str] = Field(default_factory=list)
     completion_timeout_s: float = Field(
         default=300.0,

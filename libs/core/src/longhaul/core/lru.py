@@ -31,5 +31,9 @@ class Lru(Generic[K, V]):
         while len(self._items) > self.capacity:
             self._items.popitem(last=False)
 
+    def peek(self, key: K) -> V | None:
+        """The value, without counting as a use."""
+        return self._items.get(key)
+
     def pop(self, key: K) -> V | None:
         return self._items.pop(key, None)

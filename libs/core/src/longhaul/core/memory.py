@@ -71,6 +71,10 @@ class MemoryStore:
         aggregate (which then conflicts, as a real race would)."""
         self._pending.setdefault((aggregate, aggregate_id), []).extend(events)
 
+    def erase(self, aggregate: Aggregate, aggregate_id: str) -> None:
+        """Drop the aggregate's events, as erasure purges them from the stream."""
+        self._logs.pop((aggregate, aggregate_id), None)
+
     async def append(
         self,
         aggregate: Aggregate,

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 import msgspec
+from longhaul.core.consumer import KeyLocks
 from longhaul.core.eventlog import EventLog, InFlight
 from longhaul.core.lru import Lru
 from longhaul.core.read_floor import StaleRead, floor_for
@@ -121,6 +122,9 @@ class Repository(Generic[S]):
         self.fold = fold
         self.retry = retry
         self._cache: Lru[str, S] | None = Lru(cache_size) if cache_size > 0 else None
+        self._loading = KeyLocks()
+        """A cached fold is shared: loads of one id take turns, so two catch-ups never apply
+        the same events to it twice."""
 
     def taking_snapshots(self, snapshotter: Snapshots) -> Repository[S]:
         """This repository, its saves also taking snapshots through ``snapshotter`` (which
@@ -142,11 +146,30 @@ class Repository(Generic[S]):
 
     # ------------------------------------------------------------------ read
 
-    async def load(self, aggregate_id: str) -> S:
+    async def load(self, aggregate_id: str, *, origin: int = 0) -> S:
         """The aggregate's fold: the cached one caught up with the log, else snapshot plus
         catch-up. A missing aggregate folds to a state whose ``exists`` is False (and is
-        not cached)."""
-        state = self._cache.get(aggregate_id) if self._cache is not None else None
+        not cached). ``origin``: the stream sequence of the aggregate's first event, when the
+        caller has just read it; a cached fold from before it (the aggregate was erased and
+        its id used again) is dropped."""
+        if self._cache is None:
+            return await self._load(aggregate_id, None)
+        async with self._loading.hold(aggregate_id):
+            cached = self._cache.get(aggregate_id)
+            if cached is not None and cached.stream_seq < origin:
+                self._cache.pop(aggregate_id)
+                cached = None
+            try:
+                state = await self._load(aggregate_id, cached)
+            except BaseException:
+                # a catch-up cut short may have applied events it has not counted yet
+                self._cache.pop(aggregate_id)
+                raise
+            if state.exists:
+                self._cache.put(aggregate_id, state)
+            return state
+
+    async def _load(self, aggregate_id: str, state: S | None) -> S:
         if state is None:
             if self.snapshots is not None:
                 state = await self.snapshots.read(self.aggregate, aggregate_id, self.fold)
@@ -156,8 +179,6 @@ class Repository(Generic[S]):
         floor = floor_for(self.aggregate, aggregate_id)
         if state.stream_seq < floor:
             await self._reach(aggregate_id, state, floor)
-        if self._cache is not None and state.exists:
-            self._cache.put(aggregate_id, state)
         return state
 
     async def _reach(self, aggregate_id: str, state: S, floor: int) -> None:
@@ -253,6 +274,10 @@ class Repository(Generic[S]):
     def watch(self, aggregate_id: str, *, after: int = 0) -> AsyncGenerator[Recorded, None]:
         """:meth:`replay`, then the new events live, until the caller stops reading."""
         return self._store.watch(self.aggregate, aggregate_id, after=after)
+
+    def kept(self, aggregate_id: str) -> S | None:
+        """The cached fold of the aggregate, if one is kept (no read: as last caught up)."""
+        return self._cache.peek(aggregate_id) if self._cache is not None else None
 
     def forget(self, aggregate_id: str) -> None:
         """Drop a cached fold (an aggregate that will not be written again)."""

@@ -84,9 +84,9 @@ class ServiceContext:
         return repository.schedules(self.store)
 
     def followed_traces(self, cache_size: int) -> Repository[TraceState]:
-        """Trace folds kept in an LRU, for one follower of the log that comes back to the
-        same traces at each of their events, one delivery per trace at a time (the gateway's
-        notifier): it reads only what is new."""
+        """Trace folds kept in an LRU of ``cache_size``, for a reader that comes back to the
+        same traces (the gateway's notifier at each of their events, its viewer reads): it
+        reads only what is new. Readers share a cached fold and never change it."""
         return repository.traces(self.store, snapshots=self.snapshots, cache_size=cache_size)
 
     def traces_over(self, conn: Connection) -> Repository[TraceState]:

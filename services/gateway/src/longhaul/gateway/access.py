@@ -81,18 +81,26 @@ async def resolve_owner(
     return None
 
 
-async def require_trace_owner(runtime: Runtime, principal: Principal, trace_id: str) -> None:
-    """404 unless the trace exists and belongs to the caller (cheap: reads one event)."""
+async def owned_creation(runtime: Runtime, principal: Principal, trace_id: str) -> Recorded:
+    """The trace's stored creation, if the trace exists and belongs to the caller, else 404
+    (cheap: reads its first event, and its parents' while they record no owner)."""
     checked_id("trace", trace_id)
     async with runtime.nats_call():
-        created = await first_event(runtime, "trace", trace_id)
-        if not isinstance(created, ev.TraceCreated):
+        stored = await first_stored(runtime, "trace", trace_id)
+        if not isinstance(stored, Recorded) or not isinstance(stored.event, ev.TraceCreated):
             raise not_found("trace", trace_id)
+        created = stored.event
         owner = await resolve_owner(
             runtime, created.owner, created.parent_trace_id, created.task_id
         )
     if owner != principal.owner:
         raise not_found("trace", trace_id)
+    return stored
+
+
+async def require_trace_owner(runtime: Runtime, principal: Principal, trace_id: str) -> None:
+    """404 unless the trace exists and belongs to the caller (cheap: reads one event)."""
+    await owned_creation(runtime, principal, trace_id)
 
 
 async def owned_trace(runtime: Runtime, principal: Principal, trace_id: str) -> TraceState:
@@ -103,6 +111,19 @@ async def owned_trace(runtime: Runtime, principal: Principal, trace_id: str) -> 
             raise not_found("trace", trace_id)
         owner = await resolve_owner(runtime, state.owner, state.parent_trace_id, state.task_id)
     if owner != principal.owner:
+        raise not_found("trace", trace_id)
+    return state
+
+
+async def viewed_trace(runtime: Runtime, principal: Principal, trace_id: str) -> TraceState:
+    """The caller's trace from the folds kept between reads (:attr:`Runtime.viewed_traces`),
+    caught up with the log: to read, never to change. Ownership is checked on every request
+    from the stored creation, before any cached fold is touched, so an erased trace or
+    another key's is 404 however recently it was read."""
+    created = await owned_creation(runtime, principal, trace_id)
+    async with runtime.nats_call():
+        state = await runtime.viewed_traces.load(trace_id, origin=created.seq)
+    if not state.exists:
         raise not_found("trace", trace_id)
     return state
 

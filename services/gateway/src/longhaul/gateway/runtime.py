@@ -62,6 +62,7 @@ class Runtime:
     """``/readyz``'s last look at the executors (monotonic time, result), reused briefly."""
     _mirror: IndexMirror | None = field(default=None, init=False)
     _schedule_store: ScheduleStore | None = field(default=None, init=False)
+    _viewed_traces: Repository[TraceState] | None = field(default=None, init=False)
 
     def connect(self, ctx: ServiceContext) -> IndexMirror:
         """Attach the connection and the trace index's two copies: the ``lh_traces`` KV
@@ -69,6 +70,7 @@ class Runtime:
         returns the mirror, whose follower the caller runs."""
         self.ctx = ctx
         self._schedule_store = None
+        self._viewed_traces = None
         self._mirror = IndexMirror(ctx.conn)
         return self._mirror
 
@@ -100,6 +102,15 @@ class Runtime:
     @property
     def traces(self) -> Repository[TraceState]:
         return self.service.traces
+
+    @property
+    def viewed_traces(self) -> Repository[TraceState]:
+        """Trace folds kept between reads (``gateway.folds_cached``), for the routes that
+        only read a trace (the viewer's): each request catches the fold up with the log.
+        Never saved through: a write folds its own copy (:attr:`traces`)."""
+        if self._viewed_traces is None:
+            self._viewed_traces = self.service.followed_traces(self.config.gateway.folds_cached)
+        return self._viewed_traces
 
     @property
     def tasks(self) -> Repository[TaskState]:

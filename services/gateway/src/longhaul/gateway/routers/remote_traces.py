@@ -26,6 +26,7 @@ from longhaul.gateway import access
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
+from longhaul.gateway.routers.traces import MAX_MESSAGES_PAGE, MAX_SEQUENCE
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.sse import SSE_HEADERS, SSE_ROUTE, FlushMs, StreamFrom
 from longhaul.gateway.streams import ClosingStreamingResponse
@@ -128,10 +129,15 @@ async def get_remote_messages(
     runtime: CurrentRuntime,
     principal: CurrentPrincipal,
     mode: Literal["main_path", "all"] = "main_path",
-    after: Annotated[int, Query(ge=0, le=2**63 - 1)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQUENCE)] = 0,
+    before: Annotated[int | None, Query(ge=1, le=MAX_SEQUENCE)] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_MESSAGES_PAGE)] = None,
 ) -> JSONResponse:
+    """As ``GET /api/traces/{id}/messages``: an older remote ignores before and limit and
+    answers every message."""
     child = await linked_child(runtime, principal, netloc, remote_trace_id)
-    params = {"mode": mode, "after": after}
+    params: dict[str, str | int] = {"mode": mode, "after": after}
+    params |= {k: v for k, v in (("before", before), ("limit", limit)) if v is not None}
     return JSONResponse(await fetch_json(child, f"/api/traces/{child.trace_id}/messages", params))
 
 

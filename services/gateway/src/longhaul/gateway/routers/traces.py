@@ -7,6 +7,7 @@ executor reacts to the event. The response (202) means the request is on the log
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -17,7 +18,7 @@ from longhaul.agent.tools.offload import output_key
 from longhaul.domain.state.collaborators import is_step_trace
 from longhaul.domain.state.messages import MessageTree
 from longhaul.gateway.auth import CurrentPrincipal, Principal
-from longhaul.gateway.deps import CurrentRuntime, OwnedTrace
+from longhaul.gateway.deps import CurrentRuntime, ViewedTrace
 from longhaul.gateway.edited_calls import recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime
@@ -45,6 +46,8 @@ from starlette.convertors import StringConvertor, register_url_convertor
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 steers = partial(router.post, status_code=202, response_model=Accepted)
 """A request that steers the trace: 202 once its event is on the log."""
+MAX_MESSAGES_PAGE = 10_000
+MAX_SEQUENCE = 2**63 - 1
 
 
 def _accepted(steered: Steered) -> Accepted:
@@ -134,7 +137,7 @@ async def running_traces(
 @router.get(
     "/{trace_id}", response_model=TraceView, summary="A trace with goal tree and sub-traces"
 )
-async def get_trace(state: OwnedTrace, runtime: CurrentRuntime) -> TraceView:
+async def get_trace(state: ViewedTrace, runtime: CurrentRuntime) -> TraceView:
     parent = task = None
     async with runtime.nats_call():
         if state.parent_trace_id is not None:
@@ -154,7 +157,7 @@ async def get_trace(state: OwnedTrace, runtime: CurrentRuntime) -> TraceView:
     },
 )
 async def get_output(
-    trace_id: str, tool_call_id: str, state: OwnedTrace, runtime: CurrentRuntime
+    trace_id: str, tool_call_id: str, state: ViewedTrace, runtime: CurrentRuntime
 ) -> PlainTextResponse:
     if not any(
         m.role == "tool" and m.tool_call_id == tool_call_id for m in state.messages.values()
@@ -171,7 +174,7 @@ async def get_output(
     "/{trace_id}/context",
     summary="The recorded context: system prompt, tool schemas, preset, skills, parameters",
 )
-async def get_context(state: OwnedTrace, runtime: CurrentRuntime) -> dict[str, Any]:
+async def get_context(state: ViewedTrace, runtime: CurrentRuntime) -> dict[str, Any]:
     body = await recorded_context(runtime, state)
     if state.context is None or body is None:
         raise ApiError(404, "not_found", f"trace {state.trace_id} has no recorded context (yet)")
@@ -184,47 +187,64 @@ async def get_context(state: OwnedTrace, runtime: CurrentRuntime) -> dict[str, A
     summary="Messages on the main path (head back to root) or all branches",
 )
 async def get_messages(
-    state: OwnedTrace,
+    state: ViewedTrace,
     mode: Literal["main_path", "all"] = "main_path",
     after: Annotated[
         int,
         Query(
             ge=0,
-            le=2**63 - 1,
+            le=MAX_SEQUENCE,
             description="only messages with a higher sequence (a client that has the "
             "earlier ones: sequences are never reused and messages never change)",
         ),
     ] = 0,
+    before: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_SEQUENCE,
+            description="only messages with a lower sequence; with limit the page holds the "
+            "highest of them: a client reads a long trace from its end (before= any number "
+            "past the last sequence) and pages back with before= the lowest it got",
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         Query(
             ge=1,
             le=MAX_MESSAGES_PAGE,
-            description="at most this many, the lowest sequences first: a client pages on "
-            "with after= the last sequence it got until a page holds fewer",
+            description="at most this many, the lowest sequences first (the highest with "
+            "before=): a client pages on with after= the last sequence it got until a page "
+            "holds fewer",
         ),
     ] = None,
 ) -> Response:
-    messages = [state.messages[seq] for seq in _sequences(state.tree, mode, after, limit)]
+    chosen = _sequences(state.tree, mode, after, before, limit)
     body = {
         "mode": mode,
         "head_sequence": state.head_sequence,
-        "messages": [message_view(m) for m in messages],
+        "messages": [message_view(state.messages[seq]) for seq in chosen],
     }
     return Response(msgspec.json.encode(body), media_type="application/json")
 
 
-MAX_MESSAGES_PAGE = 10_000
-
-
-def _sequences(tree: MessageTree, mode: str, after: int, limit: int | None) -> list[int]:
-    """The sequences a messages page holds, lowest first; the main path's without a scan (its
-    sequences rise from root to head: a message is always newer than its parent)."""
+def _sequences(
+    tree: MessageTree, mode: str, after: int, before: int | None, limit: int | None
+) -> Sequence[int]:
+    """The sequences a messages page holds, lowest first, found without a scan: the main
+    path's rise from root to head (a message is always newer than its parent), and every
+    sequence from 1 to the last is a message (each follows the last one)."""
     if mode == "main_path":
-        chosen = tree.path[bisect.bisect_right(tree.path, after) :]
+        path = tree.path
+        low = bisect.bisect_right(path, after)
+        high = len(path) if before is None else bisect.bisect_left(path, before)
+        chosen: Sequence[int] = path
     else:
-        chosen = sorted(seq for seq in tree.messages if seq > after)
-    return chosen if limit is None else chosen[:limit]
+        low, high = after, min(tree.last_sequence, (before or MAX_SEQUENCE) - 1)
+        chosen = range(1, tree.last_sequence + 1)
+    if limit is not None and high - low > limit:
+        low, high = (high - limit, high) if before is not None else (low, low + limit)
+    return chosen[low:high] if low < high else ()
 
 
 @steers("/{trace_id}/run", summary="Continue, rewind (after_sequence) or regenerate")

@@ -7,18 +7,25 @@ import { follow } from "./sse.js";
 import { branchFigures, buildTree, chainFrom, displayPath, resultsByCall } from "./tree.js";
 
 const ACTIVE = new Set(["running", "waiting"]);
+// A long trace opens at its end: its last PAGE messages, earlier ones a page at a time on
+// request (GET …/messages?before=&limit=). END is past any sequence: the latest page.
+const PAGE = 200;
+const END = Number.MAX_SAFE_INTEGER;
+const reachedStart = (page) => page.length < PAGE || page[0].sequence <= 1;
 
 export function tracePage(root, traceId) {
   const base = "/api/traces/" + enc(traceId);
-  const s = { trace: null, messages: [], choice: {}, live: "", liveTool: "", rewindAfter: null, forkModel: "", compareAt: null, busy: false, again: false, gone: false, boxes: new Map() };
+  const s = { trace: null, messages: [], complete: false, choice: {}, live: "", liveTool: "", rewindAfter: null, forkModel: "", compareAt: null, busy: false, again: false, gone: false, boxes: new Map() };
   const header = el("div", { class: "trace-head" });
   const messages = el("div", { class: "messages", "data-testid": "messages" });
+  const earlier = el("button", { type: "button", class: "small load-earlier", "data-testid": "load-earlier", hidden: true,
+    text: "load earlier messages", onclick: () => act(loadEarlier) });
   const live = el("div", { class: "msg assistant live", "data-testid": "live", hidden: true });
   const compare = el("div", { class: "branch-compare", "data-testid": "branch-compare", hidden: true });
   const controls = el("div", { class: "controls" });
   const side = el("aside", { class: "side" });
   const page = el("div", { class: "trace-page", "data-testid": "trace-page", dataset: { traceId } },
-    el("div", { class: "trace-main" }, header, compare, messages, live, controls), side);
+    el("div", { class: "trace-main" }, header, compare, earlier, messages, live, controls), side);
   root.replaceChildren(page);
 
   // One refresh at a time; events arriving meanwhile ask for one more after it (no timers:
@@ -28,13 +35,14 @@ export function tracePage(root, traceId) {
     s.busy = true;
     try {
       // messages never change once appended: fetch only the ones after the newest we hold
-      const after = s.messages.length ? s.messages[s.messages.length - 1].sequence : 0;
-      const [trace, fresh] = await Promise.all([api(base), api(base + "/messages?mode=all&after=" + after)]);
+      // (the first time, the last page)
+      const first = !s.messages.length;
+      const query = first ? "before=" + END + "&limit=" + PAGE : "after=" + s.messages[s.messages.length - 1].sequence;
+      const [trace, fresh] = await Promise.all([api(base), api(base + "/messages?mode=all&" + query)]);
       if (s.gone) return;
       s.trace = trace;
-      const known = new Set(s.messages.map((m) => m.sequence));
-      s.messages = s.messages.concat(fresh.messages.filter((m) => !known.has(m.sequence)))
-        .sort((a, b) => a.sequence - b.sequence);
+      if (first) s.complete = reachedStart(fresh.messages);
+      merge(fresh.messages);
       if (trace.status !== "running") { s.live = ""; s.liveTool = ""; }
       render();
     } catch (err) { showError(err); } finally {
@@ -44,11 +52,31 @@ export function tracePage(root, traceId) {
   }
   const soon = () => { refresh(); };
 
+  function merge(fetched) {
+    const known = new Set(s.messages.map((m) => m.sequence));
+    s.messages = s.messages.concat(fetched.filter((m) => !known.has(m.sequence)))
+      .sort((a, b) => a.sequence - b.sequence);
+  }
+
+  // The page before the oldest message held (one request at a time).
+  async function loadEarlier() {
+    if (s.complete || earlier.disabled || !s.messages.length) return;
+    earlier.disabled = true;
+    try {
+      const page = await api(base + "/messages?mode=all&before=" + s.messages[0].sequence + "&limit=" + PAGE);
+      if (s.gone) return;
+      s.complete = reachedStart(page.messages);
+      merge(page.messages);
+      render();
+    } finally { earlier.disabled = false; }
+  }
+
   function render() {
     const t = s.trace;
     const tree = buildTree(s.messages, t.head_sequence);
     const rows = displayPath(tree, s.choice);
     renderHeader(t);
+    earlier.hidden = s.complete;
     renderMessages(rows);
     renderCompare(tree);
     renderLive();

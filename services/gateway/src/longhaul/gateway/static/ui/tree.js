@@ -1,7 +1,9 @@
 // The message tree of a trace (pure functions, no DOM). Messages carry parent_sequence;
 // the main path runs from head_sequence back to the root. Where a rewind or a regenerate
 // hung a second child under a message, that message's children are alternatives; the view
-// follows the main path unless the reader switched to another alternative.
+// follows the main path unless the reader switched to another alternative. A long trace's
+// page holds only its latest messages: the view then starts where the main path's loaded part
+// does (under the first message not loaded).
 
 export function buildTree(messages, headSequence) {
   const bySeq = new Map(messages.map((m) => [m.sequence, m]));
@@ -13,8 +15,11 @@ export function buildTree(messages, headSequence) {
   }
   for (const list of children.values()) list.sort((a, b) => a.sequence - b.sequence);
   const main = new Set();
-  for (let seq = headSequence; seq && bySeq.has(seq); seq = bySeq.get(seq).parent_sequence) main.add(seq);
-  return { bySeq, children, main, head: headSequence };
+  let seq = headSequence;
+  for (; seq && bySeq.has(seq); seq = bySeq.get(seq).parent_sequence) main.add(seq);
+  let start = seq || 0;
+  if (!main.size && messages.length) start = messages.reduce((a, b) => (a.sequence < b.sequence ? a : b)).parent_sequence || 0;
+  return { bySeq, children, main, head: headSequence, start };
 }
 
 // Side branches (reflections, a compaction's rounds) hang aside; every other child is an
@@ -26,7 +31,7 @@ export const isSide = (m) => m.branch_type === "reflection" || m.side_branch ===
 // hanging under it. `choice` maps a parent sequence to the chosen child sequence.
 export function displayPath(tree, choice) {
   const rows = [];
-  let parent = 0;
+  let parent = tree.start;
   for (let guard = 0; guard < 100000; guard++) {
     const all = tree.children.get(parent) || [];
     const options = all.filter((m) => !isSide(m));
