@@ -211,10 +211,11 @@ async def waiting_memory(url: str, directory: Path, waiting: int) -> list[list[o
 def step_model(directory: Path, steps: int) -> str:
     """The scripted model of an active trace: ``steps`` no-op tool calls, then an answer,
     each after :data:`LATENCY_S`."""
-    # usage given, as a provider reports it: else the fake estimates it from the whole request
+    # usage and call ids given, as a provider reports them: else the fake estimates usage
+    # from the whole request and derives each id from a hash of the whole history
     usage = {"prompt_tokens": 100, "completion_tokens": 5}
     turns: list[dict[str, object]] = [
-        {"tool_calls": [{"name": "noop", "arguments": {"n": n}}], "usage": usage}
+        {"tool_calls": [{"id": f"call_{n}", "name": "noop", "arguments": {"n": n}}], "usage": usage}
         for n in range(steps)
     ]
     slow = script(directory, "steps", [*turns, {"content": "done", "usage": usage}])
