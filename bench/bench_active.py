@@ -65,16 +65,21 @@ an active trace costs besides its steps (a lease renewal every TTL/3, an in-prog
 every ack wait/3) is part of what is measured."""
 WAIT_BATCH = 2_500
 CAPS = (
-    "what caps it (py-spy of the executor at 300 traces, 2026-11-28): CPU per step, about "
-    "1.7-2 ms here against ~0.7 ms in bench_executor's single trace, because an active trace "
-    "also renews its lease every TTL/3 (1.7 s; 5 % of samples), sends an in-progress ack every "
-    "ack wait/3 (2 s), writes its index entry (8.5 %) and validates tool arguments against "
-    "their schema (4.4 %); socket writes are 12 %. One core runs ~500 traces at a 1 s step; "
-    "past the CPU the executor gets, the event loop is the queue and the delay grows with it "
-    "(on this shared machine the executor got 0.3-0.7 of a core). 5,000 active traces need "
-    "~9 cores of executor: replicas, not one process. The first cap is a setting: "
-    "executor.concurrency, 64 turns at once per replica as shipped (the bench sets the "
-    "traces + 10); max_ack_pending follows it (64 x concurrency)"
+    "what caps it (py-spy of the executor at 300 traces, 2026-11-28, after issue 46's cuts): "
+    "CPU per step, 1.3 ms here (2.3 ms before: the scripted model re-parsed its YAML every "
+    "turn, 30 % of samples; a key's spend entry was fought over by every trace ending its "
+    "turn, 12 %, and gave up past 200 at once; the index entry was read before each write; "
+    "the context limit was looked up every step) against ~0.7 ms in bench_executor's single "
+    "trace. Left per active trace: its index entry written every index_interval_s (1 s: "
+    "about one KV update a step at a 1 s model, 10 % of samples), a lease renewal every "
+    "TTL/3 (1.7 s, 2 %), an in-progress ack every ack wait/3; socket writes are 19 %. One "
+    "core runs ~700 traces at a 1 s step; past the CPU the executor gets, the event loop is "
+    "the queue and the delay grows with it. The p99 <= 10 ms target is a latency target: "
+    "on a 2-core machine shared at load 5-8 the executor's wake-ups wait for the CPU "
+    "whatever its own use (0.02-0.3 of a core), so the knee there is a handful of traces; "
+    "5,000 active traces need ~7 cores of executor: replicas, not one process. The first "
+    "cap is a setting: executor.concurrency, 64 turns at once per replica as shipped (the "
+    "bench sets the traces + 10); max_ack_pending follows it (64 x concurrency)"
 )
 CREATE_BATCH = 500
 SPREAD = 20
