@@ -9,6 +9,7 @@ from longhaul.core.kv import get_entry
 from longhaul.core.workspace import INLINE_LIMIT, WorkspaceConflict, WorkspaceStore
 from longhaul.domain import events as ev
 from longhaul.domain.state import TraceState
+from nats.aio.msg import Msg
 
 
 def folded(trace_id: str, seq: int, status_done: bool = False) -> TraceState:
@@ -77,3 +78,36 @@ async def test_a_kv_key_read_is_its_entry_or_none_once_it_is_gone(conn: Connecti
     await kv.purge("k.empty")
     assert await get_entry(kv, "k.value") is None
     assert await get_entry(kv, "k.empty") is None
+
+
+async def test_a_running_traces_next_entry_is_written_without_reading_it_first(
+    conn: Connection,
+) -> None:
+    """A turn writes its trace's entry every index_interval_s: the writer's next write goes
+    on the revision it wrote (no read); another writer meanwhile, or an erasure's tombstone,
+    is still found, and the entry never moves back."""
+    reads: list[str] = []
+
+    async def on_read(msg: Msg) -> None:
+        reads.append(msg.subject)
+
+    for subject in ("$JS.API.DIRECT.GET.>", "$JS.API.STREAM.MSG.GET.>"):
+        await conn.nc.subscribe(subject, cb=on_read)
+    await conn.nc.flush()
+    index, other = TraceIndex(conn), TraceIndex(conn)  # two executors
+    assert await index.update(folded("t_w", 3))
+    await conn.nc.flush()
+    before = len(reads)
+    assert await index.update(folded("t_w", 5))
+    await conn.nc.flush()
+    assert len(reads) == before  # written on the revision it wrote: not read first
+
+    assert await other.update(folded("t_w", 9, status_done=True))  # another writer, newer
+    assert not await index.update(folded("t_w", 7))  # a lost race: read, and not moved back
+    entry = await index.get("t_w")
+    assert entry is not None and (entry.status, entry.last_event_seq) == ("completed", 10)
+
+    assert await index.update(folded("t_b", 3))
+    await index.bury("t_b")
+    assert not await index.update(folded("t_b", 5))  # the tombstone outranks it
+    assert await index.get("t_b") is None

@@ -83,3 +83,31 @@ async def test_a_key_at_its_limit_is_told_what_it_spent_and_a_raise_lifts_it(
     raised.usage.raise_by(0, 0.5)
     assert await other.reached(raised) is None
     assert await SpendLedger(conn, LIMITS, clock=clock).reached(trace("t_c", 0, "k_c")) is None
+
+
+async def test_many_runs_of_one_key_on_one_executor_counting_at_once_are_each_added(
+    conn: Connection,
+) -> None:
+    """Hundreds of traces of one key ending their turns together on one executor: each count
+    gets through (none gives up as "kept changing") and each is added once."""
+    ledger = SpendLedger(conn, SpendLimitsConfig(), clock=clock)
+    states = [trace(f"t_many{n}", 2, owner="k_many") for n in range(200)]
+    await asyncio.gather(*(ledger.count(s) for s in states))
+    assert await spent(conn, "k_many") == (40_000, 50.0, 400)
+
+
+async def test_a_key_without_limits_is_counted_when_its_turn_ends_not_as_it_starts(
+    conn: Connection,
+) -> None:
+    """A turn's first model call of a key without limits pays no KV round trip (what earlier
+    turns spent was counted when they ended); the turn's end counts all of it."""
+    now = [0.0]
+    ledger = SpendLedger(conn, SpendLimitsConfig(), clock=clock, monotonic=lambda: now[0])
+    state = trace("t_free", 3, owner="k_free")  # calls a crashed turn left uncounted
+    assert await ledger.reached(state) is None
+    assert await entries(conn, "k_free", None) == []
+    now[0] = 10.0  # a long turn: counted every UNLIMITED_COUNT_EVERY_S
+    assert await ledger.reached(state) is None
+    assert await spent(conn, "k_free") == (300, 0.375, 3)
+    await ledger.count(trace("t_free", 4, owner="k_free"))  # the turn ends
+    assert await spent(conn, "k_free") == (400, 0.5, 4)

@@ -36,3 +36,22 @@ def test_unknown_models_and_presets_are_folded_into_other() -> None:
     assert value("longhaul_model_tokens_total", tokens) == 10
     labels = {s.labels.get("model") for m in registry.collect() for s in m.samples}
     assert "model-a-client-made-up" not in labels
+
+
+def test_a_count_of_many_calls_adds_each_models_sums_once() -> None:
+    """A turn's end counts all its calls at once: the counters gain their sums, and a model
+    whose calls reported no usage gets no token series."""
+    registry = CollectorRegistry()
+    metrics = CostCounters(registry, {"gpt-4o", "o3"}, {"default"})
+    no_usage = ev.MessageAppended(
+        sequence=9, parent_sequence=None, role="assistant", cost=0.5, model="o3"
+    )
+    metrics.charge([call("gpt-4o", n, 0.25) for n in range(1, 101)] + [no_usage], "default")
+    value = registry.get_sample_value
+    mine = {"model": "gpt-4o", "preset": "default"}
+    assert value("longhaul_model_cost_usd_total", mine) == 25.0
+    assert value("longhaul_model_tokens_total", {**mine, "kind": "prompt"}) == 5050
+    assert value("longhaul_model_tokens_total", {**mine, "kind": "completion"}) == 100
+    assert value("longhaul_model_cost_usd_total", {"model": "o3", "preset": "default"}) == 0.5
+    o3_prompt = {"model": "o3", "preset": "default", "kind": "prompt"}
+    assert value("longhaul_model_tokens_total", o3_prompt) is None

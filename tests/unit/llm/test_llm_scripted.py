@@ -23,6 +23,7 @@ from longhaul.llm import (
     parse_arguments,
 )
 from longhaul.llm.scripted import EXHAUSTED, auto_turn, demo_turn, sample_schema
+from longhaul.llm.scripted.model import TurnScript, load_script
 from pydantic import BaseModel, Field
 
 from tests.unit.llm.conftest import drain
@@ -159,6 +160,19 @@ async def test_file_script_runs_then_reports_exhaustion(
     assert messages[-1]["content"] == "all done"
     extra = await model.complete(ModelRequest(model=model.name, messages=messages))
     assert extra.content == EXHAUSTED and extra.finish_reason == "stop"
+
+
+def test_a_script_file_is_parsed_once_per_version(tmp_path: Path) -> None:
+    """An executor resolves a trace's model every turn: the file is parsed once, and again
+    only when it changes."""
+    script = tmp_path / "script.yaml"
+    script.write_text("- content: one\n")
+    first = load_script(script)
+    assert load_script(script) is first
+    script.write_text("- content: two, longer\n")
+    second = load_script(script)
+    assert second is not first
+    assert isinstance(second, TurnScript) and second.turns == [{"content": "two, longer"}]
 
 
 def test_bad_script_files_are_rejected(tmp_path: Path, registry: ModelRegistry) -> None:

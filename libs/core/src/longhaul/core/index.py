@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 import msgspec
 from longhaul.core.connection import Connection
 from longhaul.core.kv import get_entry
+from longhaul.core.lru import Lru
 from longhaul.domain.events import DeadlineAction, Totals
 from longhaul.domain.state import TraceState
 from longhaul.domain.state.trace import FINAL_STATUSES
@@ -18,6 +19,9 @@ from nats.js.errors import KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 CAS_ATTEMPTS = 8
+WRITTEN_ENTRIES = 4096
+"""Traces whose entry this process wrote last that it remembers (revision, position, status):
+a running trace's next write goes on that revision without reading the entry first."""
 UNMARK_TTL_S = 60
 DELETED = "deleted"
 """The status of an erased trace's tombstone (never a trace's own status)."""
@@ -148,6 +152,11 @@ class TraceIndexEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
 class TraceIndex:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self._written: Lru[str, tuple[int, int, str]] = Lru(WRITTEN_ENTRIES)
+        """Trace id → the revision, ``last_event_seq`` and status of the entry this process
+        last wrote: a turn writes its trace's entry every ``index_interval_s``, and the
+        read before each write was half its round trips. Another writer since (a lost
+        compare-and-set) means a read, as without it."""
 
     async def _kv(self) -> KeyValue:
         return await self.conn.kv(self.conn.names.traces)
@@ -163,20 +172,35 @@ class TraceIndex:
         entry = TraceIndexEntry.from_state(state)
         data = msgspec.json.encode(entry)
         final = state.is_final
+        known = self._written.pop(state.trace_id)
+        if known is not None and known[1] >= entry.last_event_seq:
+            known = None  # not newer than ours: what is stored now decides
         for _ in range(CAS_ATTEMPTS):
-            current = await get_entry(kv, state.trace_id)
-            stored = msgspec.json.decode(current.value or b"{}", type=dict) if current else None
-            if stored is not None and int(stored.get("last_event_seq", 0)) >= entry.last_event_seq:
-                return False
-            if not final and (stored is None or stored.get("status") in FINAL_STATUSES):
+            revision: int | None
+            status: str | None
+            if known is not None:
+                revision, _seq, status = known
+                known = None
+            else:
+                current = await get_entry(kv, state.trace_id)
+                stored = msgspec.json.decode(current.value or b"{}", type=dict) if current else None
+                if (
+                    stored is not None
+                    and int(stored.get("last_event_seq", 0)) >= entry.last_event_seq
+                ):
+                    return False
+                revision = current.revision if current is not None else None
+                status = stored.get("status") if stored is not None else None
+            if not final and (revision is None or status in FINAL_STATUSES):
                 await self.mark_active(state.trace_id)
             try:
-                if current is None:
-                    await kv.create(state.trace_id, data)
+                if revision is None:
+                    revision = await kv.create(state.trace_id, data)
                 else:
-                    await kv.update(state.trace_id, data, last=current.revision)
+                    revision = await kv.update(state.trace_id, data, last=revision)
             except KeyWrongLastSequenceError:
                 continue
+            self._written.put(state.trace_id, (revision, entry.last_event_seq, entry.status))
             if final:
                 await self.unmark_active(state.trace_id)
             return True

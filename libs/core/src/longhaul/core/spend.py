@@ -6,6 +6,7 @@ turn ends, and ask it whether the key is at a limit; the gateway reads it for ``
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 
@@ -23,9 +24,10 @@ ATTEMPTS = 20
 
 
 UNLIMITED_COUNT_EVERY_S = 10.0
-"""A key without limits has a running trace counted at most this often before model calls
-(and always when a turn ends): ``/api/usage`` lags by that much, a step pays no KV round
-trip. A key with a limit is counted before every call, which the bound needs."""
+"""A key without limits has a running trace counted this often before model calls, the first
+this long into a turn (and always when a turn ends): ``/api/usage`` lags by that much, a step
+pays no KV round trip. A key with a limit is counted before every call, which the bound
+needs."""
 CACHED_ENTRIES = 1024
 """Day entries whose last write this process remembers (revision and value)."""
 PAST_DAYS_TTL_S = 60.0
@@ -60,6 +62,11 @@ class SpendLedger:
         """Trace id → when it was last counted (a running trace of a key without limits)."""
         self._past: dict[str, tuple[float, spend.Row]] = {}
         """``<owner>.<YYYY-MM>.<DD>`` of today → (when read, the month's other days' total)."""
+        self._writing: dict[str, tuple[asyncio.Lock, int]] = {}
+        """Entry key → a lock and how many counts hold or wait for it: this process's counts
+        of one entry go one at a time, each written on the last one's revision (one round
+        trip), instead of racing each other's compare-and-set (every trace of a key ending
+        its turn at once would lose round after round)."""
 
     async def _kv(self) -> KeyValue:
         return await self.conn.kv(self.conn.names.spend)
@@ -85,6 +92,21 @@ class SpendLedger:
         return counted
 
     async def _count(
+        self, kv: KeyValue, key: str, trace_id: str, preset: str, messages: list[Message]
+    ) -> spend.DayEntry:
+        lock, users = self._writing.get(key) or (asyncio.Lock(), 0)
+        self._writing[key] = (lock, users + 1)
+        try:
+            async with lock:
+                return await self._count_entry(kv, key, trace_id, preset, messages)
+        finally:
+            lock, users = self._writing[key]
+            if users == 1:
+                del self._writing[key]
+            else:
+                self._writing[key] = (lock, users - 1)
+
+    async def _count_entry(
         self, kv: KeyValue, key: str, trace_id: str, preset: str, messages: list[Message]
     ) -> spend.DayEntry:
         known = self._written.pop(key, None)
@@ -130,7 +152,9 @@ class SpendLedger:
         if limits.day is None and limits.month is None:
             now = self.monotonic()
             last = self._counted_at.get(state.trace_id)
-            if last is None or now - last >= UNLIMITED_COUNT_EVERY_S:
+            if last is None:  # a turn's first call: earlier turns were counted as they ended
+                self._counted_at[state.trace_id] = now
+            elif now - last >= UNLIMITED_COUNT_EVERY_S:
                 await self._count_all(state)
                 self._counted_at[state.trace_id] = now
             return None

@@ -11,7 +11,7 @@ seen. Days and months begin at 00:00 UTC.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import msgspec
 from longhaul.domain.budget import over_budget
@@ -55,7 +55,9 @@ class DayEntry(msgspec.Struct, kw_only=True):
         for message in fresh:
             key = f"{message.model or 'unknown'}{ROW_SEPARATOR}{preset}"
             row = self.rows.setdefault(key, Row())
-            row.add(Row(tokens=tokens_of(message), usd=message.cost, calls=1))
+            row.tokens += tokens_of(message)
+            row.usd += message.cost
+            row.calls += 1
         self.seen[trace_id] = max(m.sequence for m in fresh)
         return fresh
 
@@ -91,18 +93,30 @@ def by_day(state: TraceState, now: float, after: int = -1) -> dict[str, list[Mes
     crash left uncounted stays so). Read from the newest back, so a long trace costs what is
     new."""
     owner = state.owner or "local"
-    oldest = (day_of(now) - timedelta(days=1)).date()
-    out: dict[str, list[Message]] = {}
+    oldest = _day_number(now) - 1
+    by_number: dict[int, list[Message]] = {}
     for message in reversed(state.messages.values()):  # appended in sequence order
         if message.sequence <= after:
             break
         if message.usage is None and not message.cost:
             continue
-        day = day_of(message.ts)
-        if day.date() < oldest:
+        number = _day_number(message.ts)
+        if number < oldest:
             break
-        out.setdefault(entry_key(owner, day), []).append(message)
-    return {key: messages[::-1] for key, messages in out.items()}
+        by_number.setdefault(number, []).append(message)
+    return {
+        entry_key(owner, day_of(number * SECONDS_A_DAY)): messages[::-1]
+        for number, messages in by_number.items()
+    }
+
+
+SECONDS_A_DAY = 86_400
+
+
+def _day_number(ts: float) -> int:
+    """Days since the epoch of ``ts``'s UTC day (POSIX time has no leap seconds): a day's
+    key is formatted once a count, not once a message."""
+    return int(ts // SECONDS_A_DAY)
 
 
 def limit_reached(

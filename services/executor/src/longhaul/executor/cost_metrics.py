@@ -48,12 +48,20 @@ class CostCounters:
         )
 
     def charge(self, messages: Sequence[Message], preset: str) -> None:
-        """Count what the spend ledger just counted."""
+        """Count what the spend ledger just counted: summed by model first, since a count can
+        hold a whole turn's calls and each ``labels`` lookup costs more than the sum."""
         preset_label = preset if preset in self.presets else OTHER
+        sums: dict[str, list[float]] = {}
+        tokens: dict[str, list[int]] = {}
         for message in messages:
             model = message.model if message.model in self.models else OTHER
-            self.cost.labels(model, preset_label).inc(message.cost)
+            sums.setdefault(model, [0.0])[0] += message.cost
             if message.usage is not None:
-                usage = message.usage
-                self.tokens.labels(model, preset_label, "prompt").inc(usage.prompt_tokens)
-                self.tokens.labels(model, preset_label, "completion").inc(usage.completion_tokens)
+                counted = tokens.setdefault(model, [0, 0])
+                counted[0] += message.usage.prompt_tokens
+                counted[1] += message.usage.completion_tokens
+        for model, (cost,) in sums.items():
+            self.cost.labels(model, preset_label).inc(cost)
+        for model, (prompt, completion) in tokens.items():
+            self.tokens.labels(model, preset_label, "prompt").inc(prompt)
+            self.tokens.labels(model, preset_label, "completion").inc(completion)

@@ -55,6 +55,9 @@ ContextLimit = Callable[[str], int]
 @dataclass
 class _Memo:
     overhead: int | None = None
+    limit: tuple[str, int] | None = None
+    """The model and its context limit (looked up in the price tables once a turn, not once
+    a step; again if a fallback changes the model)."""
     summariser_failed: bool = False
     reflected: bool = False
     opening_warned: bool = False
@@ -158,7 +161,9 @@ class Summarization(Middleware):
         if memo.overhead is None:  # system prompt and tool schemas are fixed for the turn
             tools = json.dumps([spec.to_openai() for spec in request.tools])
             memo.overhead = estimate_tokens(request.system_stable) + estimate_tokens(tools)
-        limit = self.limit(turn)
+        if memo.limit is None or memo.limit[0] != turn.model.name:
+            memo.limit = (turn.model.name, self.limit(turn))
+        limit = memo.limit[1]
         overhead = memo.overhead
         forced = state.compact_requested
         raw = tokens = turn.history.tokens()
