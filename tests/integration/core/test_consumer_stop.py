@@ -7,6 +7,8 @@ import asyncio
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, Delivery, consume
 
+from tests.support.stack import eventually
+
 LONG_POLL_S = 60.0
 STOP_DEADLINE_S = 10.0
 
@@ -28,10 +30,11 @@ async def test_an_idle_consumer_stops_without_waiting_out_its_long_poll(
         fetch_timeout_s=LONG_POLL_S,
     )
     consuming = asyncio.create_task(consume(conn, spec, handler, shutdown))
-    # the loop is polling once its pull request is outstanding on the server
-    async with asyncio.timeout(STOP_DEADLINE_S):
-        while (await conn.js.consumer_info(conn.names.stream, "stop-test")).num_waiting == 0:
-            await asyncio.sleep(0.02)
+
+    async def polling() -> bool:  # its pull request is outstanding on the server
+        return (await conn.js.consumer_info(conn.names.stream, "stop-test")).num_waiting > 0
+
+    await eventually(polling, within=STOP_DEADLINE_S)
     shutdown.set()
     async with asyncio.timeout(STOP_DEADLINE_S):
         await consuming
