@@ -6,6 +6,7 @@ import asyncio
 
 from longhaul.core.connection import Connection
 from longhaul.core.consumer import ConsumerSpec, Delivery, consume
+from nats.js.errors import NotFoundError
 
 from tests.support.stack import eventually
 
@@ -32,7 +33,11 @@ async def test_an_idle_consumer_stops_without_waiting_out_its_long_poll(
     consuming = asyncio.create_task(consume(conn, spec, handler, shutdown))
 
     async def polling() -> bool:  # its pull request is outstanding on the server
-        return (await conn.js.consumer_info(conn.names.stream, "stop-test")).num_waiting > 0
+        try:
+            info = await conn.js.consumer_info(conn.names.stream, "stop-test")
+        except NotFoundError:  # not created yet
+            return False
+        return info.num_waiting > 0
 
     await eventually(polling, within=STOP_DEADLINE_S)
     shutdown.set()
