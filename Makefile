@@ -6,17 +6,25 @@ UV := $(shell command -v uv 2>/dev/null || echo $(BOOTSTRAP)/bin/uv)
 VENV := .venv
 ARGS ?=
 
-.PHONY: run test durations lint lint-types bench bench-check sync clean browser sandbox deploy-test
+.PHONY: run test durations lint lint-types bench bench-check sync bytecode clean browser sandbox deploy-test
 
 $(BOOTSTRAP)/bin/uv:
 	@echo "uv not found on PATH: installing it into $(BOOTSTRAP)/"
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(BOOTSTRAP) uv
 
-$(VENV)/.synced: pyproject.toml uv.lock $(wildcard libs/*/pyproject.toml services/*/pyproject.toml) | $(UV)
-	$(UV) sync --frozen
+# Bytecode compiled once, here: under PYTHONDONTWRITEBYTECODE (set in many shells and CI
+# images) no process writes it, so every `longhaul` command, service and test worker compiled
+# the whole dependency tree again (about 1 s of CPU per process; `make test` starts hundreds).
+# Reading .pyc is unaffected by that variable. The members' sources are compiled on each
+# `make test`, which skips what is up to date.
+$(VENV)/.synced: Makefile pyproject.toml uv.lock $(wildcard libs/*/pyproject.toml services/*/pyproject.toml) | $(UV)
+	$(UV) sync --frozen --compile-bytecode
 	@touch $@
 
 sync: $(VENV)/.synced
+
+bytecode: sync
+	@$(VENV)/bin/python -m compileall -q -j 0 libs services
 
 # Without a configured model, make run uses scripted:demo: an offline agent that plans, reads
 # and writes files in the workdir and delegates to a sub-agent (scripted:auto stays for tests).
@@ -48,11 +56,11 @@ sandbox:
 # files (tests/slow.py) first; xdist's default reorder would put the fewest-test files last.
 PYTEST_XDIST := -n 2 --dist loadfile --no-loadscope-reorder
 
-test: sync browser sandbox
+test: bytecode browser sandbox
 	$(VENV)/bin/python -m pytest -q $(PYTEST_XDIST) $(ARGS)
 
 # make test with every test's duration, then each file's total and the 2-worker makespan.
-durations: sync browser sandbox
+durations: bytecode browser sandbox
 	set -o pipefail; $(VENV)/bin/python -m pytest -q $(PYTEST_XDIST) --durations=0 $(ARGS) \
 	  | tee .pytest-durations.txt; status=$$?; \
 	  $(VENV)/bin/python -m tests.support.durations .pytest-durations.txt; exit $$status

@@ -274,29 +274,31 @@ async def test_chaos_kills_executors_and_the_results_equal_a_run_without_faults(
     """``--chaos executor:2`` on two executors: two SIGKILLs land while runs are in flight,
     the runs hit are reported recovered, and every task ends as it did without faults."""
     shutil.copy(EXAMPLES / "scripted.yaml", tmp_path / "scripted.yaml")
-    # Slow enough model calls that a kill finds runs in flight.
-    model = f"scripted:{tmp_path / 'scripted.yaml'}?latency_ms=300"
+    script = f"scripted:{tmp_path / 'scripted.yaml'}"
+    # Slow enough model calls that a kill finds runs in flight; the run without faults needs
+    # no such room (the scripted model answers the same at any speed), so it goes flat out.
+    model = f"{script}?latency_ms=300"
     data = tmp_path / "data"
     env = cli_env()
     starter = str(EXAMPLES / "starter.yaml")
-    long = ("--repeat", "3", "--concurrency", "2")  # room for two kills and their restarts
+    repeat = ("--repeat", "3")  # room for two kills and their restarts
     async with running_up(data, env, executors=2) as url:
         calm, chaos = tmp_path / "calm.json", tmp_path / "chaos.json"
         result = await longhaul(
-            "eval", starter, "--model", model, "--json", str(calm), *long,
-            url=url, env=env, deadline_s=EVAL_DEADLINE_S,
+            "eval", starter, "--model", script, "--json", str(calm), *repeat,
+            "--concurrency", "6", url=url, env=env, deadline_s=EVAL_DEADLINE_S,
         )  # fmt: skip
         assert result.code == 0, result.output
         result = await longhaul(
-            "eval", starter, "--model", model, "--json", str(chaos), *long,
-            "--chaos", "executor:2", "--data-dir", str(data),
+            "eval", starter, "--model", model, "--json", str(chaos), *repeat,
+            "--concurrency", "2", "--chaos", "executor:2", "--data-dir", str(data),
             url=url, env=env, deadline_s=EVAL_DEADLINE_S,
         )  # fmt: skip
         assert result.code == 0, result.output
         assert result.stdout.count("chaos: SIGKILL executor-") == 2, result.output
         calm_document, chaos_document = _document(calm), _document(chaos)
         assert _outcomes(chaos_document) == _outcomes(calm_document)
-        assert calm_document["summary"][model]["passed"] == 27
+        assert calm_document["summary"][script]["passed"] == 27
         assert sum(r["recovered"] for r in chaos_document["runs"]) >= 1
         assert chaos_document["summary"][model]["recovered"] >= 1
 

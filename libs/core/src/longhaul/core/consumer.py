@@ -268,7 +268,7 @@ async def consume(
                 await slots.wait_free(shutdown)
                 continue
             try:
-                messages = await fetcher.next(limit=slots.free)
+                messages = await _unless_stopped(fetcher.next(limit=slots.free), shutdown)
             except (TimeoutError, nats.errors.TimeoutError):
                 continue
             except nats.errors.Error as exc:
@@ -284,6 +284,27 @@ async def consume(
         await slots.drain(spec.grace_s)
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
+
+
+async def _unless_stopped(fetch: Awaitable[list[Msg]], shutdown: asyncio.Event) -> list[Msg]:
+    """``fetch``'s messages, or none once ``shutdown`` is set first: an idle long-poll would
+    otherwise hold every stop for up to its whole timeout. A message the server hands to the
+    abandoned pull is redelivered after ``ack_wait``, as after a crash."""
+    fetching = asyncio.ensure_future(fetch)
+    stopping = asyncio.ensure_future(shutdown.wait())
+    try:
+        await asyncio.wait({fetching, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        fetching.cancel()
+        raise
+    finally:
+        stopping.cancel()
+    if fetching.done():
+        return fetching.result()
+    fetching.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await fetching
+    return []
 
 
 def _delivery(conn: Connection, msg: Msg) -> Delivery | None:
