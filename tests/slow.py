@@ -83,6 +83,24 @@ SLOW_TESTS = frozenset(
         "test_a_file_larger_than_memory_is_read_in_bounded_memory",
         "tests/unit/agent/test_cgroups.py::test_a_root_services_run_is_bounded_in_processes",
         "tests/unit/agent/test_cgroups.py::test_the_whole_tree_shares_one_memory_limit",
+        # executor or gateway processes stopped, killed or restarted: 3-8 s each
+        "tests/integration/remote/test_a2a_agents.py::test_a_killed_executor_resumes_both_a2a_waits",
+        "tests/integration/gateway/test_health.py::"
+        "test_an_executor_present_again_after_an_outage_longer_than_its_presence_lease",
+        "tests/integration/gateway/test_health.py::test_readyz_waits_for_an_executor_consuming",
+        "tests/integration/core/test_nats_auth.py::"
+        "test_an_executor_writes_an_imported_log_only_under_the_import_writer_s_user",
+        "tests/integration/gateway/test_notifications.py::"
+        "test_a_failing_schedule_is_told_once_then_counted_then_paused_across_two_gateways",
+        "tests/integration/gateway/test_revoked_key.py::"
+        "test_a_key_removed_from_the_config_stops_at_the_restart",
+        "tests/integration/gateway/test_schedules.py::"
+        "test_overlap_skip_passes_ticks_by_and_queue_waits_while_a_run_is_going",
+        "tests/integration/test_telemetry.py::"
+        "test_a_subprocess_executor_exports_over_otlp_http_to_a_loopback_receiver",
+        "tests/unit/agent/test_bash.py::test_timeout_kills_the_process_group",  # a real timeout
+        "tests/unit/agent/test_file_tool_attacks.py::"
+        "test_a_racing_symlink_swap_never_leaks_or_escapes",  # races for seconds on purpose
     }
 )
 
@@ -97,6 +115,7 @@ HEAVIEST_FILES = (
     "tests/integration/cli/test_commands.py",
     "tests/chaos/test_chaos_suite.py",
     "tests/integration/gateway/test_openapi.py",
+    "tests/e2e/test_viewer.py",
     "tests/integration/test_pip_install.py",
     "tests/integration/cli/test_up.py",
     "tests/cluster/test_cluster.py",

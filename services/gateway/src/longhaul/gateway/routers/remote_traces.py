@@ -26,8 +26,8 @@ from longhaul.gateway import access
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
 from longhaul.gateway.errors import ERROR_RESPONSES, ApiError, not_found
-from longhaul.gateway.routers.traces import MAX_MESSAGES_PAGE, MAX_SEQUENCE
 from longhaul.gateway.runtime import Runtime
+from longhaul.gateway.schemas.traces import MAX_MESSAGES_PAGE, MAX_SEQUENCE
 from longhaul.gateway.sse import SSE_HEADERS, SSE_ROUTE, FlushMs, StreamFrom
 from longhaul.gateway.streams import ClosingStreamingResponse
 

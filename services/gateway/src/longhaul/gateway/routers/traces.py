@@ -23,6 +23,8 @@ from longhaul.gateway.edited_calls import recorded_context
 from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import (
+    MAX_MESSAGES_PAGE,
+    MAX_SEQUENCE,
     Accepted,
     ApproveRequest,
     CreateTraceRequest,
@@ -46,8 +48,6 @@ from starlette.convertors import StringConvertor, register_url_convertor
 router = APIRouter(prefix="/api/traces", tags=["traces"], responses=ERROR_RESPONSES)
 steers = partial(router.post, status_code=202, response_model=Accepted)
 """A request that steers the trace: 202 once its event is on the log."""
-MAX_MESSAGES_PAGE = 10_000
-MAX_SEQUENCE = 2**63 - 1
 
 
 def _accepted(steered: Steered) -> Accepted:

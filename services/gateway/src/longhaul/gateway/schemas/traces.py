@@ -18,6 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field
 TraceStatusName = Literal["running", "waiting", "completed", "failed", "stopped"]
 
 
+MAX_MESSAGES_PAGE = 10_000
+"""The most messages one page of ``GET …/messages`` holds."""
+MAX_SEQUENCE = 2**63 - 1
+"""The largest message sequence a query may name (JSON's safe integers and JetStream's)."""
+
+
 class FunctionCallModel(Input):
     name: Name
     arguments: Text = "{}"
