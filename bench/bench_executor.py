@@ -371,7 +371,8 @@ async def main(quick: bool) -> None:
         bare = statistics.median(run.bare for run in batched)
         rows.append(
             [
-                f"{sizes[1]} steps, atomic batches ({batched[0].events} events)",
+                f"{sizes[1]} steps, atomic batches forced on one replica "
+                f"({batched[0].events} events)",
                 round(bare / sizes[1] * 1000, 3),
                 round(appends / sizes[1] * 1000, 3),
                 round(durable / sizes[1] * 1000, 3),
