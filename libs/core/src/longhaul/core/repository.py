@@ -183,8 +183,11 @@ class Repository(Generic[S]):
 
     async def _reach(self, aggregate_id: str, state: S, floor: int) -> None:
         """Read again until the fold includes the event at ``floor`` (a replica answered from
-        behind it: :mod:`~longhaul.core.read_floor`). An aggregate that still has no event
-        was deleted meanwhile; one still behind raises :class:`StaleRead`."""
+        behind it: :mod:`~longhaul.core.read_floor`); :class:`StaleRead` if it stays behind.
+        A fold with no event at all is checked with the stream's leader first: none there
+        means the aggregate was erased since its event was delivered."""
+        if not state.exists and not await self.exists(aggregate_id):
+            return
         deadline = asyncio.get_running_loop().time() + STALE_READ_WAIT_S
         pause = STALE_READ_PAUSE_S
         while asyncio.get_running_loop().time() < deadline:
@@ -193,11 +196,10 @@ class Repository(Generic[S]):
             await self.catch_up(aggregate_id, state)
             if state.stream_seq >= floor:
                 return
-        if state.exists:
-            raise StaleRead(
-                f"{self.aggregate} {aggregate_id}: read up to {state.stream_seq}, "
-                f"woken by {floor}, after {STALE_READ_WAIT_S:.0f} s"
-            )
+        raise StaleRead(
+            f"{self.aggregate} {aggregate_id}: read up to {state.stream_seq}, "
+            f"woken by {floor}, after {STALE_READ_WAIT_S:.0f} s"
+        )
 
     async def exists(self, aggregate_id: str) -> bool:
         """True if the aggregate has any event (no fold)."""

@@ -492,26 +492,23 @@ class EventStore:
         log no longer reaches ``expected_seq``), and :data:`FREE` if the log still ends at
         ``expected_seq``: the server refused while its view was in flux, and publishing again
         is safe (every attempt carries the same expected sequence, so at most one can land)."""
+        # Asked of the stream's leader, never a direct get: a replica catching up could miss
+        # our own landed events and turn a success into a conflict.
         subject = self.names.aggregate_filter(aggregate, aggregate_id)
+        if await self._last_seq(subject) == expected_seq:
+            return FREE
         stored: list[tuple[int, bytes]] = []
-
-        def on_message(msg: Msg) -> None:
-            stored.append((int((msg.headers or {}).get("Nats-Sequence", 0) or 0), msg.data))
-
-        await asyncio.wait_for(  # a request like any other: a silent server is retried
-            direct_page(
-                self.conn.nc,
-                self.names.stream,
-                subject,
-                after=expected_seq,
-                batch=len(payloads),
-                on_message=on_message,
-            ),
-            self.conn.request_timeout_s,
-        )
-        if not stored:
-            return FREE if await self._last_seq(subject) == expected_seq else None
-        return stored[0][0] if [data for _, data in stored] == payloads else None
+        after = expected_seq
+        for _ in payloads:
+            try:
+                msg = await self.conn.js.get_msg(
+                    self.names.stream, seq=after + 1, subject=subject, next=True
+                )
+            except NotFoundError:
+                break
+            after = int(msg.seq or 0)
+            stored.append((after, msg.data or b""))
+        return stored[0][0] if stored and [data for _, data in stored] == payloads else None
 
     async def _last_seq(self, subject: str) -> int:
         try:
@@ -616,7 +613,7 @@ class EventStore:
             await sub.unsubscribe()
 
     async def exists(self, aggregate: Aggregate, aggregate_id: str) -> bool:
-        """True if the aggregate has any event (one direct get, no replay)."""
+        """True if the aggregate has any event (one get, answered by the stream's leader)."""
         try:
             await self.conn.js.get_msg(
                 self.names.stream,
