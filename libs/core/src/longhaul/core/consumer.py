@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 import nats.errors
 from longhaul.core.connection import Connection
+from longhaul.core.keylocks import KeyLocks
 from longhaul.core.read_floor import reading_after
 from longhaul.core.telemetry import context_of, tracer
 from longhaul.core.transient import BrokerUnavailable, retry_transient
@@ -169,27 +170,6 @@ class Slots:
         for task in list(self._work):
             task.cancel()
         await asyncio.gather(*self._work, return_exceptions=True)
-
-
-@dataclass
-class KeyLocks:
-    """One lock per key, dropped when nobody holds or waits for it."""
-
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
-    users: dict[str, int] = field(default_factory=dict)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock = self.locks.setdefault(key, asyncio.Lock())
-        self.users[key] = self.users.get(key, 0) + 1
-        try:
-            async with lock:
-                yield
-        finally:
-            self.users[key] -= 1
-            if not self.users[key]:
-                del self.users[key]
-                del self.locks[key]
 
 
 class Fetcher:

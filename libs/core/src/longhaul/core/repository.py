@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
 import msgspec
-from longhaul.core.consumer import KeyLocks
 from longhaul.core.eventlog import EventLog, InFlight
+from longhaul.core.keylocks import KeyLocks
 from longhaul.core.lru import Lru
 from longhaul.core.read_floor import StaleRead, floor_for
 from longhaul.core.snapshots import SnapshotIO, Snapshots

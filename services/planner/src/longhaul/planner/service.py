@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 
 from longhaul.core.connection import Connection
-from longhaul.core.consumer import ConsumerSpec, Delivery, KeyLocks
+from longhaul.core.consumer import ConsumerSpec, Delivery
+from longhaul.core.keylocks import KeyLocks
 from longhaul.domain.events import EventDecodeError
 from longhaul.domain.state import InvalidTransition
 from longhaul.planner.driver import TaskDriver
