@@ -4,6 +4,7 @@ the CLI and the run viewer) a gateway with an executor behind it."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,11 @@ from longhaul.core.store import EventStore
 from tests.slow import heaviest_first, is_slow
 from tests.support.env import SCRIPTED_DIR_VAR
 from tests.support.nats import nats_server_url, unique_namespace
+
+# pytest keeps its assertion-rewritten test modules in __pycache__ only where bytecode may be
+# written: under PYTHONDONTWRITEBYTECODE every worker rewrote all ~270 modules on every run
+# (about 6 s of each worker's collection).
+sys.dont_write_bytecode = False
 
 if TYPE_CHECKING:
     from tests.integration.gateway.harness import RunningGateway

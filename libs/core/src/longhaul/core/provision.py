@@ -5,6 +5,7 @@ The resources are listed in docs/07-the-log.md.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -199,10 +200,15 @@ async def provision(
         kv_stream_config(names.circuits, settings, description="circuit breaker per provider"),
         kv_stream_config(names.spend, settings, description="spend per key and UTC day"),
     ]
-    for config in buckets:
-        await ensure_stream(js, config)
     objects = object_stream_config(names, settings)
-    await ensure_stream(js, objects)
+    # Independent streams: created in one wave of API requests rather than one after another;
+    # every request is answered before the first error (if any) is raised.
+    outcomes = await asyncio.gather(
+        *(ensure_stream(js, config) for config in (*buckets, objects)), return_exceptions=True
+    )
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
     _limit_notice(objects, "store.object_max_bytes")
 
 

@@ -38,6 +38,7 @@ from longhaul.gateway.routers import (
     runs,
     schedules,
     skills,
+    tasks,
     tools,
     trace_events,
     traces,
@@ -46,7 +47,6 @@ from longhaul.gateway.routers import (
     viewer,
     waiting,
 )
-from longhaul.gateway.routers.tasks import build_tasks_router
 from longhaul.gateway.runtime import Runtime
 from longhaul.llm.registry import BUILTIN_SCRIPTS, CODECS, ModelRegistry
 from longhaul.llm.telemetry import capture_content
@@ -122,8 +122,8 @@ def create_app(config: LonghaulConfig, *, heartbeat_s: float = 15.0) -> FastAPI:
         notifications.router,
         waiting.router,
         usage.router,
-        build_tasks_router("/api/tasks"),
-        build_tasks_router("/api/v1/tasks"),
+        tasks.router,
+        tasks.versioned_router,
         info.router,
         tools.router,
         experiences.router,

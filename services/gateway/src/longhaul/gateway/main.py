@@ -7,6 +7,7 @@ host was asked for, and says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from longhaul.gateway.runtime import runtime_of
 log = logging.getLogger("longhaul.gateway")
 
 GRACEFUL_SHUTDOWN_S = 5
+TICK_S = 0.1
+"""uvicorn's tick: the date header and its limits are checked this often."""
 
 
 class GatewayServer(uvicorn.Server):
@@ -40,20 +43,45 @@ class GatewayServer(uvicorn.Server):
         super().__init__(config)
         self._drain = drain
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = asyncio.Event()
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
 
+    async def main_loop(self) -> None:
+        """uvicorn's ticks, but a stop ends the wait at once instead of at the next tick."""
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), TICK_S)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """With no connection or request left to drain, skip uvicorn's fixed pauses (0.1 s
+        and more per stop, which a test suite starting hundreds of gateways pays each time)."""
+        if self.server_state.connections or self.server_state.tasks or self.force_exit:
+            await super().shutdown(sockets)
+            return
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for server in self.servers:
+            await server.wait_closed()
+        await self.lifespan.shutdown()
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._drain)
+            self._loop.call_soon_threadsafe(self._stopping.set)
         super().handle_exit(sig, frame)
 
     def stop(self) -> None:
         """Stop from inside the event loop (tests, embedding)."""
         self._drain()
         self.should_exit = True
+        self._stopping.set()
 
 
 def bind_host(config: LonghaulConfig) -> str:

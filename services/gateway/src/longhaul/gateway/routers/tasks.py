@@ -203,3 +203,9 @@ def build_tasks_router(prefix: str) -> APIRouter:
         return sse_response(runtime, "task", task_id, start, request)
 
     return router
+
+
+# Built once at import, like the other routers: building one costs ~30 ms of FastAPI route
+# analysis, which every app would pay again.
+router = build_tasks_router("/api/tasks")
+versioned_router = build_tasks_router("/api/v1/tasks")
