@@ -14,9 +14,13 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.encoders import jsonable_encoder
+from fastapi.openapi.models import Schema
 from fastapi.openapi.utils import get_openapi
 from longhaul.domain.settings import MODEL_PATTERN, MODEL_SPEC
+from longhaul.gateway.errors import ErrorBody
 from longhaul.gateway.sse_schema import document_event_streams
+from pydantic.json_schema import models_json_schema
 
 VERIFICATION_SCHEMA = "VerificationBody"
 
@@ -31,6 +35,19 @@ def model_pattern(providers: Collection[str], scripts: Collection[str]) -> str:
     names = "|".join(re.escape(name) for name in sorted(providers))
     builtin = "|".join(re.escape(name) for name in sorted(scripts))
     return rf"^(?:(?:{names}):{MODEL_SPEC}|scripted:(?:{builtin})(?:\?[A-Za-z0-9_=&.]*)?)$"
+
+
+def _with_error_schemas(schemas: dict[str, Any]) -> dict[str, Any]:
+    """The components' schemas with the error body's, which every route refers to by name
+    (``errors.ERROR_RESPONSES``), in FastAPI's order (by name)."""
+    _, top = models_json_schema(
+        [(ErrorBody, "serialization")], ref_template="#/components/schemas/{model}"
+    )
+    errors = {
+        name: jsonable_encoder(Schema(**schema), by_alias=True, exclude_none=True)
+        for name, schema in top["$defs"].items()
+    }  # encoded as get_openapi encodes the rest
+    return dict(sorted({**schemas, **errors}.items()))
 
 
 def _replace_pattern(node: Any, old: str, new: str) -> None:
@@ -61,8 +78,10 @@ def configured_openapi(
                 description=app.description,
                 routes=app.routes,
             )
+            components = document.setdefault("components", {})
+            components["schemas"] = _with_error_schemas(components.get("schemas", {}))
             document_event_streams(document)
-            schemas = document.get("components", {}).get("schemas", {})
+            schemas = components["schemas"]
             if models is not None:
                 _replace_pattern(document, MODEL_PATTERN, models)
             for name in EXPERIENCE_BODIES:

@@ -79,7 +79,7 @@ from longhaul.domain.state import TraceState
 from longhaul.gateway import access, commands
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
-from longhaul.gateway.errors import JSON_ERROR_RESPONSES, ApiError
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.protocols.run_outcome import (
     RunFollower,
     decoded,
@@ -586,7 +586,7 @@ async def _encoded(events: AsyncIterator[BaseEvent | None]) -> AsyncIterator[byt
             "description": "AG-UI events, one per SSE event",
             "content": data_events("an AG-UI event (JSON)"),
         },
-        **JSON_ERROR_RESPONSES,
+        **ERROR_RESPONSES,
     },
 )
 async def run_agent(

@@ -17,7 +17,7 @@ from longhaul.core.experiences import ExperienceExists, ExperienceStore
 from longhaul.domain import experiences as exp
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime
-from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.common import Body, Counter
 from pydantic import BaseModel, Field, StringConstraints
@@ -170,7 +170,7 @@ async def create_experience(
     response_class=Response,
     responses={
         200: {"content": {"text/markdown": {"schema": {"type": "string"}}}},
-        **JSON_ERROR_RESPONSES,
+        **ERROR_RESPONSES,
     },
 )
 async def export_experiences(runtime: CurrentRuntime, principal: CurrentPrincipal) -> Response:

@@ -13,7 +13,7 @@ from longhaul.core.connection import Connection
 from longhaul.core.service import ServiceContext
 from longhaul.gateway.auth import metrics_reader
 from longhaul.gateway.deps import CurrentRuntime
-from longhaul.gateway.errors import JSON_ERROR_RESPONSES
+from longhaul.gateway.errors import ERROR_RESPONSES
 from longhaul.gateway.liveness import READY_TIMEOUT_S, open_circuits, presences
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.storage import readiness
@@ -131,7 +131,7 @@ async def readyz(runtime: CurrentRuntime) -> JSONResponse:
     summary="Prometheus metrics (Bearer: one of gateway.metrics_keys)",
     responses={
         200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
-        **JSON_ERROR_RESPONSES,
+        **ERROR_RESPONSES,
     },
     dependencies=[Depends(metrics_reader)],
 )

@@ -20,7 +20,7 @@ from longhaul.domain.state.messages import MessageTree
 from longhaul.gateway.auth import CurrentPrincipal, Principal
 from longhaul.gateway.deps import CurrentRuntime, ViewedTrace
 from longhaul.gateway.edited_calls import recorded_context
-from longhaul.gateway.errors import ERROR_RESPONSES, JSON_ERROR_RESPONSES, ApiError
+from longhaul.gateway.errors import ERROR_RESPONSES, ApiError
 from longhaul.gateway.runtime import Runtime
 from longhaul.gateway.schemas.traces import (
     MAX_MESSAGES_PAGE,
@@ -153,7 +153,7 @@ async def get_trace(state: ViewedTrace, runtime: CurrentRuntime) -> TraceView:
     response_class=PlainTextResponse,
     responses={
         200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
-        **JSON_ERROR_RESPONSES,
+        **ERROR_RESPONSES,
     },
 )
 async def get_output(
