@@ -23,9 +23,10 @@ class PromptCache(Middleware):
     async def wrap_model_call(
         self, turn: Turn, request: ModelRequest, call_next: ModelHandler
     ) -> ModelResponse:
-        now = turn.env.now().strftime("%Y-%m-%d %H:00 UTC")  # to the hour: a stable note
+        now = turn.env.now()  # to the hour: a stable note (fields, not strftime: every step)
+        hour = f"{now.year:04d}-{now.month:02d}-{now.day:02d} {now.hour:02d}:00 UTC"
         inbox = inbox_note(turn.state)
-        volatile = "\n\n".join([f"Current time: {now}", *turn.memory, *([inbox] if inbox else [])])
+        volatile = "\n\n".join([f"Current time: {hour}", *turn.memory, *([inbox] if inbox else [])])
         if turn.config.prompt_cache.enable:
             request = msgspec.structs.replace(request, system_volatile=volatile, cache_system=True)
         else:
