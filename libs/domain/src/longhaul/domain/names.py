@@ -7,6 +7,7 @@ share one server.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from longhaul.domain.events import Aggregate
 
@@ -18,11 +19,12 @@ class Names:
     def _bucket(self, name: str) -> str:
         return f"{self.namespace}{name}"
 
-    @property
+    # Cached (the namespace never changes): read for every event appended.
+    @cached_property
     def stream(self) -> str:
         return f"{self.namespace.upper()}LH_EVENTS"
 
-    @property
+    @cached_property
     def subject_root(self) -> str:
         return f"{self.namespace}lh.ev"
 
