@@ -8,11 +8,13 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from longhaul.agent.telemetry import tool_span
 from longhaul.llm import ModelError, ModelRegistry, ModelRequest
 from longhaul.llm.structured import complete_json
-from longhaul.llm.telemetry import CAPTURE_CONTENT_VARIABLE, traced_complete
+from longhaul.llm.telemetry import CAPTURE_CONTENT_VARIABLE, NO_SPAN, model_span, traced_complete
+from longhaul.llm.types import ToolCall
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.trace import INVALID_SPAN, SpanKind, StatusCode
 
 from tests.support.llm_fakes import Fail, FakeAnthropic, FakeOpenAI, Reply
 from tests.support.otel import in_memory_tracing
@@ -121,3 +123,23 @@ async def test_a_failed_call_s_error_text_stays_off_the_span_unless_opted_in(
     assert "SECRET" not in hidden.to_json() and not hidden.events
     [event] = shown.events
     assert "SECRET-QUESTION" in str(dict(event.attributes or {})["exception.message"])
+
+
+def test_with_tracing_off_the_span_helpers_build_nothing_and_pass_errors_through() -> None:
+    """Every step makes a model call and a tool call: with no SDK installed both get one
+    shared no-op context (reentrant: nested, it is the same), and an error goes through."""
+    call = ToolCall.of(id="c1", name="noop", arguments="{}")
+    assert model_span(request("scripted:x")) is NO_SPAN and tool_span("t_1", call) is NO_SPAN
+    with pytest.raises(ValueError, match="boom"):
+        with model_span(request("scripted:x")) as outer, tool_span("t_1", call) as inner:
+            assert outer is inner is INVALID_SPAN
+            raise ValueError("boom")
+
+
+def test_tracing_installed_later_gets_real_spans(spans: InMemorySpanExporter) -> None:
+    call = ToolCall.of(id="c1", name="noop", arguments="{}")
+    with pytest.raises(ValueError), tool_span("t_1", call) as span:
+        assert span.is_recording()
+        raise ValueError("boom")
+    [finished] = spans.get_finished_spans()
+    assert finished.name == "execute_tool noop" and finished.status.status_code is StatusCode.ERROR

@@ -10,21 +10,22 @@ the API's no-op. Tool arguments and results go on spans only when
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from longhaul.agent.tools.result import Deferred, ToolReply
-from longhaul.llm.telemetry import capture_content, mark_failed, tracer, tracing_off
+from longhaul.llm.telemetry import NO_SPAN, capture_content, mark_failed, tracer, tracing_off
 from longhaul.llm.types import ToolCall
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, StatusCode
+from opentelemetry.trace import Span, SpanKind, StatusCode
+
+
+def tool_span(trace_id: str, call: ToolCall) -> AbstractContextManager[Span]:
+    """The ``execute_tool <name>`` span around one tool call, its recording included."""
+    return NO_SPAN if tracing_off() else _tool_span(trace_id, call)
 
 
 @contextmanager
-def tool_span(trace_id: str, call: ToolCall) -> Iterator[Span]:
-    """The ``execute_tool <name>`` span around one tool call, its recording included."""
-    if tracing_off():
-        yield INVALID_SPAN
-        return
+def _tool_span(trace_id: str, call: ToolCall) -> Iterator[Span]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": call.name,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import msgspec
@@ -57,13 +57,19 @@ def split_model(model_string: str) -> tuple[str, str]:
     return PROVIDER_NAMES.get(prefix, prefix), name or model_string
 
 
-@contextmanager
-def model_span(request: ModelRequest) -> Iterator[Span]:
+NO_SPAN: AbstractContextManager[Span] = nullcontext(trace.INVALID_SPAN)
+"""What the span helpers give while tracing is off: one stateless context, nothing built per
+call (a model call and a tool call every step)."""
+
+
+def model_span(request: ModelRequest) -> AbstractContextManager[Span]:
     """The ``chat <model>`` span around one model call (an exception marks it failed). The
     request's ``metadata`` names the trace (``gen_ai.conversation.id``) and the purpose."""
-    if tracing_off():
-        yield trace.INVALID_SPAN
-        return
+    return NO_SPAN if tracing_off() else _model_span(request)
+
+
+@contextmanager
+def _model_span(request: ModelRequest) -> Iterator[Span]:
     provider, model = split_model(request.model)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
