@@ -131,24 +131,11 @@ class EventPage(msgspec.Struct):
 
 
 async def answer_within(future: asyncio.Future[api.PubAck], timeout_s: float) -> api.PubAck:
-    """``asyncio.wait_for(future, timeout_s)`` for a future: its answer, or TimeoutError (the
-    future cancelled) once ``timeout_s`` passed. A timer that cancels it costs a fraction of
-    wait_for's own future and callbacks, paid on every append a step waits for."""
-    expired: list[bool] = []
-
-    def expire() -> None:
-        expired.append(True)
-        future.cancel()
-
-    timer = asyncio.get_running_loop().call_later(timeout_s, expire)
-    try:
+    """``asyncio.wait_for(future, timeout_s)`` without its waiter future and callbacks, paid on
+    every append a step waits for: under ``asyncio.timeout`` the awaited future is cancelled
+    with the caller, and the expiry becomes TimeoutError."""
+    async with asyncio.timeout(timeout_s):
         return await future
-    except asyncio.CancelledError:
-        if expired:
-            raise TimeoutError from None
-        raise  # the caller was cancelled (awaiting the future cancelled it too, as wait_for)
-    finally:
-        timer.cancel()
 
 
 def _retrieve(future: asyncio.Future[api.PubAck]) -> None:
