@@ -3,7 +3,7 @@
     python -m bench.readme          # rewrite the table in README.md
     python -m bench.readme --check  # exit 1 if README.md's table differs from the files
 
-A test (``tests/unit/test_bench_readme.py``) holds README.md to the files.
+A test (``tests/unit/test_bench_results.py``) holds README.md to the files.
 """
 
 from __future__ import annotations
