@@ -63,6 +63,7 @@ class GatewayServer(uvicorn.Server):
         if self.server_state.connections or self.server_state.tasks or self.force_exit:
             await super().shutdown(sockets)
             return
+        log.info("gateway: shutting down, no connection open")
         for server in self.servers:
             server.close()
         for sock in sockets or []:
