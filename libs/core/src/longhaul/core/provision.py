@@ -5,7 +5,6 @@ The resources are listed in docs/07-the-log.md.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -200,15 +199,10 @@ async def provision(
         kv_stream_config(names.circuits, settings, description="circuit breaker per provider"),
         kv_stream_config(names.spend, settings, description="spend per key and UTC day"),
     ]
+    for config in buckets:
+        await ensure_stream(js, config)
     objects = object_stream_config(names, settings)
-    # Independent streams: created in one wave of API requests rather than one after another;
-    # every request is answered before the first error (if any) is raised.
-    outcomes = await asyncio.gather(
-        *(ensure_stream(js, config) for config in (*buckets, objects)), return_exceptions=True
-    )
-    for outcome in outcomes:
-        if isinstance(outcome, BaseException):
-            raise outcome
+    await ensure_stream(js, objects)
     _limit_notice(objects, "store.object_max_bytes")
 
 
