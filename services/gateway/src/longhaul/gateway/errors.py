@@ -199,8 +199,6 @@ def install_error_handlers(app: FastAPI, shapes: dict[str, ErrorShape] | None = 
     app.add_exception_handler(Exception, _unexpected)
 
 
-ERROR_BODY_SCHEMAS = ("ErrorBody", "ErrorDetail")
-
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {
         "description": code.replace("_", " "),
