@@ -1,7 +1,7 @@
 """Which tests are ``slow``: the process-level ones (services, the CLI, a browser, kill -9),
 the HTTP surfaces (a gateway app per test: FastAPI builds each app's routes on first use, about
 0.2 s of CPU), and the few in-process ones that take seconds. ``pytest -m "not slow"`` is the
-inner loop, about a minute on 2 cores: unit tests, and the services' decisions over a real
+inner loop, about 35 s on 2 cores: unit tests, and the services' decisions over a real
 nats-server in process (store, executor, planner, verifier); ``make test`` runs everything. One
 list here rather than marks spread over files, so the inner loop's budget is kept in one place."""
 
